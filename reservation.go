@@ -1,0 +1,127 @@
+package seckill
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"strings"
+	"time"
+)
+
+// ReserveRequest is one buyer's attempt to claim Qty units of a sale.
+type ReserveRequest struct {
+	// ReservationID is a fresh id the caller proposes (NewReservationID). It
+	// is used only if this request reserves units.
+	ReservationID string
+	UserID        string
+	Qty           int64
+	// IdempotencyKey is optional. The same user sending the same key gets
+	// the earlier answer back, and never a second unit.
+	IdempotencyKey string
+}
+
+// Limits on outside input that reaches the stock store.
+const (
+	MaxUserIDBytes         = 128
+	MaxIdempotencyKeyBytes = 128
+)
+
+// Outcome is the decision the stock store took for one request.
+type Outcome uint8
+
+const (
+	OutcomeReserved      Outcome = iota + 1 // units reserved now
+	OutcomeReplayed                         // idempotent replay of an earlier reservation
+	OutcomeSoldOut                          // not enough stock left
+	OutcomeLimitExceeded                    // per-user limit would be exceeded
+	OutcomeNotStarted                       // before the window, or not preheated yet
+	OutcomeEnded                            // after the window
+	OutcomeKeyReused                        // idempotency key reused with another qty
+)
+
+var outcomeNames = [...]string{
+	OutcomeReserved:      "reserved",
+	OutcomeReplayed:      "replayed",
+	OutcomeSoldOut:       ESOLDOUT,
+	OutcomeLimitExceeded: ELIMIT,
+	OutcomeNotStarted:    ENOTSTARTED,
+	OutcomeEnded:         EENDED,
+	OutcomeKeyReused:     EKEYREUSED,
+}
+
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) && outcomeNames[o] != "" {
+		return outcomeNames[o]
+	}
+	return "unknown"
+}
+
+// Claimed reports whether the buyer holds units after this outcome.
+func (o Outcome) Claimed() bool { return o == OutcomeReserved || o == OutcomeReplayed }
+
+// ReserveResult is the stock store's answer to one ReserveRequest.
+type ReserveResult struct {
+	Outcome Outcome
+	// ReservationID is set when Outcome.Claimed(): the id of the (possibly
+	// earlier) reservation that holds the units.
+	ReservationID string
+	// Qty is the quantity held by that reservation.
+	Qty int64
+}
+
+// StockLevel is a sale's live stock as held in the stock store.
+type StockLevel struct {
+	Total    int64
+	Reserved int64
+}
+
+// Remaining is the number of units still available.
+func (l StockLevel) Remaining() int64 { return max(l.Total-l.Reserved, 0) }
+
+// StockStore is the live inventory: Redis in production, an in-process
+// Redis-compatible server in the embedded default, both through the same
+// client and the same Lua scripts (internal/redis).
+type StockStore interface {
+	// Preheat loads a sale's stock, limit and window. It is idempotent and
+	// never resets a sale that is already loaded: created reports whether
+	// this call loaded it.
+	Preheat(ctx context.Context, s *Sale) (created bool, err error)
+	// Reserve decides a batch of requests for one sale atomically and in
+	// order, recording each reservation and appending it to the sale's
+	// outbox in the same step. results[i] answers reqs[i]. A sale that is
+	// not preheated answers OutcomeNotStarted for every request.
+	Reserve(ctx context.Context, saleID string, reqs []ReserveRequest) ([]ReserveResult, error)
+	// Stock returns the live stock of a sale; ErrNotFound when the sale is
+	// not preheated.
+	Stock(ctx context.Context, saleID string) (StockLevel, error)
+}
+
+// Reservation ids are "<sale id>.<26 base32 chars>": the sale id lets any
+// node find the reservation's Redis keys from the id alone, and the random
+// part is a 48-bit millisecond timestamp plus 80 random bits, so ids sort by
+// time and never collide in practice.
+var reservationEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+
+// NewReservationID returns a fresh reservation id for a sale.
+func NewReservationID(saleID string, now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	return saleID + "." + reservationEncoding.EncodeToString(b[:])
+}
+
+// SaleIDOfReservation returns the sale id encoded in a reservation id, and
+// false when id is not a well-formed reservation id.
+func SaleIDOfReservation(id string) (string, bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i < 0 || len(id)-i-1 != 26 || !ValidSaleID(id[:i]) {
+		return "", false
+	}
+	for _, c := range id[i+1:] {
+		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", c) {
+			return "", false
+		}
+	}
+	return id[:i], true
+}

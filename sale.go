@@ -1,0 +1,102 @@
+package seckill
+
+import (
+	"context"
+	"regexp"
+	"time"
+)
+
+// Sale is one flash sale: a fixed stock of one product offered from StartAt
+// until EndAt. The database row is the source of truth; Redis holds the live
+// copy of the stock once the sale is preheated.
+type Sale struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	PriceCents   int64     `json:"price_cents"`
+	Stock        int64     `json:"stock"` // units put on sale
+	PerUserLimit int64     `json:"per_user_limit"`
+	StartAt      time.Time `json:"start_at"`
+	EndAt        time.Time `json:"end_at"`
+	// Version is the optimistic-lock counter of the sales row.
+	Version   int64     `json:"version"`
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Limits on sale fields. They keep every number well inside int64 and Lua's
+// 2^53 exact-integer range, so no arithmetic on them can overflow anywhere.
+const (
+	MaxSaleStock     = 1_000_000_000
+	MaxPerUserLimit  = 1_000_000
+	MaxPriceCents    = 1_000_000_000_000
+	MaxSaleNameBytes = 200
+	MaxSaleDuration  = 366 * 24 * time.Hour
+)
+
+// saleIDPattern keeps ids safe inside Redis hash tags ({id}), URLs, SQL and
+// log lines: no braces, slashes, dots, spaces or control characters.
+var saleIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
+
+// ValidSaleID reports whether id is a well-formed sale id.
+func ValidSaleID(id string) bool { return saleIDPattern.MatchString(id) }
+
+// Validate checks the fields an operator supplies when creating a sale.
+func (s *Sale) Validate() error {
+	switch {
+	case !ValidSaleID(s.ID):
+		return Errorf(EINVALID, "id must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'")
+	case s.Name == "" || len(s.Name) > MaxSaleNameBytes:
+		return Errorf(EINVALID, "name must be 1-%d bytes", MaxSaleNameBytes)
+	case s.PriceCents < 0 || s.PriceCents > MaxPriceCents:
+		return Errorf(EINVALID, "price_cents must be between 0 and %d", int64(MaxPriceCents))
+	case s.Stock < 1 || s.Stock > MaxSaleStock:
+		return Errorf(EINVALID, "stock must be between 1 and %d", MaxSaleStock)
+	case s.PerUserLimit < 1 || s.PerUserLimit > MaxPerUserLimit:
+		return Errorf(EINVALID, "per_user_limit must be between 1 and %d", MaxPerUserLimit)
+	case s.StartAt.IsZero() || s.EndAt.IsZero():
+		return Errorf(EINVALID, "start_at and end_at are required (RFC 3339)")
+	case !s.EndAt.After(s.StartAt):
+		return Errorf(EINVALID, "end_at must be after start_at")
+	case s.EndAt.Sub(s.StartAt) > MaxSaleDuration:
+		return Errorf(EINVALID, "a sale may last at most %s", MaxSaleDuration)
+	}
+	for _, r := range s.Name {
+		if r < 0x20 || r == 0x7f {
+			return Errorf(EINVALID, "name must not contain control characters")
+		}
+	}
+	return nil
+}
+
+// SaleState is what a buyer sees of a sale.
+type SaleState string
+
+const (
+	SaleScheduled SaleState = "scheduled"
+	SaleLive      SaleState = "live"
+	SaleSoldOut   SaleState = "sold_out"
+	SaleEnded     SaleState = "ended"
+)
+
+// State derives the buyer-facing state at now, given the units remaining.
+func (s *Sale) State(now time.Time, remaining int64) SaleState {
+	switch {
+	case now.Before(s.StartAt):
+		return SaleScheduled
+	case !now.Before(s.EndAt):
+		return SaleEnded
+	case remaining <= 0:
+		return SaleSoldOut
+	}
+	return SaleLive
+}
+
+// SaleStore persists sales. Implemented per SQL dialect in internal/sqlstore.
+type SaleStore interface {
+	// CreateSale inserts s with Version 1. ErrDuplicate when the id is taken.
+	CreateSale(ctx context.Context, s *Sale) error
+	// Sale returns one sale; ErrNotFound when there is none.
+	Sale(ctx context.Context, id string) (*Sale, error)
+	// SalesStartingBefore lists sales with StartAt <= t and EndAt > now:
+	// the ones that should be preheated by now.
+	SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*Sale, error)
+}
