@@ -1,0 +1,278 @@
+package combiner
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// fakeStore answers each request with its user id as reservation id, after
+// an optional delay, and records how many calls ran at once per sale.
+type fakeStore struct {
+	delay time.Duration
+	fail  func(reqs []seckill.ReserveRequest) error
+
+	mu          sync.Mutex
+	inFlight    map[string]int
+	maxInFlight map[string]int
+	batches     []int
+}
+
+func newFakeStore(delay time.Duration) *fakeStore {
+	return &fakeStore{delay: delay, inFlight: map[string]int{}, maxInFlight: map[string]int{}}
+}
+
+func (f *fakeStore) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	f.mu.Lock()
+	f.inFlight[saleID]++
+	f.maxInFlight[saleID] = max(f.maxInFlight[saleID], f.inFlight[saleID])
+	f.batches = append(f.batches, len(reqs))
+	f.mu.Unlock()
+	defer func() { f.mu.Lock(); f.inFlight[saleID]--; f.mu.Unlock() }()
+
+	time.Sleep(f.delay)
+	if f.fail != nil {
+		if err := f.fail(reqs); err != nil {
+			return nil, err
+		}
+	}
+	out := make([]seckill.ReserveResult, len(reqs))
+	for i, r := range reqs {
+		out[i] = seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: saleID + "/" + r.UserID, Qty: r.Qty}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) stats() (batches []int, maxInFlight map[string]int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	m := make(map[string]int, len(f.maxInFlight))
+	for k, v := range f.maxInFlight {
+		m[k] = v
+	}
+	return append([]int(nil), f.batches...), m
+}
+
+func TestLoneRequestGoesAtOnce(t *testing.T) {
+	store := newFakeStore(0)
+	c := New(store, Config{})
+	defer c.Stop(context.Background())
+
+	for i := range 3 {
+		res, err := c.Reserve(context.Background(), "s1", seckill.ReserveRequest{UserID: fmt.Sprint(i), Qty: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("s1/%d", i); res.ReservationID != want {
+			t.Fatalf("got reservation %q, want %q", res.ReservationID, want)
+		}
+	}
+	batches, _ := store.stats()
+	if fmt.Sprint(batches) != "[1 1 1]" {
+		t.Fatalf("sequential requests were batched as %v, want three calls of one", batches)
+	}
+}
+
+func TestStampedeIsBatchedOneCallInFlightPerSale(t *testing.T) {
+	store := newFakeStore(2 * time.Millisecond)
+	c := New(store, Config{MaxBatch: 50})
+	defer c.Stop(context.Background())
+
+	const n = 2000
+	sales := []string{"a", "b"}
+	var wg sync.WaitGroup
+	var wrong atomic.Int64
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sale := sales[i%2]
+			user := fmt.Sprint(i)
+			res, err := c.Reserve(context.Background(), sale, seckill.ReserveRequest{UserID: user, Qty: 1})
+			if err != nil || res.ReservationID != sale+"/"+user {
+				wrong.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	if w := wrong.Load(); w != 0 {
+		t.Fatalf("%d requests got an error or someone else's answer", w)
+	}
+	batches, maxInFlight := store.stats()
+	total := 0
+	for _, b := range batches {
+		if b > 50 {
+			t.Fatalf("batch of %d exceeds MaxBatch 50", b)
+		}
+		total += b
+	}
+	if total != n {
+		t.Fatalf("store saw %d requests, want %d", total, n)
+	}
+	for _, s := range sales {
+		if maxInFlight[s] != 1 {
+			t.Fatalf("sale %s had %d calls in flight at once, want 1", s, maxInFlight[s])
+		}
+	}
+	if len(batches) > n/4 {
+		t.Fatalf("%d calls for %d concurrent requests: the stampede was not batched", len(batches), n)
+	}
+	t.Logf("%d requests in %d calls", n, len(batches))
+}
+
+func TestStoreErrorFailsOnlyItsBatch(t *testing.T) {
+	store := newFakeStore(time.Millisecond)
+	boom := errors.New("redis down")
+	store.fail = func(reqs []seckill.ReserveRequest) error {
+		for _, r := range reqs {
+			if r.UserID == "bad" {
+				return boom
+			}
+		}
+		return nil
+	}
+	c := New(store, Config{})
+	defer c.Stop(context.Background())
+
+	if _, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "bad", Qty: 1}); !errors.Is(err, boom) {
+		t.Fatalf("got %v, want the store's error", err)
+	}
+	res, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "good", Qty: 1})
+	if err != nil || res.ReservationID != "s/good" {
+		t.Fatalf("the next batch got %+v, %v; want a clean answer", res, err)
+	}
+}
+
+func TestShortAnswerIsAnError(t *testing.T) {
+	c := New(shortStore{}, Config{})
+	defer c.Stop(context.Background())
+	if _, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "u", Qty: 1}); err == nil {
+		t.Fatal("a store answering fewer results than requests must be an error")
+	}
+}
+
+type shortStore struct{}
+
+func (shortStore) Reserve(context.Context, string, []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return nil, nil
+}
+
+func TestCancelledWaiterDoesNotDisturbBatch(t *testing.T) {
+	store := newFakeStore(20 * time.Millisecond)
+	c := New(store, Config{})
+	defer c.Stop(context.Background())
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "first", Qty: 1})
+		first <- err
+	}()
+	time.Sleep(5 * time.Millisecond) // let the first call get in flight
+	ctx, cancel := context.WithCancel(context.Background())
+	waiter := make(chan error, 1)
+	go func() {
+		_, err := c.Reserve(ctx, "s", seckill.ReserveRequest{UserID: "impatient", Qty: 1})
+		waiter <- err
+	}()
+	time.Sleep(2 * time.Millisecond)
+	cancel()
+	if err := <-waiter; !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled waiter got %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	batches, _ := store.stats()
+	if total := len(batches); total != 2 {
+		t.Fatalf("got %d calls, want 2: the impatient request still runs in its batch", total)
+	}
+}
+
+func TestStopDrainsThenRefuses(t *testing.T) {
+	store := newFakeStore(10 * time.Millisecond)
+	c := New(store, Config{})
+
+	const n = 100
+	errs := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: fmt.Sprint(i), Qty: 1})
+			errs <- err
+		}()
+	}
+	time.Sleep(3 * time.Millisecond)
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Every request either ran before Stop returned or was refused; none hangs.
+	answered, refused := 0, 0
+	for range n {
+		switch err := <-errs; {
+		case err == nil:
+			answered++
+		case errors.Is(err, seckill.ErrClosed):
+			refused++
+		default:
+			t.Fatalf("unexpected error %v", err)
+		}
+	}
+	batches, _ := store.stats()
+	total := 0
+	for _, b := range batches {
+		total += b
+	}
+	if total != answered {
+		t.Fatalf("store ran %d requests but %d were answered", total, answered)
+	}
+	if answered == 0 {
+		t.Fatal("no request got through before Stop")
+	}
+	if _, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "late", Qty: 1}); !errors.Is(err, seckill.ErrClosed) {
+		t.Fatalf("after Stop got %v, want ErrClosed", err)
+	}
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+}
+
+func TestStopTimesOutOnAStuckStore(t *testing.T) {
+	store := newFakeStore(200 * time.Millisecond)
+	c := New(store, Config{})
+	done := make(chan struct{})
+	go func() { c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "u", Qty: 1}); close(done) }()
+	time.Sleep(10 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want a deadline error", err)
+	}
+	<-done
+	if err := c.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func BenchmarkCombiner(b *testing.B) {
+	c := New(newFakeStore(0), Config{})
+	defer c.Stop(context.Background())
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "u", Qty: 1}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,179 @@
+// Package preheat owns loading sales into the stock store before they
+// start: every sale is preheated at StartAt minus a lead time (10 minutes
+// by default), or at once when it is created nearer its start, or on an
+// operator's demand. Preheating is idempotent, so every API node may run a
+// Scheduler; whichever gets there first loads the sale, and none resets it.
+package preheat
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// SaleLister is the part of seckill.SaleStore the scheduler reads.
+type SaleLister interface {
+	SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*seckill.Sale, error)
+}
+
+// Preheater is the part of seckill.StockStore the scheduler writes.
+type Preheater interface {
+	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
+}
+
+// Config tunes a Scheduler. Zero values take the defaults.
+type Config struct {
+	Lead     time.Duration // how long before StartAt to preheat; default 10m
+	Interval time.Duration // how often to look for due sales; default 5s
+	Now      func() time.Time
+	Logger   *slog.Logger
+}
+
+// Scheduler preheats due sales in the background and remembers which sales
+// this node has seen loaded (for metrics and the sold-out flag).
+type Scheduler struct {
+	sales SaleLister
+	stock Preheater
+	cfg   Config
+
+	mu     sync.Mutex
+	loaded map[string]*seckill.Sale
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	done     chan struct{}
+}
+
+// New returns a Scheduler; call Start to run it.
+func New(sales SaleLister, stock Preheater, cfg Config) *Scheduler {
+	if cfg.Lead <= 0 {
+		cfg.Lead = 10 * time.Minute
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 5 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Scheduler{sales: sales, stock: stock, cfg: cfg, loaded: map[string]*seckill.Sale{}}
+}
+
+// Due reports whether s should be in the stock store by now.
+func (p *Scheduler) Due(s *seckill.Sale) bool {
+	now := p.cfg.Now()
+	return !now.Before(s.StartAt.Add(-p.cfg.Lead)) && now.Before(s.EndAt)
+}
+
+// Preheat loads s now, whatever its start time (the operator's
+// POST /admin/v1/sales/{id}/preheat). created is false when s was
+// already loaded; nothing is reset then.
+func (p *Scheduler) Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error) {
+	created, err = p.stock.Preheat(ctx, s)
+	if err != nil {
+		return false, fmt.Errorf("preheat %s: %w", s.ID, err)
+	}
+	p.mu.Lock()
+	p.loaded[s.ID] = s
+	p.mu.Unlock()
+	if created {
+		p.cfg.Logger.Info("sale preheated", "sale", s.ID, "stock", s.Stock, "start_at", s.StartAt)
+	}
+	return created, nil
+}
+
+// SaleCreated preheats s at once if it is already due. A failure is
+// logged, not returned: the sale exists, and the next tick retries.
+func (p *Scheduler) SaleCreated(ctx context.Context, s *seckill.Sale) {
+	if !p.Due(s) {
+		return
+	}
+	if _, err := p.Preheat(ctx, s); err != nil {
+		p.cfg.Logger.Warn("preheat on create failed; the scheduler retries", "sale", s.ID, "err", err)
+	}
+}
+
+// Loaded returns the sales this node has preheated or seen preheated and
+// that have not ended yet.
+func (p *Scheduler) Loaded() []*seckill.Sale {
+	now := p.cfg.Now()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make([]*seckill.Sale, 0, len(p.loaded))
+	for id, s := range p.loaded {
+		if !now.Before(s.EndAt) {
+			delete(p.loaded, id)
+			continue
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// Tick preheats every due sale that this node has not yet seen loaded.
+func (p *Scheduler) Tick(ctx context.Context) error {
+	now := p.cfg.Now()
+	due, err := p.sales.SalesStartingBefore(ctx, now.Add(p.cfg.Lead), now)
+	if err != nil {
+		return fmt.Errorf("preheat: list due sales: %w", err)
+	}
+	var firstErr error
+	for _, s := range due {
+		p.mu.Lock()
+		_, seen := p.loaded[s.ID]
+		p.mu.Unlock()
+		if seen {
+			continue
+		}
+		if _, err := p.Preheat(ctx, s); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
+}
+
+// Start runs a first Tick, then one every Interval, until Stop.
+func (p *Scheduler) Start(ctx context.Context) {
+	ctx, p.cancel = context.WithCancel(ctx)
+	p.done = make(chan struct{})
+	go func() {
+		defer close(p.done)
+		t := time.NewTicker(p.cfg.Interval)
+		defer t.Stop()
+		for {
+			if err := p.Tick(ctx); err != nil && ctx.Err() == nil {
+				p.cfg.Logger.Warn("preheat tick failed", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+}
+
+// Stop ends the background loop and waits for it. Safe to call twice, and
+// without Start.
+func (p *Scheduler) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() {
+		if p.cancel != nil {
+			p.cancel()
+		}
+	})
+	if p.done == nil {
+		return nil
+	}
+	select {
+	case <-p.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("preheat: stop: %w", ctx.Err())
+	}
+}
