@@ -7,6 +7,8 @@ import (
 	"encoding/binary"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // ReserveRequest is one buyer's attempt to claim Qty units of a sale.
@@ -124,4 +126,35 @@ func SaleIDOfReservation(id string) (string, bool) {
 		}
 	}
 	return id[:i], true
+}
+
+// ValidUserID reports whether id can identify a buyer: 1 to MaxUserIDBytes
+// bytes of valid UTF-8 without control characters. User ids come from
+// token subjects and end up in Redis fields, SQL rows and log lines.
+func ValidUserID(id string) bool { return printable(id, MaxUserIDBytes) }
+
+// ValidIdempotencyKey reports whether key is acceptable as an
+// Idempotency-Key: 1 to MaxIdempotencyKeyBytes printable ASCII characters.
+func ValidIdempotencyKey(key string) bool {
+	if len(key) == 0 || len(key) > MaxIdempotencyKeyBytes {
+		return false
+	}
+	for i := 0; i < len(key); i++ {
+		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+func printable(s string, maxBytes int) bool {
+	if len(s) == 0 || len(s) > maxBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return false
+		}
+	}
+	return true
 }

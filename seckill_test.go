@@ -1,0 +1,143 @@
+package seckill_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+func TestReservationIDRoundTrip(t *testing.T) {
+	now := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
+	seen := map[string]bool{}
+	for _, sale := range []string{"a", "tea-2026_08", strings.Repeat("x", 64)} {
+		for range 100 {
+			id := seckill.NewReservationID(sale, now)
+			if seen[id] {
+				t.Fatalf("duplicate reservation id %s", id)
+			}
+			seen[id] = true
+			got, ok := seckill.SaleIDOfReservation(id)
+			if !ok || got != sale {
+				t.Fatalf("SaleIDOfReservation(%q) = %q, %v; want %q", id, got, ok, sale)
+			}
+		}
+	}
+	// Later ids sort after earlier ones.
+	a := seckill.NewReservationID("s", now)
+	b := seckill.NewReservationID("s", now.Add(time.Millisecond))
+	if !(a < b) {
+		t.Fatalf("ids do not sort by time: %s !< %s", a, b)
+	}
+}
+
+func TestSaleIDOfReservationRejects(t *testing.T) {
+	for _, id := range []string{
+		"", ".", "s.", ".0123456789ABCDEFGHJKMNPQRS", "s.0123456789ABCDEFGHJKMNPQR",
+		"s.0123456789ABCDEFGHJKMNPQRSS", "s.0123456789abcdefghjkmnpqrs", "s{x}.0123456789ABCDEFGHJKMNPQRS",
+		"s/x.0123456789ABCDEFGHJKMNPQRS", "s.0123456789ABCDEFGHJKMNPQR\x00",
+	} {
+		if sale, ok := seckill.SaleIDOfReservation(id); ok {
+			t.Errorf("SaleIDOfReservation(%q) accepted, sale %q", id, sale)
+		}
+	}
+}
+
+func TestSaleValidate(t *testing.T) {
+	start := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
+	good := func() seckill.Sale {
+		return seckill.Sale{ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, PerUserLimit: 1, StartAt: start, EndAt: start.Add(time.Hour)}
+	}
+	tests := []struct {
+		name   string
+		mutate func(*seckill.Sale)
+		ok     bool
+	}{
+		{"good", func(*seckill.Sale) {}, true},
+		{"free", func(s *seckill.Sale) { s.PriceCents = 0 }, true},
+		{"id with brace", func(s *seckill.Sale) { s.ID = "a{b}" }, false},
+		{"id too long", func(s *seckill.Sale) { s.ID = strings.Repeat("a", 65) }, false},
+		{"empty name", func(s *seckill.Sale) { s.Name = "" }, false},
+		{"control char in name", func(s *seckill.Sale) { s.Name = "tea\x00" }, false},
+		{"negative price", func(s *seckill.Sale) { s.PriceCents = -1 }, false},
+		{"zero stock", func(s *seckill.Sale) { s.Stock = 0 }, false},
+		{"huge stock", func(s *seckill.Sale) { s.Stock = 1 << 62 }, false},
+		{"zero limit", func(s *seckill.Sale) { s.PerUserLimit = 0 }, false},
+		{"end before start", func(s *seckill.Sale) { s.EndAt = s.StartAt.Add(-time.Second) }, false},
+		{"end equals start", func(s *seckill.Sale) { s.EndAt = s.StartAt }, false},
+		{"missing start", func(s *seckill.Sale) { s.StartAt = time.Time{} }, false},
+		{"two years", func(s *seckill.Sale) { s.EndAt = s.StartAt.Add(2 * 365 * 24 * time.Hour) }, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := good()
+			tt.mutate(&s)
+			err := s.Validate()
+			if (err == nil) != tt.ok {
+				t.Fatalf("Validate() = %v, want ok=%v", err, tt.ok)
+			}
+			if err != nil && seckill.ErrorCode(err) != seckill.EINVALID {
+				t.Fatalf("code %q, want %q", seckill.ErrorCode(err), seckill.EINVALID)
+			}
+		})
+	}
+}
+
+func TestSaleState(t *testing.T) {
+	start := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
+	s := seckill.Sale{StartAt: start, EndAt: start.Add(time.Hour)}
+	tests := []struct {
+		at        time.Time
+		remaining int64
+		want      seckill.SaleState
+	}{
+		{start.Add(-time.Second), 200, seckill.SaleScheduled},
+		{start, 200, seckill.SaleLive},
+		{start, 0, seckill.SaleSoldOut},
+		{start.Add(time.Hour), 5, seckill.SaleEnded},
+		{start.Add(time.Hour), 0, seckill.SaleEnded},
+	}
+	for _, tt := range tests {
+		if got := s.State(tt.at, tt.remaining); got != tt.want {
+			t.Errorf("State(%s, %d) = %s, want %s", tt.at, tt.remaining, got, tt.want)
+		}
+	}
+}
+
+func TestValidUserIDAndKey(t *testing.T) {
+	for in, want := range map[string]bool{
+		"alice": true, "用户-42": true, "": false, "a\nb": false, "\x00": false,
+		strings.Repeat("a", 128): true, strings.Repeat("a", 129): false, "\xff": false,
+	} {
+		if got := seckill.ValidUserID(in); got != want {
+			t.Errorf("ValidUserID(%q) = %v, want %v", in, got, want)
+		}
+	}
+	for in, want := range map[string]bool{
+		"k-1": true, "": false, "with space": false, "ключ": false, strings.Repeat("k", 129): false,
+	} {
+		if got := seckill.ValidIdempotencyKey(in); got != want {
+			t.Errorf("ValidIdempotencyKey(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
+func TestErrorCode(t *testing.T) {
+	wrapped := fmt.Errorf("reserve: %w", seckill.Errorf(seckill.ESOLDOUT, "gone"))
+	if got := seckill.ErrorCode(wrapped); got != seckill.ESOLDOUT {
+		t.Fatalf("ErrorCode = %q", got)
+	}
+	if got := seckill.ErrorMessage(wrapped); got != "gone" {
+		t.Fatalf("ErrorMessage = %q", got)
+	}
+	raw := errors.New("dial tcp 10.0.0.1:3306: secret-host")
+	if seckill.ErrorCode(raw) != seckill.EINTERNAL || strings.Contains(seckill.ErrorMessage(raw), "secret") {
+		t.Fatal("internal errors must map to EINTERNAL with a generic message")
+	}
+	if seckill.ErrorCode(nil) != "" {
+		t.Fatal("nil error has a code")
+	}
+}
