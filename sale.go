@@ -4,6 +4,7 @@ import (
 	"context"
 	"regexp"
 	"time"
+	"unicode/utf8"
 )
 
 // Sale is one flash sale: a fixed stock of one product offered from StartAt
@@ -44,8 +45,8 @@ func (s *Sale) Validate() error {
 	switch {
 	case !ValidSaleID(s.ID):
 		return Errorf(EINVALID, "id must be 1-64 characters of A-Z, a-z, 0-9, '_' or '-'")
-	case s.Name == "" || len(s.Name) > MaxSaleNameBytes:
-		return Errorf(EINVALID, "name must be 1-%d bytes", MaxSaleNameBytes)
+	case s.Name == "" || len(s.Name) > MaxSaleNameBytes || !utf8.ValidString(s.Name):
+		return Errorf(EINVALID, "name must be 1-%d bytes of UTF-8", MaxSaleNameBytes)
 	case s.PriceCents < 0 || s.PriceCents > MaxPriceCents:
 		return Errorf(EINVALID, "price_cents must be between 0 and %d", int64(MaxPriceCents))
 	case s.Stock < 1 || s.Stock > MaxSaleStock:

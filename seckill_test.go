@@ -62,6 +62,7 @@ func TestSaleValidate(t *testing.T) {
 		{"id too long", func(s *seckill.Sale) { s.ID = strings.Repeat("a", 65) }, false},
 		{"empty name", func(s *seckill.Sale) { s.Name = "" }, false},
 		{"control char in name", func(s *seckill.Sale) { s.Name = "tea\x00" }, false},
+		{"invalid utf-8 name", func(s *seckill.Sale) { s.Name = "tea\xff" }, false},
 		{"negative price", func(s *seckill.Sale) { s.PriceCents = -1 }, false},
 		{"zero stock", func(s *seckill.Sale) { s.Stock = 0 }, false},
 		{"huge stock", func(s *seckill.Sale) { s.Stock = 1 << 62 }, false},

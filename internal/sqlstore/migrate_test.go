@@ -1,0 +1,231 @@
+package sqlstore
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// schemaSnapshot describes the database's schema and migration history,
+// so that a second Migrate can be shown to change nothing.
+func schemaSnapshot(t *testing.T, db *DB) []string {
+	t.Helper()
+	queries := map[string][]string{
+		"sqlite": {
+			`SELECT type || ' ' || name || ' ' || COALESCE(sql, '') FROM sqlite_schema ORDER BY type, name`,
+		},
+		"mysql": {
+			`SELECT CONCAT_WS(' ', table_name, column_name, column_type, is_nullable) FROM information_schema.columns
+				WHERE table_schema = DATABASE() ORDER BY table_name, ordinal_position`,
+			`SELECT CONCAT_WS(' ', table_name, index_name, seq_in_index, column_name) FROM information_schema.statistics
+				WHERE table_schema = DATABASE() ORDER BY table_name, index_name, seq_in_index`,
+		},
+		"postgres": {
+			`SELECT concat_ws(' ', table_name, column_name, data_type, is_nullable) FROM information_schema.columns
+				WHERE table_schema = current_schema() ORDER BY table_name, ordinal_position`,
+			`SELECT indexdef FROM pg_indexes WHERE schemaname = current_schema() ORDER BY indexname`,
+		},
+	}[db.Dialect()]
+	queries = append(queries, `SELECT CONCAT(version, ' ', name, ' ', applied_at_ms) FROM schema_migrations ORDER BY version`)
+	var out []string
+	for _, q := range queries {
+		rows, err := db.read.QueryContext(t.Context(), q)
+		if err != nil {
+			t.Fatalf("snapshot %q: %v", q, err)
+		}
+		for rows.Next() {
+			var s string
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		if err := rows.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return out
+}
+
+// appliedVersions lists schema_migrations, checking each row's name.
+func appliedVersions(t *testing.T, db *DB) []int64 {
+	t.Helper()
+	ms, err := loadMigrations(db.Dialect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.read.QueryContext(t.Context(), `SELECT version, name FROM schema_migrations ORDER BY version`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var got []int64
+	for rows.Next() {
+		var (
+			v    int64
+			name string
+		)
+		if err := rows.Scan(&v, &name); err != nil {
+			t.Fatal(err)
+		}
+		if v < 1 || v > int64(len(ms)) || ms[v-1].name != name {
+			t.Errorf("schema_migrations has (%d, %q), which is not a migration", v, name)
+		}
+		got = append(got, v)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func allVersions(t *testing.T, dialect string) []int64 {
+	t.Helper()
+	ms, err := loadMigrations(dialect)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vs []int64
+	for _, m := range ms {
+		vs = append(vs, m.version)
+	}
+	return vs
+}
+
+func TestMigrateTwice(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			if got, want := appliedVersions(t, db), allVersions(t, d.name); !reflect.DeepEqual(got, want) {
+				t.Fatalf("applied %v, want %v", got, want)
+			}
+			before := schemaSnapshot(t, db)
+			if !strings.Contains(strings.Join(before, "\n"), "sales_end_start_idx") {
+				t.Errorf("schema has no sales_end_start_idx:\n%s", strings.Join(before, "\n"))
+			}
+			// Later than any applied_at_ms: a re-applied migration would show.
+			db.Now = func() time.Time { return time.Now().Add(time.Hour) }
+			if err := db.Migrate(t.Context()); err != nil {
+				t.Fatalf("second Migrate: %v", err)
+			}
+			if after := schemaSnapshot(t, db); !reflect.DeepEqual(after, before) {
+				t.Errorf("second Migrate changed the schema:\nbefore:\n%s\nafter:\n%s",
+					strings.Join(before, "\n"), strings.Join(after, "\n"))
+			}
+		})
+	}
+}
+
+// TestMigrateConcurrent: processes that start together on a fresh
+// database all migrate successfully, and each migration runs once.
+func TestMigrateConcurrent(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			url := d.url(t)
+			const n = 3
+			dbs := make([]*DB, n)
+			for i := range dbs {
+				dbs[i] = openDB(t, url) // separate pools, as separate processes
+			}
+			var (
+				wg    sync.WaitGroup
+				start = make(chan struct{})
+				errs  = make([]error, n)
+			)
+			for i, db := range dbs {
+				wg.Go(func() {
+					<-start
+					errs[i] = db.Migrate(t.Context())
+				})
+			}
+			close(start)
+			wg.Wait()
+			for i, err := range errs {
+				if err != nil {
+					t.Errorf("Migrate #%d: %v", i, err)
+				}
+			}
+			if got, want := appliedVersions(t, dbs[0]), allVersions(t, d.name); !reflect.DeepEqual(got, want) {
+				t.Fatalf("applied %v, want %v", got, want)
+			}
+			s := &seckill.Sale{ID: "after_migrate", Name: "x", Stock: 1, PerUserLimit: 1,
+				StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
+			if err := NewSaleStore(dbs[n-1]).CreateSale(t.Context(), s); err != nil {
+				t.Fatalf("CreateSale after concurrent Migrate: %v", err)
+			}
+		})
+	}
+}
+
+// TestMigrationsMatchAcrossDialects: every dialect has the same numbered
+// list, so a schema change is never made for one database only.
+func TestMigrationsMatchAcrossDialects(t *testing.T) {
+	names := func(dialect string) []string {
+		ms, err := loadMigrations(dialect)
+		if err != nil {
+			t.Fatalf("loadMigrations(%s): %v", dialect, err)
+		}
+		var out []string
+		for _, m := range ms {
+			out = append(out, fmt.Sprintf("%04d_%s", m.version, m.name))
+		}
+		return out
+	}
+	want := names("sqlite")
+	if len(want) == 0 {
+		t.Fatal("no sqlite migrations")
+	}
+	for _, d := range []string{"mysql", "postgres"} {
+		if got := names(d); !reflect.DeepEqual(got, want) {
+			t.Errorf("%s migrations %v, sqlite has %v", d, got, want)
+		}
+	}
+}
+
+func TestSplitStatements(t *testing.T) {
+	tests := []struct {
+		name string
+		in   string
+		want []string
+	}{
+		{"empty", "", nil},
+		{"only comments", "-- a;\n# b;\n  \n", nil},
+		{"one without semicolon", "CREATE TABLE a (x INT)", []string{"CREATE TABLE a (x INT)"}},
+		{"two", "CREATE TABLE a (x INT);\nCREATE TABLE b (y INT);\n", []string{"CREATE TABLE a (x INT)", "CREATE TABLE b (y INT)"}},
+		{"comment before", "-- makes a; and b\nCREATE TABLE a (x INT);", []string{"-- makes a; and b\nCREATE TABLE a (x INT)"}},
+		{"trailing comment", "SELECT 1; -- done;", []string{"SELECT 1"}},
+		{"block comment", "SELECT /* ; */ 1; SELECT 2", []string{"SELECT /* ; */ 1", "SELECT 2"}},
+		{"single quotes", "SELECT 'a;b', 'it''s;'; SELECT 2", []string{"SELECT 'a;b', 'it''s;'", "SELECT 2"}},
+		{"backslash escape", `SELECT 'a\';b'; SELECT 2`, []string{`SELECT 'a\';b'`, "SELECT 2"}},
+		{"double quotes", `SELECT "a;b"; SELECT 2`, []string{`SELECT "a;b"`, "SELECT 2"}},
+		{"backticks", "CREATE TABLE `a;b` (x INT); SELECT 2", []string{"CREATE TABLE `a;b` (x INT)", "SELECT 2"}},
+		{"quote in comment", "-- it's\nSELECT 1; SELECT 2", []string{"-- it's\nSELECT 1", "SELECT 2"}},
+		{"empty statements", ";;SELECT 1;;", []string{"SELECT 1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := splitStatements(tt.in); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("splitStatements(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
+	}
+	// The MySQL migrations themselves: one statement each, comments kept
+	// out of the way.
+	ms, err := loadMigrations("mysql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms {
+		for _, stmt := range splitStatements(m.sql) {
+			if !strings.Contains(stmt, "CREATE") && !strings.Contains(stmt, "ALTER") &&
+				!strings.Contains(stmt, "INSERT") && !strings.Contains(stmt, "UPDATE") {
+				t.Errorf("%04d_%s: odd statement %q", m.version, m.name, stmt)
+			}
+		}
+	}
+}

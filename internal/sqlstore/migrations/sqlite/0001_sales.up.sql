@@ -1,0 +1,25 @@
+-- Sales: one row per flash sale. Times are unix milliseconds (UTC) in
+-- INTEGER *_ms columns, identical in every dialect.
+CREATE TABLE sales (
+    id             TEXT    NOT NULL PRIMARY KEY,
+    name           TEXT    NOT NULL,
+    price_cents    INTEGER NOT NULL,
+    -- stock is what the database still counts as unsold; the order writer
+    -- decrements it, a restore increments it. It can never leave
+    -- [0, initial_stock]: the last line of defence against overselling.
+    stock          INTEGER NOT NULL,
+    initial_stock  INTEGER NOT NULL,
+    per_user_limit INTEGER NOT NULL,
+    start_at_ms    INTEGER NOT NULL,
+    end_at_ms      INTEGER NOT NULL,
+    version        INTEGER NOT NULL DEFAULT 1,
+    created_at_ms  INTEGER NOT NULL,
+    updated_at_ms  INTEGER NOT NULL,
+    CHECK (stock >= 0 AND stock <= initial_stock),
+    CHECK (version >= 1)
+) STRICT;
+
+-- Serves SalesStartingBefore (start_at_ms <= t AND end_at_ms > now). End
+-- comes first: ended sales pile up forever while unended ones stay few, so
+-- end_at_ms > now is the selective range.
+CREATE INDEX sales_end_start_idx ON sales (end_at_ms, start_at_ms);

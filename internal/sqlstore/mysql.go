@@ -1,0 +1,142 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+)
+
+var mysqlDialect = &dialect{
+	name: "mysql",
+	q: queries{
+		createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version       BIGINT       NOT NULL PRIMARY KEY,
+			name          VARCHAR(255) NOT NULL,
+			applied_at_ms BIGINT       NOT NULL
+		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`,
+		migrationApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
+		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
+
+		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
+		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
+			WHERE start_at_ms <= ? AND end_at_ms > ?
+			ORDER BY start_at_ms, id`,
+	},
+	isUniqueViolation: func(err error) bool {
+		var e *mysql.MySQLError
+		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.
+		return errors.As(err, &e) && (e.Number == 1062 || e.Number == 1586)
+	},
+	lockMigrations:      lockMySQLMigrations,
+	oneStatementPerExec: true, // multiStatements stays off
+}
+
+// mysqlLockName is the GET_LOCK name that serialises migrations of one
+// database. Lock names are server-wide and at most 64 characters.
+const mysqlLockName = `LEFT(CONCAT('seckill_migrate:', DATABASE()), 64)`
+
+// lockMySQLMigrations waits for the database's migration lock in short
+// server-side waits, so that a cancelled ctx is noticed between them.
+func lockMySQLMigrations(ctx context.Context, conn *sql.Conn) (func() error, error) {
+	for {
+		var got sql.NullInt64
+		if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+mysqlLockName+`, 2)`).Scan(&got); err != nil {
+			return nil, err
+		}
+		if !got.Valid {
+			return nil, errors.New("get_lock failed (is a database selected in the url?)")
+		}
+		if got.Int64 == 1 {
+			break
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, err := conn.ExecContext(ctx, `DO RELEASE_LOCK(`+mysqlLockName+`)`)
+		return err
+	}, nil
+}
+
+// mysqlConfig translates mysql://user:pass@host:port/db?k=v into the
+// driver's configuration. Parameters are the driver's own (tls, timeout, …)
+// or session variables, as in its DSN.
+func mysqlConfig(rawURL string) (*mysql.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errors.New("malformed url") // url.Parse's error would echo the password
+	}
+	if u.Host == "" {
+		return nil, errors.New("url has no host (want mysql://user:pass@host:port/db)")
+	}
+	if u.Opaque != "" {
+		return nil, errors.New("malformed url (want mysql://user:pass@host:port/db)")
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if dbName == "" || strings.Contains(dbName, "/") {
+		return nil, errors.New("url names no database (want mysql://user:pass@host:port/db)")
+	}
+
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	// The driver parses its own parameters, with the address so that
+	// tls=true verifies the right server name; user and database come from
+	// the URL, where they are unambiguous.
+	cfg, err := mysql.ParseDSN("tcp(" + addr + ")/?" + u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("bad url parameters: %w", err)
+	}
+	cfg.DBName = dbName
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	if cfg.Params == nil {
+		cfg.Params = map[string]string{}
+	}
+	if _, ok := cfg.Params["sql_mode"]; !ok {
+		// Strict: a value that does not fit is an error, never silently
+		// clipped (a clipped stock count would be an oversell).
+		cfg.Params["sql_mode"] = "'TRADITIONAL'"
+	}
+	return cfg, nil
+}
+
+func openMySQL(rawURL string) (*DB, error) {
+	cfg, err := mysqlConfig(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	connector, err := mysql.NewConnector(cfg)
+	if err != nil {
+		return nil, err
+	}
+	db := sql.OpenDB(connector)
+	setServerPool(db)
+	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
+}
+
+// setServerPool sizes the pool of a client-server database. Connections
+// are recycled so that a failed-over server or a load balancer's idle cut
+// is not noticed as errors.
+func setServerPool(db *sql.DB) {
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute)
+}

@@ -1,0 +1,76 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"hash/fnv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+var postgresDialect = &dialect{
+	name: "postgres",
+	q: queries{
+		createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version       BIGINT NOT NULL PRIMARY KEY,
+			name          TEXT   NOT NULL,
+			applied_at_ms BIGINT NOT NULL
+		)`,
+		migrationApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = $1`,
+		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)`,
+
+		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = $1`,
+		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
+			WHERE start_at_ms <= $1 AND end_at_ms > $2
+			ORDER BY start_at_ms, id`,
+	},
+	isUniqueViolation: func(err error) bool {
+		var e *pgconn.PgError
+		return errors.As(err, &e) && e.Code == "23505" // unique_violation
+	},
+	lockMigrations: lockPostgresMigrations,
+}
+
+// lockPostgresMigrations takes a session advisory lock keyed by the schema
+// the migrations create their tables in, so migrations of different
+// schemas of one database (as in tests) do not wait for each other.
+func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, error) {
+	var schema sql.NullString
+	if err := conn.QueryRowContext(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return nil, err
+	}
+	if !schema.Valid {
+		return nil, errors.New("no current schema: search_path names no existing schema")
+	}
+	h := fnv.New64a()
+	h.Write([]byte("seckill_migrate:" + schema.String))
+	key := int64(h.Sum64())
+	if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+		return nil, err
+	}
+	return func() error {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_, err := conn.ExecContext(ctx, `SELECT pg_advisory_unlock($1)`, key)
+		return err
+	}, nil
+}
+
+// openPostgres accepts any URL pgx does (postgres:// or postgresql://,
+// with libpq parameters such as sslmode or search_path).
+func openPostgres(rawURL string) (*DB, error) {
+	cfg, err := pgx.ParseConfig(rawURL)
+	if err != nil {
+		return nil, err // pgx redacts the password
+	}
+	db := stdlib.OpenDB(*cfg)
+	setServerPool(db)
+	return &DB{dialect: postgresDialect, write: db, read: db}, nil
+}

@@ -1,0 +1,142 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net/url"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+
+	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
+)
+
+var sqliteDialect = &dialect{
+	name: "sqlite",
+	q: queries{
+		createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version       INTEGER NOT NULL PRIMARY KEY,
+			name          TEXT    NOT NULL,
+			applied_at_ms INTEGER NOT NULL
+		) STRICT`,
+		migrationApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
+		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
+
+		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
+		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
+			WHERE start_at_ms <= ? AND end_at_ms > ?
+			ORDER BY start_at_ms, id`,
+	},
+	isUniqueViolation: func(err error) bool {
+		var e *sqlite.Error
+		return errors.As(err, &e) &&
+			(e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
+	},
+	// SQLite has one writer per file. Every transaction of the write pool
+	// begins IMMEDIATE, taking the write lock up front, and each migration
+	// re-checks schema_migrations inside its transaction: that is the lock.
+	lockMigrations: func(context.Context, *sql.Conn) (func() error, error) {
+		return func() error { return nil }, nil
+	},
+}
+
+// sqliteBusyTimeout is how long (ms) a connection waits for another
+// process's write lock before failing. Within this process writes queue on
+// the single write connection and never wait here.
+const sqliteBusyTimeout = "10000"
+
+// sqliteParams are the driver parameters of every connection. WAL lets
+// readers run beside the writer; synchronous=NORMAL is durable across a
+// process crash (not a power cut) under WAL and much faster than FULL.
+var sqliteParams = url.Values{
+	"_busy_timeout": {sqliteBusyTimeout},
+	"_foreign_keys": {"1"},
+	"_journal_mode": {"WAL"},
+	"_synchronous":  {"NORMAL"},
+	// IMMEDIATE takes the write lock at BEGIN. A DEFERRED transaction
+	// that reads and then writes can fail with SQLITE_BUSY at once, since
+	// waiting could deadlock; busy_timeout cannot help it.
+	"_txlock": {"immediate"},
+}
+
+// parseSQLiteURL splits sqlite:PATH[?params] (or sqlite://PATH…) into the
+// file path and the driver parameters, the caller's over the defaults.
+func parseSQLiteURL(rawURL string) (path string, params url.Values, err error) {
+	rest := rawURL[len("sqlite:"):]
+	rest = strings.TrimPrefix(rest, "//")
+	path, rawQuery, _ := strings.Cut(rest, "?")
+	if path == "" {
+		return "", nil, errors.New("url has no file path (want sqlite:PATH)")
+	}
+	params = url.Values{}
+	for k, v := range sqliteParams {
+		params[k] = v
+	}
+	if rawQuery != "" {
+		extra, err := url.ParseQuery(rawQuery)
+		if err != nil {
+			return "", nil, fmt.Errorf("bad url parameters: %w", err)
+		}
+		for k, v := range extra {
+			params[k] = v
+		}
+	}
+	return path, params, nil
+}
+
+func openSQLite(rawURL string) (*DB, error) {
+	path, params, err := parseSQLiteURL(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	if path == ":memory:" {
+		// One connection, never closed: the database lives and dies with
+		// it. No WAL for memory databases.
+		params.Del("_journal_mode")
+		db, err := sql.Open("sqlite", path+"?"+params.Encode())
+		if err != nil {
+			return nil, err
+		}
+		db.SetMaxOpenConns(1)
+		db.SetMaxIdleConns(1)
+		db.SetConnMaxLifetime(0)
+		db.SetConnMaxIdleTime(0)
+		return &DB{dialect: sqliteDialect, write: db, read: db}, nil
+	}
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create directory: %w", err)
+		}
+	}
+
+	write, err := sql.Open("sqlite", path+"?"+params.Encode())
+	if err != nil {
+		return nil, err
+	}
+	write.SetMaxOpenConns(1)
+	write.SetMaxIdleConns(1)
+	write.SetConnMaxLifetime(0)
+	write.SetConnMaxIdleTime(0)
+
+	// Readers never write, and never need the journal mode set again
+	// (it is a property of the file, set by the writer).
+	params.Del("_journal_mode")
+	params.Set("_txlock", "deferred")
+	params.Set("_query_only", "1")
+	read, err := sql.Open("sqlite", path+"?"+params.Encode())
+	if err != nil {
+		write.Close()
+		return nil, err
+	}
+	n := max(4, runtime.GOMAXPROCS(0))
+	read.SetMaxOpenConns(n)
+	read.SetMaxIdleConns(n)
+	return &DB{dialect: sqliteDialect, write: write, read: read}, nil
+}

@@ -1,0 +1,159 @@
+// Package sqlstore owns the relational database, the source of truth for
+// sales (and, later, orders): one database/sql store that speaks three
+// dialects, SQLite (the embedded default), MySQL/MariaDB and PostgreSQL. It
+// owns the schema and its numbered migrations, the SQL text of each dialect,
+// and the translation of driver errors into the domain's sentinels at this
+// edge. It implements seckill.SaleStore.
+//
+// Times are stored as BIGINT unix milliseconds in *_ms columns: exact and
+// identical in all three dialects, with no driver time parsing involved.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// DB is an open database of one dialect.
+type DB struct {
+	dialect *dialect
+	// write takes every write. On SQLite it holds one connection, so the
+	// process's writes queue in Go instead of failing with "database is
+	// locked"; elsewhere it is the same pool as read.
+	write *sql.DB
+	// read serves reads. On SQLite it is a separate pool of read-only
+	// connections, which WAL lets run beside the writer.
+	read *sql.DB
+
+	// Now returns the current time; CreateSale stamps created_at with it.
+	// Tests may replace it before first use.
+	Now func() time.Time
+}
+
+// Open connects to the database named by rawURL and checks that it answers.
+// It does not migrate; call Migrate. URLs:
+//
+//	sqlite:PATH or sqlite://PATH       a file, created with its directory if
+//	                                   missing; sqlite::memory: for a private
+//	                                   in-memory database
+//	mysql://user:pass@host:port/db?k=v MySQL or MariaDB; k=v are driver
+//	                                   parameters or session variables
+//	postgres://… or postgresql://…     PostgreSQL, any libpq-style URL
+//
+// A SQLite URL may end in ?k=v driver parameters (modernc.org/sqlite), which
+// override the defaults this package sets.
+func Open(ctx context.Context, rawURL string) (*DB, error) {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok {
+		return nil, errors.New("open database: url has no scheme (want sqlite:, mysql:// or postgres://)")
+	}
+	var (
+		db  *DB
+		err error
+	)
+	switch strings.ToLower(scheme) {
+	case "sqlite":
+		db, err = openSQLite(rawURL)
+	case "mysql":
+		db, err = openMySQL(rawURL)
+	case "postgres", "postgresql":
+		db, err = openPostgres(rawURL)
+	default:
+		return nil, fmt.Errorf("open database: unsupported url scheme %q (want sqlite:, mysql:// or postgres://)", scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s database: %w", scheme, err)
+	}
+	if err := db.Ping(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s database: %w", db.dialect.name, err)
+	}
+	return db, nil
+}
+
+// Dialect names the database's SQL dialect: "sqlite", "mysql" or "postgres".
+func (db *DB) Dialect() string { return db.dialect.name }
+
+// Ping checks that the database answers.
+func (db *DB) Ping(ctx context.Context) error {
+	if err := db.write.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping: %w", err)
+	}
+	if db.read != db.write {
+		if err := db.read.PingContext(ctx); err != nil {
+			return fmt.Errorf("ping: %w", err)
+		}
+	}
+	return nil
+}
+
+// Close closes the database. It is safe to call more than once.
+func (db *DB) Close() error {
+	err := db.write.Close()
+	if db.read != db.write {
+		err = errors.Join(err, db.read.Close())
+	}
+	if err != nil {
+		return fmt.Errorf("close database: %w", err)
+	}
+	return nil
+}
+
+func (db *DB) now() time.Time {
+	if db.Now != nil {
+		return db.Now()
+	}
+	return time.Now()
+}
+
+// isUniqueViolation reports whether err is the dialect's unique-key
+// violation.
+func (db *DB) isUniqueViolation(err error) bool {
+	return err != nil && db.dialect.isUniqueViolation(err)
+}
+
+// dialect is everything that differs between the databases. Each dialect's
+// value, SQL text included, lives in its own file: sqlite.go, mysql.go,
+// postgres.go.
+type dialect struct {
+	name string
+	q    queries
+	// isUniqueViolation recognises the driver's unique-key violation.
+	isUniqueViolation func(error) bool
+	// lockMigrations serialises Migrate across processes, holding a lock
+	// on conn's session until the returned unlock is called.
+	lockMigrations func(ctx context.Context, conn *sql.Conn) (unlock func() error, err error)
+	// oneStatementPerExec is set when the driver runs only one statement
+	// per Exec, so migrations must be split into statements.
+	oneStatementPerExec bool
+}
+
+// queries is the SQL text of one dialect. Placeholders are the dialect's
+// own ('?' or '$1').
+type queries struct {
+	// createMigrationsTable creates schema_migrations (version, name,
+	// applied_at_ms) if it does not exist.
+	createMigrationsTable string
+	// migrationApplied counts the rows of one version ($1).
+	migrationApplied string
+	// recordMigration inserts (version, name, applied_at_ms).
+	recordMigration string
+
+	// insertSale inserts (id, name, price_cents, stock, initial_stock,
+	// per_user_limit, start_at_ms, end_at_ms, version, created_at_ms,
+	// updated_at_ms).
+	insertSale string
+	// sale selects saleColumns of one id.
+	sale string
+	// salesStartingBefore selects saleColumns where start_at_ms <= $1 and
+	// end_at_ms > $2.
+	salesStartingBefore string
+}
+
+// saleColumns is the column list every sale query selects, in scanSale's
+// order. It is the same in every dialect.
+const saleColumns = `id, name, price_cents, initial_stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms`

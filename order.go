@@ -1,0 +1,94 @@
+package seckill
+
+import (
+	"context"
+	"time"
+)
+
+// OrderStatus is the life of an order in the database.
+type OrderStatus string
+
+const (
+	OrderPlaced    OrderStatus = "ordered"   // persisted, awaiting payment
+	OrderPaid      OrderStatus = "paid"      // paid before its deadline
+	OrderCancelled OrderStatus = "cancelled" // cancelled by the buyer, an operator or the pay timeout
+)
+
+// Order is one persisted reservation. There is exactly one order per
+// reservation id: the database enforces it with a unique key, which is what
+// makes at-least-once delivery from the broker safe.
+type Order struct {
+	ID            string      `json:"order_id"`
+	ReservationID string      `json:"reservation_id"`
+	SaleID        string      `json:"sale_id"`
+	UserID        string      `json:"user_id"`
+	Qty           int64       `json:"qty"`
+	AmountCents   int64       `json:"amount_cents"`
+	Status        OrderStatus `json:"status"`
+	PayBy         time.Time   `json:"pay_by"`
+	ReservedAt    time.Time   `json:"reserved_at"`
+	CreatedAt     time.Time   `json:"created_at"`
+	UpdatedAt     time.Time   `json:"updated_at"`
+	CancelReason  string      `json:"cancel_reason,omitempty"`
+}
+
+// OrderIDOf is the order id of a reservation: derived, so that a redelivered
+// event can never mint a second id for the same reservation.
+func OrderIDOf(reservationID string) string { return "o-" + reservationID }
+
+// FailedOrder is a reservation that could not become an order: the
+// database lacked the stock (Redis and the database disagreed), or every
+// attempt to persist it failed. An operator resolves each one (refund or
+// re-drive); each also raised an alert.
+type FailedOrder struct {
+	ReservationID string    `json:"reservation_id"`
+	SaleID        string    `json:"sale_id"`
+	UserID        string    `json:"user_id"`
+	Qty           int64     `json:"qty"`
+	Reason        string    `json:"reason"`
+	Attempts      int       `json:"attempts"`
+	Payload       []byte    `json:"-"` // the raw message, for a re-drive
+	CreatedAt     time.Time `json:"created_at"`
+}
+
+// PersistOutcome is what happened to one event of a persisted batch.
+type PersistOutcome uint8
+
+const (
+	PersistCreated   PersistOutcome = iota + 1 // a new order
+	PersistDuplicate                           // the order (or failed order) already existed: redelivery
+	PersistRejected                            // the database lacked the stock: recorded in failed_orders
+)
+
+// OrderStore persists orders. Implemented per SQL dialect in internal/sqlstore.
+type OrderStore interface {
+	// PersistReservations turns events of one sale into orders in one
+	// transaction: events whose reservation id already has an order (or a
+	// failed order) are duplicates; the rest are inserted with status
+	// ordered and PayBy = now+payTimeout, and the sale's stock is taken by
+	// an optimistic-lock update (stock - n, version + 1, where version and
+	// stock >= n); a version conflict re-reads and retries. When the
+	// database lacks stock for all of them, events are accepted in order
+	// while they fit and the excess is written to failed_orders: the stock
+	// never goes negative. outcomes[i] answers events[i].
+	PersistReservations(ctx context.Context, saleID string, events []ReservationEvent, now time.Time, payTimeout time.Duration) (outcomes []PersistOutcome, err error)
+	// Order returns the order of a reservation; ErrNotFound when none.
+	Order(ctx context.Context, reservationID string) (*Order, error)
+	// FailedOrder returns the failed order of a reservation; ErrNotFound when none.
+	FailedOrder(ctx context.Context, reservationID string) (*FailedOrder, error)
+	// RecordFailedOrder stores f unless one exists for the reservation
+	// already (then it is a no-op returning ErrDuplicate).
+	RecordFailedOrder(ctx context.Context, f *FailedOrder) error
+	// FailedOrders lists failed orders, newest first.
+	FailedOrders(ctx context.Context, limit int) ([]*FailedOrder, error)
+	// PayOrder moves an ordered, unexpired order to paid. It is a
+	// conditional update, so it and a cancel can never both win: an order
+	// in another state, or past PayBy, is an *Error with ESTATECONFLICT.
+	PayOrder(ctx context.Context, reservationID string, now time.Time) (*Order, error)
+	// CancelOrder moves an ordered order to cancelled (conditional, as
+	// PayOrder). Cancelling an already cancelled order returns it with
+	// changed=false; a paid one is ESTATECONFLICT.
+	CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *Order, changed bool, err error)
+	// ExpiredOrders lists up to limit orders still ordered with PayBy <= now.
+	ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*Order, error)
+}
