@@ -1,0 +1,402 @@
+// Package conformance holds the shared test suites that every
+// implementation of a domain port must pass. An adapter is done when it
+// passes its port's suite; the suites speak only domain types.
+package conformance
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// StockStore exercises a seckill.StockStore. newStore is called once per
+// subtest and must return a store whose sales no other test touches (sale
+// ids are unique per subtest anyway); it should register its own cleanup.
+// Subtests run in parallel. The store's clock is its own (Redis TIME), so
+// windows are set hours away from the real present.
+func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore) {
+	t.Helper()
+
+	t.Run("PreheatIsIdempotent", func(t *testing.T) {
+		t.Parallel()
+		ctx, store := context.Background(), newStore(t)
+		sale := liveStockSale(10, 3)
+		created, err := store.Preheat(ctx, sale)
+		if err != nil || !created {
+			t.Fatalf("first Preheat = %v, %v; want true, nil", created, err)
+		}
+		created, err = store.Preheat(ctx, sale)
+		if err != nil || created {
+			t.Fatalf("second Preheat = %v, %v; want false, nil", created, err)
+		}
+		wantStockLevel(t, store, sale.ID, 10, 0)
+	})
+
+	t.Run("PreheatNeverResetsALiveSale", func(t *testing.T) {
+		t.Parallel()
+		ctx, store := context.Background(), newStore(t)
+		sale := liveStockSale(10, 3)
+		stockPreheat(t, store, sale)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 3, "")), seckill.OutcomeReserved)
+
+		again := *sale
+		again.Stock, again.PerUserLimit = 100, 50
+		again.StartAt, again.EndAt = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+		if created, err := store.Preheat(ctx, &again); err != nil || created {
+			t.Fatalf("Preheat of a live sale = %v, %v; want false, nil", created, err)
+		}
+		wantStockLevel(t, store, sale.ID, 10, 3)
+		// The old limit and window still hold: u1 is at the limit of 3,
+		// and the sale is still open.
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, ""), stockRequest(sale.ID, "u2", 1, "")),
+			seckill.OutcomeLimitExceeded, seckill.OutcomeReserved)
+	})
+
+	t.Run("StockOfUnknownSaleIsNotFound", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		_, err := store.Stock(context.Background(), servicetest.UniqueName("nosale"))
+		if !errors.Is(err, seckill.ErrNotFound) {
+			t.Fatalf("Stock of a sale never preheated: err = %v; want ErrNotFound", err)
+		}
+	})
+
+	t.Run("Reserved", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(10, 3)
+		stockPreheat(t, store, sale)
+		r := stockRequest(sale.ID, "u1", 2, "")
+		got := stockReserve(t, store, sale.ID, r)
+		want := seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: 2}
+		if got[0] != want {
+			t.Fatalf("Reserve = %+v; want %+v", got[0], want)
+		}
+		wantStockLevel(t, store, sale.ID, 10, 2)
+	})
+
+	t.Run("ReplayedWithSameKey", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(10, 5)
+		stockPreheat(t, store, sale)
+		first := stockRequest(sale.ID, "u1", 2, "key-1")
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
+
+		retry := stockRequest(sale.ID, "u1", 2, "key-1") // a fresh proposed id, as a retrying client sends
+		got := stockReserve(t, store, sale.ID, retry)
+		want := seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: first.ReservationID, Qty: 2}
+		if got[0] != want {
+			t.Fatalf("replay = %+v; want %+v", got[0], want)
+		}
+		wantStockLevel(t, store, sale.ID, 10, 2)
+
+		// The key belongs to u1 alone: u2 may use the same string.
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u2", 2, "key-1")), seckill.OutcomeReserved)
+		wantStockLevel(t, store, sale.ID, 10, 4)
+	})
+
+	t.Run("ReplayedEvenWhenSoldOutOrAtLimit", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(2, 2)
+		stockPreheat(t, store, sale)
+		first := stockRequest(sale.ID, "u1", 2, "k")
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
+		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
+		if got[0].Outcome != seckill.OutcomeReplayed || got[0].ReservationID != first.ReservationID {
+			t.Fatalf("replay after sell-out = %+v; want replayed %s", got[0], first.ReservationID)
+		}
+	})
+
+	t.Run("KeyReusedWithOtherQty", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(10, 5)
+		stockPreheat(t, store, sale)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "k")), seckill.OutcomeReserved)
+		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
+		if got[0] != (seckill.ReserveResult{Outcome: seckill.OutcomeKeyReused}) {
+			t.Fatalf("same key, other qty = %+v; want key reused and nothing else", got[0])
+		}
+		wantStockLevel(t, store, sale.ID, 10, 1)
+	})
+
+	t.Run("RejectionsAreNotStoredUnderTheKey", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(10, 2)
+		stockPreheat(t, store, sale)
+		// Rejected with key k: qty 3 is over the limit of 2.
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 3, "k")), seckill.OutcomeLimitExceeded)
+		// The same key with another qty is a new decision, not key reused.
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "k")), seckill.OutcomeReserved)
+	})
+
+	t.Run("LimitExceeded", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(100, 3)
+		stockPreheat(t, store, sale)
+		// qty over the limit at once
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 4, "")), seckill.OutcomeLimitExceeded)
+		// cumulative: 2 + 1 fit, then 1 more does not, over several calls and keys
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "a")), seckill.OutcomeReserved)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "b")), seckill.OutcomeReserved)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "c")), seckill.OutcomeLimitExceeded)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "")), seckill.OutcomeLimitExceeded)
+		// another buyer is unaffected
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u2", 3, "")), seckill.OutcomeReserved)
+		wantStockLevel(t, store, sale.ID, 100, 6)
+	})
+
+	t.Run("SoldOut", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(3, 5)
+		stockPreheat(t, store, sale)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "")), seckill.OutcomeReserved)
+		// 1 unit left: a request for 2 is sold out, one for 1 still fits.
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u2", 2, "")), seckill.OutcomeSoldOut)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u3", 1, "")), seckill.OutcomeReserved)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u4", 1, "")), seckill.OutcomeSoldOut)
+		wantStockLevel(t, store, sale.ID, 3, 3)
+	})
+
+	t.Run("NotStarted", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := stockSale(10, 3, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+		stockPreheat(t, store, sale)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, ""), stockRequest(sale.ID, "u2", 1, "k")),
+			seckill.OutcomeNotStarted, seckill.OutcomeNotStarted)
+		wantStockLevel(t, store, sale.ID, 10, 0)
+	})
+
+	t.Run("Ended", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := stockSale(10, 3, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
+		stockPreheat(t, store, sale)
+		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, ""), stockRequest(sale.ID, "u2", 1, "k")),
+			seckill.OutcomeEnded, seckill.OutcomeEnded)
+		wantStockLevel(t, store, sale.ID, 10, 0)
+	})
+
+	t.Run("NotPreheated", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		saleID := servicetest.UniqueName("sale_")
+		wantStockOutcomes(t, stockReserve(t, store, saleID, stockRequest(saleID, "u1", 1, ""), stockRequest(saleID, "u2", 1, "k")),
+			seckill.OutcomeNotStarted, seckill.OutcomeNotStarted)
+		if _, err := store.Stock(context.Background(), saleID); !errors.Is(err, seckill.ErrNotFound) {
+			t.Fatalf("Reserve must not create a sale: Stock err = %v; want ErrNotFound", err)
+		}
+	})
+
+	t.Run("BatchAnswersInOrder", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(5, 2)
+		stockPreheat(t, store, sale)
+		reqs := []seckill.ReserveRequest{
+			stockRequest(sale.ID, "u1", 2, "a"), // reserved: 3 left
+			stockRequest(sale.ID, "u1", 2, "a"), // replay of the one before, within the batch
+			stockRequest(sale.ID, "u1", 1, "a"), // key reused
+			stockRequest(sale.ID, "u1", 1, ""),  // u1 is at the limit
+			stockRequest(sale.ID, "u2", 2, ""),  // reserved: 1 left
+			stockRequest(sale.ID, "u3", 2, ""),  // sold out: only 1 left
+			stockRequest(sale.ID, "u3", 3, ""),  // limit exceeded is checked before stock
+			stockRequest(sale.ID, "u4", 1, ""),  // reserved: 0 left
+			stockRequest(sale.ID, "u5", 1, ""),  // sold out
+		}
+		got := stockReserve(t, store, sale.ID, reqs...)
+		want := []seckill.ReserveResult{
+			{Outcome: seckill.OutcomeReserved, ReservationID: reqs[0].ReservationID, Qty: 2},
+			{Outcome: seckill.OutcomeReplayed, ReservationID: reqs[0].ReservationID, Qty: 2},
+			{Outcome: seckill.OutcomeKeyReused},
+			{Outcome: seckill.OutcomeLimitExceeded},
+			{Outcome: seckill.OutcomeReserved, ReservationID: reqs[4].ReservationID, Qty: 2},
+			{Outcome: seckill.OutcomeSoldOut},
+			{Outcome: seckill.OutcomeLimitExceeded},
+			{Outcome: seckill.OutcomeReserved, ReservationID: reqs[7].ReservationID, Qty: 1},
+			{Outcome: seckill.OutcomeSoldOut},
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Errorf("results[%d] = %+v; want %+v", i, got[i], want[i])
+			}
+		}
+		wantStockLevel(t, store, sale.ID, 5, 5)
+	})
+
+	t.Run("EmptyBatch", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(5, 2)
+		stockPreheat(t, store, sale)
+		if got := stockReserve(t, store, sale.ID); len(got) != 0 {
+			t.Fatalf("Reserve of no requests = %+v; want none", got)
+		}
+	})
+
+	t.Run("StampedeNeverOversells", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		const stock, buyers = 200, 2000
+		sale := liveStockSale(stock, 1)
+		stockPreheat(t, store, sale)
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			outcomes = map[seckill.Outcome]int{}
+			ids      = map[string]bool{}
+		)
+		start := make(chan struct{})
+		for i := range buyers {
+			wg.Go(func() {
+				r := stockRequest(sale.ID, fmt.Sprintf("buyer-%d", i), 1, "")
+				<-start
+				res, err := store.Reserve(context.Background(), sale.ID, []seckill.ReserveRequest{r})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("Reserve: %v", err)
+					return
+				}
+				outcomes[res[0].Outcome]++
+				if res[0].Outcome == seckill.OutcomeReserved {
+					ids[res[0].ReservationID] = true
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		if outcomes[seckill.OutcomeReserved] != stock || outcomes[seckill.OutcomeSoldOut] != buyers-stock || len(ids) != stock {
+			t.Fatalf("%d buyers for %d units: outcomes %v, %d distinct ids; want %d reserved, %d sold out",
+				buyers, stock, outcomes, len(ids), stock, buyers-stock)
+		}
+		wantStockLevel(t, store, sale.ID, stock, stock)
+	})
+
+	t.Run("ConcurrentRetriesOfOneKeyClaimOnce", func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		sale := liveStockSale(100, 10) // a limit of 10 would let duplicates through
+		stockPreheat(t, store, sale)
+		const retries = 50
+		var (
+			wg       sync.WaitGroup
+			mu       sync.Mutex
+			outcomes = map[seckill.Outcome]int{}
+			ids      = map[string]bool{}
+		)
+		start := make(chan struct{})
+		for range retries {
+			wg.Go(func() {
+				r := stockRequest(sale.ID, "impatient", 1, "the-one-key")
+				<-start
+				res, err := store.Reserve(context.Background(), sale.ID, []seckill.ReserveRequest{r})
+				mu.Lock()
+				defer mu.Unlock()
+				if err != nil {
+					t.Errorf("Reserve: %v", err)
+					return
+				}
+				outcomes[res[0].Outcome]++
+				ids[res[0].ReservationID] = true
+			})
+		}
+		close(start)
+		wg.Wait()
+		if outcomes[seckill.OutcomeReserved] != 1 || outcomes[seckill.OutcomeReplayed] != retries-1 || len(ids) != 1 {
+			t.Fatalf("%d retries of one key: outcomes %v, ids %v; want 1 reserved, %d replayed, one id",
+				retries, outcomes, ids, retries-1)
+		}
+		wantStockLevel(t, store, sale.ID, 100, 1)
+	})
+}
+
+func stockSale(stock, limit int64, start, end time.Time) *seckill.Sale {
+	return &seckill.Sale{
+		ID:           servicetest.UniqueName("sale_"),
+		Name:         "Tea gift set",
+		PriceCents:   1999,
+		Stock:        stock,
+		PerUserLimit: limit,
+		StartAt:      start,
+		EndAt:        end,
+		Version:      1,
+	}
+}
+
+// liveStockSale is open from an hour ago until an hour from now.
+func liveStockSale(stock, limit int64) *seckill.Sale {
+	return stockSale(stock, limit, time.Now().Add(-time.Hour), time.Now().Add(time.Hour))
+}
+
+func stockRequest(saleID, user string, qty int64, key string) seckill.ReserveRequest {
+	return seckill.ReserveRequest{
+		ReservationID:  seckill.NewReservationID(saleID, time.Now()),
+		UserID:         user,
+		Qty:            qty,
+		IdempotencyKey: key,
+	}
+}
+
+func stockPreheat(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
+	t.Helper()
+	if created, err := store.Preheat(context.Background(), sale); err != nil || !created {
+		t.Fatalf("Preheat(%s) = %v, %v; want true, nil", sale.ID, created, err)
+	}
+}
+
+func stockReserve(t *testing.T, store seckill.StockStore, saleID string, reqs ...seckill.ReserveRequest) []seckill.ReserveResult {
+	t.Helper()
+	res, err := store.Reserve(context.Background(), saleID, reqs)
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	if len(res) != len(reqs) {
+		t.Fatalf("Reserve answered %d of %d requests: %+v", len(res), len(reqs), res)
+	}
+	for i, r := range res {
+		switch {
+		case r.Outcome == seckill.OutcomeReserved && (r.ReservationID != reqs[i].ReservationID || r.Qty != reqs[i].Qty):
+			t.Fatalf("results[%d] = %+v; a reservation made now must carry the request's id %s and qty %d",
+				i, r, reqs[i].ReservationID, reqs[i].Qty)
+		case !r.Outcome.Claimed() && (r.ReservationID != "" || r.Qty != 0):
+			t.Fatalf("results[%d] = %+v; a rejection carries no id or qty", i, r)
+		}
+	}
+	return res
+}
+
+func wantStockOutcomes(t *testing.T, got []seckill.ReserveResult, want ...seckill.Outcome) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d results %+v; want %d", len(got), got, len(want))
+	}
+	for i := range want {
+		if got[i].Outcome != want[i] {
+			t.Errorf("results[%d].Outcome = %s; want %s", i, got[i].Outcome, want[i])
+		}
+	}
+}
+
+func wantStockLevel(t *testing.T, store seckill.StockStore, saleID string, total, reserved int64) {
+	t.Helper()
+	got, err := store.Stock(context.Background(), saleID)
+	if err != nil {
+		t.Fatalf("Stock: %v", err)
+	}
+	if want := (seckill.StockLevel{Total: total, Reserved: reserved}); got != want {
+		t.Fatalf("Stock = %+v; want %+v", got, want)
+	}
+}

@@ -1,0 +1,19 @@
+-- preheat.lua: load one sale's stock, per-user limit and window, once.
+--
+-- KEYS[1]  sk:{sale}:stock  hash {total, reserved, limit, start_ms, end_ms}
+-- ARGV[1]  total units on sale
+-- ARGV[2]  per-user limit
+-- ARGV[3]  window start, Unix milliseconds
+-- ARGV[4]  window end (exclusive), Unix milliseconds
+--
+-- Returns 1 when this call loaded the sale, 0 when it was already loaded.
+-- An existing stock hash is never touched: a second preheat of a live sale
+-- (an operator's retry, two nodes preheating at once) must not reset
+-- `reserved` and sell the same units twice.
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  return 0
+end
+redis.call('HSET', KEYS[1],
+  'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
+  'start_ms', ARGV[3], 'end_ms', ARGV[4])
+return 1

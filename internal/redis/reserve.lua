@@ -1,0 +1,119 @@
+-- reserve.lua: decide a batch of reservation requests for one sale,
+-- atomically and in order, and record every reservation in the same step.
+--
+-- KEYS[1]  sk:{sale}:stock   hash {total, reserved, limit, start_ms, end_ms}
+-- KEYS[2]  sk:{sale}:buyers  hash user -> units held (never expires while
+--                            the sale lives: an expiring claimed-set lets
+--                            duplicate buyers through)
+-- KEYS[3]  sk:{sale}:idem    hash "<#user>:<user><key>" -> "<qty>:<reservation id>"
+-- KEYS[4]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
+-- KEYS[5]  sk:{sale}:outbox  stream, one entry per reservation with fields
+--                            reservation_id, user_id, qty, reserved_at_ms
+-- ARGV     4 per request, flat and in order:
+--          reservation id, user id, qty (integer >= 1), idempotency key ("" = none)
+--
+-- Returns either
+--   an integer outcome code that answers every request of the batch (the sale
+--   is not preheated, or the window is not open), or
+--   an array with one element per request, in order: an integer outcome code,
+--   or, for an idempotent replay, the id (bulk string) of the earlier
+--   reservation; the replayed qty is the request's qty, since only an equal
+--   qty replays.
+-- Outcome codes: 1 reserved, 3 sold out, 4 limit exceeded, 5 not started
+-- (or not preheated), 6 ended, 7 idempotency key reused with another qty.
+--
+-- Only reservations are stored under an idempotency key. A rejection is
+-- re-evaluated when its key comes back: that costs nothing to store, and a
+-- retry after stock was restored, or after the buyer freed their limit, may
+-- now legitimately succeed.
+--
+-- The stock hash and TIME are read once per batch, `reserved` and the res
+-- hash are written once per batch; per request the script reads the buyer's
+-- fields and, for a reservation, writes them and one outbox entry.
+
+local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms')
+if not stock[1] then
+  return 5
+end
+
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(stock[4]) then
+  return 5
+end
+if now >= tonumber(stock[5]) then
+  return 6
+end
+-- Built from strings so that no number formatting can turn it into 1.7e+12.
+local now_ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
+
+local total = tonumber(stock[1])
+local reserved = tonumber(stock[2])
+local limit = tonumber(stock[3])
+local before = reserved
+
+-- Decide every request first, reading Redis only. What earlier requests of
+-- this batch changed is kept in these tables until the writes below.
+local held = {}    -- user -> units held so far
+local claimed = {} -- idempotency field -> "<qty>:<reservation id>"
+local won = {}     -- ARGV offsets of the requests that reserved, in order
+local out = {}
+for i = 1, #ARGV, 4 do
+  local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local qty = tonumber(qtys)
+  local answer
+  local field
+  if key ~= '' then
+    field = #user .. ':' .. user .. key
+    local prev = claimed[field] or redis.call('HGET', KEYS[3], field)
+    if prev then
+      local sep = string.find(prev, ':', 1, true)
+      if tonumber(string.sub(prev, 1, sep - 1)) == qty then
+        answer = string.sub(prev, sep + 1)
+      else
+        answer = 7
+      end
+    end
+  end
+  if not answer then
+    local h = held[user] or tonumber(redis.call('HGET', KEYS[2], user) or '0')
+    if h + qty > limit then
+      answer = 4
+    elseif reserved + qty > total then
+      answer = 3
+    else
+      reserved = reserved + qty
+      held[user] = h + qty
+      if field then
+        claimed[field] = qtys .. ':' .. id
+      end
+      won[#won + 1] = i
+      answer = 1
+    end
+  end
+  out[#out + 1] = answer
+end
+if #won == 0 then
+  return out
+end
+
+-- Then write, `reserved` first. A write here fails only on a key of the
+-- wrong type; should one ever fail, Redis has then counted units it never
+-- handed out (an undersell), never handed out units it does not count.
+redis.call('HINCRBY', KEYS[1], 'reserved', reserved - before)
+local records = {} -- field, value pairs for one HSET of the res hash
+for _, i in ipairs(won) do
+  local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  redis.call('HINCRBY', KEYS[2], user, qtys)
+  if key ~= '' then
+    redis.call('HSET', KEYS[3], #user .. ':' .. user .. key, qtys .. ':' .. id)
+  end
+  records[#records + 1] = id
+  records[#records + 1] = 'active:' .. qtys .. ':' .. now_ms .. ':' .. user
+end
+redis.call('HSET', KEYS[4], unpack(records))
+for _, i in ipairs(won) do
+  redis.call('XADD', KEYS[5], '*', 'reservation_id', ARGV[i], 'user_id', ARGV[i + 1],
+    'qty', ARGV[i + 2], 'reserved_at_ms', now_ms)
+end
+return out

@@ -1,0 +1,201 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Outcome codes of reserve.lua. They are spelled out here, not taken from
+// the order of seckill's constants, so that renumbering the domain can
+// never silently change what a script answer means.
+var scriptOutcomes = map[int64]seckill.Outcome{
+	1: seckill.OutcomeReserved,
+	3: seckill.OutcomeSoldOut,
+	4: seckill.OutcomeLimitExceeded,
+	5: seckill.OutcomeNotStarted,
+	6: seckill.OutcomeEnded,
+	7: seckill.OutcomeKeyReused,
+}
+
+// Preheat loads a sale's stock, limit and window unless it is already
+// loaded; created reports whether this call loaded it. It never resets a
+// loaded sale.
+func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, err error) {
+	if err := sale.Validate(); err != nil {
+		return false, fmt.Errorf("preheat: %w", err)
+	}
+	keys := s.keys(sale.ID)
+	args := []string{
+		strconv.FormatInt(sale.Stock, 10),
+		strconv.FormatInt(sale.PerUserLimit, 10),
+		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
+		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
+	}
+	n, err := preheatScript.Exec(ctx, s.client, keys[:1], args).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("preheat: %w", classify(err))
+	}
+	return n == 1, nil
+}
+
+// Reserve decides reqs for one sale in one script call, atomically and in
+// order; results[i] answers reqs[i]. Requests are checked first, as a
+// guard against bugs upstream (the API validates buyer input before it
+// batches): a batch with a malformed request (qty < 1, an invalid user id
+// or idempotency key, a reservation id of another sale) or over MaxBatch
+// requests is refused whole with an invalid_request error.
+func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	if len(reqs) == 0 {
+		return nil, nil
+	}
+	if err := validateBatch(saleID, reqs); err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	args := make([]string, 0, 4*len(reqs))
+	for _, r := range reqs {
+		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
+	}
+	msg, err := reserveScript.Exec(ctx, s.client, s.keys(saleID), args).ToMessage()
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", classify(err))
+	}
+	results, err := decodeReserve(msg, reqs)
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	return results, nil
+}
+
+func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
+	if !seckill.ValidSaleID(saleID) {
+		return seckill.Errorf(seckill.EINVALID, "invalid sale id")
+	}
+	if len(reqs) > MaxBatch {
+		return seckill.Errorf(seckill.EINVALID, "batch of %d requests is over the limit of %d", len(reqs), MaxBatch)
+	}
+	for i, r := range reqs {
+		switch sale, ok := seckill.SaleIDOfReservation(r.ReservationID); {
+		case !ok || sale != saleID:
+			return seckill.Errorf(seckill.EINVALID, "request %d: reservation id %q is not an id of sale %q", i, r.ReservationID, saleID)
+		case !seckill.ValidUserID(r.UserID):
+			return seckill.Errorf(seckill.EINVALID, "request %d: invalid user id", i)
+		case r.Qty < 1 || r.Qty > seckill.MaxPerUserLimit:
+			return seckill.Errorf(seckill.EINVALID, "request %d: qty must be between 1 and %d", i, seckill.MaxPerUserLimit)
+		case r.IdempotencyKey != "" && !seckill.ValidIdempotencyKey(r.IdempotencyKey):
+			return seckill.Errorf(seckill.EINVALID, "request %d: invalid idempotency key", i)
+		}
+	}
+	return nil
+}
+
+// decodeReserve turns reserve.lua's answer (see its header) into results.
+func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	results := make([]seckill.ReserveResult, len(reqs))
+	if msg.IsInt64() {
+		code, _ := msg.AsInt64()
+		o, ok := scriptOutcomes[code]
+		if !ok || o.Claimed() {
+			return nil, fmt.Errorf("unexpected batch answer %d from reserve script", code)
+		}
+		for i := range results {
+			results[i].Outcome = o
+		}
+		return results, nil
+	}
+	answers, err := msg.ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("unexpected answer from reserve script: %w", err)
+	}
+	if len(answers) != len(reqs) {
+		return nil, fmt.Errorf("reserve script answered %d requests of %d", len(answers), len(reqs))
+	}
+	for i, a := range answers {
+		if a.IsString() {
+			id, _ := a.ToString()
+			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: reqs[i].Qty}
+			continue
+		}
+		code, err := a.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("unexpected answer %d from reserve script: %w", i, err)
+		}
+		o, ok := scriptOutcomes[code]
+		if !ok {
+			return nil, fmt.Errorf("unknown outcome code %d from reserve script", code)
+		}
+		results[i].Outcome = o
+		if o == seckill.OutcomeReserved {
+			results[i].ReservationID = reqs[i].ReservationID
+			results[i].Qty = reqs[i].Qty
+		}
+	}
+	return results, nil
+}
+
+// Stock returns the live stock of a sale; seckill.ErrNotFound when the sale
+// is not preheated.
+func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved").Build()).ToArray()
+	if err != nil {
+		return seckill.StockLevel{}, fmt.Errorf("stock: %w", classify(err))
+	}
+	if len(vals) != 2 || vals[0].IsNil() {
+		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	var level seckill.StockLevel
+	if level.Total, err = vals[0].AsInt64(); err == nil {
+		level.Reserved, err = vals[1].AsInt64()
+	}
+	if err != nil {
+		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: malformed stock hash: %w", saleID, err)
+	}
+	return level, nil
+}
+
+// Reservation returns the record of one reservation as the reserve script
+// wrote it (status is StatusActive until a later script changes it);
+// seckill.ErrNotFound when there is none.
+func (s *Store) Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error) {
+	saleID, ok := seckill.SaleIDOfReservation(reservationID)
+	if !ok {
+		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	rec, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(saleID)[keyRes]).Field(reservationID).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
+	} else if err != nil {
+		return "", 0, "", fmt.Errorf("reservation: %w", classify(err))
+	}
+	// "<status>:<qty>:<reserved_at_ms>:<user>"; the user id goes last
+	// because it may itself contain ':'.
+	parts := strings.SplitN(rec, ":", 4)
+	if len(parts) != 4 {
+		return "", 0, "", fmt.Errorf("reservation %q: malformed record %q", reservationID, rec)
+	}
+	if qty, err = strconv.ParseInt(parts[1], 10, 64); err != nil {
+		return "", 0, "", fmt.Errorf("reservation %q: malformed record %q", reservationID, rec)
+	}
+	return parts[3], qty, parts[0], nil
+}
+
+// OutboxLen returns the number of entries in a sale's outbox stream: the
+// reservations not yet trimmed by the relay.
+func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return 0, fmt.Errorf("outbox len: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(saleID)[keyOutbox]).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("outbox len: %w", classify(err))
+	}
+	return n, nil
+}

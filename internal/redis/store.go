@@ -1,0 +1,229 @@
+// Package redis owns the live inventory of every sale: the stock store
+// (seckill.StockStore) on Redis standalone, Sentinel or Cluster, and the
+// embedded default on an in-process miniredis, both driven through the same
+// rueidis client and the same Lua scripts.
+//
+// Each sale's state lives in five keys that share one Cluster hash slot
+// (<prefix> is "sk" unless WithKeyPrefix says otherwise):
+//
+//	<prefix>:{<sale>}:stock   hash {total, reserved, limit, start_ms, end_ms}
+//	<prefix>:{<sale>}:buyers  hash user -> units held (no expiry)
+//	<prefix>:{<sale>}:idem    hash idempotency key -> earlier reservation
+//	<prefix>:{<sale>}:res     hash reservation id -> record
+//	<prefix>:{<sale>}:outbox  stream of reservations for the relay
+//
+// so one script call can decide a whole batch of requests and append the
+// claims to the outbox atomically.
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+)
+
+var (
+	//go:embed preheat.lua
+	preheatLua string
+	//go:embed reserve.lua
+	reserveLua string
+)
+
+// Scripts are shared by every Store: the SHA-1 is computed once, and
+// rueidis falls back from EVALSHA to EVAL on a node that has not seen it.
+var (
+	// Preheat is idempotent, so a lost reply may be retried.
+	preheatScript = rueidis.NewLuaScriptRetryable(preheatLua)
+	// Reserve is never retried by the client: without an idempotency key a
+	// resent batch would reserve twice.
+	reserveScript = rueidis.NewLuaScript(reserveLua)
+)
+
+// DefaultKeyPrefix is the first segment of every key the store writes.
+const DefaultKeyPrefix = "sk"
+
+// MaxBatch is the most requests one Reserve call accepts. A script blocks
+// its Redis node while it runs, some microseconds per request; this keeps
+// one call to a few milliseconds.
+const MaxBatch = 1024
+
+// Outbox stream field names, for the relay that reads the stream.
+const (
+	OutboxReservationID = "reservation_id"
+	OutboxUserID        = "user_id"
+	OutboxQty           = "qty"
+	OutboxReservedAtMs  = "reserved_at_ms"
+)
+
+// Reservation statuses held in the res hash.
+const (
+	// StatusActive is a reservation that holds its units.
+	StatusActive = "active"
+)
+
+// Store is the stock store on Redis. It is safe for concurrent use; its
+// client pipelines concurrent calls onto shared connections by itself.
+type Store struct {
+	client   rueidis.Client
+	prefix   string
+	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
+
+	closeOnce sync.Once
+}
+
+var _ seckill.StockStore = (*Store)(nil)
+
+// Option configures a Store.
+type Option func(*options)
+
+type options struct {
+	prefix string
+}
+
+// WithKeyPrefix replaces DefaultKeyPrefix, so tests (or two deployments
+// sharing one Redis) cannot see each other's keys. The prefix must not
+// contain '{' or '}', which would move the hash tag.
+func WithKeyPrefix(prefix string) Option {
+	return func(o *options) { o.prefix = prefix }
+}
+
+// New connects to the Redis at url: redis://[user:pass@]host:port[/db], or
+// rediss:// for TLS. More Cluster seed nodes (or Sentinels) go in
+// ?addr=host:port parameters, and ?master_set=NAME selects Sentinel.
+// Cluster mode is detected by the client. New fails when no node answers.
+func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	copt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	// Client-side caching needs CLIENT TRACKING, which miniredis lacks,
+	// and the store reads nothing that could be served from a cache.
+	copt.DisableCache = true
+	return newStore(ctx, copt, o, nil)
+}
+
+// StartEmbedded starts an in-process Redis-compatible server (miniredis) on
+// 127.0.0.1 and returns a Store connected to it through the same client and
+// scripts as production. The data lives in memory only. Close stops the
+// server too.
+func StartEmbedded(ctx context.Context, opts ...Option) (*Store, error) {
+	o, err := buildOptions(opts)
+	if err != nil {
+		return nil, err
+	}
+	srv := miniredis.NewMiniRedis()
+	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
+		return nil, fmt.Errorf("redis: start embedded: %w", err)
+	}
+	copt := rueidis.ClientOption{
+		InitAddress:  []string{srv.Addr()},
+		DisableCache: true,
+	}
+	s, err := newStore(ctx, copt, o, srv)
+	if err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func buildOptions(opts []Option) (options, error) {
+	o := options{prefix: DefaultKeyPrefix}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.prefix == "" || strings.ContainsAny(o.prefix, "{}") {
+		return o, fmt.Errorf("redis: key prefix %q must be non-empty and free of braces", o.prefix)
+	}
+	return o, nil
+}
+
+func newStore(ctx context.Context, copt rueidis.ClientOption, o options, srv *miniredis.Miniredis) (*Store, error) {
+	client, err := rueidis.NewClient(copt)
+	if err != nil {
+		return nil, fmt.Errorf("redis: connect: %w", classify(err))
+	}
+	s := &Store{client: client, prefix: o.prefix, embedded: srv}
+	if err := s.Ping(ctx); err != nil {
+		client.Close()
+		return nil, fmt.Errorf("redis: connect: %w", err)
+	}
+	return s, nil
+}
+
+// Close closes the client and, for an embedded store, stops the server.
+// It is safe to call more than once.
+func (s *Store) Close() {
+	s.closeOnce.Do(func() {
+		s.client.Close()
+		if s.embedded != nil {
+			s.embedded.Close()
+		}
+	})
+}
+
+// Ping reports whether Redis answers, for readiness checks.
+func (s *Store) Ping(ctx context.Context) error {
+	if err := s.client.Do(ctx, s.client.B().Ping().Build()).Error(); err != nil {
+		return fmt.Errorf("ping: %w", classify(err))
+	}
+	return nil
+}
+
+// keys returns the five keys of a sale, in the order the scripts take
+// them. The {sale} hash tag puts them in one Cluster slot.
+func (s *Store) keys(saleID string) []string {
+	base := s.prefix + ":{" + saleID + "}:"
+	return []string{base + "stock", base + "buyers", base + "idem", base + "res", base + "outbox"}
+}
+
+const (
+	keyStock = iota
+	keyBuyers
+	keyIdem
+	keyRes
+	keyOutbox
+)
+
+// errUnavailable is what callers see when Redis cannot be reached: a
+// temporary condition the API answers with 503 and Retry-After.
+var errUnavailable = &seckill.Error{Code: seckill.EUNAVAILABLE, Message: "The stock store is unavailable; retry later."}
+
+// classify turns client errors into what callers branch on: failures to
+// reach Redis (network, timeouts, a Cluster failing over) are unavailable;
+// anything else (an error reply from a script, a bad reply shape) stays
+// internal.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	if rerr, ok := rueidis.IsRedisErr(err); ok {
+		if rerr.IsClusterDown() || rerr.IsTryAgain() || rerr.IsLoading() ||
+			strings.HasPrefix(rerr.Error(), "MASTERDOWN") || strings.HasPrefix(rerr.Error(), "READONLY") {
+			return unavailable(err)
+		}
+		return err
+	}
+	var nerr net.Error
+	if errors.As(err, &nerr) || errors.Is(err, io.EOF) || errors.Is(err, net.ErrClosed) ||
+		errors.Is(err, rueidis.ErrClosing) || errors.Is(err, context.DeadlineExceeded) {
+		return unavailable(err)
+	}
+	return err
+}
+
+func unavailable(err error) error { return fmt.Errorf("%w: %w", errUnavailable, err) }

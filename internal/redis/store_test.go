@@ -1,0 +1,396 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Timers of rueidis that outlive a closed client by a few seconds:
+		// a Cluster client closes connections replaced by a topology
+		// refresh 5 s later, and delays a refresh after a failed call.
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*clusterClient)._refresh.func2"),
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+}
+
+// backend starts one kind of Redis (once per test) and returns a
+// constructor of stores on it, each with its own key prefix.
+type backend struct {
+	name  string
+	start func(t *testing.T) func(t *testing.T) *Store
+}
+
+var backends = []backend{
+	{"Embedded", func(t *testing.T) func(t *testing.T) *Store {
+		return func(t *testing.T) *Store {
+			t.Helper()
+			s, err := StartEmbedded(context.Background(), WithKeyPrefix(servicetest.UniqueName("t")))
+			if err != nil {
+				t.Fatalf("StartEmbedded: %v", err)
+			}
+			t.Cleanup(s.Close)
+			wantMode(t, s, rueidis.ClientModeCluster) // miniredis answers CLUSTER SLOTS as one node
+			return s
+		}
+	}},
+	{"Redis", func(t *testing.T) func(t *testing.T) *Store {
+		url := servicetest.Redis.URL(t)
+		return func(t *testing.T) *Store {
+			t.Helper()
+			s := connect(t, url)
+			wantMode(t, s, rueidis.ClientModeStandalone)
+			return s
+		}
+	}},
+	{"Cluster", func(t *testing.T) func(t *testing.T) *Store {
+		url := redistest.StartCluster(t).URL()
+		return func(t *testing.T) *Store {
+			t.Helper()
+			s := connect(t, url)
+			wantMode(t, s, rueidis.ClientModeCluster)
+			return s
+		}
+	}},
+}
+
+// connect returns a store on url under a fresh key prefix, and deletes
+// every key under that prefix when the test ends: the shared Redis is
+// never flushed.
+func connect(t testing.TB, url string) *Store {
+	t.Helper()
+	prefix := servicetest.UniqueName("t")
+	s, err := New(context.Background(), url, WithKeyPrefix(prefix))
+	if err != nil {
+		t.Fatalf("New(%s): %v", url, err)
+	}
+	t.Cleanup(func() {
+		defer s.Close()
+		if err := deletePrefix(context.Background(), s.client, prefix); err != nil {
+			t.Errorf("delete test keys under %s: %v", prefix, err)
+		}
+	})
+	return s
+}
+
+func deletePrefix(ctx context.Context, client rueidis.Client, prefix string) error {
+	for _, node := range client.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				return err
+			}
+			for _, k := range e.Elements {
+				// Through the top client, which routes each key to its slot.
+				if err := client.Do(ctx, client.B().Unlink().Key(k).Build()).Error(); err != nil {
+					return err
+				}
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	return nil
+}
+
+func wantMode(t *testing.T, s *Store, want rueidis.ClientMode) {
+	t.Helper()
+	if got := s.client.Mode(); got != want {
+		t.Fatalf("client mode = %s; want %s", got, want)
+	}
+}
+
+func TestStore(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			newStore := b.start(t)
+			t.Run("Conformance", func(t *testing.T) {
+				conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return newStore(t) })
+			})
+			t.Run("Outbox", func(t *testing.T) { t.Parallel(); testOutbox(t, newStore(t)) })
+			t.Run("ReservationRecord", func(t *testing.T) { t.Parallel(); testReservationRecord(t, newStore(t)) })
+			t.Run("BuyersNeverExpire", func(t *testing.T) { t.Parallel(); testBuyersNeverExpire(t, newStore(t)) })
+			t.Run("FullBatch", func(t *testing.T) { t.Parallel(); testFullBatch(t, newStore(t)) })
+			t.Run("InvalidInput", func(t *testing.T) { t.Parallel(); testInvalidInput(t, newStore(t)) })
+			t.Run("Ping", func(t *testing.T) {
+				t.Parallel()
+				if err := newStore(t).Ping(context.Background()); err != nil {
+					t.Fatalf("Ping: %v", err)
+				}
+			})
+		})
+	}
+}
+
+func liveSale(stock, limit int64) *seckill.Sale {
+	return &seckill.Sale{
+		ID:           servicetest.UniqueName("sale_"),
+		Name:         "Tea gift set",
+		Stock:        stock,
+		PerUserLimit: limit,
+		StartAt:      time.Now().Add(-time.Hour),
+		EndAt:        time.Now().Add(time.Hour),
+	}
+}
+
+func mustPreheat(t *testing.T, s *Store, sale *seckill.Sale) {
+	t.Helper()
+	if _, err := s.Preheat(context.Background(), sale); err != nil {
+		t.Fatalf("Preheat: %v", err)
+	}
+}
+
+func request(saleID, user string, qty int64, key string) seckill.ReserveRequest {
+	return seckill.ReserveRequest{ReservationID: seckill.NewReservationID(saleID, time.Now()), UserID: user, Qty: qty, IdempotencyKey: key}
+}
+
+// testOutbox checks that every reservation, and nothing else, lands in the
+// outbox with its id, user, qty and time.
+func testOutbox(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(5, 3)
+	mustPreheat(t, s, sale)
+	before := time.Now().Add(-time.Second).UnixMilli()
+	reqs := []seckill.ReserveRequest{
+		request(sale.ID, "alice", 2, "k"),
+		request(sale.ID, "alice", 2, "k"), // replay: no new entry
+		request(sale.ID, "bob:with:colons", 1, ""),
+		request(sale.ID, "carol", 4, ""), // over the limit
+		request(sale.ID, "dave", 3, ""),  // sold out
+		request(sale.ID, "erin", 2, ""),
+	}
+	results, err := s.Reserve(ctx, sale.ID, reqs)
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	after := time.Now().Add(time.Second).UnixMilli()
+	want := map[string]seckill.ReserveRequest{}
+	for i, r := range results {
+		if r.Outcome == seckill.OutcomeReserved {
+			want[r.ReservationID] = reqs[i]
+		}
+	}
+	if len(want) != 3 {
+		t.Fatalf("results %+v: want 3 reservations", results)
+	}
+	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 3 {
+		t.Fatalf("OutboxLen = %d, %v; want 3, nil", n, err)
+	}
+	entries, err := s.client.Do(ctx, s.client.B().Xrange().Key(s.keys(sale.ID)[keyOutbox]).Start("-").End("+").Build()).AsXRange()
+	if err != nil {
+		t.Fatalf("XRANGE: %v", err)
+	}
+	var order []string
+	for _, e := range entries {
+		id := e.FieldValues[OutboxReservationID]
+		r, ok := want[id]
+		if !ok {
+			t.Fatalf("outbox entry %v is no reservation of this batch", e.FieldValues)
+		}
+		delete(want, id)
+		order = append(order, id)
+		at, err := strconv.ParseInt(e.FieldValues[OutboxReservedAtMs], 10, 64)
+		if e.FieldValues[OutboxUserID] != r.UserID || e.FieldValues[OutboxQty] != strconv.FormatInt(r.Qty, 10) ||
+			err != nil || at < before || at > after || len(e.FieldValues) != 4 {
+			t.Errorf("outbox entry %v; want user %s, qty %d, reserved_at_ms in [%d, %d], 4 fields",
+				e.FieldValues, r.UserID, r.Qty, before, after)
+		}
+	}
+	if wantOrder := []string{reqs[0].ReservationID, reqs[2].ReservationID, reqs[5].ReservationID}; fmt.Sprint(order) != fmt.Sprint(wantOrder) {
+		t.Errorf("outbox order %v; want request order %v", order, wantOrder)
+	}
+	if n, err := s.OutboxLen(ctx, servicetest.UniqueName("sale_")); err != nil || n != 0 {
+		t.Errorf("OutboxLen of an unknown sale = %d, %v; want 0, nil", n, err)
+	}
+}
+
+func testReservationRecord(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(5, 3)
+	mustPreheat(t, s, sale)
+	reqs := []seckill.ReserveRequest{
+		request(sale.ID, "user:with:colons", 2, "k"),
+		request(sale.ID, "u2", 4, ""), // rejected: no record
+	}
+	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	user, qty, status, err := s.Reservation(ctx, reqs[0].ReservationID)
+	if err != nil || user != "user:with:colons" || qty != 2 || status != StatusActive {
+		t.Fatalf("Reservation = %q, %d, %q, %v; want %q, 2, %q, nil", user, qty, status, err, "user:with:colons", StatusActive)
+	}
+	for _, id := range []string{reqs[1].ReservationID, seckill.NewReservationID("nosuchsale", time.Now()), "malformed"} {
+		if _, _, _, err := s.Reservation(ctx, id); !errors.Is(err, seckill.ErrNotFound) {
+			t.Errorf("Reservation(%s): err = %v; want ErrNotFound", id, err)
+		}
+	}
+}
+
+// testBuyersNeverExpire guards the field bug of an expiring claimed-set:
+// while the sale lives, no key of it may carry a TTL.
+func testBuyersNeverExpire(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(5, 3)
+	mustPreheat(t, s, sale)
+	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")}); err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	for _, key := range s.keys(sale.ID) {
+		ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(key).Build()).AsInt64()
+		if err != nil || ttl != -1 {
+			t.Errorf("PTTL %s = %d, %v; want -1 (exists, no expiry)", key, ttl, err)
+		}
+	}
+	held, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(sale.ID)[keyBuyers]).Field("u1").Build()).AsInt64()
+	if err != nil || held != 1 {
+		t.Errorf("buyers[u1] = %d, %v; want 1", held, err)
+	}
+}
+
+// testFullBatch runs the largest batch allowed, which also stretches the
+// script's table unpacking to its limit.
+func testFullBatch(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(MaxBatch, 1)
+	mustPreheat(t, s, sale)
+	reqs := make([]seckill.ReserveRequest, MaxBatch)
+	for i := range reqs {
+		reqs[i] = request(sale.ID, "u"+strconv.Itoa(i), 1, "k")
+	}
+	res, err := s.Reserve(ctx, sale.ID, reqs)
+	if err != nil {
+		t.Fatalf("Reserve of %d requests: %v", MaxBatch, err)
+	}
+	for i, r := range res {
+		if r.Outcome != seckill.OutcomeReserved {
+			t.Fatalf("results[%d] = %+v; want reserved", i, r)
+		}
+	}
+	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != MaxBatch {
+		t.Errorf("OutboxLen = %d, %v; want %d", n, err, MaxBatch)
+	}
+	res, err = s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "late", 1, "")})
+	if err != nil || res[0].Outcome != seckill.OutcomeSoldOut {
+		t.Errorf("one more = %+v, %v; want sold out", res, err)
+	}
+}
+
+func testInvalidInput(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(5, 3)
+	mustPreheat(t, s, sale)
+	good := request(sale.ID, "u1", 1, "")
+	tests := []struct {
+		name   string
+		saleID string
+		mutate func(r *seckill.ReserveRequest)
+	}{
+		{"bad sale id", "a{b}", func(r *seckill.ReserveRequest) {}},
+		{"id of another sale", sale.ID, func(r *seckill.ReserveRequest) { r.ReservationID = seckill.NewReservationID("other", time.Now()) }},
+		{"empty user", sale.ID, func(r *seckill.ReserveRequest) { r.UserID = "" }},
+		{"control char in user", sale.ID, func(r *seckill.ReserveRequest) { r.UserID = "a\nb" }},
+		{"zero qty", sale.ID, func(r *seckill.ReserveRequest) { r.Qty = 0 }},
+		{"negative qty", sale.ID, func(r *seckill.ReserveRequest) { r.Qty = -1 }},
+		{"huge qty", sale.ID, func(r *seckill.ReserveRequest) { r.Qty = 1 << 60 }},
+		{"key with space", sale.ID, func(r *seckill.ReserveRequest) { r.IdempotencyKey = "a b" }},
+		{"long key", sale.ID, func(r *seckill.ReserveRequest) { r.IdempotencyKey = strings.Repeat("k", 129) }},
+	}
+	for _, tt := range tests {
+		r := good
+		tt.mutate(&r)
+		_, err := s.Reserve(ctx, tt.saleID, []seckill.ReserveRequest{good, r})
+		if seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Errorf("%s: err = %v; want code %s", tt.name, err, seckill.EINVALID)
+		}
+	}
+	if _, err := s.Reserve(ctx, sale.ID, make([]seckill.ReserveRequest, MaxBatch+1)); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("batch over MaxBatch: err = %v; want code %s", err, seckill.EINVALID)
+	}
+	bad := *sale
+	bad.ID = servicetest.UniqueName("sale_")
+	bad.Stock = 0
+	if _, err := s.Preheat(ctx, &bad); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("Preheat of stock 0: err = %v; want code %s", err, seckill.EINVALID)
+	}
+	// Nothing of the refused batches was applied.
+	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 0 {
+		t.Errorf("Stock = %+v, %v; want nothing reserved", lvl, err)
+	}
+}
+
+// TestClusterSpreadsSales proves the Cluster run is a real one: sales land
+// on every master, and each sale's five keys share one slot (the scripts
+// would fail with CROSSSLOT otherwise).
+func TestClusterSpreadsSales(t *testing.T) {
+	c := redistest.StartCluster(t)
+	s := connect(t, c.URL())
+	ctx := context.Background()
+	for range 30 {
+		sale := liveSale(5, 1)
+		mustPreheat(t, s, sale)
+		res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")})
+		if err != nil || res[0].Outcome != seckill.OutcomeReserved {
+			t.Fatalf("Reserve = %+v, %v", res, err)
+		}
+	}
+	nodes := s.client.Nodes()
+	if len(nodes) != 3 {
+		t.Fatalf("client knows %d nodes; want 3", len(nodes))
+	}
+	for addr, n := range nodes {
+		size, err := n.Do(ctx, n.B().Dbsize().Build()).AsInt64()
+		if err != nil || size == 0 {
+			t.Errorf("node %s: DBSIZE = %d, %v; want keys of some sales on every master", addr, size, err)
+		}
+	}
+}
+
+func TestNewRejectsBadInput(t *testing.T) {
+	ctx := context.Background()
+	for _, url := range []string{"http://127.0.0.1:6379", "redis://127.0.0.1:6379/x"} {
+		if s, err := New(ctx, url); err == nil {
+			s.Close()
+			t.Errorf("New(%s) succeeded; want an error", url)
+		}
+	}
+	for _, p := range []string{"", "a{b", "}"} {
+		if s, err := StartEmbedded(ctx, WithKeyPrefix(p)); err == nil {
+			s.Close()
+			t.Errorf("StartEmbedded(WithKeyPrefix(%q)) succeeded; want an error", p)
+		}
+	}
+}
+
+// TestUnavailable checks that an unreachable or closed Redis surfaces as
+// the unavailable code callers answer with 503, not as an internal error.
+func TestUnavailable(t *testing.T) {
+	ctx := context.Background()
+	s, err := StartEmbedded(ctx)
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	addr := s.embedded.Addr()
+	s.Close()
+	s.Close() // safe twice
+	if _, err := New(ctx, "redis://"+addr); seckill.ErrorCode(err) != seckill.EUNAVAILABLE {
+		t.Errorf("New on a stopped server: err = %v; want code %s", err, seckill.EUNAVAILABLE)
+	}
+	if err := s.Ping(ctx); seckill.ErrorCode(err) != seckill.EUNAVAILABLE {
+		t.Errorf("Ping on a closed store: err = %v; want code %s", err, seckill.EUNAVAILABLE)
+	}
+}
