@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// engineMetrics are the collectors of the wiring itself; each package
+// registers its own on the same registry.
+type engineMetrics struct {
+	batchSize     prometheus.Histogram
+	batchDuration prometheus.Histogram
+	batchErrors   prometheus.Counter
+}
+
+func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
+	m := &engineMetrics{
+		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "seckill_reserve_batch_size",
+			Help:    "Reservation requests per stock-store script call (the combiner's batches).",
+			Buckets: []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512},
+		}),
+		batchDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "seckill_reserve_batch_duration_seconds",
+			Help:    "Duration of one stock-store script call.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
+		}),
+		batchErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_reserve_batch_errors_total",
+			Help: "Stock-store script calls that failed (every request in the batch got an error).",
+		}),
+	}
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors)
+	return m
+}
+
+func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
+	m.batchSize.Observe(float64(size))
+	m.batchDuration.Observe(took.Seconds())
+	if err != nil {
+		m.batchErrors.Inc()
+	}
+}
+
+// stockCollector reports the remaining stock of every sale this node has
+// loaded, read from the stock store at scrape time.
+type stockCollector struct {
+	sales interface{ Loaded() []*seckill.Sale }
+	stock interface {
+		Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
+	}
+	remaining *prometheus.Desc
+	reserved  *prometheus.Desc
+}
+
+func newStockCollector(sales interface{ Loaded() []*seckill.Sale }, stock interface {
+	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
+}) *stockCollector {
+	return &stockCollector{
+		sales:     sales,
+		stock:     stock,
+		remaining: prometheus.NewDesc("seckill_stock_remaining", "Units still available in the stock store.", []string{"sale"}, nil),
+		reserved:  prometheus.NewDesc("seckill_stock_reserved", "Units reserved in the stock store.", []string{"sale"}, nil),
+	}
+}
+
+func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.remaining
+	ch <- c.reserved
+}
+
+func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	for _, s := range c.sales.Loaded() {
+		lvl, err := c.stock.Stock(ctx, s.ID)
+		if err != nil {
+			continue // a scrape must not fail because one sale is unreadable
+		}
+		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(lvl.Remaining()), s.ID)
+		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, float64(lvl.Reserved), s.ID)
+	}
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// secrets are generated on first start when none are configured, and kept
+// in the data directory so that a restart keeps tokens valid.
+type secrets struct {
+	JWTSecret  string `json:"jwt_secret"`
+	AdminToken string `json:"admin_token"`
+}
+
+const secretsFile = "secrets.json"
+
+// loadOrCreateSecrets reads dir/secrets.json, creating it with fresh random
+// values when absent. generated is true when the file was written now.
+func loadOrCreateSecrets(dir string) (s secrets, generated bool, err error) {
+	path := filepath.Join(dir, secretsFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		if err := json.Unmarshal(b, &s); err != nil {
+			return s, false, fmt.Errorf("read %s: %w", path, err)
+		}
+		if s.JWTSecret == "" || s.AdminToken == "" {
+			return s, false, fmt.Errorf("read %s: jwt_secret and admin_token must both be set", path)
+		}
+		return s, false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return s, false, fmt.Errorf("read secrets: %w", err)
+	}
+	s = secrets{JWTSecret: randomToken(32), AdminToken: randomToken(24)}
+	b, _ = json.MarshalIndent(s, "", "  ")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return s, false, fmt.Errorf("create data dir: %w", err)
+	}
+	// O_EXCL: two processes starting at once must not both write, or the
+	// loser's tokens would be invalid after its restart.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return loadOrCreateSecrets(dir)
+	} else if err != nil {
+		return s, false, fmt.Errorf("write secrets: %w", err)
+	}
+	if _, err := f.Write(append(b, '\n')); err != nil {
+		f.Close()
+		return s, false, fmt.Errorf("write secrets: %w", err)
+	}
+	return s, true, f.Close()
+}
+
+func randomToken(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}

@@ -1,0 +1,291 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/httpapi"
+	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/preheat"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
+)
+
+// Config is everything serve needs to know. Each field has a flag and an
+// SECKILL_* environment variable (see Config.register).
+type Config struct {
+	HTTPAddr        string
+	RedisURL        string // empty: embedded in-process server
+	DatabaseURL     string // empty: SQLite under DataDir
+	DataDir         string
+	JWTSecret       string // empty: generated and kept in DataDir
+	AdminToken      string // empty: generated and kept in DataDir
+	PreheatLead     time.Duration
+	PreheatInterval time.Duration
+	MaxBatch        int
+	ShutdownTimeout time.Duration
+	LogLevel        string
+}
+
+// DefaultConfig is the embedded default: no services needed.
+func DefaultConfig() Config {
+	return Config{
+		HTTPAddr:        "127.0.0.1:8080",
+		DataDir:         "./seckill-data",
+		PreheatLead:     10 * time.Minute,
+		PreheatInterval: 5 * time.Second,
+		MaxBatch:        256,
+		ShutdownTimeout: 30 * time.Second,
+		LogLevel:        "info",
+	}
+}
+
+func (c *Config) register(fs *flag.FlagSet) error {
+	stringFlag(fs, &c.HTTPAddr, "http-addr", c.HTTPAddr, "address to listen on")
+	stringFlag(fs, &c.RedisURL, "redis-url", c.RedisURL, "Redis URL (redis://, rediss://; Cluster is detected); empty runs an in-process Redis-compatible server")
+	stringFlag(fs, &c.DatabaseURL, "database-url", c.DatabaseURL, "database URL (mysql://, postgres://, sqlite:PATH); empty uses SQLite in the data dir")
+	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
+	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
+	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
+	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	for _, err := range []error{
+		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
+		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
+		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
+		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// databaseURL is the configured URL, or SQLite in the data dir.
+func (c *Config) databaseURL() string {
+	if c.DatabaseURL != "" {
+		return c.DatabaseURL
+	}
+	return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+}
+
+// Main is one running engine. Run starts it; Close stops it in the reverse
+// order of starting: stop accepting HTTP, drain the combiner, stop the
+// background workers, close the clients.
+type Main struct {
+	Config Config
+	Stdout io.Writer // the startup banner
+	Logger *slog.Logger
+
+	db       *sqlstore.DB
+	stock    *redis.Store
+	combiner *combiner.Combiner
+	preheat  *preheat.Scheduler
+	server   *http.Server
+	listener net.Listener
+	served   chan error
+	closers  []func(context.Context) error // in the order they must run
+}
+
+// Run opens every backend, starts the workers and begins serving HTTP. It
+// returns once the engine is ready; Close stops it.
+func (m *Main) Run(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			m.Close(context.Background())
+		}
+	}()
+	cfg := &m.Config
+	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
+		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
+		if err != nil {
+			return err
+		}
+		if cfg.JWTSecret == "" {
+			cfg.JWTSecret = s.JWTSecret
+		}
+		if cfg.AdminToken == "" {
+			cfg.AdminToken = s.AdminToken
+		}
+		verb := "using"
+		if generated {
+			verb = "generated"
+		}
+		fmt.Fprintf(m.Stdout, "%s secrets in %s\n  admin token: %s\n  JWT secret:  %s\n",
+			verb, filepath.Join(cfg.DataDir, secretsFile), cfg.AdminToken, cfg.JWTSecret)
+	}
+
+	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
+		return err
+	}
+	m.closers = append(m.closers, func(context.Context) error { return m.db.Close() })
+	if err := m.db.Migrate(ctx); err != nil {
+		return err
+	}
+
+	if cfg.RedisURL == "" {
+		m.stock, err = redis.StartEmbedded(ctx)
+	} else {
+		m.stock, err = redis.New(ctx, cfg.RedisURL)
+	}
+	if err != nil {
+		return err
+	}
+	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
+
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	metrics := newEngineMetrics(reg)
+
+	sales := sqlstore.NewSaleStore(m.db)
+	m.preheat = preheat.New(sales, m.stock, preheat.Config{
+		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
+	})
+	m.preheat.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, m.preheat.Stop)
+	reg.MustRegister(newStockCollector(m.preheat, m.stock))
+
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
+	m.closers = append(m.closers, m.combiner.Stop)
+
+	api, err := httpapi.New(httpapi.Config{
+		Sales:      sales,
+		Stock:      m.stock,
+		Preheater:  m.preheat,
+		Reserver:   m.combiner,
+		Verifier:   jwt.NewVerifier([]byte(cfg.JWTSecret)),
+		AdminToken: cfg.AdminToken,
+		Logger:     m.Logger,
+		Registerer: reg,
+		Gatherer:   reg,
+		Ready:      m.ready,
+		OnSaleCreated: func(s *seckill.Sale) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			m.preheat.SaleCreated(ctx, s)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	m.server = &http.Server{
+		Handler:           api.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
+	}
+	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	m.served = make(chan error, 1)
+	go func() { m.served <- m.server.Serve(m.listener) }()
+	// HTTP stops first: no new claims while the rest drains.
+	m.closers = append(m.closers, func(ctx context.Context) error { return m.server.Shutdown(ctx) })
+
+	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s)\n",
+		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)))
+	return nil
+}
+
+// Addr is the address the HTTP server listens on.
+func (m *Main) Addr() string { return m.listener.Addr().String() }
+
+// Served returns the HTTP server's exit error once it stops.
+func (m *Main) Served() <-chan error { return m.served }
+
+func (m *Main) ready(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := m.db.Ping(ctx); err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	if err := m.stock.Ping(ctx); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// Close stops everything Run started, last started first. Safe to call
+// twice.
+func (m *Main) Close(ctx context.Context) error {
+	var errs []error
+	for i := len(m.closers) - 1; i >= 0; i-- {
+		if err := m.closers[i](ctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errs = append(errs, err)
+		}
+	}
+	m.closers = nil
+	return errors.Join(errs...)
+}
+
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := DefaultConfig()
+	fs := flagSet("serve", stderr)
+	if err := cfg.register(fs); err != nil {
+		return err
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	logger, err := newLogger(stderr, cfg.LogLevel)
+	if err != nil {
+		return err
+	}
+	m := &Main{Config: cfg, Stdout: stdout, Logger: logger}
+	if err := m.Run(ctx); err != nil {
+		return err
+	}
+	select {
+	case <-ctx.Done():
+		logger.Info("shutting down", "timeout", cfg.ShutdownTimeout)
+	case err := <-m.Served():
+		logger.Error("http server stopped", "err", err)
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	defer cancel()
+	return m.Close(sctx)
+}
+
+func newLogger(w io.Writer, level string) (*slog.Logger, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
+}
+
+// redactURL hides a password in a URL so it can be printed.
+func redactURL(raw string) string {
+	if i := strings.Index(raw, "://"); i >= 0 {
+		if at := strings.LastIndex(raw, "@"); at > i {
+			if colon := strings.Index(raw[i+3:at], ":"); colon >= 0 {
+				return raw[:i+3+colon] + ":xxxxx" + raw[at:]
+			}
+		}
+	}
+	return raw
+}
+
+func orEmbedded(s string) string {
+	if s == "" {
+		return "embedded"
+	}
+	return s
+}

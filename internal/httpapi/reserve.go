@@ -1,0 +1,174 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// pollPrefix is where a buyer polls a reservation: GET <pollPrefix><id>.
+const pollPrefix = "/api/v1/reservations/"
+
+var errIdempotencyKey = seckill.Errorf(seckill.EINVALID,
+	"Idempotency-Key must be a single header of 1-%d printable ASCII characters.", seckill.MaxIdempotencyKeyBytes)
+
+// acceptedResponse is the 202 answer to a claimed reservation. A replay
+// gets the same one, for the earlier reservation.
+type acceptedResponse struct {
+	ReservationID string `json:"reservation_id"`
+	Status        string `json:"status"`
+	PollURL       string `json:"poll_url"`
+}
+
+// handleReserve serves POST /api/v1/sales/{id}/reservations, the hot path.
+// It reads no database unless the Reserver answers "not started".
+func (s *Server) handleReserve(w http.ResponseWriter, r *http.Request) int {
+	start := time.Now()
+	o, status := s.reserve(w, r)
+	s.metrics.reservation(o, time.Since(start))
+	return status
+}
+
+func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (outcome, int) {
+	// Authentication first: an anonymous request costs no decoding.
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.fail(w, r, err)
+	}
+	saleID := r.PathValue("id")
+	if !seckill.ValidSaleID(saleID) {
+		return outSaleNotFound, errSaleNotFound.write(w)
+	}
+	key, err := idempotencyKey(r.Header)
+	if err != nil {
+		return s.fail(w, r, err)
+	}
+	if err := checkContentType(r); err != nil {
+		return s.fail(w, r, err)
+	}
+	qty, err := decodeReservationRequest(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return s.fail(w, r, err)
+	}
+
+	now := s.now()
+	res, err := s.reserver.Reserve(r.Context(), saleID, seckill.ReserveRequest{
+		ReservationID:  seckill.NewReservationID(saleID, now),
+		UserID:         userID,
+		Qty:            qty,
+		IdempotencyKey: key,
+	})
+	if err != nil {
+		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
+	}
+	switch res.Outcome {
+	case seckill.OutcomeReserved, seckill.OutcomeReplayed:
+		if res.ReservationID == "" {
+			return s.fail(w, r, fmt.Errorf("reserve %s: %v without a reservation id", saleID, res.Outcome))
+		}
+		o := outReserved
+		if res.Outcome == seckill.OutcomeReplayed {
+			o = outReplayed
+		}
+		return o, writeAccepted(w, res.ReservationID)
+	case seckill.OutcomeSoldOut:
+		return outSoldOut, errSoldOut.write(w)
+	case seckill.OutcomeLimitExceeded:
+		return outLimitExceeded, errLimitExceeded.write(w)
+	case seckill.OutcomeEnded:
+		return outEnded, errEnded.write(w)
+	case seckill.OutcomeKeyReused:
+		return outKeyReused, errKeyReused.write(w)
+	case seckill.OutcomeNotStarted:
+		return s.notStarted(w, r, saleID, now)
+	}
+	return s.fail(w, r, fmt.Errorf("reserve %s: unknown outcome %d", saleID, res.Outcome))
+}
+
+// notStarted tells the reasons the stock store answers "not started"
+// apart: no such sale, a sale whose window is over (never loaded, or
+// unloaded), or one that has really not started (or not been preheated).
+// The sale row comes from the cache, so a flood of made-up ids costs one
+// database read per id per TTL.
+func (s *Server) notStarted(w http.ResponseWriter, r *http.Request, saleID string, now time.Time) (outcome, int) {
+	sale, err := s.cache.get(r.Context(), saleID)
+	switch {
+	case errors.Is(err, seckill.ErrNotFound):
+		return outSaleNotFound, errSaleNotFound.write(w)
+	case err != nil:
+		return s.fail(w, r, fmt.Errorf("sale %s: %w", saleID, err))
+	case !now.Before(sale.EndAt):
+		return outEnded, errEnded.write(w)
+	}
+	return outNotStarted, errNotStarted.write(w)
+}
+
+// fail answers err and classifies it for the outcome metric.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) (outcome, int) {
+	status := s.writeError(w, r, err)
+	if status == statusClientClosed {
+		return outCanceled, status
+	}
+	return outcomeOfCode(seckill.ErrorCode(err)), status
+}
+
+// idempotencyKey returns the optional Idempotency-Key. Two of them are an
+// error rather than a guess at which one the client meant.
+func idempotencyKey(h http.Header) (string, error) {
+	vals := h["Idempotency-Key"] // the server canonicalises header names
+	switch {
+	case len(vals) == 0:
+		return "", nil
+	case len(vals) == 1 && seckill.ValidIdempotencyKey(vals[0]):
+		return vals[0], nil
+	}
+	return "", errIdempotencyKey
+}
+
+// writeAccepted writes the 202 answer. Ids this system makes need no
+// escaping in JSON or in a URL path, so the body is built by appending;
+// anything else goes through encoding/json and url.PathEscape.
+func writeAccepted(w http.ResponseWriter, id string) int {
+	var body []byte
+	if plainID(id) {
+		body = make([]byte, 0, 2*len(id)+96)
+		body = append(body, `{"reservation_id":"`...)
+		body = append(body, id...)
+		body = append(body, `","status":"pending","poll_url":"`+pollPrefix...)
+		body = append(body, id...)
+		body = append(body, "\"}\n"...)
+	} else {
+		var err error
+		body, err = marshalAccepted(id)
+		if err != nil {
+			return errInternalGeneric.write(w)
+		}
+	}
+	writeBody(w, http.StatusAccepted, body)
+	return http.StatusAccepted
+}
+
+func marshalAccepted(id string) ([]byte, error) {
+	b, err := json.Marshal(acceptedResponse{ReservationID: id, Status: "pending", PollURL: pollPrefix + url.PathEscape(id)})
+	return append(b, '\n'), err
+}
+
+// plainID reports whether id has only characters that are literal both in
+// a JSON string and in a URL path segment.
+func plainID(id string) bool {
+	if id == "" {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_' || c == '.') {
+			return false
+		}
+	}
+	return true
+}

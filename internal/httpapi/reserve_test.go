@@ -1,0 +1,443 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	gojwt "github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/jwt"
+)
+
+func TestReserveAccepted(t *testing.T) {
+	e := newEnv(t)
+	w := e.reserve("alice", testSaleID, `{"qty":1}`, map[string][]string{"Idempotency-Key": {"k-1"}})
+	var got acceptedResponse
+	decode(t, w, http.StatusAccepted, &got)
+
+	call := e.reserver.last(t)
+	if call.saleID != testSaleID || call.req.UserID != "alice" || call.req.Qty != 1 || call.req.IdempotencyKey != "k-1" {
+		t.Fatalf("reserver got %+v, want sale %s, user alice, qty 1, key k-1", call, testSaleID)
+	}
+	if sale, ok := seckill.SaleIDOfReservation(call.req.ReservationID); !ok || sale != testSaleID {
+		t.Fatalf("proposed reservation id %q is not a reservation id of %s", call.req.ReservationID, testSaleID)
+	}
+	want := acceptedResponse{
+		ReservationID: call.req.ReservationID,
+		Status:        "pending",
+		PollURL:       "/api/v1/reservations/" + call.req.ReservationID,
+	}
+	if got != want {
+		t.Fatalf("answer = %+v, want %+v", got, want)
+	}
+	// The hot path reads no sale row.
+	if n := e.sales.saleCalls.Load(); n != 0 {
+		t.Fatalf("sale store read %d times on a successful reservation, want 0", n)
+	}
+}
+
+func TestReserveFreshIDPerRequest(t *testing.T) {
+	e := newEnv(t)
+	e.reserve("alice", testSaleID, `{"qty":1}`, nil)
+	first := e.reserver.last(t).req.ReservationID
+	e.reserve("alice", testSaleID, `{"qty":1}`, nil)
+	if second := e.reserver.last(t).req.ReservationID; second == first {
+		t.Fatalf("two requests proposed the same reservation id %q", first)
+	}
+}
+
+func TestReserveReplayReturnsSameAnswer(t *testing.T) {
+	e := newEnv(t)
+	// The stock store remembers the first reservation per key and replays it.
+	byKey := map[string]string{}
+	e.reserver.set(func(_ string, r seckill.ReserveRequest) (seckill.ReserveResult, error) {
+		if id, ok := byKey[r.UserID+"/"+r.IdempotencyKey]; ok {
+			return seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: r.Qty}, nil
+		}
+		byKey[r.UserID+"/"+r.IdempotencyKey] = r.ReservationID
+		return seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: r.Qty}, nil
+	})
+	key := map[string][]string{"Idempotency-Key": {"order-7f3a"}}
+	first := e.reserve("alice", testSaleID, `{"qty":1}`, key)
+	second := e.reserve("alice", testSaleID, `{"qty":1}`, key)
+	if first.Code != http.StatusAccepted || second.Code != http.StatusAccepted {
+		t.Fatalf("statuses = %d, %d; want 202, 202", first.Code, second.Code)
+	}
+	if first.Body.String() != second.Body.String() {
+		t.Fatalf("replay answered %s, first answer was %s", second.Body, first.Body)
+	}
+	if e.reserver.count() != 2 {
+		t.Fatalf("reserver calls = %d, want 2 (replay is the stock store's decision)", e.reserver.count())
+	}
+}
+
+func TestReserveOutcomes(t *testing.T) {
+	cases := []struct {
+		outcome seckill.Outcome
+		status  int
+		code    string
+	}{
+		{seckill.OutcomeSoldOut, http.StatusConflict, seckill.ESOLDOUT},
+		{seckill.OutcomeLimitExceeded, http.StatusConflict, seckill.ELIMIT},
+		{seckill.OutcomeEnded, http.StatusConflict, seckill.EENDED},
+		{seckill.OutcomeKeyReused, http.StatusUnprocessableEntity, seckill.EKEYREUSED},
+	}
+	for _, c := range cases {
+		t.Run(c.code, func(t *testing.T) {
+			e := newEnv(t)
+			e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+				return seckill.ReserveResult{Outcome: c.outcome}, nil
+			})
+			wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), c.status, c.code)
+			if n := e.sales.saleCalls.Load(); n != 0 {
+				t.Fatalf("sale store read %d times, want 0", n)
+			}
+			assertMetric(t, e, `seckill_reservations_total{outcome="`+c.code+`"} 1`)
+		})
+	}
+}
+
+func TestReserveNotStarted(t *testing.T) {
+	notStarted := func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+		return seckill.ReserveResult{Outcome: seckill.OutcomeNotStarted}, nil
+	}
+	t.Run("unknown sale", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(notStarted)
+		wantError(t, e.reserve("bob", "no-such-sale", `{"qty":1}`, nil), http.StatusNotFound, seckill.ESALENOTFOUND)
+		assertMetric(t, e, `seckill_reservations_total{outcome="sale_not_found"} 1`)
+	})
+	t.Run("scheduled sale", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(notStarted)
+		e.sales.put(testSale())
+		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.ENOTSTARTED)
+	})
+	t.Run("sale over but never loaded", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(notStarted)
+		e.sales.put(testSale())
+		e.clock.Set(testSale().EndAt)
+		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.EENDED)
+	})
+	t.Run("a flood of garbage ids reads each once per TTL", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(notStarted)
+		e.sales.put(testSale())
+		for range 50 {
+			wantError(t, e.reserve("bob", "garbage-1", `{"qty":1}`, nil), http.StatusNotFound, seckill.ESALENOTFOUND)
+			wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.ENOTSTARTED)
+		}
+		if n := e.sales.saleCalls.Load(); n != 2 {
+			t.Fatalf("sale store reads = %d, want 2 (one per id)", n)
+		}
+		e.clock.Advance(DefaultSaleCacheTTL)
+		e.reserve("bob", "garbage-1", `{"qty":1}`, nil)
+		if n := e.sales.saleCalls.Load(); n != 3 {
+			t.Fatalf("sale store reads after the TTL = %d, want 3", n)
+		}
+	})
+	t.Run("sale store down", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(notStarted)
+		e.sales.err = errors.New("dial tcp 10.0.0.7:3306: connection refused")
+		w := e.reserve("bob", testSaleID, `{"qty":1}`, nil)
+		wantError(t, w, http.StatusInternalServerError, seckill.EINTERNAL)
+		if strings.Contains(w.Body.String(), "10.0.0.7") {
+			t.Fatalf("internal detail leaked to the client: %s", w.Body)
+		}
+	})
+}
+
+func TestReserveReserverErrors(t *testing.T) {
+	t.Run("domain error keeps its code", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+			return seckill.ReserveResult{}, seckill.Errorf(seckill.EOVERLOADED, "Too busy; retry shortly.")
+		})
+		w := e.reserve("bob", testSaleID, `{"qty":1}`, nil)
+		wantError(t, w, http.StatusServiceUnavailable, seckill.EOVERLOADED)
+		if got := w.Header().Get("Retry-After"); got != "1" {
+			t.Fatalf("Retry-After = %q, want 1", got)
+		}
+		if e.logs.String() != "" {
+			t.Fatalf("a non-internal error was logged: %s", e.logs)
+		}
+	})
+	t.Run("backend failure is internal, logged without secrets", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+			return seckill.ReserveResult{}, errors.New("redis: READONLY You can't write against a read only replica")
+		})
+		tok := buyerToken(t, "bob")
+		w := e.do(req{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations",
+			body: `{"qty":1}`, auth: "Bearer " + tok, headers: map[string][]string{"Idempotency-Key": {"secret-key-1"}}})
+		wantError(t, w, http.StatusInternalServerError, seckill.EINTERNAL)
+		if strings.Contains(w.Body.String(), "READONLY") {
+			t.Fatalf("internal detail leaked to the client: %s", w.Body)
+		}
+		logs := e.logs.String()
+		if !strings.Contains(logs, "READONLY") {
+			t.Fatalf("internal error not logged; logs: %q", logs)
+		}
+		if strings.Contains(logs, tok) || strings.Contains(logs, testAdminToken) {
+			t.Fatalf("a token reached the log: %q", logs)
+		}
+		assertMetric(t, e, `seckill_reservations_total{outcome="error"} 1`)
+	})
+	t.Run("claimed without id", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+			return seckill.ReserveResult{Outcome: seckill.OutcomeReserved}, nil
+		})
+		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusInternalServerError, seckill.EINTERNAL)
+	})
+	t.Run("unknown outcome", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+			return seckill.ReserveResult{Outcome: 99}, nil
+		})
+		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusInternalServerError, seckill.EINTERNAL)
+	})
+	t.Run("client gone is not logged", func(t *testing.T) {
+		e := newEnv(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+			cancel()
+			return seckill.ReserveResult{}, context.Canceled
+		})
+		r := newRequest("POST", "/api/v1/sales/"+testSaleID+"/reservations", `{"qty":1}`).WithContext(ctx)
+		r.Header.Set("Authorization", "Bearer "+buyerToken(t, "bob"))
+		w := serve(e.h, r)
+		if w.Body.Len() != 0 {
+			t.Fatalf("answered a gone client: %d %s", w.Code, w.Body)
+		}
+		if e.logs.String() != "" {
+			t.Fatalf("a hang-up was logged: %s", e.logs)
+		}
+		assertMetric(t, e, `seckill_reservations_total{outcome="canceled"} 1`)
+	})
+}
+
+// TestReserveRejectsBadInput sends bad bodies, headers and paths; each must
+// be answered with the error shape and must never reach the reserver.
+func TestReserveRejectsBadInput(t *testing.T) {
+	big := `{"qty":1,"pad":"` + strings.Repeat("x", MaxBodyBytes) + `"}`
+	cases := []struct {
+		name    string
+		path    string // default: the test sale's reservations
+		body    string
+		headers map[string][]string
+		status  int
+		code    string
+	}{
+		{name: "no body", body: "", status: 400, code: seckill.EINVALID},
+		{name: "empty object", body: `{}`, status: 400, code: seckill.EINVALID},
+		{name: "null", body: `null`, status: 400, code: seckill.EINVALID},
+		{name: "qty null", body: `{"qty":null}`, status: 400, code: seckill.EINVALID},
+		{name: "malformed", body: `{"qty":1`, status: 400, code: seckill.EINVALID},
+		{name: "not json", body: `qty=1`, status: 400, code: seckill.EINVALID},
+		{name: "array", body: `[{"qty":1}]`, status: 400, code: seckill.EINVALID},
+		{name: "unknown field", body: `{"qty":1,"user_id":"mallory"}`, status: 400, code: seckill.EINVALID},
+		{name: "trailing object", body: `{"qty":1}{"qty":1}`, status: 400, code: seckill.EINVALID},
+		{name: "trailing garbage", body: `{"qty":1} x`, status: 400, code: seckill.EINVALID},
+		{name: "qty string", body: `{"qty":"1"}`, status: 400, code: seckill.EINVALID},
+		{name: "qty float", body: `{"qty":1.5}`, status: 400, code: seckill.EINVALID},
+		{name: "qty exponent", body: `{"qty":1e0}`, status: 400, code: seckill.EINVALID},
+		{name: "qty bool", body: `{"qty":true}`, status: 400, code: seckill.EINVALID},
+		{name: "qty 0", body: `{"qty":0}`, status: 400, code: seckill.EINVALID},
+		{name: "qty -1", body: `{"qty":-1}`, status: 400, code: seckill.EINVALID},
+		{name: "qty over max", body: `{"qty":` + strconv.Itoa(seckill.MaxPerUserLimit+1) + `}`, status: 400, code: seckill.EINVALID},
+		{name: "qty max int64", body: `{"qty":9223372036854775807}`, status: 400, code: seckill.EINVALID},
+		{name: "qty overflow", body: `{"qty":99999999999999999999999}`, status: 400, code: seckill.EINVALID},
+		{name: "over 8 KiB", body: big, status: 413, code: seckill.ETOOLARGE},
+		{name: "over 8 KiB of trailing space", body: `{"qty":1}` + strings.Repeat(" ", MaxBodyBytes), status: 413, code: seckill.ETOOLARGE},
+		{name: "content type", body: `{"qty":1}`, headers: map[string][]string{"Content-Type": {"text/plain"}}, status: 400, code: seckill.EINVALID},
+		{name: "key too long", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {strings.Repeat("k", seckill.MaxIdempotencyKeyBytes+1)}}, status: 400, code: seckill.EINVALID},
+		{name: "key non-ascii", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"ключ"}}, status: 400, code: seckill.EINVALID},
+		{name: "key control", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a\x01b"}}, status: 400, code: seckill.EINVALID},
+		{name: "key empty", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {""}}, status: 400, code: seckill.EINVALID},
+		{name: "two keys", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a", "b"}}, status: 400, code: seckill.EINVALID},
+		{name: "bad sale id", path: "/api/v1/sales/bad%7Bid%7D/reservations", body: `{"qty":1}`, status: 404, code: seckill.ESALENOTFOUND},
+		{name: "sale id too long", path: "/api/v1/sales/" + strings.Repeat("a", 65) + "/reservations", body: `{"qty":1}`, status: 404, code: seckill.ESALENOTFOUND},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newEnv(t)
+			path := c.path
+			if path == "" {
+				path = "/api/v1/sales/" + testSaleID + "/reservations"
+			}
+			w := e.do(req{method: "POST", path: path, body: c.body, auth: "Bearer " + buyerToken(t, "bob"), headers: c.headers})
+			wantError(t, w, c.status, c.code)
+			if n := e.reserver.count(); n != 0 {
+				t.Fatalf("the reserver was called %d times for rejected input", n)
+			}
+		})
+	}
+}
+
+func TestReserveAcceptsTolerableInput(t *testing.T) {
+	for name, c := range map[string]struct {
+		body    string
+		headers map[string][]string
+	}{
+		"no content type":     {`{"qty":2}`, nil},
+		"json with charset":   {`{"qty":2}`, map[string][]string{"Content-Type": {"application/json; charset=utf-8"}}},
+		"surrounding space":   {"\n {\"qty\": 2} \r\n", nil},
+		"max key":             {`{"qty":2}`, map[string][]string{"Idempotency-Key": {strings.Repeat("~", seckill.MaxIdempotencyKeyBytes)}}},
+		"uuid key":            {`{"qty":2}`, map[string][]string{"Idempotency-Key": {"2c5ea4c0-4067-11e9-8bad-9b1deb4d3b7d"}}},
+		"lowercase auth type": {`{"qty":2}`, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			auth := "Bearer " + buyerToken(t, "bob")
+			if name == "lowercase auth type" {
+				auth = "bearer " + buyerToken(t, "bob")
+			}
+			w := e.do(req{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations", body: c.body, auth: auth, headers: c.headers})
+			if w.Code != http.StatusAccepted {
+				t.Fatalf("status = %d, want 202; body %s", w.Code, w.Body)
+			}
+			if got := e.reserver.last(t).req.Qty; got != 2 {
+				t.Fatalf("qty = %d, want 2", got)
+			}
+		})
+	}
+}
+
+func TestReserveAuth(t *testing.T) {
+	now := time.Now()
+	claims := gojwt.MapClaims{"sub": "bob", "exp": now.Add(time.Hour).Unix()}
+	sign := func(m gojwt.SigningMethod, key any, c gojwt.Claims) string {
+		s, err := gojwt.NewWithClaims(m, c).SignedString(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	good := sign(gojwt.SigningMethodHS256, testSecret, claims)
+	parts := strings.Split(good, ".")
+	b64 := base64.RawURLEncoding.EncodeToString
+	expired, err := jwt.Sign(testSecret, "bob", time.Minute, now.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	cases := map[string]string{
+		"missing":          "",
+		"basic scheme":     "Basic Ym9iOnB3",
+		"bearer no token":  "Bearer ",
+		"garbage":          "Bearer not.a.jwt",
+		"forged signature": "Bearer " + parts[0] + "." + b64([]byte(`{"sub":"alice","exp":`+strconv.FormatInt(now.Add(time.Hour).Unix(), 10)+`}`)) + "." + parts[2],
+		"expired":          "Bearer " + expired,
+		"alg none":         "Bearer " + b64([]byte(`{"alg":"none","typ":"JWT"}`)) + "." + parts[1] + ".",
+		"alg none library": "Bearer " + sign(gojwt.SigningMethodNone, gojwt.UnsafeAllowNoneSignatureType, claims),
+		"HS512":            "Bearer " + sign(gojwt.SigningMethodHS512, testSecret, claims),
+		"other secret":     "Bearer " + sign(gojwt.SigningMethodHS256, []byte("some-other-secret-0123456789abcdef"), claims),
+		"no exp":           "Bearer " + sign(gojwt.SigningMethodHS256, testSecret, gojwt.MapClaims{"sub": "bob"}),
+		"no sub":           "Bearer " + sign(gojwt.SigningMethodHS256, testSecret, gojwt.MapClaims{"exp": now.Add(time.Hour).Unix()}),
+		"admin token":      admin(),
+	}
+	for name, auth := range cases {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t)
+			w := e.do(req{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations", body: `{"qty":1}`, auth: auth})
+			wantError(t, w, http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+			if n := e.reserver.count(); n != 0 {
+				t.Fatalf("the reserver was called %d times without a valid token", n)
+			}
+			assertMetric(t, e, `seckill_reservations_total{outcome="unauthorized"} 1`)
+			if e.logs.String() != "" {
+				t.Fatalf("an auth failure was logged: %s", e.logs)
+			}
+		})
+	}
+	// The control: the untampered token works.
+	e := newEnv(t)
+	if w := e.do(req{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations", body: `{"qty":1}`, auth: "Bearer " + good}); w.Code != http.StatusAccepted {
+		t.Fatalf("control token: status %d, body %s", w.Code, w.Body)
+	}
+}
+
+// A verifier other than ours returning a plain error, or a bad user id,
+// still yields a 401 and no reservation.
+type laxVerifier struct {
+	uid string
+	err error
+}
+
+func (v laxVerifier) Verify(string) (string, error) { return v.uid, v.err }
+
+func TestReserveDistrustsVerifier(t *testing.T) {
+	for name, v := range map[string]laxVerifier{
+		"plain error":     {err: errors.New("jwks fetch failed")},
+		"empty user":      {uid: ""},
+		"control in user": {uid: "bob\nadmin"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.Verifier = v })
+			w := e.do(req{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations", body: `{"qty":1}`, auth: "Bearer x"})
+			wantError(t, w, http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+			if e.reserver.count() != 0 {
+				t.Fatal("reserved with an untrusted identity")
+			}
+		})
+	}
+}
+
+func TestWriteAcceptedFastPathMatchesEncodingJSON(t *testing.T) {
+	for _, id := range []string{
+		seckill.NewReservationID(testSaleID, t0),
+		seckill.NewReservationID(strings.Repeat("z", 64), t0),
+		`odd"id/with\stuff`, // not one of ours: slow path
+		"ünïcode",
+	} {
+		w := newRecorder()
+		writeAccepted(w, id)
+		want, err := marshalAccepted(id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w.Body.String() != string(want) {
+			t.Errorf("id %q: body %s, want %s", id, w.Body, want)
+		}
+		var got acceptedResponse
+		if err := json.Unmarshal(w.Body.Bytes(), &got); err != nil || got.ReservationID != id {
+			t.Errorf("id %q: body %s does not round-trip: %+v %v", id, w.Body, got, err)
+		}
+	}
+}
+
+func BenchmarkReserve(b *testing.B) {
+	e := newEnv(b, func(c *Config) { c.Reserver = echoReserver{} })
+	tok := "Bearer " + buyerToken(b, "bench-user")
+	path := "/api/v1/sales/" + testSaleID + "/reservations"
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := newRequest("POST", path, `{"qty":1}`)
+			r.Header.Set("Authorization", tok)
+			w := newRecorder()
+			e.h.ServeHTTP(w, r)
+			if w.Code != http.StatusAccepted {
+				b.Fatalf("status %d", w.Code)
+			}
+		}
+	})
+}
+
+// echoReserver reserves everything and records nothing: for benchmarks.
+type echoReserver struct{}
+
+func (echoReserver) Reserve(_ context.Context, _ string, r seckill.ReserveRequest) (seckill.ReserveResult, error) {
+	return seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: r.Qty}, nil
+}

@@ -1,0 +1,155 @@
+package httpapi
+
+import (
+	"crypto/rand"
+	"encoding/base32"
+	"encoding/binary"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// saleView is what anyone may see of a sale.
+type saleView struct {
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	PriceCents   int64             `json:"price_cents"`
+	Stock        int64             `json:"stock"`
+	Remaining    int64             `json:"remaining"`
+	PerUserLimit int64             `json:"per_user_limit"`
+	StartAt      time.Time         `json:"start_at"`
+	EndAt        time.Time         `json:"end_at"`
+	State        seckill.SaleState `json:"state"`
+}
+
+type preheatResponse struct {
+	SaleID    string `json:"sale_id"`
+	Preheated bool   `json:"preheated"`
+	Created   bool   `json:"created"`
+}
+
+var errSaleIDTaken = seckill.Errorf(seckill.ECONFLICT, "A sale with this id already exists.")
+
+// handleCreateSale serves POST /admin/v1/sales.
+func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) int {
+	if !s.isAdmin(r) {
+		return errAdminAuth.write(w)
+	}
+	if err := checkContentType(r); err != nil {
+		return s.writeError(w, r, err)
+	}
+	sale, err := decodeSaleRequest(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	now := s.now()
+	if sale.ID == "" {
+		sale.ID = newSaleID(now)
+	}
+	if err := sale.Validate(); err != nil {
+		return s.writeError(w, r, err)
+	}
+	sale.Version = 1
+	sale.CreatedAt = now.UTC().Truncate(time.Microsecond)
+	if err := s.sales.CreateSale(r.Context(), sale); errors.Is(err, seckill.ErrDuplicate) {
+		return s.writeError(w, r, errSaleIDTaken)
+	} else if err != nil {
+		return s.writeError(w, r, err)
+	}
+	// A "not found" cached here before the sale existed must not hide it.
+	s.cache.forget(sale.ID)
+	if s.onSaleCreated != nil {
+		c := *sale
+		s.onSaleCreated(&c)
+	}
+	w.Header().Set("Location", "/admin/v1/sales/"+sale.ID)
+	return s.writeJSON(w, r, http.StatusCreated, sale)
+}
+
+// adminSale reads the sale named in the path straight from the store:
+// operators see the source of truth, not the cache.
+func (s *Server) adminSale(w http.ResponseWriter, r *http.Request) (*seckill.Sale, int) {
+	if !s.isAdmin(r) {
+		return nil, errAdminAuth.write(w)
+	}
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		return nil, errSaleNotFound.write(w)
+	}
+	sale, err := s.sales.Sale(r.Context(), id)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return nil, errSaleNotFound.write(w)
+	} else if err != nil {
+		return nil, s.writeError(w, r, err)
+	}
+	return sale, 0
+}
+
+// handleAdminSale serves GET /admin/v1/sales/{id}.
+func (s *Server) handleAdminSale(w http.ResponseWriter, r *http.Request) int {
+	sale, status := s.adminSale(w, r)
+	if sale == nil {
+		return status
+	}
+	return s.writeJSON(w, r, http.StatusOK, sale)
+}
+
+// handlePreheat serves POST /admin/v1/sales/{id}/preheat.
+func (s *Server) handlePreheat(w http.ResponseWriter, r *http.Request) int {
+	sale, status := s.adminSale(w, r)
+	if sale == nil {
+		return status
+	}
+	created, err := s.preheater.Preheat(r.Context(), sale)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, preheatResponse{SaleID: sale.ID, Preheated: true, Created: created})
+}
+
+// handlePublicSale serves GET /api/v1/sales/{id}: the sale row from the
+// cache, the remaining units live from the stock store.
+func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		return errSaleNotFound.write(w)
+	}
+	sale, err := s.cache.get(r.Context(), id)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return errSaleNotFound.write(w)
+	} else if err != nil {
+		return s.writeError(w, r, err)
+	}
+	remaining := sale.Stock // not preheated yet: nothing sold
+	level, err := s.stock.Stock(r.Context(), id)
+	if err == nil {
+		remaining = level.Remaining()
+	} else if !errors.Is(err, seckill.ErrNotFound) {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, saleView{
+		ID:           sale.ID,
+		Name:         sale.Name,
+		PriceCents:   sale.PriceCents,
+		Stock:        sale.Stock,
+		Remaining:    remaining,
+		PerUserLimit: sale.PerUserLimit,
+		StartAt:      sale.StartAt,
+		EndAt:        sale.EndAt,
+		State:        sale.State(s.now(), remaining),
+	})
+}
+
+var saleIDEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)
+
+// newSaleID returns "sale-" and 26 characters: a millisecond timestamp and
+// 80 random bits, so generated ids sort by creation time and never collide
+// in practice.
+func newSaleID(now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:])
+	return "sale-" + saleIDEncoding.EncodeToString(b[:])
+}

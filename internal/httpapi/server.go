@@ -1,0 +1,375 @@
+// Package httpapi owns the HTTP API of design.md: routing, authentication
+// of buyers and admins, strict decoding of request bodies, the mapping of
+// error codes to statuses, and the API's Prometheus metrics. It speaks only
+// domain types; every backend comes in through Config.
+//
+// The reservation handler is the hot path of a flash sale. It touches no
+// database: it verifies the token, decodes one small body and asks the
+// Reserver. Only when the Reserver answers "not started" does it look at
+// the (cached) sale row, to tell an unknown sale from one that has not
+// opened yet.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// MaxBodyBytes caps every request body; more is answered 413.
+const MaxBodyBytes = 8 << 10
+
+// DefaultSaleCacheTTL is how long sale rows (and "no such sale") are kept
+// in memory for the public sale page and the not-started check.
+const DefaultSaleCacheTTL = time.Second
+
+// SaleStore is the part of seckill.SaleStore the API uses.
+type SaleStore interface {
+	// CreateSale inserts s; seckill.ErrDuplicate when the id is taken.
+	CreateSale(ctx context.Context, s *seckill.Sale) error
+	// Sale returns one sale; seckill.ErrNotFound when there is none.
+	Sale(ctx context.Context, id string) (*seckill.Sale, error)
+}
+
+// StockStore is the part of seckill.StockStore the API uses directly.
+// Reservations go through the Reserver instead.
+type StockStore interface {
+	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
+	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
+}
+
+// Preheater loads a sale into the stock store on an operator's demand.
+type Preheater interface {
+	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
+}
+
+// Reserver decides one reservation. In production it is the request
+// combiner in front of the stock store. Errors that are a *seckill.Error
+// (e.g. EOVERLOADED, EUNAVAILABLE) reach the client with their code; any
+// other error is a 500.
+type Reserver interface {
+	Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
+}
+
+// TokenVerifier checks a buyer's bearer token and returns the user id it
+// carries. Its errors should be *seckill.Error with code EUNAUTHORIZED;
+// any other error is answered 401 as well.
+type TokenVerifier interface {
+	Verify(token string) (userID string, err error)
+}
+
+// Config holds the Server's dependencies. Sales, Stock, Reserver and
+// Verifier are required; the rest have defaults.
+type Config struct {
+	Sales    SaleStore
+	Stock    StockStore
+	Reserver Reserver
+	Verifier TokenVerifier
+	// Preheater, if set, serves POST /admin/v1/sales/{id}/preheat instead
+	// of Stock.Preheat (the preheat scheduler, which remembers what it
+	// loaded).
+	Preheater Preheater
+
+	// AdminToken authorises /admin/v1 calls as "Authorization: Bearer
+	// <AdminToken>". Empty disables the admin routes (every call is 401).
+	AdminToken string
+
+	// Now is the clock for sale states and reservation ids. Default time.Now.
+	Now func() time.Time
+	// Logger receives internal errors only. Default: discard.
+	Logger *slog.Logger
+	// Registerer gets the API's collectors; Gatherer is served on /metrics.
+	// When both are nil a private registry is used for both; when only
+	// Registerer is set and it is a Gatherer too (a *prometheus.Registry),
+	// it is served.
+	Registerer prometheus.Registerer
+	Gatherer   prometheus.Gatherer
+	// Ready answers /readyz: nil means ready. Default: always ready.
+	Ready func(ctx context.Context) error
+	// OnSaleCreated, if set, is called after a sale is created, with a
+	// copy of it, before the 201 is sent (the preheat scheduler uses it
+	// to load a sale that starts soon). It should not block for long.
+	OnSaleCreated func(*seckill.Sale)
+	// SaleCacheTTL overrides DefaultSaleCacheTTL.
+	SaleCacheTTL time.Duration
+}
+
+// Server is the HTTP API. Build it with New; serve Handler.
+type Server struct {
+	sales         SaleStore
+	stock         StockStore
+	preheater     Preheater
+	reserver      Reserver
+	verifier      TokenVerifier
+	adminHash     [sha256.Size]byte
+	adminEnabled  bool
+	now           func() time.Time
+	logger        *slog.Logger
+	ready         func(ctx context.Context) error
+	onSaleCreated func(*seckill.Sale)
+	cache         *saleCache
+	metrics       *metrics
+	gatherer      prometheus.Gatherer
+	mux           *http.ServeMux
+}
+
+// New checks cfg, registers the API's metrics and builds the routes.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.Sales == nil:
+		return nil, errors.New("httpapi: Config.Sales is required")
+	case cfg.Stock == nil:
+		return nil, errors.New("httpapi: Config.Stock is required")
+	case cfg.Reserver == nil:
+		return nil, errors.New("httpapi: Config.Reserver is required")
+	case cfg.Verifier == nil:
+		return nil, errors.New("httpapi: Config.Verifier is required")
+	}
+	s := &Server{
+		sales:         cfg.Sales,
+		stock:         cfg.Stock,
+		preheater:     cfg.Preheater,
+		reserver:      cfg.Reserver,
+		verifier:      cfg.Verifier,
+		now:           cfg.Now,
+		logger:        cfg.Logger,
+		ready:         cfg.Ready,
+		onSaleCreated: cfg.OnSaleCreated,
+		gatherer:      cfg.Gatherer,
+		mux:           http.NewServeMux(),
+	}
+	if s.preheater == nil {
+		s.preheater = cfg.Stock
+	}
+	if cfg.AdminToken != "" {
+		// Comparing fixed-size digests keeps the comparison constant-time
+		// in the token's length too.
+		s.adminHash = sha256.Sum256([]byte(cfg.AdminToken))
+		s.adminEnabled = true
+	}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.logger == nil {
+		s.logger = slog.New(slog.DiscardHandler)
+	}
+	reg := cfg.Registerer
+	if reg == nil && s.gatherer == nil {
+		r := prometheus.NewRegistry()
+		reg, s.gatherer = r, r
+	} else if reg == nil {
+		reg = prometheus.NewRegistry() // collectors go nowhere visible, but work
+	} else if s.gatherer == nil {
+		if g, ok := reg.(prometheus.Gatherer); ok {
+			s.gatherer = g
+		} else {
+			s.gatherer = prometheus.NewRegistry()
+		}
+	}
+	var err error
+	if s.metrics, err = newMetrics(reg); err != nil {
+		return nil, err
+	}
+	ttl := cfg.SaleCacheTTL
+	if ttl <= 0 {
+		ttl = DefaultSaleCacheTTL
+	}
+	s.cache = newSaleCache(s.sales.Sale, ttl, s.now)
+	s.routes()
+	return s, nil
+}
+
+// Handler returns the API's handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// handler is a route's handler. It returns the status it answered with,
+// so the metrics need no wrapper around the ResponseWriter.
+type handler func(w http.ResponseWriter, r *http.Request) int
+
+func (s *Server) routes() {
+	type route struct {
+		method, path string
+		h            handler
+	}
+	routes := []route{
+		{"POST", "/admin/v1/sales", s.handleCreateSale},
+		{"GET", "/admin/v1/sales/{id}", s.handleAdminSale},
+		{"POST", "/admin/v1/sales/{id}/preheat", s.handlePreheat},
+		{"GET", "/api/v1/sales/{id}", s.handlePublicSale},
+		{"POST", "/api/v1/sales/{id}/reservations", s.handleReserve},
+		{"GET", "/metrics", s.handleMetrics()},
+		{"GET", "/healthz", s.handleHealthz},
+		{"GET", "/readyz", s.handleReadyz},
+	}
+	allowed := map[string][]string{}
+	var paths []string
+	for _, rt := range routes {
+		pattern := rt.method + " " + rt.path
+		s.mux.Handle(pattern, s.instrument(pattern, rt.h))
+		if allowed[rt.path] == nil {
+			paths = append(paths, rt.path)
+		}
+		allowed[rt.path] = append(allowed[rt.path], rt.method)
+		if rt.method == "GET" {
+			allowed[rt.path] = append(allowed[rt.path], "HEAD")
+		}
+	}
+	// The same paths without a method answer 405 in the API's error shape
+	// (the mux's own 405 and 404 are plain text).
+	for _, p := range paths {
+		allow := strings.Join(allowed[p], ", ")
+		s.mux.Handle(p, s.instrument(p, func(w http.ResponseWriter, _ *http.Request) int {
+			w.Header().Set("Allow", allow)
+			return errMethodNotAllow.write(w)
+		}))
+	}
+	s.mux.Handle("/", s.instrument("unmatched", func(w http.ResponseWriter, _ *http.Request) int {
+		return errRouteNotFound.write(w)
+	}))
+}
+
+// instrument counts the route's answers by status and recovers a panic
+// into a 500 in the API's shape.
+func (s *Server) instrument(route string, h handler) http.Handler {
+	rm := s.metrics.route(route)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		status := 0
+		defer func() {
+			if p := recover(); p != nil {
+				if p == http.ErrAbortHandler {
+					panic(p)
+				}
+				s.logger.ErrorContext(r.Context(), "http handler panic",
+					"method", r.Method, "route", route, "panic", p, "stack", string(debug.Stack()))
+				// Best effort: if the handler already wrote, this is a no-op.
+				status = errInternalGeneric.write(w)
+			}
+			rm.observe(status, time.Since(start))
+		}()
+		status = h(w, r)
+	})
+}
+
+// bearerToken returns the token of an "Authorization: Bearer <token>"
+// header. The scheme is case-insensitive (RFC 9110 §11.1).
+func bearerToken(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
+		return "", false
+	}
+	tok := strings.TrimLeft(h[len(prefix):], " ")
+	return tok, tok != ""
+}
+
+// buyer returns the user id of the request's buyer token.
+func (s *Server) buyer(r *http.Request) (string, error) {
+	tok, ok := bearerToken(r)
+	if !ok {
+		return "", errNoBuyerToken
+	}
+	uid, err := s.verifier.Verify(tok)
+	if err != nil {
+		if seckill.ErrorCode(err) != seckill.EUNAUTHORIZED {
+			return "", errInvalidToken
+		}
+		return "", err
+	}
+	if !seckill.ValidUserID(uid) { // a verifier other than ours may be laxer
+		return "", errInvalidToken
+	}
+	return uid, nil
+}
+
+var (
+	errNoBuyerToken = seckill.Errorf(seckill.EUNAUTHORIZED, "A buyer token is required (Authorization: Bearer TOKEN).")
+	errInvalidToken = seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+)
+
+// isAdmin reports whether the request carries the admin token. A buyer
+// JWT never matches: it is compared as an opaque string, like any other.
+func (s *Server) isAdmin(r *http.Request) bool {
+	tok, ok := bearerToken(r)
+	if !ok || !s.adminEnabled {
+		return false
+	}
+	h := sha256.Sum256([]byte(tok))
+	return subtle.ConstantTimeCompare(h[:], s.adminHash[:]) == 1
+}
+
+// writeBody writes a JSON body with status.
+func writeBody(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body) // a failed write means the client is gone
+}
+
+// writeJSON marshals v and writes it with status.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, status int, v any) int {
+	body, err := json.Marshal(v)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	body = append(body, '\n')
+	writeBody(w, status, body)
+	return status
+}
+
+func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) int {
+	writeBody(w, http.StatusOK, []byte(`{"status":"ok"}`+"\n"))
+	return http.StatusOK
+}
+
+func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) int {
+	if s.ready != nil {
+		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+		defer cancel()
+		if err := s.ready(ctx); err != nil {
+			// Not a client error: operators need the cause, and probes
+			// repeat, so warn rather than error.
+			s.logger.WarnContext(r.Context(), "not ready", "err", err)
+			return errNotReady.write(w)
+		}
+	}
+	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
+	return http.StatusOK
+}
+
+func (s *Server) handleMetrics() handler {
+	h := promhttp.HandlerFor(s.gatherer, promhttp.HandlerOpts{
+		ErrorLog:      slog.NewLogLogger(s.logger.Handler(), slog.LevelError),
+		ErrorHandling: promhttp.ContinueOnError,
+	})
+	return func(w http.ResponseWriter, r *http.Request) int {
+		// promhttp writes 200 unless the whole gather fails; record what
+		// it actually sent.
+		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+		h.ServeHTTP(sw, r)
+		return sw.status
+	}
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,0 +1,121 @@
+// Package jwt verifies and signs the HS256 buyer tokens of the API.
+//
+// A buyer token is a standard JWT whose `sub` claim is the user id. Any
+// issuer holding the shared secret can mint tokens: only registered claims
+// are read, nothing specific to this project. Verification is strict
+// (HS256 only, `exp` required) and cheap: one parser is built once and
+// reused by every call, so it can run on every buy request.
+package jwt
+
+import (
+	"errors"
+	"time"
+
+	gojwt "github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Leeway is the clock skew tolerated on `exp` and `nbf`, so a token minted
+// on a host whose clock runs a little ahead still works.
+const Leeway = 30 * time.Second
+
+// MaxTokenBytes bounds the token size accepted before any decoding, so a
+// huge Authorization header costs no base64 or JSON work. Real buyer tokens
+// are a few hundred bytes.
+const MaxTokenBytes = 4096
+
+var validMethods = []string{gojwt.SigningMethodHS256.Alg()}
+
+// Verifier checks buyer tokens. It is safe for concurrent use.
+type Verifier struct {
+	secret []byte
+	key    any // secret, boxed once: boxing a slice per call allocates
+	parser *gojwt.Parser
+	// keyFunc is built once: a closure per call would allocate on the hot path.
+	keyFunc gojwt.Keyfunc
+}
+
+// NewVerifier returns a Verifier for tokens signed with secret. An empty
+// secret yields a Verifier that rejects every token, so a misconfigured
+// node fails closed.
+func NewVerifier(secret []byte) *Verifier {
+	return newVerifier(secret, nil)
+}
+
+// newVerifier lets tests pin the clock.
+func newVerifier(secret []byte, now func() time.Time) *Verifier {
+	opts := []gojwt.ParserOption{
+		// Pinning the method defeats alg=none and the RS256→HS256 switch
+		// (a public key used as an HMAC secret).
+		gojwt.WithValidMethods(validMethods),
+		gojwt.WithExpirationRequired(),
+		gojwt.WithLeeway(Leeway),
+	}
+	if now != nil {
+		opts = append(opts, gojwt.WithTimeFunc(now))
+	}
+	v := &Verifier{
+		secret: append([]byte(nil), secret...),
+		parser: gojwt.NewParser(opts...),
+	}
+	v.key = v.secret
+	v.keyFunc = func(t *gojwt.Token) (any, error) {
+		// WithValidMethods already checked the alg name; checking the type
+		// too costs nothing and survives a future change of options.
+		if _, ok := t.Method.(*gojwt.SigningMethodHMAC); !ok {
+			return nil, errors.New("unexpected signing method")
+		}
+		return v.key, nil
+	}
+	return v
+}
+
+// Verify checks token and returns the user id it carries. Every failure is
+// a *seckill.Error with code EUNAUTHORIZED whose message is safe to show.
+func (v *Verifier) Verify(token string) (userID string, err error) {
+	if len(v.secret) == 0 {
+		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Buyer tokens are not accepted by this server.")
+	}
+	if token == "" {
+		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "A bearer token is required.")
+	}
+	if len(token) > MaxTokenBytes {
+		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+	}
+	var claims gojwt.RegisteredClaims
+	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
+		if errors.Is(err, gojwt.ErrTokenExpired) {
+			return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
+		}
+		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+	}
+	if !seckill.ValidUserID(claims.Subject) {
+		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token subject.")
+	}
+	return claims.Subject, nil
+}
+
+// Sign returns an HS256 token for userID that expires ttl after now. It is
+// used by the `seckill token` command and by tests; production buyers get
+// their tokens from whatever issuer shares the secret.
+func Sign(secret []byte, userID string, ttl time.Duration, now time.Time) (string, error) {
+	switch {
+	case len(secret) == 0:
+		return "", errors.New("jwt: empty secret")
+	case !seckill.ValidUserID(userID):
+		return "", errors.New("jwt: invalid user id")
+	case ttl <= 0:
+		return "", errors.New("jwt: ttl must be positive")
+	}
+	claims := gojwt.RegisteredClaims{
+		Subject:   userID,
+		IssuedAt:  gojwt.NewNumericDate(now),
+		ExpiresAt: gojwt.NewNumericDate(now.Add(ttl)),
+	}
+	s, err := gojwt.NewWithClaims(gojwt.SigningMethodHS256, claims).SignedString(secret)
+	if err != nil {
+		return "", err
+	}
+	return s, nil
+}

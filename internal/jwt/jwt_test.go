@@ -1,0 +1,280 @@
+package jwt
+
+import (
+	"crypto/rand"
+	"crypto/rsa"
+	"encoding/base64"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	gojwt "github.com/golang-jwt/jwt/v5"
+
+	"github.com/seckill-dev/seckill"
+)
+
+var (
+	secret = []byte("0123456789abcdef0123456789abcdef")
+	t0     = time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
+)
+
+func at(t time.Time) func() time.Time { return func() time.Time { return t } }
+
+// mint signs arbitrary claims with method and key, as a foreign issuer would.
+func mint(t *testing.T, method gojwt.SigningMethod, key any, claims gojwt.Claims) string {
+	t.Helper()
+	s, err := gojwt.NewWithClaims(method, claims).SignedString(key)
+	if err != nil {
+		t.Fatalf("sign: %v", err)
+	}
+	return s
+}
+
+func b64(s string) string { return base64.RawURLEncoding.EncodeToString([]byte(s)) }
+
+func wantUnauthorized(t *testing.T, v *Verifier, token string) {
+	t.Helper()
+	uid, err := v.Verify(token)
+	if err == nil {
+		t.Fatalf("Verify accepted the token (user %q), want an error", uid)
+	}
+	if got := seckill.ErrorCode(err); got != seckill.EUNAUTHORIZED {
+		t.Fatalf("error code = %q, want %q (err %v)", got, seckill.EUNAUTHORIZED, err)
+	}
+	if uid != "" {
+		t.Fatalf("user id = %q alongside an error, want empty", uid)
+	}
+}
+
+func TestSignVerifyRoundTrip(t *testing.T) {
+	tok, err := Sign(secret, "user-42", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := newVerifier(secret, at(t0.Add(59*time.Minute)))
+	uid, err := v.Verify(tok)
+	if err != nil {
+		t.Fatalf("Verify: %v", err)
+	}
+	if uid != "user-42" {
+		t.Fatalf("user id = %q, want %q", uid, "user-42")
+	}
+}
+
+func TestVerifyRealClock(t *testing.T) {
+	tok, err := Sign(secret, "u1", time.Minute, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if uid, err := NewVerifier(secret).Verify(tok); err != nil || uid != "u1" {
+		t.Fatalf("Verify = %q, %v; want u1, nil", uid, err)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	tok, err := Sign(secret, "u1", time.Minute, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exp := t0.Add(time.Minute)
+
+	// Within the leeway: accepted.
+	if _, err := newVerifier(secret, at(exp.Add(Leeway-time.Second))).Verify(tok); err != nil {
+		t.Fatalf("token inside the leeway rejected: %v", err)
+	}
+	// Past it: rejected, with a message saying why.
+	v := newVerifier(secret, at(exp.Add(Leeway+time.Second)))
+	wantUnauthorized(t, v, tok)
+	if _, err := v.Verify(tok); !strings.Contains(seckill.ErrorMessage(err), "expired") {
+		t.Fatalf("message = %q, want it to say expired", seckill.ErrorMessage(err))
+	}
+}
+
+func TestForeignIssuerStandardClaims(t *testing.T) {
+	// Another issuer adds iss, aud, jti and its own claims: all ignored.
+	claims := gojwt.MapClaims{
+		"sub":   "buyer@example.com",
+		"exp":   t0.Add(time.Hour).Unix(),
+		"iat":   t0.Unix(),
+		"nbf":   t0.Add(-time.Minute).Unix(),
+		"iss":   "https://idp.example.com",
+		"aud":   []string{"shop"},
+		"jti":   "abc",
+		"roles": []string{"buyer"},
+	}
+	tok := mint(t, gojwt.SigningMethodHS256, secret, claims)
+	uid, err := newVerifier(secret, at(t0)).Verify(tok)
+	if err != nil || uid != "buyer@example.com" {
+		t.Fatalf("Verify = %q, %v; want buyer@example.com, nil", uid, err)
+	}
+}
+
+func TestRejects(t *testing.T) {
+	v := newVerifier(secret, at(t0))
+	exp := t0.Add(time.Hour).Unix()
+	good := gojwt.MapClaims{"sub": "u1", "exp": exp}
+
+	rsaKey, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	noneTok := mint(t, gojwt.SigningMethodNone, gojwt.UnsafeAllowNoneSignatureType, good)
+	goodTok := mint(t, gojwt.SigningMethodHS256, secret, good)
+	parts := strings.Split(goodTok, ".")
+
+	cases := map[string]string{
+		"empty":              "",
+		"garbage":            "not-a-token",
+		"two segments":       parts[0] + "." + parts[1],
+		"four segments":      goodTok + ".x",
+		"alg none (library)": noneTok,
+		// Hand-made alg=none with the signature of a real token kept, and
+		// with an empty signature.
+		"alg none keeps sig":  b64(`{"alg":"none","typ":"JWT"}`) + "." + parts[1] + "." + parts[2],
+		"alg none empty sig":  b64(`{"alg":"none","typ":"JWT"}`) + "." + parts[1] + ".",
+		"alg None mixed case": b64(`{"alg":"None","typ":"JWT"}`) + "." + parts[1] + ".",
+		"no alg":              b64(`{"typ":"JWT"}`) + "." + parts[1] + "." + parts[2],
+		// Algorithm switching: same secret, other HMAC; and an RS256 token.
+		"HS512 same secret": mint(t, gojwt.SigningMethodHS512, secret, good),
+		"HS384 same secret": mint(t, gojwt.SigningMethodHS384, secret, good),
+		"RS256":             mint(t, gojwt.SigningMethodRS256, rsaKey, good),
+		// Header swapped to HS256 over an RS256 signature.
+		"header swap": b64(`{"alg":"HS256","typ":"JWT"}`) + "." + parts[1] + "." +
+			strings.Split(mint(t, gojwt.SigningMethodRS256, rsaKey, good), ".")[2],
+		"other secret":    mint(t, gojwt.SigningMethodHS256, []byte("another-secret-another-secret-!!"), good),
+		"tampered claims": parts[0] + "." + b64(`{"sub":"admin","exp":`+itoa(exp)+`}`) + "." + parts[2],
+		"tampered sig":    parts[0] + "." + parts[1] + "." + flip(parts[2]),
+		"no exp":          mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1"}),
+		"exp as string":   mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": "tomorrow"}),
+		"expired":         mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": t0.Add(-time.Hour).Unix()}),
+		"not yet valid":   mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": exp, "nbf": t0.Add(time.Hour).Unix()}),
+		"no sub":          mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"exp": exp}),
+		"empty sub":       mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "", "exp": exp}),
+		"numeric sub":     mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": 42, "exp": exp}),
+		"long sub":        mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": strings.Repeat("a", seckill.MaxUserIDBytes+1), "exp": exp}),
+		"newline sub":     mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1\nforged log line", "exp": exp}),
+		"NUL sub":         mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\x001", "exp": exp}),
+		"DEL sub":         mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\x7f1", "exp": exp}),
+		"C1 control sub":  mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\u00851", "exp": exp}),
+		"oversized":       goodTok + strings.Repeat("A", MaxTokenBytes),
+	}
+	for name, tok := range cases {
+		t.Run(name, func(t *testing.T) { wantUnauthorized(t, v, tok) })
+	}
+	// The untampered token is accepted, so the cases above fail for the
+	// reason they name and not because the setup is broken.
+	if uid, err := v.Verify(goodTok); err != nil || uid != "u1" {
+		t.Fatalf("control token: Verify = %q, %v; want u1, nil", uid, err)
+	}
+}
+
+func TestSubjectLimits(t *testing.T) {
+	v := newVerifier(secret, at(t0))
+	for _, sub := range []string{
+		strings.Repeat("a", seckill.MaxUserIDBytes),
+		"用户-1",
+		"user with spaces",
+	} {
+		tok, err := Sign(secret, sub, time.Hour, t0)
+		if err != nil {
+			t.Fatalf("Sign(%q): %v", sub, err)
+		}
+		if uid, err := v.Verify(tok); err != nil || uid != sub {
+			t.Fatalf("Verify = %q, %v; want %q, nil", uid, err, sub)
+		}
+	}
+}
+
+func TestEmptySecretFailsClosed(t *testing.T) {
+	// A token signed with an empty key must not pass a verifier whose
+	// secret was left unset.
+	tok := mint(t, gojwt.SigningMethodHS256, []byte{}, gojwt.MapClaims{"sub": "u1", "exp": t0.Add(time.Hour).Unix()})
+	wantUnauthorized(t, newVerifier(nil, at(t0)), tok)
+	if _, err := Sign(nil, "u1", time.Hour, t0); err == nil {
+		t.Fatal("Sign with an empty secret succeeded")
+	}
+}
+
+func TestSignRejectsBadInput(t *testing.T) {
+	for name, c := range map[string]struct {
+		user string
+		ttl  time.Duration
+	}{
+		"empty user":   {"", time.Hour},
+		"control user": {"a\tb", time.Hour},
+		"long user":    {strings.Repeat("x", seckill.MaxUserIDBytes+1), time.Hour},
+		"zero ttl":     {"u1", 0},
+		"negative ttl": {"u1", -time.Second},
+	} {
+		if _, err := Sign(secret, c.user, c.ttl, t0); err == nil {
+			t.Errorf("%s: Sign succeeded, want an error", name)
+		}
+	}
+}
+
+func TestVerifierCopiesSecret(t *testing.T) {
+	s := append([]byte(nil), secret...)
+	v := newVerifier(s, at(t0))
+	s[0] ^= 0xff
+	tok, _ := Sign(secret, "u1", time.Hour, t0)
+	if _, err := v.Verify(tok); err != nil {
+		t.Fatalf("mutating the caller's slice changed the verifier: %v", err)
+	}
+}
+
+func TestVerifyConcurrent(t *testing.T) {
+	v := NewVerifier(secret)
+	now := time.Now()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			user := "u" + itoa(int64(i))
+			tok, err := Sign(secret, user, time.Minute, now)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for range 200 {
+				if uid, err := v.Verify(tok); err != nil || uid != user {
+					t.Errorf("Verify = %q, %v; want %q", uid, err, user)
+					return
+				}
+				if _, err := v.Verify(tok[:len(tok)-2]); err == nil {
+					t.Error("truncated token accepted")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+func BenchmarkVerify(b *testing.B) {
+	v := NewVerifier(secret)
+	tok, err := Sign(secret, "user-1234567", time.Hour, time.Now())
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := v.Verify(tok); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+// flip changes the first character of a base64url string to another valid one.
+func flip(s string) string {
+	if s[0] == 'A' {
+		return "B" + s[1:]
+	}
+	return "A" + s[1:]
+}
