@@ -1,0 +1,288 @@
+// Package orderwriter owns the last hop of a claim: it consumes reservation
+// events from the broker and persists them as orders, a batch per database
+// transaction, and it turns every message the broker gave up on into a
+// failed_orders row with an alert. Between the two, no claim is dropped:
+// a message is acknowledged only once its order (or failed order) is
+// committed.
+package orderwriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Store is the part of seckill.OrderStore the writer uses, plus a health
+// check that tells a database outage from a bad message.
+type Store interface {
+	PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error)
+	RecordFailedOrder(ctx context.Context, f *seckill.FailedOrder) error
+	Ping(ctx context.Context) error
+}
+
+// Consumer is the part of seckill.Broker the writer uses.
+type Consumer interface {
+	Consume(ctx context.Context, opts seckill.ConsumeOptions, handle func(ctx context.Context, batch []seckill.Delivery)) error
+	ConsumeDeadLetters(ctx context.Context, opts seckill.ConsumeOptions, handle func(ctx context.Context, batch []seckill.DeadLetter) error) error
+}
+
+// Config tunes a Writer. Zero values take the defaults.
+type Config struct {
+	PayTimeout time.Duration // default 15m
+	Consume    seckill.ConsumeOptions
+	// Consumers is the number of concurrent consume loops (competing
+	// consumers within this process). Default 2.
+	Consumers int
+	// OutageBackoff is the first wait while the database is down; it
+	// doubles up to 5s. Default 100ms.
+	OutageBackoff time.Duration
+	Now           func() time.Time
+	Logger        *slog.Logger
+	// Observe, if set, is told what each persisted batch did.
+	Observe func(created, duplicate, rejected int)
+	// OnFailed, if set, is told of every failed order recorded.
+	OnFailed func(f *seckill.FailedOrder)
+}
+
+// Writer is the order writer. Start it once; Stop drains it.
+type Writer struct {
+	store    Store
+	consumer Consumer
+	cfg      Config
+
+	stopOnce sync.Once
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+// New returns a Writer reading from consumer into store.
+func New(store Store, consumer Consumer, cfg Config) *Writer {
+	if cfg.PayTimeout <= 0 {
+		cfg.PayTimeout = 15 * time.Minute
+	}
+	if cfg.Consumers <= 0 {
+		cfg.Consumers = 2
+	}
+	if cfg.OutageBackoff <= 0 {
+		cfg.OutageBackoff = 100 * time.Millisecond
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{store: store, consumer: consumer, cfg: cfg}
+}
+
+// Start launches the consume loops and the dead-letter loop.
+func (w *Writer) Start(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(ctx)
+	for range w.cfg.Consumers {
+		w.loop(ctx, "consume", func(ctx context.Context) error {
+			return w.consumer.Consume(ctx, w.cfg.Consume, w.handle)
+		})
+	}
+	w.loop(ctx, "dead letters", func(ctx context.Context) error {
+		return w.consumer.ConsumeDeadLetters(ctx, w.cfg.Consume, w.handleDead)
+	})
+}
+
+// loop runs fn until ctx ends, restarting it after an unexpected return.
+func (w *Writer) loop(ctx context.Context, name string, fn func(context.Context) error) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		for ctx.Err() == nil {
+			err := fn(ctx)
+			if ctx.Err() != nil || errors.Is(err, seckill.ErrClosed) {
+				return
+			}
+			w.cfg.Logger.Error("order writer: consumer stopped; restarting", "loop", name, "err", err)
+			sleep(ctx, time.Second)
+		}
+	}()
+}
+
+// Stop ends consumption after the batches in hand are settled. Safe to
+// call twice, and without Start.
+func (w *Writer) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+		}
+	})
+	done := make(chan struct{})
+	go func() { w.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("order writer: stop: %w", ctx.Err())
+	}
+}
+
+// handle persists one batch. Deliveries are grouped by sale, one
+// transaction per sale. A failure while the database is unreachable is
+// waited out without spending the messages' attempts: an outage is not a
+// bad message, and must not fill failed_orders.
+func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
+	groups := map[string][]int{} // sale → indexes into batch
+	var order []string
+	events := make([]seckill.ReservationEvent, len(batch))
+	for i, d := range batch {
+		ev, err := decodeEvent(d.Message())
+		if err != nil {
+			d.Retry(err) // poison: will be dead-lettered after its attempts
+			continue
+		}
+		events[i] = ev
+		if _, ok := groups[ev.SaleID]; !ok {
+			order = append(order, ev.SaleID)
+		}
+		groups[ev.SaleID] = append(groups[ev.SaleID], i)
+	}
+	for _, sale := range order {
+		idx := groups[sale]
+		evs := make([]seckill.ReservationEvent, len(idx))
+		for j, i := range idx {
+			evs[j] = events[i]
+		}
+		outcomes, err := w.persist(ctx, sale, evs)
+		if err != nil {
+			for _, i := range idx {
+				batch[i].Retry(err)
+			}
+			continue
+		}
+		var created, dup, rejected int
+		for j, i := range idx {
+			switch outcomes[j] {
+			case seckill.PersistCreated:
+				created++
+			case seckill.PersistDuplicate:
+				dup++
+			case seckill.PersistRejected:
+				rejected++
+				w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: "insufficient database stock", Attempts: batch[i].Attempt()})
+			}
+			batch[i].Ack()
+		}
+		if w.cfg.Observe != nil {
+			w.cfg.Observe(created, dup, rejected)
+		}
+	}
+}
+
+// persist calls the store, waiting out a database outage: while the
+// database does not answer a ping, the same events are tried again after a
+// growing pause, and no attempt is spent. It returns an error only for a
+// failure with the database up (a bad event, an unknown sale), or when ctx
+// ends.
+func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
+	pause := w.cfg.OutageBackoff
+	for {
+		outcomes, err := w.store.PersistReservations(ctx, sale, evs, w.cfg.Now(), w.cfg.PayTimeout)
+		if err == nil {
+			if len(outcomes) != len(evs) {
+				return nil, fmt.Errorf("order store answered %d of %d events", len(outcomes), len(evs))
+			}
+			return outcomes, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		perr := w.store.Ping(pctx)
+		cancel()
+		if perr == nil {
+			return nil, err
+		}
+		w.cfg.Logger.Warn("order writer: database unreachable; holding the batch", "sale", sale, "events", len(evs), "err", err)
+		if !sleep(ctx, pause) {
+			return nil, err
+		}
+		pause = min(pause*2, 5*time.Second)
+	}
+}
+
+// handleDead records every dead letter as a failed order. An error brings
+// the batch back later, so a dead letter is never dropped either.
+func (w *Writer) handleDead(ctx context.Context, batch []seckill.DeadLetter) error {
+	for _, dl := range batch {
+		f := &seckill.FailedOrder{
+			ReservationID: dl.Message.ID,
+			Reason:        dl.Reason,
+			Attempts:      dl.Attempts,
+			Payload:       dl.Message.Body,
+			CreatedAt:     w.cfg.Now(),
+		}
+		if ev, err := decodeEvent(dl.Message); err == nil {
+			f.SaleID, f.UserID, f.Qty = ev.SaleID, ev.UserID, ev.Qty
+		}
+		if f.Reason == "" {
+			f.Reason = "gave up after retries"
+		}
+		err := w.store.RecordFailedOrder(ctx, f)
+		if errors.Is(err, seckill.ErrDuplicate) {
+			continue // recorded by an earlier delivery of this dead letter
+		} else if err != nil {
+			return fmt.Errorf("record failed order %s: %w", f.ReservationID, err)
+		}
+		w.alert(f)
+	}
+	return nil
+}
+
+// alert is the operator's signal for a failed order: an error log line
+// with a fixed message to match on, and the OnFailed hook (a metric).
+func (w *Writer) alert(f *seckill.FailedOrder) {
+	w.cfg.Logger.Error("ALERT failed order: a claimed reservation did not become an order",
+		"reservation", f.ReservationID, "sale", f.SaleID, "user", f.UserID, "qty", f.Qty,
+		"attempts", f.Attempts, "reason", f.Reason)
+	if w.cfg.OnFailed != nil {
+		w.cfg.OnFailed(f)
+	}
+}
+
+// decodeEvent parses and checks a message body. A message that fails here
+// can never succeed; it is retried like any failure and so ends in
+// failed_orders with its raw payload for an operator.
+func decodeEvent(m seckill.Message) (seckill.ReservationEvent, error) {
+	var ev seckill.ReservationEvent
+	if err := json.Unmarshal(m.Body, &ev); err != nil {
+		return ev, fmt.Errorf("decode reservation event: %w", err)
+	}
+	switch {
+	case ev.ReservationID == "" || ev.ReservationID != m.ID:
+		return ev, fmt.Errorf("reservation event: id %q does not match message id %q", ev.ReservationID, m.ID)
+	case !seckill.ValidSaleID(ev.SaleID):
+		return ev, fmt.Errorf("reservation event %s: bad sale id", ev.ReservationID)
+	case !seckill.ValidUserID(ev.UserID):
+		return ev, fmt.Errorf("reservation event %s: bad user id", ev.ReservationID)
+	case ev.Qty < 1 || ev.Qty > seckill.MaxPerUserLimit:
+		return ev, fmt.Errorf("reservation event %s: qty %d out of range", ev.ReservationID, ev.Qty)
+	}
+	if sale, ok := seckill.SaleIDOfReservation(ev.ReservationID); !ok || sale != ev.SaleID {
+		return ev, fmt.Errorf("reservation event %s: id does not belong to sale %s", ev.ReservationID, ev.SaleID)
+	}
+	return ev, nil
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,255 @@
+package orderwriter
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type delivery struct {
+	msg     seckill.Message
+	attempt int
+	acked   bool
+	retried error
+}
+
+func (d *delivery) Message() seckill.Message { return d.msg }
+func (d *delivery) Attempt() int             { return d.attempt }
+func (d *delivery) Ack()                     { d.acked, d.retried = true, nil }
+func (d *delivery) Retry(err error)          { d.acked, d.retried = false, err }
+
+func event(t *testing.T, sale, user string) *delivery {
+	t.Helper()
+	ev := seckill.ReservationEvent{ReservationID: seckill.NewReservationID(sale, time.Now()), SaleID: sale, UserID: user, Qty: 1, ReservedAt: time.Now()}
+	m, err := ev.Message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &delivery{msg: m, attempt: 1}
+}
+
+type fakeStore struct {
+	mu       sync.Mutex
+	orders   map[string]bool
+	failed   map[string]*seckill.FailedOrder
+	calls    map[string]int // sale → PersistReservations calls
+	failSale string         // PersistReservations fails for this sale
+	down     int            // the database is down for this many pings
+	failRec  bool
+}
+
+func newFakeStore() *fakeStore {
+	return &fakeStore{orders: map[string]bool{}, failed: map[string]*seckill.FailedOrder{}, calls: map[string]int{}}
+}
+
+func (f *fakeStore) PersistReservations(_ context.Context, sale string, evs []seckill.ReservationEvent, _ time.Time, _ time.Duration) ([]seckill.PersistOutcome, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls[sale]++
+	if f.down > 0 {
+		return nil, errors.New("connection refused")
+	}
+	if sale == f.failSale {
+		return nil, seckill.ErrNotFound
+	}
+	out := make([]seckill.PersistOutcome, len(evs))
+	for i, ev := range evs {
+		if f.orders[ev.ReservationID] {
+			out[i] = seckill.PersistDuplicate
+		} else {
+			f.orders[ev.ReservationID] = true
+			out[i] = seckill.PersistCreated
+		}
+	}
+	return out, nil
+}
+
+func (f *fakeStore) RecordFailedOrder(_ context.Context, fo *seckill.FailedOrder) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.failRec {
+		return errors.New("database down")
+	}
+	if _, ok := f.failed[fo.ReservationID]; ok {
+		return seckill.ErrDuplicate
+	}
+	f.failed[fo.ReservationID] = fo
+	return nil
+}
+
+func (f *fakeStore) Ping(context.Context) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.down > 0 {
+		f.down-- // each failed ping brings the database closer to coming back
+		return errors.New("connection refused")
+	}
+	return nil
+}
+
+func TestBatchIsPersistedPerSaleAndAcked(t *testing.T) {
+	store := newFakeStore()
+	var created, dup int
+	w := New(store, nil, Config{Observe: func(c, d, _ int) { created += c; dup += d }})
+	a1, a2, b1 := event(t, "a", "u1"), event(t, "a", "u2"), event(t, "b", "u1")
+	again := &delivery{msg: a1.msg, attempt: 2} // redelivery in the same batch
+	batch := []seckill.Delivery{a1, b1, a2, again}
+	w.handle(context.Background(), batch)
+	for i, d := range []*delivery{a1, a2, b1, again} {
+		if !d.acked {
+			t.Errorf("delivery %d not acked", i)
+		}
+	}
+	if store.calls["a"] != 1 || store.calls["b"] != 1 {
+		t.Errorf("store calls %v, want one transaction per sale", store.calls)
+	}
+	if created != 3 || dup != 1 || len(store.orders) != 3 {
+		t.Errorf("created %d dup %d orders %d; want 3, 1, 3", created, dup, len(store.orders))
+	}
+}
+
+func TestFailureWithDatabaseUpRetriesOnlyThatSale(t *testing.T) {
+	store := newFakeStore()
+	store.failSale = "ghost"
+	w := New(store, nil, Config{})
+	bad, good := event(t, "ghost", "u"), event(t, "a", "u")
+	w.handle(context.Background(), []seckill.Delivery{bad, good})
+	if bad.acked || !errors.Is(bad.retried, seckill.ErrNotFound) {
+		t.Errorf("event of an unknown sale: acked=%v retried=%v; want a retry with the error", bad.acked, bad.retried)
+	}
+	if !good.acked {
+		t.Error("an event of another sale was not acked")
+	}
+}
+
+func TestDatabaseOutageIsWaitedOutWithoutSpendingAttempts(t *testing.T) {
+	store := newFakeStore()
+	store.down = 3
+	w := New(store, nil, Config{OutageBackoff: time.Millisecond})
+	d := event(t, "a", "u")
+	w.handle(context.Background(), []seckill.Delivery{d})
+	if !d.acked || d.retried != nil {
+		t.Fatalf("after the outage: acked=%v retried=%v; want acked with no attempt spent", d.acked, d.retried)
+	}
+	if store.calls["a"] != 4 {
+		t.Fatalf("store called %d times, want 4 (3 during the outage)", store.calls["a"])
+	}
+}
+
+func TestOutageAndShutdown(t *testing.T) {
+	store := newFakeStore()
+	store.down = 1 << 30
+	w := New(store, nil, Config{OutageBackoff: time.Millisecond})
+	d := event(t, "a", "u")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	w.handle(ctx, []seckill.Delivery{d})
+	if d.acked {
+		t.Fatal("acked while the database was down")
+	}
+}
+
+func TestPoisonMessagesAreRetried(t *testing.T) {
+	good := event(t, "a", "u")
+	var ev seckill.ReservationEvent
+	_ = json.Unmarshal(good.msg.Body, &ev)
+	mk := func(mut func(*seckill.ReservationEvent)) *delivery {
+		e := ev
+		mut(&e)
+		b, _ := json.Marshal(e)
+		return &delivery{msg: seckill.Message{ID: ev.ReservationID, Body: b}, attempt: 1}
+	}
+	poisons := map[string]*delivery{
+		"not JSON":       {msg: seckill.Message{ID: ev.ReservationID, Body: []byte("{")}, attempt: 1},
+		"id mismatch":    {msg: seckill.Message{ID: "other", Body: good.msg.Body}, attempt: 1},
+		"zero qty":       mk(func(e *seckill.ReservationEvent) { e.Qty = 0 }),
+		"bad user":       mk(func(e *seckill.ReservationEvent) { e.UserID = "" }),
+		"sale mismatch":  mk(func(e *seckill.ReservationEvent) { e.SaleID = "b" }),
+		"brace sale id":  mk(func(e *seckill.ReservationEvent) { e.SaleID = "{a}" }),
+		"huge qty":       mk(func(e *seckill.ReservationEvent) { e.Qty = 1 << 60 }),
+		"control in usr": mk(func(e *seckill.ReservationEvent) { e.UserID = "a\x00" }),
+	}
+	store := newFakeStore()
+	w := New(store, nil, Config{})
+	for name, d := range poisons {
+		w.handle(context.Background(), []seckill.Delivery{d})
+		if d.acked || d.retried == nil {
+			t.Errorf("%s: acked=%v retried=%v; want a retry", name, d.acked, d.retried)
+		}
+	}
+	if len(store.orders) != 0 {
+		t.Fatalf("poison created %d orders", len(store.orders))
+	}
+}
+
+func TestDeadLettersBecomeFailedOrders(t *testing.T) {
+	store := newFakeStore()
+	var alerts []*seckill.FailedOrder
+	w := New(store, nil, Config{OnFailed: func(f *seckill.FailedOrder) { alerts = append(alerts, f) }})
+	d := event(t, "a", "alice")
+	dl := seckill.DeadLetter{Message: d.msg, Attempts: 5, Reason: "boom"}
+	junk := seckill.DeadLetter{Message: seckill.Message{ID: "junk", Body: []byte("%%")}, Attempts: 5}
+	if err := w.handleDead(context.Background(), []seckill.DeadLetter{dl, junk}); err != nil {
+		t.Fatal(err)
+	}
+	f := store.failed[d.msg.ID]
+	if f == nil || f.SaleID != "a" || f.UserID != "alice" || f.Qty != 1 || f.Attempts != 5 || f.Reason != "boom" {
+		t.Fatalf("failed order %+v", f)
+	}
+	if j := store.failed["junk"]; j == nil || string(j.Payload) != "%%" || j.Reason == "" {
+		t.Fatalf("undecodable dead letter recorded as %+v; want its raw payload and a reason", j)
+	}
+	if len(alerts) != 2 {
+		t.Fatalf("%d alerts, want 2", len(alerts))
+	}
+	// A redelivered dead letter is not recorded or alerted twice.
+	if err := w.handleDead(context.Background(), []seckill.DeadLetter{dl}); err != nil || len(alerts) != 2 {
+		t.Fatalf("redelivered dead letter: err=%v alerts=%d", err, len(alerts))
+	}
+	// A database failure returns an error so the broker keeps the letter.
+	store.failRec = true
+	other := seckill.DeadLetter{Message: event(t, "a", "bob").msg, Attempts: 5}
+	if err := w.handleDead(context.Background(), []seckill.DeadLetter{other}); err == nil {
+		t.Fatal("recording failed but the dead letter was settled")
+	}
+}
+
+type blockingConsumer struct{ started sync.WaitGroup }
+
+func (b *blockingConsumer) Consume(ctx context.Context, _ seckill.ConsumeOptions, _ func(context.Context, []seckill.Delivery)) error {
+	b.started.Done()
+	<-ctx.Done()
+	return nil
+}
+
+func (b *blockingConsumer) ConsumeDeadLetters(ctx context.Context, _ seckill.ConsumeOptions, _ func(context.Context, []seckill.DeadLetter) error) error {
+	b.started.Done()
+	<-ctx.Done()
+	return nil
+}
+
+func TestStartStop(t *testing.T) {
+	c := &blockingConsumer{}
+	c.started.Add(3)
+	w := New(newFakeStore(), c, Config{Consumers: 2})
+	w.Start(context.Background())
+	c.started.Wait()
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(newFakeStore(), c, Config{}).Stop(context.Background()); err != nil {
+		t.Fatal("Stop without Start:", err)
+	}
+}
