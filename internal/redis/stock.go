@@ -25,9 +25,16 @@ var scriptOutcomes = map[int64]seckill.Outcome{
 
 // Preheat loads a sale's stock, limit and window unless it is already
 // loaded; created reports whether this call loaded it. It never resets a
-// loaded sale.
+// loaded sale. Every call (re)registers the sale's outbox for the relay
+// (see OutboxSales).
 func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, err error) {
 	if err := sale.Validate(); err != nil {
+		return false, fmt.Errorf("preheat: %w", err)
+	}
+	// Registered first, so that no sale can take a reservation before
+	// the relay knows of its outbox; again on every call, so that a failed
+	// earlier attempt is repaired.
+	if err := s.register(ctx, sale.ID); err != nil {
 		return false, fmt.Errorf("preheat: %w", err)
 	}
 	keys := s.keys(sale.ID)

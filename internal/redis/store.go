@@ -13,7 +13,10 @@
 //	<prefix>:{<sale>}:outbox  stream of reservations for the relay
 //
 // so one script call can decide a whole batch of requests and append the
-// claims to the outbox atomically.
+// claims to the outbox atomically. One more key, outside any sale's slot and
+// touched by no script, lists the sales whose outbox the relay must read:
+//
+//	<prefix>:outboxes         set of sale ids (see outbox.go)
 package redis
 
 import (

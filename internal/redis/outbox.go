@@ -1,0 +1,310 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// The relay's side of the outbox. Every sale's outbox stream is read by one
+// consumer group (the relays, as competing consumers): an entry is read,
+// published to the broker, and only once the broker has confirmed it
+// acknowledged and deleted in one script (outbox_ack.lua), so the stream
+// holds exactly the reservations not yet known to be on the broker.
+//
+// The relay finds the streams through a registry, the set
+// <prefix>:outboxes of sale ids, which Preheat fills before it loads a
+// sale. The set is a key of its own, in its own Cluster slot, and no script
+// touches it.
+
+var (
+	//go:embed outbox_ack.lua
+	outboxAckLua string
+	//go:embed outbox_forget.lua
+	outboxForgetLua string
+)
+
+var (
+	// Acking twice is harmless (the second XACK finds nothing pending),
+	// so a lost reply may be retried.
+	outboxAckScript    = rueidis.NewLuaScriptRetryable(outboxAckLua)
+	outboxForgetScript = rueidis.NewLuaScriptRetryable(outboxForgetLua)
+)
+
+// forgetGrace is how long after its window ends a sale stays registered
+// even with an empty outbox. It covers clocks: a Cluster failover may hand
+// the sale's slot to a node whose clock is a little behind, which could
+// still accept a reservation at the very end of the window.
+const forgetGrace = time.Minute
+
+// ErrMalformedOutboxEntry is wrapped by seckill.OutboxEntry.Err.
+var ErrMalformedOutboxEntry = errors.New("malformed outbox entry")
+
+func (s *Store) outboxRegistryKey() string { return s.prefix + ":outboxes" }
+
+// register adds a sale to the registry of outboxes. Preheat calls it
+// before it loads the sale, so that a sale that can take reservations is
+// always registered. Registering twice changes nothing.
+func (s *Store) register(ctx context.Context, saleID string) error {
+	err := s.client.Do(ctx, s.client.B().Sadd().Key(s.outboxRegistryKey()).Member(saleID).Build()).Error()
+	if err != nil {
+		return fmt.Errorf("register outbox: %w", classify(err))
+	}
+	return nil
+}
+
+// OutboxSales returns the ids of the sales whose outboxes a relay must
+// read, sorted.
+func (s *Store) OutboxSales(ctx context.Context) ([]string, error) {
+	ids, err := s.client.Do(ctx, s.client.B().Smembers().Key(s.outboxRegistryKey()).Build()).AsStrSlice()
+	if err != nil {
+		return nil, fmt.Errorf("outbox sales: %w", classify(err))
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// ForgetOutbox removes a sale from the registry of outboxes when its
+// outbox is empty and it can take no more reservations: it is not loaded,
+// or its window ended more than a minute ago. forgotten reports whether it
+// did. A live sale's outbox is never forgotten, even when empty, since its
+// next reservation would then go unseen.
+func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool, err error) {
+	if !seckill.ValidSaleID(saleID) {
+		return false, fmt.Errorf("forget outbox: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	keys := s.keys(saleID)
+	forgettable := func() (bool, error) {
+		n, err := outboxForgetScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyOutbox]},
+			[]string{strconv.FormatInt(forgetGrace.Milliseconds(), 10)}).AsInt64()
+		return n == 1, err
+	}
+	if ok, err := forgettable(); err != nil {
+		return false, fmt.Errorf("forget outbox: %w", classify(err))
+	} else if !ok {
+		return false, nil
+	}
+	if err := s.client.Do(ctx, s.client.B().Srem().Key(s.outboxRegistryKey()).Member(saleID).Build()).Error(); err != nil {
+		return false, fmt.Errorf("forget outbox: %w", classify(err))
+	}
+	// The check and the removal are two steps on two slots. A Preheat
+	// that registered the sale in between has loaded it by now (it
+	// registers first), and so has any reservation: asking again catches
+	// both, and the sale goes back in.
+	ok, checkErr := forgettable()
+	if checkErr == nil && ok {
+		return true, nil
+	}
+	if err := s.register(ctx, saleID); err != nil {
+		return false, fmt.Errorf("forget outbox: sale %s may be missing from the registry until its next preheat: %w", saleID, err)
+	}
+	if checkErr != nil {
+		return false, fmt.Errorf("forget outbox: %w", classify(checkErr))
+	}
+	return false, nil
+}
+
+// ReadOutbox reads up to count entries of a sale's outbox that no consumer
+// of group has been given yet (XREADGROUP >), handing them to consumer:
+// they stay pending for it until acked. The group is created on first use,
+// starting at the beginning of the stream. block > 0 waits up to that long
+// for an entry when there is none; block <= 0 does not wait.
+func (s *Store) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
+	return s.readOutbox(ctx, "read outbox", saleID, group, consumer, ">", count, block)
+}
+
+// ReadPendingOutbox reads up to count entries of a sale's outbox that were
+// given to consumer and are still pending (not acked), oldest first: the
+// batch a relay must publish again after a failed Publish or Ack, or after
+// a restart under the same consumer name.
+func (s *Store) ReadPendingOutbox(ctx context.Context, saleID, group, consumer string, count int) ([]seckill.OutboxEntry, error) {
+	return s.readOutbox(ctx, "read pending outbox", saleID, group, consumer, "0", count, 0)
+}
+
+func (s *Store) readOutbox(ctx context.Context, op, saleID, group, consumer, id string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
+	if err := checkOutboxArgs(saleID, group, consumer, count); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	key := s.keys(saleID)[keyOutbox]
+	build := func() rueidis.Completed {
+		c := s.client.B().Xreadgroup().Group(group, consumer).Count(int64(count))
+		if block > 0 {
+			return c.Block(max(block.Milliseconds(), 1)).Streams().Key(key).Id(id).Build()
+		}
+		return c.Streams().Key(key).Id(id).Build()
+	}
+	streams, err := s.client.Do(ctx, build()).AsXRead()
+	if isNoGroup(err) {
+		if err = s.createGroup(ctx, key, group); err == nil {
+			streams, err = s.client.Do(ctx, build()).AsXRead()
+		}
+	}
+	if rueidis.IsRedisNil(err) { // BLOCK timed out
+		return nil, nil
+	} else if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, classify(err))
+	}
+	entries := streams[key]
+	// miniredis ignores COUNT when re-reading pending entries.
+	if len(entries) > count {
+		entries = entries[:count]
+	}
+	return decodeOutbox(saleID, entries), nil
+}
+
+// ClaimStaleOutbox takes over up to count entries of a sale's outbox that
+// have been pending in group for at least minIdle, whoever held them (a
+// relay that died between reading and acking), and returns them; they are
+// then pending for consumer.
+func (s *Store) ClaimStaleOutbox(ctx context.Context, saleID, group, consumer string, minIdle time.Duration, count int) ([]seckill.OutboxEntry, error) {
+	if err := checkOutboxArgs(saleID, group, consumer, count); err != nil {
+		return nil, fmt.Errorf("claim outbox: %w", err)
+	}
+	key := s.keys(saleID)[keyOutbox]
+	idle := strconv.FormatInt(max(minIdle.Milliseconds(), 0), 10)
+	var out []seckill.OutboxEntry
+	// XAUTOCLAIM looks at a bounded stretch of the pending list per call
+	// (COUNT × 10 entries in Redis) and returns a cursor to go on from.
+	for cursor := "0-0"; len(out) < count; {
+		cmd := s.client.B().Xautoclaim().Key(key).Group(group).Consumer(consumer).
+			MinIdleTime(idle).Start(cursor).Count(int64(count - len(out))).Build()
+		reply, err := s.client.Do(ctx, cmd).ToArray()
+		if isNoGroup(err) { // no group: nothing was ever read, so nothing is pending
+			return nil, nil
+		} else if err != nil {
+			return nil, fmt.Errorf("claim outbox: %w", classify(err))
+		}
+		if len(reply) < 2 {
+			return nil, fmt.Errorf("claim outbox: XAUTOCLAIM answered %d elements; want at least 2", len(reply))
+		}
+		if cursor, err = reply[0].ToString(); err != nil {
+			return nil, fmt.Errorf("claim outbox: XAUTOCLAIM cursor: %w", err)
+		}
+		entries, err := reply[1].AsXRange()
+		if err != nil {
+			return nil, fmt.Errorf("claim outbox: XAUTOCLAIM entries: %w", err)
+		}
+		out = append(out, decodeOutbox(saleID, entries)...)
+		if cursor == "0-0" {
+			break
+		}
+	}
+	return out, nil
+}
+
+// AckOutbox acknowledges entries of a sale's outbox for group and deletes
+// them from the stream, atomically. Call it only once the broker has
+// confirmed the entries. An id that is not pending in the group (never
+// read, or already acked) is left as it is.
+func (s *Store) AckOutbox(ctx context.Context, saleID, group string, ids []string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := checkOutboxArgs(saleID, group, "-", 1); err != nil {
+		return fmt.Errorf("ack outbox: %w", err)
+	}
+	args := make([]string, 0, len(ids)+1)
+	args = append(args, group)
+	args = append(args, ids...)
+	if err := outboxAckScript.Exec(ctx, s.client, []string{s.keys(saleID)[keyOutbox]}, args).Error(); err != nil {
+		return fmt.Errorf("ack outbox: %w", classify(err))
+	}
+	return nil
+}
+
+// OutboxPending returns the number of a sale's outbox entries that group
+// has handed to a relay and not yet acked: reservations in flight to the
+// broker. It is 0 when the group does not exist.
+func (s *Store) OutboxPending(ctx context.Context, saleID, group string) (int64, error) {
+	if err := checkOutboxArgs(saleID, group, "-", 1); err != nil {
+		return 0, fmt.Errorf("outbox pending: %w", err)
+	}
+	reply, err := s.client.Do(ctx, s.client.B().Xpending().Key(s.keys(saleID)[keyOutbox]).Group(group).Build()).ToArray()
+	if isNoGroup(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("outbox pending: %w", classify(err))
+	}
+	if len(reply) == 0 {
+		return 0, fmt.Errorf("outbox pending: empty XPENDING answer")
+	}
+	n, err := reply[0].AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("outbox pending: %w", err)
+	}
+	return n, nil
+}
+
+func (s *Store) createGroup(ctx context.Context, key, group string) error {
+	err := s.client.Do(ctx, s.client.B().XgroupCreate().Key(key).Group(group).Id("0").Mkstream().Build()).Error()
+	if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsBusyGroup() {
+		return nil // another relay created it first
+	}
+	return err
+}
+
+func isNoGroup(err error) bool {
+	rerr, ok := rueidis.IsRedisErr(err)
+	return ok && strings.HasPrefix(rerr.Error(), "NOGROUP")
+}
+
+func checkOutboxArgs(saleID, group, consumer string, count int) error {
+	switch {
+	case !seckill.ValidSaleID(saleID):
+		return seckill.Errorf(seckill.EINVALID, "invalid sale id")
+	case group == "" || consumer == "":
+		return seckill.Errorf(seckill.EINVALID, "consumer group and consumer name must not be empty")
+	case count < 1:
+		return seckill.Errorf(seckill.EINVALID, "count must be at least 1, got %d", count)
+	}
+	return nil
+}
+
+func decodeOutbox(saleID string, entries []rueidis.XRangeEntry) []seckill.OutboxEntry {
+	out := make([]seckill.OutboxEntry, len(entries))
+	for i, e := range entries {
+		out[i] = seckill.OutboxEntry{StreamID: e.ID, Fields: e.FieldValues}
+		out[i].Event, out[i].Err = decodeOutboxEvent(saleID, e.FieldValues)
+		if out[i].Err != nil {
+			out[i].Err = fmt.Errorf("%w: sale %s, stream id %s: %w", ErrMalformedOutboxEntry, saleID, e.ID, out[i].Err)
+		}
+	}
+	return out
+}
+
+// decodeOutboxEvent decodes the fields reserve.lua writes. It returns what
+// it could decode along with the first problem found.
+func decodeOutboxEvent(saleID string, f map[string]string) (seckill.ReservationEvent, error) {
+	ev := seckill.ReservationEvent{SaleID: saleID}
+	if f == nil {
+		return ev, errors.New("entry deleted from the stream while pending")
+	}
+	ev.ReservationID = f[OutboxReservationID]
+	ev.UserID = f[OutboxUserID]
+	if sale, ok := seckill.SaleIDOfReservation(ev.ReservationID); !ok || sale != saleID {
+		return ev, fmt.Errorf("%s %q is not a reservation id of this sale", OutboxReservationID, ev.ReservationID)
+	}
+	if !seckill.ValidUserID(ev.UserID) {
+		return ev, fmt.Errorf("invalid %s %q", OutboxUserID, ev.UserID)
+	}
+	qty, err := strconv.ParseInt(f[OutboxQty], 10, 64)
+	if err != nil || qty < 1 {
+		return ev, fmt.Errorf("invalid %s %q", OutboxQty, f[OutboxQty])
+	}
+	ev.Qty = qty
+	ms, err := strconv.ParseInt(f[OutboxReservedAtMs], 10, 64)
+	if err != nil || ms <= 0 {
+		return ev, fmt.Errorf("invalid %s %q", OutboxReservedAtMs, f[OutboxReservedAtMs])
+	}
+	ev.ReservedAt = time.UnixMilli(ms).UTC()
+	return ev, nil
+}

@@ -1,0 +1,526 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// TestOutboxRelaySide covers the relay's side of the outbox on every
+// backend: the registry, reading with a consumer group, re-reading,
+// claiming, acking and counting.
+func TestOutboxRelaySide(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			newStore := b.start(t)
+			for _, tt := range []struct {
+				name string
+				test func(t *testing.T, s *Store)
+			}{
+				{"Registry", testOutboxRegistry},
+				{"Forget", testOutboxForget},
+				{"ReadAck", testOutboxReadAck},
+				{"AckOnlyDelivered", testOutboxAckOnlyDelivered},
+				{"Block", testOutboxBlock},
+				{"ReadPending", testOutboxReadPending},
+				{"Claim", testOutboxClaim},
+				{"Malformed", testOutboxMalformed},
+				{"InvalidArgs", testOutboxInvalidArgs},
+			} {
+				t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.test(t, newStore(t)) })
+			}
+		})
+	}
+}
+
+const testGroup = "relay"
+
+// reserveN reserves one unit for each of n fresh users and returns the
+// requests, in outbox order.
+func reserveN(t *testing.T, s *Store, saleID string, n int) []seckill.ReserveRequest {
+	t.Helper()
+	reqs := make([]seckill.ReserveRequest, n)
+	for i := range reqs {
+		reqs[i] = request(saleID, servicetest.UniqueName("u"), 1, "")
+	}
+	res, err := s.Reserve(context.Background(), saleID, reqs)
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	for i, r := range res {
+		if r.Outcome != seckill.OutcomeReserved {
+			t.Fatalf("Reserve: results[%d] = %+v; want reserved", i, r)
+		}
+	}
+	return reqs
+}
+
+func streamIDs(es []seckill.OutboxEntry) []string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.StreamID
+	}
+	return ids
+}
+
+func reservationIDs(es []seckill.OutboxEntry) []string {
+	ids := make([]string, len(es))
+	for i, e := range es {
+		ids[i] = e.Event.ReservationID
+	}
+	return ids
+}
+
+func requestIDs(reqs []seckill.ReserveRequest) []string {
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.ReservationID
+	}
+	return ids
+}
+
+func wantCounts(t *testing.T, s *Store, saleID string, wantLen, wantPending int64) {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := s.OutboxLen(ctx, saleID); err != nil || n != wantLen {
+		t.Errorf("OutboxLen = %d, %v; want %d", n, err, wantLen)
+	}
+	if n, err := s.OutboxPending(ctx, saleID, testGroup); err != nil || n != wantPending {
+		t.Errorf("OutboxPending = %d, %v; want %d", n, err, wantPending)
+	}
+}
+
+func testOutboxRegistry(t *testing.T, s *Store) {
+	ctx := context.Background()
+	if got, err := s.OutboxSales(ctx); err != nil || len(got) != 0 {
+		t.Fatalf("OutboxSales before any preheat = %v, %v; want none", got, err)
+	}
+	a, b := liveSale(5, 1), liveSale(5, 1)
+	b.ID = "a" + a.ID // sorts after a
+	mustPreheat(t, s, b)
+	mustPreheat(t, s, a)
+	want := fmt.Sprint([]string{b.ID, a.ID})
+	if b.ID > a.ID {
+		want = fmt.Sprint([]string{a.ID, b.ID})
+	}
+	if got, err := s.OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
+		t.Fatalf("OutboxSales = %v, %v; want %s", got, err, want)
+	}
+	// A registration lost somehow is repaired by the next preheat, though
+	// the sale is loaded already.
+	if err := s.client.Do(ctx, s.client.B().Srem().Key(s.outboxRegistryKey()).Member(a.ID).Build()).Error(); err != nil {
+		t.Fatalf("SREM: %v", err)
+	}
+	if created, err := s.Preheat(ctx, a); err != nil || created {
+		t.Fatalf("second Preheat = %v, %v; want false, nil", created, err)
+	}
+	if got, err := s.OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
+		t.Fatalf("OutboxSales after a second preheat = %v, %v; want %s", got, err, want)
+	}
+	// A refused preheat registers nothing.
+	bad := liveSale(0, 1)
+	if _, err := s.Preheat(ctx, bad); err == nil {
+		t.Fatal("Preheat of stock 0 succeeded")
+	}
+	if got, err := s.OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
+		t.Fatalf("OutboxSales after a refused preheat = %v, %v; want %s", got, err, want)
+	}
+}
+
+func registered(t *testing.T, s *Store, saleID string) bool {
+	t.Helper()
+	ok, err := s.client.Do(context.Background(), s.client.B().Sismember().Key(s.outboxRegistryKey()).Member(saleID).Build()).AsBool()
+	if err != nil {
+		t.Fatalf("SISMEMBER: %v", err)
+	}
+	return ok
+}
+
+func testOutboxForget(t *testing.T, s *Store) {
+	ctx := context.Background()
+	forget := func(saleID string, want bool) {
+		t.Helper()
+		got, err := s.ForgetOutbox(ctx, saleID)
+		if err != nil || got != want {
+			t.Fatalf("ForgetOutbox(%s) = %v, %v; want %v, nil", saleID, got, err, want)
+		}
+		if registered(t, s, saleID) == want {
+			t.Fatalf("after ForgetOutbox(%s) = %v: registered = %v", saleID, got, !want)
+		}
+	}
+
+	// A live sale stays registered, with an empty outbox too: its next
+	// reservation would otherwise go unseen.
+	live := liveSale(5, 1)
+	mustPreheat(t, s, live)
+	forget(live.ID, false)
+	reserveN(t, s, live.ID, 1)
+	forget(live.ID, false)
+
+	// So does a sale that ended less than forgetGrace ago.
+	recent := liveSale(5, 1)
+	recent.StartAt, recent.EndAt = time.Now().Add(-time.Hour), time.Now().Add(-forgetGrace/2)
+	mustPreheat(t, s, recent)
+	forget(recent.ID, false)
+
+	// An ended sale goes once its outbox is empty, not before.
+	ended := liveSale(5, 1)
+	ended.StartAt, ended.EndAt = time.Now().Add(-time.Hour), time.Now().Add(-2*forgetGrace)
+	mustPreheat(t, s, ended)
+	key := s.keys(ended.ID)[keyOutbox]
+	id, err := s.client.Do(ctx, s.client.B().Xadd().Key(key).Id("*").FieldValue().
+		FieldValue(OutboxReservationID, seckill.NewReservationID(ended.ID, time.Now())).Build()).ToString()
+	if err != nil {
+		t.Fatalf("XADD: %v", err)
+	}
+	forget(ended.ID, false)
+	if err := s.client.Do(ctx, s.client.B().Xdel().Key(key).Id(id).Build()).Error(); err != nil {
+		t.Fatalf("XDEL: %v", err)
+	}
+	forget(ended.ID, true)
+	forget(ended.ID, true) // again: nothing left to do
+
+	// A registered sale that was never loaded (its preheat failed after
+	// registering) can go too.
+	unloaded := servicetest.UniqueName("sale_")
+	if err := s.register(ctx, unloaded); err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	forget(unloaded, true)
+
+	if _, err := s.ForgetOutbox(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("ForgetOutbox of a bad sale id: err = %v; want code %s", err, seckill.EINVALID)
+	}
+}
+
+func testOutboxReadAck(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	// Reading before anything was reserved creates the group; the entries
+	// reserved afterwards are then all delivered.
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+		t.Fatalf("ReadOutbox of an empty outbox = %v, %v; want none", es, err)
+	}
+	before := time.Now().Add(-time.Second)
+	reqs := reserveN(t, s, sale.ID, 5)
+	after := time.Now().Add(time.Second)
+
+	first, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0)
+	if err != nil || len(first) != 3 {
+		t.Fatalf("ReadOutbox(count 3) = %d entries, %v; want 3", len(first), err)
+	}
+	for i, e := range first {
+		ev, r := e.Event, reqs[i]
+		if e.Err != nil || e.StreamID == "" || ev.ReservationID != r.ReservationID || ev.SaleID != sale.ID ||
+			ev.UserID != r.UserID || ev.Qty != 1 || ev.ReservedAt.Before(before) || ev.ReservedAt.After(after) ||
+			e.Fields[OutboxReservationID] != r.ReservationID {
+			t.Errorf("entry %d = %+v; want reservation %s of user %s, qty 1, reserved in [%s, %s]",
+				i, e, r.ReservationID, r.UserID, before, after)
+		}
+	}
+	// A second consumer of the group competes for the rest.
+	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c2", 10, 0)
+	if err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(requestIDs(reqs[3:])) {
+		t.Fatalf("ReadOutbox by c2 = %v, %v; want %v", reservationIDs(rest), err, requestIDs(reqs[3:]))
+	}
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+		t.Fatalf("ReadOutbox once all were delivered = %v, %v; want none", es, err)
+	}
+	wantCounts(t, s, sale.ID, 5, 5)
+
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(first)); err != nil {
+		t.Fatalf("AckOutbox: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 2, 2)
+	// Acking again (a relay that lost the reply, or one that reclaimed
+	// the entries) changes nothing.
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(first)); err != nil {
+		t.Fatalf("AckOutbox again: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 2, 2)
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(rest)); err != nil {
+		t.Fatalf("AckOutbox: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 0, 0)
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, nil); err != nil {
+		t.Fatalf("AckOutbox of nothing: %v", err)
+	}
+
+	// The reservations themselves are untouched by acking their entries.
+	if _, _, status, err := s.Reservation(ctx, reqs[0].ReservationID); err != nil || status != StatusActive {
+		t.Errorf("Reservation after ack = %q, %v; want %q", status, err, StatusActive)
+	}
+	if n, err := s.OutboxPending(ctx, servicetest.UniqueName("sale_"), testGroup); err != nil || n != 0 {
+		t.Errorf("OutboxPending of an unknown sale = %d, %v; want 0, nil", n, err)
+	}
+}
+
+// testOutboxAckOnlyDelivered guards the rule that an entry is deleted only
+// once the group has acknowledged it: an id the group never delivered, or
+// one acked under another group, stays.
+func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	reserveN(t, s, sale.ID, 2)
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
+	if err != nil || len(es) != 1 {
+		t.Fatalf("ReadOutbox = %d entries, %v; want 1", len(es), err)
+	}
+	all, err := s.client.Do(ctx, s.client.B().Xrange().Key(s.keys(sale.ID)[keyOutbox]).Start("-").End("+").Build()).AsXRange()
+	if err != nil || len(all) != 2 {
+		t.Fatalf("XRANGE = %d entries, %v; want 2", len(all), err)
+	}
+	undelivered := all[1].ID
+	for _, tt := range []struct {
+		group string
+		ids   []string
+	}{
+		{testGroup, []string{undelivered}},
+		{"othergroup", []string{es[0].StreamID, undelivered}},
+		{testGroup, []string{"1-0"}}, // no such entry
+	} {
+		if err := s.AckOutbox(ctx, sale.ID, tt.group, tt.ids); err != nil {
+			t.Fatalf("AckOutbox(%s, %v): %v", tt.group, tt.ids, err)
+		}
+		wantCounts(t, s, sale.ID, 2, 1)
+	}
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, []string{es[0].StreamID, undelivered}); err != nil {
+		t.Fatalf("AckOutbox: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 1, 0)
+	if rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(rest) != 1 || rest[0].StreamID != undelivered {
+		t.Fatalf("ReadOutbox = %v, %v; want the undelivered entry %s", streamIDs(rest), err, undelivered)
+	}
+}
+
+func testOutboxBlock(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	const block = 300 * time.Millisecond
+	start := time.Now()
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, block)
+	if took := time.Since(start); err != nil || len(es) != 0 || took < block/2 {
+		t.Fatalf("ReadOutbox(block %s) of an empty outbox = %v, %v after %s; want none after about %s", block, es, err, took, block)
+	}
+	// An entry appended while a read waits ends the wait.
+	done := make(chan []seckill.OutboxEntry, 1)
+	go func() {
+		es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 10*time.Second)
+		if err != nil {
+			t.Errorf("blocked ReadOutbox: %v", err)
+		}
+		done <- es
+	}()
+	time.Sleep(50 * time.Millisecond)
+	reqs := reserveN(t, s, sale.ID, 1)
+	select {
+	case es := <-done:
+		if len(es) != 1 || es[0].Event.ReservationID != reqs[0].ReservationID {
+			t.Fatalf("blocked ReadOutbox = %v; want %s", reservationIDs(es), reqs[0].ReservationID)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocked ReadOutbox did not return when an entry was added")
+	}
+}
+
+func testOutboxReadPending(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	// No group yet: nothing pending, and no error.
+	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
+		t.Fatalf("ReadPendingOutbox before any read = %v, %v; want none", es, err)
+	}
+	reqs := reserveN(t, s, sale.ID, 4)
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0); err != nil || len(es) != 3 {
+		t.Fatalf("ReadOutbox = %d, %v; want 3", len(es), err)
+	}
+	// A Publish failed: the same entries come back, oldest first, and
+	// only to their consumer; reading them again delivers nothing new.
+	for range 2 {
+		es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10)
+		if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[:3])) {
+			t.Fatalf("ReadPendingOutbox(c1) = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs[:3]))
+		}
+	}
+	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 2); err != nil || len(es) != 2 {
+		t.Fatalf("ReadPendingOutbox(count 2) = %d, %v; want 2", len(es), err)
+	}
+	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c2", 10); err != nil || len(es) != 0 {
+		t.Fatalf("ReadPendingOutbox(c2) = %v, %v; want none", reservationIDs(es), err)
+	}
+	wantCounts(t, s, sale.ID, 4, 3)
+	es, _ := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10)
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(es)); err != nil {
+		t.Fatalf("AckOutbox: %v", err)
+	}
+	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
+		t.Fatalf("ReadPendingOutbox after ack = %v, %v; want none", reservationIDs(es), err)
+	}
+	wantCounts(t, s, sale.ID, 1, 0)
+}
+
+func testOutboxClaim(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 0, 10); err != nil || len(es) != 0 {
+		t.Fatalf("ClaimStaleOutbox without a group = %v, %v; want none", es, err)
+	}
+	reqs := reserveN(t, s, sale.ID, 4)
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "dead", 3, 0); err != nil || len(es) != 3 {
+		t.Fatalf("ReadOutbox = %d, %v; want 3", len(es), err)
+	}
+	// Not idle long enough: a live relay's batch is left alone.
+	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", time.Hour, 10); err != nil || len(es) != 0 {
+		t.Fatalf("ClaimStaleOutbox(min idle 1h) = %v, %v; want none", reservationIDs(es), err)
+	}
+	time.Sleep(150 * time.Millisecond)
+	es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 2)
+	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[:2])) {
+		t.Fatalf("ClaimStaleOutbox(count 2) = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs[:2]))
+	}
+	for i, e := range es {
+		if e.Err != nil || e.Event.UserID != reqs[i].UserID || e.Event.Qty != 1 {
+			t.Errorf("claimed entry %d = %+v; want user %s, qty 1", i, e, reqs[i].UserID)
+		}
+	}
+	// Claimed entries are fresh again: not stale for a third relay.
+	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", 100*time.Millisecond, 10); err != nil ||
+		fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[2:3])) {
+		t.Fatalf("ClaimStaleOutbox by c3 = %v, %v; want only %v", reservationIDs(es), err, requestIDs(reqs[2:3]))
+	}
+	pending := func(consumer string) []string {
+		t.Helper()
+		es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, consumer, 10)
+		if err != nil {
+			t.Fatalf("ReadPendingOutbox(%s): %v", consumer, err)
+		}
+		return reservationIDs(es)
+	}
+	if got := pending("dead"); len(got) != 0 {
+		t.Errorf("still pending for the dead relay: %v", got)
+	}
+	if got, want := pending("c2"), requestIDs(reqs[:2]); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("pending for c2 = %v; want %v", got, want)
+	}
+	// The undelivered fourth entry is never claimed: it is not pending.
+	time.Sleep(150 * time.Millisecond)
+	es, err = s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 10)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("ClaimStaleOutbox of everything stale = %v, %v; want the 3 delivered entries", reservationIDs(es), err)
+	}
+	wantCounts(t, s, sale.ID, 4, 3)
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(es)); err != nil {
+		t.Fatalf("AckOutbox: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 1, 0)
+}
+
+// testOutboxMalformed checks that an entry that cannot be decoded is
+// returned with an error, not dropped, so the relay can move it on.
+func testOutboxMalformed(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	key := s.keys(sale.ID)[keyOutbox]
+	good := map[string]string{
+		OutboxReservationID: seckill.NewReservationID(sale.ID, time.Now()),
+		OutboxUserID:        "u1",
+		OutboxQty:           "1",
+		OutboxReservedAtMs:  strconv.FormatInt(time.Now().UnixMilli(), 10),
+	}
+	tests := []struct {
+		field, value string // value "" removes the field
+	}{
+		{OutboxReservationID, ""},
+		{OutboxReservationID, seckill.NewReservationID("othersale", time.Now())},
+		{OutboxUserID, ""},
+		{OutboxQty, "x"},
+		{OutboxQty, "0"},
+		{OutboxReservedAtMs, "yesterday"},
+	}
+	for _, tt := range tests {
+		cmd := s.client.B().Xadd().Key(key).Id("*").FieldValue()
+		for f, v := range good {
+			if f == tt.field {
+				v = tt.value
+			}
+			if v != "" {
+				cmd = cmd.FieldValue(f, v)
+			}
+		}
+		if err := s.client.Do(ctx, cmd.Build()).Error(); err != nil {
+			t.Fatalf("XADD: %v", err)
+		}
+	}
+	reserveN(t, s, sale.ID, 1) // a good one after the bad ones
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 100, 0)
+	if err != nil || len(es) != len(tests)+1 {
+		t.Fatalf("ReadOutbox = %d entries, %v; want %d", len(es), err, len(tests)+1)
+	}
+	for i, tt := range tests {
+		e := es[i]
+		if !errors.Is(e.Err, ErrMalformedOutboxEntry) || e.Event.SaleID != sale.ID || e.Fields[tt.field] != tt.value {
+			t.Errorf("entry with %s=%q: %+v; want ErrMalformedOutboxEntry, the sale id and the raw fields", tt.field, tt.value, e)
+		}
+	}
+	if last := es[len(tests)]; last.Err != nil {
+		t.Errorf("good entry after bad ones: %v", last.Err)
+	}
+
+	// An entry deleted from the stream while pending comes back from a
+	// re-read as gone (on servers that report it), never as a good entry.
+	if err := s.client.Do(ctx, s.client.B().Xdel().Key(key).Id(es[0].StreamID).Build()).Error(); err != nil {
+		t.Fatalf("XDEL: %v", err)
+	}
+	again, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 100)
+	if err != nil {
+		t.Fatalf("ReadPendingOutbox: %v", err)
+	}
+	found := false
+	for _, e := range again {
+		if e.StreamID == es[0].StreamID {
+			found = true
+			if e.Fields != nil || !errors.Is(e.Err, ErrMalformedOutboxEntry) {
+				t.Errorf("deleted pending entry = %+v; want nil fields and ErrMalformedOutboxEntry", e)
+			}
+		}
+	}
+	if !found && s.embedded == nil { // miniredis skips such entries; Redis reports them
+		t.Errorf("ReadPendingOutbox = %v; want the deleted pending entry %s among them", streamIDs(again), es[0].StreamID)
+	}
+}
+
+func testOutboxInvalidArgs(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := servicetest.UniqueName("sale_")
+	calls := map[string]func() error{
+		"bad sale": func() error { _, err := s.ReadOutbox(ctx, "a{b}", testGroup, "c", 1, 0); return err },
+		"no group": func() error { _, err := s.ReadOutbox(ctx, sale, "", "c", 1, 0); return err },
+		"no consumer": func() error {
+			_, err := s.ReadPendingOutbox(ctx, sale, testGroup, "", 1)
+			return err
+		},
+		"zero count": func() error {
+			_, err := s.ClaimStaleOutbox(ctx, sale, testGroup, "c", time.Second, 0)
+			return err
+		},
+		"ack bad sale":     func() error { return s.AckOutbox(ctx, "a b", testGroup, []string{"1-0"}) },
+		"pending no group": func() error { _, err := s.OutboxPending(ctx, sale, ""); return err },
+	}
+	for name, call := range calls {
+		if err := call(); seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Errorf("%s: err = %v; want code %s", name, err, seckill.EINVALID)
+		}
+	}
+}

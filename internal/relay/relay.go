@@ -1,0 +1,488 @@
+// Package relay owns the hop from the stock store's outboxes to the broker:
+// it reads every registered sale's outbox stream as a member of a consumer
+// group, publishes the reservations (one Publish, one round of confirms per
+// batch), and only once the broker has confirmed them acknowledges and
+// deletes them from the stream. Entries a dead relay left unacknowledged
+// are reclaimed after Config.ClaimMinIdle. Delivery is at least once: a
+// crash between the broker's confirm and the acknowledgement publishes the
+// batch again, and the order writer deduplicates on the reservation id.
+package relay
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Outbox is the part of the stock store (internal/redis) the relay uses.
+type Outbox interface {
+	// OutboxSales lists the sales whose outboxes must be read.
+	OutboxSales(ctx context.Context) ([]string, error)
+	// ForgetOutbox drops a sale from that list if its outbox is empty and
+	// it can take no more reservations.
+	ForgetOutbox(ctx context.Context, saleID string) (forgotten bool, err error)
+	OutboxLen(ctx context.Context, saleID string) (int64, error)
+	// ReadOutbox hands consumer up to count entries no one was given yet.
+	ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error)
+	// ReadPendingOutbox returns up to count entries given to consumer and
+	// not yet acked.
+	ReadPendingOutbox(ctx context.Context, saleID, group, consumer string, count int) ([]seckill.OutboxEntry, error)
+	// ClaimStaleOutbox takes over entries pending for at least minIdle.
+	ClaimStaleOutbox(ctx context.Context, saleID, group, consumer string, minIdle time.Duration, count int) ([]seckill.OutboxEntry, error)
+	// AckOutbox acknowledges and deletes confirmed entries.
+	AckOutbox(ctx context.Context, saleID, group string, ids []string) error
+}
+
+// Config tunes a Relay. Zero values take the defaults.
+type Config struct {
+	// Group is the consumer group shared by every relay; default "relay".
+	// All relays of a deployment must use the same group: an entry is
+	// deleted once one group has acknowledged it.
+	Group string
+	// Consumer names this relay within the group; default
+	// "<hostname>-<pid>-<random>". Reusing a dead relay's name makes its
+	// pending entries this relay's at once, without waiting ClaimMinIdle.
+	Consumer string
+	// BatchSize is the most entries published in one Publish call;
+	// default 500.
+	BatchSize int
+	// Block is how long a read waits for new entries when the relay is
+	// idle (its last pass over the sales found nothing). Sales are read
+	// one after another, so with many sales a pass may wait Block for each;
+	// keep it short then. Default 0: reads never wait, and an idle relay
+	// sleeps PollInterval between passes.
+	Block time.Duration
+	// ClaimMinIdle is how long an entry must have been pending, unacked,
+	// before another relay takes it over: longer than a slow Publish, or
+	// live relays publish each other's batches twice. Default 30s.
+	ClaimMinIdle time.Duration
+	// PollInterval is the pause between passes that found nothing;
+	// default 50ms.
+	PollInterval time.Duration
+	// Backoff is the first pause before a sale whose Publish or Redis call
+	// failed is tried again; it doubles up to MaxBackoff. Defaults 100ms
+	// and 5s.
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	Logger     *slog.Logger
+	// OnPublished, if set, is told the size of every batch the broker
+	// confirmed (duplicates included), for a metric.
+	OnPublished func(n int)
+}
+
+func (c Config) withDefaults() Config {
+	if c.Group == "" {
+		c.Group = "relay"
+	}
+	if c.Consumer == "" {
+		c.Consumer = defaultConsumer()
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = 500
+	}
+	if c.ClaimMinIdle <= 0 {
+		c.ClaimMinIdle = 30 * time.Second
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = 50 * time.Millisecond
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = 100 * time.Millisecond
+	}
+	if c.MaxBackoff < c.Backoff {
+		c.MaxBackoff = max(5*time.Second, c.Backoff)
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func defaultConsumer() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "relay"
+	}
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// Relay moves reservations from the outboxes to the broker. Start it once;
+// Stop drains it.
+type Relay struct {
+	outbox Outbox
+	broker seckill.Broker
+	cfg    Config
+
+	// beforeAck, if set, runs between a confirmed Publish and its
+	// AckOutbox; tests use it to kill the relay at the worst moment.
+	beforeAck func()
+
+	startOnce sync.Once
+	drainOnce sync.Once
+	draining  chan struct{} // closed by Stop: exit once every outbox is empty
+	cancel    context.CancelFunc
+	done      chan struct{} // closed when the loop has returned
+	drained   bool          // set by the loop before done closes
+
+	// sales is the loop's own state, touched by its goroutine only.
+	sales map[string]*saleState
+}
+
+// saleState is what the relay remembers of one sale between passes.
+type saleState struct {
+	// ownPending is set when entries given to this consumer may still be
+	// pending (a failed Publish or Ack, or a start under a reused name):
+	// the next pass publishes them again first.
+	ownPending bool
+	failures   int
+	retryAt    time.Time // no work on the sale before this, after a failure
+	lastClaim  time.Time
+	lastForget time.Time
+	// unregistered is set when ForgetOutbox failed halfway: the sale may be
+	// missing from the registry, so the relay keeps visiting it.
+	unregistered bool
+}
+
+// New returns a Relay that reads outbox and publishes to broker.
+func New(outbox Outbox, broker seckill.Broker, cfg Config) *Relay {
+	return &Relay{
+		outbox:   outbox,
+		broker:   broker,
+		cfg:      cfg.withDefaults(),
+		draining: make(chan struct{}),
+		done:     make(chan struct{}),
+		sales:    map[string]*saleState{},
+	}
+}
+
+// Consumer returns the relay's consumer name within its group.
+func (r *Relay) Consumer() string { return r.cfg.Consumer }
+
+// Start runs the relay in the background until Stop, or until ctx ends
+// (which abandons whatever is in hand: a batch published but not yet
+// acknowledged is published again by whoever reclaims it). Calls after the
+// first do nothing.
+func (r *Relay) Start(ctx context.Context) {
+	r.startOnce.Do(func() {
+		ctx, r.cancel = context.WithCancel(ctx)
+		go r.run(ctx)
+	})
+}
+
+// Stop drains the relay: it finishes the batch in hand and goes on relaying
+// until every registered outbox is empty, then returns nil. When ctx ends
+// first, the relay is abandoned (its unacknowledged entries are reclaimed
+// by another relay later) and Stop returns an error. Safe to call twice,
+// and without Start.
+func (r *Relay) Stop(ctx context.Context) error {
+	r.startOnce.Do(func() { close(r.done) }) // never started: nothing to drain
+	r.drainOnce.Do(func() { close(r.draining) })
+	if r.cancel == nil {
+		return nil
+	}
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		r.cancel()
+		<-r.done
+		if !r.drained {
+			return fmt.Errorf("relay: stop: outboxes not drained: %w", ctx.Err())
+		}
+	}
+	if !r.drained {
+		return errors.New("relay: stop: the start context ended before the outboxes were drained")
+	}
+	return nil
+}
+
+func (r *Relay) run(ctx context.Context) {
+	defer close(r.done)
+	defer r.cancel()
+	log := r.cfg.Logger.With("consumer", r.cfg.Consumer, "group", r.cfg.Group)
+	log.Info("relay started")
+	idle := false
+	for {
+		draining := isClosed(r.draining)
+		found, wait := r.pass(ctx, log, idle && !draining)
+		if ctx.Err() != nil {
+			log.Warn("relay abandoned before its outboxes were drained", "err", ctx.Err())
+			return
+		}
+		if found > 0 {
+			idle = false
+			continue
+		}
+		idle = true
+		if draining && r.empty(ctx, log) {
+			r.drained = true
+			log.Info("relay stopped; outboxes drained")
+			return
+		}
+		wake := r.draining
+		if draining {
+			wake = nil
+		}
+		t := time.NewTimer(min(wait, r.cfg.PollInterval))
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		case <-wake:
+		}
+		t.Stop()
+	}
+}
+
+// pass visits every sale once, relaying at most one batch of each, so a
+// busy sale cannot starve the others. It returns the number of entries
+// published and, when that is 0, how long until a sale waiting out a
+// failure may be tried again.
+func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found int, wait time.Duration) {
+	wait = r.cfg.PollInterval
+	sales, err := r.outbox.OutboxSales(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn("relay: list outboxes failed; using the last list", "err", err)
+		}
+		sales = nil
+		for id := range r.sales {
+			sales = append(sales, id)
+		}
+		slices.Sort(sales)
+	}
+	listed := make(map[string]bool, len(sales))
+	for _, id := range sales {
+		listed[id] = true
+	}
+	for id, st := range r.sales {
+		if st.unregistered && !listed[id] {
+			sales = append(sales, id)
+		} else if !listed[id] && err == nil {
+			delete(r.sales, id) // forgotten by another relay: its outbox was empty
+		}
+	}
+	now := time.Now()
+	for _, id := range sales {
+		if ctx.Err() != nil {
+			return found, wait
+		}
+		st := r.sales[id]
+		if st == nil {
+			// Entries of an earlier life under this consumer name may be
+			// pending: look for them first. Stale entries of dead relays
+			// are claimed on this first visit too.
+			st = &saleState{ownPending: true, lastForget: now}
+			r.sales[id] = st
+		}
+		if d := st.retryAt.Sub(now); d > 0 {
+			wait = min(wait, d)
+			continue
+		}
+		n, err := r.relaySale(ctx, log, id, st, block && found == 0)
+		found += n
+		if err != nil {
+			if ctx.Err() != nil {
+				return found, wait
+			}
+			st.failures++
+			pause := r.backoff(st.failures)
+			st.retryAt = time.Now().Add(pause)
+			wait = min(wait, pause)
+			log.Warn("relay: sale outbox not relayed; retrying later", "sale", id, "attempt", st.failures, "retry_in", pause, "err", err)
+			continue
+		}
+		st.failures = 0
+	}
+	return found, wait
+}
+
+func (r *Relay) backoff(failures int) time.Duration {
+	d := r.cfg.Backoff
+	for i := 1; i < failures && d < r.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, r.cfg.MaxBackoff)
+}
+
+// relaySale publishes one batch of a sale's outbox: its own pending
+// entries first (a batch whose Publish or Ack failed), then stale entries
+// of dead relays, then new ones. It acks only after Publish returned nil.
+func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (int, error) {
+	size := r.cfg.BatchSize
+	batch := make([]seckill.OutboxEntry, 0, size)
+	seen := map[string]bool{}
+	add := func(es []seckill.OutboxEntry) {
+		for _, e := range es {
+			if !seen[e.StreamID] {
+				seen[e.StreamID] = true
+				batch = append(batch, e)
+			}
+		}
+	}
+	ownDone := !st.ownPending
+	if st.ownPending {
+		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, size)
+		if err != nil {
+			return 0, err
+		}
+		add(es)
+		ownDone = len(es) < size
+	}
+	if now := time.Now(); len(batch) < size && now.Sub(st.lastClaim) >= r.cfg.ClaimMinIdle/2 {
+		want := size - len(batch)
+		es, err := r.outbox.ClaimStaleOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, r.cfg.ClaimMinIdle, want)
+		if err != nil {
+			return 0, err
+		}
+		if len(es) > 0 {
+			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again", "sale", sale, "entries", len(es))
+		}
+		add(es)
+		if len(es) < want { // else more may be stale: claim again next pass
+			st.lastClaim = now
+		}
+	}
+	if len(batch) < size {
+		var wait time.Duration
+		if block && len(batch) == 0 {
+			wait = r.cfg.Block
+		}
+		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, size-len(batch), wait)
+		if err != nil {
+			return 0, err
+		}
+		add(es)
+	}
+	if len(batch) == 0 {
+		st.ownPending = false
+		return 0, r.maybeForget(ctx, log, sale, st)
+	}
+	// From here on the entries are pending for this consumer: any failure
+	// leaves them to the next pass.
+	st.ownPending = true
+	msgs := make([]seckill.Message, len(batch))
+	ids := make([]string, len(batch))
+	for i, e := range batch {
+		msgs[i] = r.message(log, sale, e)
+		ids[i] = e.StreamID
+	}
+	if err := r.broker.Publish(ctx, msgs); err != nil {
+		return 0, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
+	}
+	if r.cfg.OnPublished != nil {
+		r.cfg.OnPublished(len(msgs))
+	}
+	if r.beforeAck != nil {
+		r.beforeAck()
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err // abandoned: whoever reclaims the batch publishes it again
+	}
+	if err := r.outbox.AckOutbox(ctx, sale, r.cfg.Group, ids); err != nil {
+		return 0, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
+	}
+	st.ownPending = !ownDone
+	return len(batch), nil
+}
+
+// maybeForget asks, now and then, to drop an idle sale from the registry;
+// the store refuses while the sale can still take reservations.
+func (r *Relay) maybeForget(ctx context.Context, log *slog.Logger, sale string, st *saleState) error {
+	now := time.Now()
+	if !st.unregistered && now.Sub(st.lastForget) < r.cfg.ClaimMinIdle {
+		return nil
+	}
+	st.lastForget = now
+	forgotten, err := r.outbox.ForgetOutbox(ctx, sale)
+	if err != nil {
+		st.unregistered = true
+		return fmt.Errorf("forget outbox: %w", err)
+	}
+	st.unregistered = false
+	if forgotten {
+		delete(r.sales, sale)
+		log.Info("relay: sale over and its outbox empty; no longer read", "sale", sale)
+	}
+	return nil
+}
+
+// rawEntry is the body published for an outbox entry that could not be
+// decoded. It is deliberately not a valid ReservationEvent (no top-level
+// reservation_id), so the order writer rejects it, retries it and records
+// it in failed_orders, body included, with an alert: an operator resolves
+// it instead of the entry being dropped or blocking the outbox.
+type rawEntry struct {
+	SaleID    string            `json:"sale_id"`
+	OutboxID  string            `json:"outbox_id"`
+	Malformed string            `json:"malformed"`
+	Fields    map[string]string `json:"fields"`
+}
+
+func (r *Relay) message(log *slog.Logger, sale string, e seckill.OutboxEntry) seckill.Message {
+	if e.Err == nil {
+		m, err := e.Event.Message()
+		if err == nil {
+			return m
+		}
+		e.Err = err
+	}
+	// The message id is the reservation's id when the entry names a valid
+	// one, so the failed order is filed under the id the buyer holds;
+	// otherwise an id derived from the stream id, stable across retries.
+	id := sale + ":outbox:" + e.StreamID
+	if rid := e.Fields["reservation_id"]; rid != "" {
+		if s, ok := seckill.SaleIDOfReservation(rid); ok && s == sale {
+			id = rid
+		}
+	}
+	body, _ := json.Marshal(rawEntry{SaleID: sale, OutboxID: e.StreamID, Malformed: e.Err.Error(), Fields: e.Fields})
+	log.Error("ALERT malformed outbox entry: publishing it raw for the order writer to record as a failed order",
+		"sale", sale, "outbox_id", e.StreamID, "message_id", id, "err", e.Err)
+	return seckill.Message{ID: id, Body: body}
+}
+
+// empty reports whether every registered outbox is empty, entries pending
+// for other relays included.
+func (r *Relay) empty(ctx context.Context, log *slog.Logger) bool {
+	sales, err := r.outbox.OutboxSales(ctx)
+	if err != nil {
+		log.Warn("relay: drain: list outboxes failed", "err", err)
+		return false
+	}
+	for id, st := range r.sales {
+		if st.unregistered {
+			sales = append(sales, id)
+		}
+	}
+	for _, id := range sales {
+		n, err := r.outbox.OutboxLen(ctx, id)
+		if err != nil {
+			log.Warn("relay: drain: outbox length failed", "sale", id, "err", err)
+			return false
+		}
+		if n > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func isClosed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}

@@ -1,0 +1,695 @@
+package relay
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// The Redis store is the relay's outbox.
+var _ Outbox = (*redis.Store)(nil)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// A rueidis timer that outlives a closed client by a few seconds.
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+}
+
+// fakeBroker records every message of every successful Publish, and fails
+// every Publish while told to.
+type fakeBroker struct {
+	mu        sync.Mutex
+	batches   [][]seckill.Message
+	fail      error
+	failed    int
+	published int
+}
+
+func (b *fakeBroker) Publish(ctx context.Context, msgs []seckill.Message) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.fail != nil {
+		b.failed++
+		return b.fail
+	}
+	b.batches = append(b.batches, slices.Clone(msgs))
+	b.published += len(msgs)
+	return nil
+}
+
+func (b *fakeBroker) setFail(err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.fail = err
+}
+
+func (b *fakeBroker) failedCalls() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.failed
+}
+
+func (b *fakeBroker) publishedCount() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.published
+}
+
+// counts returns how many times each message id was published.
+func (b *fakeBroker) counts() map[string]int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := map[string]int{}
+	for _, batch := range b.batches {
+		for _, m := range batch {
+			c[m.ID]++
+		}
+	}
+	return c
+}
+
+func (b *fakeBroker) messages() []seckill.Message {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var all []seckill.Message
+	for _, batch := range b.batches {
+		all = append(all, batch...)
+	}
+	return all
+}
+
+func (b *fakeBroker) Consume(context.Context, seckill.ConsumeOptions, func(context.Context, []seckill.Delivery)) error {
+	return errors.New("fake broker: no consuming")
+}
+
+func (b *fakeBroker) ConsumeDeadLetters(context.Context, seckill.ConsumeOptions, func(context.Context, []seckill.DeadLetter) error) error {
+	return errors.New("fake broker: no consuming")
+}
+
+func (b *fakeBroker) Close() error { return nil }
+
+// backends are the stores the relay is tested on: the embedded default and
+// a real Redis.
+var backends = []struct {
+	name string
+	open func(t *testing.T) *redis.Store
+}{
+	{"Embedded", func(t *testing.T) *redis.Store {
+		t.Helper()
+		s, err := redis.StartEmbedded(context.Background(), redis.WithKeyPrefix(servicetest.UniqueName("t")))
+		if err != nil {
+			t.Fatalf("StartEmbedded: %v", err)
+		}
+		t.Cleanup(s.Close)
+		return s
+	}},
+	{"Redis", func(t *testing.T) *redis.Store {
+		t.Helper()
+		url := servicetest.Redis.URL(t)
+		prefix := servicetest.UniqueName("t")
+		s, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
+		if err != nil {
+			t.Fatalf("redis.New: %v", err)
+		}
+		t.Cleanup(func() {
+			s.Close()
+			deletePrefix(t, url, prefix)
+		})
+		return s
+	}},
+}
+
+// deletePrefix removes the test's keys from the shared Redis, which is
+// never flushed.
+func deletePrefix(t *testing.T, url, prefix string) {
+	t.Helper()
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		t.Fatalf("parse %s: %v", url, err)
+	}
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		t.Errorf("delete test keys: %v", err)
+		return
+	}
+	defer c.Close()
+	ctx := context.Background()
+	var cursor uint64
+	for {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			t.Errorf("delete test keys: %v", err)
+			return
+		}
+		if len(e.Elements) > 0 {
+			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
+				t.Errorf("delete test keys: %v", err)
+				return
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return
+		}
+	}
+}
+
+func forEachBackend(t *testing.T, test func(t *testing.T, s *redis.Store)) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			test(t, b.open(t))
+		})
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testConfig is quick to react: tests wait on it.
+func testConfig(t *testing.T, consumer string) Config {
+	return Config{
+		Group:        "relay",
+		Consumer:     consumer,
+		BatchSize:    50,
+		ClaimMinIdle: 300 * time.Millisecond,
+		PollInterval: 5 * time.Millisecond,
+		Backoff:      5 * time.Millisecond,
+		MaxBackoff:   20 * time.Millisecond,
+		Logger:       testLogger(t),
+	}
+}
+
+// start starts r and makes sure it is stopped before the test's store
+// closes.
+func start(t *testing.T, r *Relay) {
+	t.Helper()
+	r.Start(context.Background())
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = r.Stop(ctx)
+	})
+}
+
+func preheat(t *testing.T, s *redis.Store, stock int64) *seckill.Sale {
+	t.Helper()
+	sale := &seckill.Sale{
+		ID:           servicetest.UniqueName("sale_"),
+		Name:         "Tea gift set",
+		Stock:        stock,
+		PerUserLimit: 1,
+		StartAt:      time.Now().Add(-time.Hour),
+		EndAt:        time.Now().Add(time.Hour),
+	}
+	if _, err := s.Preheat(context.Background(), sale); err != nil {
+		t.Fatalf("Preheat: %v", err)
+	}
+	return sale
+}
+
+// reserve makes n reservations of one unit in batches of up to 100, as
+// the request combiner would, and returns them by id.
+func reserve(t *testing.T, s *redis.Store, saleID string, n int) map[string]seckill.ReserveRequest {
+	t.Helper()
+	out := map[string]seckill.ReserveRequest{}
+	for n > 0 {
+		reqs := make([]seckill.ReserveRequest, min(n, 100))
+		for i := range reqs {
+			reqs[i] = seckill.ReserveRequest{
+				ReservationID: seckill.NewReservationID(saleID, time.Now()),
+				UserID:        servicetest.UniqueName("u"),
+				Qty:           1,
+			}
+		}
+		res, err := s.Reserve(context.Background(), saleID, reqs)
+		if err != nil {
+			t.Errorf("Reserve: %v", err)
+			return out
+		}
+		for i, r := range res {
+			if r.Outcome != seckill.OutcomeReserved {
+				t.Errorf("Reserve: results[%d] = %+v; want reserved", i, r)
+				return out
+			}
+			out[reqs[i].ReservationID] = reqs[i]
+		}
+		n -= len(reqs)
+	}
+	return out
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func wantOutbox(t *testing.T, s *redis.Store, saleID string, wantLen, wantPending int64) {
+	t.Helper()
+	ctx := context.Background()
+	if n, err := s.OutboxLen(ctx, saleID); err != nil || n != wantLen {
+		t.Errorf("sale %s: OutboxLen = %d, %v; want %d", saleID, n, err, wantLen)
+	}
+	if n, err := s.OutboxPending(ctx, saleID, "relay"); err != nil || n != wantPending {
+		t.Errorf("sale %s: OutboxPending = %d, %v; want %d", saleID, n, err, wantPending)
+	}
+}
+
+// wantPublished checks that every reservation reached the broker as a
+// well-formed event at least once, and nothing else did; it returns the
+// number of duplicates.
+func wantPublished(t *testing.T, b *fakeBroker, want map[string]seckill.ReserveRequest) (duplicates int) {
+	t.Helper()
+	counts := b.counts()
+	for id := range want {
+		if counts[id] == 0 {
+			t.Errorf("reservation %s was never published", id)
+			continue
+		}
+		duplicates += counts[id] - 1
+	}
+	for id := range counts {
+		if _, ok := want[id]; !ok {
+			t.Errorf("published %s, which is no reservation of the test", id)
+		}
+	}
+	for _, m := range b.messages() {
+		var ev seckill.ReservationEvent
+		if err := json.Unmarshal(m.Body, &ev); err != nil {
+			t.Fatalf("message %s: body %s: %v", m.ID, m.Body, err)
+		}
+		r, ok := want[m.ID]
+		sale, _ := seckill.SaleIDOfReservation(m.ID)
+		if ok && (ev.ReservationID != m.ID || ev.SaleID != sale || ev.UserID != r.UserID || ev.Qty != r.Qty ||
+			time.Since(ev.ReservedAt) > time.Minute) {
+			t.Errorf("message %s = %+v; want the event of %+v", m.ID, ev, r)
+		}
+	}
+	return duplicates
+}
+
+func merge(ms ...map[string]seckill.ReserveRequest) map[string]seckill.ReserveRequest {
+	out := map[string]seckill.ReserveRequest{}
+	for _, m := range ms {
+		for k, v := range m {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// TestRelaysEveryReservationOnce: in normal operation every reservation,
+// of every sale, reaches the broker exactly once and the outboxes end
+// empty, reservations made while the relay runs included.
+func TestRelaysEveryReservationOnce(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		a, b := preheat(t, s, 1000), preheat(t, s, 1000)
+		before := reserve(t, s, a.ID, 120) // a backlog from before the relay started
+		broker := &fakeBroker{}
+		var onPublished atomic.Int64
+		cfg := testConfig(t, "r1")
+		cfg.Block = 50 * time.Millisecond // idle reads wait for entries
+		cfg.OnPublished = func(n int) { onPublished.Add(int64(n)) }
+		r := New(s, broker, cfg)
+		start(t, r)
+		var during []map[string]seckill.ReserveRequest
+		for range 5 {
+			during = append(during, reserve(t, s, a.ID, 37), reserve(t, s, b.ID, 11))
+			time.Sleep(10 * time.Millisecond)
+		}
+		want := merge(append(during, before)...)
+		waitFor(t, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if dups := wantPublished(t, broker, want); dups != 0 {
+			t.Errorf("%d duplicates in normal operation; want 0", dups)
+		}
+		if got := broker.publishedCount(); got != len(want) {
+			t.Errorf("published %d messages; want %d", got, len(want))
+		}
+		if got := onPublished.Load(); got != int64(len(want)) {
+			t.Errorf("OnPublished counted %d; want %d", got, len(want))
+		}
+		for _, batch := range broker.batches {
+			if len(batch) > cfg.BatchSize {
+				t.Errorf("a Publish of %d messages; want at most BatchSize %d", len(batch), cfg.BatchSize)
+			}
+		}
+		wantOutbox(t, s, a.ID, 0, 0)
+		wantOutbox(t, s, b.ID, 0, 0)
+	})
+}
+
+// TestRelayIsFairAcrossSales: a sale with a deep backlog does not hold up
+// another sale's reservations; each pass takes one batch of each.
+func TestRelayIsFairAcrossSales(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		big, small := preheat(t, s, 1000), preheat(t, s, 10)
+		reserve(t, s, big.ID, 500)
+		want := reserve(t, s, small.ID, 1)
+		var id string
+		for id = range want {
+		}
+		broker := &fakeBroker{}
+		cfg := testConfig(t, "r1")
+		cfg.BatchSize = 20
+		r := New(s, broker, cfg)
+		start(t, r)
+		waitFor(t, "the small sale's reservation", func() bool { return broker.counts()[id] > 0 })
+		broker.mu.Lock()
+		call := slices.IndexFunc(broker.batches, func(b []seckill.Message) bool {
+			return slices.ContainsFunc(b, func(m seckill.Message) bool { return m.ID == id })
+		})
+		broker.mu.Unlock()
+		if call > 1 {
+			t.Errorf("the small sale's reservation came in Publish call %d; want one of the first 2 (one batch per sale per pass)", call+1)
+		}
+	})
+}
+
+// TestBrokerOutage: while the broker fails nothing is acked, the entries
+// wait in the group's pending list; once it recovers everything is
+// published and nothing is lost.
+func TestBrokerOutage(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		sale := preheat(t, s, 1000)
+		want := reserve(t, s, sale.ID, 130)
+		broker := &fakeBroker{}
+		broker.setFail(errors.New("broker unreachable"))
+		r := New(s, broker, testConfig(t, "r1"))
+		start(t, r)
+		waitFor(t, "several failed Publish calls", func() bool { return broker.failedCalls() >= 5 })
+		more := reserve(t, s, sale.ID, 20) // the API goes on reserving meanwhile
+		waitFor(t, "more failed Publish calls", func() bool { return broker.failedCalls() >= 10 })
+		if n := broker.publishedCount(); n != 0 {
+			t.Fatalf("published %d while the broker failed", n)
+		}
+		// Nothing acked: every entry is still in the stream, and the batch
+		// in hand is pending for this relay, which retries it rather than
+		// reading further.
+		if n, err := s.OutboxLen(context.Background(), sale.ID); err != nil || n != 150 {
+			t.Errorf("OutboxLen during the outage = %d, %v; want 150", n, err)
+		}
+		if n, err := s.OutboxPending(context.Background(), sale.ID, "relay"); err != nil || n != 50 {
+			t.Errorf("OutboxPending during the outage = %d, %v; want one batch, 50", n, err)
+		}
+
+		broker.setFail(nil)
+		want = merge(want, more)
+		waitFor(t, "everything published after recovery", func() bool { return broker.publishedCount() >= len(want) })
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := r.Stop(ctx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if dups := wantPublished(t, broker, want); dups != 0 {
+			t.Errorf("%d duplicates; want 0 (a failed Publish stored nothing here)", dups)
+		}
+		wantOutbox(t, s, sale.ID, 0, 0)
+	})
+}
+
+// TestCrashBetweenPublishAndAck: a relay dies after the broker confirmed a
+// batch and before it acked it. A second relay, under another name,
+// reclaims the entries once they are ClaimMinIdle old and publishes them
+// again: nothing is lost, and the duplicates are exactly that batch.
+func TestCrashBetweenPublishAndAck(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		sale := preheat(t, s, 1000)
+		want := reserve(t, s, sale.ID, 30)
+		broker := &fakeBroker{}
+
+		cfg := testConfig(t, "doomed")
+		cfg.BatchSize = 500
+		ctx, kill := context.WithCancel(context.Background())
+		doomed := New(s, broker, cfg)
+		var crashedAt time.Time
+		doomed.beforeAck = func() { crashedAt = time.Now(); kill() }
+		doomed.Start(ctx)
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		<-ctx.Done()
+		if err := doomed.Stop(stopCtx); err == nil {
+			t.Error("Stop of the killed relay = nil; want an error: it never drained")
+		}
+		if err := doomed.Stop(stopCtx); err == nil {
+			t.Error("second Stop of the killed relay = nil; want the same error")
+		}
+		if n := broker.publishedCount(); n != len(want) {
+			t.Fatalf("the killed relay published %d; want all %d before dying", n, len(want))
+		}
+		wantOutbox(t, s, sale.ID, int64(len(want)), int64(len(want)))
+
+		more := reserve(t, s, sale.ID, 5) // never read by the dead relay
+		want = merge(want, more)
+		heir := New(s, broker, testConfig(t, "heir"))
+		start(t, heir)
+		waitFor(t, "everything published again", func() bool { return broker.publishedCount() >= 30+len(want) })
+		if took := time.Since(crashedAt); took < 300*time.Millisecond {
+			t.Errorf("the entries were reclaimed %s after the crash; want no sooner than ClaimMinIdle (300ms): a live relay's batch must be left alone", took)
+		}
+		if err := heir.Stop(stopCtx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if dups := wantPublished(t, broker, want); dups != 30 {
+			t.Errorf("%d duplicates; want exactly the 30 of the batch the dead relay never acked", dups)
+		}
+		for id := range more {
+			if n := broker.counts()[id]; n != 1 {
+				t.Errorf("reservation %s made after the crash published %d times; want 1", id, n)
+			}
+		}
+		wantOutbox(t, s, sale.ID, 0, 0)
+	})
+}
+
+// TestRestartUnderSameName: a relay restarted under its old name publishes
+// its own unacked entries at once, without waiting ClaimMinIdle.
+func TestRestartUnderSameName(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		sale := preheat(t, s, 1000)
+		want := reserve(t, s, sale.ID, 10)
+		broker := &fakeBroker{}
+		cfg := testConfig(t, "r1")
+		cfg.ClaimMinIdle = time.Hour
+		ctx, kill := context.WithCancel(context.Background())
+		first := New(s, broker, cfg)
+		first.beforeAck = kill
+		first.Start(ctx)
+		<-ctx.Done()
+		_ = first.Stop(context.Background())
+
+		again := New(s, broker, cfg)
+		start(t, again)
+		waitFor(t, "the batch published again", func() bool { return broker.publishedCount() >= 20 })
+		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := again.Stop(stopCtx); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if dups := wantPublished(t, broker, want); dups != 10 {
+			t.Errorf("%d duplicates; want 10", dups)
+		}
+		wantOutbox(t, s, sale.ID, 0, 0)
+	})
+}
+
+// TestStopDrains: Stop returns only once every outbox is empty, relaying
+// through a backlog and waiting out a broker outage; a second Stop is fine.
+func TestStopDrains(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		a, b := preheat(t, s, 1000), preheat(t, s, 1000)
+		want := merge(reserve(t, s, a.ID, 400), reserve(t, s, b.ID, 100))
+		broker := &fakeBroker{}
+		broker.setFail(errors.New("broker unreachable"))
+		r := New(s, broker, testConfig(t, "r1"))
+		start(t, r)
+		waitFor(t, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		stopped := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			stopped <- r.Stop(ctx)
+		}()
+		select {
+		case err := <-stopped:
+			t.Fatalf("Stop returned %v while the broker was down and the outboxes full", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		broker.setFail(nil)
+		if err := <-stopped; err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		// Stop returned: everything is on the broker, nothing is left.
+		if dups := wantPublished(t, broker, want); dups != 0 {
+			t.Errorf("%d duplicates; want 0", dups)
+		}
+		wantOutbox(t, s, a.ID, 0, 0)
+		wantOutbox(t, s, b.ID, 0, 0)
+		if err := r.Stop(context.Background()); err != nil {
+			t.Errorf("second Stop: %v", err)
+		}
+	})
+}
+
+// TestStopGivesUp: when the outboxes cannot be drained before Stop's
+// context ends, Stop abandons the relay (its goroutine ends) and says so;
+// the entries stay for the next relay.
+func TestStopGivesUp(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		sale := preheat(t, s, 1000)
+		reserve(t, s, sale.ID, 20)
+		broker := &fakeBroker{}
+		broker.setFail(errors.New("broker unreachable"))
+		r := New(s, broker, testConfig(t, "r1"))
+		start(t, r)
+		waitFor(t, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := r.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Stop = %v; want an error wrapping context.DeadlineExceeded", err)
+		}
+		if err := r.Stop(context.Background()); err == nil {
+			t.Error("second Stop = nil; want the outboxes still reported undrained")
+		}
+		wantOutbox(t, s, sale.ID, 20, 20)
+	})
+}
+
+func TestStopWithoutStart(t *testing.T) {
+	r := New(nil, nil, Config{})
+	for range 2 {
+		if err := r.Stop(context.Background()); err != nil {
+			t.Fatalf("Stop without Start: %v", err)
+		}
+	}
+	r.Start(context.Background()) // after Stop: does nothing
+	if err := r.Stop(context.Background()); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// fakeOutbox serves fixed entries of one sale, for what the Redis store
+// cannot be made to produce on demand.
+type fakeOutbox struct {
+	mu      sync.Mutex
+	sale    string
+	entries []seckill.OutboxEntry // not yet read
+	pending map[string]seckill.OutboxEntry
+	acked   []string
+}
+
+func (f *fakeOutbox) OutboxSales(context.Context) ([]string, error) { return []string{f.sale}, nil }
+func (f *fakeOutbox) ForgetOutbox(context.Context, string) (bool, error) {
+	return false, nil
+}
+
+func (f *fakeOutbox) OutboxLen(context.Context, string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return int64(len(f.entries) + len(f.pending)), nil
+}
+
+func (f *fakeOutbox) ReadOutbox(_ context.Context, _, _, _ string, count int, _ time.Duration) ([]seckill.OutboxEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := min(count, len(f.entries))
+	out := f.entries[:n]
+	f.entries = f.entries[n:]
+	for _, e := range out {
+		f.pending[e.StreamID] = e
+	}
+	return out, nil
+}
+
+func (f *fakeOutbox) ReadPendingOutbox(context.Context, string, string, string, int) ([]seckill.OutboxEntry, error) {
+	return nil, nil
+}
+
+func (f *fakeOutbox) ClaimStaleOutbox(context.Context, string, string, string, time.Duration, int) ([]seckill.OutboxEntry, error) {
+	return nil, nil
+}
+
+func (f *fakeOutbox) AckOutbox(_ context.Context, _, _ string, ids []string) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range ids {
+		delete(f.pending, id)
+		f.acked = append(f.acked, id)
+	}
+	return nil
+}
+
+// TestMalformedEntryPublishedRaw: an entry the store could not decode is
+// neither dropped nor left to block the outbox: it is published raw, in a
+// body the order writer refuses (so it ends in failed_orders for an
+// operator), under the reservation id when the entry names a valid one.
+func TestMalformedEntryPublishedRaw(t *testing.T) {
+	sale := "sale1"
+	rid := seckill.NewReservationID(sale, time.Now())
+	good := seckill.ReservationEvent{ReservationID: seckill.NewReservationID(sale, time.Now()), SaleID: sale, UserID: "u1", Qty: 1, ReservedAt: time.Now()}
+	out := &fakeOutbox{sale: sale, pending: map[string]seckill.OutboxEntry{}, entries: []seckill.OutboxEntry{
+		{StreamID: "1-0", Event: seckill.ReservationEvent{SaleID: sale, ReservationID: rid}, Err: errors.New("invalid qty \"x\""),
+			Fields: map[string]string{"reservation_id": rid, "user_id": "u1", "qty": "x"}},
+		{StreamID: "2-0", Event: seckill.ReservationEvent{SaleID: sale}, Err: errors.New("entry deleted from the stream while pending")},
+		{StreamID: "3-0", Event: good},
+	}}
+	broker := &fakeBroker{}
+	r := New(out, broker, testConfig(t, "r1"))
+	start(t, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.Stop(ctx); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	msgs := broker.messages()
+	if len(msgs) != 3 {
+		t.Fatalf("published %d messages; want 3", len(msgs))
+	}
+	wantIDs := []string{rid, sale + ":outbox:2-0", good.ReservationID}
+	for i, m := range msgs {
+		if m.ID != wantIDs[i] {
+			t.Errorf("message %d id = %q; want %q", i, m.ID, wantIDs[i])
+		}
+	}
+	for _, m := range msgs[:2] {
+		var ev seckill.ReservationEvent
+		if err := json.Unmarshal(m.Body, &ev); err == nil && ev.ReservationID != "" {
+			t.Errorf("raw message %s decodes as a reservation event %+v; the order writer must refuse it", m.ID, ev)
+		}
+		var raw rawEntry
+		if err := json.Unmarshal(m.Body, &raw); err != nil || raw.SaleID != sale || raw.Malformed == "" || raw.OutboxID == "" {
+			t.Errorf("raw message %s body %s: want sale, outbox id and the reason", m.ID, m.Body)
+		}
+	}
+	if fmt.Sprint(out.acked) != "[1-0 2-0 3-0]" {
+		t.Errorf("acked %v; want every entry once published", out.acked)
+	}
+}
