@@ -76,8 +76,9 @@ type OrderStore interface {
 	Order(ctx context.Context, reservationID string) (*Order, error)
 	// FailedOrder returns the failed order of a reservation; ErrNotFound when none.
 	FailedOrder(ctx context.Context, reservationID string) (*FailedOrder, error)
-	// RecordFailedOrder stores f unless one exists for the reservation
-	// already (then it is a no-op returning ErrDuplicate).
+	// RecordFailedOrder stores f unless the reservation already has a
+	// failed order or an order (then it is a no-op returning ErrDuplicate):
+	// a reservation never ends as both.
 	RecordFailedOrder(ctx context.Context, f *FailedOrder) error
 	// FailedOrders lists failed orders, newest first.
 	FailedOrders(ctx context.Context, limit int) ([]*FailedOrder, error)

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"hash/fnv"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,6 +37,38 @@ var postgresDialect = &dialect{
 		return errors.As(err, &e) && e.Code == "23505" // unique_violation
 	},
 	lockMigrations: lockPostgresMigrations,
+}
+
+// postgresOrderQueries is the order store's SQL on PostgreSQL.
+var postgresOrderQueries = orderQueries{
+	bind: func(i int) string { return "$" + strconv.Itoa(i) },
+	isTransient: func(err error) bool {
+		var e *pgconn.PgError
+		// serialization_failure (under a stricter default isolation than
+		// READ COMMITTED), deadlock_detected.
+		return errors.As(err, &e) && (e.Code == "40001" || e.Code == "40P01")
+	},
+
+	saleStock:        `SELECT stock, version, price_cents FROM sales WHERE id = $1`,
+	orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
+	failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
+	bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = $1`,
+	takeStock: `UPDATE sales SET stock = stock - $1, version = version + 1, updated_at_ms = $2
+		WHERE id = $3 AND version = $4 AND stock >= $5`,
+	insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
+	insertFailedOrders: `INSERT INTO failed_orders (` + failedOrderColumns + `) VALUES `,
+
+	order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = $1`,
+	failedOrder: `SELECT ` + failedOrderColumns + ` FROM failed_orders WHERE reservation_id = $1`,
+	payOrder: `UPDATE orders SET status = $1, updated_at_ms = $2
+		WHERE reservation_id = $3 AND status = $4 AND pay_by_ms > $5`,
+	cancelOrder: `UPDATE orders SET status = $1, cancel_reason = $2, updated_at_ms = $3
+		WHERE reservation_id = $4 AND status = $5`,
+	expiredOrders: `SELECT ` + orderColumns + ` FROM orders
+		WHERE status = $1 AND pay_by_ms <= $2
+		ORDER BY pay_by_ms, reservation_id LIMIT $3`,
+	failedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT $1`,
 }
 
 // lockPostgresMigrations takes a session advisory lock keyed by the schema

@@ -1,9 +1,10 @@
 // Package sqlstore owns the relational database, the source of truth for
-// sales (and, later, orders): one database/sql store that speaks three
+// sales, orders and failed orders: one database/sql store that speaks three
 // dialects, SQLite (the embedded default), MySQL/MariaDB and PostgreSQL. It
 // owns the schema and its numbered migrations, the SQL text of each dialect,
 // and the translation of driver errors into the domain's sentinels at this
-// edge. It implements seckill.SaleStore.
+// edge. It implements seckill.SaleStore (SaleStore) and seckill.OrderStore
+// (OrderStore).
 //
 // Times are stored as BIGINT unix milliseconds in *_ms columns: exact and
 // identical in all three dialects, with no driver time parsing involved.

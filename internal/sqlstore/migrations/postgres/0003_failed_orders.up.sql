@@ -1,0 +1,26 @@
+-- Failed orders: reservations that could not become orders (the database
+-- lacked the stock, or every attempt to persist them failed). One row per
+-- reservation; an operator resolves each (refund or re-drive).
+--
+-- No foreign key to sales: a dead letter may name a sale that does not
+-- exist, or none at all (an undecodable message), and must still be
+-- recorded.
+CREATE TABLE failed_orders (
+    reservation_id TEXT   NOT NULL PRIMARY KEY,
+    sale_id        TEXT   NOT NULL,
+    user_id        TEXT   NOT NULL,
+    qty            BIGINT NOT NULL,
+    reason         TEXT   NOT NULL,
+    attempts       BIGINT NOT NULL,
+    -- The raw message, for a re-drive.
+    payload        BYTEA,
+    created_at_ms  BIGINT NOT NULL,
+    -- NULL until an operator resolves the row.
+    resolved_at_ms BIGINT
+);
+
+-- Serves FailedOrders (newest first).
+CREATE INDEX failed_orders_created_idx ON failed_orders (created_at_ms);
+
+-- Serves per-sale questions (reconciliation).
+CREATE INDEX failed_orders_sale_id_idx ON failed_orders (sale_id);

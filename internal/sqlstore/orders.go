@@ -1,0 +1,768 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// OrderStore is the seckill.OrderStore of a DB: orders and failed orders,
+// and the database's count of unsold stock that orders take from.
+type OrderStore struct {
+	db *DB
+	q  *orderQueries
+
+	// maxAttempts bounds the transactions one PersistReservations call
+	// tries while it loses to concurrent writers; maxBackoff caps the
+	// jittered pause between them.
+	maxAttempts int
+	maxBackoff  time.Duration
+	// beforeTakeStock, when set (by tests), runs in every attempt of
+	// PersistReservations after its reads and before its stock update:
+	// the window in which a concurrent writer can invalidate the reads.
+	beforeTakeStock func(attempt int)
+}
+
+var _ seckill.OrderStore = (*OrderStore)(nil)
+
+// NewOrderStore returns the order store of db, which must be migrated.
+func NewOrderStore(db *DB) *OrderStore {
+	return &OrderStore{
+		db:          db,
+		q:           orderQueriesOf(db.dialect),
+		maxAttempts: persistAttempts,
+		maxBackoff:  persistMaxBackoff,
+	}
+}
+
+// Ping checks that the database answers. The order writer uses it to tell
+// an outage (wait, spend no attempt) from a bad batch.
+func (st *OrderStore) Ping(ctx context.Context) error { return st.db.Ping(ctx) }
+
+const (
+	// persistAttempts and persistMaxBackoff bound the retries of a
+	// PersistReservations call that loses its optimistic lock: under 0.8s
+	// of pauses in all. Writers of one sale take turns on its row, so each
+	// round has a winner; losing 20 rounds in a row means something else
+	// is wrong, and the caller's own retries take over.
+	persistAttempts   = 20
+	persistMaxBackoff = 50 * time.Millisecond
+
+	// idChunk and insertChunk keep statements well under every dialect's
+	// limit on bind parameters (SQLite 32766, MySQL and PostgreSQL 65535):
+	// 500 ids per IN list, 200 rows (at most 11 columns) per INSERT.
+	idChunk     = 500
+	insertChunk = 200
+
+	// maxReasonBytes bounds stored reasons (cancel reasons, failure
+	// reasons). Longer ones are cut: a reason is a diagnostic, and
+	// refusing to store a cancel or a failed order over its length would
+	// lose far more than its tail.
+	maxReasonBytes = 2000
+	// maxFailedTextBytes bounds the ids of a failed order (MySQL
+	// VARCHAR(255)).
+	maxFailedTextBytes = 255
+)
+
+// errConflict marks a transaction that lost to a concurrent writer: the
+// sale's version moved, a competing writer inserted the same reservation,
+// or the database aborted the transaction (deadlock, serialization
+// failure). The whole transaction is tried again.
+var errConflict = errors.New("lost to a concurrent writer")
+
+// orderQueries is the order store's SQL text in one dialect. It lives
+// beside the dialect's other SQL (sqlite.go, mysql.go, postgres.go).
+// Statements ending in "IN " or "VALUES " are completed in Go with a list
+// of bind parameters (see list and tuples).
+type orderQueries struct {
+	// bind returns the i-th (1-based) bind parameter: '?' or '$i'.
+	bind func(i int) string
+	// isTransient recognises an error after which the database has rolled
+	// the transaction back and trying it again may succeed (a deadlock, a
+	// serialization failure).
+	isTransient func(error) bool
+
+	// saleStock selects stock, version, price_cents of sale $1.
+	saleStock string
+	// orderIDsIn and failedOrderIDsIn select the reservation_id of the
+	// orders (failed orders) whose reservation_id is IN a list.
+	orderIDsIn       string
+	failedOrderIDsIn string
+	// bumpSaleVersion increments the version of sale $1, taking its row
+	// lock and failing any optimistic update that read the old version.
+	bumpSaleVersion string
+	// takeStock takes $1 units of sale $3 at version $4 if it has $5 (= $1)
+	// left, bumping the version and setting updated_at_ms to $2.
+	takeStock string
+	// insertOrders inserts rows of orderInsertColumns; insertFailedOrders
+	// rows of failedOrderColumns.
+	insertOrders       string
+	insertFailedOrders string
+
+	// order and failedOrder select one row by reservation_id ($1).
+	order       string
+	failedOrder string
+	// payOrder sets status $1 and updated_at_ms $2 on reservation $3 if
+	// its status is $4 and pay_by_ms > $5.
+	payOrder string
+	// cancelOrder sets status $1, cancel_reason $2, updated_at_ms $3 on
+	// reservation $4 if its status is $5.
+	cancelOrder string
+	// expiredOrders selects up to $3 orders of status $1 with
+	// pay_by_ms <= $2, oldest deadline first.
+	expiredOrders string
+	// failedOrders selects up to $1 failed orders, newest first.
+	failedOrders string
+}
+
+// orderColumns is the column list every order query selects, in
+// scanOrder's order; orderInsertColumns is what an insert sets (a new
+// order has no cancel reason). The same in every dialect.
+const (
+	orderColumns       = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason`
+	orderInsertColumns = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms`
+	orderInsertWidth   = 11
+	// failedOrderColumns is both what failed-order queries select, in
+	// scanFailedOrder's order, and what an insert sets.
+	failedOrderColumns = `reservation_id, sale_id, user_id, qty, reason, attempts, payload, created_at_ms`
+	failedOrderWidth   = 8
+)
+
+// orderQueriesOf returns the order SQL of a dialect.
+func orderQueriesOf(d *dialect) *orderQueries {
+	switch d {
+	case sqliteDialect:
+		return &sqliteOrderQueries
+	case mysqlDialect:
+		return &mysqlOrderQueries
+	case postgresDialect:
+		return &postgresOrderQueries
+	}
+	panic("sqlstore: no order queries for dialect " + d.name)
+}
+
+// list returns "(p, p, …)": n bind parameters numbered from first.
+func (q *orderQueries) list(first, n int) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q.bind(first + i))
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// tuples returns "(…), (…)": rows lists of width bind parameters each,
+// numbered from 1.
+func (q *orderQueries) tuples(rows, width int) string {
+	var b strings.Builder
+	for r := range rows {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q.list(1+r*width, width))
+	}
+	return b.String()
+}
+
+// PersistReservations turns events of one sale into orders in one
+// transaction, as seckill.OrderStore says. In order, each event is:
+//
+//   - PersistDuplicate if its reservation already has an order or a failed
+//     order, or appeared earlier in events;
+//   - PersistCreated if its qty fits in the stock the database has left
+//     (after the events accepted before it);
+//   - PersistRejected otherwise, and recorded in failed_orders (reason
+//     "insufficient database stock: …", one attempt, the event as JSON for
+//     payload); likewise an event whose user id or qty is invalid (reason
+//     "invalid reservation event: …").
+//
+// The stock is taken with an optimistic-lock update of the sale row; a
+// transaction that loses to a concurrent writer (version moved, the same
+// reservation inserted, a deadlock) is rolled back and tried again from
+// its reads, up to 20 times with short jittered pauses. Each try is a new
+// transaction: under MySQL's REPEATABLE READ, reads inside the old one
+// would see the old snapshot again.
+//
+// Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
+// cut to the millisecond. An unknown sale is ErrNotFound. An event whose
+// reservation id is not a well-formed id of saleID, or whose SaleID is not
+// saleID, is the caller's mistake: the call fails with EINVALID and writes
+// nothing.
+func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("persist reservations of sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	if payTimeout <= 0 {
+		return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID,
+			seckill.Errorf(seckill.EINVALID, "pay timeout must be positive, got %s", payTimeout))
+	}
+	for i, e := range events {
+		if sale, ok := seckill.SaleIDOfReservation(e.ReservationID); !ok || sale != saleID || e.SaleID != saleID {
+			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID,
+				seckill.Errorf(seckill.EINVALID, "event %d (reservation %q, sale %q) is not a reservation of sale %s",
+					i, e.ReservationID, e.SaleID, saleID))
+		}
+	}
+	if len(events) == 0 {
+		return []seckill.PersistOutcome{}, nil
+	}
+
+	var err error
+	for attempt := 1; attempt <= st.maxAttempts; attempt++ {
+		if attempt > 1 {
+			if serr := st.pause(ctx, attempt); serr != nil {
+				return nil, fmt.Errorf("persist reservations of sale %s: %w (after: %w)", saleID, serr, err)
+			}
+		}
+		var outcomes []seckill.PersistOutcome
+		outcomes, err = st.persist(ctx, attempt, saleID, events, now, payTimeout)
+		if err == nil {
+			return outcomes, nil
+		} else if !errors.Is(err, errConflict) {
+			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID, err)
+		}
+	}
+	return nil, fmt.Errorf("persist reservations of sale %s: gave up after %d attempts: %w", saleID, st.maxAttempts, err)
+}
+
+// pause waits before attempt (2, 3, …): a random time in [d/2, d], d
+// doubling from 2ms up to maxBackoff, so that writers that collided spread
+// out instead of colliding again.
+func (st *OrderStore) pause(ctx context.Context, attempt int) error {
+	d := min(st.maxBackoff, time.Millisecond<<min(attempt-1, 20))
+	d = d/2 + rand.N(d/2+1)
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// persist is one attempt of PersistReservations: one transaction.
+func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
+	tx, err := st.db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return nil, fmt.Errorf("begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+
+	// The sale first, then the existing rows: where each statement reads
+	// its own snapshot (PostgreSQL's READ COMMITTED), a writer that
+	// commits between the two reads has moved the version read here, and
+	// the stock update below notices.
+	var stock, version, price int64
+	err = tx.QueryRowContext(ctx, st.q.saleStock, saleID).Scan(&stock, &version, &price)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, st.conflictOr(err, "read sale stock")
+	}
+	ids := make([]string, 0, len(events))
+	seen := make(map[string]bool, len(events))
+	for _, e := range events {
+		if !seen[e.ReservationID] {
+			seen[e.ReservationID] = true
+			ids = append(ids, e.ReservationID)
+		}
+	}
+	existing, err := st.existing(ctx, tx, ids)
+	if err != nil {
+		return nil, st.conflictOr(err, "find existing orders")
+	}
+
+	var (
+		outcomes = make([]seckill.PersistOutcome, len(events))
+		orders   []*seckill.Order
+		failed   []*seckill.FailedOrder
+		left     = stock
+		nowMs    = toMillis(now)
+		payBy    = fromMillis(toMillis(now.Add(payTimeout)))
+		done     = make(map[string]bool, len(events))
+	)
+	for i, e := range events {
+		if existing[e.ReservationID] || done[e.ReservationID] {
+			outcomes[i] = seckill.PersistDuplicate
+			continue
+		}
+		done[e.ReservationID] = true
+		reject := func(reason string) {
+			outcomes[i] = seckill.PersistRejected
+			failed = append(failed, rejectedEvent(e, reason, fromMillis(nowMs)))
+		}
+		switch {
+		case !seckill.ValidUserID(e.UserID):
+			reject("invalid reservation event: bad user id")
+		case e.Qty < 1 || e.Qty > seckill.MaxPerUserLimit:
+			// The upper bound also keeps qty × price (price at most
+			// MaxPriceCents) inside int64.
+			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))
+		case e.Qty > left:
+			reject(fmt.Sprintf("insufficient database stock: qty %d, %d left", e.Qty, left))
+		default:
+			outcomes[i] = seckill.PersistCreated
+			left -= e.Qty
+			orders = append(orders, &seckill.Order{
+				ID:            seckill.OrderIDOf(e.ReservationID),
+				ReservationID: e.ReservationID,
+				SaleID:        saleID,
+				UserID:        e.UserID,
+				Qty:           e.Qty,
+				AmountCents:   e.Qty * price,
+				Status:        seckill.OrderPlaced,
+				PayBy:         payBy,
+				ReservedAt:    fromMillis(toMillis(e.ReservedAt)),
+				CreatedAt:     fromMillis(nowMs),
+				UpdatedAt:     fromMillis(nowMs),
+			})
+		}
+	}
+	if len(orders) == 0 && len(failed) == 0 {
+		return outcomes, nil // all duplicates: nothing to write
+	}
+
+	if st.beforeTakeStock != nil {
+		st.beforeTakeStock(attempt)
+	}
+	// The stock update comes first, before the inserts: it locks the sale
+	// row, so concurrent writers of the sale queue here, before they have
+	// inserted anything they would have to undo, and find the version
+	// moved when their turn comes. It runs even when every new event was
+	// rejected (taking 0): the rejections rest on the stock read, which
+	// must be as current as for a take.
+	taken := stock - left
+	res, err := tx.ExecContext(ctx, st.q.takeStock, taken, nowMs, saleID, version, taken)
+	if err != nil {
+		return nil, st.conflictOr(err, "take stock")
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, fmt.Errorf("take stock: %w", err)
+	} else if n != 1 {
+		return nil, fmt.Errorf("take %d of stock at version %d: version moved: %w", taken, version, errConflict)
+	}
+	if err := st.insertOrders(ctx, tx, orders); err != nil {
+		return nil, st.conflictOr(err, "insert orders")
+	}
+	if err := st.insertFailedOrders(ctx, tx, failed); err != nil {
+		return nil, st.conflictOr(err, "insert failed orders")
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, st.conflictOr(err, "commit")
+	}
+	return outcomes, nil
+}
+
+// conflictOr wraps err with what, marking it errConflict when it is a
+// unique violation (a concurrent writer inserted the same reservation
+// first) or a transient abort.
+func (st *OrderStore) conflictOr(err error, what string) error {
+	if st.db.isUniqueViolation(err) || st.q.isTransient(err) {
+		return fmt.Errorf("%s: %w: %w", what, errConflict, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// rejectedEvent is the failed order of an event the database refused.
+func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *seckill.FailedOrder {
+	f := &seckill.FailedOrder{
+		ReservationID: e.ReservationID,
+		SaleID:        e.SaleID,
+		UserID:        e.UserID,
+		Qty:           e.Qty,
+		Reason:        reason,
+		Attempts:      1,
+		CreatedAt:     at,
+	}
+	if m, err := e.Message(); err == nil {
+		f.Payload = m.Body
+	}
+	return f
+}
+
+// existing returns which of ids already have an order or a failed order.
+func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
+	found := make(map[string]bool)
+	for _, head := range []string{st.q.orderIDsIn, st.q.failedOrderIDsIn} {
+		for start := 0; start < len(ids); start += idChunk {
+			chunk := ids[start:min(start+idChunk, len(ids))]
+			args := make([]any, len(chunk))
+			for i, id := range chunk {
+				args[i] = id
+			}
+			if err := func() error {
+				rows, err := tx.QueryContext(ctx, head+st.q.list(1, len(chunk)), args...)
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
+				for rows.Next() {
+					var id string
+					if err := rows.Scan(&id); err != nil {
+						return err
+					}
+					found[id] = true
+				}
+				return rows.Err()
+			}(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return found, nil
+}
+
+// insertOrders inserts orders with multi-row INSERTs of up to insertChunk
+// rows.
+func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
+	for start := 0; start < len(orders); start += insertChunk {
+		chunk := orders[start:min(start+insertChunk, len(orders))]
+		args := make([]any, 0, len(chunk)*orderInsertWidth)
+		for _, o := range chunk {
+			args = append(args, o.ID, o.ReservationID, o.SaleID, o.UserID, o.Qty, o.AmountCents, string(o.Status),
+				toMillis(o.PayBy), toMillis(o.ReservedAt), toMillis(o.CreatedAt), toMillis(o.UpdatedAt))
+		}
+		if _, err := tx.ExecContext(ctx, st.q.insertOrders+st.q.tuples(len(chunk), orderInsertWidth), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// execer is a transaction or a pool.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// insertFailedOrders inserts failed orders, whose reservation ids are
+// valid keys (validFailedKey), with multi-row INSERTs of up to
+// insertChunk rows. Their other text is made storable here.
+func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed []*seckill.FailedOrder) error {
+	for start := 0; start < len(failed); start += insertChunk {
+		chunk := failed[start:min(start+insertChunk, len(failed))]
+		args := make([]any, 0, len(chunk)*failedOrderWidth)
+		for _, f := range chunk {
+			var payload any // NULL when empty
+			if len(f.Payload) > 0 {
+				payload = f.Payload
+			}
+			args = append(args, f.ReservationID,
+				storableText(f.SaleID, maxFailedTextBytes), storableText(f.UserID, maxFailedTextBytes),
+				f.Qty, storableText(f.Reason, maxReasonBytes), int64(f.Attempts), payload, toMillis(f.CreatedAt))
+		}
+		if _, err := tx.ExecContext(ctx, st.q.insertFailedOrders+st.q.tuples(len(chunk), failedOrderWidth), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Order returns the order of a reservation; ErrNotFound when none.
+func (st *OrderStore) Order(ctx context.Context, reservationID string) (*seckill.Order, error) {
+	if !validReservationID(reservationID) {
+		return nil, fmt.Errorf("order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	o, err := scanOrder(st.db.read.QueryRowContext(ctx, st.q.order, reservationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, err)
+	}
+	return o, nil
+}
+
+// PayOrder moves an ordered order whose PayBy is after now to paid. An
+// order already paid, cancelled or past its PayBy (PayBy <= now, at
+// millisecond precision) is ESTATECONFLICT; an unknown reservation is
+// ErrNotFound.
+func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now time.Time) (*seckill.Order, error) {
+	if !validReservationID(reservationID) {
+		return nil, fmt.Errorf("pay order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	nowMs := toMillis(now)
+	var o *seckill.Order
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, st.q.payOrder,
+			string(seckill.OrderPaid), nowMs, reservationID, string(seckill.OrderPlaced), nowMs)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if o, err = st.orderInTx(ctx, tx, reservationID); err != nil || n == 1 {
+			return err
+		}
+		switch {
+		case o.Status == seckill.OrderPaid:
+			return seckill.Errorf(seckill.ESTATECONFLICT, "order is already paid")
+		case o.Status == seckill.OrderCancelled:
+			return seckill.Errorf(seckill.ESTATECONFLICT, "order is cancelled")
+		case toMillis(o.PayBy) <= nowMs:
+			return seckill.Errorf(seckill.ESTATECONFLICT, "payment deadline %s has passed", o.PayBy.Format(time.RFC3339))
+		}
+		return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, err)
+	}
+	return o, nil
+}
+
+// CancelOrder moves an ordered order (expired or not) to cancelled with
+// reason, which is cut to 2000 bytes of valid UTF-8. It does not return
+// the order's stock to the sale. An order already cancelled is returned
+// unchanged with changed=false; a paid one is ESTATECONFLICT; an unknown
+// reservation is ErrNotFound.
+func (st *OrderStore) CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (*seckill.Order, bool, error) {
+	if !validReservationID(reservationID) {
+		return nil, false, fmt.Errorf("cancel order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	var (
+		o       *seckill.Order
+		changed bool
+	)
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, st.q.cancelOrder,
+			string(seckill.OrderCancelled), storableText(reason, maxReasonBytes), toMillis(now),
+			reservationID, string(seckill.OrderPlaced))
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		if o, err = st.orderInTx(ctx, tx, reservationID); err != nil {
+			return err
+		}
+		changed = n == 1
+		if !changed && o.Status != seckill.OrderCancelled {
+			return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("cancel order of reservation %s: %w", reservationID, err)
+	}
+	return o, changed, nil
+}
+
+// orderInTx reads an order inside tx, so that it shows tx's own change.
+func (st *OrderStore) orderInTx(ctx context.Context, tx *sql.Tx, reservationID string) (*seckill.Order, error) {
+	o, err := scanOrder(tx.QueryRowContext(ctx, st.q.order, reservationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, seckill.ErrNotFound
+	}
+	return o, err
+}
+
+// inTx runs fn in a write transaction, committing if fn returns nil.
+func (st *OrderStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := st.db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// ExpiredOrders lists up to limit orders still ordered with PayBy <= now
+// (at millisecond precision), oldest deadline first. limit must be
+// positive.
+func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*seckill.Order, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("expired orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
+	}
+	rows, err := st.db.read.QueryContext(ctx, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
+	if err != nil {
+		return nil, fmt.Errorf("expired orders: %w", err)
+	}
+	defer rows.Close()
+	var orders []*seckill.Order
+	for rows.Next() {
+		o, err := scanOrder(rows)
+		if err != nil {
+			return nil, fmt.Errorf("expired orders: %w", err)
+		}
+		orders = append(orders, o)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("expired orders: %w", err)
+	}
+	return orders, nil
+}
+
+// FailedOrder returns the failed order of a reservation; ErrNotFound when
+// none.
+func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error) {
+	if !validFailedKey(reservationID) {
+		return nil, fmt.Errorf("failed order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	f, err := scanFailedOrder(st.db.read.QueryRowContext(ctx, st.q.failedOrder, reservationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, err)
+	}
+	return f, nil
+}
+
+// RecordFailedOrder stores f unless its reservation already has a failed
+// order or an order (then ErrDuplicate, and nothing changes): one
+// reservation never ends as both, so an operator never refunds a buyer who
+// has an order. It bumps the sale's version in the same transaction, so a
+// PersistReservations that read the sale before this commit fails its
+// optimistic update, retries and sees the failed order. A
+// zero f.CreatedAt is stamped with the DB's clock; either way f.CreatedAt
+// is set to the stored millisecond, in UTC. The reservation id may be any
+// 1 to 255 bytes of UTF-8 without NUL (a dead letter's id need not be
+// well-formed), else EINVALID. SaleID and UserID (which may be empty) are
+// stored as at most 255 bytes and Reason as at most 2000 bytes of valid
+// UTF-8, cut if longer: a failed order is never refused over its text.
+func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOrder) error {
+	if !validFailedKey(f.ReservationID) {
+		return fmt.Errorf("record failed order: %w", seckill.Errorf(seckill.EINVALID,
+			"reservation id must be 1-%d bytes of UTF-8 without NUL", maxFailedTextBytes))
+	}
+	stored := *f
+	if stored.CreatedAt.IsZero() {
+		stored.CreatedAt = st.db.now()
+	}
+	stored.CreatedAt = fromMillis(toMillis(stored.CreatedAt))
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		if seckill.ValidSaleID(stored.SaleID) {
+			if _, err := tx.ExecContext(ctx, st.q.bumpSaleVersion, stored.SaleID); err != nil {
+				return err
+			}
+		}
+		// Only a well-formed reservation id can have an order (and MySQL
+		// refuses to compare the orders table's ASCII ids with others).
+		if _, ok := seckill.SaleIDOfReservation(stored.ReservationID); ok {
+			found, err := st.existing(ctx, tx, []string{stored.ReservationID})
+			if err != nil {
+				return err
+			} else if found[stored.ReservationID] {
+				return seckill.ErrDuplicate
+			}
+		}
+		return st.insertFailedOrders(ctx, tx, []*seckill.FailedOrder{&stored})
+	})
+	if errors.Is(err, seckill.ErrDuplicate) || st.db.isUniqueViolation(err) {
+		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, seckill.ErrDuplicate)
+	} else if err != nil {
+		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, err)
+	}
+	f.CreatedAt = stored.CreatedAt
+	return nil
+}
+
+// FailedOrders lists up to limit failed orders, newest first (by
+// CreatedAt, then reservation id descending). limit must be positive.
+func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("failed orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
+	}
+	rows, err := st.db.read.QueryContext(ctx, st.q.failedOrders, limit)
+	if err != nil {
+		return nil, fmt.Errorf("failed orders: %w", err)
+	}
+	defer rows.Close()
+	var failed []*seckill.FailedOrder
+	for rows.Next() {
+		f, err := scanFailedOrder(rows)
+		if err != nil {
+			return nil, fmt.Errorf("failed orders: %w", err)
+		}
+		failed = append(failed, f)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("failed orders: %w", err)
+	}
+	return failed, nil
+}
+
+// scanOrder reads the columns of orderColumns.
+func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
+	var (
+		o                                  seckill.Order
+		status                             string
+		payBy, reservedAt, created, update int64
+		reason                             sql.NullString
+	)
+	err := row.Scan(&o.ID, &o.ReservationID, &o.SaleID, &o.UserID, &o.Qty, &o.AmountCents, &status,
+		&payBy, &reservedAt, &created, &update, &reason)
+	if err != nil {
+		return nil, err
+	}
+	o.Status = seckill.OrderStatus(status)
+	o.PayBy, o.ReservedAt = fromMillis(payBy), fromMillis(reservedAt)
+	o.CreatedAt, o.UpdatedAt = fromMillis(created), fromMillis(update)
+	o.CancelReason = reason.String
+	return &o, nil
+}
+
+// scanFailedOrder reads the columns of failedOrderColumns.
+func scanFailedOrder(row interface{ Scan(...any) error }) (*seckill.FailedOrder, error) {
+	var (
+		f                 seckill.FailedOrder
+		attempts, created int64
+		payload           []byte
+	)
+	err := row.Scan(&f.ReservationID, &f.SaleID, &f.UserID, &f.Qty, &f.Reason, &attempts, &payload, &created)
+	if err != nil {
+		return nil, err
+	}
+	f.Attempts = int(attempts)
+	if len(payload) > 0 {
+		f.Payload = payload
+	}
+	f.CreatedAt = fromMillis(created)
+	return &f, nil
+}
+
+// validReservationID reports whether id can name an order. Other ids
+// cannot exist, and must not reach a dialect that would reject them
+// differently (MySQL's ASCII column).
+func validReservationID(id string) bool {
+	_, ok := seckill.SaleIDOfReservation(id)
+	return ok
+}
+
+// validFailedKey reports whether id can key a failed order: 1 to 255 bytes
+// of valid UTF-8 without NUL, which every dialect stores unchanged.
+func validFailedKey(id string) bool {
+	return id != "" && len(id) <= maxFailedTextBytes && utf8.ValidString(id) && !strings.ContainsRune(id, 0)
+}
+
+// storableText returns s as every dialect can store it: valid UTF-8
+// (invalid bytes become U+FFFD), no NUL (PostgreSQL refuses it in text),
+// and at most maxBytes bytes, cut at a character boundary.
+func storableText(s string, maxBytes int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
+	if len(s) > maxBytes {
+		i := maxBytes
+		for i > 0 && !utf8.RuneStart(s[i]) {
+			i--
+		}
+		s = s[:i]
+	}
+	return s
+}

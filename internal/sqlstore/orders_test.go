@@ -1,0 +1,485 @@
+package sqlstore
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+)
+
+// TestOrderStore runs the conformance suite on one database per dialect,
+// shared by its subtests, as the suite allows.
+func TestOrderStore(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			sales, orders := NewSaleStore(db), NewOrderStore(db)
+			conformance.OrderStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore) {
+				return sales, orders
+			})
+		})
+	}
+}
+
+// createSale creates a sale of stock units at 100 cents each.
+func createSale(t *testing.T, db *DB, id string, stock int64) *seckill.Sale {
+	t.Helper()
+	s := &seckill.Sale{ID: id, Name: id, PriceCents: 100, Stock: stock, PerUserLimit: 10,
+		StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
+	if err := NewSaleStore(db).CreateSale(t.Context(), s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// saleRow reads the unsold stock and version of a sale.
+func saleRow(t *testing.T, db *DB, id string) (stock, version int64) {
+	t.Helper()
+	q := orderQueriesOf(db.dialect)
+	err := db.read.QueryRowContext(t.Context(), `SELECT stock, version FROM sales WHERE id = `+q.bind(1), id).Scan(&stock, &version)
+	if err != nil {
+		t.Fatalf("read sale %s: %v", id, err)
+	}
+	return stock, version
+}
+
+// countRows counts the rows of table (orders or failed_orders) of a sale.
+func countRows(t *testing.T, db *DB, table, saleID string) int {
+	t.Helper()
+	q := orderQueriesOf(db.dialect)
+	var n int
+	if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM `+table+` WHERE sale_id = `+q.bind(1), saleID).Scan(&n); err != nil {
+		t.Fatalf("count %s: %v", table, err)
+	}
+	return n
+}
+
+func wantSale(t *testing.T, db *DB, id string, stock, version int64) {
+	t.Helper()
+	if gotStock, gotVersion := saleRow(t, db, id); gotStock != stock || gotVersion != version {
+		t.Errorf("sale %s has stock %d, version %d; want %d, %d", id, gotStock, gotVersion, stock, version)
+	}
+}
+
+func events(saleID string, qtys ...int64) []seckill.ReservationEvent {
+	evs := make([]seckill.ReservationEvent, len(qtys))
+	for i, q := range qtys {
+		evs[i] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID(saleID, time.Now()),
+			SaleID: saleID, UserID: fmt.Sprintf("u%d", i), Qty: q, ReservedAt: time.Now()}
+	}
+	return evs
+}
+
+func outcomesString(out []seckill.PersistOutcome) string {
+	names := map[seckill.PersistOutcome]string{seckill.PersistCreated: "created", seckill.PersistDuplicate: "duplicate", seckill.PersistRejected: "rejected"}
+	var s []string
+	for _, o := range out {
+		s = append(s, names[o])
+	}
+	return strings.Join(s, " ")
+}
+
+// TestPersistTakesStock: the sales row itself, which the conformance suite
+// cannot see: stock taken exactly, one version bump per writing call, none
+// for a call of duplicates only, and rejected events in failed_orders.
+func TestPersistTakesStock(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			createSale(t, db, "tea", 5)
+			evs := events("tea", 2, 2, 2, 1)
+			out, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := outcomesString(out), "created created rejected created"; got != want {
+				t.Errorf("outcomes %q, want %q", got, want)
+			}
+			wantSale(t, db, "tea", 0, 2)
+			if n := countRows(t, db, "orders", "tea"); n != 3 {
+				t.Errorf("%d orders, want 3", n)
+			}
+			if n := countRows(t, db, "failed_orders", "tea"); n != 1 {
+				t.Errorf("%d failed orders, want 1", n)
+			}
+
+			// Redelivered: nothing written, not even a version bump.
+			if _, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			wantSale(t, db, "tea", 0, 2)
+			// All rejected: stock untouched, but the read it rested on is
+			// checked by a version bump.
+			if _, err := st.PersistReservations(t.Context(), "tea", events("tea", 1), time.Now(), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			wantSale(t, db, "tea", 0, 3)
+			if n := countRows(t, db, "failed_orders", "tea"); n != 2 {
+				t.Errorf("%d failed orders, want 2", n)
+			}
+		})
+	}
+}
+
+// TestPersistRetriesVersionConflict: a writer that commits between a
+// call's reads and its stock update moves the version; the call starts
+// over in a new transaction, sees the new stock, and succeeds. SQLite is
+// left out: with one writer at a time its reads cannot go stale.
+func TestPersistRetriesVersionConflict(t *testing.T) {
+	for _, d := range dialects[1:] {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			createSale(t, db, "tea", 3)
+			other := NewOrderStore(db)
+			var attempts []int
+			st.beforeTakeStock = func(attempt int) {
+				attempts = append(attempts, attempt)
+				if attempt == 1 {
+					// A competing writer takes 2 of the 3 units meanwhile.
+					out, err := other.PersistReservations(t.Context(), "tea", events("tea", 2), time.Now(), time.Minute)
+					if err != nil || out[0] != seckill.PersistCreated {
+						t.Errorf("competing writer: %v, %v", out, err)
+					}
+				}
+			}
+			out, err := st.PersistReservations(t.Context(), "tea", events("tea", 1, 1), time.Now(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := outcomesString(out), "created rejected"; got != want {
+				t.Errorf("outcomes %q, want %q (decided on the stock left after the competitor)", got, want)
+			}
+			if fmt.Sprint(attempts) != "[1 2]" {
+				t.Errorf("attempts %v, want [1 2]", attempts)
+			}
+			wantSale(t, db, "tea", 0, 3)
+		})
+	}
+}
+
+// TestPersistGivesUp: a call that loses every round returns an error
+// after its attempts, having written nothing.
+func TestPersistGivesUp(t *testing.T) {
+	for _, d := range dialects[1:] {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			st.maxAttempts, st.maxBackoff = 3, time.Millisecond
+			createSale(t, db, "tea", 3)
+			q := orderQueriesOf(db.dialect)
+			var calls atomic.Int32
+			st.beforeTakeStock = func(int) {
+				calls.Add(1)
+				if _, err := db.write.ExecContext(t.Context(), `UPDATE sales SET version = version + 1 WHERE id = `+q.bind(1), "tea"); err != nil {
+					t.Error(err)
+				}
+			}
+			evs := events("tea", 1)
+			_, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
+			if !errors.Is(err, errConflict) {
+				t.Fatalf("PersistReservations = %v, want a conflict", err)
+			}
+			if calls.Load() != 3 {
+				t.Errorf("%d attempts, want 3", calls.Load())
+			}
+			wantSale(t, db, "tea", 3, 4)
+			if _, err := st.Order(t.Context(), evs[0].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
+				t.Errorf("Order after giving up = %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestPersistRetriesUniqueViolation: rows for the same reservations
+// committed by someone else between a call's dedup read and its inserts
+// make the inserts fail on the unique key; the call starts over and then
+// counts them as duplicates.
+func TestPersistRetriesUniqueViolation(t *testing.T) {
+	for _, d := range dialects[1:] {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			createSale(t, db, "tea", 1)
+			evs := events("tea", 1, 1, 1) // created, rejected, created-by-other
+			q := orderQueriesOf(db.dialect)
+			st.beforeTakeStock = func(attempt int) {
+				if attempt != 1 {
+					return
+				}
+				// A dead letter of evs[1] recorded meanwhile, and an order
+				// of evs[2] inserted behind the store's back.
+				if err := NewOrderStore(db).RecordFailedOrder(t.Context(), &seckill.FailedOrder{
+					ReservationID: evs[1].ReservationID, SaleID: "tea", Reason: "dead letter", Attempts: 5,
+				}); err != nil {
+					t.Error(err)
+				}
+				_, err := db.write.ExecContext(t.Context(), q.insertOrders+q.tuples(1, orderInsertWidth),
+					seckill.OrderIDOf(evs[2].ReservationID), evs[2].ReservationID, "tea", "u2", 1, 100, "ordered", 0, 0, 0, 0)
+				if err != nil {
+					t.Error(err)
+				}
+			}
+			out, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := outcomesString(out), "created duplicate duplicate"; got != want {
+				t.Errorf("outcomes %q, want %q", got, want)
+			}
+			wantSale(t, db, "tea", 0, 2)
+			if f, err := st.FailedOrder(t.Context(), evs[1].ReservationID); err != nil || f.Reason != "dead letter" {
+				t.Errorf("failed order of evs[1] = %+v, %v; want the dead letter's", f, err)
+			}
+		})
+	}
+}
+
+// TestPersistInvalidEvents: events the writer should never send. Bad user
+// ids and quantities are rejected into failed_orders (their text made
+// storable); events of another sale fail the call, writing nothing.
+func TestPersistInvalidEvents(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			createSale(t, db, "tea", 100)
+			evs := events("tea", 0, -5, seckill.MaxPerUserLimit+1, 1, 1, 1)
+			evs[3].UserID = ""
+			evs[4].UserID = "bad\x00\xff" + strings.Repeat("長", 200)
+			out, err := st.PersistReservations(ctx, "tea", evs, time.Now(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := outcomesString(out), "rejected rejected rejected rejected rejected created"; got != want {
+				t.Errorf("outcomes %q, want %q", got, want)
+			}
+			wantSale(t, db, "tea", 99, 2)
+			for _, e := range evs[:5] {
+				f, err := st.FailedOrder(ctx, e.ReservationID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.HasPrefix(f.Reason, "invalid reservation event") || f.Qty != e.Qty {
+					t.Errorf("failed order = %+v, want reason 'invalid reservation event…', qty %d", f, e.Qty)
+				}
+				if !utf8.ValidString(f.UserID) || len(f.UserID) > maxFailedTextBytes || strings.ContainsRune(f.UserID, 0) {
+					t.Errorf("stored user id %q is not storable text", f.UserID)
+				}
+			}
+
+			for name, mutate := range map[string]func(*seckill.ReservationEvent){
+				"other sale's reservation": func(e *seckill.ReservationEvent) { e.ReservationID = seckill.NewReservationID("coffee", time.Now()) },
+				"other sale id":            func(e *seckill.ReservationEvent) { e.SaleID = "coffee" },
+				"malformed reservation id": func(e *seckill.ReservationEvent) { e.ReservationID = "tea.nope" },
+			} {
+				bad := events("tea", 1, 1)
+				mutate(&bad[1])
+				_, err := st.PersistReservations(ctx, "tea", bad, time.Now(), time.Minute)
+				if code := seckill.ErrorCode(err); code != seckill.EINVALID {
+					t.Errorf("%s: PersistReservations = %v, want EINVALID", name, err)
+				}
+				if _, err := st.Order(ctx, bad[0].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
+					t.Errorf("%s: the good event was persisted: %v", name, err)
+				}
+			}
+			if _, err := st.PersistReservations(ctx, "tea", events("tea", 1), time.Now(), 0); seckill.ErrorCode(err) != seckill.EINVALID {
+				t.Errorf("PersistReservations(pay timeout 0) = %v, want EINVALID", err)
+			}
+			if _, err := st.PersistReservations(ctx, "no such sale", nil, time.Now(), time.Minute); !errors.Is(err, seckill.ErrNotFound) {
+				t.Errorf("PersistReservations(malformed sale id) = %v, want ErrNotFound", err)
+			}
+			wantSale(t, db, "tea", 99, 2)
+		})
+	}
+}
+
+// TestFailedOrderText: a failed order is never refused over its text:
+// long reasons are cut, invalid UTF-8 and NUL replaced, on every dialect.
+// Keys are compared byte for byte ("x" and "x " are two reservations, even
+// under MySQL's padding collations); unkeyable ids are EINVALID.
+func TestFailedOrderText(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			f := &seckill.FailedOrder{
+				ReservationID: "x",
+				SaleID:        strings.Repeat("s", 300),
+				UserID:        "u\x00\xfe",
+				Reason:        strings.Repeat("茶", 1000) + "\xff",
+				Payload:       []byte("\x00\xff"),
+			}
+			if err := st.RecordFailedOrder(ctx, f); err != nil {
+				t.Fatal(err)
+			}
+			got, err := st.FailedOrder(ctx, "x")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := strings.Repeat("茶", maxReasonBytes/3); got.Reason != want {
+				t.Errorf("reason of %d bytes stored as %d bytes, want cut to %d", len(f.Reason), len(got.Reason), len(want))
+			}
+			if got.SaleID != strings.Repeat("s", maxFailedTextBytes) || got.UserID != "u\uFFFD\uFFFD" {
+				t.Errorf("stored sale id %d bytes, user id %q", len(got.SaleID), got.UserID)
+			}
+			if string(got.Payload) != "\x00\xff" {
+				t.Errorf("payload %q, want it byte for byte", got.Payload)
+			}
+			if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: "x ", Reason: "r"}); err != nil {
+				t.Errorf("RecordFailedOrder(%q) after %q: %v", "x ", "x", err)
+			}
+			if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: "x", Reason: "r"}); !errors.Is(err, seckill.ErrDuplicate) {
+				t.Errorf("second RecordFailedOrder(x) = %v, want ErrDuplicate", err)
+			}
+			for _, id := range []string{"", strings.Repeat("r", 256), "\xff", "a\x00"} {
+				if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: id, Reason: "r"}); seckill.ErrorCode(err) != seckill.EINVALID {
+					t.Errorf("RecordFailedOrder(%q) = %v, want EINVALID", id, err)
+				}
+			}
+		})
+	}
+}
+
+// TestCancelReasonText: cancel reasons are cut and cleaned like failure
+// reasons.
+func TestCancelReasonText(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			createSale(t, db, "tea", 1)
+			evs := events("tea", 1)
+			if _, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			o, changed, err := st.CancelOrder(t.Context(), evs[0].ReservationID, "a\x00"+strings.Repeat("b", 3000), time.Now())
+			if err != nil || !changed {
+				t.Fatalf("CancelOrder = %v, %v", changed, err)
+			}
+			if want := "a\uFFFD" + strings.Repeat("b", maxReasonBytes-4); o.CancelReason != want {
+				t.Errorf("cancel reason stored as %q…, %d bytes; want %d", o.CancelReason[:8], len(o.CancelReason), len(want))
+			}
+		})
+	}
+}
+
+func TestListLimits(t *testing.T) {
+	st := NewOrderStore(openMigrated(t, sqltest.SQLite))
+	for _, limit := range []int{0, -1} {
+		if _, err := st.ExpiredOrders(t.Context(), time.Now(), limit); seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Errorf("ExpiredOrders(limit %d) = %v, want EINVALID", limit, err)
+		}
+		if _, err := st.FailedOrders(t.Context(), limit); seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Errorf("FailedOrders(limit %d) = %v, want EINVALID", limit, err)
+		}
+	}
+}
+
+// TestSQLitePersistTwoHandles: two handles on one file (two processes)
+// persist overlapping batches of one sale at once: each event becomes one
+// order, the stock sells exactly out, and no writer sees "database is
+// locked".
+func TestSQLitePersistTwoHandles(t *testing.T) {
+	url := sqltest.SQLite(t)
+	a := openDB(t, url)
+	if err := a.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	b := openDB(t, url)
+	createSale(t, a, "tea", 200)
+	evs := events("tea", make([]int64, 200)...)
+	for i := range evs {
+		evs[i].Qty = 1
+	}
+	var (
+		wg      sync.WaitGroup
+		created atomic.Int64
+		mu      sync.Mutex
+		errs    []error
+	)
+	for h, db := range []*DB{a, b} {
+		st := NewOrderStore(db)
+		for g := range 4 {
+			wg.Go(func() {
+				// Every goroutine sees every event, in batches of 20
+				// starting at its own offset.
+				for k := range 10 {
+					from := ((h*4+g)*20 + k*20) % len(evs)
+					out, err := st.PersistReservations(t.Context(), "tea", evs[from:from+20], time.Now(), time.Minute)
+					if err != nil {
+						mu.Lock()
+						errs = append(errs, err)
+						mu.Unlock()
+						continue
+					}
+					for _, o := range out {
+						if o == seckill.PersistCreated {
+							created.Add(1)
+						}
+					}
+				}
+			})
+		}
+	}
+	wg.Wait()
+	for _, err := range errs[:min(len(errs), 5)] {
+		t.Errorf("PersistReservations: %v", err)
+	}
+	if created.Load() != 200 {
+		t.Errorf("%d created, want 200", created.Load())
+	}
+	if n := countRows(t, a, "orders", "tea"); n != 200 {
+		t.Errorf("%d orders, want 200", n)
+	}
+	if stock, _ := saleRow(t, a, "tea"); stock != 0 {
+		t.Errorf("stock %d, want 0", stock)
+	}
+}
+
+// TestOrderSchema: the order tables have the indexes their queries need.
+func TestOrderSchema(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			schema := strings.Join(schemaSnapshot(t, openMigrated(t, d.url)), "\n")
+			for _, idx := range []string{"orders_status_pay_by_idx", "orders_sale_id_idx", "failed_orders_created_idx", "failed_orders_sale_id_idx"} {
+				if !strings.Contains(schema, idx) {
+					t.Errorf("schema has no %s", idx)
+				}
+			}
+		})
+	}
+}
+
+func TestStorableText(t *testing.T) {
+	tests := []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"", 10, ""},
+		{"plain", 10, "plain"},
+		{"plain", 3, "pla"},
+		{"茶茶", 5, "茶"}, // 6 bytes: cut before the second, not inside it
+		{"茶茶", 6, "茶茶"},
+		{"a\x00b", 10, "a\uFFFDb"},
+		{"a\xffb", 10, "a\uFFFDb"},
+		{"\xff\xfe", 3, "\uFFFD"},
+	}
+	for _, tt := range tests {
+		if got := storableText(tt.in, tt.max); got != tt.want {
+			t.Errorf("storableText(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
+		}
+	}
+}
