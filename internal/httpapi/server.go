@@ -82,6 +82,14 @@ type Config struct {
 	// loaded).
 	Preheater Preheater
 
+	// Orders and Pending, set together, serve a buyer's reservation
+	// (GET, pay, cancel under /api/v1/reservations/{id}) and the failed
+	// orders list for operators. When both are nil those routes are not
+	// registered.
+	Orders OrderStore
+	// Pending reads reservations not yet in the database.
+	Pending PendingStore
+
 	// AdminToken authorises /admin/v1 calls as "Authorization: Bearer
 	// <AdminToken>". Empty disables the admin routes (every call is 401).
 	AdminToken string
@@ -113,6 +121,9 @@ type Server struct {
 	preheater     Preheater
 	reserver      Reserver
 	verifier      TokenVerifier
+	orders        OrderStore
+	pending       PendingStore
+	resMetrics    *reservationMetrics
 	adminHash     [sha256.Size]byte
 	adminEnabled  bool
 	now           func() time.Time
@@ -136,6 +147,10 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("httpapi: Config.Reserver is required")
 	case cfg.Verifier == nil:
 		return nil, errors.New("httpapi: Config.Verifier is required")
+	case (cfg.Orders == nil) != (cfg.Pending == nil):
+		// Either alone would answer a claimed reservation 404 (or pending
+		// forever): both, or neither.
+		return nil, errors.New("httpapi: Config.Orders and Config.Pending go together")
 	}
 	s := &Server{
 		sales:         cfg.Sales,
@@ -143,6 +158,8 @@ func New(cfg Config) (*Server, error) {
 		preheater:     cfg.Preheater,
 		reserver:      cfg.Reserver,
 		verifier:      cfg.Verifier,
+		orders:        cfg.Orders,
+		pending:       cfg.Pending,
 		now:           cfg.Now,
 		logger:        cfg.Logger,
 		ready:         cfg.Ready,
@@ -182,6 +199,11 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
+	if s.orders != nil {
+		if s.resMetrics, err = newReservationMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	ttl := cfg.SaleCacheTTL
 	if ttl <= 0 {
 		ttl = DefaultSaleCacheTTL
@@ -212,6 +234,14 @@ func (s *Server) routes() {
 		{"GET", "/metrics", s.handleMetrics()},
 		{"GET", "/healthz", s.handleHealthz},
 		{"GET", "/readyz", s.handleReadyz},
+	}
+	if s.orders != nil {
+		routes = append(routes,
+			route{"GET", "/api/v1/reservations/{id}", s.handleReservation},
+			route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay},
+			route{"POST", "/api/v1/reservations/{id}/cancel", s.handleCancel},
+			route{"GET", "/admin/v1/failed-orders", s.handleFailedOrders},
+		)
 	}
 	allowed := map[string][]string{}
 	var paths []string

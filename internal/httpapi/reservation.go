@@ -1,0 +1,498 @@
+package httpapi
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// OrderStore is the part of seckill.OrderStore the API uses: a buyer's
+// view of their order, pay and cancel, and the operators' list of failed
+// orders.
+type OrderStore interface {
+	Order(ctx context.Context, reservationID string) (*seckill.Order, error)
+	FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error)
+	FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error)
+	PayOrder(ctx context.Context, reservationID string, now time.Time) (*seckill.Order, error)
+	CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *seckill.Order, changed bool, err error)
+}
+
+// PendingStore reads the stock store's record of a reservation, which
+// exists from the moment a unit is claimed, before the order writer has
+// put it in the database (internal/redis Store.Reservation). It returns
+// seckill.ErrNotFound when there is no record.
+type PendingStore interface {
+	Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error)
+}
+
+// Limits of GET /admin/v1/failed-orders?limit=N.
+const (
+	DefaultFailedOrdersLimit = 100
+	MaxFailedOrdersLimit     = 1000
+)
+
+const (
+	// statusPending and statusFailed are the buyer-facing statuses of a
+	// reservation that has no order; the others are seckill.OrderStatus.
+	statusPending = "pending"
+	statusFailed  = "failed"
+	// pollAfterMS tells a buyer whose order is still being written when
+	// to ask again (design.md: every 2 s for up to 30 s).
+	pollAfterMS = 2000
+	// buyerCancelReason is recorded on orders the buyer cancels.
+	buyerCancelReason = "cancelled by buyer"
+)
+
+var (
+	// errReservationNotFound answers both a missing reservation and
+	// someone else's, byte for byte: a buyer learns nothing about ids that
+	// are not theirs.
+	errReservationNotFound = newStaticError(seckill.ENOTFOUND, "No such reservation.")
+
+	errOrderNotCreated  = seckill.Errorf(seckill.ESTATECONFLICT, "The order is not created yet; retry shortly.")
+	errReservationFail  = seckill.Errorf(seckill.ESTATECONFLICT, "The reservation failed; no order was created.")
+	errActionTakesNoArg = seckill.Errorf(seckill.EINVALID, "This request takes no fields: send no body or {}.")
+	errLimit            = seckill.Errorf(seckill.EINVALID, "limit must be a whole number from 1 to %d.", MaxFailedOrdersLimit)
+	errQuery            = seckill.Errorf(seckill.EINVALID, "The query string is malformed.")
+)
+
+// reservationView is what a buyer sees of their reservation, whatever
+// stage it has reached.
+type reservationView struct {
+	ReservationID string     `json:"reservation_id"`
+	SaleID        string     `json:"sale_id"`
+	Qty           int64      `json:"qty"`
+	Status        string     `json:"status"` // pending, ordered, paid, cancelled, failed
+	OrderID       string     `json:"order_id,omitempty"`
+	PayBy         *time.Time `json:"pay_by,omitempty"`
+	PollAfterMS   int        `json:"poll_after_ms,omitempty"` // pending only
+}
+
+type failedOrdersResponse struct {
+	FailedOrders []*seckill.FailedOrder `json:"failed_orders"`
+}
+
+// found is what is known of one reservation, from the most settled place
+// that has it: its order, else its failed order, else the stock store's
+// record (pending).
+type found struct {
+	order  *seckill.Order
+	failed *seckill.FailedOrder
+	qty    int64 // pending: the quantity the stock store holds
+}
+
+// lookup finds the buyer's reservation id. ok is false when there is none
+// or it belongs to someone else; the caller answers both alike.
+//
+// The stores are read in the order a reservation moves through them, so a
+// reservation persisted between two reads is seen as pending once more,
+// never as missing.
+func (s *Server) lookup(ctx context.Context, id, userID string) (f found, ok bool, err error) {
+	o, err := s.orders.Order(ctx, id)
+	switch {
+	case err == nil && o == nil:
+		return found{}, false, fmt.Errorf("order %s: store returned no order and no error", id)
+	case err == nil:
+		if o.UserID != userID {
+			return found{}, false, nil
+		}
+		return found{order: o}, true, nil
+	case !errors.Is(err, seckill.ErrNotFound):
+		return found{}, false, fmt.Errorf("order %s: %w", id, err)
+	}
+
+	fo, err := s.orders.FailedOrder(ctx, id)
+	switch {
+	case err == nil && fo == nil:
+		return found{}, false, fmt.Errorf("failed order %s: store returned none and no error", id)
+	case err == nil:
+		if fo.UserID != userID {
+			return found{}, false, nil
+		}
+		return found{failed: fo}, true, nil
+	case !errors.Is(err, seckill.ErrNotFound):
+		return found{}, false, fmt.Errorf("failed order %s: %w", id, err)
+	}
+
+	// The record's own status is not shown: until the order is in the
+	// database, which decides every later state, the buyer's answer is
+	// "pending".
+	uid, qty, _, err := s.pending.Reservation(ctx, id)
+	switch {
+	case errors.Is(err, seckill.ErrNotFound):
+		return found{}, false, nil
+	case err != nil:
+		return found{}, false, fmt.Errorf("pending reservation %s: %w", id, err)
+	case uid != userID:
+		return found{}, false, nil
+	}
+	return found{qty: qty}, true, nil
+}
+
+// view is the buyer's answer for f.
+func (f found) view(id string) (reservationView, error) {
+	switch {
+	case f.order != nil:
+		return orderView(id, f.order)
+	case f.failed != nil:
+		return reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: statusFailed}, nil
+	}
+	saleID, _ := seckill.SaleIDOfReservation(id)
+	return reservationView{ReservationID: id, SaleID: saleID, Qty: f.qty, Status: statusPending, PollAfterMS: pollAfterMS}, nil
+}
+
+func orderView(id string, o *seckill.Order) (reservationView, error) {
+	switch o.Status {
+	case seckill.OrderPlaced, seckill.OrderPaid, seckill.OrderCancelled:
+	default:
+		// A status this API cannot name is a bug or a bad row; an
+		// operator must see it, the buyer must not.
+		return reservationView{}, fmt.Errorf("order %s: unknown status %q", id, o.Status)
+	}
+	payBy := o.PayBy.UTC()
+	return reservationView{
+		ReservationID: id,
+		SaleID:        o.SaleID,
+		Qty:           o.Qty,
+		Status:        string(o.Status),
+		OrderID:       o.ID,
+		PayBy:         &payBy,
+	}, nil
+}
+
+// handleReservation serves GET /api/v1/reservations/{id}: the buyer's
+// poll after a 202.
+func (s *Server) handleReservation(w http.ResponseWriter, r *http.Request) int {
+	label, status := s.reservation(w, r)
+	s.resMetrics.poll(label)
+	return status
+}
+
+func (s *Server) reservation(w http.ResponseWriter, r *http.Request) (string, int) {
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.failResult(w, r, err)
+	}
+	id := r.PathValue("id")
+	if _, ok := seckill.SaleIDOfReservation(id); !ok {
+		return resultNotFound, errReservationNotFound.write(w)
+	}
+	f, ok, err := s.lookup(r.Context(), id, userID)
+	if err != nil {
+		return s.failResult(w, r, err)
+	} else if !ok {
+		return resultNotFound, errReservationNotFound.write(w)
+	}
+	v, err := f.view(id)
+	if err != nil {
+		return s.failResult(w, r, err)
+	}
+	return v.Status, s.writeJSON(w, r, http.StatusOK, v)
+}
+
+// handlePay serves POST /api/v1/reservations/{id}/pay.
+func (s *Server) handlePay(w http.ResponseWriter, r *http.Request) int {
+	result, status := s.orderAction(w, r, seckill.OrderPaid)
+	s.resMetrics.action(actionPay, result)
+	return status
+}
+
+// handleCancel serves POST /api/v1/reservations/{id}/cancel.
+func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) int {
+	result, status := s.orderAction(w, r, seckill.OrderCancelled)
+	s.resMetrics.action(actionCancel, result)
+	return status
+}
+
+// orderAction moves the buyer's order to target (paid or cancelled).
+// The store's conditional update decides races, so a payment and a
+// cancel (the buyer's or the pay timeout's) never both win. Asking for
+// the state the order is already in answers 200 unchanged, so a client
+// may retry a request whose answer it lost.
+func (s *Server) orderAction(w http.ResponseWriter, r *http.Request, target seckill.OrderStatus) (string, int) {
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.failResult(w, r, err)
+	}
+	id := r.PathValue("id")
+	if _, ok := seckill.SaleIDOfReservation(id); !ok {
+		return resultNotFound, errReservationNotFound.write(w)
+	}
+	if err := checkNoFields(w, r); err != nil {
+		return s.failResult(w, r, err)
+	}
+	f, ok, err := s.lookup(r.Context(), id, userID)
+	switch {
+	case err != nil:
+		return s.failResult(w, r, err)
+	case !ok:
+		return resultNotFound, errReservationNotFound.write(w)
+	case f.failed != nil:
+		return resultFailed, s.writeError(w, r, errReservationFail)
+	case f.order == nil:
+		// Still on its way to the database: the order writer usually
+		// lands it within a poll interval.
+		// TODO(restore): a buyer's cancel of a pending reservation is to
+		// be parked as a restore request instead.
+		w.Header().Set("Retry-After", strconv.Itoa(pollAfterMS/1000))
+		return resultPending, s.writeError(w, r, errOrderNotCreated)
+	}
+
+	if _, err := orderView(id, f.order); err != nil {
+		return s.failResult(w, r, err)
+	}
+	now := s.now()
+	if f.order.Status == target {
+		return s.answerOrder(w, r, id, f.order, resultUnchanged)
+	} else if f.order.Status != seckill.OrderPlaced {
+		return resultConflict, s.writeError(w, r, stateConflict(f.order, now))
+	}
+	var (
+		o       *seckill.Order
+		changed = true
+	)
+	if target == seckill.OrderPaid {
+		o, err = s.orders.PayOrder(r.Context(), id, now)
+	} else {
+		o, changed, err = s.orders.CancelOrder(r.Context(), id, buyerCancelReason, now)
+	}
+	switch {
+	case seckill.ErrorCode(err) == seckill.ESTATECONFLICT:
+		return s.lostRace(w, r, id, target, err, now)
+	case err != nil:
+		return s.failResult(w, r, fmt.Errorf("%s order %s: %w", target, id, err))
+	case o == nil:
+		return s.failResult(w, r, fmt.Errorf("%s order %s: store returned no order and no error", target, id))
+	}
+	result := resultDone
+	if !changed {
+		result = resultUnchanged
+	}
+	return s.answerOrder(w, r, id, o, result)
+}
+
+// lostRace answers a conditional update that found the order in another
+// state than ordered: re-read it, and name the state that won.
+func (s *Server) lostRace(w http.ResponseWriter, r *http.Request, id string, target seckill.OrderStatus, conflict error, now time.Time) (string, int) {
+	o, err := s.orders.Order(r.Context(), id)
+	if err != nil || o == nil {
+		// The store's conflict is still the right answer; its message is
+		// client-safe by contract.
+		return resultConflict, s.writeError(w, r, conflict)
+	}
+	if o.Status == target { // a concurrent request of the same buyer won
+		return s.answerOrder(w, r, id, o, resultUnchanged)
+	}
+	return resultConflict, s.writeError(w, r, stateConflict(o, now))
+}
+
+// stateConflict names the state that keeps o from moving.
+func stateConflict(o *seckill.Order, now time.Time) error {
+	switch {
+	case o.Status == seckill.OrderPaid:
+		return seckill.Errorf(seckill.ESTATECONFLICT, "The order has already been paid.")
+	case o.Status == seckill.OrderCancelled:
+		return seckill.Errorf(seckill.ESTATECONFLICT, "The order has already been cancelled.")
+	case o.Status == seckill.OrderPlaced && !now.Before(o.PayBy):
+		return seckill.Errorf(seckill.ESTATECONFLICT, "The payment deadline has passed; the order is being cancelled.")
+	}
+	return seckill.Errorf(seckill.ESTATECONFLICT, "The order changed state meanwhile; fetch it and retry.")
+}
+
+func (s *Server) answerOrder(w http.ResponseWriter, r *http.Request, id string, o *seckill.Order, result string) (string, int) {
+	v, err := orderView(id, o)
+	if err != nil {
+		return s.failResult(w, r, err)
+	}
+	return result, s.writeJSON(w, r, http.StatusOK, v)
+}
+
+// handleFailedOrders serves GET /admin/v1/failed-orders?limit=N, newest
+// first.
+func (s *Server) handleFailedOrders(w http.ResponseWriter, r *http.Request) int {
+	if !s.isAdmin(r) {
+		return errAdminAuth.write(w)
+	}
+	limit, err := parseLimit(r.URL.RawQuery)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	list, err := s.orders.FailedOrders(r.Context(), limit)
+	if err != nil {
+		return s.writeError(w, r, fmt.Errorf("failed orders: %w", err))
+	}
+	if list == nil {
+		list = []*seckill.FailedOrder{} // [] rather than null
+	}
+	return s.writeJSON(w, r, http.StatusOK, failedOrdersResponse{FailedOrders: list[:min(len(list), limit)]})
+}
+
+// parseLimit reads the optional limit of a raw query string: absent means
+// DefaultFailedOrdersLimit; otherwise exactly one decimal number from 1 to
+// MaxFailedOrdersLimit. Other parameters are ignored (cache busters).
+func parseLimit(rawQuery string) (int, error) {
+	q, err := url.ParseQuery(rawQuery)
+	if err != nil {
+		return 0, errQuery
+	}
+	vals, ok := q["limit"]
+	if !ok {
+		return DefaultFailedOrdersLimit, nil
+	}
+	// Digits only: no sign, space or exponent; a short cap keeps Atoi
+	// from seeing numbers it would overflow on.
+	if len(vals) != 1 || len(vals[0]) == 0 || len(vals[0]) > 4 {
+		return 0, errLimit
+	}
+	for i := 0; i < len(vals[0]); i++ {
+		if c := vals[0][i]; c < '0' || c > '9' {
+			return 0, errLimit
+		}
+	}
+	n, err := strconv.Atoi(vals[0])
+	if err != nil || n < 1 || n > MaxFailedOrdersLimit {
+		return 0, errLimit
+	}
+	return n, nil
+}
+
+// checkNoFields accepts the body of a request that takes no fields:
+// none at all, or an empty JSON object (many clients send {} with every
+// POST). Anything else is rejected, so a field a later version adds is
+// never silently ignored by this one.
+func checkNoFields(w http.ResponseWriter, r *http.Request) error {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return decodeError(err)
+	}
+	return decodeNoFields(r, b)
+}
+
+func decodeNoFields(r *http.Request, body []byte) error {
+	if len(bytes.Trim(body, " \t\r\n")) == 0 { // JSON's whitespace only
+		return nil
+	}
+	if err := checkContentType(r); err != nil {
+		return err
+	}
+	var fields map[string]json.RawMessage
+	if err := decodeJSON(bytes.NewReader(body), &fields); err != nil {
+		return err
+	}
+	if fields == nil { // null
+		return seckill.Errorf(seckill.EINVALID, "The request body must be a JSON object.")
+	}
+	if len(fields) != 0 {
+		return errActionTakesNoArg
+	}
+	return nil
+}
+
+// failResult answers err and names its result for the metrics.
+func (s *Server) failResult(w http.ResponseWriter, r *http.Request, err error) (string, int) {
+	status := s.writeError(w, r, err)
+	if status == statusClientClosed {
+		return resultClientClosed, status
+	}
+	switch seckill.ErrorCode(err) {
+	case seckill.EUNAUTHORIZED:
+		return resultUnauthorized, status
+	case seckill.EINVALID, seckill.ETOOLARGE:
+		return resultInvalid, status
+	}
+	return resultError, status
+}
+
+// Labels of the reservation metrics. "client_closed" rather than the
+// reservation route's "canceled": next to an order status "cancelled" the
+// latter would read as one.
+const (
+	resultDone         = "done"      // paid or cancelled now
+	resultUnchanged    = "unchanged" // already in the state asked for
+	resultConflict     = seckill.ESTATECONFLICT
+	resultPending      = statusPending // no order yet
+	resultFailed       = statusFailed  // the reservation failed
+	resultNotFound     = seckill.ENOTFOUND
+	resultInvalid      = seckill.EINVALID
+	resultUnauthorized = seckill.EUNAUTHORIZED
+	resultError        = "error"
+	resultClientClosed = "client_closed"
+
+	actionPay    = "pay"
+	actionCancel = "cancel"
+)
+
+var (
+	pollLabels = []string{
+		statusPending, string(seckill.OrderPlaced), string(seckill.OrderPaid), string(seckill.OrderCancelled), statusFailed,
+		resultNotFound, resultUnauthorized, resultError, resultClientClosed,
+	}
+	actionLabels = []string{
+		resultDone, resultUnchanged, resultConflict, resultPending, resultFailed,
+		resultNotFound, resultInvalid, resultUnauthorized, resultError, resultClientClosed,
+	}
+)
+
+// reservationMetrics count the answers of the buyer's reservation routes
+// beyond their HTTP status: how many polls still find a reservation
+// pending is how far the order pipeline lags.
+type reservationMetrics struct {
+	polls   map[string]prometheus.Counter
+	actions map[string]map[string]prometheus.Counter // action → result
+}
+
+func newReservationMetrics(reg prometheus.Registerer) (*reservationMetrics, error) {
+	polls := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_reservation_polls_total",
+		Help: "Answers of GET /api/v1/reservations/{id}, by the status answered, or why there was none.",
+	}, []string{"status"})
+	actions := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_order_actions_total",
+		Help: "Buyers' pay and cancel requests, by result (done, unchanged, state_conflict, pending, failed, …).",
+	}, []string{"action", "result"})
+	// Children made up front, as for the reservation outcomes: every
+	// label is exported from the start, and the maps are read-only.
+	m := &reservationMetrics{polls: map[string]prometheus.Counter{}, actions: map[string]map[string]prometheus.Counter{}}
+	for _, l := range pollLabels {
+		m.polls[l] = polls.WithLabelValues(l)
+	}
+	for _, a := range []string{actionPay, actionCancel} {
+		m.actions[a] = map[string]prometheus.Counter{}
+		for _, l := range actionLabels {
+			m.actions[a][l] = actions.WithLabelValues(a, l)
+		}
+	}
+	for _, c := range []prometheus.Collector{polls, actions} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+func (m *reservationMetrics) poll(label string) {
+	if c, ok := m.polls[label]; ok {
+		c.Inc()
+	} else {
+		m.polls[resultError].Inc()
+	}
+}
+
+func (m *reservationMetrics) action(action, result string) {
+	if c, ok := m.actions[action][result]; ok {
+		c.Inc()
+	} else {
+		m.actions[action][resultError].Inc()
+	}
+}

@@ -1,0 +1,798 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"reflect"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/jwt"
+)
+
+// fakeOrders is an in-memory seckill.OrderStore with the conditional
+// updates of the contract. beforeWrite, if set, runs at the start of
+// PayOrder and CancelOrder, before the condition is checked: a test uses
+// it to let a concurrent request win.
+type fakeOrders struct {
+	mu          sync.Mutex
+	orders      map[string]*seckill.Order
+	failed      map[string]*seckill.FailedOrder
+	failedList  []*seckill.FailedOrder
+	err         error // returned by every call when set
+	calls       atomic.Int64
+	writes      atomic.Int64 // PayOrder and CancelOrder calls
+	limits      []int        // FailedOrders calls
+	beforeWrite func(id string)
+}
+
+func newFakeOrders() *fakeOrders {
+	return &fakeOrders{orders: map[string]*seckill.Order{}, failed: map[string]*seckill.FailedOrder{}}
+}
+
+func (f *fakeOrders) Order(_ context.Context, id string) (*seckill.Order, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	o, ok := f.orders[id]
+	if !ok {
+		return nil, seckill.ErrNotFound
+	}
+	c := *o
+	return &c, nil
+}
+
+func (f *fakeOrders) FailedOrder(_ context.Context, id string) (*seckill.FailedOrder, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	fo, ok := f.failed[id]
+	if !ok {
+		return nil, seckill.ErrNotFound
+	}
+	c := *fo
+	return &c, nil
+}
+
+func (f *fakeOrders) FailedOrders(_ context.Context, limit int) ([]*seckill.FailedOrder, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.limits = append(f.limits, limit)
+	if f.err != nil {
+		return nil, f.err
+	}
+	var out []*seckill.FailedOrder
+	for _, fo := range f.failedList[:min(limit, len(f.failedList))] {
+		c := *fo
+		out = append(out, &c)
+	}
+	return out, nil
+}
+
+func (f *fakeOrders) PayOrder(_ context.Context, id string, now time.Time) (*seckill.Order, error) {
+	f.calls.Add(1)
+	f.writes.Add(1)
+	if f.beforeWrite != nil {
+		f.beforeWrite(id)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	o, ok := f.orders[id]
+	if !ok {
+		return nil, seckill.ErrNotFound
+	}
+	if o.Status != seckill.OrderPlaced || !now.Before(o.PayBy) {
+		return nil, seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
+	}
+	o.Status, o.UpdatedAt = seckill.OrderPaid, now
+	c := *o
+	return &c, nil
+}
+
+func (f *fakeOrders) CancelOrder(_ context.Context, id, reason string, now time.Time) (*seckill.Order, bool, error) {
+	f.calls.Add(1)
+	f.writes.Add(1)
+	if f.beforeWrite != nil {
+		f.beforeWrite(id)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, false, f.err
+	}
+	o, ok := f.orders[id]
+	if !ok {
+		return nil, false, seckill.ErrNotFound
+	}
+	switch o.Status {
+	case seckill.OrderCancelled:
+		c := *o
+		return &c, false, nil
+	case seckill.OrderPaid:
+		return nil, false, seckill.Errorf(seckill.ESTATECONFLICT, "order is paid")
+	}
+	o.Status, o.CancelReason, o.UpdatedAt = seckill.OrderCancelled, reason, now
+	c := *o
+	return &c, true, nil
+}
+
+// set changes a stored order's status directly, as another node would.
+func (f *fakeOrders) set(id string, status seckill.OrderStatus) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.orders[id].Status = status
+}
+
+func (f *fakeOrders) get(t *testing.T, id string) seckill.Order {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	o, ok := f.orders[id]
+	if !ok {
+		t.Fatalf("no order %s", id)
+	}
+	return *o
+}
+
+// snapshot is a deep copy of the stored state, to assert nothing changed.
+func (f *fakeOrders) snapshot() (map[string]seckill.Order, map[string]seckill.FailedOrder) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	orders := map[string]seckill.Order{}
+	for id, o := range f.orders {
+		orders[id] = *o
+	}
+	failed := map[string]seckill.FailedOrder{}
+	for id, fo := range f.failed {
+		failed[id] = *fo
+	}
+	return orders, failed
+}
+
+type pendingRecord struct {
+	user   string
+	qty    int64
+	status string
+}
+
+type fakePending struct {
+	mu      sync.Mutex
+	records map[string]pendingRecord
+	err     error
+	calls   atomic.Int64
+}
+
+func (f *fakePending) Reservation(_ context.Context, id string) (string, int64, string, error) {
+	f.calls.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return "", 0, "", f.err
+	}
+	r, ok := f.records[id]
+	if !ok {
+		return "", 0, "", seckill.ErrNotFound
+	}
+	return r.user, r.qty, r.status, nil
+}
+
+// resEnv is an env with the reservation routes, and one reservation of
+// alice's at each stage.
+type resEnv struct {
+	*env
+	orders  *fakeOrders
+	pending *fakePending
+	payBy   time.Time
+
+	ordered, paid, cancelled, failed, pendingID, missing string
+}
+
+func newResEnv(t *testing.T) *resEnv {
+	t.Helper()
+	e := &resEnv{
+		orders:  newFakeOrders(),
+		pending: &fakePending{records: map[string]pendingRecord{}},
+		payBy:   t0.Add(15 * time.Minute),
+	}
+	e.env = newEnv(t, func(c *Config) { c.Orders, c.Pending = e.orders, e.pending })
+	newID := func() string { return seckill.NewReservationID(testSaleID, t0) }
+	e.ordered, e.paid, e.cancelled, e.failed, e.pendingID, e.missing = newID(), newID(), newID(), newID(), newID(), newID()
+	for id, st := range map[string]seckill.OrderStatus{e.ordered: seckill.OrderPlaced, e.paid: seckill.OrderPaid, e.cancelled: seckill.OrderCancelled} {
+		e.orders.orders[id] = &seckill.Order{
+			ID: seckill.OrderIDOf(id), ReservationID: id, SaleID: testSaleID, UserID: "alice", Qty: 2,
+			AmountCents: 19800, Status: st, PayBy: e.payBy, ReservedAt: t0, CreatedAt: t0, UpdatedAt: t0,
+		}
+	}
+	e.orders.failed[e.failed] = &seckill.FailedOrder{
+		ReservationID: e.failed, SaleID: testSaleID, UserID: "alice", Qty: 1,
+		Reason: "insert orders: dial tcp 10.9.8.7:5432: connection refused", Attempts: 5, CreatedAt: t0,
+	}
+	e.pending.records[e.pendingID] = pendingRecord{user: "alice", qty: 3, status: "active"}
+	// Every stage is also in the stock store, as in production: the
+	// record stays there after the order is written.
+	for _, id := range []string{e.ordered, e.paid, e.cancelled, e.failed} {
+		e.pending.records[id] = pendingRecord{user: "alice", qty: 2, status: "active"}
+	}
+	return e
+}
+
+func (e *resEnv) get(user, id string) *httptest.ResponseRecorder {
+	e.t.Helper()
+	return e.do(req{method: "GET", path: "/api/v1/reservations/" + id, auth: "Bearer " + buyerToken(e.t, user)})
+}
+
+func (e *resEnv) post(user, id, action, body string) *httptest.ResponseRecorder {
+	e.t.Helper()
+	return e.do(req{method: "POST", path: "/api/v1/reservations/" + id + "/" + action, body: body, auth: "Bearer " + buyerToken(e.t, user)})
+}
+
+func (e *resEnv) storeCalls() int64 { return e.orders.calls.Load() + e.pending.calls.Load() }
+
+// unchanged asserts that the order store holds what it held at before,
+// and that no conditional update was attempted.
+func (e *resEnv) unchanged(t *testing.T, beforeOrders map[string]seckill.Order, beforeFailed map[string]seckill.FailedOrder) {
+	t.Helper()
+	orders, failed := e.orders.snapshot()
+	if !reflect.DeepEqual(orders, beforeOrders) || !reflect.DeepEqual(failed, beforeFailed) {
+		t.Fatalf("the order store changed:\n got %+v\nwant %+v", orders, beforeOrders)
+	}
+	if n := e.orders.writes.Load(); n != 0 {
+		t.Fatalf("%d pay/cancel calls reached the store", n)
+	}
+}
+
+func TestReservationStatus(t *testing.T) {
+	e := newResEnv(t)
+	payBy := e.payBy
+	order := func(id string, st seckill.OrderStatus) reservationView {
+		return reservationView{ReservationID: id, SaleID: testSaleID, Qty: 2, Status: string(st), OrderID: "o-" + id, PayBy: &payBy}
+	}
+	cases := []struct {
+		name string
+		id   string
+		want reservationView
+	}{
+		{"ordered", e.ordered, order(e.ordered, seckill.OrderPlaced)},
+		{"paid", e.paid, order(e.paid, seckill.OrderPaid)},
+		{"cancelled", e.cancelled, order(e.cancelled, seckill.OrderCancelled)},
+		{"failed", e.failed, reservationView{ReservationID: e.failed, SaleID: testSaleID, Qty: 1, Status: "failed"}},
+		{"pending", e.pendingID, reservationView{ReservationID: e.pendingID, SaleID: testSaleID, Qty: 3, Status: "pending", PollAfterMS: 2000}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			w := e.get("alice", c.id)
+			var got reservationView
+			decode(t, w, http.StatusOK, &got) // strict: no field beyond the view's
+			if !reflect.DeepEqual(got, c.want) {
+				t.Fatalf("answer = %+v, want %+v", got, c.want)
+			}
+			if strings.Contains(w.Body.String(), "10.9.8.7") || strings.Contains(w.Body.String(), "reason") {
+				t.Fatalf("a failure reason reached the buyer: %s", w.Body)
+			}
+		})
+	}
+	wantError(t, e.get("alice", e.missing), http.StatusNotFound, seckill.ENOTFOUND)
+
+	for _, want := range []string{
+		`seckill_reservation_polls_total{status="ordered"} 1`,
+		`seckill_reservation_polls_total{status="paid"} 1`,
+		`seckill_reservation_polls_total{status="cancelled"} 1`,
+		`seckill_reservation_polls_total{status="failed"} 1`,
+		`seckill_reservation_polls_total{status="pending"} 1`,
+		`seckill_reservation_polls_total{status="not_found"} 1`,
+		`seckill_reservation_polls_total{status="unauthorized"} 0`,
+		`seckill_http_requests_total{route="GET /api/v1/reservations/{id}",status="200"} 5`,
+		`seckill_http_requests_total{route="GET /api/v1/reservations/{id}",status="404"} 1`,
+	} {
+		assertMetric(t, e.env, want)
+	}
+}
+
+// TestReservationOwnership: another buyer's reservation, at any stage,
+// answers exactly like one that does not exist, and nothing changes.
+func TestReservationOwnership(t *testing.T) {
+	e := newResEnv(t)
+	missing := map[string]string{}
+	for _, action := range []string{"", "pay", "cancel"} {
+		w := e.do(ownReq(t, "mallory", e.missing, action))
+		wantError(t, w, http.StatusNotFound, seckill.ENOTFOUND)
+		missing[action] = w.Body.String()
+	}
+	beforeOrders, beforeFailed := e.orders.snapshot()
+	for _, id := range []string{e.ordered, e.paid, e.cancelled, e.failed, e.pendingID} {
+		for _, action := range []string{"", "pay", "cancel"} {
+			w := e.do(ownReq(t, "mallory", id, action))
+			if w.Code != http.StatusNotFound || w.Body.String() != missing[action] {
+				t.Errorf("mallory %q on alice's %s: %d %s; want the missing answer %s", action, id, w.Code, w.Body, missing[action])
+			}
+			if len(w.Header()) != 1 { // Content-Type only: no Retry-After, no hint
+				t.Errorf("mallory %q on alice's %s: headers %v", action, id, w.Header())
+			}
+		}
+	}
+	e.unchanged(t, beforeOrders, beforeFailed)
+	if e.logs.String() != "" {
+		t.Fatalf("ownership failures were logged: %s", e.logs)
+	}
+	// The control: alice can.
+	if w := e.post("alice", e.ordered, "pay", ""); w.Code != http.StatusOK {
+		t.Fatalf("alice pays her own: %d %s", w.Code, w.Body)
+	}
+}
+
+func ownReq(t *testing.T, user, id, action string) req {
+	t.Helper()
+	if action == "" {
+		return req{method: "GET", path: "/api/v1/reservations/" + id, auth: "Bearer " + buyerToken(t, user)}
+	}
+	return req{method: "POST", path: "/api/v1/reservations/" + id + "/" + action, auth: "Bearer " + buyerToken(t, user)}
+}
+
+func TestReservationBadIDs(t *testing.T) {
+	good := seckill.NewReservationID(testSaleID, t0)
+	suffix := good[len(testSaleID)+1:]
+	for name, id := range map[string]string{
+		"no dot":           "tea-2030",
+		"short suffix":     testSaleID + "." + suffix[:25],
+		"long suffix":      testSaleID + "." + suffix + "0",
+		"lower case":       testSaleID + "." + strings.ToLower(suffix),
+		"excluded letter":  testSaleID + ".U" + suffix[1:],
+		"bad sale id":      "tea%7B2030%7D." + suffix,
+		"sale id too long": strings.Repeat("a", 65) + "." + suffix,
+		"empty sale id":    "." + suffix,
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newResEnv(t)
+			for _, action := range []string{"", "pay", "cancel"} {
+				wantError(t, e.do(ownReq(t, "alice", id, action)), http.StatusNotFound, seckill.ENOTFOUND)
+			}
+			if n := e.storeCalls(); n != 0 {
+				t.Fatalf("a malformed id reached the stores (%d calls)", n)
+			}
+		})
+	}
+}
+
+func TestReservationAuth(t *testing.T) {
+	e := newResEnv(t)
+	for name, auth := range map[string]string{
+		"missing":     "",
+		"garbage":     "Bearer not.a.jwt",
+		"admin token": admin(),
+	} {
+		for _, r := range []req{
+			{method: "GET", path: "/api/v1/reservations/" + e.ordered},
+			{method: "POST", path: "/api/v1/reservations/" + e.ordered + "/pay"},
+			{method: "POST", path: "/api/v1/reservations/" + e.ordered + "/cancel"},
+		} {
+			r.auth = auth
+			t.Run(name+" "+r.path, func(t *testing.T) {
+				wantError(t, e.do(r), http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+			})
+		}
+	}
+	if n := e.storeCalls(); n != 0 {
+		t.Fatalf("unauthenticated requests reached the stores (%d calls)", n)
+	}
+	assertMetric(t, e.env, `seckill_reservation_polls_total{status="unauthorized"} 3`)
+	assertMetric(t, e.env, `seckill_order_actions_total{action="pay",result="unauthorized"} 3`)
+}
+
+func TestPay(t *testing.T) {
+	e := newResEnv(t)
+	w := e.post("alice", e.ordered, "pay", "")
+	var got reservationView
+	decode(t, w, http.StatusOK, &got)
+	if got.Status != "paid" || got.OrderID != "o-"+e.ordered || got.ReservationID != e.ordered || got.Qty != 2 {
+		t.Fatalf("answer = %+v, want the paid order", got)
+	}
+	if o := e.orders.get(t, e.ordered); o.Status != seckill.OrderPaid || !o.UpdatedAt.Equal(t0) {
+		t.Fatalf("stored %+v, want paid at the server's clock", o)
+	}
+	// Paying again is answered like the first time, without a write: a
+	// client that lost the answer may retry.
+	writes := e.orders.writes.Load()
+	w2 := e.post("alice", e.ordered, "pay", "{}")
+	if w2.Code != http.StatusOK || w2.Body.String() != w.Body.String() {
+		t.Fatalf("second pay: %d %s, want %s", w2.Code, w2.Body, w.Body)
+	}
+	if e.orders.writes.Load() != writes {
+		t.Fatal("a second pay wrote again")
+	}
+	// And the poll shows it.
+	decode(t, e.get("alice", e.ordered), http.StatusOK, &got)
+	if got.Status != "paid" {
+		t.Fatalf("poll after pay: %+v", got)
+	}
+	assertMetric(t, e.env, `seckill_order_actions_total{action="pay",result="done"} 1`)
+	assertMetric(t, e.env, `seckill_order_actions_total{action="pay",result="unchanged"} 1`)
+	assertMetric(t, e.env, `seckill_http_requests_total{route="POST /api/v1/reservations/{id}/pay",status="200"} 2`)
+}
+
+func TestCancel(t *testing.T) {
+	e := newResEnv(t)
+	var got reservationView
+	decode(t, e.post("alice", e.ordered, "cancel", ""), http.StatusOK, &got)
+	if got.Status != "cancelled" || got.OrderID != "o-"+e.ordered {
+		t.Fatalf("answer = %+v, want the cancelled order", got)
+	}
+	if o := e.orders.get(t, e.ordered); o.Status != seckill.OrderCancelled || o.CancelReason != "cancelled by buyer" {
+		t.Fatalf("stored %+v, want cancelled by buyer", o)
+	}
+	decode(t, e.post("alice", e.ordered, "cancel", ""), http.StatusOK, &got)
+	if got.Status != "cancelled" {
+		t.Fatalf("second cancel: %+v", got)
+	}
+	// An order past its deadline that the sweeper has not reached yet may
+	// still be cancelled by its buyer: the outcome is the same.
+	e.clock.Set(e.payBy.Add(time.Minute))
+	id := seckill.NewReservationID(testSaleID, t0)
+	o := e.orders.get(t, e.paid)
+	o.ID, o.ReservationID, o.Status = seckill.OrderIDOf(id), id, seckill.OrderPlaced
+	e.orders.mu.Lock()
+	e.orders.orders[id] = &o
+	e.orders.mu.Unlock()
+	decode(t, e.post("alice", id, "cancel", ""), http.StatusOK, &got)
+	if got.Status != "cancelled" {
+		t.Fatalf("cancel past the deadline: %+v", got)
+	}
+	assertMetric(t, e.env, `seckill_order_actions_total{action="cancel",result="done"} 2`)
+	assertMetric(t, e.env, `seckill_order_actions_total{action="cancel",result="unchanged"} 1`)
+}
+
+func TestPayCancelConflicts(t *testing.T) {
+	type tc struct {
+		name    string
+		action  string
+		id      func(e *resEnv) string
+		setup   func(e *resEnv)
+		message string // a word the 409's message must hold
+		writes  int64
+	}
+	raceTo := func(st seckill.OrderStatus) func(e *resEnv) {
+		return func(e *resEnv) {
+			e.orders.beforeWrite = func(id string) { e.orders.set(id, st) }
+		}
+	}
+	cases := []tc{
+		{name: "pay a cancelled order", action: "pay", id: func(e *resEnv) string { return e.cancelled }, message: "cancelled"},
+		{name: "cancel a paid order", action: "cancel", id: func(e *resEnv) string { return e.paid }, message: "paid"},
+		{name: "pay loses to a concurrent cancel", action: "pay", id: func(e *resEnv) string { return e.ordered },
+			setup: raceTo(seckill.OrderCancelled), message: "cancelled", writes: 1},
+		{name: "cancel loses to a concurrent pay", action: "cancel", id: func(e *resEnv) string { return e.ordered },
+			setup: raceTo(seckill.OrderPaid), message: "paid", writes: 1},
+		{name: "pay after the deadline", action: "pay", id: func(e *resEnv) string { return e.ordered },
+			setup: func(e *resEnv) { e.clock.Set(e.payBy) }, message: "deadline", writes: 1},
+		{name: "pay a failed reservation", action: "pay", id: func(e *resEnv) string { return e.failed }, message: "failed"},
+		{name: "cancel a failed reservation", action: "cancel", id: func(e *resEnv) string { return e.failed }, message: "failed"},
+		{name: "pay before the order exists", action: "pay", id: func(e *resEnv) string { return e.pendingID }, message: "not created yet"},
+		{name: "cancel before the order exists", action: "cancel", id: func(e *resEnv) string { return e.pendingID }, message: "not created yet"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			e := newResEnv(t)
+			if c.setup != nil {
+				c.setup(e)
+			}
+			id := c.id(e)
+			before, _ := e.orders.snapshot()
+			w := e.post("alice", id, c.action, "")
+			wantError(t, w, http.StatusConflict, seckill.ESTATECONFLICT)
+			if !strings.Contains(w.Body.String(), c.message) {
+				t.Fatalf("409 message %s does not name %q", w.Body, c.message)
+			}
+			if n := e.orders.writes.Load(); n != c.writes {
+				t.Fatalf("store writes = %d, want %d", n, c.writes)
+			}
+			if c.writes == 0 {
+				if after, _ := e.orders.snapshot(); !reflect.DeepEqual(after, before) {
+					t.Fatalf("the order store changed on a refused %s", c.action)
+				}
+			}
+			if c.message == "not created yet" && w.Header().Get("Retry-After") != "2" {
+				t.Fatalf("Retry-After = %q, want 2", w.Header().Get("Retry-After"))
+			}
+			if e.logs.String() != "" {
+				t.Fatalf("a state conflict was logged: %s", e.logs)
+			}
+		})
+	}
+}
+
+// TestPayRaceSameBuyer: two pays of one buyer race; the loser answers
+// like the winner.
+func TestPayRaceSameBuyer(t *testing.T) {
+	e := newResEnv(t)
+	e.orders.beforeWrite = func(id string) { e.orders.set(id, seckill.OrderPaid) }
+	var got reservationView
+	decode(t, e.post("alice", e.ordered, "pay", ""), http.StatusOK, &got)
+	if got.Status != "paid" {
+		t.Fatalf("answer = %+v", got)
+	}
+	assertMetric(t, e.env, `seckill_order_actions_total{action="pay",result="unchanged"} 1`)
+}
+
+func TestOrderActionRejectsBodies(t *testing.T) {
+	cases := []struct {
+		name, body, contentType string
+		status                  int
+		code                    string
+	}{
+		{name: "a field", body: `{"amount_cents":1}`, status: 400, code: seckill.EINVALID},
+		{name: "null", body: `null`, status: 400, code: seckill.EINVALID},
+		{name: "array", body: `[]`, status: 400, code: seckill.EINVALID},
+		{name: "malformed", body: `{`, status: 400, code: seckill.EINVALID},
+		{name: "trailing", body: `{}{}`, status: 400, code: seckill.EINVALID},
+		{name: "not json", body: `pay=1`, status: 400, code: seckill.EINVALID},
+		{name: "nbsp only", body: "\u00a0", status: 400, code: seckill.EINVALID},
+		{name: "content type", body: `{}`, contentType: "text/plain", status: 400, code: seckill.EINVALID},
+		{name: "over 8 KiB", body: `{"x":"` + strings.Repeat("x", MaxBodyBytes) + `"}`, status: 413, code: seckill.ETOOLARGE},
+		{name: "over 8 KiB of space", body: strings.Repeat(" ", MaxBodyBytes+1), status: 413, code: seckill.ETOOLARGE},
+	}
+	for _, action := range []string{"pay", "cancel"} {
+		for _, c := range cases {
+			t.Run(action+" "+c.name, func(t *testing.T) {
+				e := newResEnv(t)
+				before, beforeFailed := e.orders.snapshot()
+				r := req{method: "POST", path: "/api/v1/reservations/" + e.ordered + "/" + action, body: c.body, auth: "Bearer " + buyerToken(t, "alice")}
+				if c.contentType != "" {
+					r.headers = map[string][]string{"Content-Type": {c.contentType}}
+				}
+				wantError(t, e.do(r), c.status, c.code)
+				e.unchanged(t, before, beforeFailed)
+				if n := e.storeCalls(); n != 0 {
+					t.Fatalf("a rejected body reached the stores (%d calls)", n)
+				}
+			})
+		}
+	}
+	// Tolerated: nothing, whitespace, an empty object.
+	for _, body := range []string{"", " \r\n\t", "{}", " { } "} {
+		e := newResEnv(t)
+		if w := e.post("alice", e.ordered, "cancel", body); w.Code != http.StatusOK {
+			t.Errorf("cancel with body %q: %d %s", body, w.Code, w.Body)
+		}
+	}
+}
+
+func TestReservationStoreErrors(t *testing.T) {
+	t.Run("order store down", func(t *testing.T) {
+		e := newResEnv(t)
+		e.orders.err = errors.New("dial tcp 10.0.0.9:5432: connection refused")
+		for _, action := range []string{"", "pay", "cancel"} {
+			w := e.do(ownReq(t, "alice", e.ordered, action))
+			wantError(t, w, http.StatusInternalServerError, seckill.EINTERNAL)
+			if strings.Contains(w.Body.String(), "10.0.0.9") {
+				t.Fatalf("internal detail leaked: %s", w.Body)
+			}
+		}
+		if !strings.Contains(e.logs.String(), "10.0.0.9") {
+			t.Fatalf("internal error not logged: %q", e.logs)
+		}
+		assertMetric(t, e.env, `seckill_reservation_polls_total{status="error"} 1`)
+		assertMetric(t, e.env, `seckill_order_actions_total{action="cancel",result="error"} 1`)
+	})
+	t.Run("stock store down", func(t *testing.T) {
+		e := newResEnv(t)
+		e.pending.err = seckill.Errorf(seckill.EUNAVAILABLE, "The stock store is unreachable; retry shortly.")
+		wantError(t, e.get("alice", e.pendingID), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
+		// Orders are answered from the database alone.
+		if w := e.get("alice", e.ordered); w.Code != http.StatusOK {
+			t.Fatalf("an ordered reservation needs the stock store: %d %s", w.Code, w.Body)
+		}
+	})
+	t.Run("unknown order status", func(t *testing.T) {
+		e := newResEnv(t)
+		e.orders.set(e.ordered, "refunded")
+		wantError(t, e.get("alice", e.ordered), http.StatusInternalServerError, seckill.EINTERNAL)
+		wantError(t, e.post("alice", e.ordered, "pay", ""), http.StatusInternalServerError, seckill.EINTERNAL)
+		if e.orders.writes.Load() != 0 {
+			t.Fatal("wrote to an order of unknown status")
+		}
+		if !strings.Contains(e.logs.String(), "refunded") {
+			t.Fatalf("unknown status not logged: %q", e.logs)
+		}
+	})
+	t.Run("client gone", func(t *testing.T) {
+		e := newResEnv(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		e.orders.err = context.Canceled
+		r := newRequest("GET", "/api/v1/reservations/"+e.ordered, "").WithContext(ctx)
+		r.Header.Set("Authorization", "Bearer "+buyerToken(t, "alice"))
+		if w := serve(e.h, r); w.Body.Len() != 0 {
+			t.Fatalf("answered a gone client: %d %s", w.Code, w.Body)
+		}
+		if e.logs.String() != "" {
+			t.Fatalf("a hang-up was logged: %s", e.logs)
+		}
+		assertMetric(t, e.env, `seckill_reservation_polls_total{status="client_closed"} 1`)
+	})
+}
+
+func TestFailedOrders(t *testing.T) {
+	e := newResEnv(t)
+	for i := range 3 {
+		e.orders.failedList = append(e.orders.failedList, &seckill.FailedOrder{
+			ReservationID: seckill.NewReservationID(testSaleID, t0), SaleID: testSaleID, UserID: "u" + strconv.Itoa(i),
+			Qty: 1, Reason: "stock exhausted in database", Attempts: 1, Payload: []byte(`{"secret":"payload"}`), CreatedAt: t0,
+		})
+	}
+	var got struct {
+		FailedOrders []seckill.FailedOrder `json:"failed_orders"`
+	}
+	w := e.do(req{method: "GET", path: "/admin/v1/failed-orders", auth: admin()})
+	decode(t, w, http.StatusOK, &got)
+	if len(got.FailedOrders) != 3 || got.FailedOrders[0].ReservationID != e.orders.failedList[0].ReservationID ||
+		got.FailedOrders[2].Reason != "stock exhausted in database" || got.FailedOrders[1].UserID != "u1" {
+		t.Fatalf("answer = %+v", got)
+	}
+	if strings.Contains(w.Body.String(), "payload") {
+		t.Fatalf("the raw payload was listed: %s", w.Body)
+	}
+	decode(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders?limit=2&_=123", auth: admin()}), http.StatusOK, &got)
+	if len(got.FailedOrders) != 2 {
+		t.Fatalf("limit=2 gave %d", len(got.FailedOrders))
+	}
+	e.do(req{method: "GET", path: "/admin/v1/failed-orders?limit=1000", auth: admin()})
+	e.do(req{method: "GET", path: "/admin/v1/failed-orders?limit=0001", auth: admin()})
+	if want := []int{100, 2, 1000, 1}; !reflect.DeepEqual(e.orders.limits, want) {
+		t.Fatalf("store limits = %v, want %v", e.orders.limits, want)
+	}
+
+	// An empty list is [], not null.
+	e.orders.failedList = nil
+	if w := e.do(req{method: "GET", path: "/admin/v1/failed-orders", auth: admin()}); w.Body.String() != "{\"failed_orders\":[]}\n" {
+		t.Fatalf("empty list: %s", w.Body)
+	}
+}
+
+func TestFailedOrdersRejects(t *testing.T) {
+	for name, query := range map[string]string{
+		"empty":     "limit=",
+		"zero":      "limit=0",
+		"negative":  "limit=-1",
+		"plus":      "limit=%2B5",
+		"over max":  "limit=1001",
+		"huge":      "limit=99999999999999999999999",
+		"word":      "limit=all",
+		"float":     "limit=1.5",
+		"exponent":  "limit=1e3",
+		"space":     "limit=%2010",
+		"hex":       "limit=0x10",
+		"two":       "limit=5&limit=6",
+		"bad query": "limit=%zz",
+		"semicolon": "limit=5;x=1",
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newResEnv(t)
+			wantError(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders?" + query, auth: admin()}), http.StatusBadRequest, seckill.EINVALID)
+			if n := e.orders.calls.Load(); n != 0 {
+				t.Fatalf("a bad limit reached the store (%d calls)", n)
+			}
+		})
+	}
+	t.Run("not admin", func(t *testing.T) {
+		e := newResEnv(t)
+		for _, auth := range []string{"", "Bearer " + buyerToken(t, "alice"), "Bearer wrong"} {
+			wantError(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders", auth: auth}), http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+		}
+		if n := e.orders.calls.Load(); n != 0 {
+			t.Fatalf("an unauthorised request reached the store (%d calls)", n)
+		}
+	})
+	t.Run("store down", func(t *testing.T) {
+		e := newResEnv(t)
+		e.orders.err = errors.New("pq: relation failed_orders does not exist")
+		w := e.do(req{method: "GET", path: "/admin/v1/failed-orders", auth: admin()})
+		wantError(t, w, http.StatusInternalServerError, seckill.EINTERNAL)
+		if !strings.Contains(e.logs.String(), "failed_orders does not exist") {
+			t.Fatalf("not logged: %q", e.logs)
+		}
+	})
+}
+
+func TestReservationRouting(t *testing.T) {
+	e := newResEnv(t)
+	w := e.do(req{method: "DELETE", path: "/api/v1/reservations/" + e.ordered, auth: "Bearer " + buyerToken(t, "alice")})
+	wantError(t, w, http.StatusMethodNotAllowed, seckill.EMETHODNOTALLOW)
+	if got := w.Header().Get("Allow"); got != "GET, HEAD" {
+		t.Fatalf("Allow = %q", got)
+	}
+	w = e.do(req{method: "GET", path: "/api/v1/reservations/" + e.ordered + "/pay", auth: "Bearer " + buyerToken(t, "alice")})
+	wantError(t, w, http.StatusMethodNotAllowed, seckill.EMETHODNOTALLOW)
+	if got := w.Header().Get("Allow"); got != "POST" {
+		t.Fatalf("Allow = %q", got)
+	}
+	wantError(t, e.do(req{method: "POST", path: "/api/v1/reservations/" + e.ordered + "/refund", auth: "Bearer " + buyerToken(t, "alice")}),
+		http.StatusNotFound, seckill.ENOTFOUND)
+	if e.orders.writes.Load() != 0 {
+		t.Fatal("a misrouted request wrote")
+	}
+}
+
+// Without an order store the routes do not exist (the API before orders),
+// and half a configuration is refused.
+func TestReservationRoutesOptional(t *testing.T) {
+	e := newEnv(t)
+	id := seckill.NewReservationID(testSaleID, t0)
+	w := e.do(req{method: "GET", path: "/api/v1/reservations/" + id, auth: "Bearer " + buyerToken(t, "alice")})
+	wantError(t, w, http.StatusNotFound, seckill.ENOTFOUND)
+	wantError(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders", auth: admin()}), http.StatusNotFound, seckill.ENOTFOUND)
+	assertMetric(t, e, `seckill_http_requests_total{route="unmatched",status="404"} 2`)
+	if strings.Contains(e.scrape(), "seckill_reservation_polls_total") {
+		t.Fatal("reservation metrics registered without the routes")
+	}
+
+	full := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
+	for name, mod := range map[string]func(*Config){
+		"orders only":  func(c *Config) { c.Orders = newFakeOrders() },
+		"pending only": func(c *Config) { c.Pending = &fakePending{} },
+	} {
+		c := full
+		mod(&c)
+		if _, err := New(c); err == nil || !strings.Contains(err.Error(), "Pending") {
+			t.Errorf("New with %s: err = %v, want one naming Orders and Pending", name, err)
+		}
+	}
+}
+
+// FuzzParseLimit: any query is either refused as invalid_request or gives
+// a limit in range.
+func FuzzParseLimit(f *testing.F) {
+	for _, seed := range []string{"", "limit=5", "limit=1000", "limit=1001", "limit=0", "limit=-1", "limit=%2B1",
+		"limit=", "limit=1&limit=2", "limit=%zz", "a=b;c", "limit=99999999999999999999", "limit=0100", "x=1&limit=7"} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		n, err := parseLimit(q)
+		if err != nil {
+			if code := seckill.ErrorCode(err); code != seckill.EINVALID {
+				t.Fatalf("parseLimit(%q): code %q", q, code)
+			}
+			return
+		}
+		if n < 1 || n > MaxFailedOrdersLimit {
+			t.Fatalf("parseLimit(%q) = %d, out of range", q, n)
+		}
+	})
+}
+
+// FuzzDecodeNoFields: a pay or cancel body is accepted only when it is
+// empty or an empty object; every rejection is a client error.
+func FuzzDecodeNoFields(f *testing.F) {
+	for _, seed := range []string{"", " ", "{}", " {} ", "{ }", "null", "[]", `{"a":1}`, "{", "{}{}", "\xff", "\u00a0", `{"":0}`} {
+		f.Add([]byte(seed))
+	}
+	r := httptest.NewRequest("POST", "/", nil)
+	f.Fuzz(func(t *testing.T, body []byte) {
+		err := decodeNoFields(r, body)
+		if err != nil {
+			if code := seckill.ErrorCode(err); code != seckill.EINVALID {
+				t.Fatalf("decodeNoFields(%q): code %q", body, code)
+			}
+			return
+		}
+		trimmed := strings.Trim(string(body), " \t\r\n")
+		if trimmed != "" && strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(strings.ReplaceAll(trimmed, " ", ""), "\t", ""), "\r", ""), "\n", "") != "{}" {
+			t.Fatalf("accepted %q", body)
+		}
+	})
+}

@@ -1,0 +1,225 @@
+// Package paytimeout owns the payment deadline: a Sweeper that finds
+// orders still unpaid past their PayBy and cancels them. Pay and cancel
+// are conditional updates in the order store, so a payment that lands at
+// the deadline and the sweeper cannot both win; when the payment wins,
+// the sweeper simply moves on.
+//
+// Every node may run a Sweeper: two sweepers cancelling the same order
+// are two conditional updates, and only one changes anything.
+package paytimeout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Reason is recorded on the orders the sweeper cancels.
+const Reason = "payment timeout"
+
+// ErrAlreadyCancelled is what a Cancel returns (or wraps) when another
+// cancel got there first, e.g. the sweeper of another node: the order is
+// neither counted nor a failure.
+var ErrAlreadyCancelled = errors.New("already cancelled")
+
+// Defaults of Config.
+const (
+	DefaultInterval      = 5 * time.Second
+	DefaultBatchSize     = 500
+	DefaultCancelTimeout = 30 * time.Second
+)
+
+// maxBatchesPerSweep bounds one sweep: a backlog larger than this many
+// full batches waits for the next tick rather than holding Stop up.
+const maxBatchesPerSweep = 20
+
+// Store is the part of seckill.OrderStore the sweeper uses.
+type Store interface {
+	ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*seckill.Order, error)
+	CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *seckill.Order, changed bool, err error)
+}
+
+// Config tunes a Sweeper. Zero values take the defaults.
+type Config struct {
+	// Interval between sweeps. Default 5s.
+	Interval time.Duration
+	// BatchSize is how many expired orders one ExpiredOrders call lists.
+	// Default 500.
+	BatchSize int
+	// Cancel cancels one expired order. Default: the store's CancelOrder
+	// with Reason. The restore path (cancel, then give the stock back)
+	// plugs in here. An error that is a *seckill.Error with code
+	// ESTATECONFLICT means a payment won the race: it is not a failure;
+	// nor is ErrAlreadyCancelled.
+	Cancel func(ctx context.Context, o *seckill.Order) error
+	// CancelTimeout bounds one Cancel call. Stop does not interrupt a
+	// call in progress (it may be a restore of several steps); it waits
+	// for it, up to this. Default 30s.
+	CancelTimeout time.Duration
+	Now           func() time.Time
+	Logger        *slog.Logger
+	// OnCancelled, if set, is told how many orders each sweep cancelled
+	// (called only when that is more than zero).
+	OnCancelled func(n int)
+}
+
+// Sweeper cancels unpaid orders past their deadline. Start it once; Stop
+// ends it.
+type Sweeper struct {
+	store Store
+	cfg   Config
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns a Sweeper over store; call Start to run it.
+func New(store Store, cfg Config) *Sweeper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.BatchSize <= 0 {
+		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.CancelTimeout <= 0 {
+		cfg.CancelTimeout = DefaultCancelTimeout
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	s := &Sweeper{store: store, cfg: cfg}
+	if s.cfg.Cancel == nil {
+		s.cfg.Cancel = s.cancelInStore
+	}
+	return s
+}
+
+func (s *Sweeper) cancelInStore(ctx context.Context, o *seckill.Order) error {
+	_, changed, err := s.store.CancelOrder(ctx, o.ReservationID, Reason, s.cfg.Now())
+	if err == nil && !changed {
+		return ErrAlreadyCancelled
+	}
+	return err
+}
+
+// Sweep cancels the orders expired by now: batches of BatchSize while
+// batches come back full and every cancel in them succeeded, up to a
+// bound. It returns how many it cancelled; an order a payment won is not
+// counted and is not an error. A failed cancel does not stop the others;
+// the error reports how many failed and the first cause.
+func (s *Sweeper) Sweep(ctx context.Context) (cancelled int, err error) {
+	now := s.cfg.Now()
+	defer func() {
+		if cancelled > 0 && s.cfg.OnCancelled != nil {
+			s.cfg.OnCancelled(cancelled)
+		}
+	}()
+	for range maxBatchesPerSweep {
+		orders, err := s.store.ExpiredOrders(ctx, now, s.cfg.BatchSize)
+		if err != nil {
+			return cancelled, fmt.Errorf("pay timeout: list expired orders: %w", err)
+		}
+		n, failed, firstErr := s.cancelAll(ctx, orders)
+		cancelled += n
+		if failed > 0 {
+			return cancelled, fmt.Errorf("pay timeout: %d of %d cancels failed; first: %w", failed, len(orders), firstErr)
+		}
+		// A short batch is the end of the backlog. A stopped sweeper
+		// leaves the rest to the next one.
+		if len(orders) < s.cfg.BatchSize || ctx.Err() != nil {
+			return cancelled, nil
+		}
+	}
+	return cancelled, nil
+}
+
+func (s *Sweeper) cancelAll(ctx context.Context, orders []*seckill.Order) (cancelled, failed int, firstErr error) {
+	for _, o := range orders {
+		if ctx.Err() != nil {
+			return cancelled, failed, firstErr
+		}
+		// Detached from ctx: Stop waits for the call in hand instead of
+		// cutting a multi-step cancel in two.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CancelTimeout)
+		err := s.cfg.Cancel(cctx, o)
+		cancel()
+		switch {
+		case err == nil:
+			cancelled++
+		case seckill.ErrorCode(err) == seckill.ESTATECONFLICT:
+			s.cfg.Logger.Debug("pay timeout: paid in time after all", "reservation", o.ReservationID)
+		case errors.Is(err, ErrAlreadyCancelled):
+		default:
+			failed++
+			if firstErr == nil {
+				firstErr = fmt.Errorf("cancel %s: %w", o.ReservationID, err)
+			}
+		}
+	}
+	return cancelled, failed, firstErr
+}
+
+// Start runs a first Sweep, then one every Interval, until Stop. A second
+// Start, or a Start after Stop, does nothing.
+func (s *Sweeper) Start(ctx context.Context) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started || s.stopped {
+		return
+	}
+	s.started = true
+	ctx, s.cancel = context.WithCancel(ctx)
+	s.done = make(chan struct{})
+	go s.run(ctx, s.done)
+}
+
+func (s *Sweeper) run(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	t := time.NewTicker(s.cfg.Interval)
+	defer t.Stop()
+	for {
+		n, err := s.Sweep(ctx)
+		if err != nil && ctx.Err() == nil {
+			s.cfg.Logger.Warn("pay timeout sweep failed; retrying next tick", "cancelled", n, "err", err)
+		} else if n > 0 {
+			s.cfg.Logger.Info("cancelled unpaid orders past their deadline", "cancelled", n)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop ends the loop after the cancel in hand and waits for it, or for
+// ctx. Safe to call twice, and without Start.
+func (s *Sweeper) Stop(ctx context.Context) error {
+	s.mu.Lock()
+	s.stopped = true
+	if s.cancel != nil {
+		s.cancel()
+	}
+	done := s.done
+	s.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("pay timeout: stop: %w", ctx.Err())
+	}
+}
