@@ -11,10 +11,15 @@ import (
 // until EndAt. The database row is the source of truth; Redis holds the live
 // copy of the stock once the sale is preheated.
 type Sale struct {
-	ID           string    `json:"id"`
-	Name         string    `json:"name"`
-	PriceCents   int64     `json:"price_cents"`
-	Stock        int64     `json:"stock"` // units put on sale
+	ID         string `json:"id"`
+	Name       string `json:"name"`
+	PriceCents int64  `json:"price_cents"`
+	Stock      int64  `json:"stock"` // units put on sale
+	// Unsold is the database's count of units not yet turned into orders:
+	// Stock minus persisted orders, plus restored units. It lags the live
+	// stock in Redis by the orders still in flight; the order writer's
+	// optimistic-lock update never lets it go below zero.
+	Unsold       int64     `json:"unsold"`
 	PerUserLimit int64     `json:"per_user_limit"`
 	StartAt      time.Time `json:"start_at"`
 	EndAt        time.Time `json:"end_at"`

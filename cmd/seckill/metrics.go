@@ -15,6 +15,10 @@ type engineMetrics struct {
 	batchSize     prometheus.Histogram
 	batchDuration prometheus.Histogram
 	batchErrors   prometheus.Counter
+	persisted     *prometheus.CounterVec
+	failedOrders  prometheus.Counter
+	relayed       prometheus.Counter
+	timedOut      prometheus.Counter
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
@@ -33,10 +37,36 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Name: "seckill_reserve_batch_errors_total",
 			Help: "Stock-store script calls that failed (every request in the batch got an error).",
 		}),
+		persisted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_orders_persisted_total",
+			Help: "Reservation events the order writer decided, by result (created, duplicate, rejected).",
+		}, []string{"result"}),
+		failedOrders: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_failed_orders_total",
+			Help: "Claimed reservations recorded in failed_orders: each one needs an operator (alert on any increase).",
+		}),
+		relayed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_outbox_relayed_total",
+			Help: "Outbox entries published to the broker and confirmed.",
+		}),
+		timedOut: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_orders_timed_out_total",
+			Help: "Orders cancelled because they were not paid in time.",
+		}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut)
 	return m
 }
+
+func (m *engineMetrics) observePersisted(created, duplicate, rejected int) {
+	m.persisted.WithLabelValues("created").Add(float64(created))
+	m.persisted.WithLabelValues("duplicate").Add(float64(duplicate))
+	m.persisted.WithLabelValues("rejected").Add(float64(rejected))
+}
+
+func (m *engineMetrics) observeFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
+func (m *engineMetrics) observeRelayed(n int)               { m.relayed.Add(float64(n)) }
+func (m *engineMetrics) observeTimeouts(n int)              { m.timedOut.Add(float64(n)) }
 
 func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
 	m.batchSize.Observe(float64(size))

@@ -20,8 +20,13 @@ import (
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/nats"
+	"github.com/seckill-dev/seckill/internal/orderwriter"
+	"github.com/seckill-dev/seckill/internal/paytimeout"
 	"github.com/seckill-dev/seckill/internal/preheat"
+	"github.com/seckill-dev/seckill/internal/rabbitmq"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/relay"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -31,12 +36,18 @@ type Config struct {
 	HTTPAddr        string
 	RedisURL        string // empty: embedded in-process server
 	DatabaseURL     string // empty: SQLite under DataDir
+	BrokerURL       string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue     string // queue (RabbitMQ) or stream (NATS) name
 	DataDir         string
 	JWTSecret       string // empty: generated and kept in DataDir
 	AdminToken      string // empty: generated and kept in DataDir
 	PreheatLead     time.Duration
 	PreheatInterval time.Duration
 	MaxBatch        int
+	PayTimeout      time.Duration
+	SweepInterval   time.Duration
+	OrderWriters    int
+	RelayClaimIdle  time.Duration
 	ShutdownTimeout time.Duration
 	LogLevel        string
 }
@@ -49,6 +60,11 @@ func DefaultConfig() Config {
 		PreheatLead:     10 * time.Minute,
 		PreheatInterval: 5 * time.Second,
 		MaxBatch:        256,
+		BrokerQueue:     "seckill_reservations",
+		PayTimeout:      15 * time.Minute,
+		SweepInterval:   5 * time.Second,
+		OrderWriters:    2,
+		RelayClaimIdle:  30 * time.Second,
 		ShutdownTimeout: 30 * time.Second,
 		LogLevel:        "info",
 	}
@@ -58,6 +74,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.HTTPAddr, "http-addr", c.HTTPAddr, "address to listen on")
 	stringFlag(fs, &c.RedisURL, "redis-url", c.RedisURL, "Redis URL (redis://, rediss://; Cluster is detected); empty runs an in-process Redis-compatible server")
 	stringFlag(fs, &c.DatabaseURL, "database-url", c.DatabaseURL, "database URL (mysql://, postgres://, sqlite:PATH); empty uses SQLite in the data dir")
+	stringFlag(fs, &c.BrokerURL, "broker-url", c.BrokerURL, "message broker URL (amqp:// for RabbitMQ, nats:// for NATS JetStream); empty runs NATS JetStream in-process")
+	stringFlag(fs, &c.BrokerQueue, "broker-queue", c.BrokerQueue, "RabbitMQ queue or NATS JetStream stream carrying reservations")
 	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
 	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
@@ -66,6 +84,10 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
+		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
+		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
+		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
+		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 	} {
 		if err != nil {
@@ -93,12 +115,27 @@ type Main struct {
 
 	db       *sqlstore.DB
 	stock    *redis.Store
+	orders   *sqlstore.OrderStore
+	broker   seckill.Broker
 	combiner *combiner.Combiner
 	preheat  *preheat.Scheduler
 	server   *http.Server
 	listener net.Listener
 	served   chan error
 	closers  []func(context.Context) error // in the order they must run
+
+	// wrapBroker, if set, wraps the broker as one role ("relay" or
+	// "writer") sees it: tests use it to deliver every message twice, or
+	// to make the relay die between publish and ack.
+	wrapBroker func(role string, b seckill.Broker) seckill.Broker
+}
+
+// brokerFor returns the broker as role sees it.
+func (m *Main) brokerFor(role string) seckill.Broker {
+	if m.wrapBroker != nil {
+		return m.wrapBroker(role, m.broker)
+	}
+	return m.broker
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -152,12 +189,38 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	metrics := newEngineMetrics(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
+	if m.broker, err = m.openBroker(ctx); err != nil {
+		return err
+	}
+
+	// Background workers start in the reverse of their stopping order:
+	// the relay drains the outbox into the broker before the writer stops.
 	m.preheat = preheat.New(sales, m.stock, preheat.Config{
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.preheat.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.preheat.Stop)
 	reg.MustRegister(newStockCollector(m.preheat, m.stock))
+
+	m.orders = sqlstore.NewOrderStore(m.db)
+	sweeper := paytimeout.New(m.orders, paytimeout.Config{
+		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts,
+	})
+	sweeper.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, sweeper.Stop)
+
+	writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
+		PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
+		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
+	})
+	writer.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, writer.Stop)
+
+	rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
+		Logger: m.Logger, OnPublished: metrics.observeRelayed, ClaimMinIdle: cfg.RelayClaimIdle,
+	})
+	rl.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, rl.Stop)
 
 	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
 	m.closers = append(m.closers, m.combiner.Stop)
@@ -172,6 +235,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Logger:     m.Logger,
 		Registerer: reg,
 		Gatherer:   reg,
+		Orders:     m.orders,
+		Pending:    m.stock,
 		Ready:      m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -199,9 +264,40 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// HTTP stops first: no new claims while the rest drains.
 	m.closers = append(m.closers, func(ctx context.Context) error { return m.server.Shutdown(ctx) })
 
-	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s)\n",
-		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)))
+	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
+		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
 	return nil
+}
+
+// openBroker connects to the configured broker, or starts NATS JetStream
+// in-process with its store under the data dir.
+func (m *Main) openBroker(ctx context.Context) (seckill.Broker, error) {
+	cfg := &m.Config
+	switch u := cfg.BrokerURL; {
+	case u == "":
+		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger))
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, func(context.Context) error { shutdown(); return nil })
+		return b, nil
+	case strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://"):
+		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger))
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, func(context.Context) error { return b.Close() })
+		return b, nil
+	case strings.HasPrefix(u, "nats://") || strings.HasPrefix(u, "tls://"):
+		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger))
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, func(context.Context) error { return b.Close() })
+		return b, nil
+	default:
+		return nil, fmt.Errorf("broker URL %q: want amqp://, amqps://, nats:// or tls://", redactURL(u))
+	}
 }
 
 // Addr is the address the HTTP server listens on.

@@ -153,6 +153,10 @@ func openMySQL(rawURL string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The driver logs broken connections to stderr through a global logger;
+	// every such failure also comes back as an error to the caller, who
+	// decides what to log, so the driver's lines are only noise.
+	cfg.Logger = quietDriver{}
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
@@ -161,6 +165,10 @@ func openMySQL(rawURL string) (*DB, error) {
 	setServerPool(db)
 	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
 }
+
+type quietDriver struct{}
+
+func (quietDriver) Print(...any) {}
 
 // setServerPool sizes the pool of a client-server database. Connections
 // are recycled so that a failed-over server or a load balancer's idle cut

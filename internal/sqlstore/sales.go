@@ -38,14 +38,15 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	} else if err != nil {
 		return fmt.Errorf("create sale %s: %w", s.ID, err)
 	}
-	s.Version = 1
+	s.Version, s.Unsold = 1, s.Stock
 	s.CreatedAt = fromMillis(now)
 	s.StartAt, s.EndAt = fromMillis(start), fromMillis(end)
 	return nil
 }
 
 // Sale returns one sale; ErrNotFound when there is none. Its Stock is the
-// stock put on sale, not what remains unsold.
+// stock put on sale; Unsold is what the database has not yet turned into
+// orders.
 func (st *SaleStore) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
 	if !seckill.ValidSaleID(id) {
 		// No such row can exist, and a malformed id must not reach a
@@ -90,7 +91,7 @@ func scanSale(row interface{ Scan(...any) error }) (*seckill.Sale, error) {
 		s                       seckill.Sale
 		start, end, createdAtMs int64
 	)
-	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.PerUserLimit,
+	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.Unsold, &s.PerUserLimit,
 		&start, &end, &s.Version, &createdAtMs)
 	if err != nil {
 		return nil, err

@@ -157,4 +157,4 @@ type queries struct {
 
 // saleColumns is the column list every sale query selects, in scanSale's
 // order. It is the same in every dialect.
-const saleColumns = `id, name, price_cents, initial_stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms`
+const saleColumns = `id, name, price_cents, initial_stock, stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms`

@@ -1,0 +1,117 @@
+package servicetest
+
+import (
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+)
+
+// Proxy is a TCP proxy in front of a real service, for tests that cut the
+// connection mid-run: Cut drops every open connection and refuses new ones
+// until Restore. Clients see what they would in a real network outage.
+type Proxy struct {
+	target string
+	ln     net.Listener
+
+	mu    sync.Mutex
+	down  bool
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// StartProxy listens on a free loopback port and forwards to target
+// ("host:port"). It stops in t.Cleanup.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("proxy: %v", err)
+	}
+	p := &Proxy{target: target, ln: ln, conns: map[net.Conn]struct{}{}}
+	p.wg.Add(1)
+	go p.serve()
+	t.Cleanup(func() {
+		ln.Close()
+		p.Cut()
+		p.wg.Wait()
+	})
+	return p
+}
+
+// Addr is the proxy's "host:port".
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+func (p *Proxy) serve() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			continue
+		}
+		p.mu.Lock()
+		down := p.down
+		p.mu.Unlock()
+		if down {
+			c.Close()
+			continue
+		}
+		up, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, up) {
+			continue
+		}
+		p.wg.Add(2)
+		go p.pipe(up, c)
+		go p.pipe(c, up)
+	}
+}
+
+// track registers a connection pair, or closes it if the proxy went down
+// meanwhile.
+func (p *Proxy) track(a, b net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.down {
+		a.Close()
+		b.Close()
+		return false
+	}
+	p.conns[a], p.conns[b] = struct{}{}, struct{}{}
+	return true
+}
+
+func (p *Proxy) pipe(dst, src net.Conn) {
+	defer p.wg.Done()
+	_, _ = io.Copy(dst, src)
+	dst.Close()
+	src.Close()
+	p.mu.Lock()
+	delete(p.conns, dst)
+	delete(p.conns, src)
+	p.mu.Unlock()
+}
+
+// Cut closes every open connection and refuses new ones.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.down = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Restore accepts connections again.
+func (p *Proxy) Restore() {
+	p.mu.Lock()
+	p.down = false
+	p.mu.Unlock()
+}
