@@ -1,0 +1,258 @@
+package rabbitmq
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestBrokerConformance(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	conformance.Broker(t, func(t *testing.T) seckill.Broker {
+		return newTestBroker(t, amqpURL, amqpURL)
+	})
+}
+
+// newTestBroker returns a broker on a fresh queue, reached through dialURL
+// (the server itself, or a proxy in front of it), with the conformance
+// suite's retry policy. Its queues are deleted, through adminURL, when the
+// test ends.
+func newTestBroker(t testing.TB, dialURL, adminURL string, opts ...Option) *Broker {
+	t.Helper()
+	queue := servicetest.UniqueName("seckill_test_")
+	opts = append([]Option{WithRetryPolicy(conformance.BrokerRetry)}, opts...)
+	b, err := New(context.Background(), dialURL, queue, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := b.Close(); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		deleteQueues(t, adminURL, b)
+	})
+	return b
+}
+
+func deleteQueues(t testing.TB, adminURL string, b *Broker) {
+	t.Helper()
+	conn, err := amqp.Dial(adminURL)
+	if err != nil {
+		t.Errorf("cleanup: dial: %v", err)
+		return
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Errorf("cleanup: channel: %v", err)
+		return
+	}
+	defer ch.Close()
+	for _, q := range b.topology() {
+		if _, err := ch.QueueDelete(q.name, false, false, false); err != nil {
+			t.Errorf("cleanup: delete queue %s: %v", q.name, err)
+			return
+		}
+	}
+}
+
+func messages(tag string, n int) []seckill.Message {
+	msgs := make([]seckill.Message, n)
+	for i := range msgs {
+		id := seckill.NewReservationID("rmq_"+tag, time.Now())
+		msgs[i] = seckill.Message{ID: id, Body: []byte(`{"reservation_id":"` + id + `"}`)}
+	}
+	return msgs
+}
+
+// TestPublishToMissingQueueFails: a message the broker cannot route is
+// confirmed all the same; only the mandatory flag's basic.return tells,
+// and Publish must not report success.
+func TestPublishToMissingQueueFails(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	b := newTestBroker(t, amqpURL, amqpURL)
+	ctx := context.Background()
+	if err := b.Publish(ctx, messages("routed", 3)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ch.QueueDelete(b.queue, false, false, false); err != nil {
+		t.Fatal(err)
+	}
+	err = b.Publish(ctx, messages("lost", 5))
+	if err == nil {
+		t.Fatal("Publish to a deleted queue = nil; want an error")
+	}
+	t.Logf("Publish to a deleted queue: %v", err)
+}
+
+// TestConnectionCutMidSale cuts every connection through a proxy while a
+// publisher and a consumer run, keeps the proxy refusing for a while, then
+// lets it accept again. Publishes during the outage must fail (fast), every
+// publish that returned nil must be delivered, and both sides must resume.
+func TestConnectionCutMidSale(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	u, err := url.Parse(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := servicetest.StartProxy(t, u.Host)
+	viaProxy := *u
+	viaProxy.Host = p.Addr()
+	b := newTestBroker(t, viaProxy.String(), amqpURL, WithReconnectBackoff(50*time.Millisecond, 200*time.Millisecond))
+
+	var mu sync.Mutex
+	delivered := map[string]bool{}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	consumed := make(chan error, 1)
+	go func() {
+		consumed <- b.Consume(ctx, seckill.ConsumeOptions{BatchSize: 50}, func(_ context.Context, batch []seckill.Delivery) {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, d := range batch {
+				delivered[d.Message().ID] = true
+				d.Ack()
+			}
+		})
+	}()
+
+	// The publisher records which publishes claimed success.
+	var confirmed []string
+	var failures, okAfterRestore int
+	var restored bool
+	pubDone := make(chan struct{})
+	stopPub := make(chan struct{})
+	go func() {
+		defer close(pubDone)
+		for i := 0; ; i++ {
+			select {
+			case <-stopPub:
+				return
+			default:
+			}
+			msgs := messages(fmt.Sprintf("cut%d", i), 20)
+			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
+			err := b.Publish(pctx, msgs)
+			pcancel()
+			mu.Lock()
+			if err == nil {
+				for _, m := range msgs {
+					confirmed = append(confirmed, m.ID)
+				}
+				if restored {
+					okAfterRestore++
+				}
+			} else {
+				failures++
+			}
+			mu.Unlock()
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	count := func(f func() int) int { mu.Lock(); defer mu.Unlock(); return f() }
+
+	waitFor(t, "publishes before the cut", func() bool { return count(func() int { return len(confirmed) }) >= 200 })
+	p.Cut()
+	outageStart := time.Now()
+	// During the outage, a publish fails, and fails fast.
+	for time.Since(outageStart) < time.Second {
+		start := time.Now()
+		err := b.Publish(context.Background(), messages("outage", 1))
+		if err == nil {
+			t.Fatal("Publish during the outage = nil; want an error")
+		}
+		if d := time.Since(start); d > 2*time.Second {
+			t.Errorf("Publish during the outage took %s to fail; want fast", d)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	mu.Lock()
+	restored = true
+	mu.Unlock()
+	p.Restore()
+	waitFor(t, "publishes to succeed after the restore", func() bool { return count(func() int { return okAfterRestore }) >= 10 })
+	close(stopPub)
+	<-pubDone
+
+	mu.Lock()
+	t.Logf("%d messages confirmed, %d publishes failed during the outage", len(confirmed), failures)
+	want := append([]string(nil), confirmed...)
+	mu.Unlock()
+	if failures == 0 {
+		t.Error("no publish failed while the connection was cut")
+	}
+	waitFor(t, "every confirmed message to be consumed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, id := range want {
+			if !delivered[id] {
+				return false
+			}
+		}
+		return true
+	})
+	cancel()
+	if err := <-consumed; err != nil {
+		t.Errorf("Consume = %v; want nil after cancel", err)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// BenchmarkPublish compares a publisher confirm per message with one
+// confirm round per batch of 100, on persistent messages to a quorum queue.
+func BenchmarkPublish(b *testing.B) {
+	amqpURL := servicetest.RabbitMQ.URL(b)
+	for _, batch := range []int{1, 100} {
+		name := "ConfirmEach"
+		if batch > 1 {
+			name = fmt.Sprintf("ConfirmPerBatch%d", batch)
+		}
+		b.Run(name, func(b *testing.B) {
+			br := newTestBroker(b, amqpURL, amqpURL)
+			ctx := context.Background()
+			msgs := messages("bench", batch)
+			b.ResetTimer()
+			sent := 0
+			for sent < b.N {
+				n := min(batch, b.N-sent)
+				if err := br.Publish(ctx, msgs[:n]); err != nil {
+					b.Fatal(err)
+				}
+				sent += n
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
+		})
+	}
+}
