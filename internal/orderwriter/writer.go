@@ -48,6 +48,9 @@ type Config struct {
 	Observe func(created, duplicate, rejected int)
 	// OnFailed, if set, is told of every failed order recorded.
 	OnFailed func(f *seckill.FailedOrder)
+	// AfterPersist, if set, is called after every batch that created
+	// orders: the restore service finishes restores parked for them.
+	AfterPersist func()
 }
 
 // Writer is the order writer. Start it once; Stop drains it.
@@ -176,6 +179,9 @@ func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
 		}
 		if w.cfg.Observe != nil {
 			w.cfg.Observe(created, dup, rejected)
+		}
+		if created > 0 && w.cfg.AfterPersist != nil {
+			w.cfg.AfterPersist()
 		}
 	}
 }

@@ -98,8 +98,8 @@ func (f *fakeStore) Ping(context.Context) error {
 
 func TestBatchIsPersistedPerSaleAndAcked(t *testing.T) {
 	store := newFakeStore()
-	var created, dup int
-	w := New(store, nil, Config{Observe: func(c, d, _ int) { created += c; dup += d }})
+	var created, dup, kicks int
+	w := New(store, nil, Config{Observe: func(c, d, _ int) { created += c; dup += d }, AfterPersist: func() { kicks++ }})
 	a1, a2, b1 := event(t, "a", "u1"), event(t, "a", "u2"), event(t, "b", "u1")
 	again := &delivery{msg: a1.msg, attempt: 2} // redelivery in the same batch
 	batch := []seckill.Delivery{a1, b1, a2, again}
@@ -114,6 +114,9 @@ func TestBatchIsPersistedPerSaleAndAcked(t *testing.T) {
 	}
 	if created != 3 || dup != 1 || len(store.orders) != 3 {
 		t.Errorf("created %d dup %d orders %d; want 3, 1, 3", created, dup, len(store.orders))
+	}
+	if kicks != 2 {
+		t.Errorf("AfterPersist called %d times, want once per sale that created orders", kicks)
 	}
 }
 
