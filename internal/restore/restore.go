@@ -109,8 +109,12 @@ func (s *Service) Restore(ctx context.Context, reservationID, reason string) (se
 			return "", fmt.Errorf("restore %s: park: %w", reservationID, err)
 		}
 		if req.State != seckill.RestoreStateParked {
-			// The order landed between the two calls and took the request
-			// in hand: it is restored, or being restored, already.
+			// The order landed between the two calls and the database step
+			// is done (by the park itself, or an earlier restore): finish
+			// the Redis step now rather than on the next retry pass.
+			if req.State == seckill.RestoreStateRedisPending {
+				s.redisStep(ctx, reservationID, req.Attempts)
+			}
 			return seckill.AlreadyRestored, nil
 		}
 		s.cfg.Logger.Info("restore parked until the order lands", "reservation", reservationID, "reason", reason)

@@ -14,10 +14,12 @@ import (
 )
 
 // OrderStore is the seckill.OrderStore of a DB: orders and failed orders,
-// and the database's count of unsold stock that orders take from.
+// and the database's count of unsold stock that orders take from. It is
+// also the DB's seckill.RestoreStore and seckill.LedgerStore (restore.go).
 type OrderStore struct {
 	db *DB
 	q  *orderQueries
+	rq *restoreQueries
 
 	// maxAttempts bounds the transactions one PersistReservations call
 	// tries while it loses to concurrent writers; maxBackoff caps the
@@ -28,6 +30,10 @@ type OrderStore struct {
 	// PersistReservations after its reads and before its stock update:
 	// the window in which a concurrent writer can invalidate the reads.
 	beforeTakeStock func(attempt int)
+	// beforePark, when set (by tests), runs in every attempt of
+	// ParkRestore that found nothing to restore, after its reads and
+	// before it parks: the window the sale's row lock keeps writers out of.
+	beforePark func()
 }
 
 var _ seckill.OrderStore = (*OrderStore)(nil)
@@ -37,6 +43,7 @@ func NewOrderStore(db *DB) *OrderStore {
 	return &OrderStore{
 		db:          db,
 		q:           orderQueriesOf(db.dialect),
+		rq:          restoreQueriesOf(db.dialect),
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
 	}
@@ -105,6 +112,9 @@ type orderQueries struct {
 	// rows of failedOrderColumns.
 	insertOrders       string
 	insertFailedOrders string
+	// insertCancelledOrders inserts rows of orderInsertColumns followed by
+	// cancel_reason: orders whose restore was asked for before they landed.
+	insertCancelledOrders string
 
 	// order and failedOrder select one row by reservation_id ($1).
 	order       string
@@ -129,6 +139,8 @@ const (
 	orderColumns       = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason`
 	orderInsertColumns = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms`
 	orderInsertWidth   = 11
+	// cancelledInsertWidth is orderInsertWidth plus cancel_reason.
+	cancelledInsertWidth = orderInsertWidth + 1
 	// failedOrderColumns is both what failed-order queries select, in
 	// scanFailedOrder's order, and what an insert sets.
 	failedOrderColumns = `reservation_id, sale_id, user_id, qty, reason, attempts, payload, created_at_ms`
@@ -180,6 +192,16 @@ func (q *orderQueries) tuples(rows, width int) string {
 //
 //   - PersistDuplicate if its reservation already has an order or a failed
 //     order, or appeared earlier in events;
+//   - PersistCreated if its reservation has a restore request (parked,
+//     because the restore was asked for before the order landed): its
+//     order is created cancelled, with the request's reason as its cancel
+//     reason, takes no stock, and a parked request moves to redis_pending
+//     in the same transaction, so no buyer can ever pay an order whose
+//     restore was asked for. (ParkRestore bumps the sale's version, so a
+//     park that commits after this call's reads fails its optimistic
+//     update and the retry sees it.) An invalid event (below) is rejected
+//     all the same, and its parked request moves to redis_pending too, as
+//     RestoreOrder does for a failed order;
 //   - PersistCreated if its qty fits in the stock the database has left
 //     (after the events accepted before it);
 //   - PersistRejected otherwise, and recorded in failed_orders (reason
@@ -283,6 +305,16 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	if err != nil {
 		return nil, st.conflictOr(err, "find existing orders")
 	}
+	fresh := make([]string, 0, len(ids))
+	for _, id := range ids {
+		if !existing[id] {
+			fresh = append(fresh, id)
+		}
+	}
+	restores, err := st.restoresOf(ctx, tx, fresh)
+	if err != nil {
+		return nil, st.conflictOr(err, "find restore requests")
+	}
 
 	var (
 		outcomes = make([]seckill.PersistOutcome, len(events))
@@ -292,6 +324,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 		nowMs    = toMillis(now)
 		payBy    = fromMillis(toMillis(now.Add(payTimeout)))
 		done     = make(map[string]bool, len(events))
+		restored []string // reservation ids whose restore requests settle
 	)
 	for i, e := range events {
 		if existing[e.ReservationID] || done[e.ReservationID] {
@@ -303,18 +336,8 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 			outcomes[i] = seckill.PersistRejected
 			failed = append(failed, rejectedEvent(e, reason, fromMillis(nowMs)))
 		}
-		switch {
-		case !seckill.ValidUserID(e.UserID):
-			reject("invalid reservation event: bad user id")
-		case e.Qty < 1 || e.Qty > seckill.MaxPerUserLimit:
-			// The upper bound also keeps qty × price (price at most
-			// MaxPriceCents) inside int64.
-			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))
-		case e.Qty > left:
-			reject(fmt.Sprintf("insufficient database stock: qty %d, %d left", e.Qty, left))
-		default:
+		order := func(status seckill.OrderStatus, cancelReason string) {
 			outcomes[i] = seckill.PersistCreated
-			left -= e.Qty
 			orders = append(orders, &seckill.Order{
 				ID:            seckill.OrderIDOf(e.ReservationID),
 				ReservationID: e.ReservationID,
@@ -322,12 +345,32 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 				UserID:        e.UserID,
 				Qty:           e.Qty,
 				AmountCents:   e.Qty * price,
-				Status:        seckill.OrderPlaced,
+				Status:        status,
 				PayBy:         payBy,
 				ReservedAt:    fromMillis(toMillis(e.ReservedAt)),
 				CreatedAt:     fromMillis(nowMs),
 				UpdatedAt:     fromMillis(nowMs),
+				CancelReason:  cancelReason,
 			})
+		}
+		restoreReason, restore := restores[e.ReservationID]
+		if restore {
+			restored = append(restored, e.ReservationID)
+		}
+		switch {
+		case !seckill.ValidUserID(e.UserID):
+			reject("invalid reservation event: bad user id")
+		case e.Qty < 1 || e.Qty > seckill.MaxPerUserLimit:
+			// The upper bound also keeps qty × price (price at most
+			// MaxPriceCents) inside int64.
+			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))
+		case restore:
+			order(seckill.OrderCancelled, restoreReason) // takes no stock
+		case e.Qty > left:
+			reject(fmt.Sprintf("insufficient database stock: qty %d, %d left", e.Qty, left))
+		default:
+			left -= e.Qty
+			order(seckill.OrderPlaced, "")
 		}
 	}
 	if len(orders) == 0 && len(failed) == 0 {
@@ -358,6 +401,9 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	}
 	if err := st.insertFailedOrders(ctx, tx, failed); err != nil {
 		return nil, st.conflictOr(err, "insert failed orders")
+	}
+	if err := st.settleParked(ctx, tx, restored, nowMs); err != nil {
+		return nil, st.conflictOr(err, "settle parked restores")
 	}
 	if err := tx.Commit(); err != nil {
 		return nil, st.conflictOr(err, "commit")
@@ -425,17 +471,38 @@ func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (m
 }
 
 // insertOrders inserts orders with multi-row INSERTs of up to insertChunk
-// rows.
+// rows: those still ordered without a cancel reason, the others with
+// theirs.
 func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
-	for start := 0; start < len(orders); start += insertChunk {
-		chunk := orders[start:min(start+insertChunk, len(orders))]
-		args := make([]any, 0, len(chunk)*orderInsertWidth)
-		for _, o := range chunk {
-			args = append(args, o.ID, o.ReservationID, o.SaleID, o.UserID, o.Qty, o.AmountCents, string(o.Status),
-				toMillis(o.PayBy), toMillis(o.ReservedAt), toMillis(o.CreatedAt), toMillis(o.UpdatedAt))
+	var placed, cancelled []*seckill.Order
+	for _, o := range orders {
+		if o.Status == seckill.OrderPlaced {
+			placed = append(placed, o)
+		} else {
+			cancelled = append(cancelled, o)
 		}
-		if _, err := tx.ExecContext(ctx, st.q.insertOrders+st.q.tuples(len(chunk), orderInsertWidth), args...); err != nil {
-			return err
+	}
+	for _, set := range []struct {
+		orders []*seckill.Order
+		head   string
+		width  int
+	}{
+		{placed, st.q.insertOrders, orderInsertWidth},
+		{cancelled, st.q.insertCancelledOrders, cancelledInsertWidth},
+	} {
+		for start := 0; start < len(set.orders); start += insertChunk {
+			chunk := set.orders[start:min(start+insertChunk, len(set.orders))]
+			args := make([]any, 0, len(chunk)*set.width)
+			for _, o := range chunk {
+				args = append(args, o.ID, o.ReservationID, o.SaleID, o.UserID, o.Qty, o.AmountCents, string(o.Status),
+					toMillis(o.PayBy), toMillis(o.ReservedAt), toMillis(o.CreatedAt), toMillis(o.UpdatedAt))
+				if set.width == cancelledInsertWidth {
+					args = append(args, o.CancelReason)
+				}
+			}
+			if _, err := tx.ExecContext(ctx, set.head+st.q.tuples(len(chunk), set.width), args...); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -629,8 +696,9 @@ func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*s
 // reservation never ends as both, so an operator never refunds a buyer who
 // has an order. It bumps the sale's version in the same transaction, so a
 // PersistReservations that read the sale before this commit fails its
-// optimistic update, retries and sees the failed order. A
-// zero f.CreatedAt is stamped with the DB's clock; either way f.CreatedAt
+// optimistic update, retries and sees the failed order. A parked restore
+// request of the reservation moves to redis_pending in the same
+// transaction (see RestoreOrder). A zero f.CreatedAt is stamped with the DB's clock; either way f.CreatedAt
 // is set to the stored millisecond, in UTC. The reservation id may be any
 // 1 to 255 bytes of UTF-8 without NUL (a dead letter's id need not be
 // well-formed), else EINVALID. SaleID and UserID (which may be empty) are
@@ -652,9 +720,11 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 				return err
 			}
 		}
-		// Only a well-formed reservation id can have an order (and MySQL
-		// refuses to compare the orders table's ASCII ids with others).
-		if _, ok := seckill.SaleIDOfReservation(stored.ReservationID); ok {
+		// Only a well-formed reservation id can have an order or a
+		// restore request (and MySQL refuses to compare those tables'
+		// ASCII ids with others).
+		_, wellFormed := seckill.SaleIDOfReservation(stored.ReservationID)
+		if wellFormed {
 			found, err := st.existing(ctx, tx, []string{stored.ReservationID})
 			if err != nil {
 				return err
@@ -662,7 +732,13 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 				return seckill.ErrDuplicate
 			}
 		}
-		return st.insertFailedOrders(ctx, tx, []*seckill.FailedOrder{&stored})
+		if err := st.insertFailedOrders(ctx, tx, []*seckill.FailedOrder{&stored}); err != nil || !wellFormed {
+			return err
+		}
+		// A restore parked for the reservation will never see its order
+		// land: the database took nothing, so only the Redis step is
+		// left, as RestoreOrder records for a failed order.
+		return st.settleParked(ctx, tx, []string{stored.ReservationID}, toMillis(st.db.now()))
 	})
 	if errors.Is(err, seckill.ErrDuplicate) || st.db.isUniqueViolation(err) {
 		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, seckill.ErrDuplicate)

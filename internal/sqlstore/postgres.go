@@ -58,6 +58,8 @@ var postgresOrderQueries = orderQueries{
 	insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
 	insertFailedOrders: `INSERT INTO failed_orders (` + failedOrderColumns + `) VALUES `,
 
+	insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
+
 	order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = $1`,
 	failedOrder: `SELECT ` + failedOrderColumns + ` FROM failed_orders WHERE reservation_id = $1`,
 	payOrder: `UPDATE orders SET status = $1, updated_at_ms = $2
@@ -69,6 +71,31 @@ var postgresOrderQueries = orderQueries{
 		ORDER BY pay_by_ms, reservation_id LIMIT $3`,
 	failedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
 		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT $1`,
+}
+
+// postgresRestoreQueries is the restore store's SQL on PostgreSQL.
+var postgresRestoreQueries = restoreQueries{
+	lockSale:       `SELECT stock, initial_stock FROM sales WHERE id = $1 FOR UPDATE`,
+	orderForUpdate: `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = $1 FOR UPDATE`,
+	returnStock: `UPDATE sales SET stock = stock + $1, version = version + 1, updated_at_ms = $2
+		WHERE id = $3 AND stock <= initial_stock - $4`,
+
+	request:       `SELECT ` + restoreColumns + ` FROM restore_requests WHERE reservation_id = $1`,
+	insertRequest: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)`,
+	reopenRequest: `UPDATE restore_requests SET state = $1, reason = $2, updated_at_ms = $3 WHERE reservation_id = $4`,
+	updateRequest: `UPDATE restore_requests SET state = $1, attempts = attempts + 1, last_error = $2, alerted_at_ms = COALESCE(alerted_at_ms, $3), updated_at_ms = $4
+		WHERE reservation_id = $5 AND state IN ($6, $7, $8)`,
+	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
+		WHERE state = $1 ORDER BY created_at_ms, reservation_id LIMIT $2`,
+	requestsIn:   `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
+	settleParked: `UPDATE restore_requests SET state = $1, updated_at_ms = $2 WHERE state = $3 AND reservation_id IN `,
+
+	saleOrders: `SELECT ` + orderColumns + ` FROM orders
+		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,
+	saleFailedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,
+	saleRequests: `SELECT ` + restoreColumns + ` FROM restore_requests
+		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,
 }
 
 // lockPostgresMigrations takes a session advisory lock keyed by the schema

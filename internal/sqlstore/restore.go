@@ -1,0 +1,592 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// The order store also owns restore requests (seckill.RestoreStore) and
+// reads a sale's ledger (seckill.LedgerStore): a restore changes orders,
+// the sale's stock and its request in one transaction, and
+// PersistReservations honours parked requests in its own.
+var (
+	_ seckill.RestoreStore = (*OrderStore)(nil)
+	_ seckill.LedgerStore  = (*OrderStore)(nil)
+)
+
+// Locking. Every transaction that creates a restore request, or decides
+// on an order's restore, first locks the sale's row (restoreQueries.
+// lockSale), the row PersistReservations and RecordFailedOrder update. So
+// on one sale they take turns, always in the same order (sale, then order,
+// then request: no deadlock among them), and the reads that follow the
+// lock see every write of the writers before them, even under MySQL's
+// REPEATABLE READ, whose snapshot is taken at the first plain read, after
+// the lock. Writers that do not lock the sale (PayOrder, CancelOrder,
+// UpdateRestore) touch only rows that are read with a lock here (the
+// order) or whose staleness is harmless (a request's attempts).
+
+// restoreQueries is the restore store's SQL text in one dialect. It lives
+// beside the dialect's other SQL (sqlite.go, mysql.go, postgres.go).
+// Statements ending in "IN " are completed in Go with a list of bind
+// parameters numbered from the one after the statement's own.
+type restoreQueries struct {
+	// lockSale selects stock, initial_stock of sale $1, locking its row
+	// until the transaction ends (on SQLite the IMMEDIATE transaction
+	// holds the database's write lock already).
+	lockSale string
+	// orderForUpdate selects orderColumns of reservation $1, locking the
+	// row, so that its status is the latest and stays so.
+	orderForUpdate string
+	// returnStock adds $1 units back to sale $3's stock, bumping its
+	// version and setting updated_at_ms to $2, if stock <= initial_stock
+	// - $4 (= $1).
+	returnStock string
+
+	// request selects restoreColumns of reservation $1.
+	request string
+	// insertRequest inserts one row of restoreColumns.
+	insertRequest string
+	// reopenRequest sets state $1, reason $2, updated_at_ms $3 on
+	// reservation $4.
+	reopenRequest string
+	// updateRequest records an attempt on reservation $5: state $1,
+	// attempts + 1, last_error $2, alerted_at_ms $3 unless set already
+	// ($3 may be NULL), updated_at_ms $4; only if its state is one of $6,
+	// $7, $8.
+	updateRequest string
+	// requestsByState selects up to $2 rows of state $1, oldest first.
+	requestsByState string
+	// requestsIn selects reservation_id, reason of the requests whose
+	// reservation_id is IN a list.
+	requestsIn string
+	// settleParked sets state $1, updated_at_ms $2 on the requests in
+	// state $3 whose reservation_id is IN a list (numbered from $4).
+	settleParked string
+
+	// saleOrders, saleFailedOrders and saleRequests select every order
+	// (orderColumns), failed order (failedOrderColumns) and request
+	// (restoreColumns) of sale $1, oldest first.
+	saleOrders       string
+	saleFailedOrders string
+	saleRequests     string
+}
+
+// restoreColumns is the column list every restore request query selects,
+// in scanRestoreRequest's order, and what an insert sets. The same in
+// every dialect.
+const restoreColumns = `reservation_id, sale_id, reason, state, attempts, last_error, alerted_at_ms, created_at_ms, updated_at_ms`
+
+// restoreQueriesOf returns the restore SQL of a dialect.
+func restoreQueriesOf(d *dialect) *restoreQueries {
+	switch d {
+	case sqliteDialect:
+		return &sqliteRestoreQueries
+	case mysqlDialect:
+		return &mysqlRestoreQueries
+	case postgresDialect:
+		return &postgresRestoreQueries
+	}
+	panic("sqlstore: no restore queries for dialect " + d.name)
+}
+
+// stateRank orders restore states: a request only ever moves forward.
+var stateRank = map[seckill.RestoreState]int{
+	seckill.RestoreStateParked:       0,
+	seckill.RestoreStateRedisPending: 1,
+	seckill.RestoreStateDone:         2,
+}
+
+// RestoreOrder runs the database step of a restore in one transaction, as
+// seckill.RestoreStore says:
+//
+//   - an order still ordered is cancelled with reason (cut to 2000 bytes
+//     of valid UTF-8), its qty goes back to the sale's stock (version + 1)
+//     and its request is recorded as redis_pending (an existing request
+//     moves back to redis_pending with this reason); changed is true;
+//   - an order already cancelled is returned unchanged with changed false;
+//     only a missing request is recorded, as redis_pending;
+//   - a paid order is ESTATECONFLICT, and nothing is written;
+//   - a reservation with no order but a failed order gets a request
+//     recorded as redis_pending, with changed true and o nil; when it
+//     already has one, nothing is written and changed is false;
+//   - a reservation with neither, an id that is not a well-formed
+//     reservation id, or one of a sale the database does not know, is
+//     ErrNotFound, and nothing is written.
+//
+// Giving the units back must keep the sale's stock at most what was put
+// on sale: if it would not, the units were given back before (a bug), and
+// the call fails, writing nothing, instead of clamping.
+//
+// Like PersistReservations, a transaction that loses to a concurrent
+// writer is tried again from the start.
+func (st *OrderStore) RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (*seckill.Order, bool, error) {
+	saleID, ok := seckill.SaleIDOfReservation(reservationID)
+	if !ok {
+		return nil, false, fmt.Errorf("restore order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	var (
+		o       *seckill.Order
+		changed bool
+	)
+	err := st.inRetriedTx(ctx, func(tx *sql.Tx) error {
+		stock, initial, err := st.lockSale(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		var found bool
+		o, changed, found, err = st.restoreLocked(ctx, tx, saleID, reservationID, reason, toMillis(now), stock, initial)
+		if err == nil && !found {
+			err = seckill.ErrNotFound
+		}
+		return err
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("restore order of reservation %s: %w", reservationID, err)
+	}
+	return o, changed, nil
+}
+
+// ParkRestore records a restore of a reservation that has no order yet
+// as parked, with Attempts 0 and CreatedAt = UpdatedAt = now (cut to the
+// millisecond). A request that exists already is returned unchanged.
+//
+// It bumps the sale's version in the same transaction, as
+// RecordFailedOrder does: a PersistReservations that read the sale before
+// this commit fails its optimistic update, retries and sees the parked
+// request, so its order is created cancelled.
+//
+// A reservation whose order (or failed order) landed after the caller's
+// RestoreOrder found none is restored here instead, exactly as
+// RestoreOrder would, in the same transaction: the request comes back
+// redis_pending, or the call fails as RestoreOrder would (ESTATECONFLICT
+// for a paid order). So an order can never stay payable with its restore
+// parked, whichever commits first.
+//
+// reservationID must be a well-formed reservation id of saleID, else
+// EINVALID; an unknown sale is ErrNotFound.
+func (st *OrderStore) ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*seckill.RestoreRequest, error) {
+	if sale, ok := seckill.SaleIDOfReservation(reservationID); !ok || sale != saleID {
+		return nil, fmt.Errorf("park restore of reservation %q: %w", reservationID,
+			seckill.Errorf(seckill.EINVALID, "%q is not a reservation id of sale %q", reservationID, saleID))
+	}
+	nowMs := toMillis(now)
+	var r *seckill.RestoreRequest
+	err := st.inRetriedTx(ctx, func(tx *sql.Tx) error {
+		stock, initial, err := st.lockSale(ctx, tx, saleID)
+		if err != nil {
+			return err
+		}
+		if r, err = st.requestInTx(ctx, tx, reservationID); !errors.Is(err, seckill.ErrNotFound) {
+			return err // nil: the existing request, unchanged
+		}
+		_, _, found, err := st.restoreLocked(ctx, tx, saleID, reservationID, reason, nowMs, stock, initial)
+		if err != nil {
+			return err
+		} else if found {
+			r, err = st.requestInTx(ctx, tx, reservationID)
+			return err
+		}
+		if st.beforePark != nil {
+			st.beforePark()
+		}
+		if _, err := tx.ExecContext(ctx, st.q.bumpSaleVersion, saleID); err != nil {
+			return fmt.Errorf("bump sale version: %w", err)
+		}
+		r = &seckill.RestoreRequest{
+			ReservationID: reservationID,
+			SaleID:        saleID,
+			Reason:        storableText(reason, maxReasonBytes),
+			State:         seckill.RestoreStateParked,
+			CreatedAt:     fromMillis(nowMs),
+			UpdatedAt:     fromMillis(nowMs),
+		}
+		return st.insertRequest(ctx, tx, r)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("park restore of reservation %s: %w", reservationID, err)
+	}
+	return r, nil
+}
+
+// lockSale locks the sale's row for the rest of tx and returns its stock
+// and initial stock; ErrNotFound when there is no such sale.
+func (st *OrderStore) lockSale(ctx context.Context, tx *sql.Tx, saleID string) (stock, initial int64, err error) {
+	err = tx.QueryRowContext(ctx, st.rq.lockSale, saleID).Scan(&stock, &initial)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, 0, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return 0, 0, fmt.Errorf("lock sale %s: %w", saleID, err)
+	}
+	return stock, initial, nil
+}
+
+// restoreLocked is the database step of RestoreOrder in tx, which holds
+// the sale's row lock (lockSale: stock and initial are what it read).
+// found is false when the reservation has neither an order nor a failed
+// order; then nothing was written.
+func (st *OrderStore) restoreLocked(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs, stock, initial int64) (o *seckill.Order, changed, found bool, err error) {
+	reason = storableText(reason, maxReasonBytes)
+	o, err = scanOrder(tx.QueryRowContext(ctx, st.rq.orderForUpdate, reservationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		has, err := st.existing(ctx, tx, []string{reservationID})
+		if err != nil {
+			return nil, false, false, fmt.Errorf("find failed order: %w", err)
+		} else if !has[reservationID] {
+			return nil, false, false, nil
+		}
+		// A failed order: the database never took its stock, so only
+		// the Redis step is left.
+		inserted, err := st.ensureRequest(ctx, tx, saleID, reservationID, reason, nowMs)
+		return nil, inserted, true, err
+	} else if err != nil {
+		return nil, false, false, fmt.Errorf("read order: %w", err)
+	}
+
+	switch o.Status {
+	case seckill.OrderPlaced:
+	case seckill.OrderCancelled:
+		_, err := st.ensureRequest(ctx, tx, saleID, reservationID, reason, nowMs)
+		return o, false, true, err
+	case seckill.OrderPaid:
+		return nil, false, true, seckill.Errorf(seckill.ESTATECONFLICT, "order is paid")
+	default:
+		return nil, false, true, fmt.Errorf("order has unknown status %q", o.Status)
+	}
+
+	if stock > initial-o.Qty {
+		return nil, false, true, fmt.Errorf("return %d units to sale %s: its stock %d would exceed the %d put on sale: the units were returned before (a bug)",
+			o.Qty, saleID, stock, initial)
+	}
+	res, err := tx.ExecContext(ctx, st.q.cancelOrder,
+		string(seckill.OrderCancelled), reason, nowMs, reservationID, string(seckill.OrderPlaced))
+	if err != nil {
+		return nil, false, true, fmt.Errorf("cancel order: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, false, true, fmt.Errorf("cancel order: %w", err)
+	} else if n != 1 {
+		// The row is locked: only a database that ignored the lock gets here.
+		return nil, false, true, fmt.Errorf("cancel order: the order changed under its lock: %w", errConflict)
+	}
+	res, err = tx.ExecContext(ctx, st.rq.returnStock, o.Qty, nowMs, saleID, o.Qty)
+	if err != nil {
+		return nil, false, true, fmt.Errorf("return stock: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return nil, false, true, fmt.Errorf("return stock: %w", err)
+	} else if n != 1 {
+		return nil, false, true, fmt.Errorf("return %d units to sale %s: its stock would exceed what was put on sale (a bug)", o.Qty, saleID)
+	}
+	if err := st.reopenRequest(ctx, tx, saleID, reservationID, reason, nowMs); err != nil {
+		return nil, false, true, err
+	}
+	o.Status, o.CancelReason, o.UpdatedAt = seckill.OrderCancelled, reason, fromMillis(nowMs)
+	return o, true, true, nil
+}
+
+// ensureRequest records a redis_pending request for a reservation that
+// has none, reporting whether it did.
+func (st *OrderStore) ensureRequest(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs int64) (bool, error) {
+	if _, err := st.requestInTx(ctx, tx, reservationID); err == nil {
+		return false, nil
+	} else if !errors.Is(err, seckill.ErrNotFound) {
+		return false, err
+	}
+	return true, st.insertRequest(ctx, tx, pendingRequest(saleID, reservationID, reason, nowMs))
+}
+
+// reopenRequest records a reservation's request as redis_pending with
+// reason, whether or not it had one.
+func (st *OrderStore) reopenRequest(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs int64) error {
+	res, err := tx.ExecContext(ctx, st.rq.reopenRequest, string(seckill.RestoreStateRedisPending), reason, nowMs, reservationID)
+	if err != nil {
+		return fmt.Errorf("update restore request: %w", err)
+	}
+	if n, err := res.RowsAffected(); err != nil {
+		return fmt.Errorf("update restore request: %w", err)
+	} else if n == 1 {
+		return nil
+	}
+	return st.insertRequest(ctx, tx, pendingRequest(saleID, reservationID, reason, nowMs))
+}
+
+func pendingRequest(saleID, reservationID, reason string, nowMs int64) *seckill.RestoreRequest {
+	return &seckill.RestoreRequest{
+		ReservationID: reservationID,
+		SaleID:        saleID,
+		Reason:        reason,
+		State:         seckill.RestoreStateRedisPending,
+		CreatedAt:     fromMillis(nowMs),
+		UpdatedAt:     fromMillis(nowMs),
+	}
+}
+
+// insertRequest inserts r, whose text is storable already. A unique
+// violation (a concurrent writer recorded it first) is a conflict: the
+// transaction is tried again and finds it.
+func (st *OrderStore) insertRequest(ctx context.Context, tx *sql.Tx, r *seckill.RestoreRequest) error {
+	var alerted any // NULL when zero
+	if !r.AlertedAt.IsZero() {
+		alerted = toMillis(r.AlertedAt)
+	}
+	_, err := tx.ExecContext(ctx, st.rq.insertRequest, r.ReservationID, r.SaleID, r.Reason, string(r.State),
+		int64(r.Attempts), r.LastError, alerted, toMillis(r.CreatedAt), toMillis(r.UpdatedAt))
+	if err != nil {
+		return st.conflictOr(err, "insert restore request")
+	}
+	return nil
+}
+
+// requestInTx reads a request inside tx; ErrNotFound when none.
+func (st *OrderStore) requestInTx(ctx context.Context, tx *sql.Tx, reservationID string) (*seckill.RestoreRequest, error) {
+	r, err := scanRestoreRequest(tx.QueryRowContext(ctx, st.rq.request, reservationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, seckill.ErrNotFound
+	} else if err != nil {
+		return nil, fmt.Errorf("read restore request: %w", err)
+	}
+	return r, nil
+}
+
+// inRetriedTx runs fn in a write transaction, committing if fn returns
+// nil, and starts over, as PersistReservations does, when the transaction
+// loses to a concurrent writer (errConflict, a unique violation, a
+// deadlock). fn must set its results afresh on every call.
+func (st *OrderStore) inRetriedTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	var err error
+	for attempt := 1; attempt <= st.maxAttempts; attempt++ {
+		if attempt > 1 {
+			if serr := st.pause(ctx, attempt); serr != nil {
+				return fmt.Errorf("%w (after: %w)", serr, err)
+			}
+		}
+		err = st.inTx(ctx, fn)
+		if err == nil {
+			return nil
+		} else if !errors.Is(err, errConflict) && !st.db.isUniqueViolation(err) && !st.q.isTransient(err) {
+			return err
+		}
+	}
+	return fmt.Errorf("gave up after %d attempts: %w", st.maxAttempts, err)
+}
+
+// RestoreRequest returns the restore request of a reservation;
+// ErrNotFound when none.
+func (st *OrderStore) RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error) {
+	if !validReservationID(reservationID) {
+		return nil, fmt.Errorf("restore request of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	r, err := scanRestoreRequest(st.db.read.QueryRowContext(ctx, st.rq.request, reservationID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, err)
+	}
+	return r, nil
+}
+
+// RestoreRequests lists up to limit requests in state, oldest first (by
+// CreatedAt, then reservation id). An unknown state or a limit below 1 is
+// EINVALID.
+func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error) {
+	if _, ok := stateRank[state]; !ok {
+		return nil, fmt.Errorf("restore requests: %w", seckill.Errorf(seckill.EINVALID, "unknown restore state %q", state))
+	}
+	if limit < 1 {
+		return nil, fmt.Errorf("restore requests: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
+	}
+	rows, err := st.db.read.QueryContext(ctx, st.rq.requestsByState, string(state), limit)
+	if err != nil {
+		return nil, fmt.Errorf("restore requests %s: %w", state, err)
+	}
+	rs, err := scanAll(rows, scanRestoreRequest)
+	if err != nil {
+		return nil, fmt.Errorf("restore requests %s: %w", state, err)
+	}
+	return rs, nil
+}
+
+// UpdateRestore records an attempt on a request, as seckill.RestoreStore
+// says: state, LastError = lastErr (cut to 2000 bytes of valid UTF-8),
+// Attempts + 1, UpdatedAt = now, and AlertedAt = now if alerted and not
+// alerted before. A request never moves backward (parked, redis_pending,
+// done): a step that is done is never undone, so such an update is
+// ESTATECONFLICT and changes nothing. An unknown state is EINVALID; an
+// unknown reservation ErrNotFound.
+func (st *OrderStore) UpdateRestore(ctx context.Context, reservationID string, state seckill.RestoreState, lastErr string, alerted bool, now time.Time) error {
+	rank, ok := stateRank[state]
+	if !ok {
+		return fmt.Errorf("update restore of reservation %s: %w", reservationID,
+			seckill.Errorf(seckill.EINVALID, "unknown restore state %q", state))
+	}
+	if !validReservationID(reservationID) {
+		return fmt.Errorf("update restore of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	// The states it may move from: its own and those before it, padded
+	// to the statement's three parameters.
+	from := make([]any, 0, 3)
+	for s, r := range stateRank {
+		if r <= rank {
+			from = append(from, string(s))
+		}
+	}
+	for len(from) < 3 {
+		from = append(from, string(state))
+	}
+	nowMs := toMillis(now)
+	var alertedAt any // NULL: leaves alerted_at_ms as it is
+	if alerted {
+		alertedAt = nowMs
+	}
+	err := st.inTx(ctx, func(tx *sql.Tx) error {
+		args := append([]any{string(state), storableText(lastErr, maxReasonBytes), alertedAt, nowMs, reservationID}, from...)
+		res, err := tx.ExecContext(ctx, st.rq.updateRequest, args...)
+		if err != nil {
+			return err
+		}
+		if n, err := res.RowsAffected(); err != nil || n == 1 {
+			return err
+		}
+		r, err := st.requestInTx(ctx, tx, reservationID)
+		if err != nil {
+			return err
+		}
+		return seckill.Errorf(seckill.ESTATECONFLICT, "restore request is %s: it cannot move back to %s", r.State, state)
+	})
+	if err != nil {
+		return fmt.Errorf("update restore of reservation %s: %w", reservationID, err)
+	}
+	return nil
+}
+
+// SaleLedger reads everything the database knows of a sale's units, in
+// one read-only transaction so that the parts agree with each other: the
+// sale, and all its orders, failed orders and restore requests, each
+// oldest first (by creation time, then reservation id). ErrNotFound for an
+// unknown sale.
+func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("ledger of sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+
+	l := &seckill.SaleLedger{}
+	l.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, err)
+	}
+	if l.Orders, err = queryAll(ctx, tx, st.rq.saleOrders, saleID, scanOrder); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, err)
+	}
+	if l.Failed, err = queryAll(ctx, tx, st.rq.saleFailedOrders, saleID, scanFailedOrder); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, err)
+	}
+	if l.Restores, err = queryAll(ctx, tx, st.rq.saleRequests, saleID, scanRestoreRequest); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, err)
+	}
+	return l, nil
+}
+
+// queryAll runs query with one argument and scans every row.
+func queryAll[T any](ctx context.Context, tx *sql.Tx, query string, arg any, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+	rows, err := tx.QueryContext(ctx, query, arg)
+	if err != nil {
+		return nil, err
+	}
+	return scanAll(rows, scan)
+}
+
+// scanAll scans every row of rows and closes them.
+func scanAll[T any](rows *sql.Rows, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
+// scanRestoreRequest reads the columns of restoreColumns.
+func scanRestoreRequest(row interface{ Scan(...any) error }) (*seckill.RestoreRequest, error) {
+	var (
+		r                seckill.RestoreRequest
+		state            string
+		attempts         int64
+		alerted          sql.NullInt64
+		created, updated int64
+	)
+	err := row.Scan(&r.ReservationID, &r.SaleID, &r.Reason, &state, &attempts, &r.LastError, &alerted, &created, &updated)
+	if err != nil {
+		return nil, err
+	}
+	r.State, r.Attempts = seckill.RestoreState(state), int(attempts)
+	if alerted.Valid {
+		r.AlertedAt = fromMillis(alerted.Int64)
+	}
+	r.CreatedAt, r.UpdatedAt = fromMillis(created), fromMillis(updated)
+	return &r, nil
+}
+
+// restoresOf returns the reasons of the restore requests, in any state,
+// of those of ids that have one.
+func (st *OrderStore) restoresOf(ctx context.Context, tx *sql.Tx, ids []string) (map[string]string, error) {
+	found := make(map[string]string)
+	for start := 0; start < len(ids); start += idChunk {
+		chunk := ids[start:min(start+idChunk, len(ids))]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		if err := func() error {
+			rows, err := tx.QueryContext(ctx, st.rq.requestsIn+st.q.list(1, len(chunk)), args...)
+			if err != nil {
+				return err
+			}
+			defer rows.Close()
+			for rows.Next() {
+				var id, reason string
+				if err := rows.Scan(&id, &reason); err != nil {
+					return err
+				}
+				found[id] = reason
+			}
+			return rows.Err()
+		}(); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+// settleParked moves the parked requests of ids to redis_pending: their
+// orders were just created cancelled (or rejected), taking no stock.
+// Requests in a later state stay as they are.
+func (st *OrderStore) settleParked(ctx context.Context, tx *sql.Tx, ids []string, nowMs int64) error {
+	for start := 0; start < len(ids); start += idChunk {
+		chunk := ids[start:min(start+idChunk, len(ids))]
+		args := make([]any, 0, 3+len(chunk))
+		args = append(args, string(seckill.RestoreStateRedisPending), nowMs, string(seckill.RestoreStateParked))
+		for _, id := range chunk {
+			args = append(args, id)
+		}
+		if _, err := tx.ExecContext(ctx, st.rq.settleParked+st.q.list(4, len(chunk)), args...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
