@@ -17,6 +17,7 @@
 // touched by no script, lists the sales whose outbox the relay must read:
 //
 //	<prefix>:outboxes         set of sale ids (see outbox.go)
+//	<prefix>:restocked        pub/sub channel of sale ids with stock back (see restore.go)
 package redis
 
 import (

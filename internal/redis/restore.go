@@ -1,0 +1,255 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// The Redis side of restoring (seckill.StockRestorer) and the stock-store
+// side of reconciliation (seckill.StockLedger).
+//
+// A restore runs one script on the sale's slot (restore.lua) that gives
+// an active reservation's units back to the stock and to its buyer's
+// limit and marks its record restored. The record stays, so a second
+// restore finds it restored and changes nothing, and reconciliation still
+// sees the reservation.
+//
+// Restocks are announced on one pub/sub channel per key prefix,
+// <prefix>:restocked, whose messages are sale ids. Classic PUBLISH is
+// broadcast to every node of a Cluster, so a subscriber on any node hears
+// every announcement.
+
+//go:embed restore.lua
+var restoreLua string
+
+// Restoring twice changes nothing, so a lost reply may be retried. A
+// retried call may then answer restored=false for the restore its own lost
+// first attempt made; the units are given back once either way.
+var restoreScript = rueidis.NewLuaScriptRetryable(restoreLua)
+
+// StatusRestored is a reservation whose units were given back.
+const StatusRestored = "restored"
+
+// ErrInconsistentReservation is wrapped by RestoreReservation when the
+// sale's keys disagree with the reservation's record (the stock hash is
+// gone, or `reserved` or the buyer's units are below the reservation's
+// qty, or the record is malformed). No script of this store can bring that
+// about: it calls for an operator. Nothing was changed.
+var ErrInconsistentReservation = errors.New("reservation inconsistent with the sale's stock")
+
+var (
+	_ seckill.StockRestorer = (*Store)(nil)
+	_ seckill.StockLedger   = (*Store)(nil)
+)
+
+// RestoreReservation gives an active reservation's units back to its
+// sale's stock and to its buyer's limit, and marks it restored, in one
+// script; restored is false when it was restored already (then nothing
+// changes). seckill.ErrNotFound when there is no record of the
+// reservation, which includes an id that is not a well-formed reservation
+// id: no record can exist under it. When the sale's keys disagree with the
+// record, the error wraps ErrInconsistentReservation and nothing changes.
+//
+// The buyer's idempotency key is not released: a replay of the request
+// that made the reservation keeps answering with that reservation, now
+// restored, and takes no unit. A buyer who wants the units again sends a
+// new request (with a new key).
+func (s *Store) RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error) {
+	saleID, ok := seckill.SaleIDOfReservation(reservationID)
+	if !ok {
+		return false, fmt.Errorf("restore %q: %w", reservationID, seckill.ErrNotFound)
+	}
+	keys := s.keys(saleID)
+	code, err := restoreScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]},
+		[]string{reservationID}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("restore %s: %w", reservationID, classify(err))
+	}
+	switch code {
+	case 1:
+		return true, nil
+	case 0:
+		return false, nil
+	case -1:
+		return false, fmt.Errorf("restore %s: %w", reservationID, seckill.ErrNotFound)
+	case -2:
+		return false, fmt.Errorf("restore %s: %w: malformed record", reservationID, ErrInconsistentReservation)
+	case -3:
+		return false, fmt.Errorf("restore %s: %w: the sale's reserved units are below its qty, or the sale is not loaded",
+			reservationID, ErrInconsistentReservation)
+	case -4:
+		return false, fmt.Errorf("restore %s: %w: its buyer holds fewer units than its qty", reservationID, ErrInconsistentReservation)
+	}
+	return false, fmt.Errorf("restore %s: unexpected answer %d from restore script", reservationID, code)
+}
+
+func (s *Store) restockedChannel() string { return s.prefix + ":restocked" }
+
+// PublishRestocked announces to every subscriber (every API node) that a
+// sale has stock again. Announcements are fire and forget: a subscriber
+// that is reconnecting at that moment misses it.
+func (s *Store) PublishRestocked(ctx context.Context, saleID string) error {
+	if !seckill.ValidSaleID(saleID) {
+		return fmt.Errorf("publish restocked: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	err := s.client.Do(ctx, s.client.B().Publish().Channel(s.restockedChannel()).Message(saleID).Build()).Error()
+	if err != nil {
+		return fmt.Errorf("publish restocked: %w", classify(err))
+	}
+	return nil
+}
+
+// Back-off between attempts to subscribe: doubled after every failed
+// attempt up to the max, back to the min once a subscription is
+// confirmed, and jittered so that API nodes cut off together do not come
+// back in step.
+const (
+	subscribeMinBackoff = 50 * time.Millisecond
+	subscribeMaxBackoff = 5 * time.Second
+)
+
+// SubscribeRestocked calls fn with the sale id of every restock
+// announcement until ctx ends, and then returns nil. It holds a connection
+// of its own, so announcements never queue behind reservations. A lost
+// connection is retried with a back-off until ctx ends; announcements made
+// while it is away are lost (the local sold-out flag lapses by itself, see
+// internal/soldout). It returns an error only when retrying cannot help:
+// Redis refuses the subscription (an ACL, a server without pub/sub), or
+// the client says it is closing. Cancel ctx before closing the store: a
+// closed client does not reliably refuse new subscriptions.
+//
+// fn runs on the subscription's goroutine, one call at a time: it must
+// return quickly, since announcements wait for it. Messages that are not
+// a valid sale id are dropped.
+func (s *Store) SubscribeRestocked(ctx context.Context, fn func(saleID string)) error {
+	var confirmed atomic.Bool
+	hctx := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
+		if sub.Kind == "subscribe" {
+			confirmed.Store(true)
+		}
+	})
+	handle := func(m rueidis.PubSubMessage) {
+		if seckill.ValidSaleID(m.Message) {
+			fn(m.Message)
+		}
+	}
+	backoff := subscribeMinBackoff
+	for {
+		confirmed.Store(false)
+		err := s.client.Dedicated(func(c rueidis.DedicatedClient) error {
+			return c.Receive(hctx, c.B().Subscribe().Channel(s.restockedChannel()).Build(), handle)
+		})
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, rueidis.ErrClosing) {
+			return fmt.Errorf("subscribe restocked: %w", seckill.ErrClosed)
+		}
+		if _, ok := rueidis.IsRedisErr(err); ok && !errors.Is(classify(err), errUnavailable) {
+			return fmt.Errorf("subscribe restocked: %w", err)
+		}
+		if confirmed.Load() {
+			backoff = subscribeMinBackoff
+		}
+		wait := backoff/2 + rand.N(backoff/2+1)
+		backoff = min(2*backoff, subscribeMaxBackoff)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(wait):
+		}
+	}
+}
+
+// reservationsScanCount is the COUNT hint of each HSCAN call: enough to
+// list a large sale in few round trips, few enough that no call blocks
+// Redis for long.
+const reservationsScanCount = 1000
+
+// Reservations lists every reservation record of a sale, sorted by
+// reservation id (which sorts by time); none for a sale that has none or
+// is not loaded. It reads the res hash with HSCAN, never in one call, so a
+// sale of millions of reservations does not block Redis; the list is
+// therefore no snapshot: a reservation made or restored during the scan
+// may or may not be in it, or may appear in its earlier state. A malformed
+// record fails the whole call, naming it: reconciliation must not skip
+// what it cannot read.
+func (s *Store) Reservations(ctx context.Context, saleID string) ([]seckill.ReservationRecord, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	key := s.keys(saleID)[keyRes]
+	var out []seckill.ReservationRecord
+	// HSCAN may return an element more than once (when the hash is
+	// resized during the scan): the last copy read wins.
+	index := map[string]int{}
+	var cursor uint64
+	for {
+		e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(reservationsScanCount).Build()).AsScanEntry()
+		if err != nil {
+			return nil, fmt.Errorf("reservations: %w", classify(err))
+		}
+		if len(e.Elements)%2 != 0 {
+			return nil, fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
+		}
+		for i := 0; i < len(e.Elements); i += 2 {
+			r, err := parseRecord(e.Elements[i], e.Elements[i+1])
+			if err != nil {
+				return nil, fmt.Errorf("reservations: sale %s: %w", saleID, err)
+			}
+			if j, ok := index[r.ReservationID]; ok {
+				out[j] = r
+				continue
+			}
+			index[r.ReservationID] = len(out)
+			out = append(out, r)
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			break
+		}
+	}
+	slices.SortFunc(out, func(a, b seckill.ReservationRecord) int { return strings.Compare(a.ReservationID, b.ReservationID) })
+	return out, nil
+}
+
+// parseRecord decodes one field and value of the res hash, as reserve.lua
+// and restore.lua write them: "<status>:<qty>:<reserved_at_ms>:<user>".
+func parseRecord(id, rec string) (seckill.ReservationRecord, error) {
+	bad := func() (seckill.ReservationRecord, error) {
+		return seckill.ReservationRecord{}, fmt.Errorf("reservation %q: malformed record %q", id, rec)
+	}
+	parts := strings.SplitN(rec, ":", 4)
+	if len(parts) != 4 || parts[3] == "" {
+		return bad()
+	}
+	r := seckill.ReservationRecord{ReservationID: id, UserID: parts[3]}
+	switch parts[0] {
+	case StatusActive:
+	case StatusRestored:
+		r.Restored = true
+	default:
+		return bad()
+	}
+	qty, err := strconv.ParseInt(parts[1], 10, 64)
+	if err != nil || qty < 1 {
+		return bad()
+	}
+	ms, err := strconv.ParseInt(parts[2], 10, 64)
+	if err != nil || ms <= 0 {
+		return bad()
+	}
+	r.Qty, r.ReservedAt = qty, time.UnixMilli(ms).UTC()
+	return r, nil
+}

@@ -1,0 +1,312 @@
+package redis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// TestStockRestorer runs the restore and ledger suite on every backend,
+// and the checks of what restoring does to this store's keys.
+func TestStockRestorer(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			newStore := b.start(t)
+			t.Run("Conformance", func(t *testing.T) {
+				conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return newStore(t) })
+			})
+			for _, tt := range []struct {
+				name string
+				test func(t *testing.T, s *Store)
+			}{
+				{"RestoredRecord", testRestoredRecord},
+				{"Inconsistent", testRestoreInconsistent},
+				{"ReservationsSorted", testReservationsSorted},
+				{"ReservationsMalformed", testReservationsMalformed},
+				{"RestockedChannelPerPrefix", func(t *testing.T, s *Store) { testRestockedChannelPerPrefix(t, s, newStore(t)) }},
+			} {
+				t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.test(t, newStore(t)) })
+			}
+		})
+	}
+}
+
+func hgetall(t *testing.T, s *Store, key string) map[string]string {
+	t.Helper()
+	m, err := s.client.Do(context.Background(), s.client.B().Hgetall().Key(key).Build()).AsStrMap()
+	if err != nil {
+		t.Fatalf("HGETALL %s: %v", key, err)
+	}
+	return m
+}
+
+func hset(t *testing.T, s *Store, key, field, value string) {
+	t.Helper()
+	if err := s.client.Do(context.Background(), s.client.B().Hset().Key(key).FieldValue().FieldValue(field, value).Build()).Error(); err != nil {
+		t.Fatalf("HSET %s %s: %v", key, field, err)
+	}
+}
+
+// testRestoredRecord checks the keys a restore writes: the record keeps
+// its qty, time and user under the restored status; the buyer's field
+// goes down, and is deleted at 0.
+func testRestoredRecord(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 5)
+	mustPreheat(t, s, sale)
+	const user = "user:with:colons"
+	a, b := request(sale.ID, user, 2, "k"), request(sale.ID, user, 1, "")
+	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{a, b}); err != nil || res[1].Outcome != seckill.OutcomeReserved {
+		t.Fatalf("Reserve = %+v, %v", res, err)
+	}
+	keys := s.keys(sale.ID)
+	recBefore := hgetall(t, s, keys[keyRes])[a.ReservationID]
+	idemBefore := hgetall(t, s, keys[keyIdem])
+
+	if restored, err := s.RestoreReservation(ctx, a.ReservationID); err != nil || !restored {
+		t.Fatalf("RestoreReservation = %v, %v; want true, nil", restored, err)
+	}
+	rec := hgetall(t, s, keys[keyRes])
+	if want := StatusRestored + strings.TrimPrefix(recBefore, StatusActive); rec[a.ReservationID] != want {
+		t.Errorf("record after restore = %q; want %q (was %q)", rec[a.ReservationID], want, recBefore)
+	}
+	if gotUser, qty, status, err := s.Reservation(ctx, a.ReservationID); err != nil || gotUser != user || qty != 2 || status != StatusRestored {
+		t.Errorf("Reservation = %q, %d, %q, %v; want %q, 2, %q", gotUser, qty, status, err, user, StatusRestored)
+	}
+	if got := hgetall(t, s, keys[keyBuyers]); fmt.Sprint(got) != fmt.Sprint(map[string]string{user: "1"}) {
+		t.Errorf("buyers after restoring 2 of 3 units = %v; want %s: 1", got, user)
+	}
+	if got := hgetall(t, s, keys[keyIdem]); fmt.Sprint(got) != fmt.Sprint(idemBefore) {
+		t.Errorf("idempotency entries after restore = %v; want unchanged %v", got, idemBefore)
+	}
+
+	if restored, err := s.RestoreReservation(ctx, b.ReservationID); err != nil || !restored {
+		t.Fatalf("RestoreReservation = %v, %v; want true, nil", restored, err)
+	}
+	if got := hgetall(t, s, keys[keyBuyers]); len(got) != 0 {
+		t.Errorf("buyers after restoring every unit = %v; want the field deleted", got)
+	}
+	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 2 {
+		t.Errorf("OutboxLen = %d, %v; want 2: a restore appends nothing", n, err)
+	}
+}
+
+// testRestoreInconsistent checks that a restore whose keys disagree with
+// the record is refused with ErrInconsistentReservation and changes
+// nothing.
+func testRestoreInconsistent(t *testing.T, s *Store) {
+	ctx := context.Background()
+	tests := []struct {
+		name    string
+		corrupt func(t *testing.T, keys []string, r seckill.ReserveRequest)
+	}{
+		{"reserved below qty", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyStock], "reserved", "1")
+		}},
+		{"stock hash gone", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			if err := s.client.Do(ctx, s.client.B().Del().Key(keys[keyStock]).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"buyer below qty", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyBuyers], r.UserID, "1")
+		}},
+		{"buyer gone", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			if err := s.client.Do(ctx, s.client.B().Hdel().Key(keys[keyBuyers]).Field(r.UserID).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"unknown status", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyRes], r.ReservationID, "paused:2:1700000000000:"+r.UserID)
+		}},
+		{"qty not a number", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyRes], r.ReservationID, "active:two:1700000000000:"+r.UserID)
+		}},
+		{"qty 0", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyRes], r.ReservationID, "active:0:1700000000000:"+r.UserID)
+		}},
+		{"no user", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyRes], r.ReservationID, "active:2:1700000000000:")
+		}},
+		{"too few fields", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			hset(t, s, keys[keyRes], r.ReservationID, "active:2")
+		}},
+	}
+	for _, tt := range tests {
+		sale := liveSale(10, 5)
+		mustPreheat(t, s, sale)
+		r := request(sale.ID, "u1", 2, "")
+		if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+			t.Fatalf("Reserve = %+v, %v", res, err)
+		}
+		keys := s.keys(sale.ID)
+		tt.corrupt(t, keys, r)
+		var before []map[string]string
+		for _, k := range keys[:keyOutbox] {
+			before = append(before, hgetall(t, s, k))
+		}
+		restored, err := s.RestoreReservation(ctx, r.ReservationID)
+		if !errors.Is(err, ErrInconsistentReservation) || restored {
+			t.Errorf("%s: RestoreReservation = %v, %v; want false, ErrInconsistentReservation", tt.name, restored, err)
+		}
+		for i, k := range keys[:keyOutbox] {
+			if got := hgetall(t, s, k); fmt.Sprint(got) != fmt.Sprint(before[i]) {
+				t.Errorf("%s: %s after a refused restore = %v; want unchanged %v", tt.name, k, got, before[i])
+			}
+		}
+	}
+}
+
+func testReservationsSorted(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(100, 1)
+	mustPreheat(t, s, sale)
+	reqs := reserveN(t, s, sale.ID, 50)
+	got, err := s.Reservations(ctx, sale.ID)
+	if err != nil {
+		t.Fatalf("Reservations: %v", err)
+	}
+	ids := make([]string, len(got))
+	for i, r := range got {
+		ids[i] = r.ReservationID
+	}
+	want := requestIDs(reqs)
+	slices.Sort(want)
+	if fmt.Sprint(ids) != fmt.Sprint(want) {
+		t.Errorf("Reservations ids = %v; want sorted %v", ids, want)
+	}
+}
+
+func testReservationsMalformed(t *testing.T, s *Store) {
+	ctx := context.Background()
+	if got, err := s.Reservations(ctx, servicetest.UniqueName("sale_")); err != nil || len(got) != 0 {
+		t.Errorf("Reservations of a sale never loaded = %+v, %v; want none", got, err)
+	}
+	if _, err := s.Reservations(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("Reservations(a{b}): err = %v; want code %s", err, seckill.EINVALID)
+	}
+	for _, rec := range []string{"paused:1:1700000000000:u", "active:x:1700000000000:u", "active:1:-5:u", "active:1:1700000000000:", "active"} {
+		sale := liveSale(10, 5)
+		mustPreheat(t, s, sale)
+		reserveN(t, s, sale.ID, 3)
+		id := seckill.NewReservationID(sale.ID, time.Now())
+		hset(t, s, s.keys(sale.ID)[keyRes], id, rec)
+		if got, err := s.Reservations(ctx, sale.ID); err == nil || !strings.Contains(err.Error(), id) {
+			t.Errorf("Reservations with record %q = %d records, %v; want an error naming %s", rec, len(got), err, id)
+		}
+	}
+}
+
+// testRestockedChannelPerPrefix checks that stores under different key
+// prefixes (two deployments on one Redis) do not hear each other.
+func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heard := make(chan string, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- other.SubscribeRestocked(ctx, func(id string) {
+			select {
+			case heard <- id:
+			default:
+			}
+		})
+	}()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("SubscribeRestocked = %v; want nil", err)
+		}
+	}()
+	mine := servicetest.UniqueName("sale_")
+	deadline := time.After(5 * time.Second)
+	for {
+		if err := s.PublishRestocked(ctx, mine); err != nil {
+			t.Fatalf("PublishRestocked: %v", err)
+		}
+		if err := other.PublishRestocked(ctx, "theirs"); err != nil {
+			t.Fatalf("PublishRestocked: %v", err)
+		}
+		select {
+		case id := <-heard:
+			if id != "theirs" {
+				t.Fatalf("a subscriber heard %q, announced under another prefix", id)
+			}
+			return
+		case <-time.After(50 * time.Millisecond):
+		case <-deadline:
+			t.Fatal("the subscriber heard nothing within 5s")
+		}
+	}
+}
+
+// TestSubscribeRestockedReconnects cuts the subscription's connection and
+// checks that announcements are heard again once Redis is back.
+func TestSubscribeRestockedReconnects(t *testing.T) {
+	u, err := url.Parse(servicetest.Redis.URL(t))
+	if err != nil {
+		t.Fatalf("Redis URL: %v", err)
+	}
+	proxy := servicetest.StartProxy(t, u.Host)
+	u.Host = proxy.Addr()
+	s := connect(t, u.String())
+	saleID := servicetest.UniqueName("sale_")
+
+	ctx, cancel := context.WithCancel(context.Background())
+	heard := make(chan string, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.SubscribeRestocked(ctx, func(id string) {
+			select {
+			case heard <- id:
+			default:
+			}
+		})
+	}()
+	announceUntilHeard := func(what string) {
+		t.Helper()
+		deadline := time.After(15 * time.Second)
+		for {
+			// Fails while the connection comes back: keep announcing.
+			_ = s.PublishRestocked(context.Background(), saleID)
+			select {
+			case id := <-heard:
+				if id == saleID {
+					return
+				}
+			case <-time.After(50 * time.Millisecond):
+			case <-deadline:
+				t.Fatalf("%s: the restock of %s was not heard within 15s", what, saleID)
+			}
+		}
+	}
+	announceUntilHeard("before the cut")
+	for i := range 3 { // the back-off grows while Redis is away
+		proxy.Cut()
+		time.Sleep(time.Duration(i+1) * 300 * time.Millisecond)
+		proxy.Restore()
+	}
+	for len(heard) > 0 {
+		<-heard
+	}
+	announceUntilHeard("after the cut")
+
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("SubscribeRestocked = %v; want nil after cancel", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("SubscribeRestocked still running 10s after cancel")
+	}
+}
