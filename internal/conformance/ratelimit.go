@@ -1,0 +1,160 @@
+package conformance
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// RateLimiter exercises a seckill.RateLimiter. newLimiter is called once
+// per subtest; keys are unique per subtest, so limiters may share state.
+// Subtests run in parallel. The limiter's clock is its own (Redis TIME):
+// the tests that need time to pass sleep for real, a few hundred
+// milliseconds at most.
+func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter) {
+	t.Helper()
+
+	t.Run("BurstThenRefuse", func(t *testing.T) {
+		t.Parallel()
+		l, key := newLimiter(t), servicetest.UniqueName("rl")
+		limit := seckill.Limit{Rate: 5, Period: time.Hour}
+		for i := range 5 {
+			r := allow(t, l, key, limit)
+			if !r.Allowed || r.Remaining != 4-i || r.RetryAfter != 0 {
+				t.Fatalf("request %d = %+v; want allowed, %d remaining, no retry", i+1, r, 4-i)
+			}
+		}
+		interval := limit.Interval() // 12 minutes
+		for i := range 3 {
+			r := allow(t, l, key, limit)
+			if r.Allowed || r.Remaining != 0 || r.RetryAfter <= interval-time.Minute || r.RetryAfter > interval {
+				t.Fatalf("request %d over the burst = %+v; want refused, 0 remaining, retry in (%s, %s]",
+					6+i, r, interval-time.Minute, interval)
+			}
+		}
+	})
+
+	t.Run("KeysAreIndependent", func(t *testing.T) {
+		t.Parallel()
+		l, base := newLimiter(t), servicetest.UniqueName("rl")
+		limit := seckill.Limit{Rate: 2, Period: time.Hour}
+		// Keys that an escaping or hash-tagging mistake could merge.
+		keys := []string{
+			base + ":a", base + ":b", base + ":{a}", base + ":%7Ba%7D", base + ":a}", base + ":{",
+			base + ":ключ", base + ":::1", base + ":a b", base + ":A",
+		}
+		for _, k := range keys {
+			for i := range 2 {
+				if r := allow(t, l, k, limit); !r.Allowed {
+					t.Fatalf("key %q request %d = %+v; want allowed (another key's count leaked in)", k, i+1, r)
+				}
+			}
+		}
+		for _, k := range keys {
+			if r := allow(t, l, k, limit); r.Allowed {
+				t.Fatalf("key %q request 3 = %+v; want refused", k, r)
+			}
+		}
+	})
+
+	t.Run("RefusedRequestsAreNotCounted", func(t *testing.T) {
+		t.Parallel()
+		l, key := newLimiter(t), servicetest.UniqueName("rl")
+		limit := seckill.Limit{Rate: 2, Period: 600 * time.Millisecond} // one per 300ms after the burst
+		allow(t, l, key, limit)
+		allow(t, l, key, limit)
+		first := allow(t, l, key, limit)
+		if first.Allowed || first.RetryAfter <= 0 || first.RetryAfter > limit.Interval() {
+			t.Fatalf("request over the burst = %+v; want refused with retry in (0, %s]", first, limit.Interval())
+		}
+		deadline := time.Now().Add(first.RetryAfter)
+		// Hammering while refused must not push the next slot back.
+		for time.Until(deadline) > 50*time.Millisecond {
+			if r := allow(t, l, key, limit); r.Allowed {
+				t.Fatalf("allowed %s before the retry time", time.Until(deadline))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		time.Sleep(time.Until(deadline) + 20*time.Millisecond)
+		if r := allow(t, l, key, limit); !r.Allowed {
+			t.Fatalf("request after RetryAfter = %+v; want allowed (refusals were counted)", r)
+		}
+		if r := allow(t, l, key, limit); r.Allowed {
+			t.Fatalf("second request after RetryAfter = %+v; want refused (only one slot came back)", r)
+		}
+	})
+
+	t.Run("RefillsAtTheRate", func(t *testing.T) {
+		t.Parallel()
+		l, key := newLimiter(t), servicetest.UniqueName("rl")
+		limit := seckill.Limit{Rate: 4, Period: 400 * time.Millisecond}
+		for range 4 {
+			allow(t, l, key, limit)
+		}
+		// A full period later the whole burst is back.
+		time.Sleep(limit.Period + 20*time.Millisecond)
+		for i := range 4 {
+			if r := allow(t, l, key, limit); !r.Allowed {
+				t.Fatalf("request %d a period later = %+v; want allowed", i+1, r)
+			}
+		}
+		if r := allow(t, l, key, limit); r.Allowed {
+			t.Fatalf("request 5 = %+v; want refused", r)
+		}
+	})
+
+	t.Run("ConcurrentCallersShareOneCount", func(t *testing.T) {
+		t.Parallel()
+		l, key := newLimiter(t), servicetest.UniqueName("rl")
+		limit := seckill.Limit{Rate: 25, Period: time.Hour}
+		var allowed atomic.Int64
+		var wg sync.WaitGroup
+		for range 40 {
+			wg.Go(func() {
+				for range 5 {
+					r, err := l.Allow(context.Background(), key, limit)
+					if err != nil {
+						t.Errorf("Allow: %v", err)
+						return
+					}
+					if r.Allowed {
+						allowed.Add(1)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		if n := allowed.Load(); n != 25 {
+			t.Fatalf("200 concurrent requests: %d allowed; want exactly 25", n)
+		}
+	})
+
+	t.Run("InvalidInput", func(t *testing.T) {
+		t.Parallel()
+		l := newLimiter(t)
+		ctx := context.Background()
+		good := seckill.Limit{Rate: 1, Period: time.Second}
+		if _, err := l.Allow(ctx, "", good); seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Errorf("empty key: err = %v; want code %s", err, seckill.EINVALID)
+		}
+		for _, limit := range []seckill.Limit{{}, {Rate: 0, Period: time.Second}, {Rate: 1}, {Rate: 2, Period: time.Microsecond}} {
+			if _, err := l.Allow(ctx, servicetest.UniqueName("rl"), limit); seckill.ErrorCode(err) != seckill.EINVALID {
+				t.Errorf("limit %+v: err = %v; want code %s", limit, err, seckill.EINVALID)
+			}
+		}
+	})
+}
+
+func allow(t *testing.T, l seckill.RateLimiter, key string, limit seckill.Limit) seckill.RateResult {
+	t.Helper()
+	r, err := l.Allow(context.Background(), key, limit)
+	if err != nil {
+		t.Fatalf("Allow(%q, %v): %v", key, limit, err)
+	}
+	return r
+}

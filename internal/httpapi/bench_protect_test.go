@@ -1,0 +1,194 @@
+package httpapi
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+	"github.com/seckill-dev/seckill/internal/soldout"
+)
+
+// The two benchmarks below run the production chain behind the full
+// handler: guard (default in-flight cap) → token verification → body →
+// sold-out gate → combiner → Redis script, on the real Redis. Run them
+// together and compare ns/op:
+//
+//	go test -run '^$' -bench 'SoldOutPath|ReservePath' ./internal/httpapi
+//
+// BenchmarkSoldOutPath is a stampede on a sold-out sale, answered by the
+// gate (one Redis call per safety interval); BenchmarkReservePath is the
+// same request on a live sale, where every one ends in the script.
+
+const benchUsers = 1000
+
+// benchChain starts the chain on a fresh key prefix of the real Redis,
+// with sale preheated, and removes the prefix's keys when b ends.
+func benchChain(b *testing.B, sale *seckill.Sale) (*env, *soldout.Gate, *redis.Store) {
+	b.Helper()
+	url := servicetest.Redis.URL(b)
+	prefix := servicetest.UniqueName("bench")
+	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
+	if err != nil {
+		b.Fatalf("redis.New: %v", err)
+	}
+	b.Cleanup(func() {
+		store.Close()
+		if err := deleteKeys(url, prefix); err != nil {
+			b.Errorf("delete bench keys under %s: %v", prefix, err)
+		}
+	})
+	if _, err := store.Preheat(context.Background(), sale); err != nil {
+		b.Fatalf("Preheat: %v", err)
+	}
+	comb := combiner.New(store, combiner.Config{})
+	b.Cleanup(func() { _ = comb.Stop(context.Background()) })
+	gate := soldout.New(comb, soldout.Config{})
+	e := newEnv(b, func(c *Config) { c.Reserver = gate })
+	return e, gate, store
+}
+
+// deleteKeys unlinks every key under prefix; the shared Redis is never
+// flushed.
+func deleteKeys(url, prefix string) error {
+	opt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return err
+	}
+	opt.DisableCache = true
+	c, err := rueidis.NewClient(opt)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx := context.Background()
+	var cursor uint64
+	for {
+		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
+		if err != nil {
+			return err
+		}
+		if len(e.Elements) > 0 {
+			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
+				return err
+			}
+		}
+		if cursor = e.Cursor; cursor == 0 {
+			return nil
+		}
+	}
+}
+
+func liveBenchSale(stock, limit int64) *seckill.Sale {
+	return &seckill.Sale{
+		ID: servicetest.UniqueName("bench_"), Name: "Tea", PriceCents: 100, Stock: stock, PerUserLimit: limit,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour),
+	}
+}
+
+func benchTokens(b *testing.B) []string {
+	toks := make([]string, benchUsers)
+	for i := range toks {
+		toks[i] = "Bearer " + buyerToken(b, "bench-user-"+strconv.Itoa(i))
+	}
+	return toks
+}
+
+// runPath fires POST reservations for saleID in parallel, each with a
+// real token, and checks every answer is want.
+func runPath(b *testing.B, e *env, saleID string, want int) {
+	b.Helper()
+	toks := benchTokens(b)
+	path := "/api/v1/sales/" + saleID + "/reservations"
+	var next atomic.Int64
+	b.ReportAllocs()
+	b.SetParallelism(8) // 16 goroutines on 2 cores: enough to batch, not a queue
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := newRequest("POST", path, `{"qty":1}`)
+			r.Header.Set("Authorization", toks[next.Add(1)%benchUsers])
+			w := newRecorder()
+			e.h.ServeHTTP(w, r)
+			if w.Code != want {
+				b.Errorf("status %d, want %d: %s", w.Code, want, w.Body)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+}
+
+func BenchmarkSoldOutPath(b *testing.B) {
+	sale := liveBenchSale(1, 1)
+	e, gate, _ := benchChain(b, sale)
+	ctx := context.Background()
+	for _, user := range []string{"first", "second"} { // the first takes the unit; the second flags
+		if _, err := gate.Reserve(ctx, sale.ID, seckill.ReserveRequest{
+			ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: user, Qty: 1,
+		}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if !gate.SoldOut(sale.ID) {
+		b.Fatal("the sale is not flagged sold out")
+	}
+	hits := gate.Hits()
+	runPath(b, e, sale.ID, http.StatusConflict)
+	b.ReportMetric(float64(gate.Hits()-hits)/float64(b.N), "local-answers/op")
+}
+
+func BenchmarkReservePath(b *testing.B) {
+	sale := liveBenchSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	e, _, _ := benchChain(b, sale)
+	runPath(b, e, sale.ID, http.StatusAccepted)
+}
+
+// BenchmarkBlockedClient is a client hammering past its IP limit, on the
+// real Redis limiter: after the first refusal, the block list answers.
+// Compare with internal/redis BenchmarkAllowRefused, the Redis call each
+// request would cost without it.
+func BenchmarkBlockedClient(b *testing.B) {
+	url := servicetest.Redis.URL(b)
+	prefix := servicetest.UniqueName("bench")
+	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
+	if err != nil {
+		b.Fatalf("redis.New: %v", err)
+	}
+	b.Cleanup(func() {
+		store.Close()
+		if err := deleteKeys(url, prefix); err != nil {
+			b.Errorf("delete bench keys: %v", err)
+		}
+	})
+	limiter := &countingLimiter{next: store}
+	e := newEnv(b, func(c *Config) {
+		c.Reserver = echoReserver{}
+		c.RateLimiter, c.IPLimit = limiter, seckill.Limit{Rate: 1, Period: time.Hour}
+	})
+	tok := "Bearer " + buyerToken(b, "blocked")
+	path := "/api/v1/sales/" + testSaleID + "/reservations"
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r := newRequest("POST", path, `{"qty":1}`)
+			r.Header.Set("Authorization", tok)
+			w := newRecorder()
+			e.h.ServeHTTP(w, r)
+			if w.Code != http.StatusTooManyRequests && w.Code != http.StatusAccepted {
+				b.Errorf("status %d", w.Code)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(limiter.calls.Load())/float64(b.N), "limiter-calls/op")
+}

@@ -1,0 +1,330 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Defaults of the protection in front of the reservation route. The IP
+// and user limits apply only when Config sets them (the zero Limit is
+// off); these are the values cmd/seckill starts from.
+const DefaultMaxInFlight = 2048
+
+var (
+	DefaultIPLimit   = seckill.Limit{Rate: 20, Period: time.Minute}
+	DefaultUserLimit = seckill.Limit{Rate: 10, Period: time.Minute}
+)
+
+// rateLimitTimeout bounds one limiter call. Past it the request goes on
+// unlimited (see guard.check): a slow Redis must not become a slow API.
+const rateLimitTimeout = 250 * time.Millisecond
+
+// failOpenLogEvery spaces out the warning logged while the limiter fails,
+// so an outage is one line every few seconds, not one per request.
+const failOpenLogEvery = 10 * time.Second
+
+var (
+	errRateLimited = newStaticError(seckill.ERATELIMITED, "Too many requests; retry after the time in Retry-After.")
+	errOverloaded  = newStaticError(seckill.EOVERLOADED, "The server is busy; retry after the time in Retry-After.")
+)
+
+// guard is the protection in front of the reservation route, in the order
+// it applies: a cap on requests in flight, the per-IP limit, then (after
+// the buyer's token is verified) the per-user limit. All of it runs
+// before the body is read or any stock logic runs.
+//
+// When the limiter fails (Redis unreachable or slow), requests are let
+// through: availability over strictness. The in-flight cap still bounds
+// the load, and the per-user purchase limit in the stock store still
+// bounds what any one buyer can claim; the limits only spread a crowd out.
+// Failures are counted (seckill_rate_limit_errors_total) and logged at
+// most every failOpenLogEvery.
+type guard struct {
+	limiter     seckill.RateLimiter
+	ip, user    rule
+	trusted     []netip.Prefix
+	maxInFlight int64 // 0: no cap
+	now         func() time.Time
+	logger      *slog.Logger
+
+	inFlight      atomic.Int64
+	blocked       *blockList
+	lastWarn      atomic.Int64 // Unix nanoseconds of the last fail-open warning
+	limiterErrors prometheus.Counter
+}
+
+// rule is one rate limit and the counters of its refusals.
+type rule struct {
+	limit   seckill.Limit      // zero: off
+	refused prometheus.Counter // decided by the limiter
+	blocked prometheus.Counter // answered from the block list
+}
+
+func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now func() time.Time) (*guard, error) {
+	g := &guard{
+		limiter: cfg.RateLimiter,
+		ip:      rule{limit: cfg.IPLimit},
+		user:    rule{limit: cfg.UserLimit},
+		now:     now,
+		logger:  logger,
+		blocked: newBlockList(),
+	}
+	for _, p := range cfg.TrustedProxies {
+		if !p.IsValid() {
+			return nil, errors.New("httpapi: Config.TrustedProxies holds an invalid prefix")
+		}
+		g.trusted = append(g.trusted, normalizePrefix(p))
+	}
+	for name, l := range map[string]seckill.Limit{"IPLimit": cfg.IPLimit, "UserLimit": cfg.UserLimit} {
+		if l.IsZero() {
+			continue
+		}
+		if err := l.Validate(); err != nil {
+			return nil, fmt.Errorf("httpapi: Config.%s: %w", name, err)
+		}
+		if g.limiter == nil {
+			return nil, fmt.Errorf("httpapi: Config.%s is set but Config.RateLimiter is nil", name)
+		}
+	}
+	switch {
+	case cfg.MaxInFlight == 0:
+		g.maxInFlight = DefaultMaxInFlight
+	case cfg.MaxInFlight > 0:
+		g.maxInFlight = int64(cfg.MaxInFlight)
+	}
+
+	refusals := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_rate_limit_refusals_total",
+		Help: "Reservation requests refused by a rate limit, by limit (ip, user) and by what decided: " +
+			"the shared limiter, or this node's memory of a recent refusal (local).",
+	}, []string{"limit", "decided_by"})
+	g.limiterErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_rate_limit_errors_total",
+		Help: "Rate limiter calls that failed (Redis unreachable or slow); those requests were let through.",
+	})
+	inFlight := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "seckill_reservations_in_flight",
+		Help: "Reservation requests being handled on this node now.",
+	}, func() float64 { return float64(g.inFlight.Load()) })
+	for _, c := range []prometheus.Collector{refusals, g.limiterErrors, inFlight} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	g.ip.refused, g.ip.blocked = refusals.WithLabelValues("ip", "limiter"), refusals.WithLabelValues("ip", "local")
+	g.user.refused, g.user.blocked = refusals.WithLabelValues("user", "limiter"), refusals.WithLabelValues("user", "local")
+	return g, nil
+}
+
+// protect puts the guard in front of the reservation handler. Its own
+// answers (503, 429, 401) are counted in seckill_reservations_total like
+// the handler's.
+func (s *Server) protect(next handler) handler {
+	g := s.guard
+	return func(w http.ResponseWriter, r *http.Request) int {
+		start := time.Now()
+		if n := g.inFlight.Add(1); g.maxInFlight > 0 && n > g.maxInFlight {
+			// Shed at once rather than queue: a queued request would time
+			// out anyway, after holding memory and a connection.
+			g.inFlight.Add(-1)
+			s.metrics.reservation(outOverloaded, time.Since(start))
+			return errOverloaded.write(w)
+		}
+		defer g.inFlight.Add(-1)
+		if !g.ip.limit.IsZero() {
+			// A peer without an IP (a Unix socket) has no IP limit.
+			if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
+				if retry, limited := g.check(r.Context(), &g.ip, ipRateKey(addr)); limited {
+					s.metrics.reservation(outRateLimited, time.Since(start))
+					return writeRateLimited(w, retry)
+				}
+			}
+		}
+		if !g.user.limit.IsZero() {
+			uid, err := s.buyer(r)
+			if err != nil {
+				o, status := s.fail(w, r, err)
+				s.metrics.reservation(o, time.Since(start))
+				return status
+			}
+			if retry, limited := g.check(r.Context(), &g.user, "user:"+uid); limited {
+				s.metrics.reservation(outRateLimited, time.Since(start))
+				return writeRateLimited(w, retry)
+			}
+			// The handler's own s.buyer call then costs no second
+			// signature check.
+			r = r.WithContext(withVerifiedBuyer(r.Context(), uid))
+		}
+		return next(w, r)
+	}
+}
+
+// check counts one request under key and reports whether it is refused,
+// and for how long. A key refused recently is answered from the block
+// list without asking the limiter: GCRA does not count refusals, so the
+// limiter would refuse it too until then. A failing limiter lets the
+// request through.
+func (g *guard) check(ctx context.Context, ru *rule, key string) (retry time.Duration, limited bool) {
+	now := g.now()
+	if retry, ok := g.blocked.get(key, now, ru.limit.Interval()); ok {
+		ru.blocked.Inc()
+		return retry, true
+	}
+	lctx, cancel := context.WithTimeout(ctx, rateLimitTimeout)
+	res, err := g.limiter.Allow(lctx, key, ru.limit)
+	cancel()
+	if err != nil {
+		if ctx.Err() == nil { // not just the client hanging up
+			g.failOpen(ctx, err)
+		}
+		return 0, false
+	}
+	if res.Allowed {
+		return 0, false
+	}
+	// The refusal's clock started at the limiter call, after now: the
+	// block ends a little before the limiter's, never after.
+	g.blocked.put(key, now.Add(res.RetryAfter), now)
+	ru.refused.Inc()
+	return res.RetryAfter, true
+}
+
+func (g *guard) failOpen(ctx context.Context, err error) {
+	g.limiterErrors.Inc()
+	now := time.Now().UnixNano()
+	last := g.lastWarn.Load()
+	if now-last < int64(failOpenLogEvery) || !g.lastWarn.CompareAndSwap(last, now) {
+		return
+	}
+	g.logger.WarnContext(ctx, "rate limiter failing; letting reservation requests through unlimited", "err", err)
+}
+
+// writeRateLimited answers 429 with Retry-After in whole seconds, at
+// least 1 (a client told 0 would retry at once).
+func writeRateLimited(w http.ResponseWriter, retry time.Duration) int {
+	w.Header().Set("Retry-After", retryAfterSeconds(retry))
+	return errRateLimited.write(w)
+}
+
+func retryAfterSeconds(d time.Duration) string {
+	secs := (d + time.Second - 1) / time.Second
+	return strconv.FormatInt(max(int64(secs), 1), 10)
+}
+
+// verifiedBuyerKey carries the user id the guard verified to the handler.
+type verifiedBuyerKey struct{}
+
+func withVerifiedBuyer(ctx context.Context, uid string) context.Context {
+	return context.WithValue(ctx, verifiedBuyerKey{}, uid)
+}
+
+// verifiedBuyer returns the user id the guard already verified for this
+// request, if any. Only the server sets it; a client cannot.
+func verifiedBuyer(ctx context.Context) (string, bool) {
+	uid, ok := ctx.Value(verifiedBuyerKey{}).(string)
+	return uid, ok
+}
+
+// blockList remembers, per rate-limit key, until when the limiter refuses
+// it, so a client hammering past its limit costs a map lookup instead of
+// a Redis call. It is bounded: a full shard drops expired entries, or
+// failing that some others, to make room (see makeRoomLocked).
+type blockList struct {
+	seed   maphash.Seed
+	shards [blockShards]blockShard
+}
+
+const (
+	blockShards   = 64
+	blockShardMax = 1024 // 65536 keys in all
+)
+
+type blockShard struct {
+	mu    sync.RWMutex
+	until map[string]int64 // Unix nanoseconds
+	_     [40]byte         // keep shards on their own cache lines
+}
+
+func newBlockList() *blockList {
+	b := &blockList{seed: maphash.MakeSeed()}
+	for i := range b.shards {
+		b.shards[i].until = make(map[string]int64)
+	}
+	return b
+}
+
+func (b *blockList) shard(key string) *blockShard {
+	return &b.shards[maphash.String(b.seed, key)%blockShards]
+}
+
+// get returns how long key stays blocked. An entry further away than
+// maxLeft (the longest a limiter refusal can last) comes from a wall
+// clock that went back, and is ignored.
+func (b *blockList) get(key string, now time.Time, maxLeft time.Duration) (time.Duration, bool) {
+	sh := b.shard(key)
+	sh.mu.RLock()
+	until, ok := sh.until[key]
+	sh.mu.RUnlock()
+	if !ok {
+		return 0, false
+	}
+	left := time.Duration(until - now.UnixNano())
+	if left <= 0 || left > maxLeft {
+		return 0, false
+	}
+	return left, true
+}
+
+func (b *blockList) put(key string, until, now time.Time) {
+	sh := b.shard(key)
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if _, ok := sh.until[key]; !ok && len(sh.until) >= blockShardMax {
+		sh.makeRoomLocked(now.UnixNano())
+	}
+	sh.until[key] = until.UnixNano()
+}
+
+// makeRoomLocked drops the expired entries of a full shard and, if a
+// crowd of live blocks still fills more than 7/8 of it, arbitrary ones
+// (map order) down to 7/8. The sweep then does not come back for another
+// eighth of the shard's puts, so a flood of addresses costs a bounded
+// amount per put. Forgetting a live block costs only a Redis call the next
+// time that key comes.
+func (sh *blockShard) makeRoomLocked(now int64) {
+	for k, u := range sh.until {
+		if u <= now {
+			delete(sh.until, k)
+		}
+	}
+	for k := range sh.until {
+		if len(sh.until) <= blockShardMax*7/8 {
+			break
+		}
+		delete(sh.until, k)
+	}
+}
+
+func (b *blockList) len() int {
+	n := 0
+	for i := range b.shards {
+		sh := &b.shards[i]
+		sh.mu.RLock()
+		n += len(sh.until)
+		sh.mu.RUnlock()
+	}
+	return n
+}

@@ -1,0 +1,68 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+)
+
+//go:embed ratelimit.lua
+var rateLimitLua string
+
+// A lost reply is not retried: that would count the request twice. The
+// caller decides what an unanswered limiter means (the API lets the
+// request through).
+var rateLimitScript = rueidis.NewLuaScript(rateLimitLua)
+
+// MaxRateKeyBytes bounds a rate-limit key ("ip:…", "user:<user id>").
+const MaxRateKeyBytes = 256
+
+var _ seckill.RateLimiter = (*Store)(nil)
+
+// rateKeyEscaper keeps braces out of the hash tag, so the whole limited
+// key is the tag (a '}' inside it would end the tag early) and distinct
+// keys stay distinct.
+var rateKeyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
+
+// rateKey is the Redis key counting requests under key:
+// <prefix>:rl:{<key>}. One key per script call, so any slot will do; the
+// tag spreads the keys over a Cluster by limited key.
+func (s *Store) rateKey(key string) string {
+	return s.prefix + ":rl:{" + rateKeyEscaper.Replace(key) + "}"
+}
+
+// Allow counts one request under key against limit with GCRA on the
+// Redis clock (see ratelimit.lua): a fresh key allows limit.Rate requests
+// at once, then one every limit.Period/limit.Rate (rounded down to a
+// microsecond). Refused requests are not counted. The state of a key
+// expires as soon as it is back to a full burst.
+func (s *Store) Allow(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error) {
+	if err := limit.Validate(); err != nil {
+		return seckill.RateResult{}, fmt.Errorf("allow: %w", err)
+	}
+	if key == "" || len(key) > MaxRateKeyBytes {
+		return seckill.RateResult{}, fmt.Errorf("allow: %w",
+			seckill.Errorf(seckill.EINVALID, "rate limit key must be 1 to %d bytes", MaxRateKeyBytes))
+	}
+	interval := limit.Interval().Microseconds()
+	args := []string{strconv.FormatInt(interval, 10), strconv.FormatInt(interval*int64(limit.Rate), 10)}
+	vals, err := rateLimitScript.Exec(ctx, s.client, []string{s.rateKey(key)}, args).AsIntSlice()
+	if err != nil {
+		return seckill.RateResult{}, fmt.Errorf("allow: %w", classify(err))
+	}
+	if len(vals) != 3 || vals[0] < 0 || vals[0] > 1 || vals[1] < 0 || vals[2] < 0 {
+		return seckill.RateResult{}, fmt.Errorf("allow: unexpected answer %v from rate limit script", vals)
+	}
+	return seckill.RateResult{
+		Allowed:    vals[0] == 1,
+		Remaining:  int(min(vals[1], int64(limit.Rate))),
+		RetryAfter: time.Duration(vals[2]) * time.Microsecond,
+	}, nil
+}

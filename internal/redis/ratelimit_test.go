@@ -1,0 +1,191 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// TestRateLimiter runs the rate limiter's conformance suite, and what only
+// Redis can show, on miniredis, Redis and a Redis Cluster.
+func TestRateLimiter(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			newStore := b.start(t)
+			t.Run("Conformance", func(t *testing.T) {
+				conformance.RateLimiter(t, func(t *testing.T) seckill.RateLimiter { return newStore(t) })
+			})
+			t.Run("KeyExpiresWithItsBurst", func(t *testing.T) { t.Parallel(); testRateKeyExpires(t, newStore(t)) })
+			t.Run("KeyTooLong", func(t *testing.T) {
+				t.Parallel()
+				s := newStore(t)
+				limit := seckill.Limit{Rate: 1, Period: time.Second}
+				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes), limit); err != nil {
+					t.Errorf("key of %d bytes: %v", MaxRateKeyBytes, err)
+				}
+				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes+1), limit); seckill.ErrorCode(err) != seckill.EINVALID {
+					t.Errorf("key of %d bytes: err = %v; want code %s", MaxRateKeyBytes+1, err, seckill.EINVALID)
+				}
+			})
+		})
+	}
+}
+
+// testRateKeyExpires checks the state of a key lives no longer than it
+// matters: until its burst is whole again.
+func testRateKeyExpires(t *testing.T, s *Store) {
+	ctx := context.Background()
+	key := servicetest.UniqueName("ip:")
+	limit := seckill.Limit{Rate: 20, Period: time.Minute} // 3 s per request
+	for range 3 {
+		if r, err := s.Allow(ctx, key, limit); err != nil || !r.Allowed {
+			t.Fatalf("Allow = %+v, %v", r, err)
+		}
+	}
+	ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(s.rateKey(key)).Build()).AsInt64()
+	if err != nil || ttl <= 8000 || ttl > 9000 {
+		t.Fatalf("PTTL after 3 requests at 3 s each = %d, %v; want (8000, 9000] ms", ttl, err)
+	}
+}
+
+// TestRateLimitGCRAExact pins the algorithm on miniredis's settable
+// clock: the burst, the spacing after it, the retry times to the
+// microsecond, and numbers as big as today's Unix microseconds.
+func TestRateLimitGCRAExact(t *testing.T) {
+	ctx := context.Background()
+	s, err := StartEmbedded(ctx)
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	defer s.Close()
+	now := time.Date(2030, 1, 1, 12, 0, 0, 123456000, time.UTC)
+	at := func(d time.Duration) { s.embedded.SetTime(now.Add(d)) }
+	limit := seckill.Limit{Rate: 20, Period: time.Minute}
+	key := "ip:192.0.2.1"
+	want := func(step string, allowed bool, remaining int, retry time.Duration) {
+		t.Helper()
+		r, err := s.Allow(ctx, key, limit)
+		if err != nil || r.Allowed != allowed || r.Remaining != remaining || r.RetryAfter != retry {
+			t.Fatalf("%s: Allow = %+v, %v; want allowed %v, remaining %d, retry %s", step, r, err, allowed, remaining, retry)
+		}
+	}
+
+	at(0)
+	for i := range 20 {
+		want("burst "+strconv.Itoa(i+1), true, 19-i, 0)
+	}
+	want("21st at once", false, 0, 3*time.Second)
+	at(time.Second + 250*time.Millisecond)
+	want("21st 1.25 s later", false, 0, 1750*time.Millisecond)
+	at(3 * time.Second)
+	want("21st 3 s later", true, 0, 0)
+	want("22nd 3 s later", false, 0, 3*time.Second)
+	at(3*time.Second + 2*time.Microsecond)
+	want("22nd 2 µs later", false, 0, 3*time.Second-2*time.Microsecond)
+	// The TAT is stored as exact microseconds: 21 requests of 3 s after now.
+	tat, err := s.client.Do(ctx, s.client.B().Get().Key(s.rateKey(key)).Build()).ToString()
+	if wantTAT := strconv.FormatInt(now.Add(63*time.Second).UnixMicro(), 10); err != nil || tat != wantTAT {
+		t.Fatalf("stored TAT = %q, %v; want %s", tat, err, wantTAT)
+	}
+	at(63 * time.Second)
+	for i := range 20 {
+		want("burst again "+strconv.Itoa(i+1), true, 19-i, 0)
+	}
+	want("over the second burst", false, 0, 3*time.Second)
+
+	// A rate that does not divide the period: the interval is rounded
+	// down to a microsecond, and the burst is still exactly the rate.
+	odd := seckill.Limit{Rate: 7, Period: time.Minute} // 8571428.57 µs
+	for i := range 7 {
+		if r, err := s.Allow(ctx, "odd", odd); err != nil || !r.Allowed || r.Remaining != 6-i {
+			t.Fatalf("odd burst %d = %+v, %v", i+1, r, err)
+		}
+	}
+	if r, err := s.Allow(ctx, "odd", odd); err != nil || r.Allowed || r.RetryAfter != 8571428*time.Microsecond {
+		t.Fatalf("odd 8th = %+v, %v; want refused, retry 8.571428 s", r, err)
+	}
+}
+
+// TestRateLimitUnavailable: a limiter that cannot reach Redis says so with
+// the code the API fails open on.
+func TestRateLimitUnavailable(t *testing.T) {
+	s, err := StartEmbedded(context.Background())
+	if err != nil {
+		t.Fatalf("StartEmbedded: %v", err)
+	}
+	s.Close()
+	_, err = s.Allow(context.Background(), "ip:192.0.2.1", seckill.Limit{Rate: 1, Period: time.Second})
+	if seckill.ErrorCode(err) != seckill.EUNAVAILABLE {
+		t.Fatalf("Allow on a closed store: err = %v; want code %s", err, seckill.EUNAVAILABLE)
+	}
+}
+
+func TestRateKeyEscaping(t *testing.T) {
+	s := &Store{prefix: "sk"}
+	for key, want := range map[string]string{
+		"ip:192.0.2.1":      "sk:rl:{ip:192.0.2.1}",
+		"user:a{b}c":        "sk:rl:{user:a%7Bb%7Dc}",
+		"user:a%7Bb%7Dc":    "sk:rl:{user:a%257Bb%257Dc}",
+		"ip6:2001:db8::/64": "sk:rl:{ip6:2001:db8::/64}",
+	} {
+		if got := s.rateKey(key); got != want {
+			t.Errorf("rateKey(%q) = %q; want %q", key, got, want)
+		}
+	}
+}
+
+// BenchmarkAllow measures an allowed request on the real Redis: one
+// EVALSHA per call, keys spread like the IPs of a crowd.
+func BenchmarkAllow(b *testing.B) {
+	s := connect(b, servicetest.Redis.URL(b))
+	limit := seckill.Limit{Rate: seckill.MaxLimitRate, Period: time.Second}
+	keys := make([]string, 1000)
+	for i := range keys {
+		keys[i] = "ip:10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256)
+	}
+	var next atomic.Int64
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		ctx := context.Background()
+		for pb.Next() {
+			r, err := s.Allow(ctx, keys[next.Add(1)%int64(len(keys))], limit)
+			if err != nil || !r.Allowed {
+				b.Errorf("Allow = %+v, %v; want allowed", r, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}
+
+// BenchmarkAllowRefused is what a blocked client costs when every one of
+// its requests asks Redis; the API's local block list answers them
+// without Redis (httpapi's BenchmarkBlockedClient).
+func BenchmarkAllowRefused(b *testing.B) {
+	s := connect(b, servicetest.Redis.URL(b))
+	limit := seckill.Limit{Rate: 1, Period: time.Hour}
+	ctx := context.Background()
+	if _, err := s.Allow(ctx, "ip:192.0.2.1", limit); err != nil {
+		b.Fatal(err)
+	}
+	b.SetParallelism(benchParallelism)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			r, err := s.Allow(ctx, "ip:192.0.2.1", limit)
+			if err != nil || r.Allowed {
+				b.Errorf("Allow = %+v, %v; want refused", r, err)
+				return
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
+}

@@ -1,0 +1,167 @@
+// Package soldout owns the local sold-out flag of design §7: once the
+// stock store has said a sale is sold out, this node answers "sold out"
+// for it without asking again, so the stampede that follows a sell-out
+// costs no Redis call.
+//
+// The flag is a cache of a fact that can stop being true: a restore
+// (a cancel, an unpaid order timing out, an operator) brings units back.
+// So it is cleared by Clear, which the restore path calls (through Redis
+// pub/sub, on every node), and in any case it lapses after a short safety
+// interval, so a lost Clear costs at most that long of false "sold out".
+package soldout
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Reserver decides one reservation: the request combiner in production.
+type Reserver interface {
+	Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
+}
+
+// DefaultSafetyInterval is how long a sold-out flag holds without a Clear.
+const DefaultSafetyInterval = time.Second
+
+// Config tunes a Gate. Zero values take the defaults.
+type Config struct {
+	// SafetyInterval is how long a sale stays flagged after the stock
+	// store last said it is sold out. Default DefaultSafetyInterval.
+	SafetyInterval time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Gate is a Reserver in front of another that remembers which sales are
+// sold out. It is safe for concurrent use and starts no goroutines.
+//
+// Two rules keep its answers the ones the stock store would give:
+//   - A sale is flagged only when a request for one unit was refused as
+//     sold out: then not a single unit is left. A refused request for two
+//     says nothing about a request for one.
+//   - A request with an Idempotency-Key always goes to the stock store,
+//     even for a flagged sale: it may be the retry of a request that
+//     took the last unit, and must get that reservation back, not
+//     "sold out" (design: a replayed key gets the same answer).
+//
+// Gate implements prometheus.Collector, exporting its hits and flags.
+type Gate struct {
+	next     Reserver
+	interval time.Duration
+	now      func() time.Time
+
+	flags sync.Map // sale id -> *flag
+	// clears counts Clear calls. A request notes it before asking the
+	// stock store and flags the sale only if no Clear came meanwhile: a
+	// "sold out" read before a restore must not hide the restored units.
+	clears atomic.Uint64
+	hits   atomic.Uint64
+
+	hitsDesc, flagsDesc *prometheus.Desc
+}
+
+type flag struct {
+	until atomic.Int64 // Unix nanoseconds
+}
+
+var _ Reserver = (*Gate)(nil)
+
+// New returns a Gate in front of next.
+func New(next Reserver, cfg Config) *Gate {
+	if cfg.SafetyInterval <= 0 {
+		cfg.SafetyInterval = DefaultSafetyInterval
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Gate{
+		next:     next,
+		interval: cfg.SafetyInterval,
+		now:      cfg.Now,
+		hitsDesc: prometheus.NewDesc("seckill_soldout_local_answers_total",
+			"Reservation requests answered sold_out from this node's sold-out flag, without a stock store call.", nil, nil),
+		flagsDesc: prometheus.NewDesc("seckill_soldout_flagged_sales",
+			"Sales this node currently holds a sold-out flag for.", nil, nil),
+	}
+}
+
+// Reserve answers sold out for a flagged sale (unless the request has an
+// Idempotency-Key), and otherwise asks the next Reserver, flagging the
+// sale when a request for one unit comes back sold out.
+func (g *Gate) Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
+	if req.IdempotencyKey == "" && g.SoldOut(saleID) {
+		g.hits.Add(1)
+		return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
+	}
+	clears := g.clears.Load()
+	res, err := g.next.Reserve(ctx, saleID, req)
+	if err == nil && res.Outcome == seckill.OutcomeSoldOut && req.Qty == 1 {
+		g.mark(saleID, clears)
+	}
+	return res, err
+}
+
+// SoldOut reports whether saleID is flagged now.
+func (g *Gate) SoldOut(saleID string) bool {
+	v, ok := g.flags.Load(saleID)
+	if !ok {
+		return false
+	}
+	left := v.(*flag).until.Load() - g.now().UnixNano()
+	// More than the interval left means the wall clock went back: the
+	// flag's age is unknown, so it is not trusted.
+	if left > 0 && left <= int64(g.interval) {
+		return true
+	}
+	g.flags.CompareAndDelete(saleID, v)
+	return false
+}
+
+func (g *Gate) mark(saleID string, clears uint64) {
+	until := g.now().Add(g.interval).UnixNano()
+	v, ok := g.flags.Load(saleID)
+	if !ok {
+		v, _ = g.flags.LoadOrStore(saleID, &flag{})
+	}
+	v.(*flag).until.Store(until)
+	if g.clears.Load() != clears {
+		// A Clear ran while the stock store was deciding: this answer may
+		// predate the restore. Losing the flag costs one more call.
+		g.flags.CompareAndDelete(saleID, v)
+	}
+}
+
+// Clear drops the flag of saleID: units came back. The restore path
+// calls it on every node when it returns stock to Redis.
+func (g *Gate) Clear(saleID string) {
+	g.clears.Add(1)
+	g.flags.Delete(saleID)
+}
+
+// Hits is the number of requests answered from a flag so far.
+func (g *Gate) Hits() uint64 { return g.hits.Load() }
+
+// Describe implements prometheus.Collector.
+func (g *Gate) Describe(ch chan<- *prometheus.Desc) {
+	ch <- g.hitsDesc
+	ch <- g.flagsDesc
+}
+
+// Collect implements prometheus.Collector.
+func (g *Gate) Collect(ch chan<- prometheus.Metric) {
+	flagged := 0
+	g.flags.Range(func(k, _ any) bool {
+		if g.SoldOut(k.(string)) {
+			flagged++
+		}
+		return true
+	})
+	ch <- prometheus.MustNewConstMetric(g.hitsDesc, prometheus.CounterValue, float64(g.Hits()))
+	ch <- prometheus.MustNewConstMetric(g.flagsDesc, prometheus.GaugeValue, float64(flagged))
+}

@@ -1,0 +1,327 @@
+package soldout
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// stockReserver is a stock store in miniature: per-sale stock, replays by
+// idempotency key, and a count of the calls that reached it.
+type stockReserver struct {
+	mu     sync.Mutex
+	left   map[string]int64
+	byKey  map[string]string
+	calls  map[string]int
+	before func() // called on entry, outside the lock, when set
+}
+
+func newStock(sales map[string]int64) *stockReserver {
+	return &stockReserver{left: sales, byKey: map[string]string{}, calls: map[string]int{}}
+}
+
+func (s *stockReserver) Reserve(_ context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
+	if s.before != nil {
+		s.before()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls[saleID]++
+	if id, ok := s.byKey[req.UserID+"/"+req.IdempotencyKey]; ok && req.IdempotencyKey != "" {
+		return seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: req.Qty}, nil
+	}
+	if s.left[saleID] < req.Qty {
+		return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
+	}
+	s.left[saleID] -= req.Qty
+	if req.IdempotencyKey != "" {
+		s.byKey[req.UserID+"/"+req.IdempotencyKey] = req.ReservationID
+	}
+	return seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: req.ReservationID, Qty: req.Qty}, nil
+}
+
+func (s *stockReserver) count(saleID string) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls[saleID]
+}
+
+func (s *stockReserver) restore(saleID string, n int64) {
+	s.mu.Lock()
+	s.left[saleID] += n
+	s.mu.Unlock()
+}
+
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC).UnixNano())
+	return c
+}
+func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+func reserve(t *testing.T, g *Gate, saleID string, qty int64, key string) seckill.Outcome {
+	t.Helper()
+	res, err := g.Reserve(context.Background(), saleID, seckill.ReserveRequest{
+		ReservationID: seckill.NewReservationID(saleID, time.Now()), UserID: "u", Qty: qty, IdempotencyKey: key,
+	})
+	if err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	return res.Outcome
+}
+
+// TestSellOutStopsStockCalls is the point of the gate: after the sale
+// sells out the stock store sees no more calls for it until the safety
+// interval passes or Clear, while other sales are untouched.
+func TestSellOutStopsStockCalls(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 3, "cake": 100})
+	clk := newClock()
+	g := New(stock, Config{SafetyInterval: time.Second, Now: clk.Now})
+
+	for range 3 {
+		if o := reserve(t, g, "tea", 1, ""); o != seckill.OutcomeReserved {
+			t.Fatalf("outcome %s; want reserved", o)
+		}
+	}
+	if o := reserve(t, g, "tea", 1, ""); o != seckill.OutcomeSoldOut { // the store says so: flag
+		t.Fatalf("outcome %s; want sold out", o)
+	}
+	calls := stock.count("tea")
+	for range 1000 {
+		if o := reserve(t, g, "tea", 1, ""); o != seckill.OutcomeSoldOut {
+			t.Fatalf("outcome %s; want sold out", o)
+		}
+		if o := reserve(t, g, "tea", 5, ""); o != seckill.OutcomeSoldOut {
+			t.Fatalf("qty 5: outcome %s; want sold out", o)
+		}
+	}
+	if n := stock.count("tea"); n != calls {
+		t.Fatalf("stock store calls after sell-out: %d; want none", n-calls)
+	}
+	if g.Hits() != 2000 {
+		t.Fatalf("Hits = %d; want 2000", g.Hits())
+	}
+	if o := reserve(t, g, "cake", 1, ""); o != seckill.OutcomeReserved || stock.count("cake") != 1 {
+		t.Fatalf("another sale: %s after %d calls; want reserved by the store", o, stock.count("cake"))
+	}
+
+	// Just before the interval ends: still local.
+	clk.Advance(time.Second - time.Nanosecond)
+	reserve(t, g, "tea", 1, "")
+	if n := stock.count("tea"); n != calls {
+		t.Fatalf("stock store called before the safety interval ended")
+	}
+	// Once it has passed, one request asks again (and re-flags).
+	clk.Advance(time.Nanosecond)
+	reserve(t, g, "tea", 1, "")
+	reserve(t, g, "tea", 1, "")
+	if n := stock.count("tea"); n != calls+1 {
+		t.Fatalf("stock store calls after the interval: %d; want 1", n-calls)
+	}
+
+	// A restore clears the flag at once: the unit is sold, then flagged again.
+	stock.restore("tea", 1)
+	g.Clear("tea")
+	if o := reserve(t, g, "tea", 1, ""); o != seckill.OutcomeReserved {
+		t.Fatalf("after Clear: outcome %s; want reserved", o)
+	}
+	reserve(t, g, "tea", 1, "") // sold out, from the store
+	before := stock.count("tea")
+	reserve(t, g, "tea", 1, "")
+	if stock.count("tea") != before {
+		t.Fatal("not flagged again after selling the restored unit")
+	}
+}
+
+// TestOnlyQtyOneFlags: "sold out" for two units says nothing about one.
+func TestOnlyQtyOneFlags(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 1})
+	g := New(stock, Config{Now: newClock().Now})
+	for range 3 {
+		if o := reserve(t, g, "tea", 2, ""); o != seckill.OutcomeSoldOut {
+			t.Fatalf("qty 2: %s; want sold out", o)
+		}
+	}
+	if o := reserve(t, g, "tea", 1, ""); o != seckill.OutcomeReserved {
+		t.Fatalf("qty 1 with one unit left: %s; want reserved (a qty-2 refusal must not flag)", o)
+	}
+	if stock.count("tea") != 4 {
+		t.Fatalf("stock calls = %d; want 4", stock.count("tea"))
+	}
+}
+
+// TestKeyedRequestsBypassTheFlag: a retry of the request that took the
+// last unit gets its reservation back, not "sold out".
+func TestKeyedRequestsBypassTheFlag(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 1})
+	g := New(stock, Config{Now: newClock().Now})
+	if o := reserve(t, g, "tea", 1, "k1"); o != seckill.OutcomeReserved {
+		t.Fatalf("first: %s", o)
+	}
+	if o := reserve(t, g, "tea", 1, ""); o != seckill.OutcomeSoldOut || !g.SoldOut("tea") {
+		t.Fatalf("second: %s, flagged %v; want sold out and flagged", o, g.SoldOut("tea"))
+	}
+	if o := reserve(t, g, "tea", 1, "k1"); o != seckill.OutcomeReplayed {
+		t.Fatalf("retry with the same key: %s; want replayed", o)
+	}
+	if o := reserve(t, g, "tea", 1, "k2"); o != seckill.OutcomeSoldOut {
+		t.Fatalf("new key: %s; want sold out", o)
+	}
+	if stock.count("tea") != 4 || g.Hits() != 0 {
+		t.Fatalf("stock calls %d, hits %d; want 4, 0", stock.count("tea"), g.Hits())
+	}
+}
+
+// TestClearDuringCall: a "sold out" decided before a restore, answered
+// after its Clear, must not flag the sale.
+func TestClearDuringCall(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 0})
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	stock.before = func() {
+		once.Do(func() {
+			close(entered)
+			<-release
+		})
+	}
+	g := New(stock, Config{Now: newClock().Now})
+	done := make(chan seckill.Outcome)
+	go func() {
+		res, _ := g.Reserve(context.Background(), "tea", seckill.ReserveRequest{ReservationID: seckill.NewReservationID("tea", time.Now()), UserID: "u", Qty: 1})
+		done <- res.Outcome
+	}()
+	<-entered
+	g.Clear("tea") // a restore lands while the call is out; its answer may predate it
+	close(release)
+	if o := <-done; o != seckill.OutcomeSoldOut {
+		t.Fatalf("outcome %s; want sold out", o)
+	}
+	if g.SoldOut("tea") {
+		t.Fatal("flagged from an answer that raced a Clear")
+	}
+}
+
+func TestErrorsAndOtherOutcomesPassThrough(t *testing.T) {
+	boom := errors.New("redis down")
+	for _, tt := range []struct {
+		res seckill.ReserveResult
+		err error
+	}{
+		{seckill.ReserveResult{}, boom},
+		{seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, boom},
+		{seckill.ReserveResult{Outcome: seckill.OutcomeLimitExceeded}, nil},
+		{seckill.ReserveResult{Outcome: seckill.OutcomeNotStarted}, nil},
+		{seckill.ReserveResult{Outcome: seckill.OutcomeEnded}, nil},
+	} {
+		g := New(reserverFunc(func() (seckill.ReserveResult, error) { return tt.res, tt.err }), Config{})
+		res, err := g.Reserve(context.Background(), "tea", seckill.ReserveRequest{Qty: 1})
+		if res != tt.res || err != tt.err {
+			t.Errorf("Reserve = %+v, %v; want %+v, %v", res, err, tt.res, tt.err)
+		}
+		if g.SoldOut("tea") {
+			t.Errorf("%+v, %v flagged the sale", tt.res, tt.err)
+		}
+	}
+}
+
+type reserverFunc func() (seckill.ReserveResult, error)
+
+func (f reserverFunc) Reserve(context.Context, string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+	return f()
+}
+
+// TestWallClockJumpBack: a flag whose expiry is further away than the
+// interval can only come from a clock that went back; it is dropped.
+func TestWallClockJumpBack(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 0})
+	clk := newClock()
+	g := New(stock, Config{Now: clk.Now})
+	reserve(t, g, "tea", 1, "")
+	if !g.SoldOut("tea") {
+		t.Fatal("not flagged")
+	}
+	clk.Advance(-time.Hour)
+	if g.SoldOut("tea") {
+		t.Fatal("a flag survived the clock going back an hour")
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 0, "cake": 0, "pie": 5})
+	clk := newClock()
+	g := New(stock, Config{Now: clk.Now})
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(g)
+	for _, sale := range []string{"tea", "tea", "tea", "cake", "pie"} {
+		reserve(t, g, sale, 1, "")
+	}
+	if got := gather(t, reg); got["seckill_soldout_local_answers_total"] != 2 || got["seckill_soldout_flagged_sales"] != 2 {
+		t.Fatalf("metrics %v; want 2 local answers, 2 flagged sales", got)
+	}
+	clk.Advance(DefaultSafetyInterval)
+	if got := gather(t, reg); got["seckill_soldout_local_answers_total"] != 2 || got["seckill_soldout_flagged_sales"] != 0 {
+		t.Fatalf("metrics after the safety interval %v; want 2 local answers, 0 flagged sales", got)
+	}
+}
+
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			out[mf.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+		}
+	}
+	return out
+}
+
+// TestStampede: many buyers at once; exactly the stock is reserved, and
+// once the sale is flagged only the calls already out reach the store.
+func TestStampede(t *testing.T) {
+	const buyers, each, units = 32, 100, 10
+	stock := newStock(map[string]int64{"tea": units})
+	g := New(stock, Config{Now: newClock().Now})
+	var reserved atomic.Int64
+	var wg sync.WaitGroup
+	for range buyers {
+		wg.Go(func() {
+			for range each {
+				res, err := g.Reserve(context.Background(), "tea", seckill.ReserveRequest{ReservationID: "x", UserID: "u", Qty: 1})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if res.Outcome == seckill.OutcomeReserved {
+					reserved.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if reserved.Load() != units {
+		t.Fatalf("reserved %d; want %d", reserved.Load(), units)
+	}
+	if n := stock.count("tea"); n > units+2*buyers {
+		t.Fatalf("%d stock calls for %d requests; want at most %d", n, buyers*each, units+2*buyers)
+	}
+	if int(g.Hits())+stock.count("tea") != buyers*each {
+		t.Fatalf("hits %d + stock calls %d != %d requests", g.Hits(), stock.count("tea"), buyers*each)
+	}
+}

@@ -1,0 +1,129 @@
+package seckill
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Limit is a rate limit: at most Rate requests per Period, with bursts of
+// up to Rate requests (the GCRA of go-redis/redis_rate: after a burst,
+// one request every Period/Rate). The zero Limit is no limit at all.
+type Limit struct {
+	Rate   int
+	Period time.Duration
+}
+
+// Bounds on a Limit. They keep every quantity a limiter derives from one
+// (the interval between requests in microseconds, Rate × interval) well
+// inside Lua's exact-integer range.
+const (
+	MaxLimitRate     = 1_000_000
+	MinLimitPeriod   = time.Millisecond
+	MaxLimitPeriod   = 24 * time.Hour
+	minLimitInterval = time.Microsecond // Period/Rate at the least
+)
+
+// Interval is the time one request uses up of the limit: Period/Rate.
+func (l Limit) Interval() time.Duration {
+	if l.Rate <= 0 {
+		return 0
+	}
+	return l.Period / time.Duration(l.Rate)
+}
+
+// IsZero reports whether l is the zero Limit (no limit).
+func (l Limit) IsZero() bool { return l == Limit{} }
+
+// Validate checks that l is a limit a RateLimiter can enforce.
+func (l Limit) Validate() error {
+	switch {
+	case l.Rate < 1 || l.Rate > MaxLimitRate:
+		return Errorf(EINVALID, "rate limit: rate must be between 1 and %d", MaxLimitRate)
+	case l.Period < MinLimitPeriod || l.Period > MaxLimitPeriod:
+		return Errorf(EINVALID, "rate limit: period must be between %s and %s", MinLimitPeriod, MaxLimitPeriod)
+	case l.Interval() < minLimitInterval:
+		return Errorf(EINVALID, "rate limit: at most one request per %s (period/rate)", minLimitInterval)
+	}
+	return nil
+}
+
+// String formats l the way ParseLimit reads it, e.g. "20/1m"; the zero
+// Limit is "off".
+func (l Limit) String() string {
+	if l.IsZero() {
+		return "off"
+	}
+	var per string
+	switch p := l.Period; {
+	case p > 0 && p%time.Hour == 0:
+		per = strconv.FormatInt(int64(p/time.Hour), 10) + "h"
+	case p > 0 && p%time.Minute == 0:
+		per = strconv.FormatInt(int64(p/time.Minute), 10) + "m"
+	case p > 0 && p%time.Second == 0:
+		per = strconv.FormatInt(int64(p/time.Second), 10) + "s"
+	default:
+		per = p.String()
+	}
+	return strconv.Itoa(l.Rate) + "/" + per
+}
+
+var errLimitSyntax = errors.New(`want RATE/PERIOD, e.g. "20/1m", "5/1s", or "off"`)
+
+// ParseLimit reads a rate limit as configured (SECKILL_RATE_LIMIT_IP,
+// SECKILL_RATE_LIMIT_USER): "RATE/PERIOD" with RATE a whole number and
+// PERIOD a Go duration ("20/1m", "5/1s", "100/1h30m") or a bare unit
+// ("20/m"), or "off", which returns off = true and the zero Limit.
+// Surrounding spaces and the case of "off" are ignored.
+func ParseLimit(s string) (l Limit, off bool, err error) {
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "off") {
+		return Limit{}, true, nil
+	}
+	rate, per, ok := strings.Cut(s, "/")
+	if !ok || rate == "" || len(rate) > 7 || per == "" {
+		return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
+	}
+	for i := 0; i < len(rate); i++ {
+		if rate[i] < '0' || rate[i] > '9' {
+			return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
+		}
+	}
+	n, _ := strconv.Atoi(rate) // at most 7 digits: cannot fail
+	if strings.TrimLeft(per, "abcdefghijklmnopqrstuvwxyzµ") == "" {
+		per = "1" + per // a bare unit: "20/m" is "20/1m"
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil || per[0] == '+' || per[0] == '-' {
+		return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
+	}
+	l = Limit{Rate: n, Period: d}
+	if err := l.Validate(); err != nil {
+		return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, err)
+	}
+	return l, false, nil
+}
+
+// RateResult is a RateLimiter's decision on one request.
+type RateResult struct {
+	Allowed bool
+	// RetryAfter is, for a refused request, how long until one request
+	// under the same key and limit would be allowed; 0 when Allowed.
+	RetryAfter time.Duration
+	// Remaining is how many more requests would be allowed right now.
+	Remaining int
+}
+
+// RateLimiter counts requests per key against a limit, shared by every
+// API node (Redis in production and in the embedded default, through the
+// same script: internal/redis).
+type RateLimiter interface {
+	// Allow counts one request under key and says whether it fits limit.
+	// Refused requests are not counted. Errors are *Error with code
+	// EINVALID for a bad key or limit, or EUNAVAILABLE when the shared
+	// state is unreachable.
+	Allow(ctx context.Context, key string, limit Limit) (RateResult, error)
+}
