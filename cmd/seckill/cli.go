@@ -20,9 +20,12 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"serve":   {"run the engine (HTTP API, preheat, background workers)", runServe},
-	"migrate": {"apply database migrations and exit", runMigrate},
-	"token":   {"print a buyer JWT for a user id", runToken},
+	"serve":     {"run the engine (HTTP API, preheat, background workers)", runServe},
+	"migrate":   {"apply database migrations and exit", runMigrate},
+	"token":     {"print a buyer JWT for a user id", runToken},
+	"demo":      {"run a flash sale on the embedded engine and report on it", runDemo},
+	"bench":     {"load benchmarks: rush, compare, hello, textbook, live, soldout, all", runBench},
+	"reconcile": {"compare a sale's Redis and database ledgers; exit 3 if oversold or unexplained", runReconcile},
 }
 
 // errUsage marks an error whose message is already printed by flag.
@@ -46,6 +49,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if err := cmd.run(ctx, args[1:], stdout, stderr); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
+		}
+		var exit exitError
+		if errors.As(err, &exit) {
+			return exit.code
 		}
 		if !errors.Is(err, errUsage) {
 			fmt.Fprintf(stderr, "seckill %s: %v\n", args[0], err)

@@ -19,6 +19,7 @@ type engineMetrics struct {
 	failedOrders  prometheus.Counter
 	relayed       prometheus.Counter
 	timedOut      prometheus.Counter
+	restoreAlerts prometheus.Counter
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
@@ -53,8 +54,12 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Name: "seckill_orders_timed_out_total",
 			Help: "Orders cancelled because they were not paid in time.",
 		}),
+		restoreAlerts: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_restore_alerts_total",
+			Help: "Restores still waiting for their order after --restore-alert-after: each needs an operator.",
+		}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut, m.restoreAlerts)
 	return m
 }
 
@@ -64,9 +69,10 @@ func (m *engineMetrics) observePersisted(created, duplicate, rejected int) {
 	m.persisted.WithLabelValues("rejected").Add(float64(rejected))
 }
 
-func (m *engineMetrics) observeFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
-func (m *engineMetrics) observeRelayed(n int)               { m.relayed.Add(float64(n)) }
-func (m *engineMetrics) observeTimeouts(n int)              { m.timedOut.Add(float64(n)) }
+func (m *engineMetrics) observeFailed(*seckill.FailedOrder)          { m.failedOrders.Inc() }
+func (m *engineMetrics) observeRelayed(n int)                        { m.relayed.Add(float64(n)) }
+func (m *engineMetrics) observeTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
+func (m *engineMetrics) observeRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }
 
 func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
 	m.batchSize.Observe(float64(size))

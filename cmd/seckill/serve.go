@@ -25,48 +25,54 @@ import (
 	"github.com/seckill-dev/seckill/internal/paytimeout"
 	"github.com/seckill-dev/seckill/internal/preheat"
 	"github.com/seckill-dev/seckill/internal/rabbitmq"
+	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/relay"
+	"github.com/seckill-dev/seckill/internal/restore"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
 // Config is everything serve needs to know. Each field has a flag and an
 // SECKILL_* environment variable (see Config.register).
 type Config struct {
-	HTTPAddr        string
-	RedisURL        string // empty: embedded in-process server
-	DatabaseURL     string // empty: SQLite under DataDir
-	BrokerURL       string // amqp://, nats://; empty: NATS JetStream in-process
-	BrokerQueue     string // queue (RabbitMQ) or stream (NATS) name
-	DataDir         string
-	JWTSecret       string // empty: generated and kept in DataDir
-	AdminToken      string // empty: generated and kept in DataDir
-	PreheatLead     time.Duration
-	PreheatInterval time.Duration
-	MaxBatch        int
-	PayTimeout      time.Duration
-	SweepInterval   time.Duration
-	OrderWriters    int
-	RelayClaimIdle  time.Duration
-	ShutdownTimeout time.Duration
-	LogLevel        string
+	HTTPAddr             string
+	RedisURL             string // empty: embedded in-process server
+	DatabaseURL          string // empty: SQLite under DataDir
+	BrokerURL            string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue          string // queue (RabbitMQ) or stream (NATS) name
+	DataDir              string
+	JWTSecret            string // empty: generated and kept in DataDir
+	AdminToken           string // empty: generated and kept in DataDir
+	PreheatLead          time.Duration
+	PreheatInterval      time.Duration
+	MaxBatch             int
+	PayTimeout           time.Duration
+	SweepInterval        time.Duration
+	OrderWriters         int
+	RelayClaimIdle       time.Duration
+	RestoreRetryInterval time.Duration
+	RestoreAlertAfter    time.Duration
+	ShutdownTimeout      time.Duration
+	LogLevel             string
 }
 
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:        "127.0.0.1:8080",
-		DataDir:         "./seckill-data",
-		PreheatLead:     10 * time.Minute,
-		PreheatInterval: 5 * time.Second,
-		MaxBatch:        256,
-		BrokerQueue:     "seckill_reservations",
-		PayTimeout:      15 * time.Minute,
-		SweepInterval:   5 * time.Second,
-		OrderWriters:    2,
-		RelayClaimIdle:  30 * time.Second,
-		ShutdownTimeout: 30 * time.Second,
-		LogLevel:        "info",
+		HTTPAddr:             "127.0.0.1:8080",
+		DataDir:              "./seckill-data",
+		PreheatLead:          10 * time.Minute,
+		PreheatInterval:      5 * time.Second,
+		MaxBatch:             256,
+		BrokerQueue:          "seckill_reservations",
+		PayTimeout:           15 * time.Minute,
+		SweepInterval:        5 * time.Second,
+		OrderWriters:         2,
+		RelayClaimIdle:       30 * time.Second,
+		RestoreRetryInterval: 5 * time.Second,
+		RestoreAlertAfter:    time.Hour,
+		ShutdownTimeout:      30 * time.Second,
+		LogLevel:             "info",
 	}
 }
 
@@ -87,6 +93,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
+		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
+		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 	} {
@@ -117,12 +125,17 @@ type Main struct {
 	stock    *redis.Store
 	orders   *sqlstore.OrderStore
 	broker   seckill.Broker
+	restorer *restore.Service
 	combiner *combiner.Combiner
 	preheat  *preheat.Scheduler
 	server   *http.Server
 	listener net.Listener
 	served   chan error
 	closers  []func(context.Context) error // in the order they must run
+
+	// now is the engine's clock (orders' pay-by, timeouts, restore
+	// alerts); tests move it. Sale windows use Redis's clock.
+	now func() time.Time
 
 	// wrapBroker, if set, wraps the broker as one role ("relay" or
 	// "writer") sees it: tests use it to deliver every message twice, or
@@ -147,6 +160,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	cfg := &m.Config
+	if m.now == nil {
+		m.now = time.Now
+	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
 		if err != nil {
@@ -203,8 +219,23 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg.MustRegister(newStockCollector(m.preheat, m.stock))
 
 	m.orders = sqlstore.NewOrderStore(m.db)
+	m.restorer = restore.New(m.orders, m.stock, restore.Config{
+		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
+		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
+	})
+	m.restorer.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, m.restorer.Stop)
+
+	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
-		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts,
+		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
+		Cancel: func(ctx context.Context, o *seckill.Order) error {
+			res, err := m.restorer.Restore(ctx, o.ReservationID, "payment timeout")
+			if err == nil && res == seckill.AlreadyRestored {
+				return paytimeout.ErrAlreadyCancelled
+			}
+			return err
+		},
 	})
 	sweeper.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, sweeper.Stop)
@@ -212,6 +243,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
 		PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
 		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
+		AfterPersist: m.restorer.Kick, Now: m.now,
 	})
 	writer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, writer.Stop)
@@ -237,7 +269,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Gatherer:   reg,
 		Orders:     m.orders,
 		Pending:    m.stock,
-		Ready:      m.ready,
+		Restorer:   m.restorer,
+		Restores:   m.orders,
+		Reconcile: func(ctx context.Context, saleID string) (any, error) {
+			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+		},
+		Now:   m.now,
+		Ready: m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()

@@ -25,7 +25,14 @@ type OrderStore interface {
 	FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error)
 	FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error)
 	PayOrder(ctx context.Context, reservationID string, now time.Time) (*seckill.Order, error)
-	CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *seckill.Order, changed bool, err error)
+}
+
+// Restorer gives a reservation's units back (internal/restore). It is the
+// one path of a buyer's cancel, an operator's restore and the payment
+// timeout, so that any of them may race the others without restoring
+// twice. A paid order is an *Error with ESTATECONFLICT.
+type Restorer interface {
+	Restore(ctx context.Context, reservationID, reason string) (seckill.RestoreResult, error)
 }
 
 // PendingStore reads the stock store's record of a reservation, which
@@ -240,11 +247,25 @@ func (s *Server) orderAction(w http.ResponseWriter, r *http.Request, target seck
 		return resultNotFound, errReservationNotFound.write(w)
 	case f.failed != nil:
 		return resultFailed, s.writeError(w, r, errReservationFail)
+	case f.order == nil && target == seckill.OrderCancelled:
+		// Still on its way to the database: the cancel is parked, and
+		// the order is created cancelled when it lands.
+		res, err := s.restorer.Restore(r.Context(), id, buyerCancelReason)
+		if err != nil {
+			return s.failResult(w, r, fmt.Errorf("cancel pending reservation %s: %w", id, err))
+		}
+		if res != seckill.RestoreParked { // the order landed meanwhile
+			if o, err := s.orders.Order(r.Context(), id); err == nil {
+				return s.answerOrder(w, r, id, o, resultDone)
+			}
+		}
+		return resultDone, s.writeJSON(w, r, http.StatusAccepted, map[string]any{
+			"reservation_id": id, "status": statusPending, "cancellation": "parked",
+			"poll_after_ms": pollAfterMS,
+		})
 	case f.order == nil:
 		// Still on its way to the database: the order writer usually
 		// lands it within a poll interval.
-		// TODO(restore): a buyer's cancel of a pending reservation is to
-		// be parked as a restore request instead.
 		w.Header().Set("Retry-After", strconv.Itoa(pollAfterMS/1000))
 		return resultPending, s.writeError(w, r, errOrderNotCreated)
 	}
@@ -265,7 +286,11 @@ func (s *Server) orderAction(w http.ResponseWriter, r *http.Request, target seck
 	if target == seckill.OrderPaid {
 		o, err = s.orders.PayOrder(r.Context(), id, now)
 	} else {
-		o, changed, err = s.orders.CancelOrder(r.Context(), id, buyerCancelReason, now)
+		var res seckill.RestoreResult
+		if res, err = s.restorer.Restore(r.Context(), id, buyerCancelReason); err == nil {
+			changed = res == seckill.Restored
+			o, err = s.orders.Order(r.Context(), id)
+		}
 	}
 	switch {
 	case seckill.ErrorCode(err) == seckill.ESTATECONFLICT:

@@ -133,6 +133,21 @@ func (f *fakeOrders) CancelOrder(_ context.Context, id, reason string, now time.
 	return &c, true, nil
 }
 
+// Restore is the restore service's contract on top of the fake: a
+// restore is the conditional cancel; no order means parked.
+func (f *fakeOrders) Restore(ctx context.Context, id, reason string) (seckill.RestoreResult, error) {
+	_, changed, err := f.CancelOrder(ctx, id, reason, time.Now())
+	switch {
+	case errors.Is(err, seckill.ErrNotFound):
+		return seckill.RestoreParked, nil
+	case err != nil:
+		return "", err
+	case changed:
+		return seckill.Restored, nil
+	}
+	return seckill.AlreadyRestored, nil
+}
+
 // set changes a stored order's status directly, as another node would.
 func (f *fakeOrders) set(id string, status seckill.OrderStatus) {
 	f.mu.Lock()
@@ -211,7 +226,7 @@ func newResEnv(t *testing.T) *resEnv {
 		pending: &fakePending{records: map[string]pendingRecord{}},
 		payBy:   t0.Add(15 * time.Minute),
 	}
-	e.env = newEnv(t, func(c *Config) { c.Orders, c.Pending = e.orders, e.pending })
+	e.env = newEnv(t, func(c *Config) { c.Orders, c.Pending, c.Restorer = e.orders, e.pending, e.orders })
 	newID := func() string { return seckill.NewReservationID(testSaleID, t0) }
 	e.ordered, e.paid, e.cancelled, e.failed, e.pendingID, e.missing = newID(), newID(), newID(), newID(), newID(), newID()
 	for id, st := range map[string]seckill.OrderStatus{e.ordered: seckill.OrderPlaced, e.paid: seckill.OrderPaid, e.cancelled: seckill.OrderCancelled} {
@@ -483,7 +498,6 @@ func TestPayCancelConflicts(t *testing.T) {
 		{name: "pay a failed reservation", action: "pay", id: func(e *resEnv) string { return e.failed }, message: "failed"},
 		{name: "cancel a failed reservation", action: "cancel", id: func(e *resEnv) string { return e.failed }, message: "failed"},
 		{name: "pay before the order exists", action: "pay", id: func(e *resEnv) string { return e.pendingID }, message: "not created yet"},
-		{name: "cancel before the order exists", action: "cancel", id: func(e *resEnv) string { return e.pendingID }, message: "not created yet"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -518,6 +532,27 @@ func TestPayCancelConflicts(t *testing.T) {
 
 // TestPayRaceSameBuyer: two pays of one buyer race; the loser answers
 // like the winner.
+// TestCancelBeforeTheOrderExists: a buyer's cancel of a reservation still
+// on its way to the database is parked through the restore path (202),
+// and the order will be created cancelled when it lands.
+func TestCancelBeforeTheOrderExists(t *testing.T) {
+	e := newResEnv(t)
+	w := e.post("alice", e.pendingID, "cancel", "")
+	if w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), `"cancellation":"parked"`) {
+		t.Fatalf("cancel of a pending reservation: %d %s, want 202 parked", w.Code, w.Body)
+	}
+	if n := e.orders.writes.Load(); n != 1 {
+		t.Fatalf("restore path called %d times, want 1", n)
+	}
+	// Someone else's pending reservation is still a 404, and nothing is parked.
+	if w := e.post("mallory", e.pendingID, "cancel", ""); w.Code != http.StatusNotFound {
+		t.Fatalf("another buyer's cancel: %d", w.Code)
+	}
+	if n := e.orders.writes.Load(); n != 1 {
+		t.Fatalf("another buyer's cancel reached the store (%d calls)", n)
+	}
+}
+
 func TestPayRaceSameBuyer(t *testing.T) {
 	e := newResEnv(t)
 	e.orders.beforeWrite = func(id string) { e.orders.set(id, seckill.OrderPaid) }

@@ -18,6 +18,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -89,6 +90,14 @@ type Config struct {
 	Orders OrderStore
 	// Pending reads reservations not yet in the database.
 	Pending PendingStore
+	// Restorer, set with Orders, serves a buyer's cancel and
+	// POST /admin/v1/restores.
+	Restorer Restorer
+	// Restores, if set, lists restore requests (GET /admin/v1/restores).
+	Restores RestoreLister
+	// Reconcile, if set, serves GET /admin/v1/sales/{id}/reconciliation:
+	// it returns the report (encoded as JSON) or seckill.ErrNotFound.
+	Reconcile func(ctx context.Context, saleID string) (report any, err error)
 
 	// AdminToken authorises /admin/v1 calls as "Authorization: Bearer
 	// <AdminToken>". Empty disables the admin routes (every call is 401).
@@ -112,6 +121,20 @@ type Config struct {
 	OnSaleCreated func(*seckill.Sale)
 	// SaleCacheTTL overrides DefaultSaleCacheTTL.
 	SaleCacheTTL time.Duration
+
+	// Protection of the reservation route (protect.go). RateLimiter
+	// enforces IPLimit (per client address; see TrustedProxies) and
+	// UserLimit (per verified buyer); a zero Limit is off, and a limit
+	// set without a RateLimiter is an error. TrustedProxies are the
+	// peers whose X-Forwarded-For is believed. MaxInFlight caps the
+	// reservation requests handled at once on this node, beyond which
+	// requests are answered 503 overloaded: 0 means DefaultMaxInFlight,
+	// a negative value no cap.
+	RateLimiter    seckill.RateLimiter
+	IPLimit        seckill.Limit
+	UserLimit      seckill.Limit
+	TrustedProxies []netip.Prefix
+	MaxInFlight    int
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -123,6 +146,9 @@ type Server struct {
 	verifier      TokenVerifier
 	orders        OrderStore
 	pending       PendingStore
+	restorer      Restorer
+	restores      RestoreLister
+	reconcile     func(ctx context.Context, saleID string) (any, error)
 	resMetrics    *reservationMetrics
 	adminHash     [sha256.Size]byte
 	adminEnabled  bool
@@ -132,6 +158,7 @@ type Server struct {
 	onSaleCreated func(*seckill.Sale)
 	cache         *saleCache
 	metrics       *metrics
+	guard         *guard
 	gatherer      prometheus.Gatherer
 	mux           *http.ServeMux
 }
@@ -151,6 +178,9 @@ func New(cfg Config) (*Server, error) {
 		// Either alone would answer a claimed reservation 404 (or pending
 		// forever): both, or neither.
 		return nil, errors.New("httpapi: Config.Orders and Config.Pending go together")
+	case (cfg.Orders == nil) != (cfg.Restorer == nil):
+		// A cancel must give the stock back: no order actions without it.
+		return nil, errors.New("httpapi: Config.Orders and Config.Restorer go together")
 	}
 	s := &Server{
 		sales:         cfg.Sales,
@@ -160,6 +190,9 @@ func New(cfg Config) (*Server, error) {
 		verifier:      cfg.Verifier,
 		orders:        cfg.Orders,
 		pending:       cfg.Pending,
+		restorer:      cfg.Restorer,
+		restores:      cfg.Restores,
+		reconcile:     cfg.Reconcile,
 		now:           cfg.Now,
 		logger:        cfg.Logger,
 		ready:         cfg.Ready,
@@ -199,6 +232,9 @@ func New(cfg Config) (*Server, error) {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
 	}
+	if s.guard, err = newGuard(cfg, reg, s.logger, s.now); err != nil {
+		return nil, err
+	}
 	if s.orders != nil {
 		if s.resMetrics, err = newReservationMetrics(reg); err != nil {
 			return nil, err
@@ -230,10 +266,12 @@ func (s *Server) routes() {
 		{"GET", "/admin/v1/sales/{id}", s.handleAdminSale},
 		{"POST", "/admin/v1/sales/{id}/preheat", s.handlePreheat},
 		{"GET", "/api/v1/sales/{id}", s.handlePublicSale},
-		{"POST", "/api/v1/sales/{id}/reservations", s.handleReserve},
+		{"POST", "/api/v1/sales/{id}/reservations", s.protect(s.handleReserve)},
 		{"GET", "/metrics", s.handleMetrics()},
 		{"GET", "/healthz", s.handleHealthz},
 		{"GET", "/readyz", s.handleReadyz},
+		{"GET", pprofPrefix, s.handlePprof},
+		{"POST", pprofPrefix, s.handlePprof}, // symbol lookups
 	}
 	if s.orders != nil {
 		routes = append(routes,
@@ -241,7 +279,14 @@ func (s *Server) routes() {
 			route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay},
 			route{"POST", "/api/v1/reservations/{id}/cancel", s.handleCancel},
 			route{"GET", "/admin/v1/failed-orders", s.handleFailedOrders},
+			route{"POST", "/admin/v1/restores", s.handleRestore},
 		)
+	}
+	if s.restores != nil {
+		routes = append(routes, route{"GET", "/admin/v1/restores", s.handleRestores})
+	}
+	if s.reconcile != nil {
+		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/reconciliation", s.handleReconciliation})
 	}
 	allowed := map[string][]string{}
 	var paths []string
@@ -307,6 +352,9 @@ func bearerToken(r *http.Request) (string, bool) {
 
 // buyer returns the user id of the request's buyer token.
 func (s *Server) buyer(r *http.Request) (string, error) {
+	if uid, ok := verifiedBuyer(r.Context()); ok {
+		return uid, nil // verified by the guard in front of the route
+	}
 	tok, ok := bearerToken(r)
 	if !ok {
 		return "", errNoBuyerToken

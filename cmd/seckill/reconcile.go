@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/reconcile"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
+)
+
+// exitError carries an exit status other than 1; its message, if any, is
+// already printed.
+type exitError struct{ code int }
+
+func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// errNotBalanced is reconcile's verdict "oversold or unexplained": exit 3,
+// distinct from 1 ("could not check").
+var errNotBalanced = exitError{code: 3}
+
+// runReconcile compares a sale's Redis and database ledgers. With a Redis
+// URL it reads both stores itself; without one (the embedded default keeps
+// Redis inside the serve process) it asks the running server.
+func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg := DefaultConfig()
+	var (
+		saleID, serverURL string
+		asJSON            bool
+		grace             = reconcile.DefaultInFlightGrace
+	)
+	fs := flagSet("reconcile", stderr)
+	fs.StringVar(&saleID, "sale", "", "sale id (required)")
+	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&serverURL, "url", "", "ask this running seckill (default: the one at --http-addr) instead of reading the stores; used when no --redis-url is set")
+	stringFlag(fs, &cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "address of the running seckill")
+	stringFlag(fs, &cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis URL; empty asks the running seckill")
+	stringFlag(fs, &cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "database URL; empty uses SQLite in the data dir")
+	stringFlag(fs, &cfg.DataDir, "data-dir", cfg.DataDir, "data directory (embedded database, generated admin token)")
+	stringFlag(fs, &cfg.AdminToken, "admin-token", cfg.AdminToken, "admin token of the running seckill; empty reads the generated one")
+	if err := durationFlag(fs, &grace, "in-flight-grace", grace, "a claim younger than this without an order counts as in flight"); err != nil {
+		return err
+	}
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if !seckill.ValidSaleID(saleID) {
+		fmt.Fprintln(stderr, "--sale is required: a sale id")
+		return errUsage
+	}
+
+	var rep *reconcile.Report
+	var err error
+	if cfg.RedisURL != "" {
+		rep, err = reconcileStores(ctx, &cfg, saleID, grace)
+	} else {
+		if serverURL == "" {
+			serverURL = "http://" + cfg.HTTPAddr
+		}
+		rep, err = reconcileRemote(ctx, &cfg, serverURL, saleID)
+	}
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		err = enc.Encode(rep)
+	} else {
+		err = rep.WriteTable(stdout)
+	}
+	if err != nil {
+		return err
+	}
+	if !rep.OK() {
+		return errNotBalanced
+	}
+	return nil
+}
+
+func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time.Duration) (*reconcile.Report, error) {
+	db, err := sqlstore.Open(ctx, cfg.databaseURL())
+	if err != nil {
+		return nil, err
+	}
+	defer db.Close()
+	stock, err := redis.New(ctx, cfg.RedisURL)
+	if err != nil {
+		return nil, err
+	}
+	defer stock.Close()
+	return reconcile.Reconcile(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+}
+
+func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {
+	if cfg.AdminToken == "" {
+		s, _, err := loadOrCreateSecrets(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		cfg.AdminToken = s.AdminToken
+	}
+	u := strings.TrimRight(serverURL, "/") + "/admin/v1/sales/" + url.PathEscape(saleID) + "/reconciliation"
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+	client := &http.Client{Timeout: time.Minute}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("ask %s (is seckill serve running? or pass --redis-url): %w", serverURL, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("%s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
+	}
+	var rep reconcile.Report
+	if err := json.Unmarshal(body, &rep); err != nil {
+		return nil, fmt.Errorf("decode report: %w", err)
+	}
+	return &rep, nil
+}
