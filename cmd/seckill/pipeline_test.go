@@ -25,16 +25,16 @@ type stack struct {
 var stacks = []stack{
 	{"redis+rabbitmq+mariadb", func(t *testing.T) func(*Config) {
 		redisURL, amqpURL, dbURL := servicetest.Redis.URL(t), servicetest.RabbitMQ.URL(t), sqltest.MySQL(t)
-		queue := servicetest.UniqueName("seckill_e2e_")
+		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
 		return func(c *Config) {
-			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue = redisURL, amqpURL, dbURL, queue
+			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, amqpURL, dbURL, queue, prefix
 		}
 	}},
 	{"redis+nats+postgres", func(t *testing.T) func(*Config) {
 		redisURL, natsURL, dbURL := servicetest.Redis.URL(t), servicetest.NATS.URL(t), sqltest.Postgres(t)
-		queue := servicetest.UniqueName("seckill_e2e_")
+		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
 		return func(c *Config) {
-			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue = redisURL, natsURL, dbURL, queue
+			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, natsURL, dbURL, queue, prefix
 		}
 	}},
 }

@@ -42,6 +42,7 @@ func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&serverURL, "url", "", "ask this running seckill (default: the one at --http-addr) instead of reading the stores; used when no --redis-url is set")
 	stringFlag(fs, &cfg.HTTPAddr, "http-addr", cfg.HTTPAddr, "address of the running seckill")
 	stringFlag(fs, &cfg.RedisURL, "redis-url", cfg.RedisURL, "Redis URL; empty asks the running seckill")
+	stringFlag(fs, &cfg.RedisKeyPrefix, "redis-key-prefix", cfg.RedisKeyPrefix, "prefix of seckill's Redis keys")
 	stringFlag(fs, &cfg.DatabaseURL, "database-url", cfg.DatabaseURL, "database URL; empty uses SQLite in the data dir")
 	stringFlag(fs, &cfg.DataDir, "data-dir", cfg.DataDir, "data directory (embedded database, generated admin token)")
 	stringFlag(fs, &cfg.AdminToken, "admin-token", cfg.AdminToken, "admin token of the running seckill; empty reads the generated one")
@@ -91,7 +92,7 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 		return nil, err
 	}
 	defer db.Close()
-	stock, err := redis.New(ctx, cfg.RedisURL)
+	stock, err := redis.New(ctx, cfg.RedisURL, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
 	if err != nil {
 		return nil, err
 	}

@@ -58,7 +58,8 @@ func (e *engine) reconcileCLI(sale string) (map[string]any, int) {
 	e.t.Helper()
 	var out, errOut bytes.Buffer
 	code := run(context.Background(), []string{"reconcile", "--sale", sale, "--json",
-		"--redis-url", e.m.Config.RedisURL, "--database-url", e.m.Config.DatabaseURL, "--in-flight-grace", "1s"}, &out, &errOut)
+		"--redis-url", e.m.Config.RedisURL, "--redis-key-prefix", e.m.Config.RedisKeyPrefix,
+		"--database-url", e.m.Config.DatabaseURL, "--in-flight-grace", "1s"}, &out, &errOut)
 	var rep map[string]any
 	if err := json.Unmarshal(out.Bytes(), &rep); err != nil {
 		e.t.Fatalf("reconcile exited %d, printed %q (stderr %q): %v", code, out.String(), errOut.String(), err)
@@ -200,7 +201,7 @@ func TestRestoreResellReconcile(t *testing.T) {
 	}
 	var table bytes.Buffer
 	if code := run(context.Background(), []string{"reconcile", "--sale", sale, "--redis-url", e.m.Config.RedisURL,
-		"--database-url", e.m.Config.DatabaseURL}, &table, &table); code != 0 {
+		"--redis-key-prefix", e.m.Config.RedisKeyPrefix, "--database-url", e.m.Config.DatabaseURL}, &table, &table); code != 0 {
 		t.Fatalf("reconcile table exited %d:\n%s", code, table.String())
 	}
 	t.Logf("seckill reconcile --sale %s:\n%s", sale, table.String())

@@ -29,7 +29,9 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/relay"
 	"github.com/seckill-dev/seckill/internal/restore"
+	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/web"
 )
 
 // Config is everything serve needs to know. Each field has a flag and an
@@ -37,6 +39,7 @@ import (
 type Config struct {
 	HTTPAddr             string
 	RedisURL             string // empty: embedded in-process server
+	RedisKeyPrefix       string // prefix of every key seckill writes
 	DatabaseURL          string // empty: SQLite under DataDir
 	BrokerURL            string // amqp://, nats://; empty: NATS JetStream in-process
 	BrokerQueue          string // queue (RabbitMQ) or stream (NATS) name
@@ -52,6 +55,12 @@ type Config struct {
 	RelayClaimIdle       time.Duration
 	RestoreRetryInterval time.Duration
 	RestoreAlertAfter    time.Duration
+	RateLimitIP          string // "20/1m", "5/1s" or "off"
+	RateLimitUser        string
+	TrustedProxies       string // comma-separated IPs/CIDRs
+	MaxInFlight          int
+	SoldOutInterval      time.Duration
+	DemoLogin            string // auto (on for the embedded default), on, off
 	ShutdownTimeout      time.Duration
 	LogLevel             string
 }
@@ -61,6 +70,7 @@ func DefaultConfig() Config {
 	return Config{
 		HTTPAddr:             "127.0.0.1:8080",
 		DataDir:              "./seckill-data",
+		RedisKeyPrefix:       redis.DefaultKeyPrefix,
 		PreheatLead:          10 * time.Minute,
 		PreheatInterval:      5 * time.Second,
 		MaxBatch:             256,
@@ -71,6 +81,11 @@ func DefaultConfig() Config {
 		RelayClaimIdle:       30 * time.Second,
 		RestoreRetryInterval: 5 * time.Second,
 		RestoreAlertAfter:    time.Hour,
+		RateLimitIP:          httpapi.DefaultIPLimit.String(),
+		RateLimitUser:        httpapi.DefaultUserLimit.String(),
+		MaxInFlight:          httpapi.DefaultMaxInFlight,
+		SoldOutInterval:      soldout.DefaultSafetyInterval,
+		DemoLogin:            "auto",
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
 	}
@@ -79,6 +94,7 @@ func DefaultConfig() Config {
 func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.HTTPAddr, "http-addr", c.HTTPAddr, "address to listen on")
 	stringFlag(fs, &c.RedisURL, "redis-url", c.RedisURL, "Redis URL (redis://, rediss://; Cluster is detected); empty runs an in-process Redis-compatible server")
+	stringFlag(fs, &c.RedisKeyPrefix, "redis-key-prefix", c.RedisKeyPrefix, "prefix of every Redis key and channel (several deployments can share one Redis)")
 	stringFlag(fs, &c.DatabaseURL, "database-url", c.DatabaseURL, "database URL (mysql://, postgres://, sqlite:PATH); empty uses SQLite in the data dir")
 	stringFlag(fs, &c.BrokerURL, "broker-url", c.BrokerURL, "message broker URL (amqp:// for RabbitMQ, nats:// for NATS JetStream); empty runs NATS JetStream in-process")
 	stringFlag(fs, &c.BrokerQueue, "broker-queue", c.BrokerQueue, "RabbitMQ queue or NATS JetStream stream carrying reservations")
@@ -86,6 +102,10 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
+	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
+	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
@@ -93,6 +113,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
+		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
+		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
 		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
@@ -103,6 +125,20 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// demoLogin reports whether the buyer page may mint tokens from a name:
+// "auto" allows it only on the embedded default (no backend configured).
+func (c *Config) demoLogin() (bool, error) {
+	switch c.DemoLogin {
+	case "on":
+		return true, nil
+	case "off":
+		return false, nil
+	case "auto", "":
+		return c.RedisURL == "" && c.DatabaseURL == "" && c.BrokerURL == "", nil
+	}
+	return false, fmt.Errorf("demo login %q: want auto, on or off", c.DemoLogin)
 }
 
 // databaseURL is the configured URL, or SQLite in the data dir.
@@ -126,6 +162,7 @@ type Main struct {
 	orders   *sqlstore.OrderStore
 	broker   seckill.Broker
 	restorer *restore.Service
+	gate     *soldout.Gate
 	combiner *combiner.Combiner
 	preheat  *preheat.Scheduler
 	server   *http.Server
@@ -163,6 +200,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.now == nil {
 		m.now = time.Now
 	}
+	// Bad settings fail before anything is opened.
+	ipLimit, _, err := seckill.ParseLimit(cfg.RateLimitIP)
+	if err != nil {
+		return fmt.Errorf("rate limit per IP: %w", err)
+	}
+	userLimit, _, err := seckill.ParseLimit(cfg.RateLimitUser)
+	if err != nil {
+		return fmt.Errorf("rate limit per user: %w", err)
+	}
+	proxies, err := httpapi.ParseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return fmt.Errorf("trusted proxies: %w", err)
+	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
 		if err != nil {
@@ -174,12 +224,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if cfg.AdminToken == "" {
 			cfg.AdminToken = s.AdminToken
 		}
-		verb := "using"
+		// Secrets are shown once, when they are made; later starts name
+		// only the file, so they do not end up in every log of the process.
+		path := filepath.Join(cfg.DataDir, secretsFile)
 		if generated {
-			verb = "generated"
+			fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
+		} else {
+			fmt.Fprintf(m.Stdout, "using the secrets in %s\n", path)
 		}
-		fmt.Fprintf(m.Stdout, "%s secrets in %s\n  admin token: %s\n  JWT secret:  %s\n",
-			verb, filepath.Join(cfg.DataDir, secretsFile), cfg.AdminToken, cfg.JWTSecret)
 	}
 
 	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
@@ -191,9 +243,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 
 	if cfg.RedisURL == "" {
-		m.stock, err = redis.StartEmbedded(ctx)
+		m.stock, err = redis.StartEmbedded(ctx, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
 	} else {
-		m.stock, err = redis.New(ctx, cfg.RedisURL)
+		m.stock, err = redis.New(ctx, cfg.RedisURL, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
 	}
 	if err != nil {
 		return err
@@ -222,6 +274,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
+		// This node clears its flag at once; the others hear the
+		// announcement the restore service publishes.
+		OnRestocked: func(saleID string) {
+			if m.gate != nil {
+				m.gate.Clear(saleID)
+			}
+		},
 	})
 	m.restorer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.restorer.Stop)
@@ -257,20 +316,40 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
 	m.closers = append(m.closers, m.combiner.Stop)
 
+	// The sold-out flag answers a sold-out sale without Redis; stock that
+	// comes back (a restore on any node) clears it everywhere.
+	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
+	m.gate = gate
+	reg.MustRegister(gate)
+	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
+	subDone := make(chan struct{})
+	go func() {
+		defer close(subDone)
+		if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
+			m.Logger.Error("restock announcements: subscription ended", "err", err)
+		}
+	}()
+	m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
+
 	api, err := httpapi.New(httpapi.Config{
-		Sales:      sales,
-		Stock:      m.stock,
-		Preheater:  m.preheat,
-		Reserver:   m.combiner,
-		Verifier:   jwt.NewVerifier([]byte(cfg.JWTSecret)),
-		AdminToken: cfg.AdminToken,
-		Logger:     m.Logger,
-		Registerer: reg,
-		Gatherer:   reg,
-		Orders:     m.orders,
-		Pending:    m.stock,
-		Restorer:   m.restorer,
-		Restores:   m.orders,
+		Sales:          sales,
+		Stock:          m.stock,
+		Preheater:      m.preheat,
+		Reserver:       gate,
+		Verifier:       jwt.NewVerifier([]byte(cfg.JWTSecret)),
+		AdminToken:     cfg.AdminToken,
+		Logger:         m.Logger,
+		Registerer:     reg,
+		Gatherer:       reg,
+		Orders:         m.orders,
+		Pending:        m.stock,
+		Restorer:       m.restorer,
+		RateLimiter:    m.stock,
+		IPLimit:        ipLimit,
+		UserLimit:      userLimit,
+		TrustedProxies: proxies,
+		MaxInFlight:    cfg.MaxInFlight,
+		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
@@ -285,8 +364,30 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	demoLogin, err := cfg.demoLogin()
+	if err != nil {
+		return err
+	}
+	var mint func(string) (string, error)
+	if demoLogin {
+		mint = func(name string) (string, error) {
+			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
+		}
+	}
+	room := &controlRoom{m: m, reg: reg}
+	pages, err := web.New(web.Config{
+		Sales: sales, Stock: m.stock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger,
+	})
+	if err != nil {
+		return err
+	}
+	// The pages own their few routes; everything else is the API's.
+	root := http.NewServeMux()
+	root.Handle("/", api.Handler())
+	pages.Routes(root)
 	m.server = &http.Server{
-		Handler:           api.Handler(),
+		Handler:           root,
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -297,13 +398,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// A live feed never goes idle: Shutdown must end it, not wait for it.
+	m.server.RegisterOnShutdown(pages.CloseStreams)
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.server.Serve(m.listener) }()
 	// HTTP stops first: no new claims while the rest drains.
 	m.closers = append(m.closers, func(ctx context.Context) error { return m.server.Shutdown(ctx) })
 
-	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
-		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
+	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n  control room: http://%s/admin\n",
+		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)), m.listener.Addr())
 	return nil
 }
 

@@ -40,6 +40,8 @@ func startEngine(t *testing.T, mutate func(*Config), hooks ...func(*Main)) *engi
 	cfg.JWTSecret = "test-jwt-secret-0123456789abcdef"
 	cfg.AdminToken = "test-admin-token"
 	cfg.ShutdownTimeout = 10 * time.Second
+	// Every test buyer comes from 127.0.0.1; the limits have tests of their own.
+	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -70,9 +72,9 @@ func startEngine(t *testing.T, mutate func(*Config), hooks ...func(*Main)) *engi
 // realBackends points the engine at the shared Redis and a fresh MariaDB
 // database.
 func realBackends(t *testing.T) func(*Config) {
-	redisURL := servicetest.Redis.URL(t)
+	redisURL, prefix := servicetest.Redis.URL(t), servicetest.UniqueName("sk")
 	dbURL := sqltest.MySQL(t)
-	return func(c *Config) { c.RedisURL = redisURL; c.DatabaseURL = dbURL }
+	return func(c *Config) { c.RedisURL, c.DatabaseURL, c.RedisKeyPrefix = redisURL, dbURL, prefix }
 }
 
 type reply struct {
@@ -455,8 +457,8 @@ func TestEmbeddedDefault(t *testing.T) {
 	if second.m.Config.JWTSecret != secret || second.m.Config.AdminToken != admin {
 		t.Fatal("a restart generated new secrets instead of reusing the kept ones")
 	}
-	if !strings.Contains(second.out.String(), "using secrets") {
-		t.Fatalf("banner on restart:\n%s", second.out)
+	if !strings.Contains(second.out.String(), "using the secrets") || strings.Contains(second.out.String(), admin) || strings.Contains(second.out.String(), secret) {
+		t.Fatalf("banner on restart must name the file, not show the secrets:\n%s", second.out)
 	}
 	if r := second.admin("GET", "/admin/v1/sales/"+sale, nil); r.status != 200 {
 		t.Fatalf("the sale did not survive a restart: %d %v", r.status, r.body)

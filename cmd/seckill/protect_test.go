@@ -1,0 +1,84 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+)
+
+// TestRateLimitEndToEnd: the default 20/1m per IP on the real stack: one
+// address firing 100 reservation requests (100 different buyers) gets 20
+// through and 80 answered 429 with a sane Retry-After, before any stock
+// logic.
+func TestRateLimitEndToEnd(t *testing.T) {
+	base := stacks[0].config(t)
+	e := startEngine(t, func(c *Config) { base(c); c.RateLimitIP = "20/1m" })
+	sale := e.liveSale(1000, 1)
+	codes := map[int]int{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range 100 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := e.reserve(sale, e.token(fmt.Sprint("ip-", i)), 1, "")
+			mu.Lock()
+			defer mu.Unlock()
+			codes[r.status]++
+			if r.status == http.StatusTooManyRequests {
+				ra, err := strconv.Atoi(r.header.Get("Retry-After"))
+				if err != nil || ra < 1 || ra > 60 || r.code() != "rate_limited" {
+					t.Errorf("429 with Retry-After %q, code %q", r.header.Get("Retry-After"), r.code())
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("one IP, 100 requests: %v", codes)
+	if codes[202] != 20 || codes[429] != 80 {
+		t.Fatalf("got %v, want 20×202 and 80×429", codes)
+	}
+	if lvl := e.stock(sale); lvl.Reserved != 20 {
+		t.Fatalf("reserved %d units, want 20: a limited request must not reach the stock", lvl.Reserved)
+	}
+}
+
+// TestSoldOutFlagClearedByRestore: after sell-out the node answers from its
+// local flag; a restore brings the unit back and the very next buyer gets
+// it, long before the flag's safety interval would have expired.
+func TestSoldOutFlagClearedByRestore(t *testing.T) {
+	base := stacks[0].config(t)
+	e := startEngine(t, func(c *Config) { base(c); c.SoldOutInterval = time.Hour })
+	sale := e.liveSale(1, 1)
+	first := e.reserve(sale, e.token("first"), 1, "")
+	if first.status != 202 {
+		t.Fatalf("first buyer: %d %v", first.status, first.body)
+	}
+	for i := range 5 {
+		if r := e.reserve(sale, e.token(fmt.Sprint("late-", i)), 1, ""); r.code() != "sold_out" {
+			t.Fatalf("after sell-out: %d %v", r.status, r.body)
+		}
+	}
+	if e.m.gate.Hits() == 0 {
+		t.Fatal("no sold-out answer came from the local flag")
+	}
+	id := first.body["reservation_id"].(string)
+	e.awaitOrders(map[string]string{id: e.token("first")}, time.Minute)
+	if r := e.restore(id, "refund"); r.status != 200 {
+		t.Fatalf("restore: %d %v", r.status, r.body)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		r := e.reserve(sale, e.token("second-chance"), 1, "")
+		if r.status == 202 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the restored unit was not sold again: %d %v", r.status, r.body)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,389 @@
+package web
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"mime"
+	"net/http"
+	"path"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/seckill-dev/seckill"
+)
+
+//go:embed static
+var staticFS embed.FS
+
+//go:embed templates
+var templateFS embed.FS
+
+// contentTypes are the only kinds of file the static folder may hold: the
+// table is ours, not the host's MIME database, so a type never depends on
+// the machine the binary runs on.
+var contentTypes = map[string]string{
+	".css":  "text/css; charset=utf-8",
+	".js":   "text/javascript; charset=utf-8",
+	".html": "text/html; charset=utf-8",
+	".svg":  "image/svg+xml",
+	".png":  "image/png",
+	".ico":  "image/x-icon",
+	".txt":  "text/plain; charset=utf-8",
+}
+
+// asset is one embedded file, ready to serve.
+type asset struct {
+	name  string
+	body  []byte
+	ctype string
+	etag  string
+}
+
+func loadAssets(static fs.FS) (map[string]*asset, error) {
+	assets := map[string]*asset{}
+	err := fs.WalkDir(static, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		ctype, ok := contentTypes[path.Ext(p)]
+		if !ok {
+			return fmt.Errorf("web: static/%s: no content type for %q", p, path.Ext(p))
+		}
+		body, err := fs.ReadFile(static, p)
+		if err != nil {
+			return err
+		}
+		sum := sha256.Sum256(body)
+		assets[p] = &asset{name: p, body: body, ctype: ctype, etag: `"` + base64.RawURLEncoding.EncodeToString(sum[:12]) + `"`}
+		return nil
+	})
+	return assets, err
+}
+
+// contentSecurityPolicy allows the pages nothing but their own origin: no
+// inline script, no third-party host, no framing.
+const contentSecurityPolicy = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+
+func setPageHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", contentSecurityPolicy)
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	// A buyer may arrive with ?token=…: no other site may see that URL.
+	h.Set("Referrer-Policy", "no-referrer")
+}
+
+// renderPage writes the template name with data. Pages carry live numbers
+// (stock), so they are never cached.
+func (h *Handler) renderPage(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
+	var buf bytes.Buffer
+	if err := h.pages.ExecuteTemplate(&buf, name, data); err != nil {
+		h.logger.ErrorContext(r.Context(), "render page", "page", name, "err", err)
+		http.Error(w, "Internal error.", http.StatusInternalServerError)
+		return
+	}
+	hdr := w.Header()
+	setPageHeaders(hdr)
+	hdr.Set("Content-Type", "text/html; charset=utf-8")
+	hdr.Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+type indexData struct{ DemoLogin bool }
+
+func (h *Handler) handleIndex(w http.ResponseWriter, r *http.Request) {
+	h.renderPage(w, r, http.StatusOK, "index.html", indexData{DemoLogin: h.demoLogin != nil})
+}
+
+// buyerData is what the buyer page is rendered with. The page shows it at
+// once and then keeps it live from the API.
+type buyerData struct {
+	SaleID       string
+	Name         string
+	Price        string // plain decimal; the page reformats it in Currency
+	PriceCents   int64
+	Stock        int64
+	Remaining    int64
+	PerUserLimit int64
+	StartAt      string // RFC 3339, UTC
+	EndAt        string
+	State        seckill.SaleState
+	QtyOptions   []int64 // 1 to the per-buyer limit, at most maxQtyChoice
+	DemoLogin    bool
+	Currency     string
+}
+
+// maxQtyChoice caps the quantity menu; a limit above it still applies.
+const maxQtyChoice = 10
+
+type notFoundData struct{ SaleID string }
+
+func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		h.renderPage(w, r, http.StatusNotFound, "notfound.html", notFoundData{})
+		return
+	}
+	sale, err := h.sales.Sale(r.Context(), id)
+	if errors.Is(err, seckill.ErrNotFound) {
+		h.renderPage(w, r, http.StatusNotFound, "notfound.html", notFoundData{SaleID: id})
+		return
+	} else if err != nil {
+		h.logger.ErrorContext(r.Context(), "buyer page: sale", "sale", id, "err", err)
+		http.Error(w, "The shop is unavailable; try again shortly.", http.StatusServiceUnavailable)
+		return
+	}
+	remaining := sale.Stock // not preheated yet: nothing sold
+	if lvl, err := h.stock.Stock(r.Context(), id); err == nil {
+		remaining = lvl.Remaining()
+	} else if !errors.Is(err, seckill.ErrNotFound) {
+		// The page polls the API for stock anyway: render what is known.
+		h.logger.WarnContext(r.Context(), "buyer page: stock", "sale", id, "err", err)
+	}
+	qty := make([]int64, min(sale.PerUserLimit, maxQtyChoice))
+	for i := range qty {
+		qty[i] = int64(i + 1)
+	}
+	h.renderPage(w, r, http.StatusOK, "buyer.html", buyerData{
+		SaleID:       sale.ID,
+		Name:         sale.Name,
+		Price:        fmt.Sprintf("%d.%02d", sale.PriceCents/100, sale.PriceCents%100),
+		PriceCents:   sale.PriceCents,
+		Stock:        sale.Stock,
+		Remaining:    remaining,
+		PerUserLimit: sale.PerUserLimit,
+		StartAt:      sale.StartAt.UTC().Format(time.RFC3339Nano),
+		EndAt:        sale.EndAt.UTC().Format(time.RFC3339Nano),
+		State:        sale.State(h.now(), remaining),
+		QtyOptions:   qty,
+		DemoLogin:    h.demoLogin != nil,
+		Currency:     h.currency,
+	})
+}
+
+// handleOpenSale serves the landing page's "open a sale" form, which
+// needs no script: GET /sales?id=X redirects to /sales/X.
+func (h *Handler) handleOpenSale(w http.ResponseWriter, r *http.Request) {
+	id := strings.TrimSpace(r.URL.Query().Get("id"))
+	if !seckill.ValidSaleID(id) {
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/sales/"+id, http.StatusSeeOther)
+}
+
+type adminData struct{ Currency string }
+
+func (h *Handler) handleAdminPage(w http.ResponseWriter, r *http.Request) {
+	h.renderPage(w, r, http.StatusOK, "admin.html", adminData{Currency: h.currency})
+}
+
+func redirectTo(target string) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, target, http.StatusMovedPermanently)
+	}
+}
+
+// handleStatic serves the embedded assets. They change only with the
+// binary, so browsers revalidate by ETag rather than refetch.
+func (h *Handler) handleStatic(w http.ResponseWriter, r *http.Request) {
+	a, ok := h.assets[strings.TrimPrefix(r.URL.Path, "/static/")]
+	if !ok {
+		http.NotFound(w, r)
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", a.ctype)
+	hdr.Set("ETag", a.etag)
+	hdr.Set("Cache-Control", "no-cache")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	http.ServeContent(w, r, a.name, time.Time{}, bytes.NewReader(a.body))
+}
+
+type timeResponse struct {
+	Now    time.Time `json:"now"`
+	UnixMS int64     `json:"unix_ms"`
+}
+
+// handleTime serves GET /api/v1/time: the pages count down by the server's
+// clock, never the device's, which may be minutes off.
+func (h *Handler) handleTime(w http.ResponseWriter, r *http.Request) {
+	now := h.now()
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, timeResponse{Now: now.UTC(), UnixMS: now.UnixMilli()})
+}
+
+// maxSmallBody caps the bodies of this package's POST routes.
+const maxSmallBody = 1 << 10
+
+type ticketRequest struct {
+	SaleID string `json:"sale_id"`
+}
+
+type ticketResponse struct {
+	Ticket    string    `json:"ticket"`
+	ExpiresAt time.Time `json:"expires_at"`
+	EventsURL string    `json:"events_url"`
+}
+
+// handleTicket serves POST /admin/v1/sse-ticket {sale_id}: a ticket for
+// that sale's live feed, for a caller holding the admin token.
+func (h *Handler) handleTicket(w http.ResponseWriter, r *http.Request) {
+	if !h.isAdmin(r) {
+		writeError(w, errAdminAuth)
+		return
+	}
+	var req ticketRequest
+	if err := decodeSmallJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !seckill.ValidSaleID(req.SaleID) {
+		writeError(w, seckill.Errorf(seckill.EINVALID, "sale_id must be a valid sale id."))
+		return
+	}
+	ticket, exp := h.tickets.sign(req.SaleID, h.now())
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, ticketResponse{
+		Ticket:    ticket,
+		ExpiresAt: exp.UTC(),
+		EventsURL: "/admin/v1/sales/" + req.SaleID + "/events?ticket=" + ticket,
+	})
+}
+
+// isAdmin reports whether the request carries the admin token as a
+// bearer token, comparing digests in constant time.
+func (h *Handler) isAdmin(r *http.Request) bool {
+	if h.tickets == nil {
+		return false
+	}
+	auth := r.Header.Get("Authorization")
+	const prefix = "Bearer "
+	if len(auth) <= len(prefix) || !strings.EqualFold(auth[:len(prefix)], prefix) {
+		return false
+	}
+	got := sha256.Sum256([]byte(strings.TrimLeft(auth[len(prefix):], " ")))
+	want := h.tickets.tokenHash
+	return subtle.ConstantTimeCompare(got[:], want[:]) == 1
+}
+
+type loginRequest struct {
+	Name string `json:"name"`
+}
+
+type loginResponse struct {
+	Token  string `json:"token"`
+	UserID string `json:"user_id"`
+}
+
+// maxDemoNameBytes keeps demo names short enough to show anywhere.
+const maxDemoNameBytes = 64
+
+// handleDemoLogin serves POST /demo/v1/login {name} → {token}. It exists
+// only when Config.DemoLogin is set: anyone may become anyone here.
+func (h *Handler) handleDemoLogin(w http.ResponseWriter, r *http.Request) {
+	var req loginRequest
+	if err := decodeSmallJSON(w, r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	name := strings.TrimSpace(req.Name)
+	if len(name) > maxDemoNameBytes || !utf8.ValidString(name) || !seckill.ValidUserID(name) {
+		writeError(w, seckill.Errorf(seckill.EINVALID, "name must be 1-%d printable characters.", maxDemoNameBytes))
+		return
+	}
+	tok, err := h.demoLogin(name)
+	if err != nil {
+		h.logger.ErrorContext(r.Context(), "demo login", "err", err)
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, loginResponse{Token: tok, UserID: name})
+}
+
+// decodeSmallJSON decodes exactly one JSON object of at most maxSmallBody
+// bytes into v, strictly (unknown fields are errors), as the API does.
+func decodeSmallJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+			return seckill.Errorf(seckill.EINVALID, "Content-Type must be application/json.")
+		}
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxSmallBody))
+	dec.DisallowUnknownFields()
+	err := dec.Decode(v)
+	if err == nil {
+		// Only whitespace may follow; reading on also finds a body that
+		// is over the limit after a complete value.
+		if _, err = dec.Token(); err == io.EOF {
+			return nil
+		} else if err == nil {
+			err = errTrailing
+		}
+	}
+	var tooLarge *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooLarge):
+		return seckill.Errorf(seckill.ETOOLARGE, "The request body must be at most %d bytes.", maxSmallBody)
+	case errors.Is(err, io.EOF):
+		return seckill.Errorf(seckill.EINVALID, "A JSON request body is required.")
+	}
+	return seckill.Errorf(seckill.EINVALID, "The request body must be one JSON object with the documented fields.")
+}
+
+var errTrailing = errors.New("data after the JSON value")
+
+var errAdminAuth = seckill.Errorf(seckill.EUNAUTHORIZED, "The admin token is required (Authorization: Bearer ADMIN_TOKEN).")
+
+// codeStatus maps the error codes this package answers with to statuses,
+// as internal/httpapi does for the same codes.
+var codeStatus = map[string]int{
+	seckill.EINVALID:      http.StatusBadRequest,
+	seckill.EUNAUTHORIZED: http.StatusUnauthorized,
+	seckill.ESALENOTFOUND: http.StatusNotFound,
+	seckill.ETOOLARGE:     http.StatusRequestEntityTooLarge,
+	seckill.EUNAVAILABLE:  http.StatusServiceUnavailable,
+}
+
+type errorResponse struct {
+	Error struct {
+		Code    string `json:"code"`
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
+// writeError answers err in the API's error shape. Errors that are not a
+// *seckill.Error are internal and shown without their text.
+func writeError(w http.ResponseWriter, err error) {
+	var body errorResponse
+	body.Error.Code, body.Error.Message = seckill.ErrorCode(err), seckill.ErrorMessage(err)
+	status, ok := codeStatus[body.Error.Code]
+	if !ok {
+		status = http.StatusInternalServerError
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="seckill"`)
+	}
+	writeJSON(w, status, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, status = []byte(`{"error":{"code":"internal","message":"Internal error."}}`), http.StatusInternalServerError
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(append(b, '\n'))
+}

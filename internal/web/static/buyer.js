@@ -1,0 +1,451 @@
+// The buyer's page of one sale: countdown on the server's clock, live stock,
+// sign-in, the buy button, and the wait for the order (design.md §5).
+"use strict";
+
+(function () {
+  const sk = window.seckill;
+  const $ = sk.el;
+  const app = $("app");
+  const d = app.dataset;
+  const sale = {
+    id: d.saleId,
+    startAt: Date.parse(d.startAt),
+    endAt: Date.parse(d.endAt),
+    stock: Number(d.stock),
+    limit: Number(d.limit),
+    priceCents: Number(d.priceCents),
+    currency: d.currency || "",
+  };
+  const demoLogin = d.demoLogin === "true";
+  const enc = encodeURIComponent;
+
+  const TOKEN_KEY = "seckill.buyerToken";
+  const CLAIM_KEY = "seckill.claim." + sale.id;
+  const POLL_EVERY_MS = 2000; // design.md §5: every 2 s …
+  const POLL_FOR_MS = 30000; //  … for up to 30 s
+  const STOCK_EVERY_MS = 2000;
+
+  const state = {
+    token: null,
+    user: "",
+    remaining: Number(d.remaining),
+    busy: false, // a reservation request is in flight
+    claim: null, // {id, view}: this buyer's reservation on this page
+    polling: false,
+    blocked: "", // why buying is off for this buyer: "limit", "ended", "gone"
+    retryAt: 0, // server-clock ms before which a rate-limited buyer waits
+    key: null, // Idempotency-Key of the attempt in progress
+    wasLive: false,
+  };
+
+  const els = {
+    phase: $("phase"), countdown: $("countdown"), whenNote: $("when-note"),
+    bar: $("stock-bar"), fill: $("stock-fill"), remaining: $("remaining"),
+    signin: $("signin"), account: $("account"), who: $("who"),
+    buy: $("buy"), hint: $("buy-hint"), buyBox: $("buy-box"), status: $("status"), problem: $("problem"),
+    order: $("order"), orderId: $("order-id"), orderQty: $("order-qty"), orderTotal: $("order-total"),
+    orderStatus: $("order-status"), orderPayBy: $("order-payby"), orderPayByLabel: $("order-payby-label"),
+    pay: $("pay"), recheck: $("recheck"), price: $("price"), qty: document.getElementById("qty"),
+  };
+
+  // --- messages -----------------------------------------------------------
+
+  function say(text) {
+    els.problem.hidden = true;
+    els.problem.textContent = "";
+    els.status.textContent = text;
+  }
+  function problem(text) {
+    els.status.textContent = "";
+    els.problem.textContent = text;
+    els.problem.hidden = false;
+  }
+
+  // --- sign-in ------------------------------------------------------------
+
+  // subjectOf reads the user id a JWT names, for display only: the server
+  // verifies the token on every call.
+  function subjectOf(token) {
+    try {
+      let p = token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+      p += "===".slice((p.length + 3) % 4);
+      const bytes = Uint8Array.from(atob(p), function (c) { return c.charCodeAt(0); });
+      return String(JSON.parse(new TextDecoder().decode(bytes)).sub || "");
+    } catch (e) {
+      return "";
+    }
+  }
+
+  function setToken(token) {
+    state.token = token || null;
+    state.user = token ? subjectOf(token) : "";
+    if (token) sk.session.set(TOKEN_KEY, token);
+    else sk.session.del(TOKEN_KEY);
+    render();
+  }
+
+  // A shop hands a buyer over with ?token=…, once: keep it for this tab
+  // and take it out of the address bar, history and any later Referer.
+  function takeTokenFromURL() {
+    const u = new URL(location.href);
+    const t = u.searchParams.get("token");
+    if (t === null) return;
+    u.searchParams.delete("token");
+    history.replaceState(null, "", u.pathname + u.search + u.hash);
+    if (t.trim()) sk.session.set(TOKEN_KEY, t.trim());
+  }
+
+  function signedOut(message) {
+    setToken(null);
+    problem(message);
+    const first = document.getElementById("demo-name") || document.getElementById("token-input");
+    if (first) first.focus();
+  }
+
+  const demoForm = document.getElementById("demo-form");
+  if (demoForm) {
+    demoForm.addEventListener("submit", async function (ev) {
+      ev.preventDefault();
+      const name = $("demo-name").value.trim();
+      if (!name) return;
+      const btn = $("demo-submit");
+      btn.disabled = true;
+      const r = await sk.api("POST", "/demo/v1/login", { body: { name: name } });
+      btn.disabled = false;
+      if (r.status === 200 && r.body && r.body.token) {
+        setToken(r.body.token);
+        say("Signed in as " + (r.body.user_id || name) + ".");
+        if (!els.buy.disabled) els.buy.focus();
+      } else if (r.status === 0) {
+        problem("Could not reach the shop to sign in. Check your connection and try again.");
+      } else {
+        problem(sk.errorMessage(r) || "Sign-in failed. Try another name.");
+      }
+    });
+  }
+
+  $("token-form").addEventListener("submit", function (ev) {
+    ev.preventDefault();
+    const t = $("token-input").value.trim();
+    if (t.split(".").length !== 3) {
+      problem("That does not look like a shop token. Copy the whole token and paste it again.");
+      return;
+    }
+    $("token-input").value = "";
+    setToken(t);
+    say(state.user ? "Signed in as " + state.user + "." : "Token saved for this tab.");
+  });
+
+  $("signout").addEventListener("click", function () {
+    setToken(null);
+    sk.session.del(CLAIM_KEY);
+    say("Signed out.");
+  });
+
+  // --- the sale's phase and stock ----------------------------------------
+
+  function phase(now) {
+    if (now < sale.startAt) return "scheduled";
+    if (now >= sale.endAt) return "ended";
+    if (state.remaining <= 0) return "sold_out";
+    return "live";
+  }
+
+  function canBuy(now) {
+    return Boolean(state.token) && phase(now) === "live" && !state.busy && !state.claim &&
+      !state.blocked && now >= state.retryAt;
+  }
+
+  function render() {
+    const now = sk.serverNow();
+    const ph = phase(now);
+    if (ph === "scheduled") {
+      els.phase.textContent = "Starts in";
+      els.countdown.textContent = sk.formatCountdown(sale.startAt - now);
+      els.countdown.setAttribute("aria-label", "Starts in " + sk.spokenDuration(sale.startAt - now));
+      els.whenNote.textContent = "Opens at " + sk.formatDateTime(sale.startAt) + ", by the shop's clock.";
+    } else if (ph === "live") {
+      els.phase.textContent = "Live now · ends in";
+      els.countdown.textContent = sk.formatCountdown(sale.endAt - now);
+      els.countdown.setAttribute("aria-label", "Ends in " + sk.spokenDuration(sale.endAt - now));
+      els.whenNote.textContent = "";
+    } else if (ph === "sold_out") {
+      els.phase.textContent = "Sold out";
+      els.countdown.textContent = "";
+      els.countdown.removeAttribute("aria-label");
+      els.whenNote.textContent = state.claim
+        ? "Every unit has been claimed, one of them by you."
+        : "Every unit has been claimed. Units not paid for in time come back on sale.";
+    } else {
+      els.phase.textContent = "Sale ended";
+      els.countdown.textContent = "";
+      els.countdown.removeAttribute("aria-label");
+      els.whenNote.textContent = "";
+    }
+    app.dataset.phase = ph;
+    if (ph === "live" && !state.wasLive && state.token && !state.claim) {
+      say("The sale is live. You can buy now.");
+    }
+    state.wasLive = ph === "live";
+
+    const rem = Math.max(0, state.remaining);
+    els.remaining.textContent = String(rem);
+    els.bar.setAttribute("aria-valuenow", String(rem));
+    els.bar.setAttribute("aria-valuetext", rem + " of " + sale.stock + " left");
+    els.fill.style.width = (sale.stock > 0 ? (100 * rem) / sale.stock : 0) + "%";
+    els.bar.classList.toggle("low", rem > 0 && rem <= sale.stock * 0.1);
+
+    els.signin.hidden = Boolean(state.token);
+    els.account.hidden = !state.token;
+    els.who.textContent = state.user || "a token holder";
+
+    // Once the order is on screen, it is what the buyer acts on.
+    els.buyBox.hidden = Boolean(state.claim && state.claim.view);
+    els.buy.disabled = !canBuy(now);
+    els.buy.textContent = state.busy ? "Claiming…" : state.claim ? "Claimed" : "Buy now";
+    els.hint.textContent = hint(now, ph);
+  }
+
+  function hint(now, ph) {
+    if (state.claim) return "";
+    if (state.busy) return "Hold on, claiming your unit.";
+    if (ph === "ended") return "The sale has ended.";
+    if (ph === "sold_out") return "Sold out.";
+    if (state.blocked === "limit") return "You have reached the limit of " + sale.limit + " per buyer.";
+    if (state.blocked === "gone") return "This sale no longer exists.";
+    if (!state.token) return "Sign in to buy.";
+    if (ph === "scheduled") return "The button turns on when the sale starts.";
+    if (now < state.retryAt) return "You can try again in " + Math.ceil((state.retryAt - now) / 1000) + " s.";
+    return "";
+  }
+
+  async function refreshSale() {
+    const r = await sk.api("GET", "/api/v1/sales/" + enc(sale.id));
+    if (r.status === 200 && r.body) {
+      state.remaining = Number(r.body.remaining);
+      sale.stock = Number(r.body.stock) || sale.stock;
+      sale.startAt = Date.parse(r.body.start_at) || sale.startAt;
+      sale.endAt = Date.parse(r.body.end_at) || sale.endAt;
+      if (state.blocked === "gone") state.blocked = "";
+    } else if (r.status === 404) {
+      state.blocked = "gone";
+    }
+    render();
+  }
+
+  async function stockLoop() {
+    for (;;) {
+      await refreshSale();
+      const hidden = document.visibilityState === "hidden";
+      // Jitter keeps a crowd's polls from arriving in lockstep.
+      await sk.sleep((hidden ? 5 : 1) * STOCK_EVERY_MS + Math.random() * 500);
+    }
+  }
+
+  // --- buying ---------------------------------------------------------------
+
+  async function buy() {
+    const now = sk.serverNow();
+    if (!canBuy(now)) return;
+    state.busy = true;
+    // One key per purchase attempt, kept until a definite answer: a
+    // double click, or a retry after a lost answer, is the same claim.
+    if (!state.key) state.key = sk.randomKey();
+    const qty = els.qty ? Number(els.qty.value) : 1;
+    say("Claiming…");
+    render();
+    let r;
+    for (let attempt = 1; attempt <= 3; attempt++) {
+      r = await sk.api("POST", "/api/v1/sales/" + enc(sale.id) + "/reservations", {
+        token: state.token, body: { qty: qty }, headers: { "Idempotency-Key": state.key },
+      });
+      // Only a lost answer or a server error is retried at once, with the
+      // same key; every other answer is definite.
+      if (r.status !== 0 && (r.status < 500 || r.status === 503)) break;
+      await sk.sleep(400 * attempt);
+    }
+    state.busy = false;
+    answer(r, qty);
+    render();
+  }
+
+  function answer(r, qty) {
+    const code = sk.errorCode(r);
+    if (r.status === 202 && r.body && r.body.reservation_id) {
+      state.key = null;
+      state.claim = { id: r.body.reservation_id, qty: qty };
+      sk.session.set(CLAIM_KEY, r.body.reservation_id);
+      pollClaim();
+      return;
+    }
+    if (r.status === 0 || (r.status >= 500 && r.status !== 503)) {
+      // The claim may or may not have been made: keep the key, so pressing
+      // Buy again gets the same answer, never a second unit.
+      problem("We could not reach the shop. Press Buy again: retrying never buys twice.");
+      return;
+    }
+    if (r.status === 429 || r.status === 503) {
+      const wait = sk.retryAfter(r);
+      state.retryAt = sk.serverNow() + wait * 1000;
+      setTimeout(render, wait * 1000 + 50);
+      if (code === "rate_limited") {
+        problem("Too many tries in a short time. Please wait " + wait + " s, then press Buy again.");
+      } else {
+        problem("The shop is very busy right now. Please try again in " + wait + " s.");
+      }
+      return;
+    }
+    state.key = null;
+    switch (code) {
+      case "sold_out":
+        state.remaining = 0;
+        problem("Sold out: every unit has been claimed. Units not paid for in time come back on sale, so check again later.");
+        return;
+      case "limit_exceeded":
+        state.blocked = "limit";
+        problem("You have reached the limit of " + sale.limit + " per buyer for this sale.");
+        return;
+      case "not_started":
+        problem("The sale has not started yet by the shop's clock. The button turns on at the start.");
+        sk.syncClock(2).then(render);
+        return;
+      case "ended":
+        problem("The sale has ended.");
+        return;
+      case "unauthorized":
+        signedOut("Your sign-in is not valid any more. Please sign in again.");
+        return;
+      case "sale_not_found":
+        state.blocked = "gone";
+        problem("This sale no longer exists.");
+        return;
+      case "idempotency_key_reused":
+        problem("Please press Buy again.");
+        return;
+    }
+    problem(sk.errorMessage(r) || "The shop could not take this request (" + r.status + ").");
+  }
+
+  // pollClaim waits for the claim's order, every 2 s for up to 30 s, then
+  // tells the buyer to check back later: the claim is safe either way.
+  async function pollClaim() {
+    if (state.polling || !state.claim) return;
+    state.polling = true;
+    els.recheck.hidden = true;
+    say("Claimed! Generating your order…");
+    const started = performance.now();
+    const id = state.claim.id;
+    try {
+      for (;;) {
+        const r = await sk.api("GET", "/api/v1/reservations/" + enc(id), { token: state.token });
+        if (r.status === 200 && r.body && r.body.status && r.body.status !== "pending") {
+          showOrder(r.body);
+          return;
+        }
+        if (r.status === 401) {
+          signedOut("Your sign-in expired. Sign in again to see your order: your claim is kept.");
+          return;
+        }
+        if (performance.now() - started >= POLL_FOR_MS) break;
+        const next = (r.body && r.body.poll_after_ms) || POLL_EVERY_MS;
+        await sk.sleep(Math.min(next, Math.max(0, POLL_FOR_MS - (performance.now() - started)) + 10));
+      }
+      say("Your claim is safe, but your order is taking longer than usual. Please check back later.");
+      els.recheck.hidden = false;
+    } finally {
+      state.polling = false;
+    }
+  }
+
+  function showOrder(v) {
+    state.claim = state.claim || { id: v.reservation_id };
+    state.claim.view = v;
+    els.order.hidden = false;
+    els.recheck.hidden = true;
+    els.orderId.textContent = v.order_id || v.reservation_id;
+    els.orderQty.textContent = String(v.qty);
+    els.orderTotal.textContent = sk.formatPrice(sale.priceCents * v.qty, sale.currency);
+    const payBy = v.pay_by ? Date.parse(v.pay_by) : NaN;
+    const open = v.status === "ordered" && !(payBy <= sk.serverNow());
+    els.orderPayBy.textContent = isNaN(payBy) ? "" : sk.formatDateTime(payBy);
+    els.orderPayBy.hidden = els.orderPayByLabel.hidden = !open;
+    els.pay.hidden = !open;
+    els.pay.disabled = false;
+    switch (v.status) {
+      case "ordered":
+        els.orderStatus.textContent = "Awaiting payment";
+        say(open ? "Your order is ready. Pay by " + sk.formatTime(payBy) + " to keep it."
+          : "The payment deadline has passed; the order is being cancelled.");
+        if (open) els.pay.focus();
+        break;
+      case "paid":
+        els.orderStatus.textContent = "Paid";
+        say("Paid. Thank you, your order is confirmed.");
+        break;
+      case "cancelled":
+        els.orderStatus.textContent = "Cancelled";
+        say("This order was cancelled (it was not paid in time, or it was cancelled). Its unit went back on sale.");
+        forgetClaim();
+        break;
+      case "failed":
+        els.orderStatus.textContent = "Being resolved by our team";
+        say("We could not finish this order automatically. Our team has been alerted and will resolve it " +
+          "(complete it or refund you). There is nothing more you need to do.");
+        forgetClaim();
+        break;
+    }
+    render();
+  }
+
+  // forgetClaim frees the buy button after an order that ended without a
+  // purchase; the order stays on screen.
+  function forgetClaim() {
+    state.claim = null;
+    sk.session.del(CLAIM_KEY);
+  }
+
+  async function pay() {
+    const c = state.claim;
+    if (!c) return;
+    els.pay.disabled = true;
+    say("Paying…");
+    const r = await sk.api("POST", "/api/v1/reservations/" + enc(c.id) + "/pay", { token: state.token, body: {} });
+    if (r.status === 200 && r.body) {
+      showOrder(r.body);
+      return;
+    }
+    els.pay.disabled = false;
+    if (r.status === 401) {
+      signedOut("Your sign-in expired. Sign in again to pay: your order is kept until its deadline.");
+    } else if (r.status === 409) {
+      problem(sk.errorMessage(r) || "The order changed meanwhile.");
+      const g = await sk.api("GET", "/api/v1/reservations/" + enc(c.id), { token: state.token });
+      if (g.status === 200 && g.body) showOrder(g.body);
+    } else if (r.status === 0 || r.status >= 500) {
+      problem("The payment did not go through. Press Pay to try again: paying twice is not possible.");
+    } else {
+      problem(sk.errorMessage(r) || "The payment was refused (" + r.status + ").");
+    }
+  }
+
+  els.buy.addEventListener("click", buy);
+  els.pay.addEventListener("click", pay);
+  els.recheck.addEventListener("click", pollClaim);
+
+  // --- start ----------------------------------------------------------------
+
+  els.price.textContent = sk.formatPrice(sale.priceCents, sale.currency);
+  takeTokenFromURL();
+  setToken(sk.session.get(TOKEN_KEY));
+  const kept = sk.session.get(CLAIM_KEY);
+  if (kept && state.token) {
+    state.claim = { id: kept };
+    pollClaim();
+  }
+  setInterval(render, 250);
+  sk.syncClock(3).then(function () {
+    render();
+    setInterval(function () { sk.syncClock(1); }, 60000);
+  });
+  stockLoop();
+})();
