@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -23,6 +25,7 @@ func fastRestores(base func(*Config)) func(*Config) {
 		base(c)
 		c.SweepInterval = 100 * time.Millisecond
 		c.RestoreRetryInterval = 100 * time.Millisecond
+		c.ReconcileInterval = 100 * time.Millisecond
 	}
 }
 
@@ -65,6 +68,33 @@ func (e *engine) reconcileCLI(sale string) (map[string]any, int) {
 		e.t.Fatalf("reconcile exited %d, printed %q (stderr %q): %v", code, out.String(), errOut.String(), err)
 	}
 	return rep, code
+}
+
+// waitMetric waits until /metrics shows every one of lines.
+func (e *engine) waitMetric(lines ...string) {
+	e.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		resp, err := e.client.Get(e.base + "/metrics")
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		missing := ""
+		for _, l := range lines {
+			if !strings.Contains(string(body), "\n"+l+"\n") {
+				missing = l
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("/metrics never showed %s", missing)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func num(m map[string]any, path ...string) float64 {
@@ -199,6 +229,9 @@ func TestRestoreResellReconcile(t *testing.T) {
 	if active != 200 || num(rep, "orders", "cancelled", "count") != 30 || num(rep, "orders", "paid", "count") != 170 {
 		t.Fatalf("reconcile orders %v, want 200 active (170 paid) and 30 cancelled", rep["orders"])
 	}
+	// The same verdict reaches Prometheus.
+	e.waitMetric(`seckill_reconcile_balanced{sale="`+sale+`"} 1`, `seckill_reconcile_oversold_units{sale="`+sale+`"} 0`)
+
 	var table bytes.Buffer
 	if code := run(context.Background(), []string{"reconcile", "--sale", sale, "--redis-url", e.m.Config.RedisURL,
 		"--redis-key-prefix", e.m.Config.RedisKeyPrefix, "--database-url", e.m.Config.DatabaseURL}, &table, &table); code != 0 {

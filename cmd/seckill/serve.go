@@ -61,6 +61,7 @@ type Config struct {
 	MaxInFlight          int
 	SoldOutInterval      time.Duration
 	DemoLogin            string // auto (on for the embedded default), on, off
+	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
 	LogLevel             string
 }
@@ -86,6 +87,7 @@ func DefaultConfig() Config {
 		MaxInFlight:          httpapi.DefaultMaxInFlight,
 		SoldOutInterval:      soldout.DefaultSafetyInterval,
 		DemoLogin:            "auto",
+		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
 	}
@@ -114,6 +116,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
+		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
 		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
 		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
@@ -312,6 +315,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	rl.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, rl.Stop)
+
+	gauges := &reconcileGauges{
+		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
+		reconcile: func(ctx context.Context, saleID string) (*reconcile.Report, error) {
+			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+		},
+	}
+	reg.MustRegister(gauges)
+	gauges.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, gauges.Stop)
 
 	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
 	m.closers = append(m.closers, m.combiner.Stop)
