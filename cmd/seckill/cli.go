@@ -23,6 +23,8 @@ var commands = map[string]command{
 	"serve":     {"run the engine (HTTP API, preheat, background workers)", runServe},
 	"migrate":   {"apply database migrations and exit", runMigrate},
 	"token":     {"print a buyer JWT for a user id", runToken},
+	"demo":      {"run a flash sale on the embedded engine and report on it", runDemo},
+	"bench":     {"load benchmarks: rush, compare, hello, textbook, live, soldout, all", runBench},
 	"reconcile": {"compare a sale's Redis and database ledgers; exit 3 if oversold or unexplained", runReconcile},
 }
 

@@ -1,0 +1,265 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+)
+
+func decodeCompare(t *testing.T, stdout string) *compareReport {
+	t.Helper()
+	var rep compareReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("compare output is not JSON: %v\n%s", err, stdout)
+	}
+	return &rep
+}
+
+// checkCompare asserts every strategy answered every buyer, and every one
+// but the naive one sold exactly the stock.
+func checkCompare(t *testing.T, rep *compareReport, stock, buyers int) {
+	t.Helper()
+	if len(rep.Rows) != 6 {
+		t.Fatalf("%d rows, want the 6 strategies", len(rep.Rows))
+	}
+	for _, r := range rep.Rows {
+		if r.Decisions != int64(buyers) || r.Errors != 0 {
+			t.Errorf("%s: %d decisions, %d errors; want %d and 0 (%s)", r.Strategy, r.Decisions, r.Errors, buyers, r.Note)
+		}
+		if r.Strategy == "naive-sql" {
+			if r.Sold < int64(stock) || r.Remaining != int64(stock)-r.Sold {
+				t.Errorf("naive: sold %d of %d, table holds %d", r.Sold, stock, r.Remaining)
+			}
+			continue
+		}
+		if r.Sold != int64(stock) || r.Oversold != 0 || r.Remaining != 0 {
+			t.Errorf("%s: sold %d, oversold %d, %d left in the store; want %d, 0, 0", r.Strategy, r.Sold, r.Oversold, r.Remaining, stock)
+		}
+		if r.PerSec <= 0 || r.Latency.Count != int64(buyers) {
+			t.Errorf("%s: %v decisions/s over %d latencies", r.Strategy, r.PerSec, r.Latency.Count)
+		}
+	}
+}
+
+// TestBenchCompareEmbedded: the comparison on its defaults (SQLite and an
+// in-process Redis), with the table, JSON and SVG outputs.
+func TestBenchCompareEmbedded(t *testing.T) {
+	const stock, buyers = 20, 400
+	svg := filepath.Join(t.TempDir(), "compare.svg")
+	code, stdout, stderr := runCommand(t, "bench", "compare", "--stock", fmt.Sprint(stock), "--buyers", fmt.Sprint(buyers),
+		"--concurrency", "16", "--json", "--svg", svg)
+	if code != 0 {
+		t.Fatalf("compare exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	rep := decodeCompare(t, stdout)
+	checkCompare(t, rep, stock, buyers)
+	if !strings.HasPrefix(rep.Database, "sqlite") || !strings.Contains(rep.Redis, "embedded") {
+		t.Errorf("defaults: database %q, redis %q", rep.Database, rep.Redis)
+	}
+	raw, err := os.ReadFile(svg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		XMLName xml.Name `xml:"svg"`
+		Rects   []struct {
+			Title string `xml:"title"`
+		} `xml:"rect"`
+	}
+	if err := xml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("the chart is not well-formed SVG: %v", err)
+	}
+	bars := 0
+	for _, r := range doc.Rects {
+		if r.Title != "" {
+			bars++
+		}
+	}
+	if bars != 6 {
+		t.Errorf("%d bars in the chart, want 6", bars)
+	}
+
+	code, stdout, _ = runCommand(t, "bench", "compare", "--stock", "5", "--buyers", "50", "--strategies", "sql-conditional,seckill")
+	if code != 0 || !strings.Contains(stdout, "sql-conditional") || !strings.Contains(stdout, "seckill") || strings.Contains(stdout, "redis-lock") {
+		t.Errorf("--strategies: exit %d\n%s", code, stdout)
+	}
+	if code, _, _ := runCommand(t, "bench", "compare", "--strategies", "nope"); code == 0 {
+		t.Error("an unknown strategy exited 0")
+	}
+}
+
+// TestBenchCompareMariaDB: on MariaDB and the real Redis, the naive row
+// oversells when buyers outnumber stock 20 to 1, and no other row does.
+// The race is real, so a clean round is possible; three are not.
+func TestBenchCompareMariaDB(t *testing.T) {
+	const stock, buyers = 50, 1000
+	dbURL, redisURL := sqltest.MySQL(t), servicetest.Redis.URL(t)
+	for round := range 3 {
+		code, stdout, stderr := runCommand(t, "bench", "compare", "--database-url", dbURL, "--redis-url", redisURL,
+			"--stock", fmt.Sprint(stock), "--buyers", fmt.Sprint(buyers), "--concurrency", "64", "--json")
+		if code != 0 {
+			t.Fatalf("compare exited %d\n%s\n%s", code, stdout, stderr)
+		}
+		rep := decodeCompare(t, stdout)
+		checkCompare(t, rep, stock, buyers)
+		if rep.Rows[0].Strategy != "naive-sql" {
+			t.Fatalf("first row is %s", rep.Rows[0].Strategy)
+		}
+		if rep.Rows[0].Oversold > 0 {
+			t.Logf("round %d: naive sold %d of %d (oversold %d)", round, rep.Rows[0].Sold, stock, rep.Rows[0].Oversold)
+			return
+		}
+	}
+	t.Fatal("the naive strategy never oversold on MariaDB in 3 rounds")
+}
+
+// TestBenchThroughput runs hello, textbook, live and soldout briefly on
+// the embedded default: counts only, never speeds.
+func TestBenchThroughput(t *testing.T) {
+	code, stdout, stderr := runCommand(t, "bench", "all", "--duration", "300ms", "--warmup", "100ms", "--concurrency", "8",
+		"--users", "50", "--rounds", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench all exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep benchReport
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	names := []string{}
+	for _, r := range rep.Results {
+		names = append(names, r.Name)
+		if r.Requests == 0 || r.Expected != r.Requests || r.Errors != 0 || len(r.Unexpected) != 0 {
+			t.Errorf("%s: %d requests, %d as expected, %d errors, others %v", r.Name, r.Requests, r.Expected, r.Errors, r.Unexpected)
+		}
+		if r.VsHello <= 0 || r.VsTextbook <= 0 || len(r.RoundsRPS) != 2 {
+			t.Errorf("%s: ratios %v / %v, rounds %v", r.Name, r.VsHello, r.VsTextbook, r.RoundsRPS)
+		}
+	}
+	if strings.Join(names, ",") != "hello,textbook,live,soldout" {
+		t.Fatalf("ran %v", names)
+	}
+	if rep.Results[0].VsHello != 1 || rep.Results[1].VsTextbook != 1 {
+		t.Errorf("a baseline's ratio to itself is not 1: %+v", rep.Results[:2])
+	}
+
+	code, stdout, _ = runCommand(t, "bench", "hello", "--duration", "200ms", "--warmup", "0s", "--concurrency", "4")
+	if code != 0 || !strings.Contains(stdout, "\n  hello ") || strings.Contains(stdout, "\n  textbook ") {
+		t.Errorf("bench hello: exit %d\n%s", code, stdout)
+	}
+	for _, args := range [][]string{{"bench"}, {"bench", "nope"}, {"bench", "hello", "--duration", "0s"}} {
+		if code, _, _ := runCommand(t, args...); code == 0 {
+			t.Errorf("%v exited 0", args)
+		}
+	}
+}
+
+// benchHTTP drives reservations through the whole HTTP stack of an
+// in-process engine on the real Redis and MariaDB, from 64 goroutines,
+// each on its own keep-alive connection.
+func benchHTTP(b *testing.B, stock, limit int64, want int, prepare func(api *apiClient, secret, sale string)) {
+	m := startBenchEngine(b)
+	api := newAPIClient("http://" + m.Addr())
+	defer api.close()
+	ctx := context.Background()
+	now := time.Now()
+	sale := servicetest.UniqueName("b")
+	st, err := api.do(ctx, "POST", "/admin/v1/sales", m.Config.AdminToken, map[string]any{
+		"id": sale, "name": "bench", "price_cents": 1, "stock": stock, "per_user_limit": limit,
+		"start_at": now.Add(-time.Second).Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+	}, nil)
+	if err != nil || st != http.StatusCreated {
+		b.Fatalf("create sale: %d %v", st, err)
+	}
+	if prepare != nil {
+		prepare(api, m.Config.JWTSecret, sale)
+	}
+	tgt, _ := loadgen.ParseTarget("http://" + m.Addr())
+	reqs := make([][]byte, 1000)
+	for i := range reqs {
+		tok, err := jwt.Sign([]byte(m.Config.JWTSecret), "hb-"+strconv.Itoa(i), time.Hour, now)
+		if err != nil {
+			b.Fatal(err)
+		}
+		reqs[i] = tgt.AppendRequest(nil, "POST", "/api/v1/sales/"+sale+"/reservations", qtyOneBody,
+			loadgen.Header{Name: "Authorization", Value: "Bearer " + tok}, jsonContentType)
+	}
+	var (
+		next, bad atomic.Int64
+		badOne    atomic.Value
+	)
+	b.SetParallelism(32)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		c := loadgen.NewConn(tgt)
+		defer c.Close()
+		for pb.Next() {
+			resp, err := c.Do(reqs[next.Add(1)%int64(len(reqs))])
+			if err != nil || resp.Status != want {
+				bad.Add(1)
+				badOne.CompareAndSwap(nil, fmt.Sprintf("%d %s %v", resp.Status, resp.Body, err))
+			}
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "req/s")
+	if n := bad.Load(); n > 0 {
+		b.Errorf("%d requests not answered %d, e.g. %v", n, want, badOne.Load())
+	}
+}
+
+// startBenchEngine runs Main on the real Redis and a fresh MariaDB
+// database for a benchmark.
+func startBenchEngine(b *testing.B) *Main {
+	b.Helper()
+	cfg := DefaultConfig()
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.DataDir = b.TempDir()
+	cfg.JWTSecret, cfg.AdminToken = "bench-jwt-secret-0123456789abcdef", "bench-admin"
+	cfg.RedisURL, cfg.DatabaseURL = servicetest.Redis.URL(b), sqltest.MySQL(b)
+	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
+	logger, _ := newLogger(io.Discard, "error")
+	m := &Main{Config: cfg, Stdout: io.Discard, Logger: logger}
+	if err := m.Run(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			b.Errorf("close: %v", err)
+		}
+	})
+	return m
+}
+
+// BenchmarkReserveHTTP: live reservations through the full API (JWT,
+// combiner, reserve script with outbox, pipeline running behind).
+func BenchmarkReserveHTTP(b *testing.B) {
+	benchHTTP(b, seckill.MaxSaleStock, seckill.MaxPerUserLimit, http.StatusAccepted, nil)
+}
+
+// BenchmarkSoldOutHTTP: the sold-out path through the full API.
+func BenchmarkSoldOutHTTP(b *testing.B) {
+	benchHTTP(b, 1, 1, http.StatusConflict, func(api *apiClient, secret, sale string) {
+		tok, _ := jwt.Sign([]byte(secret), "owner", time.Hour, time.Now())
+		st, err := api.do(context.Background(), "POST", "/api/v1/sales/"+sale+"/reservations", tok, map[string]any{"qty": 1}, nil)
+		if err != nil || st != http.StatusAccepted {
+			b.Fatalf("buy the only unit: %d %v", st, err)
+		}
+	})
+}

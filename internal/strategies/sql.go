@@ -1,0 +1,294 @@
+package strategies
+
+import (
+	"context"
+	"database/sql"
+	"database/sql/driver"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
+	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+)
+
+// SQL is a database the SQL strategies run on, through a pool of many
+// connections: the point is to let buyers race as they would on a real
+// server.
+type SQL struct {
+	db      *sql.DB
+	dialect string // "mysql", "postgres" or "sqlite"
+}
+
+// DefaultSQLConns is the pool size of OpenSQL when conns is 0.
+const DefaultSQLConns = 64
+
+// OpenSQL connects to mysql://user:pass@host:port/db, postgres://… or
+// sqlite:PATH with a pool of conns connections (SQLite: at most 8). It
+// writes nothing until a strategy is created.
+//
+// SQLite serialises writers on the file, so the pool is what makes a race
+// possible at all: each statement runs on whichever connection is free,
+// with no transaction around the naive read and write.
+func OpenSQL(ctx context.Context, rawURL string, conns int) (*SQL, error) {
+	if conns <= 0 {
+		conns = DefaultSQLConns
+	}
+	scheme, rest, ok := strings.Cut(rawURL, ":")
+	if !ok {
+		return nil, errors.New("open database: url has no scheme (want sqlite:, mysql:// or postgres://)")
+	}
+	var (
+		db      *sql.DB
+		dialect string
+		err     error
+	)
+	switch strings.ToLower(scheme) {
+	case "mysql":
+		dialect = "mysql"
+		var cfg *mysql.Config
+		if cfg, err = mysqlConfig(rawURL); err == nil {
+			cfg.Logger = quietDriver{}
+			var c driver.Connector
+			if c, err = mysql.NewConnector(cfg); err == nil {
+				db = sql.OpenDB(c)
+			}
+		}
+	case "postgres", "postgresql":
+		dialect = "postgres"
+		db, err = sql.Open("pgx", rawURL)
+	case "sqlite":
+		dialect = "sqlite"
+		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
+		if path == "" {
+			return nil, errors.New("open database: sqlite url has no file path")
+		}
+		if err = os.MkdirAll(filepath.Dir(path), 0o750); err == nil {
+			// WAL lets the readers run beside the one writer; the busy
+			// timeout makes a writer wait its turn instead of failing.
+			db, err = sql.Open("sqlite", path+"?_busy_timeout=30000&_journal_mode=WAL&_synchronous=NORMAL")
+		}
+		conns = min(conns, 8)
+	default:
+		return nil, fmt.Errorf("open database: unsupported scheme %q", scheme)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open %s database: %w", dialect, err)
+	}
+	db.SetMaxOpenConns(conns)
+	db.SetMaxIdleConns(conns)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %s database: %w", dialect, err)
+	}
+	return &SQL{db: db, dialect: dialect}, nil
+}
+
+// mysqlConfig reads mysql://user:pass@host:port/db?params as sqlstore
+// does; the driver parses its own parameters.
+func mysqlConfig(rawURL string) (*mysql.Config, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return nil, errors.New("malformed url") // url's error would echo the password
+	}
+	dbName := strings.TrimPrefix(u.Path, "/")
+	if u.Host == "" || dbName == "" {
+		return nil, errors.New("want mysql://user:pass@host:port/db")
+	}
+	addr := u.Host
+	if u.Port() == "" {
+		addr = net.JoinHostPort(u.Hostname(), "3306")
+	}
+	cfg, err := mysql.ParseDSN("tcp(" + addr + ")/?" + u.RawQuery)
+	if err != nil {
+		return nil, fmt.Errorf("bad url parameters: %w", err)
+	}
+	cfg.DBName = dbName
+	if u.User != nil {
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+	}
+	return cfg, nil
+}
+
+// quietDriver drops the MySQL driver's own log lines: every failure it
+// logs also comes back as an error.
+type quietDriver struct{}
+
+func (quietDriver) Print(...any) {}
+
+// Dialect is "mysql", "postgres" or "sqlite".
+func (s *SQL) Dialect() string { return s.dialect }
+
+// Close closes the pool.
+func (s *SQL) Close() error { return s.db.Close() }
+
+// bind rewrites ? placeholders for PostgreSQL.
+func (s *SQL) bind(q string) string {
+	if s.dialect != "postgres" {
+		return q
+	}
+	var b strings.Builder
+	n := 0
+	for _, c := range q {
+		if c == '?' {
+			n++
+			fmt.Fprintf(&b, "$%d", n)
+			continue
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+// table is one strategy's single-row stock table.
+type table struct {
+	s    *SQL
+	name string
+
+	once sync.Once
+	err  error
+}
+
+func (s *SQL) newTable(ctx context.Context, stock int64) (*table, error) {
+	t := &table{s: s, name: uniqueName("sk_cmp_")}
+	if _, err := s.db.ExecContext(ctx, "CREATE TABLE "+t.name+
+		" (id INTEGER NOT NULL PRIMARY KEY, stock BIGINT NOT NULL, version BIGINT NOT NULL)"); err != nil {
+		return nil, fmt.Errorf("create table %s: %w", t.name, err)
+	}
+	if _, err := s.db.ExecContext(ctx, s.bind("INSERT INTO "+t.name+" (id, stock, version) VALUES (1, ?, 0)"), stock); err != nil {
+		t.Close(ctx)
+		return nil, fmt.Errorf("insert stock into %s: %w", t.name, err)
+	}
+	return t, nil
+}
+
+func (t *table) Remaining(ctx context.Context) (int64, error) {
+	var n int64
+	if err := t.s.db.QueryRowContext(ctx, "SELECT stock FROM "+t.name+" WHERE id = 1").Scan(&n); err != nil {
+		return 0, fmt.Errorf("read stock: %w", err)
+	}
+	return n, nil
+}
+
+func (t *table) Close(ctx context.Context) error {
+	t.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+		defer cancel()
+		if _, err := t.s.db.ExecContext(ctx, "DROP TABLE IF EXISTS "+t.name); err != nil {
+			t.err = fmt.Errorf("drop table %s: %w", t.name, err)
+		}
+	})
+	return t.err
+}
+
+// Naive reads the stock, and if some is left decrements it in a second
+// statement: no transaction, no lock, no condition. Two buyers who both
+// read 1 both buy. This is the bug the other strategies exist to avoid.
+func (s *SQL) Naive(ctx context.Context, stock int64) (Strategy, error) {
+	t, err := s.newTable(ctx, stock)
+	if err != nil {
+		return nil, err
+	}
+	return &naive{table: t,
+		read:  "SELECT stock FROM " + t.name + " WHERE id = 1",
+		write: "UPDATE " + t.name + " SET stock = stock - 1 WHERE id = 1",
+	}, nil
+}
+
+type naive struct {
+	*table
+	read, write string
+}
+
+func (n *naive) Reserve(ctx context.Context, _ string) (bool, error) {
+	var left int64
+	if err := n.s.db.QueryRowContext(ctx, n.read).Scan(&left); err != nil {
+		return false, fmt.Errorf("read stock: %w", err)
+	}
+	if left <= 0 {
+		return false, nil
+	}
+	if _, err := n.s.db.ExecContext(ctx, n.write); err != nil {
+		return false, fmt.Errorf("write stock: %w", err)
+	}
+	return true, nil
+}
+
+// Conditional takes a unit with one statement that checks and decrements:
+// UPDATE … SET stock = stock - 1 WHERE stock > 0. The row lock makes it
+// correct; every buyer queues on that one row.
+func (s *SQL) Conditional(ctx context.Context, stock int64) (Strategy, error) {
+	t, err := s.newTable(ctx, stock)
+	if err != nil {
+		return nil, err
+	}
+	return &conditional{table: t,
+		take: "UPDATE " + t.name + " SET stock = stock - 1 WHERE id = 1 AND stock > 0"}, nil
+}
+
+type conditional struct {
+	*table
+	take string
+}
+
+func (c *conditional) Reserve(ctx context.Context, _ string) (bool, error) {
+	res, err := c.s.db.ExecContext(ctx, c.take)
+	if err != nil {
+		return false, fmt.Errorf("take stock: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("take stock: %w", err)
+	}
+	return n == 1, nil
+}
+
+// Optimistic reads stock and version, then decrements only if the version
+// is unchanged (UPDATE … WHERE version = ?), and starts over when another
+// buyer got there first. It is correct; under a stampede most attempts
+// conflict. A conflict means some other buyer took a unit, so each buyer
+// retries at most stock times.
+func (s *SQL) Optimistic(ctx context.Context, stock int64) (Strategy, error) {
+	t, err := s.newTable(ctx, stock)
+	if err != nil {
+		return nil, err
+	}
+	return &optimistic{table: t,
+		read: "SELECT stock, version FROM " + t.name + " WHERE id = 1",
+		take: s.bind("UPDATE " + t.name + " SET stock = stock - 1, version = version + 1 WHERE id = 1 AND version = ?"),
+	}, nil
+}
+
+type optimistic struct {
+	*table
+	read, take string
+}
+
+func (o *optimistic) Reserve(ctx context.Context, _ string) (bool, error) {
+	for {
+		var left, version int64
+		if err := o.s.db.QueryRowContext(ctx, o.read).Scan(&left, &version); err != nil {
+			return false, fmt.Errorf("read stock: %w", err)
+		}
+		if left <= 0 {
+			return false, nil
+		}
+		res, err := o.s.db.ExecContext(ctx, o.take, version)
+		if err != nil {
+			return false, fmt.Errorf("take stock: %w", err)
+		}
+		if n, err := res.RowsAffected(); err != nil {
+			return false, fmt.Errorf("take stock: %w", err)
+		} else if n == 1 {
+			return true, nil
+		}
+	}
+}
