@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/nats"
+	"github.com/seckill-dev/seckill/internal/rabbitmq"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
@@ -19,24 +22,53 @@ import (
 // stack is one production combination of backends.
 type stack struct {
 	name   string
-	config func(t *testing.T) func(*Config)
+	config func(t testing.TB) func(*Config)
 }
 
 var stacks = []stack{
-	{"redis+rabbitmq+mariadb", func(t *testing.T) func(*Config) {
+	{"redis+rabbitmq+mariadb", func(t testing.TB) func(*Config) {
 		redisURL, amqpURL, dbURL := servicetest.Redis.URL(t), servicetest.RabbitMQ.URL(t), sqltest.MySQL(t)
 		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
+		t.Cleanup(func() { deleteQueue(t, amqpURL, queue) }) // after the engines close
 		return func(c *Config) {
 			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, amqpURL, dbURL, queue, prefix
 		}
 	}},
-	{"redis+nats+postgres", func(t *testing.T) func(*Config) {
+	{"redis+nats+postgres", func(t testing.TB) func(*Config) {
 		redisURL, natsURL, dbURL := servicetest.Redis.URL(t), servicetest.NATS.URL(t), sqltest.Postgres(t)
 		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
+		t.Cleanup(func() { deleteQueue(t, natsURL, queue) }) // after the engines close
 		return func(c *Config) {
 			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, natsURL, dbURL, queue, prefix
 		}
 	}},
+}
+
+// deleteQueue removes a test's queues (RabbitMQ) or streams (NATS) from
+// the shared broker, so runs do not pile them up.
+func deleteQueue(t testing.TB, brokerURL, queue string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var (
+		b interface {
+			Delete(context.Context) error
+			Close() error
+		}
+		err error
+	)
+	if strings.HasPrefix(brokerURL, "amqp") {
+		b, err = rabbitmq.New(ctx, brokerURL, queue)
+	} else {
+		b, err = nats.New(ctx, brokerURL, queue)
+	}
+	if err != nil {
+		t.Errorf("cleanup: connect to delete %s: %v", queue, err)
+		return
+	}
+	defer b.Close()
+	if err := b.Delete(ctx); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
 }
 
 // rush releases buyers at once on a sale, one token each, and returns the
