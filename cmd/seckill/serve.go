@@ -52,6 +52,7 @@ type Config struct {
 	PayTimeout           time.Duration
 	SweepInterval        time.Duration
 	OrderWriters         int
+	OrderBatch           int
 	RelayClaimIdle       time.Duration
 	RestoreRetryInterval time.Duration
 	RestoreAlertAfter    time.Duration
@@ -79,6 +80,7 @@ func DefaultConfig() Config {
 		PayTimeout:           15 * time.Minute,
 		SweepInterval:        5 * time.Second,
 		OrderWriters:         2,
+		OrderBatch:           100,
 		RelayClaimIdle:       30 * time.Second,
 		RestoreRetryInterval: 5 * time.Second,
 		RestoreAlertAfter:    time.Hour,
@@ -115,6 +117,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
+		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations the order writer persists in one transaction"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
 		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
 		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
@@ -304,6 +307,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
 		PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
+		Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch},
 		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
 		AfterPersist: m.restorer.Kick, Now: m.now,
 	})
