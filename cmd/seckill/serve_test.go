@@ -22,7 +22,7 @@ import (
 // engine is one running Main for a test, with an HTTP client that can hold
 // many connections at once.
 type engine struct {
-	t      *testing.T
+	t      testing.TB
 	m      *Main
 	base   string
 	client *http.Client
@@ -32,7 +32,7 @@ type engine struct {
 // startEngine runs Main with cfg adjusted for a test: a free port, a
 // temporary data dir, fixed secrets, quiet logs. hooks adjust Main itself
 // before it runs.
-func startEngine(t *testing.T, mutate func(*Config), hooks ...func(*Main)) *engine {
+func startEngine(t testing.TB, mutate func(*Config), hooks ...func(*Main)) *engine {
 	t.Helper()
 	cfg := DefaultConfig()
 	cfg.HTTPAddr = "127.0.0.1:0"
@@ -71,7 +71,7 @@ func startEngine(t *testing.T, mutate func(*Config), hooks ...func(*Main)) *engi
 
 // realBackends points the engine at the shared Redis and a fresh MariaDB
 // database.
-func realBackends(t *testing.T) func(*Config) {
+func realBackends(t testing.TB) func(*Config) {
 	redisURL, prefix := servicetest.Redis.URL(t), servicetest.UniqueName("sk")
 	dbURL := sqltest.MySQL(t)
 	return func(c *Config) { c.RedisURL, c.DatabaseURL, c.RedisKeyPrefix = redisURL, dbURL, prefix }
