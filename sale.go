@@ -2,7 +2,6 @@ package seckill
 
 import (
 	"context"
-	"regexp"
 	"time"
 	"unicode/utf8"
 )
@@ -38,12 +37,22 @@ const (
 	MaxSaleDuration  = 366 * 24 * time.Hour
 )
 
-// saleIDPattern keeps ids safe inside Redis hash tags ({id}), URLs, SQL and
-// log lines: no braces, slashes, dots, spaces or control characters.
-var saleIDPattern = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`)
-
-// ValidSaleID reports whether id is a well-formed sale id.
-func ValidSaleID(id string) bool { return saleIDPattern.MatchString(id) }
+// ValidSaleID reports whether id is a well-formed sale id: 1 to 64 of
+// A-Z, a-z, 0-9, '_' and '-'. That keeps ids safe inside Redis hash tags
+// ({id}), URLs, SQL and log lines: no braces, slashes, dots, spaces or
+// control characters. (A loop, not a regexp: it runs on every request.)
+func ValidSaleID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		c := id[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 // Validate checks the fields an operator supplies when creating a sale.
 func (s *Sale) Validate() error {

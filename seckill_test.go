@@ -142,3 +142,15 @@ func TestErrorCode(t *testing.T) {
 		t.Fatal("nil error has a code")
 	}
 }
+
+func TestValidSaleID(t *testing.T) {
+	for in, want := range map[string]bool{
+		"tea": true, "Tea_2026-08": true, strings.Repeat("a", 64): true,
+		"": false, strings.Repeat("a", 65): false, "a{b}": false, "a.b": false, "a/b": false,
+		"a b": false, "tée": false, "a\x00": false, "a\n": false,
+	} {
+		if got := seckill.ValidSaleID(in); got != want {
+			t.Errorf("ValidSaleID(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -9,6 +9,8 @@ package jwt
 
 import (
 	"errors"
+	"hash/maphash"
+	"sync"
 	"time"
 
 	gojwt "github.com/golang-jwt/jwt/v5"
@@ -34,6 +36,28 @@ type Verifier struct {
 	parser *gojwt.Parser
 	// keyFunc is built once: a closure per call would allocate on the hot path.
 	keyFunc gojwt.Keyfunc
+	now     func() time.Time
+	// verified remembers tokens that passed, until they expire: a buyer
+	// hammering "buy" sends the same token again and again, and a hit costs
+	// a map lookup instead of base64, JSON and an HMAC.
+	verified [cacheShards]cacheShard
+}
+
+// The cache holds at most cacheShards × cacheShardMax tokens (a few
+// hundred bytes each); a full shard is simply emptied.
+const (
+	cacheShards   = 16
+	cacheShardMax = 4096
+)
+
+type cacheShard struct {
+	mu sync.RWMutex
+	m  map[string]cachedToken
+}
+
+type cachedToken struct {
+	user      string
+	expiresAt time.Time
 }
 
 // NewVerifier returns a Verifier for tokens signed with secret. An empty
@@ -54,10 +78,16 @@ func newVerifier(secret []byte, now func() time.Time) *Verifier {
 	}
 	if now != nil {
 		opts = append(opts, gojwt.WithTimeFunc(now))
+	} else {
+		now = time.Now
 	}
 	v := &Verifier{
 		secret: append([]byte(nil), secret...),
 		parser: gojwt.NewParser(opts...),
+		now:    now,
+	}
+	for i := range v.verified {
+		v.verified[i].m = make(map[string]cachedToken)
 	}
 	v.key = v.secret
 	v.keyFunc = func(t *gojwt.Token) (any, error) {
@@ -83,8 +113,20 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 	if len(token) > MaxTokenBytes {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
 	}
+	sh := &v.verified[maphash.String(cacheSeed, token)%cacheShards]
+	sh.mu.RLock()
+	hit, ok := sh.m[token]
+	sh.mu.RUnlock()
+	if ok && v.now().Before(hit.expiresAt.Add(Leeway)) {
+		return hit.user, nil
+	}
 	var claims gojwt.RegisteredClaims
 	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
+		if ok { // expired since it was cached
+			sh.mu.Lock()
+			delete(sh.m, token)
+			sh.mu.Unlock()
+		}
 		if errors.Is(err, gojwt.ErrTokenExpired) {
 			return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
 		}
@@ -93,8 +135,19 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 	if !seckill.ValidUserID(claims.Subject) {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token subject.")
 	}
+	// WithExpirationRequired guarantees ExpiresAt; a not-before in the
+	// future was refused above, so from here on only expiry can change the
+	// answer.
+	sh.mu.Lock()
+	if len(sh.m) >= cacheShardMax {
+		clear(sh.m)
+	}
+	sh.m[token] = cachedToken{user: claims.Subject, expiresAt: claims.ExpiresAt.Time}
+	sh.mu.Unlock()
 	return claims.Subject, nil
 }
+
+var cacheSeed = maphash.MakeSeed()
 
 // Sign returns an HS256 token for userID that expires ttl after now. It is
 // used by the `seckill token` command and by tests; production buyers get

@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/base64"
+	"fmt"
 	"strconv"
 	"strings"
 	"sync"
@@ -277,4 +278,52 @@ func flip(s string) string {
 		return "B" + s[1:]
 	}
 	return "A" + s[1:]
+}
+
+// TestCacheHonoursExpiry: a token verified once is answered from the cache
+// afterwards, but never past its expiry (plus leeway).
+func TestCacheHonoursExpiry(t *testing.T) {
+	secret := []byte("cache-secret-0123456789abcdef")
+	now := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
+	clock := now
+	v := newVerifier(secret, func() time.Time { return clock })
+	tok, err := Sign(secret, "alice", time.Minute, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		if user, err := v.Verify(tok); err != nil || user != "alice" {
+			t.Fatalf("Verify = %q, %v", user, err)
+		}
+	}
+	clock = now.Add(time.Minute + Leeway + time.Second)
+	if _, err := v.Verify(tok); err == nil {
+		t.Fatal("an expired token was accepted from the cache")
+	}
+	// A token that differs in one character is never a cache hit.
+	clock = now
+	forged := tok[:len(tok)-2] + string("AB"[len(tok)%2]) + tok[len(tok)-1:]
+	if forged != tok {
+		if _, err := v.Verify(forged); err == nil {
+			t.Fatal("a tampered token passed")
+		}
+	}
+}
+
+func TestCacheIsBounded(t *testing.T) {
+	secret := []byte("cache-secret-0123456789abcdef")
+	v := NewVerifier(secret)
+	for i := range cacheShards*cacheShardMax + 5000 {
+		tok, _ := Sign(secret, fmt.Sprint("u", i), time.Hour, time.Now())
+		if _, err := v.Verify(tok); err != nil {
+			t.Fatal(err)
+		}
+	}
+	total := 0
+	for i := range v.verified {
+		total += len(v.verified[i].m)
+	}
+	if total > cacheShards*cacheShardMax {
+		t.Fatalf("cache holds %d tokens, more than its bound %d", total, cacheShards*cacheShardMax)
+	}
 }
