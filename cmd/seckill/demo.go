@@ -37,7 +37,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// turn them on.
 	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
 	opts := defaultRushOptions()
-	var asJSON bool
+	var asJSON, serve bool
 	fs := flagSet("demo", stderr)
 	if err := cfg.register(fs); err != nil {
 		return err
@@ -46,9 +46,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	// The browser control room (--serve) attaches here: it adds an
-	// observer to opts.observers that streams every progress tick and the
-	// final report, and keeps the engine up after the rush.
+	fs.BoolVar(&serve, "serve", false, "keep the engine serving after the rush, so the control room and the buyer page can be watched (Ctrl-C stops it); give --lead time to open them")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -81,7 +79,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	opts.URLs = []string{"http://" + m.Addr()}
 	opts.AdminToken, opts.JWTSecret = m.Config.AdminToken, m.Config.JWTSecret
 	opts.backend = describeBackends(&m.Config)
-	return rushAndReport(ctx, opts, "demo", asJSON, stdout, stderr)
+	fmt.Fprintf(stderr, "control room: http://%s/admin  (admin token %s)\n", m.Addr(), m.Config.AdminToken)
+	err = rushAndReport(ctx, opts, "demo", asJSON, stdout, stderr)
+	if serve && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "still serving on http://%s (control room /admin, buyer page /sales/{id}); Ctrl-C stops it\n", m.Addr())
+		<-ctx.Done()
+	}
+	return err
 }
 
 // describeBackends names the backends of cfg for the report.

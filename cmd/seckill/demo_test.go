@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -222,4 +224,62 @@ func TestBenchRushSpreadsOverNodes(t *testing.T) {
 	if code, _, _ := runCommand(t, "bench", "rush", "--url", a.base); code == 0 {
 		t.Error("bench rush without the secrets exited 0")
 	}
+}
+
+// TestDemoServe: with --serve the engine stays up after the rush, its
+// control room answering, until the context ends.
+func TestDemoServe(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"demo", "--serve", "--stock", "5", "--buyers", "50", "--concurrency", "8", "--lead", "200ms"}, &stdout, &stderr)
+	}()
+	re := regexp.MustCompile(`still serving on (http://[0-9.:]+)`)
+	deadline := time.Now().Add(2 * time.Minute)
+	var base string
+	for base == "" {
+		if m := re.FindStringSubmatch(stderr.String()); m != nil {
+			base = m[1]
+		} else if time.Now().After(deadline) {
+			t.Fatalf("demo --serve never said it was still serving:\n%s", stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(stderr.String(), "control room: http://") {
+		t.Fatalf("demo did not print the control room's URL:\n%s", stderr.String())
+	}
+	resp, err := http.Get(base + "/admin")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("control room after the rush: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	select {
+	case code := <-done:
+		t.Fatalf("demo --serve exited (%d) before it was stopped", code)
+	default:
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("demo --serve exited %d:\n%s", code, stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe to read while another goroutine writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
