@@ -400,51 +400,17 @@ func (b *Broker) keepAlive(msgs []jetstream.Msg) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-// Decisions a handler takes on a delivery.
-const (
-	unsettled = iota
-	acked
-	retried
-)
-
-// delivery implements seckill.Delivery.
+// delivery implements seckill.Delivery; the embedded Settlement holds
+// the handler's decision.
 type delivery struct {
+	seckill.Settlement
 	msg     seckill.Message
 	attempt int
 	raw     jetstream.Msg
-
-	mu     sync.Mutex
-	state  int
-	reason string
-	frozen bool // the handler returned; later calls are ignored
 }
 
 func (d *delivery) Message() seckill.Message { return d.msg }
 func (d *delivery) Attempt() int             { return d.attempt }
-func (d *delivery) Ack()                     { d.set(acked, "") }
-
-func (d *delivery) Retry(reason error) {
-	text := "retry requested without a reason"
-	if reason != nil {
-		text = reason.Error()
-	}
-	d.set(retried, text)
-}
-
-func (d *delivery) set(state int, reason string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.frozen {
-		d.state, d.reason = state, reason
-	}
-}
-
-func (d *delivery) freeze() (state int, reason string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.frozen = true
-	return d.state, d.reason
-}
 
 // handleWork runs the handler on a batch and settles it: acks, NAKs with
 // the back-off delay, and dead-letter copies (stored before their
@@ -463,8 +429,7 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, handle fu
 		if attempt > policy.MaxAttempts {
 			// Earlier deliveries were lost without a decision (a consumer
 			// crashing on this message?): it has had its chances.
-			d.state = retried
-			d.reason = fmt.Sprintf("delivered %d times without being settled", attempt-1)
+			d.Decide(seckill.Retried, fmt.Sprintf("delivered %d times without being settled", attempt-1))
 			d.attempt--
 			continue
 		}
@@ -480,12 +445,12 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, handle fu
 	var dead []*delivery
 	var out []*nats.Msg
 	for _, d := range all {
-		state, reason := d.freeze()
+		state, reason := d.Freeze()
 		switch state {
-		case acked:
+		case seckill.Acked:
 			_ = d.raw.Ack()
 			continue
-		case unsettled:
+		case seckill.Unsettled:
 			if !live {
 				continue // abandoned: redelivered after AckWait, like a crash
 			}

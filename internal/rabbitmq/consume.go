@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
@@ -124,51 +123,17 @@ func collect(ctx context.Context, deliveries <-chan amqp.Delivery, opts seckill.
 	return batch, true
 }
 
-// Decisions a handler takes on a delivery.
-const (
-	unsettled = iota
-	acked
-	retried
-)
-
-// delivery implements seckill.Delivery.
+// delivery implements seckill.Delivery; the embedded Settlement holds
+// the handler's decision.
 type delivery struct {
+	seckill.Settlement
 	msg     seckill.Message
 	attempt int
 	tag     uint64
-
-	mu     sync.Mutex
-	state  int
-	reason string
-	frozen bool // the handler returned; later calls are ignored
 }
 
 func (d *delivery) Message() seckill.Message { return d.msg }
 func (d *delivery) Attempt() int             { return d.attempt }
-func (d *delivery) Ack()                     { d.set(acked, "") }
-
-func (d *delivery) Retry(reason error) {
-	text := "retry requested without a reason"
-	if reason != nil {
-		text = reason.Error()
-	}
-	d.set(retried, text)
-}
-
-func (d *delivery) set(state int, reason string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if !d.frozen {
-		d.state, d.reason = state, reason
-	}
-}
-
-func (d *delivery) freeze() (state int, reason string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.frozen = true
-	return d.state, d.reason
-}
 
 // attemptOf is the copy's starting attempt (our header; 1 for a fresh
 // publish) plus the deliveries of this copy that were lost to crashes, which
@@ -226,8 +191,7 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 		if d.attempt > policy.MaxAttempts {
 			// Earlier deliveries were lost without a decision (a consumer
 			// crashing on this message?): it has had its chances.
-			d.state = retried
-			d.reason = fmt.Sprintf("delivered %d times without being settled", d.attempt-1)
+			d.Decide(seckill.Retried, fmt.Sprintf("delivered %d times without being settled", d.attempt-1))
 			d.attempt--
 			continue
 		}
@@ -246,12 +210,12 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 	var acks, moved []*delivery
 	var out []outgoing
 	for _, d := range all {
-		state, reason := d.freeze()
+		state, reason := d.Freeze()
 		switch state {
-		case acked:
+		case seckill.Acked:
 			acks = append(acks, d)
 			continue
-		case unsettled:
+		case seckill.Unsettled:
 			if !live {
 				continue // abandoned: back to the queue when the channel closes
 			}
