@@ -17,6 +17,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/rabbitmq"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+	"github.com/seckill-dev/seckill/internal/strategies"
 )
 
 // stack is one production combination of backends.
@@ -29,7 +30,7 @@ var stacks = []stack{
 	{"redis+rabbitmq+mariadb", func(t testing.TB) func(*Config) {
 		redisURL, amqpURL, dbURL := servicetest.Redis.URL(t), servicetest.RabbitMQ.URL(t), sqltest.MySQL(t)
 		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
-		t.Cleanup(func() { deleteQueue(t, amqpURL, queue) }) // after the engines close
+		t.Cleanup(func() { deleteQueue(t, amqpURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
 		return func(c *Config) {
 			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, amqpURL, dbURL, queue, prefix
 		}
@@ -37,7 +38,7 @@ var stacks = []stack{
 	{"redis+nats+postgres", func(t testing.TB) func(*Config) {
 		redisURL, natsURL, dbURL := servicetest.Redis.URL(t), servicetest.NATS.URL(t), sqltest.Postgres(t)
 		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
-		t.Cleanup(func() { deleteQueue(t, natsURL, queue) }) // after the engines close
+		t.Cleanup(func() { deleteQueue(t, natsURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
 		return func(c *Config) {
 			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, natsURL, dbURL, queue, prefix
 		}
@@ -67,6 +68,21 @@ func deleteQueue(t testing.TB, brokerURL, queue string) {
 	}
 	defer b.Close()
 	if err := b.Delete(ctx); err != nil {
+		t.Errorf("cleanup: %v", err)
+	}
+}
+
+// deleteKeys removes a test's keys (its own prefix) from the shared Redis.
+func deleteKeys(t testing.TB, redisURL, prefix string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	r, err := strategies.OpenRedis(ctx, redisURL)
+	if err != nil {
+		t.Errorf("cleanup: %v", err)
+		return
+	}
+	defer r.Close()
+	if _, err := r.DeletePrefix(ctx, prefix); err != nil {
 		t.Errorf("cleanup: %v", err)
 	}
 }

@@ -74,6 +74,7 @@ func startEngine(t testing.TB, mutate func(*Config), hooks ...func(*Main)) *engi
 func realBackends(t testing.TB) func(*Config) {
 	redisURL, prefix := servicetest.Redis.URL(t), servicetest.UniqueName("sk")
 	dbURL := sqltest.MySQL(t)
+	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) }) // after the engine closes
 	return func(c *Config) { c.RedisURL, c.DatabaseURL, c.RedisKeyPrefix = redisURL, dbURL, prefix }
 }
 
