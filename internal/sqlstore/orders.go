@@ -147,6 +147,39 @@ const (
 	failedOrderWidth   = 8
 )
 
+// qmarkOrderQueries is the order SQL of the dialects that bind with "?":
+// SQLite and MySQL/MariaDB share its text and differ only in which errors
+// are worth a retry.
+func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
+	return orderQueries{
+		bind:        func(int) string { return "?" },
+		isTransient: isTransient,
+
+		saleStock:        `SELECT stock, version, price_cents FROM sales WHERE id = ?`,
+		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
+		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
+		bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = ?`,
+		takeStock: `UPDATE sales SET stock = stock - ?, version = version + 1, updated_at_ms = ?
+			WHERE id = ? AND version = ? AND stock >= ?`,
+		insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
+		insertFailedOrders: `INSERT INTO failed_orders (` + failedOrderColumns + `) VALUES `,
+
+		insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
+
+		order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ?`,
+		failedOrder: `SELECT ` + failedOrderColumns + ` FROM failed_orders WHERE reservation_id = ?`,
+		payOrder: `UPDATE orders SET status = ?, updated_at_ms = ?
+			WHERE reservation_id = ? AND status = ? AND pay_by_ms > ?`,
+		cancelOrder: `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ?
+			WHERE reservation_id = ? AND status = ?`,
+		expiredOrders: `SELECT ` + orderColumns + ` FROM orders
+			WHERE status = ? AND pay_by_ms <= ?
+			ORDER BY pay_by_ms, reservation_id LIMIT ?`,
+		failedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
+	}
+}
+
 // orderQueriesOf returns the order SQL of a dialect.
 func orderQueriesOf(d *dialect) *orderQueries {
 	switch d {
@@ -442,32 +475,45 @@ func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *sec
 func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 	found := make(map[string]bool)
 	for _, head := range []string{st.q.orderIDsIn, st.q.failedOrderIDsIn} {
-		for start := 0; start < len(ids); start += idChunk {
-			chunk := ids[start:min(start+idChunk, len(ids))]
-			args := make([]any, len(chunk))
-			for i, id := range chunk {
-				args[i] = id
-			}
-			if err := func() error {
-				rows, err := tx.QueryContext(ctx, head+st.q.list(1, len(chunk)), args...)
-				if err != nil {
-					return err
-				}
-				defer rows.Close()
-				for rows.Next() {
-					var id string
-					if err := rows.Scan(&id); err != nil {
-						return err
-					}
-					found[id] = true
-				}
-				return rows.Err()
-			}(); err != nil {
-				return nil, err
-			}
+		err := st.eachRowIn(ctx, tx, head, ids, func(rows *sql.Rows) error {
+			var id string
+			err := rows.Scan(&id)
+			found[id] = true
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	return found, nil
+}
+
+// eachRowIn runs head + "(ids…)" with the ids in chunks of idChunk (the
+// dialects' placeholder limits) and calls scan on every row.
+func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error) error {
+	for start := 0; start < len(ids); start += idChunk {
+		chunk := ids[start:min(start+idChunk, len(ids))]
+		args := make([]any, len(chunk))
+		for i, id := range chunk {
+			args[i] = id
+		}
+		rows, err := tx.QueryContext(ctx, head+st.q.list(1, len(chunk)), args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			if err := scan(rows); err != nil {
+				rows.Close()
+				return err
+			}
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // insertOrders inserts orders with multi-row INSERTs of up to insertChunk

@@ -546,29 +546,14 @@ func scanRestoreRequest(row interface{ Scan(...any) error }) (*seckill.RestoreRe
 // of those of ids that have one.
 func (st *OrderStore) restoresOf(ctx context.Context, tx *sql.Tx, ids []string) (map[string]string, error) {
 	found := make(map[string]string)
-	for start := 0; start < len(ids); start += idChunk {
-		chunk := ids[start:min(start+idChunk, len(ids))]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
-		}
-		if err := func() error {
-			rows, err := tx.QueryContext(ctx, st.rq.requestsIn+st.q.list(1, len(chunk)), args...)
-			if err != nil {
-				return err
-			}
-			defer rows.Close()
-			for rows.Next() {
-				var id, reason string
-				if err := rows.Scan(&id, &reason); err != nil {
-					return err
-				}
-				found[id] = reason
-			}
-			return rows.Err()
-		}(); err != nil {
-			return nil, err
-		}
+	err := st.eachRowIn(ctx, tx, st.rq.requestsIn, ids, func(rows *sql.Rows) error {
+		var id, reason string
+		err := rows.Scan(&id, &reason)
+		found[id] = reason
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return found, nil
 }

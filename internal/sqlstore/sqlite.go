@@ -50,33 +50,7 @@ var sqliteDialect = &dialect{
 // sqliteOrderQueries is the order store's SQL on SQLite. Nothing is
 // transient: the single write connection and IMMEDIATE transactions leave
 // no deadlock to break.
-var sqliteOrderQueries = orderQueries{
-	bind:        func(int) string { return "?" },
-	isTransient: func(error) bool { return false },
-
-	saleStock:        `SELECT stock, version, price_cents FROM sales WHERE id = ?`,
-	orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
-	failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
-	bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = ?`,
-	takeStock: `UPDATE sales SET stock = stock - ?, version = version + 1, updated_at_ms = ?
-		WHERE id = ? AND version = ? AND stock >= ?`,
-	insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
-	insertFailedOrders: `INSERT INTO failed_orders (` + failedOrderColumns + `) VALUES `,
-
-	insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
-
-	order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ?`,
-	failedOrder: `SELECT ` + failedOrderColumns + ` FROM failed_orders WHERE reservation_id = ?`,
-	payOrder: `UPDATE orders SET status = ?, updated_at_ms = ?
-		WHERE reservation_id = ? AND status = ? AND pay_by_ms > ?`,
-	cancelOrder: `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ?
-		WHERE reservation_id = ? AND status = ?`,
-	expiredOrders: `SELECT ` + orderColumns + ` FROM orders
-		WHERE status = ? AND pay_by_ms <= ?
-		ORDER BY pay_by_ms, reservation_id LIMIT ?`,
-	failedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
-		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
-}
+var sqliteOrderQueries = qmarkOrderQueries(func(error) bool { return false })
 
 // sqliteRestoreQueries is the restore store's SQL on SQLite. Its IMMEDIATE
 // transactions hold the database's write lock from BEGIN, so locking a row
