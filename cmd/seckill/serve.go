@@ -61,7 +61,7 @@ type Config struct {
 	TrustedProxies       string // comma-separated IPs/CIDRs
 	MaxInFlight          int
 	SoldOutInterval      time.Duration
-	DemoLogin            string // auto (on for the embedded default), on, off
+	DemoLogin            string // on or off; only `seckill demo` defaults to on
 	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
 	LogLevel             string
@@ -88,7 +88,7 @@ func DefaultConfig() Config {
 		RateLimitUser:        httpapi.DefaultUserLimit.String(),
 		MaxInFlight:          httpapi.DefaultMaxInFlight,
 		SoldOutInterval:      soldout.DefaultSafetyInterval,
-		DemoLogin:            "auto",
+		DemoLogin:            "off",
 		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
@@ -108,7 +108,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
-	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
@@ -133,18 +133,19 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	return nil
 }
 
-// demoLogin reports whether the buyer page may mint tokens from a name:
-// "auto" allows it only on the embedded default (no backend configured).
+// demoLogin reports whether the buyer page may mint tokens from a name.
+// It is off unless asked for: whoever reaches POST /demo/v1/login can act
+// as any buyer (read, pay and cancel their reservations), even on the
+// embedded default, which may serve small real sales. `seckill demo`
+// turns it on.
 func (c *Config) demoLogin() (bool, error) {
 	switch c.DemoLogin {
 	case "on":
 		return true, nil
-	case "off":
+	case "off", "":
 		return false, nil
-	case "auto", "":
-		return c.RedisURL == "" && c.DatabaseURL == "" && c.BrokerURL == "", nil
 	}
-	return false, fmt.Errorf("demo login %q: want auto, on or off", c.DemoLogin)
+	return false, fmt.Errorf("demo login %q: want on or off", c.DemoLogin)
 }
 
 // databaseURL is the configured URL, or SQLite in the data dir.
@@ -387,6 +388,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	var mint func(string) (string, error)
 	if demoLogin {
+		m.Logger.Warn("demo login is on: anyone who reaches POST /demo/v1/login can act as any buyer; never use it for a real sale")
 		mint = func(name string) (string, error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
