@@ -485,3 +485,15 @@ func TestStorableText(t *testing.T) {
 		}
 	}
 }
+
+func TestFailedOrderResolver(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			orders := NewOrderStore(db)
+			conformance.FailedOrderResolver(t, func(*testing.T) conformance.ResolverStores {
+				return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: orders, Restores: orders, Resolver: orders}
+			})
+		})
+	}
+}
