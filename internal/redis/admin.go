@@ -1,0 +1,86 @@
+package redis
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// The stock-store side of an operator's changes to a sale. The database
+// changes first (internal/sqlstore); these scripts then bring the live
+// copy in line, each idempotent, so a failed call can simply be made again.
+
+var (
+	//go:embed sale_edit.lua
+	saleEditLua string
+	//go:embed sale_end.lua
+	saleEndLua string
+	//go:embed sale_raise.lua
+	saleRaiseLua string
+
+	saleEditScript  = rueidis.NewLuaScriptRetryable(saleEditLua)
+	saleEndScript   = rueidis.NewLuaScriptRetryable(saleEndLua)
+	saleRaiseScript = rueidis.NewLuaScriptRetryable(saleRaiseLua)
+)
+
+// ErrSaleStarted is returned by EditSale when the live copy refuses the
+// edit: the sale has opened (by Redis's clock) or holds reservations.
+var ErrSaleStarted = seckill.Errorf(seckill.ESTATECONFLICT, "The sale has started in the stock store: it can no longer be edited.")
+
+// EditSale gives a sale that has not started the stock, limit and window
+// of s, loading it if it is not loaded (see sale_edit.lua). ErrSaleStarted
+// when the live copy has opened or has reservations.
+func (s *Store) EditSale(ctx context.Context, sale *seckill.Sale) error {
+	if err := sale.Validate(); err != nil {
+		return fmt.Errorf("edit sale: %w", err)
+	}
+	if err := s.register(ctx, sale.ID); err != nil {
+		return fmt.Errorf("edit sale: %w", err)
+	}
+	args := []string{
+		strconv.FormatInt(sale.Stock, 10),
+		strconv.FormatInt(sale.PerUserLimit, 10),
+		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
+		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
+	}
+	n, err := saleEditScript.Exec(ctx, s.client, s.keys(sale.ID)[:1], args).AsInt64()
+	if err != nil {
+		return fmt.Errorf("edit sale: %w", classify(err))
+	}
+	if n != 1 {
+		return ErrSaleStarted
+	}
+	return nil
+}
+
+// EndSale ends a loaded sale now, by Redis's clock (see sale_end.lua).
+// ended is true when this call ended it; a sale not loaded is left alone.
+func (s *Store) EndSale(ctx context.Context, saleID string) (ended bool, err error) {
+	if !seckill.ValidSaleID(saleID) {
+		return false, fmt.Errorf("end sale: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	n, err := saleEndScript.Exec(ctx, s.client, s.keys(saleID)[:1], nil).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("end sale: %w", classify(err))
+	}
+	return n == 1, nil
+}
+
+// RaiseStock raises a loaded sale's total to total, the database's stock
+// put on sale (see sale_raise.lua). raised is false when it was there
+// already or the sale is not loaded.
+func (s *Store) RaiseStock(ctx context.Context, saleID string, total int64) (raised bool, err error) {
+	if !seckill.ValidSaleID(saleID) {
+		return false, fmt.Errorf("raise stock: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	n, err := saleRaiseScript.Exec(ctx, s.client, s.keys(saleID)[:1], []string{strconv.FormatInt(total, 10)}).AsInt64()
+	if err != nil {
+		return false, fmt.Errorf("raise stock: %w", classify(err))
+	}
+	return n == 1, nil
+}
