@@ -82,6 +82,45 @@ func (e SaleEdit) Empty() bool {
 		e.PerUserLimit == nil && e.StartAt == nil && e.EndAt == nil
 }
 
+// Phases of an ended sale.
+const (
+	// PhaseDraining: the sale has ended and its stock-store keys are still
+	// there: orders may still be in flight (outbox, broker), waiting for
+	// payment or for their restores.
+	PhaseDraining = "draining"
+	// PhaseArchived: its stock-store keys are gone; only the database
+	// remembers it, and reconciliation works from the database alone.
+	PhaseArchived = "archived"
+)
+
+// SaleView is what an operator sees of a sale.
+type SaleView struct {
+	*Sale
+	// Remaining is the live stock store's figure, never above the
+	// database's unsold units.
+	Remaining int64     `json:"remaining"`
+	State     SaleState `json:"state"`
+	// Loaded says the stock store holds the sale.
+	Loaded bool `json:"loaded"`
+	// Phase is PhaseDraining or PhaseArchived once the sale has ended.
+	Phase string `json:"phase,omitempty"`
+	// OutboxLen is the reservations not yet relayed (only on a single
+	// sale's view; absent when unknown).
+	OutboxLen *int64 `json:"outbox_len,omitempty"`
+}
+
+// RemainingOf is what a buyer may still get: the stock store's remaining
+// units, but never more than the database's unsold stock (when the two
+// disagree, the database is the truth and would refuse the excess), and
+// the sale's stock when it is not loaded yet.
+func RemainingOf(s *Sale, lvl StockLevel, loaded bool) int64 {
+	r := s.Stock
+	if loaded {
+		r = lvl.Remaining()
+	}
+	return max(min(r, s.Unsold), 0)
+}
+
 // Actions recorded in the audit log.
 const (
 	AuditSaleCreated     = "sale.create"

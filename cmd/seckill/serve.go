@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -29,6 +30,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/relay"
 	"github.com/seckill-dev/seckill/internal/restore"
+	"github.com/seckill-dev/seckill/internal/saleadmin"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/web"
@@ -65,6 +67,7 @@ type Config struct {
 	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
 	LogLevel             string
+	Currency             string // ISO 4217 code of sales created without one
 }
 
 // DefaultConfig is the embedded default: no services needed.
@@ -92,6 +95,7 @@ func DefaultConfig() Config {
 		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
+		Currency:             "EUR",
 	}
 }
 
@@ -109,6 +113,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
+	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
@@ -219,6 +224,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	proxies, err := httpapi.ParseTrustedProxies(cfg.TrustedProxies)
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
+	}
+	if !seckill.ValidCurrency(cfg.Currency) {
+		return fmt.Errorf("currency %q: want an ISO 4217 code such as EUR", cfg.Currency)
 	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
@@ -341,15 +349,38 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
 	subDone := make(chan struct{})
+	// A sale changed on another node (edit, end, added stock) comes on the
+	// same announcement: this node forgets its cached row too, once the
+	// API exists.
+	var forgetSale atomic.Pointer[func(string)]
+	onRestocked := func(saleID string) {
+		gate.Clear(saleID)
+		if f := forgetSale.Load(); f != nil {
+			(*f)(saleID)
+		}
+	}
 	go func() {
 		defer close(subDone)
-		if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
+		if err := m.stock.SubscribeRestocked(subCtx, onRestocked); err != nil {
 			m.Logger.Error("restock announcements: subscription ended", "err", err)
 		}
 	}()
 	m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
 
-	api, err := httpapi.New(httpapi.Config{
+	var api *httpapi.Server
+	admin, err := saleadmin.New(saleadmin.Config{
+		Store: sales, Live: m.stock, Now: m.now, Logger: m.Logger,
+		OnChanged: func(s *seckill.Sale) {
+			gate.Clear(s.ID)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			m.preheat.SaleCreated(ctx, s)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	api, err = httpapi.New(httpapi.Config{
 		Sales:          sales,
 		Stock:          m.stock,
 		Preheater:      m.preheat,
@@ -371,8 +402,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
-		Now:   m.now,
-		Ready: m.ready,
+		Currency:   cfg.Currency,
+		SalesAdmin: admin,
+		Resolver:   m.orders,
+		PayTimeout: cfg.PayTimeout,
+		Now:        m.now,
+		Ready:      m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
@@ -382,6 +417,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	forget := api.ForgetSale
+	forgetSale.Store(&forget)
 	demoLogin, err := cfg.demoLogin()
 	if err != nil {
 		return err
@@ -396,7 +433,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
 		Sales: sales, Stock: m.stock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Currency: cfg.Currency,
 	})
 	if err != nil {
 		return err

@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
@@ -16,6 +18,7 @@ type saleView struct {
 	ID           string            `json:"id"`
 	Name         string            `json:"name"`
 	PriceCents   int64             `json:"price_cents"`
+	Currency     string            `json:"currency"`
 	Stock        int64             `json:"stock"`
 	Remaining    int64             `json:"remaining"`
 	PerUserLimit int64             `json:"per_user_limit"`
@@ -48,6 +51,9 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) int {
 	if sale.ID == "" {
 		sale.ID = newSaleID(now)
 	}
+	if sale.Currency == "" {
+		sale.Currency = s.currency
+	}
 	if err := sale.Validate(); err != nil {
 		return s.writeError(w, r, err)
 	}
@@ -63,6 +69,20 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) int {
 	if s.onSaleCreated != nil {
 		c := *sale
 		s.onSaleCreated(&c)
+	}
+	s.adminMetrics.changes.WithLabelValues("create").Inc()
+	if s.salesAdmin != nil {
+		actor, _ := operator(r)
+		if actor == "" {
+			actor = "admin"
+		}
+		detail, _ := json.Marshal(sale)
+		if err := s.salesAdmin.RecordAudit(r.Context(), &seckill.AuditEntry{SaleID: sale.ID, Actor: actor,
+			Action: seckill.AuditSaleCreated, Detail: string(detail), At: now}); err != nil {
+			// The sale exists: its creation must not be answered as a
+			// failure (a retry would meet "id taken").
+			s.logger.ErrorContext(r.Context(), "audit of a created sale", "sale_id", sale.ID, "err", err)
+		}
 	}
 	w.Header().Set("Location", "/admin/v1/sales/"+sale.ID)
 	return s.writeJSON(w, r, http.StatusCreated, sale)
@@ -89,6 +109,9 @@ func (s *Server) adminSale(w http.ResponseWriter, r *http.Request) (*seckill.Sal
 
 // handleAdminSale serves GET /admin/v1/sales/{id}.
 func (s *Server) handleAdminSale(w http.ResponseWriter, r *http.Request) int {
+	if s.salesAdmin != nil {
+		return s.handleAdminSaleView(w, r)
+	}
 	sale, status := s.adminSale(w, r)
 	if sale == nil {
 		return status
@@ -122,17 +145,18 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 	} else if err != nil {
 		return s.writeError(w, r, err)
 	}
-	remaining := sale.Stock // not preheated yet: nothing sold
+	// Never above the database's unsold units: when Redis and the
+	// database disagree (203 of 200), the database is the truth.
 	level, err := s.stock.Stock(r.Context(), id)
-	if err == nil {
-		remaining = level.Remaining()
-	} else if !errors.Is(err, seckill.ErrNotFound) {
+	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
 		return s.writeError(w, r, err)
 	}
+	remaining := seckill.RemainingOf(sale, level, err == nil)
 	return s.writeJSON(w, r, http.StatusOK, saleView{
 		ID:           sale.ID,
 		Name:         sale.Name,
 		PriceCents:   sale.PriceCents,
+		Currency:     cmp.Or(sale.Currency, s.currency),
 		Stock:        sale.Stock,
 		Remaining:    remaining,
 		PerUserLimit: sale.PerUserLimit,

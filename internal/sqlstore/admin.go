@@ -517,7 +517,9 @@ func (st *OrderStore) ResolveFailedOrder(ctx context.Context, reservationID stri
 // redrive inserts the order of failed order f in tx, or refuses with the
 // reason (ESTATECONFLICT).
 func (st *OrderStore) redrive(ctx context.Context, tx *sql.Tx, aq *adminQueries, f *seckill.FailedOrder, nowMs int64, payTimeout time.Duration) error {
-	refuse := func(reason string) error { return seckill.Errorf(seckill.ESTATECONFLICT, "Cannot re-drive: %s.", reason) }
+	refuse := func(reason string) error {
+		return seckill.Errorf(seckill.ESTATECONFLICT, "Cannot re-drive: %s.", reason)
+	}
 	saleID, ok := seckill.SaleIDOfReservation(f.ReservationID)
 	if !ok || saleID != f.SaleID || !seckill.ValidUserID(f.UserID) || f.Qty < 1 || f.Qty > seckill.MaxPerUserLimit {
 		return refuse(seckill.RedriveInvalid)

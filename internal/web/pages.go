@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -143,9 +144,10 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "The shop is unavailable; try again shortly.", http.StatusServiceUnavailable)
 		return
 	}
-	remaining := sale.Stock // not preheated yet: nothing sold
+	// Never above the database's unsold units, whatever Redis says.
+	remaining := seckill.RemainingOf(sale, seckill.StockLevel{}, false)
 	if lvl, err := h.stock.Stock(r.Context(), id); err == nil {
-		remaining = lvl.Remaining()
+		remaining = seckill.RemainingOf(sale, lvl, true)
 	} else if !errors.Is(err, seckill.ErrNotFound) {
 		// The page polls the API for stock anyway: render what is known.
 		h.logger.WarnContext(r.Context(), "buyer page: stock", "sale", id, "err", err)
@@ -167,7 +169,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		State:        sale.State(h.now(), remaining),
 		QtyOptions:   qty,
 		DemoLogin:    h.demoLogin != nil,
-		Currency:     h.currency,
+		Currency:     cmp.Or(sale.Currency, h.currency),
 	})
 }
 
