@@ -74,7 +74,7 @@ func (m *engineMetrics) observePersisted(created, duplicate, rejected int) {
 	m.persisted.WithLabelValues("rejected").Add(float64(rejected))
 }
 
-func (m *engineMetrics) observeFailed(*seckill.FailedOrder)          { m.failedOrders.Inc() }
+func (m *engineMetrics) observeFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
 func (m *engineMetrics) observeForeign(ns string, n int) {
 	m.foreign.WithLabelValues(ns).Add(float64(n))
 }
