@@ -545,3 +545,58 @@ func (r *brokerRecorder) wantDeliveries(t *testing.T, msgs []seckill.Message, n 
 		}
 	}
 }
+
+// BrokerNamespaces exercises two deployments on one queue or stream:
+// newPair returns two brokers on the same (fresh) queue, built like the
+// Broker suite's, mine with namespace "ns_mine" and theirs with "ns_theirs".
+// A consumer leaves the other namespace's messages alone, reports them to
+// OnForeign, and never fails them: their owner receives each one, intact,
+// at attempt 1.
+func BrokerNamespaces(t *testing.T, newPair func(t *testing.T) (mine, theirs seckill.Broker)) {
+	t.Helper()
+	ctx := context.Background()
+	mine, theirs := newPair(t)
+	ours, others := brokerMessages("ns_mine", 5), brokerMessages("ns_theirs", 7)
+	if err := theirs.Publish(ctx, others); err != nil {
+		t.Fatalf("Publish theirs: %v", err)
+	}
+	if err := mine.Publish(ctx, ours); err != nil {
+		t.Fatalf("Publish mine: %v", err)
+	}
+
+	var mu sync.Mutex
+	foreign := map[string]int{}
+	recMine := newBrokerRecorder()
+	stopMine := runConsumer(t, mine, seckill.ConsumeOptions{OnForeign: func(ns string, events int) {
+		mu.Lock()
+		defer mu.Unlock()
+		foreign[ns] += events
+	}}, recMine.ackAll)
+	waitUntil(t, "our messages to arrive and theirs to be seen and left", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return recMine.seenAll(ours) && foreign["ns_theirs"] >= len(others)
+	})
+	stopMine()
+	recMine.wantIntact(t, ours)
+	recMine.wantDeliveries(t, ours, 1)
+	if n := len(recMine.attemptsByID()); n != len(ours) {
+		t.Errorf("our handler saw %d messages; want only our %d", n, len(ours))
+	}
+
+	recTheirs := newBrokerRecorder()
+	stopTheirs := runConsumer(t, theirs, seckill.ConsumeOptions{}, recTheirs.ackAll)
+	waitUntil(t, "their messages to reach their owner", func() bool { return recTheirs.seenAll(others) })
+	stopTheirs()
+	recTheirs.wantIntact(t, others)
+	for id, attempts := range recTheirs.attemptsByID() {
+		if attempts[0] != 1 {
+			t.Errorf("%s: their owner got it at attempt %v; want 1 (left alone, not failed)", id, attempts)
+		}
+	}
+	for id := range recTheirs.attemptsByID() {
+		if len(recMine.triesOf(id)) > 0 {
+			t.Errorf("%s: our handler saw a message of theirs", id)
+		}
+	}
+}

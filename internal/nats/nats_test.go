@@ -300,3 +300,39 @@ func BenchmarkPublish(b *testing.B) {
 		}
 	}
 }
+
+func TestNamespaces(t *testing.T) {
+	url := servicetest.NATS.URL(t)
+	conformance.BrokerNamespaces(t, func(t *testing.T) (seckill.Broker, seckill.Broker) {
+		mine := newExternal(t, url, WithNamespace("ns_mine"))
+		theirs, err := New(context.Background(), url, mine.stream, append(suiteOptions(), WithNamespace("ns_theirs"))...)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { _ = theirs.Close() })
+		return mine, theirs
+	})
+}
+
+// TestOneMessagePerPublish: a Publish of a batch stores one stream message
+// (a pack), not one per event.
+func TestOneMessagePerPublish(t *testing.T) {
+	b := newEmbedded(t, t.TempDir())
+	ctx := context.Background()
+	if err := b.Publish(ctx, messages("pack", 300)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	info, err := b.js.Stream(ctx, b.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := info.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages after one Publish of 300 events; want 1", st.State.Msgs)
+	}
+	c := consumeAll(t, b, nil)
+	waitFor(t, "the 300 events", func() bool { return len(c.get()) == 300 })
+}

@@ -245,3 +245,43 @@ func BenchmarkPublish(b *testing.B) {
 		})
 	}
 }
+
+func TestNamespaces(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	conformance.BrokerNamespaces(t, func(t *testing.T) (seckill.Broker, seckill.Broker) {
+		mine := newTestBroker(t, amqpURL, amqpURL, WithNamespace("ns_mine"))
+		theirs, err := New(context.Background(), amqpURL, mine.queue, WithRetryPolicy(conformance.BrokerRetry), WithNamespace("ns_theirs"))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { _ = theirs.Close() })
+		return mine, theirs
+	})
+}
+
+// TestOneMessagePerPublish: a Publish of a batch puts one message (a pack)
+// on the queue, not one per event.
+func TestOneMessagePerPublish(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	b := newTestBroker(t, amqpURL, amqpURL)
+	if err := b.Publish(context.Background(), messages("pack", 300)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(b.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Messages != 1 {
+		t.Errorf("queue holds %d messages after one Publish of 300 events; want 1", q.Messages)
+	}
+}
