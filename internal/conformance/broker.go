@@ -572,7 +572,7 @@ func BrokerNamespaces(t *testing.T, newPair func(t *testing.T) (mine, theirs sec
 		defer mu.Unlock()
 		foreign[ns] += events
 	}}, recMine.ackAll)
-	waitUntil(t, "our messages to arrive and theirs to be seen and left", func() bool {
+	servicetest.WaitFor(t, brokerPatience, "our messages to arrive and theirs to be seen and left", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return recMine.seenAll(ours) && foreign["ns_theirs"] >= len(others)
@@ -586,7 +586,7 @@ func BrokerNamespaces(t *testing.T, newPair func(t *testing.T) (mine, theirs sec
 
 	recTheirs := newBrokerRecorder()
 	stopTheirs := runConsumer(t, theirs, seckill.ConsumeOptions{}, recTheirs.ackAll)
-	waitUntil(t, "their messages to reach their owner", func() bool { return recTheirs.seenAll(others) })
+	servicetest.WaitFor(t, brokerPatience, "their messages to reach their owner", func() bool { return recTheirs.seenAll(others) })
 	stopTheirs()
 	recTheirs.wantIntact(t, others)
 	for id, attempts := range recTheirs.attemptsByID() {

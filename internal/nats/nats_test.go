@@ -334,5 +334,5 @@ func TestOneMessagePerPublish(t *testing.T) {
 		t.Errorf("stream holds %d messages after one Publish of 300 events; want 1", st.State.Msgs)
 	}
 	c := consumeAll(t, b, nil)
-	waitFor(t, "the 300 events", func() bool { return len(c.get()) == 300 })
+	servicetest.WaitFor(t, 30*time.Second, "the 300 events", func() bool { return len(c.get()) == 300 })
 }
