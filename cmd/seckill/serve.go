@@ -335,7 +335,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
-	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
+	// Keyed requests on a flagged sale are answered by a lookup of their
+	// earlier reservation, batched per sale like reservations are.
+	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.closers = append(m.closers, replays.Stop)
+	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
 	m.gate = gate
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
@@ -542,4 +546,12 @@ func orEmbedded(s string) string {
 		return "embedded"
 	}
 	return s
+}
+
+// replayLookup gives the Redis idempotency lookup the shape the request
+// combiner batches.
+type replayLookup struct{ stock *redis.Store }
+
+func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return l.stock.Replays(ctx, saleID, reqs)
 }
