@@ -294,12 +294,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
-		Cancel: func(ctx context.Context, o *seckill.Order) error {
-			res, err := m.restorer.Restore(ctx, o.ReservationID, "payment timeout")
-			if err == nil && res == seckill.AlreadyRestored {
-				return paytimeout.ErrAlreadyCancelled
+		// In batches: one database transaction, one Redis script call
+		// and one restock announcement per sale per batch.
+		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
+			ids := make([]string, len(orders))
+			for i, o := range orders {
+				ids[i] = o.ReservationID
 			}
-			return err
+			errs := make([]error, len(orders))
+			for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
+				errs[i] = out.Err
+				if out.Err == nil && out.Result == seckill.AlreadyRestored {
+					errs[i] = paytimeout.ErrAlreadyCancelled
+				}
+			}
+			return errs
 		},
 	})
 	sweeper.Start(context.WithoutCancel(ctx))

@@ -241,4 +241,3 @@ func (st *OrderStore) FinishRestores(ctx context.Context, reservationIDs []strin
 	}
 	return nil
 }
-
