@@ -1,7 +1,7 @@
-// Package soldout owns the local sold-out flag of design §7: once the
-// stock store has said a sale is sold out, this node answers "sold out"
-// for it without asking again, so the stampede that follows a sell-out
-// costs no Redis call.
+// Package soldout owns the local sold-out flag of design §7
+// (docs/design.md): once the stock store has said a sale is sold out, this
+// node answers "sold out" for it without asking again, so the stampede that
+// follows a sell-out costs no Redis call.
 //
 // The flag is a cache of a fact that can stop being true: a restore
 // (a cancel, an unpaid order timing out, an operator) brings units back.
@@ -55,8 +55,8 @@ type Config struct {
 //     says nothing about a request for one.
 //   - A request with an Idempotency-Key on a flagged sale may be the
 //     retry of a request that took the last unit, and must get that
-//     reservation back, not "sold out" (design: a replayed key gets the
-//     same answer). So its earlier answer is looked up (Config.Replays,
+//     reservation back, not "sold out" (design §2: a replayed key gets
+//     the same answer). So its earlier answer is looked up (Config.Replays,
 //     a read that reserves nothing) and given if there is one; if there
 //     is none the reserve script could only answer sold out (or, for a
 //     buyer at the limit, limit_exceeded, which the flag answers as sold
