@@ -345,7 +345,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
+	// A batch's script call may take as long as a reservation's budget:
+	// every request in it is answered by then anyway.
+	reserveBudget := cfg.RequestBudget
+	if d, ok := routeBudgets["reserve"]; ok {
+		reserveBudget = d
+	}
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch, CallTimeout: reserveBudget})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
