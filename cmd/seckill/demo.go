@@ -94,6 +94,11 @@ func demoConfig() Config {
 	// The buyer page of a demo lets anyone pick a name; serve never does
 	// unless told to (--demo-login on).
 	cfg.DemoLogin = "on"
+	// The crowd and the engine share this machine's cores, so a request
+	// may wait on the crowd's own load longer than a production node's
+	// budget; the demo shows the sale, not that. --request-budget still
+	// sets it.
+	cfg.RequestBudget = 30 * time.Second
 	return cfg
 }
 
