@@ -18,6 +18,8 @@ type engineMetrics struct {
 	persisted     *prometheus.CounterVec
 	failedOrders  prometheus.Counter
 	relayed       prometheus.Counter
+	takeovers     prometheus.Counter
+	reclaimed     prometheus.Counter
 	timedOut      prometheus.Counter
 	restoreAlerts prometheus.Counter
 }
@@ -50,6 +52,14 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Name: "seckill_outbox_relayed_total",
 			Help: "Outbox entries published to the broker and confirmed.",
 		}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_relay_takeovers_total",
+			Help: "Times this node's relay took over outbox entries another relay (a dead or stuck node) left unacknowledged.",
+		}),
+		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_relay_reclaimed_entries_total",
+			Help: "Outbox entries this node's relay took over from another relay and published again.",
+		}),
 		timedOut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_orders_timed_out_total",
 			Help: "Orders cancelled because they were not paid in time.",
@@ -59,7 +69,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Help: "Restores still waiting for their order after --restore-alert-after: each needs an operator.",
 		}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut, m.restoreAlerts)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.takeovers, m.reclaimed, m.timedOut, m.restoreAlerts)
 	return m
 }
 
@@ -73,6 +83,11 @@ func (m *engineMetrics) observeFailed(*seckill.FailedOrder)          { m.failedO
 func (m *engineMetrics) observeRelayed(n int)                        { m.relayed.Add(float64(n)) }
 func (m *engineMetrics) observeTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
 func (m *engineMetrics) observeRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }
+
+func (m *engineMetrics) observeReclaimed(_ string, n int) {
+	m.takeovers.Inc()
+	m.reclaimed.Add(float64(n))
+}
 
 func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
 	m.batchSize.Observe(float64(size))

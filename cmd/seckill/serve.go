@@ -54,6 +54,7 @@ type Config struct {
 	OrderWriters         int
 	OrderBatch           int
 	RelayClaimIdle       time.Duration
+	BrokerAckWait        time.Duration // how soon a dead consumer's deliveries go to another
 	RestoreRetryInterval time.Duration
 	RestoreAlertAfter    time.Duration
 	RateLimitIP          string // "20/1m", "5/1s" or "off"
@@ -66,6 +67,17 @@ type Config struct {
 	ShutdownTimeout      time.Duration
 	LogLevel             string
 }
+
+// Takeover defaults: a killed node's outbox entries and broker deliveries
+// reach another node's relay and writer within about 1.5 × the claim idle
+// and the ack wait (the multi-node test asserts under 10 s on both brokers).
+// Both must stay well above a slow publish or batch, or live nodes redo
+// each other's work (harmless: the writer deduplicates, and a slow batch
+// reports progress every third of the ack wait).
+const (
+	DefaultRelayClaimIdle = 3 * time.Second
+	DefaultBrokerAckWait  = 5 * time.Second
+)
 
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
@@ -81,7 +93,8 @@ func DefaultConfig() Config {
 		SweepInterval:        5 * time.Second,
 		OrderWriters:         2,
 		OrderBatch:           100,
-		RelayClaimIdle:       30 * time.Second,
+		RelayClaimIdle:       DefaultRelayClaimIdle,
+		BrokerAckWait:        DefaultBrokerAckWait,
 		RestoreRetryInterval: 5 * time.Second,
 		RestoreAlertAfter:    time.Hour,
 		RateLimitIP:          httpapi.DefaultIPLimit.String(),
@@ -123,7 +136,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
 		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
-		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
+		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over (checked every half of it)"),
+		durationFlag(fs, &c.BrokerAckWait, "broker-ack-wait", c.BrokerAckWait, "a delivery its consumer went silent on goes to another after this long (NATS AckWait; RabbitMQ heartbeat of half of it)"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 	} {
 		if err != nil {
@@ -315,7 +329,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.closers = append(m.closers, writer.Stop)
 
 	rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
-		Logger: m.Logger, OnPublished: metrics.observeRelayed, ClaimMinIdle: cfg.RelayClaimIdle,
+		Logger: m.Logger, OnPublished: metrics.observeRelayed, OnReclaimed: metrics.observeReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
 	})
 	rl.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, rl.Stop)
@@ -433,21 +447,21 @@ func (m *Main) openBroker(ctx context.Context) (seckill.Broker, error) {
 	cfg := &m.Config
 	switch u := cfg.BrokerURL; {
 	case u == "":
-		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger))
+		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithAckWait(cfg.BrokerAckWait))
 		if err != nil {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { shutdown(); return nil })
 		return b, nil
 	case strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://"):
-		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger))
+		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger), rabbitmq.WithHeartbeat(max(cfg.BrokerAckWait/2, time.Second)))
 		if err != nil {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { return b.Close() })
 		return b, nil
 	case strings.HasPrefix(u, "nats://") || strings.HasPrefix(u, "tls://"):
-		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger))
+		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithAckWait(cfg.BrokerAckWait))
 		if err != nil {
 			return nil, err
 		}
