@@ -787,3 +787,58 @@ func multiNodeRush(t *testing.T, bin, redisURL, brokerURL, queue, dbURL string) 
 		t.Errorf("the nodes report %.0f orders written; want at least %d", writtenSum, units)
 	}
 }
+
+// TestRolesApart runs the roles in separate engines on shared backends:
+// two API-only nodes take the claims, one relay+writer node turns them
+// into orders; neither API node relays or writes, and the worker node
+// serves no API, only what operators probe.
+func TestRolesApart(t *testing.T) {
+	backends := stacks[1].config(t) // Redis, NATS, PostgreSQL
+	worker := startEngine(t, func(c *Config) { backends(c); c.Roles = "relay,writer" })
+	var apis []*engine
+	for range 2 {
+		apis = append(apis, startEngine(t, func(c *Config) { backends(c); c.Roles = "api" }))
+	}
+	if apis[0].m.broker != nil {
+		t.Error("an API-only node opened the broker")
+	}
+	sale := apis[0].liveSale(100, 1)
+	winners := map[string]string{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i, e := range apis { // both API nodes at once
+		wg.Go(func() {
+			outcomes, w := e.rush(sale, 400, fmt.Sprintf("api%d", i))
+			mu.Lock()
+			defer mu.Unlock()
+			t.Logf("api%d: %v", i, outcomes)
+			for id, tok := range w {
+				winners[id] = tok
+			}
+		})
+	}
+	wg.Wait()
+	if len(winners) != 100 {
+		t.Fatalf("%d claims on 100 units", len(winners))
+	}
+	apis[1].awaitOrders(winners, time.Minute)
+
+	if r := worker.do("GET", "/api/v1/sales/"+sale, "", nil); r.status != http.StatusNotFound || r.code() != "not_found" {
+		t.Errorf("the worker node answered the API: %d %v; want 404 not_found", r.status, r.body)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if r := worker.do("GET", path, "", nil); r.status != http.StatusOK {
+			t.Errorf("worker %s: %d %v", path, r.status, r.body)
+		}
+	}
+	worker.waitMetric(`seckill_orders_persisted_total{result="created"} 100`, "seckill_outbox_relayed_total 100")
+	for i, e := range apis {
+		e.waitMetric("seckill_outbox_relayed_total 0")
+		if m, err := (&node{base: e.base}).metrics(e.client); err != nil || m[`seckill_orders_persisted_total{result="created"}`] != 0 {
+			t.Errorf("api%d wrote orders: %v %v", i, m[`seckill_orders_persisted_total{result="created"}`], err)
+		}
+		if r := e.admin("GET", "/admin/v1/sales/"+sale+"/reconciliation", nil); r.body["balanced"] != true {
+			t.Errorf("api%d reconciliation: %v", i, r.body)
+		}
+	}
+}

@@ -66,6 +66,7 @@ type Config struct {
 	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
 	LogLevel             string
+	Roles                string // comma-separated: api, relay, writer; "all" or empty: every one
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -105,6 +106,7 @@ func DefaultConfig() Config {
 		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
+		Roles:                "all",
 	}
 }
 
@@ -122,6 +124,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
@@ -145,6 +148,31 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// roles is what one process runs. Housekeeping (preheat, restore retries,
+// the payment-timeout sweeper, reconciliation gauges) and /metrics,
+// /healthz, /readyz run in every process: each is safe on many nodes.
+type roles struct{ api, relay, writer bool }
+
+func (c *Config) roles() (roles, error) {
+	if c.Roles == "" || c.Roles == "all" {
+		return roles{true, true, true}, nil
+	}
+	var r roles
+	for _, name := range strings.Split(c.Roles, ",") {
+		switch strings.TrimSpace(name) {
+		case "api":
+			r.api = true
+		case "relay":
+			r.relay = true
+		case "writer":
+			r.writer = true
+		default:
+			return r, fmt.Errorf("role %q: want all, or a list of api, relay, writer", name)
+		}
+	}
+	return r, nil
 }
 
 // demoLogin reports whether the buyer page may mint tokens from a name:
@@ -233,6 +261,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
 	}
+	role, err := cfg.roles()
+	if err != nil {
+		return err
+	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
 		if err != nil {
@@ -277,8 +309,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	metrics := newEngineMetrics(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
-	if m.broker, err = m.openBroker(ctx); err != nil {
-		return err
+	// An API-only node writes claims to the Redis outbox and never talks
+	// to the broker.
+	if role.relay || role.writer {
+		if m.broker, err = m.openBroker(ctx); err != nil {
+			return err
+		}
 	}
 
 	// Background workers start in the reverse of their stopping order:
@@ -319,20 +355,24 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	sweeper.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, sweeper.Stop)
 
-	writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
-		PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
-		Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch},
-		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
-		AfterPersist: m.restorer.Kick, Now: m.now,
-	})
-	writer.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, writer.Stop)
+	if role.writer {
+		writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
+			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
+			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch},
+			Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
+			AfterPersist: m.restorer.Kick, Now: m.now,
+		})
+		writer.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, writer.Stop)
+	}
 
-	rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
-		Logger: m.Logger, OnPublished: metrics.observeRelayed, OnReclaimed: metrics.observeReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
-	})
-	rl.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, rl.Stop)
+	if role.relay {
+		rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
+			Logger: m.Logger, OnPublished: metrics.observeRelayed, OnReclaimed: metrics.observeReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
+		})
+		rl.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, rl.Stop)
+	}
 
 	gauges := &reconcileGauges{
 		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
@@ -352,15 +392,17 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
 	m.gate = gate
 	reg.MustRegister(gate)
-	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
-	subDone := make(chan struct{})
-	go func() {
-		defer close(subDone)
-		if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
-			m.Logger.Error("restock announcements: subscription ended", "err", err)
-		}
-	}()
-	m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
+	if role.api {
+		subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
+		subDone := make(chan struct{})
+		go func() {
+			defer close(subDone)
+			if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
+				m.Logger.Error("restock announcements: subscription ended", "err", err)
+			}
+		}()
+		m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
+	}
 
 	api, err := httpapi.New(httpapi.Config{
 		Sales:          sales,
@@ -413,10 +455,23 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// The pages own their few routes; everything else is the API's.
+	// The pages own their few routes; everything else is the API's. A
+	// node without the api role serves only what operators probe.
 	root := http.NewServeMux()
-	root.Handle("/", api.Handler())
-	pages.Routes(root)
+	if role.api {
+		root.Handle("/", api.Handler())
+		pages.Routes(root)
+	} else {
+		for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+			root.Handle(path, api.Handler())
+		}
+		body := fmt.Sprintf(`{"error":{"code":"not_found","message":"this node runs the roles %s, not the API"}}`+"\n", strings.ReplaceAll(cfg.Roles, `"`, ""))
+		root.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, body)
+		})
+	}
 	m.server = &http.Server{
 		Handler:           root,
 		ReadHeaderTimeout: 5 * time.Second,
@@ -436,8 +491,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// HTTP stops first: no new claims while the rest drains.
 	m.closers = append(m.closers, func(ctx context.Context) error { return m.server.Shutdown(ctx) })
 
-	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n  control room: http://%s/admin\n",
-		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)), m.listener.Addr())
+	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
+		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
+	if role.api {
+		fmt.Fprintf(m.Stdout, "  control room: http://%s/admin\n", m.listener.Addr())
+	}
+	if !role.api || !role.relay || !role.writer {
+		fmt.Fprintf(m.Stdout, "  roles: %s\n", cfg.Roles)
+	}
 	return nil
 }
 
