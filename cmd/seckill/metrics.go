@@ -22,6 +22,7 @@ type engineMetrics struct {
 	reclaimed     prometheus.Counter
 	timedOut      prometheus.Counter
 	restoreAlerts prometheus.Counter
+	foreign       *prometheus.CounterVec
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
@@ -68,8 +69,12 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Name: "seckill_restore_alerts_total",
 			Help: "Restores still waiting for their order after --restore-alert-after: each needs an operator.",
 		}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_foreign_events_total",
+			Help: "Reservation events of another deployment's namespace that the order writer found on its queue and left for their owner (two deployments share a queue: give each its own --broker-queue).",
+		}, []string{"namespace"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.takeovers, m.reclaimed, m.timedOut, m.restoreAlerts)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.takeovers, m.reclaimed, m.timedOut, m.restoreAlerts, m.foreign)
 	return m
 }
 
@@ -79,7 +84,10 @@ func (m *engineMetrics) observePersisted(created, duplicate, rejected int) {
 	m.persisted.WithLabelValues("rejected").Add(float64(rejected))
 }
 
-func (m *engineMetrics) observeFailed(*seckill.FailedOrder)          { m.failedOrders.Inc() }
+func (m *engineMetrics) observeFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
+func (m *engineMetrics) observeForeign(ns string, n int) {
+	m.foreign.WithLabelValues(ns).Add(float64(n))
+}
 func (m *engineMetrics) observeRelayed(n int)                        { m.relayed.Add(float64(n)) }
 func (m *engineMetrics) observeTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
 func (m *engineMetrics) observeRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }
