@@ -71,7 +71,11 @@ func (s *Store) RestoreReservation(ctx context.Context, reservationID string) (r
 	if !ok {
 		return false, fmt.Errorf("restore %q: %w", reservationID, seckill.ErrNotFound)
 	}
-	keys := s.keys(saleID)
+	tag, err := s.bucketOf(ctx, saleID, reservationID)
+	if err != nil {
+		return false, fmt.Errorf("restore %s: %w", reservationID, err)
+	}
+	keys := s.keys(tag)
 	code, err := restoreScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]},
 		[]string{reservationID}).AsInt64()
 	if err != nil {
@@ -190,34 +194,40 @@ func (s *Store) Reservations(ctx context.Context, saleID string) ([]seckill.Rese
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
-	key := s.keys(saleID)[keyRes]
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("reservations: %w", err)
+	}
 	var out []seckill.ReservationRecord
 	// HSCAN may return an element more than once (when the hash is
 	// resized during the scan): the last copy read wins.
 	index := map[string]int{}
-	var cursor uint64
-	for {
-		e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(reservationsScanCount).Build()).AsScanEntry()
-		if err != nil {
-			return nil, fmt.Errorf("reservations: %w", classify(err))
-		}
-		if len(e.Elements)%2 != 0 {
-			return nil, fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
-		}
-		for i := 0; i < len(e.Elements); i += 2 {
-			r, err := parseRecord(e.Elements[i], e.Elements[i+1])
+	for _, tag := range bs.tags { // every bucket of the sale
+		key := s.keys(tag)[keyRes]
+		var cursor uint64
+		for {
+			e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(reservationsScanCount).Build()).AsScanEntry()
 			if err != nil {
-				return nil, fmt.Errorf("reservations: sale %s: %w", saleID, err)
+				return nil, fmt.Errorf("reservations: %w", classify(err))
 			}
-			if j, ok := index[r.ReservationID]; ok {
-				out[j] = r
-				continue
+			if len(e.Elements)%2 != 0 {
+				return nil, fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
 			}
-			index[r.ReservationID] = len(out)
-			out = append(out, r)
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
+			for i := 0; i < len(e.Elements); i += 2 {
+				r, err := parseRecord(e.Elements[i], e.Elements[i+1])
+				if err != nil {
+					return nil, fmt.Errorf("reservations: sale %s: %w", saleID, err)
+				}
+				if j, ok := index[r.ReservationID]; ok {
+					out[j] = r
+					continue
+				}
+				index[r.ReservationID] = len(out)
+				out = append(out, r)
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b seckill.ReservationRecord) int { return strings.Compare(a.ReservationID, b.ReservationID) })
