@@ -505,6 +505,55 @@ func (s *Store) bucketsStock(ctx context.Context, bs *bucketSet) (seckill.StockL
 	return level, nil
 }
 
+// homeIdem reads the idempotency entry of every keyed request from its
+// buyer's home bucket, in the order of reqs (unkeyed ones skipped), one
+// round trip per shard.
+func (s *Store) homeIdem(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]rueidis.RedisMessage, error) {
+	cmds := make(rueidis.Commands, 0, len(reqs))
+	for _, r := range reqs {
+		if r.IdempotencyKey != "" {
+			key := s.keys(bs.tags[bs.home(r.UserID)])[keyIdem]
+			cmds = append(cmds, s.client.B().Hget().Key(key).Field(idemField(r.UserID, r.IdempotencyKey)).Build())
+		}
+	}
+	out := make([]rueidis.RedisMessage, len(cmds))
+	for i, r := range s.client.DoMulti(ctx, cmds...) {
+		m, err := r.ToMessage()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, err
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// bucketsOf returns, for each reservation id of a sale of several
+// buckets, the tag of the bucket holding its record (bucket 0's when none
+// does), in one round trip per shard.
+func (s *Store) bucketsOf(ctx context.Context, bs *bucketSet, ids []string) ([]string, error) {
+	cmds := make(rueidis.Commands, 0, len(ids)*bs.k())
+	for _, id := range ids {
+		for _, tag := range bs.tags {
+			cmds = append(cmds, s.client.B().Hexists().Key(s.keys(tag)[keyRes]).Field(id).Build())
+		}
+	}
+	replies := s.client.DoMulti(ctx, cmds...)
+	out := make([]string, len(ids))
+	for i := range ids {
+		out[i] = bs.tags[0]
+		for b := bs.k() - 1; b >= 0; b-- {
+			found, err := replies[i*bs.k()+b].AsBool()
+			if err != nil {
+				return nil, classify(err)
+			}
+			if found {
+				out[i] = bs.tags[b]
+			}
+		}
+	}
+	return out, nil
+}
+
 // bucketOf returns the tag of the bucket holding a reservation's record:
 // the sale itself when it has one bucket, else the first bucket whose res
 // hash has it (the sale itself when none has).

@@ -37,6 +37,7 @@ func TestBuckets(t *testing.T) {
 			t.Run("Rush", func(t *testing.T) { t.Parallel(); testBucketRush(t, newStore(t)) })
 			t.Run("OneHotBucket", func(t *testing.T) { t.Parallel(); testOneHotBucket(t, newStore(t)) })
 			t.Run("CrashMidMove", func(t *testing.T) { t.Parallel(); testCrashMidMove(t, newStore(t)) })
+			t.Run("Replays", func(t *testing.T) { t.Parallel(); testBucketReplays(t, newStore(t)) })
 		})
 	}
 }
@@ -277,6 +278,47 @@ func testCrashMidMove(t *testing.T, s *Store) {
 	}
 	if st, _ := s.readBuckets(ctx, bs); inTransit(st) != 0 {
 		t.Errorf("journal not empty after the repair: %+v", st)
+	}
+}
+
+// testBucketReplays: the idempotency lookup of the sold-out fast path finds
+// every buyer's key in their home bucket.
+func testBucketReplays(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(30, 2)
+	sale.Buckets = 3
+	mustPreheat(t, s, sale)
+	var reqs, again []seckill.ReserveRequest
+	for i := range 12 {
+		r := request(sale.ID, fmt.Sprintf("buyer-%d", i), 1, fmt.Sprintf("key-%d", i))
+		reqs = append(reqs, r)
+		replay := request(sale.ID, r.UserID, 1, r.IdempotencyKey)
+		if i%4 == 3 {
+			replay.Qty = 2 // the key with another qty
+		}
+		again = append(again, replay, request(sale.ID, r.UserID, 1, "")) // and one without a key
+	}
+	if got, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+		t.Fatal(err)
+	} else {
+		for i, r := range got {
+			if r.Outcome != seckill.OutcomeReserved {
+				t.Fatalf("reserve %d: %+v", i, r)
+			}
+		}
+	}
+	got, err := s.Replays(ctx, sale.ID, again)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range reqs {
+		want := seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: reqs[i].ReservationID, Qty: 1}
+		if i%4 == 3 {
+			want = seckill.ReserveResult{Outcome: seckill.OutcomeKeyReused}
+		}
+		if got[2*i] != want || got[2*i+1] != (seckill.ReserveResult{}) {
+			t.Errorf("replays of buyer %d: %+v, %+v; want %+v and nothing", i, got[2*i], got[2*i+1], want)
+		}
 	}
 }
 
