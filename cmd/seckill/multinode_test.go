@@ -72,6 +72,9 @@ func startNATS(t *testing.T) string {
 	t.Helper()
 	bin, err := exec.LookPath("nats-server")
 	if err != nil {
+		bin, err = exec.LookPath("/usr/sbin/nats-server") // Debian's, off a user's PATH
+	}
+	if err != nil {
 		if servicetest.Required() {
 			t.Fatalf("nats-server is required (SECKILL_TEST_REQUIRE_SERVICES=1) but not installed: %v", err)
 		}
