@@ -279,17 +279,19 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.closers = append(m.closers, m.preheat.Stop)
 	reg.MustRegister(newStockCollector(m.preheat, m.stock))
 
+	// The combiner and the sold-out flag in front of it exist before the
+	// restorer, which clears the flag when stock comes back; they stop
+	// with the request path, below.
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
+	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
+
 	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
 		// This node clears its flag at once; the others hear the
 		// announcement the restore service publishes.
-		OnRestocked: func(saleID string) {
-			if m.gate != nil {
-				m.gate.Clear(saleID)
-			}
-		},
+		OnRestocked: m.gate.Clear,
 	})
 	m.restorer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.restorer.Stop)
@@ -333,13 +335,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
-	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
-	m.gate = gate
+	gate := m.gate
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
 	subDone := make(chan struct{})
