@@ -283,7 +283,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// restorer, which clears the flag when stock comes back; they stop
 	// with the request path, below.
 	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
-	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
+	// Keyed requests on a flagged sale are answered by a lookup of their
+	// earlier reservation, batched per sale like reservations are.
+	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
 
 	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
@@ -299,12 +302,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
-		Cancel: func(ctx context.Context, o *seckill.Order) error {
-			res, err := m.restorer.Restore(ctx, o.ReservationID, "payment timeout")
-			if err == nil && res == seckill.AlreadyRestored {
-				return paytimeout.ErrAlreadyCancelled
+		// In batches: one database transaction, one Redis script call
+		// and one restock announcement per sale per batch.
+		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
+			ids := make([]string, len(orders))
+			for i, o := range orders {
+				ids[i] = o.ReservationID
 			}
-			return err
+			errs := make([]error, len(orders))
+			for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
+				errs[i] = out.Err
+				if out.Err == nil && out.Result == seckill.AlreadyRestored {
+					errs[i] = paytimeout.ErrAlreadyCancelled
+				}
+			}
+			return errs
 		},
 	})
 	sweeper.Start(context.WithoutCancel(ctx))
@@ -339,6 +351,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
+	m.closers = append(m.closers, replays.Stop)
 	gate := m.gate
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
@@ -545,4 +558,12 @@ func orEmbedded(s string) string {
 		return "embedded"
 	}
 	return s
+}
+
+// replayLookup gives the Redis idempotency lookup the shape the request
+// combiner batches.
+type replayLookup struct{ stock *redis.Store }
+
+func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return l.stock.Replays(ctx, saleID, reqs)
 }
