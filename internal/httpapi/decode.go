@@ -113,6 +113,7 @@ type saleRequest struct {
 	Currency     string `json:"currency"`    // empty: Config.Currency
 	Stock        int64  `json:"stock"`
 	PerUserLimit int64  `json:"per_user_limit"`
+	Buckets      int64  `json:"buckets"` // optional: stock buckets over Redis slots
 	StartAt      string `json:"start_at"`
 	EndAt        string `json:"end_at"`
 }
@@ -142,6 +143,7 @@ func decodeSaleRequest(r io.Reader) (*seckill.Sale, error) {
 		Currency:     req.Currency,
 		Stock:        req.Stock,
 		PerUserLimit: req.PerUserLimit,
+		Buckets:      req.Buckets,
 		StartAt:      start,
 		EndAt:        end,
 	}, nil

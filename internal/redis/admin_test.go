@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ func TestSaleAdmin(t *testing.T) {
 			t.Run("Edit", func(t *testing.T) { t.Parallel(); testEditLive(t, newStore(t)) })
 			t.Run("End", func(t *testing.T) { t.Parallel(); testEndLive(t, newStore(t)) })
 			t.Run("Raise", func(t *testing.T) { t.Parallel(); testRaiseLive(t, newStore(t)) })
+			t.Run("Buckets", func(t *testing.T) { t.Parallel(); testAdminBuckets(t, newStore(t)) })
 		})
 	}
 }
@@ -109,7 +111,7 @@ func testRaiseLive(t *testing.T, s *Store) {
 	if got := reserveOne(t, s, sale, "u2"); got != seckill.OutcomeSoldOut {
 		t.Fatalf("second reserve: %s, want sold out", got)
 	}
-	if raised, err := s.RaiseStock(ctx, sale.ID, 3); err != nil || !raised {
+	if raised, err := s.RaiseStock(ctx, sale.ID, 3, 2); err != nil || !raised {
 		t.Fatalf("RaiseStock: %v, %v", raised, err)
 	}
 	if got := reserveOne(t, s, sale, "u2"); got != seckill.OutcomeReserved {
@@ -117,14 +119,56 @@ func testRaiseLive(t *testing.T, s *Store) {
 	}
 	// Never lowered: a late or repeated call changes nothing.
 	for _, total := range []int64{3, 2} {
-		if raised, err := s.RaiseStock(ctx, sale.ID, total); err != nil || raised {
+		if raised, err := s.RaiseStock(ctx, sale.ID, total, 0); err != nil || raised {
 			t.Errorf("RaiseStock(%d) after 3: %v, %v; want unchanged", total, raised, err)
 		}
 	}
 	if lvl, _ := s.Stock(ctx, sale.ID); lvl.Total != 3 || lvl.Reserved != 2 {
 		t.Errorf("stock = %+v, want total 3 reserved 2", lvl)
 	}
-	if raised, err := s.RaiseStock(ctx, liveSale(1, 1).ID, 5); err != nil || raised {
+	if raised, err := s.RaiseStock(ctx, liveSale(1, 1).ID, 5, 4); err != nil || raised {
 		t.Errorf("RaiseStock of a sale not loaded: %v, %v", raised, err)
+	}
+}
+
+// testAdminBuckets: a sale of several stock buckets is edited, raised and
+// ended in every bucket.
+func testAdminBuckets(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(8, 5)
+	sale.Buckets = 4
+	sale.StartAt, sale.EndAt = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
+	if err := s.EditSale(ctx, sale); err != nil {
+		t.Fatalf("EditSale of a bucketed sale not loaded: %v", err)
+	}
+	if bs, err := s.buckets(ctx, sale.ID); err != nil || bs.k() != 4 {
+		t.Fatalf("layout after the edit: %v, %v; want 4 buckets", bs, err)
+	}
+	sale.Stock, sale.StartAt = 12, time.Now().Add(-time.Second)
+	if err := s.EditSale(ctx, sale); err != nil {
+		t.Fatalf("second EditSale: %v", err)
+	}
+	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Total != 12 {
+		t.Errorf("stock after the edits = %+v, %v; want total 12", lvl, err)
+	}
+	for range 2 { // the same addition twice: applied once
+		if _, err := s.RaiseStock(ctx, sale.ID, 15, 3); err != nil {
+			t.Fatalf("RaiseStock: %v", err)
+		}
+	}
+	if lvl, _ := s.Stock(ctx, sale.ID); lvl.Total != 15 {
+		t.Errorf("stock after adding 3 (twice the same call) = %+v, want total 15", lvl)
+	}
+	if got := reserveOne(t, s, sale, "u-before"); got != seckill.OutcomeReserved {
+		t.Fatalf("reserve before the end: %s", got)
+	}
+	if ended, err := s.EndSale(ctx, sale.ID); err != nil || !ended {
+		t.Fatalf("EndSale: %v, %v", ended, err)
+	}
+	// Buyers of every home bucket hear "ended".
+	for i := range 16 {
+		if got := reserveOne(t, s, sale, "u"+strconv.Itoa(i)); got != seckill.OutcomeEnded {
+			t.Errorf("buyer u%d after the end: %s, want ended", i, got)
+		}
 	}
 }

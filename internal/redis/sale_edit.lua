@@ -6,6 +6,11 @@
 -- ARGV[2]  per-user limit
 -- ARGV[3]  window start, Unix milliseconds
 -- ARGV[4]  window end (exclusive), Unix milliseconds
+-- ARGV[5]  optional: the sale's number of stock buckets (bucket 0 only;
+--          see buckets.go), stored as `buckets`
+--
+-- A sale of several buckets runs this on each bucket with its share,
+-- bucket 0 last (as preheat does).
 --
 -- Returns 1 when the hash now holds the edit, 0 when it was refused: the
 -- loaded sale has opened (by Redis TIME) or has reservations, which an
@@ -23,4 +28,7 @@ end
 redis.call('HSET', KEYS[1],
   'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
   'start_ms', ARGV[3], 'end_ms', ARGV[4])
+if ARGV[5] then
+  redis.call('HSET', KEYS[1], 'buckets', ARGV[5])
+end
 return 1

@@ -3,6 +3,9 @@
 --
 -- KEYS[1]  sk:{sale}:stock  hash {total, reserved, limit, start_ms, end_ms}
 --
+-- A sale of several buckets runs this on every bucket (each has its own
+-- window, see buckets.go).
+--
 -- Returns 1 when this call ended it, 0 when it had ended already, -1 when
 -- the sale is not loaded (nothing to do: preheat loads the database's
 -- window, which has ended too). A window that had not opened is closed

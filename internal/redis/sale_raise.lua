@@ -8,7 +8,9 @@
 -- -1 when the sale is not loaded (preheat will load the database's stock).
 -- Setting the database's figure rather than adding keeps it idempotent:
 -- a retry, or two additions whose calls arrive out of order, end at the
--- same total, and total never goes above the database's.
+-- same total, and total never goes above the database's. A sale of
+-- several buckets takes added units in bucket 0 through move_in.lua
+-- instead, keyed by the new total (see RaiseStock).
 local total = redis.call('HGET', KEYS[1], 'total')
 if not total then
   return -1

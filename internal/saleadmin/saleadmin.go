@@ -31,7 +31,7 @@ type Live interface {
 	OutboxLen(ctx context.Context, saleID string) (int64, error)
 	EditSale(ctx context.Context, s *seckill.Sale) error
 	EndSale(ctx context.Context, saleID string) (ended bool, err error)
-	RaiseStock(ctx context.Context, saleID string, total int64) (raised bool, err error)
+	RaiseStock(ctx context.Context, saleID string, total, added int64) (raised bool, err error)
 	PublishRestocked(ctx context.Context, saleID string) error
 }
 
@@ -218,7 +218,7 @@ func (v *Service) AddStock(ctx context.Context, id string, n int64, actor string
 	if err != nil {
 		return nil, err
 	}
-	if _, err := v.live.RaiseStock(ctx, id, s.Stock); err != nil {
+	if _, err := v.live.RaiseStock(ctx, id, s.Stock, n); err != nil {
 		return nil, v.behind(err, "add stock")
 	}
 	v.changed(ctx, s)
