@@ -187,6 +187,11 @@ type Main struct {
 	// "writer") sees it: tests use it to deliver every message twice, or
 	// to make the relay die between publish and ack.
 	wrapBroker func(role string, b seckill.Broker) seckill.Broker
+
+	// noPipeline, for bench only, starts no relay and no order writer: the
+	// outbox fills and nothing is persisted. It shows what the pipeline
+	// costs the request path.
+	noPipeline bool
 }
 
 // brokerFor returns the broker as role sees it.
@@ -314,14 +319,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
 		AfterPersist: m.restorer.Kick, Now: m.now,
 	})
-	writer.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, writer.Stop)
-
 	rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
 		Logger: m.Logger, OnPublished: metrics.observeRelayed, ClaimMinIdle: cfg.RelayClaimIdle,
 	})
-	rl.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, rl.Stop)
+	if !m.noPipeline {
+		writer.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, writer.Stop)
+		rl.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, rl.Stop)
+	}
 
 	gauges := &reconcileGauges{
 		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
@@ -406,15 +412,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	root := http.NewServeMux()
 	root.Handle("/", api.Handler())
 	pages.Routes(root)
-	m.server = &http.Server{
-		Handler:           root,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
-	}
+	m.server = newHTTPServer(root, m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -545,4 +543,18 @@ func orEmbedded(s string) string {
 		return "embedded"
 	}
 	return s
+}
+
+// newHTTPServer is the engine's HTTP server around h; bench serves its
+// baselines with the same settings, so that they are compared alike.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -21,6 +22,7 @@ var scriptOutcomes = map[int64]seckill.Outcome{
 	5: seckill.OutcomeNotStarted,
 	6: seckill.OutcomeEnded,
 	7: seckill.OutcomeKeyReused,
+	8: seckill.OutcomeRateLimited,
 }
 
 // Preheat loads a sale's stock, limit and window unless it is already
@@ -64,19 +66,57 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 	if err := validateBatch(saleID, reqs); err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
+	// One script call decides requests that carry the same number of rate
+	// checks (all of them, unless some requests came without an address);
+	// runs of another number go in calls of their own, in order.
+	results := make([]seckill.ReserveResult, 0, len(reqs))
+	for len(reqs) > 0 {
+		n := 1
+		for n < len(reqs) && len(reqs[n].RateChecks) == len(reqs[0].RateChecks) {
+			n++
+		}
+		part, err := s.reserveRun(ctx, saleID, reqs[:n])
+		if err != nil {
+			return nil, fmt.Errorf("reserve: %w", err)
+		}
+		results = append(results, part...)
+		reqs = reqs[n:]
+	}
+	return results, nil
+}
+
+// reserveRun is one reserve.lua call for reqs, which carry the same number
+// of rate checks.
+func (s *Store) reserveRun(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	per := len(reqs[0].RateChecks)
+	keys := s.keys(saleID)
+	if per > 0 {
+		keys = append(make([]string, 0, len(keys)+per*len(reqs)), keys...)
+		for _, r := range reqs {
+			for _, c := range r.RateChecks {
+				keys = append(keys, s.saleRateKey(saleID, c))
+			}
+		}
+	}
 	args := make([]string, 0, 4*len(reqs))
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 	}
-	msg, err := reserveScript.Exec(ctx, s.client, s.keys(saleID), args).ToMessage()
+	msg, err := reserveScript.Exec(ctx, s.client, keys, args).ToMessage()
 	if err != nil {
-		return nil, fmt.Errorf("reserve: %w", classify(err))
+		return nil, classify(err)
 	}
-	results, err := decodeReserve(msg, reqs)
-	if err != nil {
-		return nil, fmt.Errorf("reserve: %w", err)
-	}
-	return results, nil
+	return decodeReserve(msg, reqs)
+}
+
+// saleRateKey is the Redis key counting c within one sale, in the sale's
+// slot so that the reserve script can check it in the same call:
+// <prefix>:{<sale>}:rl:<key>:<interval µs>:<tolerance µs>. The limit is
+// in the name for the reasons rateKey gives.
+func (s *Store) saleRateKey(saleID string, c seckill.RateCheck) string {
+	interval := c.Limit.Interval().Microseconds()
+	return s.prefix + ":{" + saleID + "}:rl:" + rateKeyEscaper.Replace(c.Key) + ":" +
+		strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(c.Limit.Rate), 10)
 }
 
 func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
@@ -96,6 +136,16 @@ func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
 			return seckill.Errorf(seckill.EINVALID, "request %d: qty must be between 1 and %d", i, seckill.MaxPerUserLimit)
 		case r.IdempotencyKey != "" && !seckill.ValidIdempotencyKey(r.IdempotencyKey):
 			return seckill.Errorf(seckill.EINVALID, "request %d: invalid idempotency key", i)
+		case len(r.RateChecks) > seckill.MaxRateChecks:
+			return seckill.Errorf(seckill.EINVALID, "request %d: %d rate checks, at most %d", i, len(r.RateChecks), seckill.MaxRateChecks)
+		}
+		for _, c := range r.RateChecks {
+			if c.Key == "" || len(c.Key) > MaxRateKeyBytes {
+				return seckill.Errorf(seckill.EINVALID, "request %d: rate limit key must be 1 to %d bytes", i, MaxRateKeyBytes)
+			}
+			if err := c.Limit.Validate(); err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
+			}
 		}
 	}
 	return nil
@@ -126,6 +176,14 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 		if a.IsString() {
 			id, _ := a.ToString()
 			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: reqs[i].Qty}
+			continue
+		}
+		if refusal, err := a.AsIntSlice(); err == nil {
+			if len(refusal) != 3 || refusal[0] != 8 || refusal[1] < 0 || refusal[1] >= int64(len(reqs[i].RateChecks)) || refusal[2] < 0 {
+				return nil, fmt.Errorf("unexpected rate-limit answer %v from reserve script", refusal)
+			}
+			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeRateLimited, RateLimitedBy: int(refusal[1]),
+				RetryAfter: time.Duration(refusal[2]) * time.Microsecond}
 			continue
 		}
 		code, err := a.AsInt64()
