@@ -371,6 +371,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Pending:        m.stock,
 		Restorer:       m.restorer,
 		RateLimiter:    m.stock,
+		LimitInReserve: true,
 		IPLimit:        ipLimit,
 		UserLimit:      userLimit,
 		TrustedProxies: proxies,

@@ -222,10 +222,10 @@ func Measure(ctx context.Context, spec Spec, redis Sampler) (Load, error) {
 		return Load{}, fmt.Errorf("start the load generator: %w", err)
 	}
 	var (
-		res                   Load
+		res                    Load
 		cpu0, cpu1, red0, red1 time.Duration
-		redErr                error
-		last                  string
+		redErr                 error
+		last                   string
 	)
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
