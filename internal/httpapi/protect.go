@@ -79,11 +79,11 @@ func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now fu
 	g := &guard{
 		limiter:   cfg.RateLimiter,
 		inReserve: cfg.LimitInReserve,
-		ip:      rule{limit: cfg.IPLimit},
-		user:    rule{limit: cfg.UserLimit},
-		now:     now,
-		logger:  logger,
-		blocked: newBlockList(),
+		ip:        rule{limit: cfg.IPLimit},
+		user:      rule{limit: cfg.UserLimit},
+		now:       now,
+		logger:    logger,
+		blocked:   newBlockList(),
 	}
 	for _, p := range cfg.TrustedProxies {
 		if !p.IsValid() {

@@ -130,7 +130,7 @@ type Config struct {
 	// reservation requests handled at once on this node, beyond which
 	// requests are answered 503 overloaded: 0 means DefaultMaxInFlight,
 	// a negative value no cap.
-	RateLimiter    seckill.RateLimiter
+	RateLimiter seckill.RateLimiter
 	// LimitInReserve has the Reserver decide IPLimit and UserLimit in its
 	// own stock-store call (seckill.ReserveRequest.RateChecks: per sale, no
 	// round trip of their own) instead of asking RateLimiter first;
