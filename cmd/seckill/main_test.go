@@ -4,14 +4,19 @@ import (
 	"os"
 	"testing"
 
+	"go.uber.org/goleak"
+
 	"github.com/seckill-dev/seckill/internal/bench"
 )
 
-// TestMain lets the test binary be bench's load generator too: bench
-// starts the running executable again for it.
+// Every subcommand tears down what it started: servers, workers, clients.
+// The test binary is also bench's load generator: bench starts the running
+// executable again for it.
 func TestMain(m *testing.M) {
 	if bench.IsChild() {
 		os.Exit(bench.ChildMain(os.Stdin, os.Stdout))
 	}
-	os.Exit(m.Run())
+	goleak.VerifyTestMain(m,
+		// A rueidis timer that outlives a closed client by a few seconds.
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
 }

@@ -65,6 +65,8 @@ type Config struct {
 	DemoLogin            string // auto (on for the embedded default), on, off
 	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
+	RequestBudget        time.Duration // every request's backend calls end by then
+	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
 	LogLevel             string
 }
 
@@ -93,6 +95,7 @@ func DefaultConfig() Config {
 		DemoLogin:            "auto",
 		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
+		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
 	}
 }
@@ -113,6 +116,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
+	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
@@ -128,6 +132,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
 	} {
 		if err != nil {
 			return err
@@ -227,6 +232,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
 	}
+	routeBudgets, err := httpapi.ParseRouteBudgets(cfg.RouteBudgets)
+	if err != nil {
+		return err
+	}
+	if cfg.RequestBudget <= 0 {
+		return fmt.Errorf("request budget %s: want a positive duration", cfg.RequestBudget)
+	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
 		if err != nil {
@@ -302,12 +314,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
-		Cancel: func(ctx context.Context, o *seckill.Order) error {
-			res, err := m.restorer.Restore(ctx, o.ReservationID, "payment timeout")
-			if err == nil && res == seckill.AlreadyRestored {
-				return paytimeout.ErrAlreadyCancelled
+		// In batches: one database transaction, one Redis script call
+		// and one restock announcement per sale per batch.
+		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
+			ids := make([]string, len(orders))
+			for i, o := range orders {
+				ids[i] = o.ReservationID
 			}
-			return err
+			errs := make([]error, len(orders))
+			for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
+				errs[i] = out.Err
+				if out.Err == nil && out.Result == seckill.AlreadyRestored {
+					errs[i] = paytimeout.ErrAlreadyCancelled
+				}
+			}
+			return errs
 		},
 	})
 	sweeper.Start(context.WithoutCancel(ctx))
@@ -339,12 +360,22 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
+	// A batch's script call may take as long as a reservation's budget:
+	// every request in it is answered by then anyway.
+	reserveBudget := cfg.RequestBudget
+	if d, ok := routeBudgets["reserve"]; ok {
+		reserveBudget = d
+	}
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch, CallTimeout: reserveBudget})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
-	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
+	// Keyed requests on a flagged sale are answered by a lookup of their
+	// earlier reservation, batched per sale like reservations are.
+	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.closers = append(m.closers, replays.Stop)
+	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
 	m.gate = gate
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
@@ -376,6 +407,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		UserLimit:      userLimit,
 		TrustedProxies: proxies,
 		MaxInFlight:    cfg.MaxInFlight,
+		Budget:         cfg.RequestBudget,
+		RouteBudgets:   routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
@@ -404,7 +437,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
 		Sales: sales, Stock: m.stock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget,
 	})
 	if err != nil {
 		return err
@@ -413,10 +446,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	root := http.NewServeMux()
 	root.Handle("/", api.Handler())
 	pages.Routes(root)
-	m.server = newHTTPServer(root, m.Logger)
+	m.server = newHTTPServer(httpapi.Harden(root), m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// The answers net/http writes by itself to unreadable requests get
+	// the API's JSON error shape too.
+	m.listener = httpapi.JSONErrorListener(m.listener)
 	// A live feed never goes idle: Shutdown must end it, not wait for it.
 	m.server.RegisterOnShutdown(pages.CloseStreams)
 	m.served = make(chan error, 1)
@@ -544,6 +580,14 @@ func orEmbedded(s string) string {
 		return "embedded"
 	}
 	return s
+}
+
+// replayLookup gives the Redis idempotency lookup the shape the request
+// combiner batches.
+type replayLookup struct{ stock *redis.Store }
+
+func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return l.stock.Replays(ctx, saleID, reqs)
 }
 
 // newHTTPServer is the engine's HTTP server around h; bench serves its

@@ -1,4 +1,4 @@
-// Package httpapi owns the HTTP API of design.md: routing, authentication
+// Package httpapi owns the HTTP API of docs/design.md: routing, authentication
 // of buyers and admins, strict decoding of request bodies, the mapping of
 // error codes to statuses, and the API's Prometheus metrics. It speaks only
 // domain types; every backend comes in through Config.
@@ -16,10 +16,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,6 +123,12 @@ type Config struct {
 	OnSaleCreated func(*seckill.Sale)
 	// SaleCacheTTL overrides DefaultSaleCacheTTL.
 	SaleCacheTTL time.Duration
+	// Budget bounds every request of a route without one of its own in
+	// RouteBudgets or DefaultRouteBudgets (budget.go): its context, and so
+	// every backend call it makes, ends then. 0 means DefaultBudget.
+	Budget time.Duration
+	// RouteBudgets, by route name (RouteNames), override Budget.
+	RouteBudgets map[string]time.Duration
 
 	// Protection of the reservation route (protect.go). RateLimiter
 	// enforces IPLimit (per client address; see TrustedProxies) and
@@ -162,11 +170,15 @@ type Server struct {
 	ready         func(ctx context.Context) error
 	onSaleCreated func(*seckill.Sale)
 	cache         *saleCache
+	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
 	soldOut       func(saleID string) bool // the Reserver's local sold-out flag, if it has one
+	budget        time.Duration
+	routeBudgets  map[string]time.Duration
 	gatherer      prometheus.Gatherer
 	mux           *http.ServeMux
+	handler       http.Handler // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
@@ -204,6 +216,8 @@ func New(cfg Config) (*Server, error) {
 		logger:        cfg.Logger,
 		ready:         cfg.Ready,
 		onSaleCreated: cfg.OnSaleCreated,
+		budget:        cfg.Budget,
+		routeBudgets:  cfg.RouteBudgets,
 		gatherer:      cfg.Gatherer,
 		mux:           http.NewServeMux(),
 	}
@@ -218,6 +232,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.budget <= 0 {
+		s.budget = DefaultBudget
+	}
+	for name, d := range s.routeBudgets {
+		if d <= 0 || !slices.Contains(RouteNames(), name) {
+			return nil, fmt.Errorf("httpapi: route budget %s=%s: want a known route and a positive duration", name, d)
+		}
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -253,11 +275,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cache = newSaleCache(s.sales.Sale, ttl, s.now)
 	s.routes()
+	s.handler = Harden(s.mux)
 	return s, nil
 }
 
-// Handler returns the API's handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the API's handler. In front of a mux of its own, wrap
+// that one with Harden instead.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // handler is a route's handler. It returns the status it answered with,
 // so the metrics need no wrapper around the ResponseWriter.
@@ -328,8 +352,8 @@ func (s *Server) routes() {
 	}))
 }
 
-// instrument counts the route's answers by status and recovers a panic
-// into a 500 in the API's shape.
+// instrument bounds the route's requests by its budget, counts its
+// answers by status and recovers a panic into a 500 in the API's shape.
 func (s *Server) instrument(route string, h handler) http.Handler {
 	return s.instrumentWith(s.metrics.route(route), route, h)
 }
@@ -343,9 +367,15 @@ func (s *Server) instrumentCounts(route string, h handler) http.Handler {
 }
 
 func (s *Server) instrumentWith(rm *routeMetrics, route string, h handler) http.Handler {
+	budget := s.budgetOf(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		status := 0
+		if budget > 0 {
+			ctx, cancel := withBudget(r.Context(), budget)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -132,17 +132,6 @@ func (c *collector) get() map[string][]int {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -159,7 +148,7 @@ func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 
 	b = newEmbedded(t, dir)
 	c := consumeAll(t, b, nil)
-	waitFor(t, "the stored messages after a restart", func() bool { return len(c.get()) == len(msgs) })
+	servicetest.WaitFor(t, 30*time.Second, "the stored messages after a restart", func() bool { return len(c.get()) == len(msgs) })
 	for _, m := range msgs {
 		if got := c.get()[m.ID]; len(got) != 1 {
 			t.Errorf("%s: attempts %v; want one delivery", m.ID, got)
@@ -180,7 +169,7 @@ func TestDuplicatePublishStoredOnce(t *testing.T) {
 		}
 	}
 	c := consumeAll(t, b, nil)
-	waitFor(t, "the messages", func() bool { return len(c.get()) == len(msgs) })
+	servicetest.WaitFor(t, 30*time.Second, "the messages", func() bool { return len(c.get()) == len(msgs) })
 	time.Sleep(2 * conformance.BrokerAckWait)
 	for id, attempts := range c.get() {
 		if len(attempts) != 1 {
@@ -201,7 +190,7 @@ func TestSlowHandlerKeepsItsBatch(t *testing.T) {
 	c := consumeAll(t, b, func(ctx context.Context, batch []seckill.Delivery) {
 		once.Do(func() { time.Sleep(4 * ackWait) })
 	})
-	waitFor(t, "the messages", func() bool { return len(c.get()) == 3 })
+	servicetest.WaitFor(t, 30*time.Second, "the messages", func() bool { return len(c.get()) == 3 })
 	time.Sleep(6 * ackWait)
 	for id, attempts := range c.get() {
 		if len(attempts) != 1 {
@@ -345,5 +334,5 @@ func TestOneMessagePerPublish(t *testing.T) {
 		t.Errorf("stream holds %d messages after one Publish of 300 events; want 1", st.State.Msgs)
 	}
 	c := consumeAll(t, b, nil)
-	waitFor(t, "the 300 events", func() bool { return len(c.get()) == 300 })
+	servicetest.WaitFor(t, 30*time.Second, "the 300 events", func() bool { return len(c.get()) == 300 })
 }

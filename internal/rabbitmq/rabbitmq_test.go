@@ -172,7 +172,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	}()
 	count := func(f func() int) int { mu.Lock(); defer mu.Unlock(); return f() }
 
-	waitFor(t, "publishes before the cut", func() bool { return count(func() int { return len(confirmed) }) >= 200 })
+	servicetest.WaitFor(t, 30*time.Second, "publishes before the cut", func() bool { return count(func() int { return len(confirmed) }) >= 200 })
 	p.Cut()
 	outageStart := time.Now()
 	// During the outage, a publish fails, and fails fast.
@@ -191,7 +191,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	restored = true
 	mu.Unlock()
 	p.Restore()
-	waitFor(t, "publishes to succeed after the restore", func() bool { return count(func() int { return okAfterRestore }) >= 10 })
+	servicetest.WaitFor(t, 30*time.Second, "publishes to succeed after the restore", func() bool { return count(func() int { return okAfterRestore }) >= 10 })
 	close(stopPub)
 	<-pubDone
 
@@ -202,7 +202,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	if failures == 0 {
 		t.Error("no publish failed while the connection was cut")
 	}
-	waitFor(t, "every confirmed message to be consumed", func() bool {
+	servicetest.WaitFor(t, 30*time.Second, "every confirmed message to be consumed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, id := range want {
@@ -215,17 +215,6 @@ func TestConnectionCutMidSale(t *testing.T) {
 	cancel()
 	if err := <-consumed; err != nil {
 		t.Errorf("Consume = %v; want nil after cancel", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 

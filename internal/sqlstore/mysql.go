@@ -37,6 +37,13 @@ var mysqlDialect = &dialect{
 		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.
 		return errors.As(err, &e) && (e.Number == 1062 || e.Number == 1586)
 	},
+	isUnavailable: func(err error) bool {
+		var e *mysql.MySQLError
+		// The driver's broken-connection error; 1040 too many connections,
+		// 1053 server shutdown in progress, 1205 lock wait timeout.
+		return errors.Is(err, mysql.ErrInvalidConn) ||
+			errors.As(err, &e) && (e.Number == 1040 || e.Number == 1053 || e.Number == 1205)
+	},
 	lockMigrations:      lockMySQLMigrations,
 	oneStatementPerExec: true, // multiStatements stays off
 }
@@ -64,8 +71,14 @@ var mysqlRestoreQueries = restoreQueries{
 		WHERE reservation_id = ? AND state IN (?, ?, ?)`,
 	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
 		WHERE state = ? ORDER BY created_at_ms, reservation_id LIMIT ?`,
-	requestsIn:   `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
-	settleParked: `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+	requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
+	settleParked:       `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+	ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
+	lockSuffix:         ` FOR UPDATE`,
+	cancelOrdersIn:     `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ? WHERE status = ? AND reservation_id IN `,
+	reopenRequestsIn:   `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id IN `,
+	insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
+	finishRequestsIn:   `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, updated_at_ms = ? WHERE reservation_id IN `,
 
 	saleOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,

@@ -502,7 +502,7 @@ func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (m
 
 // eachRowIn runs head + "(ids…)" with the ids in chunks of idChunk (the
 // dialects' placeholder limits) and calls scan on every row.
-func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error) error {
+func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error, tail ...string) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
 		// Padded to a power of two with the last id again (an IN list
@@ -511,7 +511,11 @@ func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, id
 		for i := range args {
 			args[i] = chunk[min(i, len(chunk)-1)]
 		}
-		rows, err := st.query(ctx, tx, head+st.q.list(1, len(args)), args...)
+		query := head + st.q.list(1, len(args))
+		for _, t := range tail {
+			query += t
+		}
+		rows, err := st.query(ctx, tx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -701,7 +705,7 @@ func (st *OrderStore) Order(ctx context.Context, reservationID string) (*seckill
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, nil
 }
@@ -740,7 +744,7 @@ func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now ti
 		return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, nil
 }
@@ -779,7 +783,7 @@ func (st *OrderStore) CancelOrder(ctx context.Context, reservationID, reason str
 		return nil
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("cancel order of reservation %s: %w", reservationID, err)
+		return nil, false, fmt.Errorf("cancel order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, changed, nil
 }
@@ -797,13 +801,13 @@ func (st *OrderStore) orderInTx(ctx context.Context, tx *sql.Tx, reservationID s
 func (st *OrderStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return st.db.classify(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return st.db.classify(err)
 	}
-	return tx.Commit()
+	return st.db.classify(tx.Commit())
 }
 
 // ExpiredOrders lists up to limit orders still ordered with PayBy <= now
@@ -815,7 +819,7 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 	}
 	rows, err := st.db.read.QueryContext(ctx, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("expired orders: %w", err)
+		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
 	}
 	defer rows.Close()
 	var orders []*seckill.Order
@@ -827,7 +831,7 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 		orders = append(orders, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("expired orders: %w", err)
+		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
 	}
 	return orders, nil
 }
@@ -842,7 +846,7 @@ func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*s
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return f, nil
 }
@@ -899,7 +903,7 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 	if errors.Is(err, seckill.ErrDuplicate) || st.db.isUniqueViolation(err) {
 		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, seckill.ErrDuplicate)
 	} else if err != nil {
-		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, err)
+		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, st.db.classify(err))
 	}
 	f.CreatedAt = stored.CreatedAt
 	return nil
@@ -913,7 +917,7 @@ func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.F
 	}
 	rows, err := st.db.read.QueryContext(ctx, st.q.failedOrders, limit)
 	if err != nil {
-		return nil, fmt.Errorf("failed orders: %w", err)
+		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
 	}
 	defer rows.Close()
 	var failed []*seckill.FailedOrder
@@ -925,7 +929,7 @@ func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.F
 		failed = append(failed, f)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("failed orders: %w", err)
+		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
 	}
 	return failed, nil
 }

@@ -68,6 +68,24 @@ type restoreQueries struct {
 	// state $3 whose reservation_id is IN a list (numbered from $4).
 	settleParked string
 
+	// The batch restore (RestoreOrders, FinishRestores). Statements
+	// ending in "IN " take a list numbered after their own parameters;
+	// ordersIn takes its list from $1 and then lockSuffix, which locks
+	// the rows where the dialect has row locks.
+	ordersIn   string
+	lockSuffix string
+	// cancelOrdersIn sets status $1, cancel_reason $2, updated_at_ms $3
+	// on the orders of status $4 in the list (from $5).
+	cancelOrdersIn string
+	// reopenRequestsIn sets state $1, reason $2, updated_at_ms $3 on the
+	// requests in the list (from $4).
+	reopenRequestsIn string
+	// insertRequestsHead is completed with rows of restoreColumns.
+	insertRequestsHead string
+	// finishRequestsIn sets state $1, attempts + 1, last_error $2,
+	// updated_at_ms $3 on the requests in the list (from $4).
+	finishRequestsIn string
+
 	// saleOrders, saleFailedOrders and saleRequests select every order
 	// (orderColumns), failed order (failedOrderColumns) and request
 	// (restoreColumns) of sale $1, oldest first.
@@ -146,7 +164,7 @@ func (st *OrderStore) RestoreOrder(ctx context.Context, reservationID, reason st
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("restore order of reservation %s: %w", reservationID, err)
+		return nil, false, fmt.Errorf("restore order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, changed, nil
 }
@@ -208,7 +226,7 @@ func (st *OrderStore) ParkRestore(ctx context.Context, reservationID, saleID, re
 		return st.insertRequest(ctx, tx, r)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("park restore of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("park restore of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return r, nil
 }
@@ -385,7 +403,7 @@ func (st *OrderStore) RestoreRequest(ctx context.Context, reservationID string) 
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return r, nil
 }
@@ -402,11 +420,11 @@ func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.Restore
 	}
 	rows, err := st.db.read.QueryContext(ctx, st.rq.requestsByState, string(state), limit)
 	if err != nil {
-		return nil, fmt.Errorf("restore requests %s: %w", state, err)
+		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
 	}
 	rs, err := scanAll(rows, scanRestoreRequest)
 	if err != nil {
-		return nil, fmt.Errorf("restore requests %s: %w", state, err)
+		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
 	}
 	return rs, nil
 }
@@ -459,7 +477,7 @@ func (st *OrderStore) UpdateRestore(ctx context.Context, reservationID string, s
 		return seckill.Errorf(seckill.ESTATECONFLICT, "restore request is %s: it cannot move back to %s", r.State, state)
 	})
 	if err != nil {
-		return fmt.Errorf("update restore of reservation %s: %w", reservationID, err)
+		return fmt.Errorf("update restore of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return nil
 }
@@ -475,7 +493,7 @@ func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.S
 	}
 	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, st.db.classify(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 
@@ -484,16 +502,16 @@ func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.S
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
 	}
 	if l.Orders, err = queryAll(ctx, tx, st.rq.saleOrders, saleID, scanOrder); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
 	}
 	if l.Failed, err = queryAll(ctx, tx, st.rq.saleFailedOrders, saleID, scanFailedOrder); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
 	}
 	if l.Restores, err = queryAll(ctx, tx, st.rq.saleRequests, saleID, scanRestoreRequest); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
 	}
 	return l, nil
 }

@@ -39,6 +39,19 @@ var sqliteDialect = &dialect{
 		return errors.As(err, &e) &&
 			(e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
 	},
+	isUnavailable: func(err error) bool {
+		var e *sqlite.Error
+		// The file is locked past the busy timeout, or the disk is full or
+		// failing: retry later rather than a bare 500.
+		if !errors.As(err, &e) {
+			return false
+		}
+		switch e.Code() & 0xff { // primary result code
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN:
+			return true
+		}
+		return false
+	},
 	// SQLite has one writer per file. Every transaction of the write pool
 	// begins IMMEDIATE, taking the write lock up front, and each migration
 	// re-checks schema_migrations inside its transaction: that is the lock.
@@ -68,8 +81,14 @@ var sqliteRestoreQueries = restoreQueries{
 		WHERE reservation_id = ? AND state IN (?, ?, ?)`,
 	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
 		WHERE state = ? ORDER BY created_at_ms, reservation_id LIMIT ?`,
-	requestsIn:   `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
-	settleParked: `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+	requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
+	settleParked:       `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+	ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
+	lockSuffix:         ``,
+	cancelOrdersIn:     `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ? WHERE status = ? AND reservation_id IN `,
+	reopenRequestsIn:   `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id IN `,
+	insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
+	finishRequestsIn:   `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, updated_at_ms = ? WHERE reservation_id IN `,
 
 	saleOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
