@@ -505,7 +505,10 @@ func (b *throughputBench) engine(ctx context.Context, kind string) (*benchEngine
 	if err != nil {
 		return nil, err
 	}
-	m := &Main{Config: cfg, Stdout: io.Discard, Logger: logger, noPipeline: kind == "nopipe"}
+	if kind == "nopipe" {
+		cfg.Roles = "api" // no relay, no writer: the outbox fills
+	}
+	m := &Main{Config: cfg, Stdout: io.Discard, Logger: logger}
 	if err := m.Run(ctx); err != nil {
 		os.RemoveAll(dir)
 		return nil, err

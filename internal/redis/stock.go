@@ -46,6 +46,20 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
 		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
 	}
+	if s.minBuckets > sale.BucketCount() {
+		cp := *sale
+		cp.Buckets = s.minBuckets
+		sale = &cp
+	}
+	if k := sale.BucketCount(); k > 1 {
+		// The other buckets first: bucket 0, loaded last with the bucket
+		// count, is what makes the sale live.
+		if err := s.preheatBuckets(ctx, sale); err != nil {
+			return false, fmt.Errorf("preheat: %w", err)
+		}
+		args[0] = strconv.FormatInt(bucketShare(sale.Stock, k, 0), 10)
+		args = append(args, strconv.FormatInt(k, 10))
+	}
 	n, err := preheatScript.Exec(ctx, s.client, keys[:1], args).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("preheat: %w", classify(err))
@@ -66,6 +80,17 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 	if err := validateBatch(saleID, reqs); err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	if bs.k() > 1 {
+		results, err := s.reserveBucketsLimited(ctx, bs, reqs)
+		if err != nil {
+			return nil, fmt.Errorf("reserve: %w", err)
+		}
+		return results, nil
+	}
 	// One script call decides requests that carry the same number of rate
 	// checks (all of them, unless some requests came without an address);
 	// runs of another number go in calls of their own, in order.
@@ -75,7 +100,7 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		for n < len(reqs) && len(reqs[n].RateChecks) == len(reqs[0].RateChecks) {
 			n++
 		}
-		part, err := s.reserveRun(ctx, saleID, reqs[:n])
+		part, err := s.reserveIn(ctx, saleID, reqs[:n])
 		if err != nil {
 			return nil, fmt.Errorf("reserve: %w", err)
 		}
@@ -85,16 +110,57 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 	return results, nil
 }
 
-// reserveRun is one reserve.lua call for reqs, which carry the same number
-// of rate checks.
-func (s *Store) reserveRun(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+// reserveBucketsLimited decides the rate checks of a sale split over
+// buckets first, one limiter call per check (a request may be tried in
+// several buckets, and its count must not depend on which), then reserves
+// what they allowed in the buckets.
+func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	results := make([]seckill.ReserveResult, len(reqs))
+	var allowed []seckill.ReserveRequest
+	var at []int
+	for i, r := range reqs {
+		limited := false
+		for k, c := range r.RateChecks {
+			res, err := s.Allow(ctx, c.Key, c.Limit)
+			if err != nil {
+				return nil, err
+			}
+			if !res.Allowed {
+				results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeRateLimited, RateLimitedBy: k, RetryAfter: res.RetryAfter}
+				limited = true
+				break
+			}
+		}
+		if !limited {
+			r.RateChecks = nil
+			allowed = append(allowed, r)
+			at = append(at, i)
+		}
+	}
+	if len(allowed) == 0 {
+		return results, nil
+	}
+	res, err := s.reserveBuckets(ctx, bs, allowed)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		results[i] = res[j]
+	}
+	return results, nil
+}
+
+// reserveIn runs the reserve script on the key set of tag: a sale, or one
+// bucket of a sale; requests' rate checks, all the same number, are keys of
+// tag's slot.
+func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	per := len(reqs[0].RateChecks)
-	keys := s.keys(saleID)
+	keys := s.keys(tag)
 	if per > 0 {
 		keys = append(make([]string, 0, len(keys)+per*len(reqs)), keys...)
 		for _, r := range reqs {
 			for _, c := range r.RateChecks {
-				keys = append(keys, s.saleRateKey(saleID, c))
+				keys = append(keys, s.saleRateKey(tag, c))
 			}
 		}
 	}
@@ -209,6 +275,11 @@ func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, e
 	if !seckill.ValidSaleID(saleID) {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
 	}
+	if bs, err := s.buckets(ctx, saleID); err != nil {
+		return seckill.StockLevel{}, fmt.Errorf("stock: %w", err)
+	} else if bs.k() > 1 {
+		return s.bucketsStock(ctx, bs)
+	}
 	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved").Build()).ToArray()
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: %w", classify(err))
@@ -234,7 +305,11 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 	if !ok {
 		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 	}
-	rec, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(saleID)[keyRes]).Field(reservationID).Build()).ToString()
+	tag, err := s.bucketOf(ctx, saleID, reservationID)
+	if err != nil {
+		return "", 0, "", fmt.Errorf("reservation: %w", err)
+	}
+	rec, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(tag)[keyRes]).Field(reservationID).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
@@ -254,13 +329,28 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 
 // OutboxLen returns the number of entries in a sale's outbox stream: the
 // reservations not yet trimmed by the relay.
+// For a sale of several buckets it is the sum of every bucket's outbox; a
+// bucket's name (as OutboxSales lists it) gives that bucket's alone.
 func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
-	if !seckill.ValidSaleID(saleID) {
+	base, ok := bucketBase(saleID)
+	if !ok {
 		return 0, fmt.Errorf("outbox len: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
-	n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(saleID)[keyOutbox]).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("outbox len: %w", classify(err))
+	tags := []string{saleID}
+	if base == saleID {
+		bs, err := s.buckets(ctx, saleID)
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", err)
+		}
+		tags = bs.tags
 	}
-	return n, nil
+	var total int64
+	for _, tag := range tags {
+		n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(tag)[keyOutbox]).Build()).AsInt64()
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", classify(err))
+		}
+		total += n
+	}
+	return total, nil
 }
