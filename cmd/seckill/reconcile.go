@@ -97,7 +97,23 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 		return nil, err
 	}
 	defer stock.Close()
-	return reconcile.Reconcile(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+	return reconcileSale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+}
+
+// reconcileSale reconciles a sale, or, for an archived sale (whose Redis
+// side is gone), returns the reconciliation it passed when it was
+// archived.
+func reconcileSale(ctx context.Context, saleID string, db seckill.LedgerStore, stock *redis.Store, now time.Time, opts reconcile.Options) (*reconcile.Report, error) {
+	if summary, ok, err := stock.ArchivedSummary(ctx, saleID); err != nil {
+		return nil, err
+	} else if ok {
+		var rep reconcile.Report
+		if err := json.Unmarshal([]byte(summary), &rep); err != nil {
+			return nil, fmt.Errorf("reconcile %s: archived summary: %w", saleID, err)
+		}
+		return &rep, nil
+	}
+	return reconcile.Reconcile(ctx, saleID, db, stock, now, opts)
 }
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {

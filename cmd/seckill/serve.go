@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
@@ -64,6 +66,8 @@ type Config struct {
 	SoldOutInterval      time.Duration
 	DemoLogin            string // auto (on for the embedded default), on, off
 	ReconcileInterval    time.Duration
+	ArchiveAfter         time.Duration
+	ArchiveInterval      time.Duration
 	ShutdownTimeout      time.Duration
 	LogLevel             string
 }
@@ -92,6 +96,8 @@ func DefaultConfig() Config {
 		SoldOutInterval:      soldout.DefaultSafetyInterval,
 		DemoLogin:            "auto",
 		ReconcileInterval:    30 * time.Second,
+		ArchiveAfter:         archive.DefaultAfter,
+		ArchiveInterval:      archive.DefaultInterval,
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
 	}
@@ -123,6 +129,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations the order writer persists in one transaction"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
 		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
+		durationFlag(fs, &c.ArchiveAfter, "archive-after", c.ArchiveAfter, "how long past its end a settled sale keeps its Redis keys (its idempotency keys go at the end)"),
+		durationFlag(fs, &c.ArchiveInterval, "archive-interval", c.ArchiveInterval, "how often ended sales are checked for archiving"),
 		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
 		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
@@ -332,6 +340,29 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	rl.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, rl.Stop)
 
+	// Ended sales give their Redis memory back: the idempotency keys at
+	// the end, the rest once settled, after ArchiveAfter, if the sale
+	// reconciles one last time.
+	archiver := archive.New(struct {
+		*sqlstore.SaleStore
+		*sqlstore.OrderStore
+	}{sales, m.orders}, m.stock, archive.Config{
+		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
+		Final: func(ctx context.Context, saleID string) (string, error) {
+			rep, err := reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			if err != nil {
+				return "", err
+			}
+			if !rep.OK() {
+				return "", fmt.Errorf("oversold %d, %d unexplained, %d discrepancies", rep.Oversold, rep.Unexplained.Count, len(rep.Discrepancies))
+			}
+			body, err := json.Marshal(rep)
+			return string(body), err
+		},
+	})
+	archiver.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, archiver.Stop)
+
 	gauges := &reconcileGauges{
 		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
 		reconcile: func(ctx context.Context, saleID string) (*reconcile.Report, error) {
@@ -384,7 +415,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		MaxInFlight:    cfg.MaxInFlight,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
-			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			return reconcileSale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
 		Now:   m.now,
 		Ready: m.ready,
