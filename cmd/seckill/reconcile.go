@@ -149,3 +149,22 @@ func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string)
 	}
 	return &rep, nil
 }
+
+// saleCounts reads a sale's reconciliation counters from both stores.
+func saleCounts(ctx context.Context, saleID string, db *sqlstore.OrderStore, stock *redis.Store, now time.Time) (reconcile.Counts, error) {
+	d, err := db.SaleCounters(ctx, saleID)
+	if err != nil {
+		return reconcile.Counts{}, err
+	}
+	r, err := stock.Counters(ctx, saleID)
+	if err != nil {
+		return reconcile.Counts{}, err
+	}
+	return reconcile.Counts{
+		SaleID: saleID, CheckedAt: now,
+		Stock: d.Stock, Unsold: d.Unsold, FailedOrders: d.FailedOrders, FailedUnits: d.FailedUnits,
+		RestoresParked: d.Parked, RestoresPending: d.RedisPending, RestoresAlerted: d.Alerted,
+		Loaded: r.Loaded, RedisTotal: r.Total, Reserved: r.Reserved, Restored: r.Restored,
+		Reservations: r.Records, OutboxLen: r.Outbox,
+	}, nil
+}

@@ -363,12 +363,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	archiver.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, archiver.Stop)
 
-	gauges := &reconcileGauges{
-		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
-		reconcile: func(ctx context.Context, saleID string) (*reconcile.Report, error) {
-			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+	// The gauges come from counters: a read costs the same whatever the
+	// sale's size. The reservation-by-reservation comparison is on demand.
+	gauges := reconcile.NewGaugeWorker(reconcile.GaugeConfig{
+		Sales: m.preheat.Loaded, Interval: cfg.ReconcileInterval, Now: m.now, Logger: m.Logger,
+		Counts: func(ctx context.Context, saleID string) (reconcile.Counts, error) {
+			return saleCounts(ctx, saleID, m.orders, m.stock, m.now())
 		},
-	}
+	})
 	reg.MustRegister(gauges)
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)

@@ -99,3 +99,29 @@ func exists(t *testing.T, s *Store, key string) int64 {
 	}
 	return n
 }
+
+// testCounters: the counters follow reservations and restores, batched or
+// not, without a scan.
+func testCounters(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 3)
+	if c, err := s.Counters(ctx, sale.ID); err != nil || c.Loaded {
+		t.Fatalf("Counters of a sale not loaded = %+v, %v", c, err)
+	}
+	mustPreheat(t, s, sale)
+	reqs := []seckill.ReserveRequest{request(sale.ID, "a", 2, ""), request(sale.ID, "b", 1, ""), request(sale.ID, "c", 3, "")}
+	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RestoreReservation(ctx, reqs[0].ReservationID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RestoreReservations(ctx, sale.ID, []string{reqs[1].ReservationID, reqs[0].ReservationID}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Counters(ctx, sale.ID)
+	want := StockCounters{Loaded: true, Total: 10, Reserved: 3, Restored: 3, Records: 3, Outbox: 3}
+	if err != nil || c != want {
+		t.Fatalf("Counters = %+v, %v; want %+v", c, err, want)
+	}
+}

@@ -1,8 +1,11 @@
 package sqlstore
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill"
 )
 
 // TestSaleWork: SaleWork counts recorded reservations (orders and failed
@@ -46,6 +49,27 @@ func TestSaleWork(t *testing.T) {
 				t.Fatal(err)
 			}
 			want(4, 0, 0)
+			c, err := st.SaleCounters(ctx, "tea")
+			if err != nil {
+				t.Fatal(err)
+			}
+			// 3 units on sale, orders 1 paid, 1 restored, 1 cancelled by its
+			// buyer (no units back), 1 rejected: 1 unsold.
+			if want := (SaleCounters{Stock: 3, Unsold: 1, FailedOrders: 1, FailedUnits: 1}); c != want {
+				t.Errorf("SaleCounters = %+v; want %+v", c, want)
+			}
+			if _, err := st.ParkRestore(ctx, seckill.NewReservationID("tea", now), "tea", "early", now); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := st.RestoreOrder(ctx, evs[3].ReservationID, "refund", now); err != nil {
+				t.Fatal(err)
+			}
+			if c, err = st.SaleCounters(ctx, "tea"); err != nil || c.Parked != 1 || c.RedisPending != 1 || c.Alerted != 0 {
+				t.Errorf("SaleCounters with a parked and a pending restore = %+v, %v", c, err)
+			}
+			if _, err := st.SaleCounters(ctx, "nosale"); !errors.Is(err, seckill.ErrNotFound) {
+				t.Errorf("SaleCounters of an unknown sale: %v; want ErrNotFound", err)
+			}
 			if r, a, o, err := st.SaleWork(ctx, "nosale"); err != nil || r+a+o != 0 {
 				t.Errorf("SaleWork of an unknown sale = %d, %d, %d, %v; want zeros", r, a, o, err)
 			}
