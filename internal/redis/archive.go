@@ -183,3 +183,18 @@ func (s *Store) Footprint(ctx context.Context, saleID string) (Footprint, error)
 	}
 	return f, nil
 }
+
+// UsedMemory is the server's used_memory (INFO memory): every key of
+// every sale, and whatever else shares the server.
+func (s *Store) UsedMemory(ctx context.Context) (int64, error) {
+	info, err := s.client.Do(ctx, s.client.B().Info().Section("memory").Build()).ToString()
+	if err != nil {
+		return 0, fmt.Errorf("used memory: %w", classify(err))
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("used memory: no used_memory in INFO memory")
+}
