@@ -69,6 +69,8 @@ type Config struct {
 	ArchiveAfter         time.Duration
 	ArchiveInterval      time.Duration
 	ShutdownTimeout      time.Duration
+	RequestBudget        time.Duration // every request's backend calls end by then
+	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
 	LogLevel             string
 }
 
@@ -99,6 +101,7 @@ func DefaultConfig() Config {
 		ArchiveAfter:         archive.DefaultAfter,
 		ArchiveInterval:      archive.DefaultInterval,
 		ShutdownTimeout:      30 * time.Second,
+		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
 	}
 }
@@ -119,6 +122,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
+	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
@@ -136,6 +140,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
 	} {
 		if err != nil {
 			return err
@@ -229,6 +234,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	proxies, err := httpapi.ParseTrustedProxies(cfg.TrustedProxies)
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
+	}
+	routeBudgets, err := httpapi.ParseRouteBudgets(cfg.RouteBudgets)
+	if err != nil {
+		return err
+	}
+	if cfg.RequestBudget <= 0 {
+		return fmt.Errorf("request budget %s: want a positive duration", cfg.RequestBudget)
 	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
@@ -375,7 +387,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
+	// A batch's script call may take as long as a reservation's budget:
+	// every request in it is answered by then anyway.
+	reserveBudget := cfg.RequestBudget
+	if d, ok := routeBudgets["reserve"]; ok {
+		reserveBudget = d
+	}
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch, CallTimeout: reserveBudget})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
@@ -415,6 +433,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		UserLimit:      userLimit,
 		TrustedProxies: proxies,
 		MaxInFlight:    cfg.MaxInFlight,
+		Budget:         cfg.RequestBudget,
+		RouteBudgets:   routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			return reconcileSale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
@@ -443,7 +463,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
 		Sales: sales, Stock: m.stock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget,
 	})
 	if err != nil {
 		return err
@@ -453,7 +473,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	root.Handle("/", api.Handler())
 	pages.Routes(root)
 	m.server = &http.Server{
-		Handler:           root,
+		Handler:           httpapi.Harden(root),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -464,6 +484,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// The answers net/http writes by itself to unreadable requests get
+	// the API's JSON error shape too.
+	m.listener = httpapi.JSONErrorListener(m.listener)
 	// A live feed never goes idle: Shutdown must end it, not wait for it.
 	m.server.RegisterOnShutdown(pages.CloseStreams)
 	m.served = make(chan error, 1)
