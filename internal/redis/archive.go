@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -49,28 +50,55 @@ func (s *Store) keep(ctx context.Context, saleID string) error {
 	return nil
 }
 
-// DropIdempotency deletes a sale's idempotency hash if its window has
-// closed by Redis TIME; dropped is false when it has not (nothing
-// changes) or the sale is not loaded.
+// tags returns the key sets of a sale: one, or one per bucket.
+func (s *Store) tags(ctx context.Context, saleID string) ([]string, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, seckill.Errorf(seckill.EINVALID, "invalid sale id")
+	}
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	return bs.tags, nil
+}
+
+// DropIdempotency deletes a sale's idempotency hash (every bucket's) if
+// its window has closed by Redis TIME; dropped is false when it has not
+// (nothing changes) or the sale is not loaded.
 func (s *Store) DropIdempotency(ctx context.Context, saleID string) (dropped bool, err error) {
-	code, err := s.archive(ctx, saleID, "idem", "0", "")
+	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return false, fmt.Errorf("drop idempotency of %s: %w", saleID, err)
 	}
-	return code == 1, nil
+	for _, tag := range tags {
+		code, err := s.archive(ctx, tag, "idem", "0", "")
+		if err != nil {
+			return false, fmt.Errorf("drop idempotency of %s: %w", saleID, err)
+		}
+		if code == 0 {
+			return false, nil
+		}
+		dropped = dropped || code == 1
+	}
+	return dropped, nil
 }
 
 // ReservationCount is the number of reservation records of a sale (HLEN
-// of its res hash).
+// of its res hash, of every bucket's).
 func (s *Store) ReservationCount(ctx context.Context, saleID string) (int64, error) {
-	if !seckill.ValidSaleID(saleID) {
-		return 0, fmt.Errorf("reservation count: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
-	}
-	n, err := s.client.Do(ctx, s.client.B().Hlen().Key(s.keys(saleID)[keyRes]).Build()).AsInt64()
+	tags, err := s.tags(ctx, saleID)
 	if err != nil {
-		return 0, fmt.Errorf("reservation count: %w", classify(err))
+		return 0, fmt.Errorf("reservation count: %w", err)
 	}
-	return n, nil
+	var total int64
+	for _, tag := range tags {
+		n, err := s.client.Do(ctx, s.client.B().Hlen().Key(s.keys(tag)[keyRes]).Build()).AsInt64()
+		if err != nil {
+			return 0, fmt.Errorf("reservation count: %w", classify(err))
+		}
+		total += n
+	}
+	return total, nil
 }
 
 // ArchiveSale drops every key of an ended sale and keeps summary under
@@ -83,32 +111,70 @@ func (s *Store) ReservationCount(ctx context.Context, saleID string) (int64, err
 // why nothing changed ("not loaded" for a sale archived before, or never
 // preheated here).
 func (s *Store) ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error) {
-	code, err := s.archive(ctx, saleID, "all", strconv.FormatInt(recorded, 10), summary)
+	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 	}
-	switch code {
-	case 1, 2:
-		if err := s.client.Do(ctx, s.client.B().Srem().Key(s.salesRegistryKey()).Member(saleID).Build()).Error(); err != nil {
-			return false, "", fmt.Errorf("archive %s: unregister: %w", saleID, classify(err))
-		}
-		// The relays need not read it any more; ForgetOutbox deletes the
-		// empty stream a relay's read may create meanwhile.
-		if _, err := s.ForgetOutbox(ctx, saleID); err != nil {
+	limit := strconv.FormatInt(recorded, 10)
+	if len(tags) > 1 {
+		// The records are spread over the buckets: count them all here
+		// (after the end no script adds any), then check every bucket
+		// before the first is dropped, bucket 0 last.
+		n, err := s.ReservationCount(ctx, saleID)
+		if err != nil {
 			return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 		}
-		if code == 2 {
-			return false, "not loaded", nil
+		if n > recorded {
+			return false, whyNotArchived(-2), nil
 		}
-		return true, "", nil
-	case 0:
-		return false, "the sale's window has not closed by Redis TIME", nil
-	case -1:
-		return false, "its outbox still holds reservations to relay", nil
-	case -2:
-		return false, "Redis holds reservations the database has not recorded yet", nil
+		limit = strconv.FormatInt(math.MaxInt64, 10)
+		for _, tag := range tags {
+			if code, err := s.archive(ctx, tag, "check", limit, ""); err != nil {
+				return false, "", fmt.Errorf("archive %s: %w", saleID, err)
+			} else if code != 1 && code != 2 {
+				return false, whyNotArchived(code), nil
+			}
+		}
 	}
-	return false, "", fmt.Errorf("archive %s: unexpected answer %d from archive script", saleID, code)
+	var code int64
+	for i := len(tags) - 1; i >= 0; i-- {
+		keep := ""
+		if i == 0 {
+			keep = summary
+		}
+		if code, err = s.archive(ctx, tags[i], "all", limit, keep); err != nil {
+			return false, "", fmt.Errorf("archive %s: %w", saleID, err)
+		} else if code != 1 && code != 2 {
+			return false, whyNotArchived(code), nil
+		}
+	}
+	if err := s.client.Do(ctx, s.client.B().Srem().Key(s.salesRegistryKey()).Member(saleID).Build()).Error(); err != nil {
+		return false, "", fmt.Errorf("archive %s: unregister: %w", saleID, classify(err))
+	}
+	// The relays need not read them any more; ForgetOutbox deletes the
+	// empty stream a relay's read may create meanwhile.
+	for _, tag := range tags {
+		if _, err := s.ForgetOutbox(ctx, tag); err != nil {
+			return false, "", fmt.Errorf("archive %s: %w", saleID, err)
+		}
+	}
+	s.layouts.m.Delete(saleID)
+	if code == 2 {
+		return false, "not loaded", nil
+	}
+	return true, "", nil
+}
+
+func whyNotArchived(code int64) string {
+	switch code {
+	case 0:
+		return "the sale's window has not closed by Redis TIME"
+	case -1:
+		return "its outbox still holds reservations to relay"
+	case -2:
+		return "Redis holds reservations the database has not recorded yet"
+	}
+	return fmt.Sprintf("unexpected answer %d from the archive script", code)
 }
 
 // ArchivedSummary returns the summary ArchiveSale kept for a sale; ok is
@@ -126,11 +192,9 @@ func (s *Store) ArchivedSummary(ctx context.Context, saleID string) (summary str
 	return summary, true, nil
 }
 
-func (s *Store) archive(ctx context.Context, saleID, mode, recorded, summary string) (int64, error) {
-	if !seckill.ValidSaleID(saleID) {
-		return 0, seckill.Errorf(seckill.EINVALID, "invalid sale id")
-	}
-	keys := append(s.keys(saleID), s.archivedKey(saleID))
+// archive runs archive.lua on the key set of tag (a sale, or a bucket).
+func (s *Store) archive(ctx context.Context, tag, mode, recorded, summary string) (int64, error) {
+	keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
 	code, err := archiveScript.Exec(ctx, s.client, keys, []string{mode, recorded, summary}).AsInt64()
 	if err != nil {
 		return 0, classify(err)
@@ -141,7 +205,7 @@ func (s *Store) archive(ctx context.Context, saleID, mode, recorded, summary str
 // Footprint is the Redis memory of one sale's keys, as MEMORY USAGE
 // reports it (all nested values sampled), and its reservations.
 type Footprint struct {
-	Keys         map[string]int64 // key suffix (stock, buyers, idem, res, outbox, archived) -> bytes
+	Keys         map[string]int64 // key suffix (stock, buyers, idem, res, outbox, archived, moves, movesin) -> bytes, every bucket's
 	Total        int64
 	Reservations int64
 }
@@ -158,26 +222,28 @@ func (f Footprint) BytesPerReservation() float64 {
 // walks every element: O(size) on the Redis side, for reports and soak
 // tests, not for a hot path.
 func (s *Store) Footprint(ctx context.Context, saleID string) (Footprint, error) {
-	if !seckill.ValidSaleID(saleID) {
-		return Footprint{}, fmt.Errorf("footprint: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	tags, err := s.tags(ctx, saleID)
+	if err != nil {
+		return Footprint{}, fmt.Errorf("footprint: %w", err)
 	}
-	names := []string{"stock", "buyers", "idem", "res", "outbox", "archived"}
-	keys := append(s.keys(saleID), s.archivedKey(saleID))
+	names := []string{"stock", "buyers", "idem", "res", "outbox", "archived", "moves", "movesin"}
 	f := Footprint{Keys: map[string]int64{}}
-	for i, k := range keys {
-		n, err := s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Args("SAMPLES", "0").Build()).AsInt64()
-		if err != nil && strings.Contains(err.Error(), "syntax") { // the embedded server takes no SAMPLES
-			n, err = s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Build()).AsInt64()
+	for _, tag := range tags {
+		keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
+		for i, k := range keys {
+			n, err := s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Args("SAMPLES", "0").Build()).AsInt64()
+			if err != nil && strings.Contains(err.Error(), "syntax") { // the embedded server takes no SAMPLES
+				n, err = s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Build()).AsInt64()
+			}
+			if rueidis.IsRedisNil(err) {
+				continue
+			} else if err != nil {
+				return Footprint{}, fmt.Errorf("footprint: %w", classify(err))
+			}
+			f.Keys[names[i]] += n
+			f.Total += n
 		}
-		if rueidis.IsRedisNil(err) {
-			continue
-		} else if err != nil {
-			return Footprint{}, fmt.Errorf("footprint: %w", classify(err))
-		}
-		f.Keys[names[i]] = n
-		f.Total += n
 	}
-	var err error
 	if f.Reservations, err = s.ReservationCount(ctx, saleID); err != nil {
 		return Footprint{}, fmt.Errorf("footprint: %w", err)
 	}

@@ -7,14 +7,20 @@
 -- KEYS[4]  sk:{sale}:res       hash reservation id -> record
 -- KEYS[5]  sk:{sale}:outbox    stream of reservations not yet relayed
 -- KEYS[6]  sk:{sale}:archived  string: what the sale looked like when archived
--- ARGV[1]  "idem": drop only the idempotency hash
---          "all":  drop every key of the sale and keep ARGV[3] in KEYS[6]
--- ARGV[2]  ("all") reservations the database has recorded (orders and
---          failed orders); the res hash must hold no more
+-- KEYS[7]  sk:{sale}:moves     hash: units moving out to other buckets
+-- KEYS[8]  sk:{sale}:movesin   set: moves applied here
+-- (For a sale of several buckets the caller runs it on each bucket's key
+-- set, bucket 0, the sale's own, last.)
+-- ARGV[1]  "idem":  drop only the idempotency hash
+--          "check": change nothing, answer as "all" would
+--          "all":   drop every key of the sale and, unless ARGV[3] is
+--                   empty, keep ARGV[3] in KEYS[6]
+-- ARGV[2]  ("check", "all") reservations the database has recorded
+--          (orders and failed orders); the res hash must hold no more
 -- ARGV[3]  ("all") the summary to keep
 --
 -- Returns an integer:
---    1  done
+--    1  done (for "check": "all" would be done)
 --    2  nothing to do: the sale is not loaded (archived already, or never)
 --    0  the sale's window has not ended by Redis TIME, the clock
 --       reserve.lua decides by: nothing changed
@@ -43,6 +49,11 @@ end
 if redis.call('HLEN', KEYS[4]) > tonumber(ARGV[2]) then
   return -2
 end
-redis.call('SET', KEYS[6], ARGV[3])
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+if ARGV[1] == 'check' then
+  return 1
+end
+if ARGV[3] ~= '' then
+  redis.call('SET', KEYS[6], ARGV[3])
+end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
 return 1

@@ -43,8 +43,8 @@ func testArchive(t *testing.T, s *Store) {
 		dropped, err := s.DropIdempotency(ctx, sale.ID)
 		return err == nil && dropped
 	})
-	if n := exists(t, s, s.keys(sale.ID)[keyIdem]); n != 0 {
-		t.Fatal("the idempotency hash is still there")
+	if f, err := s.Footprint(ctx, sale.ID); err != nil || f.Keys["idem"] != 0 {
+		t.Fatalf("Footprint after dropping the idempotency hash = %+v, %v; want no idem", f, err)
 	}
 	lvl, err := s.Stock(ctx, sale.ID)
 	if err != nil || lvl.Reserved != 4 {
@@ -53,17 +53,28 @@ func testArchive(t *testing.T, s *Store) {
 	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale with the outbox full = %v %q, %v; want refused", ok, why, err)
 	}
-	// The relay's part: read and acknowledge every entry.
-	es, err := s.ReadOutbox(ctx, sale.ID, "relay", "r1", 10, 0)
-	if err != nil || len(es) != 3 {
-		t.Fatalf("ReadOutbox = %d entries, %v", len(es), err)
-	}
-	var ids []string
-	for _, e := range es {
-		ids = append(ids, e.StreamID)
-	}
-	if err := s.AckOutbox(ctx, sale.ID, "relay", ids); err != nil {
+	// The relay's part: read and acknowledge every entry, of every bucket.
+	tags, err := s.tags(ctx, sale.ID)
+	if err != nil {
 		t.Fatal(err)
+	}
+	read := 0
+	for _, tag := range tags {
+		es, err := s.ReadOutbox(ctx, tag, "relay", "r1", 10, 0)
+		if err != nil {
+			t.Fatalf("ReadOutbox(%s): %v", tag, err)
+		}
+		var ids []string
+		for _, e := range es {
+			ids = append(ids, e.StreamID)
+		}
+		if err := s.AckOutbox(ctx, tag, "relay", ids); err != nil {
+			t.Fatal(err)
+		}
+		read += len(es)
+	}
+	if read != 3 {
+		t.Fatalf("read %d outbox entries; want 3", read)
 	}
 	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 2, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale with a reservation not in the database = %v %q, %v; want refused", ok, why, err)
@@ -71,9 +82,11 @@ func testArchive(t *testing.T, s *Store) {
 	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, `{"balanced":true}`); err != nil || !ok {
 		t.Fatalf("ArchiveSale = %v %q, %v; want archived", ok, why, err)
 	}
-	for _, k := range s.keys(sale.ID) {
-		if exists(t, s, k) != 0 {
-			t.Errorf("key %s is still there", k)
+	for _, tag := range tags {
+		for _, k := range append(s.keys(tag), s.movesKey(tag), s.movesInKey(tag)) {
+			if exists(t, s, k) != 0 {
+				t.Errorf("key %s is still there", k)
+			}
 		}
 	}
 	if sum, ok, err := s.ArchivedSummary(ctx, sale.ID); err != nil || !ok || sum != `{"balanced":true}` {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/seckill-dev/seckill"
+	"github.com/redis/rueidis"
 )
 
 // StockCounters are the running counts Redis keeps of a sale as
@@ -20,40 +20,54 @@ type StockCounters struct {
 }
 
 // Counters reads a sale's StockCounters: HMGET of the stock hash, HLEN of
-// the res hash and XLEN of the outbox, pipelined.
+// the res hash and XLEN of the outbox, pipelined, summed over the sale's
+// buckets (units moving between buckets count in neither total).
 func (s *Store) Counters(ctx context.Context, saleID string) (StockCounters, error) {
-	if !seckill.ValidSaleID(saleID) {
-		return StockCounters{}, fmt.Errorf("counters: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	tags, err := s.tags(ctx, saleID)
+	if err != nil {
+		return StockCounters{}, fmt.Errorf("counters: %w", err)
 	}
-	keys := s.keys(saleID)
-	res := s.client.DoMulti(ctx,
-		s.client.B().Hmget().Key(keys[keyStock]).Field("total", "reserved", "restored").Build(),
-		s.client.B().Hlen().Key(keys[keyRes]).Build(),
-		s.client.B().Xlen().Key(keys[keyOutbox]).Build(),
-	)
+	cmds := make(rueidis.Commands, 0, 3*len(tags))
+	for _, tag := range tags {
+		keys := s.keys(tag)
+		cmds = append(cmds,
+			s.client.B().Hmget().Key(keys[keyStock]).Field("total", "reserved", "restored").Build(),
+			s.client.B().Hlen().Key(keys[keyRes]).Build(),
+			s.client.B().Xlen().Key(keys[keyOutbox]).Build())
+	}
+	res := s.client.DoMulti(ctx, cmds...)
 	for _, r := range res {
 		if err := r.Error(); err != nil {
 			return StockCounters{}, fmt.Errorf("counters: %w", classify(err))
 		}
 	}
-	vals, err := res[0].ToArray()
-	if err != nil || len(vals) != 3 {
-		return StockCounters{}, fmt.Errorf("counters: malformed stock hash of %s: %v", saleID, err)
-	}
 	var c StockCounters
-	if vals[0].IsNil() {
-		return c, nil
-	}
-	c.Loaded = true
-	for i, p := range []*int64{&c.Total, &c.Reserved, &c.Restored} {
-		if vals[i].IsNil() {
-			continue // no restore yet: no `restored` field
+	for b := range tags {
+		vals, err := res[3*b].ToArray()
+		if err != nil || len(vals) != 3 {
+			return StockCounters{}, fmt.Errorf("counters: malformed stock hash of %s: %v", tags[b], err)
 		}
-		if *p, err = vals[i].AsInt64(); err != nil {
-			return StockCounters{}, fmt.Errorf("counters: malformed stock hash of %s: %w", saleID, err)
+		if vals[0].IsNil() {
+			if b == 0 {
+				return StockCounters{}, nil // bucket 0 makes the sale loaded
+			}
+			continue
 		}
+		c.Loaded = true
+		for i, p := range []*int64{&c.Total, &c.Reserved, &c.Restored} {
+			if vals[i].IsNil() {
+				continue // no restore yet: no `restored` field
+			}
+			n, err := vals[i].AsInt64()
+			if err != nil {
+				return StockCounters{}, fmt.Errorf("counters: malformed stock hash of %s: %w", tags[b], err)
+			}
+			*p += n
+		}
+		n, _ := res[3*b+1].AsInt64()
+		c.Records += n
+		n, _ = res[3*b+2].AsInt64()
+		c.Outbox += n
 	}
-	c.Records, _ = res[1].AsInt64()
-	c.Outbox, _ = res[2].AsInt64()
 	return c, nil
 }
