@@ -39,6 +39,9 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 	if err := s.register(ctx, sale.ID); err != nil {
 		return false, fmt.Errorf("preheat: %w", err)
 	}
+	if err := s.keep(ctx, sale.ID); err != nil { // for the archiver, once it ends
+		return false, fmt.Errorf("preheat: %w", err)
+	}
 	keys := s.keys(sale.ID)
 	args := []string{
 		strconv.FormatInt(sale.Stock, 10),
