@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -270,5 +271,48 @@ func TestResolveFailedOrders(t *testing.T) {
 		`seckill_failed_orders_resolved_total{action="refunded",result="resolved"} 1`)
 	if r := e.admin("GET", "/admin/v1/sales/"+sale+"/audit", nil); len(r.body["audit"].([]any)) != 4 {
 		t.Errorf("audit of the sale: %v, want create and three resolutions", r.body)
+	}
+}
+
+// TestSalesCLI: `seckill sales list|show|end` against a running engine.
+func TestSalesCLI(t *testing.T) {
+	e := startEngine(t, nil)
+	live := e.liveSale(3, 1)
+	sched := e.createSale(4, 1, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
+	run := func(args ...string) (string, int) {
+		var out, errOut strings.Builder
+		code := run(context.Background(), append(args, "--url", e.base, "--admin-token", e.m.Config.AdminToken), &out, &errOut)
+		if code != 0 {
+			t.Logf("seckill %v: exit %d: %s", args, code, errOut.String())
+		}
+		return out.String(), code
+	}
+	out, code := run("sales", "list", "--limit", "1")
+	if code != 0 || !strings.Contains(out, live) || !strings.Contains(out, sched) || !strings.Contains(out, "99.00 EUR") {
+		t.Errorf("sales list (pages of 1): exit %d\n%s", code, out)
+	}
+	if out, _ := run("sales", "list", "--state", "scheduled"); strings.Contains(out, live) || !strings.Contains(out, sched) {
+		t.Errorf("sales list --state scheduled:\n%s", out)
+	}
+	if out, code := run("sales", "show", "--sale", live); code != 0 || !strings.Contains(out, "state:") || !strings.Contains(out, "live") {
+		t.Errorf("sales show: exit %d\n%s", code, out)
+	}
+	if out, code := run("sales", "end", "--sale", live, "--operator", "erin"); code != 0 || !strings.Contains(out, "ended at") {
+		t.Errorf("sales end: exit %d\n%s", code, out)
+	}
+	if r := e.reserve(live, e.token("late"), 1, ""); r.code() != seckill.EENDED {
+		t.Errorf("claim after `sales end`: %d %v", r.status, r.body)
+	}
+	if out, _ := run("sales", "end", "--sale", live); !strings.Contains(out, "already ended") {
+		t.Errorf("second sales end:\n%s", out)
+	}
+	if r := e.admin("GET", "/admin/v1/sales/"+live+"/audit", nil); !strings.Contains(fmt.Sprint(r.body), "erin") {
+		t.Errorf("audit does not name erin: %v", r.body)
+	}
+	if _, code := run("sales", "show", "--sale", "nosuch"); code != 1 {
+		t.Errorf("sales show of no sale: exit %d, want 1", code)
+	}
+	if _, code := run("sales", "bogus"); code != 1 {
+		t.Errorf("sales bogus: exit %d, want 1 (usage)", code)
 	}
 }
