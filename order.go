@@ -58,6 +58,21 @@ const (
 	PersistCreated   PersistOutcome = iota + 1 // a new order
 	PersistDuplicate                           // the order (or failed order) already existed: redelivery
 	PersistRejected                            // the database lacked the stock: recorded in failed_orders
+	PersistOverLimit                           // the buyer would pass the sale's per-user limit: recorded in failed_orders
+)
+
+// Reasons of failed orders that callers and operators branch on. A failed
+// order's Reason starts with one of them; what follows is detail.
+const (
+	// ReasonOverLimit: the database refused an order that would take its
+	// buyer past the sale's per-user limit (the stock store had forgotten
+	// what the buyer held).
+	ReasonOverLimit = "over the purchase limit"
+	// ReasonInsufficientStock: the database lacked the stock.
+	ReasonInsufficientStock = "insufficient database stock"
+	// ReasonLostInStockStore: a claimed reservation the stock store forgot
+	// (it lost acknowledged writes) that never reached the database.
+	ReasonLostInStockStore = "lost_in_stock_store"
 )
 
 // OrderStore persists orders. Implemented per SQL dialect in internal/sqlstore.
