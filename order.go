@@ -108,3 +108,18 @@ type OrderStore interface {
 	// ExpiredOrders lists up to limit orders still ordered with PayBy <= now.
 	ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*Order, error)
 }
+
+// LostClaim is what is known of a reservation id that neither the database
+// nor the stock store had when a buyer asked for it (internal/lostclaim).
+type LostClaim struct {
+	// Known is false when the id was not issued to this buyer: it is
+	// answered as someone else's reservation.
+	Known bool
+	// Qty is the quantity the id carries (0 when it could not).
+	Qty int64
+	// Order or Failed is set when the claim has settled (it landed
+	// meanwhile, or it was recorded lost); neither while it may still be
+	// on its way to the database.
+	Order  *Order
+	Failed *FailedOrder
+}

@@ -20,6 +20,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/lostclaim"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/orderwriter"
 	"github.com/seckill-dev/seckill/internal/paytimeout"
@@ -65,6 +66,8 @@ type Config struct {
 	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
 	LogLevel             string
+	// Claims that survive Redis losing writes (durability.go).
+	LostClaimAfter time.Duration
 }
 
 // DefaultConfig is the embedded default: no services needed.
@@ -92,6 +95,7 @@ func DefaultConfig() Config {
 		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
+		LostClaimAfter:       lostclaim.DefaultAfter,
 	}
 }
 
@@ -125,6 +129,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 	} {
 		if err != nil {
 			return err
@@ -348,6 +353,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
 
+	dm := newDurabilityMetrics(reg)
+	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
+	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
+		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
+		OnLost: func(f *seckill.FailedOrder) { dm.lostClaims.Inc(); metrics.observeFailed(f) },
+	})
+
 	api, err := httpapi.New(httpapi.Config{
 		Sales:          sales,
 		Stock:          m.stock,
@@ -360,6 +372,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Gatherer:       reg,
 		Orders:         m.orders,
 		Pending:        m.stock,
+		ClaimIDs:       claimIDs,
+		Lost:           lost,
 		Restorer:       m.restorer,
 		RateLimiter:    m.stock,
 		IPLimit:        ipLimit,
