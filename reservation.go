@@ -78,6 +78,9 @@ type ReserveResult struct {
 type StockLevel struct {
 	Total    int64
 	Reserved int64
+	// Heals counts the times the engine rebuilt the sale's state in the
+	// stock store from the database after the store lost writes.
+	Heals int64
 }
 
 // Remaining is the number of units still available.

@@ -151,16 +151,19 @@ func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, e
 	if !seckill.ValidSaleID(saleID) {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
 	}
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved").Build()).ToArray()
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved", "heals").Build()).ToArray()
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: %w", classify(err))
 	}
-	if len(vals) != 2 || vals[0].IsNil() {
+	if len(vals) != 3 || vals[0].IsNil() {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
 	}
 	var level seckill.StockLevel
 	if level.Total, err = vals[0].AsInt64(); err == nil {
 		level.Reserved, err = vals[1].AsInt64()
+	}
+	if err == nil && !vals[2].IsNil() { // written by the first heal
+		level.Heals, err = vals[2].AsInt64()
 	}
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: malformed stock hash: %w", saleID, err)
