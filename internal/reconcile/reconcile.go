@@ -261,9 +261,9 @@ type Report struct {
 	// the stock store has no record of.
 	PotentialOversold int64 `json:"potential_oversold"`
 	// LostWrites names a stock store that lost acknowledged writes.
-	LostWrites        LostWrites `json:"stock_store_lost_writes"`
-	Undersold         int64     `json:"undersold"`
-	UndersoldBy       Undersold `json:"undersold_by"`
+	LostWrites  LostWrites `json:"stock_store_lost_writes"`
+	Undersold   int64      `json:"undersold"`
+	UndersoldBy Undersold  `json:"undersold_by"`
 	// Balanced is OK() at the time of the check: nothing oversold and no
 	// discrepancy (every broken equation is one).
 	Balanced      bool          `json:"balanced"`
