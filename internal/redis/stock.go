@@ -68,13 +68,29 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 	}
-	msg, err := reserveScript.Exec(ctx, s.client, s.keys(saleID), args).ToMessage()
+	var (
+		msg   rueidis.RedisMessage
+		acked int64
+		err   error
+	)
+	if s.waitReplicas > 0 {
+		msg, acked, err = s.reserveDurable(ctx, s.keys(saleID), args)
+	} else {
+		msg, err = reserveScript.Exec(ctx, s.client, s.keys(saleID), args).ToMessage()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", classify(err))
 	}
 	results, err := decodeReserve(msg, reqs)
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	if s.waitReplicas > 0 && acked < int64(s.waitReplicas) {
+		for _, r := range results {
+			if r.Outcome.Claimed() {
+				return nil, fmt.Errorf("reserve: %d of %d replicas acknowledged the batch: %w", acked, s.waitReplicas, ErrNotDurable)
+			}
+		}
 	}
 	return results, nil
 }

@@ -29,6 +29,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -80,6 +81,10 @@ const (
 type Store struct {
 	client   rueidis.Client
 	prefix   string
+	// waitReplicas > 0 makes Reserve WAIT for that many replicas
+	// (WithWaitReplicas).
+	waitReplicas int
+	waitTimeout  time.Duration
 	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
 
 	closeOnce sync.Once
@@ -91,7 +96,9 @@ var _ seckill.StockStore = (*Store)(nil)
 type Option func(*options)
 
 type options struct {
-	prefix string
+	prefix       string
+	waitReplicas int
+	waitTimeout  time.Duration
 }
 
 // WithKeyPrefix replaces DefaultKeyPrefix, so tests (or two deployments
@@ -161,7 +168,10 @@ func newStore(ctx context.Context, copt rueidis.ClientOption, o options, srv *mi
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))
 	}
-	s := &Store{client: client, prefix: o.prefix, embedded: srv}
+	s := &Store{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout}
+	if s.waitReplicas > 0 && s.waitTimeout <= 0 {
+		s.waitTimeout = DefaultWaitTimeout
+	}
 	if err := s.Ping(ctx); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redis: connect: %w", err)
