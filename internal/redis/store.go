@@ -79,13 +79,13 @@ const (
 // Store is the stock store on Redis. It is safe for concurrent use; its
 // client pipelines concurrent calls onto shared connections by itself.
 type Store struct {
-	client   rueidis.Client
-	prefix   string
+	client rueidis.Client
+	prefix string
 	// waitReplicas > 0 makes Reserve WAIT for that many replicas
 	// (WithWaitReplicas).
 	waitReplicas int
 	waitTimeout  time.Duration
-	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
+	embedded     *miniredis.Miniredis // nil unless started by StartEmbedded
 
 	closeOnce sync.Once
 }
