@@ -1,16 +1,23 @@
 package main
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill/internal/redis"
 )
 
 // durabilityMetrics count what the engine did about Redis losing writes
 // it had acknowledged.
 type durabilityMetrics struct {
 	lostClaims prometheus.Counter
+	notDurable prometheus.Counter
 }
 
 func newDurabilityMetrics(reg prometheus.Registerer) *durabilityMetrics {
@@ -19,8 +26,12 @@ func newDurabilityMetrics(reg prometheus.Registerer) *durabilityMetrics {
 			Name: "seckill_lost_claims_total",
 			Help: "Claimed reservations the stock store forgot and the database never got, recorded failed (lost_in_stock_store): alert on any increase.",
 		}),
+		notDurable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_reserve_batches_not_durable_total",
+			Help: "Reservation batches fewer replicas acknowledged than --redis-durability replicas:N asks (their buyers got 503 try_later).",
+		}),
 	}
-	reg.MustRegister(m.lostClaims)
+	reg.MustRegister(m.lostClaims, m.notDurable)
 	return m
 }
 
@@ -31,4 +42,24 @@ func claimKey(jwtSecret string) []byte {
 	m := hmac.New(sha256.New, []byte(jwtSecret))
 	m.Write([]byte("seckill reservation ids v1"))
 	return m.Sum(nil)
+}
+
+// checkDurability refuses to start in fsync mode on a Redis that does not
+// fsync every write, or whose settings cannot be read unless the operator
+// vouches for them (--redis-config-check off).
+func checkDurability(ctx context.Context, stock *redis.Store, d redis.Durability, check string, logger *slog.Logger) error {
+	switch check {
+	case "on", "off":
+	default:
+		return fmt.Errorf("redis config check %q: want on or off", check)
+	}
+	if d.Mode != redis.DurabilityFsync {
+		return nil
+	}
+	err := stock.CheckFsync(ctx)
+	if errors.Is(err, redis.ErrConfigRefused) && check == "off" {
+		logger.Warn("redis durability fsync: CONFIG is refused; trusting the operator that Redis runs appendonly yes and appendfsync always (--redis-config-check off)", "err", err)
+		return nil
+	}
+	return err
 }

@@ -67,7 +67,10 @@ type Config struct {
 	ShutdownTimeout      time.Duration
 	LogLevel             string
 	// Claims that survive Redis losing writes (durability.go).
-	LostClaimAfter time.Duration
+	LostClaimAfter   time.Duration
+	RedisDurability  string // none, fsync, replicas:N
+	RedisConfigCheck string // on, off (fsync: trust the operator where CONFIG is refused)
+	RedisWaitTimeout time.Duration
 }
 
 // DefaultConfig is the embedded default: no services needed.
@@ -96,6 +99,9 @@ func DefaultConfig() Config {
 		ShutdownTimeout:      30 * time.Second,
 		LogLevel:             "info",
 		LostClaimAfter:       lostclaim.DefaultAfter,
+		RedisDurability:      redis.DurabilityNone,
+		RedisConfigCheck:     "on",
+		RedisWaitTimeout:     redis.DefaultWaitTimeout,
 	}
 }
 
@@ -113,6 +119,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
+	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
@@ -129,6 +137,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 	} {
 		if err != nil {
@@ -253,19 +262,34 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	durability, err := redis.ParseDurability(cfg.RedisDurability)
+	if err != nil {
+		return err
+	}
+	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix)}
+	if durability.Mode == redis.DurabilityReplicas {
+		redisOpts = append(redisOpts, redis.WithWaitReplicas(durability.Replicas, cfg.RedisWaitTimeout))
+	}
 	if cfg.RedisURL == "" {
-		m.stock, err = redis.StartEmbedded(ctx, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
+		if durability.Mode != redis.DurabilityNone {
+			return fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", durability)
+		}
+		m.stock, err = redis.StartEmbedded(ctx, redisOpts...)
 	} else {
-		m.stock, err = redis.New(ctx, cfg.RedisURL, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
+		m.stock, err = redis.New(ctx, cfg.RedisURL, redisOpts...)
 	}
 	if err != nil {
 		return err
 	}
 	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
+	if err := checkDurability(ctx, m.stock, durability, cfg.RedisConfigCheck, m.Logger); err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := newEngineMetrics(reg)
+	dm := newDurabilityMetrics(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
 	if m.broker, err = m.openBroker(ctx); err != nil {
@@ -335,7 +359,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch})
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: func(size int, took time.Duration, err error) {
+		metrics.observeBatch(size, took, err)
+		if errors.Is(err, redis.ErrNotDurable) {
+			dm.notDurable.Inc()
+		}
+	}})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
@@ -353,7 +382,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}()
 	m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
 
-	dm := newDurabilityMetrics(reg)
 	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,

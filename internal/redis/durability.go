@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -84,6 +85,10 @@ var ErrNotDurable = &seckill.Error{Code: seckill.ETRYLATER, Message: "The claim 
 
 var reserveSHA1 = func() string { h := sha1.Sum([]byte(reserveLua)); return hex.EncodeToString(h[:]) }()
 
+// ErrConfigRefused is CheckFsync's error for a server that refuses CONFIG
+// GET, where the settings cannot be checked.
+var ErrConfigRefused = errors.New("refused CONFIG GET")
+
 // reserveDurable runs the reserve script and WAIT in one pipeline on one
 // dedicated connection: WAIT counts the replicas that have every write of
 // its own connection, so it must follow the script on the same one.
@@ -117,7 +122,7 @@ func (s *Store) CheckFsync(ctx context.Context) error {
 		vals, err := c.Do(ctx, c.B().ConfigGet().Parameter("appendonly", "appendfsync").Build()).AsStrMap()
 		if err != nil {
 			if _, ok := rueidis.IsRedisErr(err); ok {
-				return fmt.Errorf("redis durability fsync: %s refused CONFIG GET (%w); check appendonly yes and appendfsync always yourself, then start with the override", addr, err)
+				return fmt.Errorf("redis durability fsync: %s %w (%w); check appendonly yes and appendfsync always yourself, then start with the override", addr, ErrConfigRefused, err)
 			}
 			if role, rerr := c.Do(ctx, c.B().Role().Build()).ToArray(); rerr == nil && len(role) > 0 {
 				if r, _ := role[0].ToString(); r != "master" {
