@@ -83,6 +83,23 @@ type StockLevel struct {
 	Heals int64
 }
 
+// StockWatch is what the engine's loss watcher reads of a sale in the
+// stock store on every tick (internal/heal).
+type StockWatch struct {
+	Loaded   bool
+	Total    int64
+	Reserved int64
+	// Seq counts the reserve batches that reserved: it only grows, unless
+	// the store lost writes.
+	Seq int64
+	// Healing is set while the engine rebuilds the sale's state from the
+	// database, since HealingSince; claims are refused meanwhile
+	// (ETRYLATER).
+	Healing      bool
+	HealingSince time.Time
+	Heals   int64
+}
+
 // Remaining is the number of units still available.
 func (l StockLevel) Remaining() int64 { return max(l.Total-l.Reserved, 0) }
 

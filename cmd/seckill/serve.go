@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/heal"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lostclaim"
@@ -71,6 +72,7 @@ type Config struct {
 	RedisDurability  string // none, fsync, replicas:N
 	RedisConfigCheck string // on, off (fsync: trust the operator where CONFIG is refused)
 	RedisWaitTimeout time.Duration
+	HealInterval     time.Duration
 }
 
 // DefaultConfig is the embedded default: no services needed.
@@ -102,6 +104,7 @@ func DefaultConfig() Config {
 		RedisDurability:      redis.DurabilityNone,
 		RedisConfigCheck:     "on",
 		RedisWaitTimeout:     redis.DefaultWaitTimeout,
+		HealInterval:         time.Second,
 	}
 }
 
@@ -138,6 +141,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
+		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 	} {
 		if err != nil {
@@ -358,6 +362,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	reg.MustRegister(gauges)
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
+
+	// Claims that Redis lost are noticed and healed from the database.
+	healer := heal.New(m.stock, healDB{sales, m.orders}, m.preheat, heal.Config{
+		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
+		OnHeal: func(string, string, int, int) { dm.heals.Inc() },
+	})
+	healer.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, healer.Stop)
 
 	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: func(size int, took time.Duration, err error) {
 		metrics.observeBatch(size, took, err)

@@ -23,6 +23,9 @@ var scriptOutcomes = map[int64]seckill.Outcome{
 	7: seckill.OutcomeKeyReused,
 }
 
+// healingCode is reserve.lua's answer for a sale that is healing.
+const healingCode = 8
+
 // Preheat loads a sale's stock, limit and window unless it is already
 // loaded; created reports whether this call loaded it. It never resets a
 // loaded sale. Every call (re)registers the sale's outbox for the relay
@@ -122,6 +125,9 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 	results := make([]seckill.ReserveResult, len(reqs))
 	if msg.IsInt64() {
 		code, _ := msg.AsInt64()
+		if code == healingCode {
+			return nil, ErrHealing
+		}
 		o, ok := scriptOutcomes[code]
 		if !ok || o.Claimed() {
 			return nil, fmt.Errorf("unexpected batch answer %d from reserve script", code)
