@@ -1,8 +1,13 @@
 package seckill
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -72,8 +77,13 @@ type ConsumeOptions struct {
 	// Default 100.
 	BatchSize int
 	// Linger is how long a batch waits to fill once its first message has
-	// arrived. Default 20ms.
+	// arrived. Default 0: a batch is what has arrived by the time its
+	// first message did (a broker message holds a whole relay batch).
 	Linger time.Duration
+	// OnForeign, if set, is told of every broker message of another
+	// deployment's namespace that the consumer left alone (put back for its
+	// owner), with the count of events in it.
+	OnForeign func(namespace string, events int)
 }
 
 // WithDefaults returns o with zero fields set to their defaults.
@@ -81,9 +91,7 @@ func (o ConsumeOptions) WithDefaults() ConsumeOptions {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 100
 	}
-	if o.Linger <= 0 {
-		o.Linger = 20 * time.Millisecond
-	}
+	o.Linger = max(o.Linger, 0)
 	return o
 }
 
@@ -198,4 +206,271 @@ func (s *Settlement) Freeze() (SettleState, string) {
 	defer s.mu.Unlock()
 	s.frozen = true
 	return s.state, s.reason
+}
+
+// Packs: one broker message per relay batch.
+//
+// The relay hands Publish a batch of reservation events; the adapters carry
+// it as ONE broker message, a pack, and the consumer side unpacks it into
+// one Delivery per event, so the order writer, deduplication and dead
+// letters still work event by event. A broker then stores, confirms, acks
+// and deletes once per batch instead of once per reservation. The layout,
+// all integers unsigned varints:
+//
+//	"SKP1" namespace-length namespace count
+//	count × ( attempt id-length id body-length body )
+//
+// attempt is the attempt number the event's next delivery counts as (1
+// for a fresh publish, n+1 for a retry copy after attempt n); deliveries of
+// the pack lost to consumer crashes add to it. A body that does not start
+// with the magic is one event of the reader's own namespace (what a
+// version before packs published).
+const packMagic = "SKP1"
+
+// Pack limits: a pack stays well inside NATS's default 1 MB payload.
+const (
+	MaxPackEvents = 1000
+	MaxPackBytes  = 512 << 10
+)
+
+// PackedMessage is one event in a pack: the message and the attempt its
+// next delivery counts as.
+type PackedMessage struct {
+	Message
+	Attempt int
+}
+
+// Pack is a decoded pack.
+type Pack struct {
+	// Namespace is the deployment that published it; "" for a message
+	// from before packs (read as the reader's own).
+	Namespace string
+	Events    []PackedMessage
+}
+
+// SplitPacks cuts msgs into runs that each fit one pack.
+func SplitPacks(msgs []PackedMessage) [][]PackedMessage {
+	var out [][]PackedMessage
+	start, size := 0, 0
+	for i, m := range msgs {
+		n := len(m.ID) + len(m.Body) + 3*binary.MaxVarintLen32
+		if i > start && (i-start >= MaxPackEvents || size+n > MaxPackBytes) {
+			out = append(out, msgs[start:i])
+			start, size = i, 0
+		}
+		size += n
+	}
+	if start < len(msgs) {
+		out = append(out, msgs[start:])
+	}
+	return out
+}
+
+// EncodePack lays msgs out as one pack of namespace.
+func EncodePack(namespace string, msgs []PackedMessage) []byte {
+	n := len(packMagic) + 2*binary.MaxVarintLen64 + len(namespace)
+	for _, m := range msgs {
+		n += 3*binary.MaxVarintLen64 + len(m.ID) + len(m.Body)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, packMagic...)
+	b = binary.AppendUvarint(b, uint64(len(namespace)))
+	b = append(b, namespace...)
+	b = binary.AppendUvarint(b, uint64(len(msgs)))
+	for _, m := range msgs {
+		b = binary.AppendUvarint(b, uint64(max(m.Attempt, 1)))
+		b = binary.AppendUvarint(b, uint64(len(m.ID)))
+		b = append(b, m.ID...)
+		b = binary.AppendUvarint(b, uint64(len(m.Body)))
+		b = append(b, m.Body...)
+	}
+	return b
+}
+
+// PackID names a pack by its events and their attempts, so that publishing
+// the same batch again yields the same id (a broker's duplicate window
+// stores it once), and different batches never share one.
+func PackID(msgs []PackedMessage) string {
+	h := sha256.New()
+	var buf [binary.MaxVarintLen64]byte
+	for _, m := range msgs {
+		h.Write(binary.AppendUvarint(buf[:0], uint64(len(m.ID))))
+		h.Write([]byte(m.ID))
+		h.Write(binary.AppendUvarint(buf[:0], uint64(max(m.Attempt, 1))))
+	}
+	return "pack-" + hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// IsPack reports whether body is laid out as a pack.
+func IsPack(body []byte) bool { return bytes.HasPrefix(body, []byte(packMagic)) }
+
+// PackLen is how many events a broker message holds, read cheaply from a
+// pack's header (1 for anything else).
+func PackLen(body []byte) int {
+	if !IsPack(body) {
+		return 1
+	}
+	r := body[len(packMagic):]
+	nsLen, n := binary.Uvarint(r)
+	if n <= 0 || nsLen > uint64(len(r)-n) {
+		return 1
+	}
+	count, m := binary.Uvarint(r[n+int(nsLen):])
+	if m <= 0 || count == 0 {
+		return 1
+	}
+	return int(min(count, MaxPackEvents))
+}
+
+// ErrBadPack is returned by DecodePack for a body that starts as a pack but
+// does not parse.
+var ErrBadPack = errors.New("malformed pack")
+
+// DecodePack reads a pack. The events' bodies alias body. A body that is
+// not a pack is one event with id, attempt 1, namespace "".
+func DecodePack(id string, body []byte) (Pack, error) {
+	if !IsPack(body) {
+		return Pack{Events: []PackedMessage{{Message: Message{ID: id, Body: body}, Attempt: 1}}}, nil
+	}
+	r := body[len(packMagic):]
+	next := func() (uint64, bool) {
+		v, n := binary.Uvarint(r)
+		if n <= 0 {
+			return 0, false
+		}
+		r = r[n:]
+		return v, true
+	}
+	bytesOf := func() ([]byte, bool) {
+		n, ok := next()
+		if !ok || n > uint64(len(r)) {
+			return nil, false
+		}
+		v := r[:n:n]
+		r = r[n:]
+		return v, true
+	}
+	ns, ok := bytesOf()
+	if !ok {
+		return Pack{}, fmt.Errorf("%w: namespace", ErrBadPack)
+	}
+	count, ok := next()
+	if !ok || count > uint64(len(r)) {
+		return Pack{}, fmt.Errorf("%w: event count", ErrBadPack)
+	}
+	p := Pack{Namespace: string(ns), Events: make([]PackedMessage, count)}
+	for i := range p.Events {
+		attempt, ok := next()
+		if !ok || attempt < 1 || attempt > 1<<20 {
+			return Pack{}, fmt.Errorf("%w: attempt of event %d", ErrBadPack, i+1)
+		}
+		eid, ok := bytesOf()
+		if !ok {
+			return Pack{}, fmt.Errorf("%w: id of event %d", ErrBadPack, i+1)
+		}
+		ebody, ok := bytesOf()
+		if !ok {
+			return Pack{}, fmt.Errorf("%w: body of event %d", ErrBadPack, i+1)
+		}
+		p.Events[i] = PackedMessage{Message: Message{ID: string(eid), Body: ebody}, Attempt: int(attempt)}
+	}
+	if len(r) != 0 {
+		return Pack{}, fmt.Errorf("%w: %d bytes after the last event", ErrBadPack, len(r))
+	}
+	return p, nil
+}
+
+// PackDelivery is a Delivery of one event of a pack, as both adapters hand
+// it out.
+type PackDelivery struct {
+	Settlement
+	Msg Message
+	N   int // attempt
+}
+
+// Message implements Delivery.
+func (d *PackDelivery) Message() Message { return d.Msg }
+
+// Attempt implements Delivery.
+func (d *PackDelivery) Attempt() int { return d.N }
+
+// Verdict is what becomes of one broker message (a pack) once the handler
+// has had its events: abandon it to the broker's redelivery, or store the
+// copies (retries grouped by back-off, dead letters one per event) and then
+// ack it.
+type Verdict struct {
+	Abandon bool
+	Retry   map[time.Duration][]PackedMessage
+	Dead    []DeadLetter
+}
+
+// Judge freezes the deliveries of one pack and decides its verdict under
+// policy. live is whether the consume context was still live when the
+// handler returned: an unsettled delivery is then a retry, otherwise a
+// crash, which abandons the whole pack (the events already acked come
+// back as duplicates, which the order writer tolerates).
+func Judge(ds []*PackDelivery, policy RetryPolicy, live bool) Verdict {
+	var v Verdict
+	for _, d := range ds {
+		state, reason := d.Freeze()
+		switch state {
+		case Acked:
+			continue
+		case Unsettled:
+			if !live {
+				return Verdict{Abandon: true}
+			}
+			reason = "handler returned without settling the delivery"
+		}
+		if d.N >= policy.MaxAttempts {
+			v.Dead = append(v.Dead, DeadLetter{Message: d.Msg, Attempts: d.N, Reason: reason})
+			continue
+		}
+		if v.Retry == nil {
+			v.Retry = map[time.Duration][]PackedMessage{}
+		}
+		delay := policy.Delay(d.N)
+		v.Retry[delay] = append(v.Retry[delay], PackedMessage{Message: d.Msg, Attempt: d.N + 1})
+	}
+	return v
+}
+
+// Unpack turns one received broker message into deliveries: all of them,
+// and those to hand to the handler. crashes is how many earlier deliveries
+// of this broker message were lost without a decision; they count against
+// every event's attempts. An event already past policy.MaxAttempts is
+// decided (dead-lettered) without bothering the handler. A body that starts
+// as a pack but does not parse is one delivery carrying the raw body: the
+// handler cannot decode it, so it ends as a failed order an operator can
+// read.
+func Unpack(id string, body []byte, crashes int, policy RetryPolicy) (p Pack, all []*PackDelivery, handOut []Delivery) {
+	p, err := DecodePack(id, body)
+	if err != nil {
+		p = Pack{Events: []PackedMessage{{Message: Message{ID: id, Body: body}, Attempt: 1}}}
+	}
+	all = make([]*PackDelivery, len(p.Events))
+	handOut = make([]Delivery, 0, len(p.Events))
+	for i, e := range p.Events {
+		d := &PackDelivery{Msg: e.Message, N: e.Attempt + max(crashes, 0)}
+		all[i] = d
+		if d.N > policy.MaxAttempts {
+			// Earlier deliveries were lost without a decision (a consumer
+			// crashing on this message?): it has had its chances.
+			d.Decide(Retried, fmt.Sprintf("delivered %d times without being settled", d.N-1))
+			d.N--
+			continue
+		}
+		handOut = append(handOut, d)
+	}
+	return p, all, handOut
+}
+
+// HandOut calls handle with ds in batches of at most size, one after
+// another, until ctx ends.
+func HandOut(ctx context.Context, ds []Delivery, size int, handle func(context.Context, []Delivery)) {
+	for len(ds) > 0 && ctx.Err() == nil {
+		n := min(len(ds), max(size, 1))
+		handle(ctx, ds[:n:n])
+		ds = ds[n:]
+	}
 }

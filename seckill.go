@@ -3,8 +3,9 @@
 // (interfaces) that the technology packages under internal/ implement.
 //
 // It imports no Redis, SQL, AMQP or NATS code. Everything here is plain
-// data and rules, so the promises of the design (never oversell, never lose
-// a claim, answer fast and clearly) can be read in one place.
+// data and rules, so the promises of the design (docs/design.md: never
+// oversell, never lose a claim, answer fast and clearly) can be read in
+// one place.
 package seckill
 
 import (

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // runCommand runs the CLI as main would and returns its exit code and
@@ -237,15 +239,14 @@ func TestDemoServe(t *testing.T) {
 		done <- run(ctx, []string{"demo", "--serve", "--stock", "5", "--buyers", "50", "--concurrency", "8", "--lead", "200ms"}, &stdout, &stderr)
 	}()
 	re := regexp.MustCompile(`still serving on (http://[0-9.:]+)`)
-	deadline := time.Now().Add(2 * time.Minute)
 	var base string
-	for base == "" {
+	if !servicetest.Eventually(2*time.Minute, func() bool {
 		if m := re.FindStringSubmatch(stderr.String()); m != nil {
 			base = m[1]
-		} else if time.Now().After(deadline) {
-			t.Fatalf("demo --serve never said it was still serving:\n%s", stderr.String())
 		}
-		time.Sleep(20 * time.Millisecond)
+		return base != ""
+	}) {
+		t.Fatalf("demo --serve never said it was still serving:\n%s", stderr.String())
 	}
 	if !strings.Contains(stderr.String(), "control room: http://") {
 		t.Fatalf("demo did not print the control room's URL:\n%s", stderr.String())

@@ -20,6 +20,7 @@ type engineMetrics struct {
 	relayed       prometheus.Counter
 	timedOut      prometheus.Counter
 	restoreAlerts prometheus.Counter
+	foreign       *prometheus.CounterVec
 }
 
 func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
@@ -58,8 +59,12 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Name: "seckill_restore_alerts_total",
 			Help: "Restores still waiting for their order after --restore-alert-after: each needs an operator.",
 		}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_foreign_events_total",
+			Help: "Reservation events of another deployment's namespace that the order writer found on its queue and left for their owner (two deployments share a queue: give each its own --broker-queue).",
+		}, []string{"namespace"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut, m.restoreAlerts)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut, m.restoreAlerts, m.foreign)
 	return m
 }
 
@@ -69,7 +74,10 @@ func (m *engineMetrics) observePersisted(created, duplicate, rejected int) {
 	m.persisted.WithLabelValues("rejected").Add(float64(rejected))
 }
 
-func (m *engineMetrics) observeFailed(*seckill.FailedOrder)          { m.failedOrders.Inc() }
+func (m *engineMetrics) observeFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
+func (m *engineMetrics) observeForeign(ns string, n int) {
+	m.foreign.WithLabelValues(ns).Add(float64(n))
+}
 func (m *engineMetrics) observeRelayed(n int)                        { m.relayed.Add(float64(n)) }
 func (m *engineMetrics) observeTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
 func (m *engineMetrics) observeRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }

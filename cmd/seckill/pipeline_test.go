@@ -383,13 +383,7 @@ func TestRelayDiesBeforeAck(t *testing.T) {
 	t.Cleanup(func() { close(dying.release) }) // runs before node A closes
 	sale := a.liveSale(100, 1)
 	_, winners := a.rush(sale, 50, "early") // node A's relay takes these and hangs
-	deadline := time.Now().Add(30 * time.Second)
-	for dying.hung.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if dying.hung.Load() == 0 {
-		t.Fatal("node A's relay never published")
-	}
+	servicetest.WaitFor(t, 30*time.Second, "node A's relay to publish", func() bool { return dying.hung.Load() > 0 })
 	// Node B shares every backend; its relay reclaims what A holds.
 	b := startEngine(t, func(c *Config) { cfg(c); c.RelayClaimIdle = time.Second })
 	_, more := b.rush(sale, 50, "late")
@@ -419,19 +413,15 @@ func TestPoisonMessage(t *testing.T) {
 	_, winners := e.rush(sale, 10, "buyer")
 	e.awaitOrders(winners, time.Minute)
 
-	deadline := time.Now().Add(time.Minute)
 	var found map[string]any
-	for found == nil && time.Now().Before(deadline) {
+	servicetest.WaitFor(t, time.Minute, "the poison message in failed_orders", func() bool {
 		for _, f := range e.failedOrders() {
 			if m, _ := f.(map[string]any); m["reservation_id"] == poison.ID {
 				found = m
 			}
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	if found == nil {
-		t.Fatal("the poison message never reached failed_orders")
-	}
+		return found != nil
+	})
 	if found["attempts"] != float64(5) {
 		t.Errorf("poison failed after %v attempts, want 5", found["attempts"])
 	}

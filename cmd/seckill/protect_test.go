@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // TestRateLimitEndToEnd: the default 20/1m per IP on the real stack: one
@@ -70,15 +72,8 @@ func TestSoldOutFlagClearedByRestore(t *testing.T) {
 	if r := e.restore(id, "refund"); r.status != 200 {
 		t.Fatalf("restore: %d %v", r.status, r.body)
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		r := e.reserve(sale, e.token("second-chance"), 1, "")
-		if r.status == 202 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the restored unit was not sold again: %d %v", r.status, r.body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var r reply
+	if !servicetest.Eventually(30*time.Second, func() bool { r = e.reserve(sale, e.token("second-chance"), 1, ""); return r.status == 202 }) {
+		t.Fatalf("the restored unit was not sold again: %d %v", r.status, r.body)
 	}
 }

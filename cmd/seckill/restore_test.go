@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // testClock is the engine's clock, moved forward by tests.
@@ -42,16 +43,9 @@ func (e *engine) buyer(id, tok, action string) reply {
 // waitRemaining waits until the stock store shows want units remaining.
 func (e *engine) waitRemaining(sale string, want int64) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		lvl := e.stock(sale)
-		if lvl.Remaining() == want {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("remaining stock %d, want %d", lvl.Remaining(), want)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var got int64
+	if !servicetest.Eventually(30*time.Second, func() bool { got = e.stock(sale).Remaining(); return got == want }) {
+		e.t.Fatalf("remaining stock %d, want %d", got, want)
 	}
 }
 
@@ -73,27 +67,24 @@ func (e *engine) reconcileCLI(sale string) (map[string]any, int) {
 // waitMetric waits until /metrics shows every one of lines.
 func (e *engine) waitMetric(lines ...string) {
 	e.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	missing := ""
+	shown := func() bool {
 		resp, err := e.client.Get(e.base + "/metrics")
 		if err != nil {
 			e.t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		missing := ""
+		missing = ""
 		for _, l := range lines {
 			if !strings.Contains(string(body), "\n"+l+"\n") {
 				missing = l
 			}
 		}
-		if missing == "" {
-			return
-		}
-		if time.Now().After(deadline) {
-			e.t.Fatalf("/metrics never showed %s", missing)
-		}
-		time.Sleep(50 * time.Millisecond)
+		return missing == ""
+	}
+	if !servicetest.Eventually(30*time.Second, shown) {
+		e.t.Fatalf("/metrics never showed %s", missing)
 	}
 }
 
@@ -307,19 +298,18 @@ func TestRestoreBeforeTheOrder(t *testing.T) {
 	release()
 	delete(winners, first)
 	e.awaitOrders(winners, time.Minute)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		o, err := e.m.orders.Order(context.Background(), first)
-		if err == nil && o.Status == seckill.OrderCancelled {
-			if o.CancelReason != "early refund" {
-				t.Fatalf("order created cancelled with reason %q", o.CancelReason)
-			}
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the early-restored order: %+v, %v; want it created cancelled", o, err)
-		}
-		time.Sleep(20 * time.Millisecond)
+	var (
+		o   *seckill.Order
+		err error
+	)
+	if !servicetest.Eventually(30*time.Second, func() bool {
+		o, err = e.m.orders.Order(context.Background(), first)
+		return err == nil && o.Status == seckill.OrderCancelled
+	}) {
+		t.Fatalf("the early-restored order: %+v, %v; want it created cancelled", o, err)
+	}
+	if o.CancelReason != "early refund" {
+		t.Fatalf("order created cancelled with reason %q", o.CancelReason)
 	}
 	e.waitRemaining(sale, 1)
 	if got := e.dbSale(sale)["unsold"]; got != float64(1) {
@@ -334,17 +324,13 @@ func TestRestoreBeforeTheOrder(t *testing.T) {
 		t.Fatalf("alerted before the delay: %v", r.body)
 	}
 	clk.advance(61 * time.Minute)
-	deadline = time.Now().Add(30 * time.Second)
-	for {
-		r := e.admin("GET", "/admin/v1/restores?state=alerted", nil)
-		list, _ := r.body["restores"].([]any)
-		if len(list) == 1 && list[0].(map[string]any)["reservation_id"] == ghost {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no alert for the never-existing reservation: %v", r.body)
-		}
-		time.Sleep(50 * time.Millisecond)
+	var alerted reply
+	if !servicetest.Eventually(30*time.Second, func() bool {
+		alerted = e.admin("GET", "/admin/v1/restores?state=alerted", nil)
+		list, _ := alerted.body["restores"].([]any)
+		return len(list) == 1 && list[0].(map[string]any)["reservation_id"] == ghost
+	}) {
+		t.Fatalf("no alert for the never-existing reservation: %v", alerted.body)
 	}
 	// Past the in-flight grace, reconciliation names the stuck restore and
 	// exits non-zero: someone must look at it.

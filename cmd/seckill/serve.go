@@ -45,6 +45,7 @@ type Config struct {
 	DatabaseURL          string // empty: SQLite under DataDir
 	BrokerURL            string // amqp://, nats://; empty: NATS JetStream in-process
 	BrokerQueue          string // queue (RabbitMQ) or stream (NATS) name
+	Namespace            string // the deployment's name on the broker
 	DataDir              string
 	JWTSecret            string // empty: generated and kept in DataDir
 	AdminToken           string // empty: generated and kept in DataDir
@@ -85,10 +86,11 @@ func DefaultConfig() Config {
 		PreheatInterval:      5 * time.Second,
 		MaxBatch:             256,
 		BrokerQueue:          "seckill_reservations",
+		Namespace:            "default",
 		PayTimeout:           15 * time.Minute,
 		SweepInterval:        5 * time.Second,
 		OrderWriters:         2,
-		OrderBatch:           100,
+		OrderBatch:           500,
 		RelayClaimIdle:       30 * time.Second,
 		RestoreRetryInterval: 5 * time.Second,
 		RestoreAlertAfter:    time.Hour,
@@ -115,6 +117,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.DatabaseURL, "database-url", c.DatabaseURL, "database URL (mysql://, postgres://, sqlite:PATH); empty uses SQLite in the data dir")
 	stringFlag(fs, &c.BrokerURL, "broker-url", c.BrokerURL, "message broker URL (amqp:// for RabbitMQ, nats:// for NATS JetStream); empty runs NATS JetStream in-process")
 	stringFlag(fs, &c.BrokerQueue, "broker-queue", c.BrokerQueue, "RabbitMQ queue or NATS JetStream stream carrying reservations")
+	stringFlag(fs, &c.Namespace, "namespace", c.Namespace, "this deployment's name, carried by every broker message; a writer leaves other namespaces' messages alone")
 	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
 	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
@@ -340,7 +343,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
 		PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
-		Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch},
+		Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: metrics.observeForeign},
 		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
 		AfterPersist: m.restorer.Kick, Now: m.now,
 	})
@@ -487,21 +490,21 @@ func (m *Main) openBroker(ctx context.Context) (seckill.Broker, error) {
 	cfg := &m.Config
 	switch u := cfg.BrokerURL; {
 	case u == "":
-		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger))
+		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace))
 		if err != nil {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { shutdown(); return nil })
 		return b, nil
 	case strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://"):
-		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger))
+		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger), rabbitmq.WithNamespace(cfg.Namespace))
 		if err != nil {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { return b.Close() })
 		return b, nil
 	case strings.HasPrefix(u, "nats://") || strings.HasPrefix(u, "tls://"):
-		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger))
+		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace))
 		if err != nil {
 			return nil, err
 		}

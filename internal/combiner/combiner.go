@@ -1,6 +1,7 @@
-// Package combiner owns the request combiner of design §3: per sale, at
-// most one stock-store call is in flight on this node; requests that arrive
-// while it runs wait and go together in the next call.
+// Package combiner owns the request combiner of design §3
+// (docs/design.md): per sale, at most one stock-store call is in flight on
+// this node; requests that arrive while it runs wait and go together in
+// the next call.
 //
 // This is group commit applied to a hot Redis key. At low load a request
 // finds no call in flight and goes alone at once, so batching adds no

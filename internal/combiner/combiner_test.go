@@ -12,15 +12,20 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-// fakeStore answers each request with its user id as reservation id, after
-// an optional delay, and records how many calls ran at once per sale.
+// fakeStore answers each request with its user id as reservation id and
+// records how many calls ran at once per sale. A gated store holds every
+// call until the test opens the gate, and says when each call starts, so
+// tests decide what is in flight and what is queued instead of guessing
+// with sleeps.
 type fakeStore struct {
-	delay time.Duration
-	fail  func(reqs []seckill.ReserveRequest) error
+	fail    func(reqs []seckill.ReserveRequest) error
+	gate    chan struct{} // if set, calls wait until it is closed
+	entered chan string   // if set, told the sale of each call as it starts
 
 	mu          sync.Mutex
 	inFlight    map[string]int
@@ -28,9 +33,19 @@ type fakeStore struct {
 	batches     []int
 }
 
-func newFakeStore(delay time.Duration) *fakeStore {
-	return &fakeStore{delay: delay, inFlight: map[string]int{}, maxInFlight: map[string]int{}}
+func newFakeStore() *fakeStore {
+	return &fakeStore{inFlight: map[string]int{}, maxInFlight: map[string]int{}}
 }
+
+func newGatedStore() *fakeStore {
+	f := newFakeStore()
+	f.gate = make(chan struct{})
+	f.entered = make(chan string, 1<<12)
+	return f
+}
+
+// open lets every held call, and every later one, through.
+func (f *fakeStore) open() { close(f.gate) }
 
 func (f *fakeStore) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	f.mu.Lock()
@@ -40,7 +55,15 @@ func (f *fakeStore) Reserve(ctx context.Context, saleID string, reqs []seckill.R
 	f.mu.Unlock()
 	defer func() { f.mu.Lock(); f.inFlight[saleID]--; f.mu.Unlock() }()
 
-	time.Sleep(f.delay)
+	if f.entered != nil {
+		select {
+		case f.entered <- saleID:
+		default:
+		}
+	}
+	if f.gate != nil {
+		<-f.gate
+	}
 	if f.fail != nil {
 		if err := f.fail(reqs); err != nil {
 			return nil, err
@@ -63,8 +86,24 @@ func (f *fakeStore) stats() (batches []int, maxInFlight map[string]int) {
 	return append([]int(nil), f.batches...), m
 }
 
+// queued counts the requests waiting behind the call in flight for sale.
+func (c *Combiner) queued(saleID string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if l := c.lanes[saleID]; l != nil {
+		return len(l.pending)
+	}
+	return 0
+}
+
+func (c *Combiner) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
+}
+
 func TestLoneRequestGoesAtOnce(t *testing.T) {
-	store := newFakeStore(0)
+	store := newFakeStore()
 	c := New(store, Config{})
 	defer c.Stop(context.Background())
 
@@ -84,7 +123,7 @@ func TestLoneRequestGoesAtOnce(t *testing.T) {
 }
 
 func TestStampedeIsBatchedOneCallInFlightPerSale(t *testing.T) {
-	store := newFakeStore(2 * time.Millisecond)
+	store := newGatedStore()
 	c := New(store, Config{MaxBatch: 50})
 	defer c.Stop(context.Background())
 
@@ -104,6 +143,11 @@ func TestStampedeIsBatchedOneCallInFlightPerSale(t *testing.T) {
 			}
 		}()
 	}
+	// The first call of each sale holds the gate; everyone else queues.
+	servicetest.WaitFor(t, 30*time.Second, "every request in flight or queued", func() bool {
+		return c.queued("a")+c.queued("b") == n-len(sales)
+	})
+	store.open()
 	wg.Wait()
 	if w := wrong.Load(); w != 0 {
 		t.Fatalf("%d requests got an error or someone else's answer", w)
@@ -131,7 +175,7 @@ func TestStampedeIsBatchedOneCallInFlightPerSale(t *testing.T) {
 }
 
 func TestStoreErrorFailsOnlyItsBatch(t *testing.T) {
-	store := newFakeStore(time.Millisecond)
+	store := newFakeStore()
 	boom := errors.New("redis down")
 	store.fail = func(reqs []seckill.ReserveRequest) error {
 		for _, r := range reqs {
@@ -168,7 +212,7 @@ func (shortStore) Reserve(context.Context, string, []seckill.ReserveRequest) ([]
 }
 
 func TestCancelledWaiterDoesNotDisturbBatch(t *testing.T) {
-	store := newFakeStore(20 * time.Millisecond)
+	store := newGatedStore()
 	c := New(store, Config{})
 	defer c.Stop(context.Background())
 
@@ -177,18 +221,19 @@ func TestCancelledWaiterDoesNotDisturbBatch(t *testing.T) {
 		_, err := c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "first", Qty: 1})
 		first <- err
 	}()
-	time.Sleep(5 * time.Millisecond) // let the first call get in flight
+	<-store.entered // the first call is in flight
 	ctx, cancel := context.WithCancel(context.Background())
 	waiter := make(chan error, 1)
 	go func() {
 		_, err := c.Reserve(ctx, "s", seckill.ReserveRequest{UserID: "impatient", Qty: 1})
 		waiter <- err
 	}()
-	time.Sleep(2 * time.Millisecond)
+	servicetest.WaitFor(t, 30*time.Second, "the impatient request to queue", func() bool { return c.queued("s") == 1 })
 	cancel()
 	if err := <-waiter; !errors.Is(err, context.Canceled) {
 		t.Fatalf("cancelled waiter got %v", err)
 	}
+	store.open()
 	if err := <-first; err != nil {
 		t.Fatal(err)
 	}
@@ -202,7 +247,7 @@ func TestCancelledWaiterDoesNotDisturbBatch(t *testing.T) {
 }
 
 func TestStopDrainsThenRefuses(t *testing.T) {
-	store := newFakeStore(10 * time.Millisecond)
+	store := newGatedStore()
 	c := New(store, Config{})
 
 	const n = 100
@@ -213,8 +258,17 @@ func TestStopDrainsThenRefuses(t *testing.T) {
 			errs <- err
 		}()
 	}
-	time.Sleep(3 * time.Millisecond)
-	if err := c.Stop(context.Background()); err != nil {
+	<-store.entered // a call is in flight
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(context.Background()) }()
+	servicetest.WaitFor(t, 30*time.Second, "Stop to refuse new requests", c.isClosed)
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned %v with a call in flight", err)
+	default:
+	}
+	store.open()
+	if err := <-stopped; err != nil {
 		t.Fatal(err)
 	}
 	// Every request either ran before Stop returned or was refused; none hangs.
@@ -249,16 +303,17 @@ func TestStopDrainsThenRefuses(t *testing.T) {
 }
 
 func TestStopTimesOutOnAStuckStore(t *testing.T) {
-	store := newFakeStore(200 * time.Millisecond)
+	store := newGatedStore()
 	c := New(store, Config{})
 	done := make(chan struct{})
 	go func() { c.Reserve(context.Background(), "s", seckill.ReserveRequest{UserID: "u", Qty: 1}); close(done) }()
-	time.Sleep(10 * time.Millisecond)
+	<-store.entered // the call is in flight and stays there
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
 	if err := c.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("got %v, want a deadline error", err)
 	}
+	store.open()
 	<-done
 	if err := c.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -266,7 +321,7 @@ func TestStopTimesOutOnAStuckStore(t *testing.T) {
 }
 
 func BenchmarkCombiner(b *testing.B) {
-	c := New(newFakeStore(0), Config{})
+	c := New(newFakeStore(), Config{})
 	defer c.Stop(context.Background())
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

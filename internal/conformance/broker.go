@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 	"strings"
 	"sync"
 	"testing"
@@ -52,7 +53,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{BatchSize: 500}, rec.ackAll)
-		waitUntil(t, "every published message to arrive", func() bool { return rec.seenAll(all) })
+		servicetest.WaitFor(t, brokerPatience, "every published message to arrive", func() bool { return rec.seenAll(all) })
 		stop()
 		rec.wantIntact(t, all)
 	})
@@ -76,7 +77,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 		stop := runConsumer(t, b, seckill.ConsumeOptions{BatchSize: 100, Linger: 50 * time.Millisecond}, rec.ackAll)
 		dead := newBrokerRecorder()
 		stopDead := runDeadConsumer(t, b, seckill.ConsumeOptions{}, dead.takeDead)
-		waitUntil(t, "every message to arrive", func() bool { return rec.seenAll(msgs) })
+		servicetest.WaitFor(t, brokerPatience, "every message to arrive", func() bool { return rec.seenAll(msgs) })
 		// Long enough for anything unacked or wrongly retried to return.
 		time.Sleep(2*BrokerAckWait + BrokerRetry.MaxBackoff)
 		stop()
@@ -125,7 +126,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 		second := newBrokerRecorder()
 		stopSecond := runConsumer(t, b, seckill.ConsumeOptions{}, second.ackAll)
-		waitUntil(t, "the abandoned messages to come back", func() bool { return second.seenAll(msgs) })
+		servicetest.WaitFor(t, brokerPatience, "the abandoned messages to come back", func() bool { return second.seenAll(msgs) })
 		stopSecond()
 		second.wantIntact(t, msgs)
 		for id, firstTries := range first.attemptsByID() {
@@ -163,7 +164,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 				}
 			}
 		})
-		waitUntil(t, "the retried messages to come back", func() bool {
+		servicetest.WaitFor(t, brokerPatience, "the retried messages to come back", func() bool {
 			byID := rec.attemptsByID()
 			for _, m := range msgs {
 				if index[m.ID]%3 != 0 && len(byID[m.ID]) < 2 {
@@ -202,7 +203,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 		})
 		dead := newBrokerRecorder()
 		stopDead := runDeadConsumer(t, b, seckill.ConsumeOptions{}, dead.takeDead)
-		waitUntil(t, "both messages to be dead-lettered", func() bool { return dead.count() >= len(msgs) })
+		servicetest.WaitFor(t, brokerPatience, "both messages to be dead-lettered", func() bool { return dead.count() >= len(msgs) })
 		// A sixth delivery, if any, would come within this.
 		time.Sleep(2*BrokerAckWait + BrokerRetry.MaxBackoff)
 		stop()
@@ -264,7 +265,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 			return nil
 		})
 		n := func() int { mu.Lock(); defer mu.Unlock(); return len(calls) }
-		waitUntil(t, "the dead letter to come back after its handler failed", func() bool { return n() >= 2 })
+		servicetest.WaitFor(t, brokerPatience, "the dead letter to come back after its handler failed", func() bool { return n() >= 2 })
 		time.Sleep(2*BrokerAckWait + BrokerRetry.MaxBackoff)
 		stop()
 		stopDead()
@@ -294,7 +295,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 		if err := b.Publish(ctx, msgs); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
-		waitUntil(t, "every message to arrive", func() bool { return rec.seenAll(msgs) })
+		servicetest.WaitFor(t, brokerPatience, "every message to arrive", func() bool { return rec.seenAll(msgs) })
 		time.Sleep(2 * BrokerAckWait)
 		stopA()
 		stopB()
@@ -394,17 +395,6 @@ func runUntilStopped(t *testing.T, name string, run func(context.Context) error)
 	}
 	t.Cleanup(stop)
 	return stop
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(brokerPatience)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s waiting for %s", brokerPatience, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 func seqInts(from, to int) []int {
@@ -552,6 +542,61 @@ func (r *brokerRecorder) wantDeliveries(t *testing.T, msgs []seckill.Message, n 
 		if got := len(r.tries[m.ID]); got != n && bad < 5 {
 			t.Errorf("%s delivered %d times; want %d", m.ID, got, n)
 			bad++
+		}
+	}
+}
+
+// BrokerNamespaces exercises two deployments on one queue or stream:
+// newPair returns two brokers on the same (fresh) queue, built like the
+// Broker suite's, mine with namespace "ns_mine" and theirs with "ns_theirs".
+// A consumer leaves the other namespace's messages alone, reports them to
+// OnForeign, and never fails them: their owner receives each one, intact,
+// at attempt 1.
+func BrokerNamespaces(t *testing.T, newPair func(t *testing.T) (mine, theirs seckill.Broker)) {
+	t.Helper()
+	ctx := context.Background()
+	mine, theirs := newPair(t)
+	ours, others := brokerMessages("ns_mine", 5), brokerMessages("ns_theirs", 7)
+	if err := theirs.Publish(ctx, others); err != nil {
+		t.Fatalf("Publish theirs: %v", err)
+	}
+	if err := mine.Publish(ctx, ours); err != nil {
+		t.Fatalf("Publish mine: %v", err)
+	}
+
+	var mu sync.Mutex
+	foreign := map[string]int{}
+	recMine := newBrokerRecorder()
+	stopMine := runConsumer(t, mine, seckill.ConsumeOptions{OnForeign: func(ns string, events int) {
+		mu.Lock()
+		defer mu.Unlock()
+		foreign[ns] += events
+	}}, recMine.ackAll)
+	servicetest.WaitFor(t, brokerPatience, "our messages to arrive and theirs to be seen and left", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return recMine.seenAll(ours) && foreign["ns_theirs"] >= len(others)
+	})
+	stopMine()
+	recMine.wantIntact(t, ours)
+	recMine.wantDeliveries(t, ours, 1)
+	if n := len(recMine.attemptsByID()); n != len(ours) {
+		t.Errorf("our handler saw %d messages; want only our %d", n, len(ours))
+	}
+
+	recTheirs := newBrokerRecorder()
+	stopTheirs := runConsumer(t, theirs, seckill.ConsumeOptions{}, recTheirs.ackAll)
+	servicetest.WaitFor(t, brokerPatience, "their messages to reach their owner", func() bool { return recTheirs.seenAll(others) })
+	stopTheirs()
+	recTheirs.wantIntact(t, others)
+	for id, attempts := range recTheirs.attemptsByID() {
+		if attempts[0] != 1 {
+			t.Errorf("%s: their owner got it at attempt %v; want 1 (left alone, not failed)", id, attempts)
+		}
+	}
+	for id := range recTheirs.attemptsByID() {
+		if len(recMine.triesOf(id)) > 0 {
+			t.Errorf("%s: our handler saw a message of theirs", id)
 		}
 	}
 }

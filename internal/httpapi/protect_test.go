@@ -388,12 +388,8 @@ func TestInFlightCap(t *testing.T) {
 	for i := range capN {
 		wg.Go(func() { slow[i] = e.from("198.51.100.1:1", "buyer-"+strconv.Itoa(i), `{"qty":1}`) })
 	}
-	deadline := time.Now().Add(5 * time.Second)
-	for e.reserver.count() < capN {
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d requests reached the reserver", e.reserver.count())
-		}
-		time.Sleep(time.Millisecond)
+	if !servicetest.Eventually(30*time.Second, func() bool { return e.reserver.count() >= capN }) {
+		t.Fatalf("only %d requests reached the reserver", e.reserver.count())
 	}
 	assertMetric(t, e, `seckill_reservations_in_flight 4`)
 
@@ -436,9 +432,9 @@ func TestInFlightCapOff(t *testing.T) {
 	for i := range DefaultMaxInFlight + 10 {
 		wg.Go(func() { e.from("198.51.100.1:1", "b"+strconv.Itoa(i), `{"qty":1}`) })
 	}
-	for e.reserver.count() < DefaultMaxInFlight+10 {
-		time.Sleep(time.Millisecond)
-	}
+	servicetest.WaitFor(t, 30*time.Second, "every request to reach the reserver", func() bool {
+		return e.reserver.count() >= DefaultMaxInFlight+10
+	})
 	close(release)
 	wg.Wait()
 }

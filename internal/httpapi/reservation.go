@@ -63,7 +63,7 @@ const (
 	statusPending = "pending"
 	statusFailed  = "failed"
 	// pollAfterMS tells a buyer whose order is still being written when
-	// to ask again (design.md: every 2 s for up to 30 s).
+	// to ask again (docs/design.md §5: every 2 s for up to 30 s).
 	pollAfterMS = 2000
 	// buyerCancelReason is recorded on orders the buyer cancels.
 	buyerCancelReason = "cancelled by buyer"

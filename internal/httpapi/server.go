@@ -1,4 +1,4 @@
-// Package httpapi owns the HTTP API of design.md: routing, authentication
+// Package httpapi owns the HTTP API of docs/design.md: routing, authentication
 // of buyers and admins, strict decoding of request bodies, the mapping of
 // error codes to statuses, and the API's Prometheus metrics. It speaks only
 // domain types; every backend comes in through Config.

@@ -13,9 +13,20 @@
 //	               redelivered
 //	stream S_dead  subject S.dead, the dead letters, with durable consumer dead
 //
-// A failed attempt is NAKed with the policy's delay (NakWithDelay), which
-// is the back-off. After MaxAttempts the adapter itself publishes a copy to
-// S.dead and, once JetStream has stored it, acks the original.
+// A Publish of N events stores one message, a pack (seckill.EncodePack),
+// and the consumer unpacks it into N deliveries settled one by one. When
+// the handler is done with a pack, the adapter stores the copies it needs
+// (one pack per back-off delay with the events to retry, marked
+// Seckill-Not-Before; one dead letter per event that spent MaxAttempts on
+// S.dead) and then acks the pack. A pack that arrives before its
+// Seckill-Not-Before is NAKed with the remaining delay without being
+// handed out: that is the back-off, and that one early delivery is not
+// counted as an attempt.
+//
+// Every pack carries the namespace of the deployment that published it. A
+// consumer of another namespace puts it back untouched (a copy with a new
+// Nats-Msg-Id, held back for a second) and acks its own delivery, so the
+// owner's attempt counts are not spent by strangers.
 //
 // Two consumer settings are left alone on purpose. MaxDeliver is
 // unlimited: at MaxDeliver the server merely stops delivering, and the
@@ -46,9 +57,17 @@ import (
 
 // Headers on dead-letter copies.
 const (
-	hdrAttempts = "Seckill-Attempts"
-	hdrReason   = "Seckill-Reason"
+	hdrAttempts  = "Seckill-Attempts"
+	hdrReason    = "Seckill-Reason"
+	hdrNotBefore = "Seckill-Not-Before" // unix ms before which a pack is not handed out
 )
+
+// foreignPause is how long a pack of another namespace is held back before
+// it is offered again, so two deployments on one stream do not spin.
+const foreignPause = time.Second
+
+// fetchMore bounds the broker messages of one fetch after the first.
+const fetchMore = 64
 
 const (
 	workConsumer = "work"
@@ -71,6 +90,7 @@ type config struct {
 	ackWait        time.Duration
 	replicas       int
 	publishTimeout time.Duration
+	namespace      string
 }
 
 // WithRetryPolicy sets the attempt limit and back-off (default
@@ -84,6 +104,11 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 // consumer before JetStream hands it to another (default 30s). A slow
 // handler is not at risk: the adapter reports progress every AckWait/3.
 func WithAckWait(d time.Duration) Option { return func(c *config) { c.ackWait = d } }
+
+// WithNamespace sets the deployment's namespace, stamped on every pack
+// published; packs of another namespace are left for their owner (default
+// "default").
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
 
 // WithReplicas sets the streams' replica count on a clustered server
 // (default 1).
@@ -137,12 +162,16 @@ func newConfig(opts []Option) (config, error) {
 		ackWait:        30 * time.Second,
 		replicas:       1,
 		publishTimeout: 10 * time.Second,
+		namespace:      "default",
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return cfg, fmt.Errorf("nats: %w", err)
+	}
+	if cfg.namespace == "" || len(cfg.namespace) > 100 {
+		return cfg, fmt.Errorf("nats: namespace must be 1-100 bytes, got %q", cfg.namespace)
 	}
 	if cfg.ackWait < 100*time.Millisecond {
 		return cfg, fmt.Errorf("nats: AckWait must be at least 100ms, got %s", cfg.ackWait)
@@ -243,31 +272,52 @@ func (b *Broker) Close() error {
 	return nil
 }
 
-// Publish stores msgs on the stream, sending them all before awaiting the
-// acks (one round), and returns nil only when JetStream has acknowledged
-// every one. The reservation id is the Nats-Msg-Id.
+// Publish stores msgs on the stream as packs (one message per
+// seckill.MaxPackEvents), sending them all before awaiting the acks (one
+// round), and returns nil only when JetStream has acknowledged every one.
+// The pack's id (seckill.PackID) is the Nats-Msg-Id, so publishing the
+// same batch again within the duplicate window stores nothing new.
 func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 	if b.isClosed() {
 		return fmt.Errorf("nats: publish: %w", seckill.ErrClosed)
 	}
-	for len(msgs) > 0 {
-		n := min(len(msgs), publishChunk)
-		out := make([]*nats.Msg, n)
-		for i, m := range msgs[:n] {
-			out[i] = &nats.Msg{Subject: b.subject, Data: m.Body, Header: nats.Header{jetstream.MsgIDHeader: []string{m.ID}}}
-		}
-		if err := b.send(ctx, b.stream, out); err != nil {
-			return fmt.Errorf("nats: publish: %w", err)
-		}
-		msgs = msgs[n:]
+	if len(msgs) == 0 {
+		return nil
+	}
+	packed := make([]seckill.PackedMessage, len(msgs))
+	for i, m := range msgs {
+		packed[i] = seckill.PackedMessage{Message: m, Attempt: 1}
+	}
+	var out []*nats.Msg
+	for _, run := range seckill.SplitPacks(packed) {
+		out = append(out, b.packMsg(run, time.Time{}))
+	}
+	if err := b.send(ctx, b.stream, out); err != nil {
+		return fmt.Errorf("nats: publish: %w", err)
 	}
 	return nil
+}
+
+// packMsg is one pack for the work stream, held back until notBefore if
+// that is set.
+func (b *Broker) packMsg(run []seckill.PackedMessage, notBefore time.Time) *nats.Msg {
+	h := nats.Header{jetstream.MsgIDHeader: []string{seckill.PackID(run)}}
+	if !notBefore.IsZero() {
+		h[hdrNotBefore] = []string{strconv.FormatInt(notBefore.UnixMilli(), 10)}
+	}
+	return &nats.Msg{Subject: b.subject, Data: seckill.EncodePack(b.cfg.namespace, run), Header: h}
 }
 
 // send publishes out asynchronously and waits for every ack. Each message
 // names the stream it expects, so one that no stream (or the wrong one)
 // captures fails instead of vanishing.
 func (b *Broker) send(ctx context.Context, stream string, out []*nats.Msg) error {
+	for len(out) > publishChunk {
+		if err := b.send(ctx, stream, out[:publishChunk]); err != nil {
+			return err
+		}
+		out = out[publishChunk:]
+	}
 	futures := make([]jetstream.PubAckFuture, 0, len(out))
 	for _, m := range out {
 		f, err := b.js.PublishMsgAsync(m, jetstream.WithExpectStream(stream))
@@ -290,8 +340,9 @@ func (b *Broker) send(ctx context.Context, stream string, out []*nats.Msg) error
 
 // Consume implements seckill.Broker.
 func (b *Broker) Consume(ctx context.Context, opts seckill.ConsumeOptions, handle func(ctx context.Context, batch []seckill.Delivery)) error {
-	return b.consumeLoop(ctx, b.work, opts.WithDefaults(), func(ctx context.Context, msgs []jetstream.Msg) {
-		b.handleWork(ctx, msgs, handle)
+	opts = opts.WithDefaults()
+	return b.consumeLoop(ctx, b.work, opts, func(ctx context.Context, msgs []jetstream.Msg) {
+		b.handleWork(ctx, msgs, opts, handle)
 	})
 }
 
@@ -347,8 +398,10 @@ func (b *Broker) consumeLoop(ctx context.Context, cons jetstream.Consumer, opts 
 	}
 }
 
-// fetchBatch waits (a while) for a first message, then gathers up to
-// opts.BatchSize with one more pull request that lasts opts.Linger.
+// fetchBatch waits (a while) for a first message, then takes what else
+// has arrived: up to opts.BatchSize events, counting a pack's events, with
+// one more pull request that waits opts.Linger at most (by default not at
+// all).
 func fetchBatch(ctx context.Context, cons jetstream.Consumer, opts seckill.ConsumeOptions) ([]jetstream.Msg, error) {
 	fctx, cancel := context.WithTimeout(ctx, idlePoll)
 	defer cancel()
@@ -357,16 +410,24 @@ func fetchBatch(ctx context.Context, cons jetstream.Consumer, opts seckill.Consu
 		return nil, err
 	}
 	var batch []jetstream.Msg
+	events := 0
 	for m := range first.Messages() {
 		batch = append(batch, m)
+		events += seckill.PackLen(m.Data())
 	}
 	if err := first.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return batch, err
 	}
-	if len(batch) == 0 || opts.BatchSize <= 1 || ctx.Err() != nil {
+	want := opts.BatchSize - events
+	if len(batch) == 0 || want <= 0 || ctx.Err() != nil {
 		return batch, nil
 	}
-	rest, err := cons.Fetch(opts.BatchSize-len(batch), jetstream.FetchMaxWait(opts.Linger))
+	var rest jetstream.MessageBatch
+	if opts.Linger > 0 {
+		rest, err = cons.Fetch(min(want, fetchMore), jetstream.FetchMaxWait(opts.Linger))
+	} else {
+		rest, err = cons.FetchNoWait(min(want, fetchMore))
+	}
 	if err != nil {
 		return batch, nil // the first message is worth handling anyway
 	}
@@ -400,89 +461,159 @@ func (b *Broker) keepAlive(msgs []jetstream.Msg) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-// delivery implements seckill.Delivery; the embedded Settlement holds
-// the handler's decision.
-type delivery struct {
-	seckill.Settlement
-	msg     seckill.Message
-	attempt int
-	raw     jetstream.Msg
+// received is one fetched message and what it unpacked into.
+type received struct {
+	raw jetstream.Msg
+	all []*seckill.PackDelivery
 }
 
-func (d *delivery) Message() seckill.Message { return d.msg }
-func (d *delivery) Attempt() int             { return d.attempt }
-
-// handleWork runs the handler on a batch and settles it: acks, NAKs with
-// the back-off delay, and dead-letter copies (stored before their
-// originals are acked) once MaxAttempts is spent.
-func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, handle func(context.Context, []seckill.Delivery)) {
+// handleWork unpacks a batch of messages, hands the events of this
+// namespace's packs to the handler, and settles each pack: retry packs and
+// dead letters stored first, then the ack. Packs not yet due are NAKed for
+// the rest of their delay; packs of another namespace are put back for
+// their owner.
+func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seckill.ConsumeOptions, handle func(context.Context, []seckill.Delivery)) {
 	policy := b.cfg.retry
-	all := make([]*delivery, len(msgs))
-	var batch []seckill.Delivery
-	for i, m := range msgs {
-		attempt := 1
+	now := time.Now()
+	var mine []received
+	var handOut []seckill.Delivery
+	var foreign []*nats.Msg
+	var foreignRaw []jetstream.Msg
+	for _, m := range msgs {
+		delivered, notBefore := 1, int64(0)
 		if md, err := m.Metadata(); err == nil {
-			attempt = int(md.NumDelivered)
+			delivered = int(md.NumDelivered)
 		}
-		d := &delivery{msg: seckill.Message{ID: m.Headers().Get(jetstream.MsgIDHeader), Body: m.Data()}, attempt: attempt, raw: m}
-		all[i] = d
-		if attempt > policy.MaxAttempts {
-			// Earlier deliveries were lost without a decision (a consumer
-			// crashing on this message?): it has had its chances.
-			d.Decide(seckill.Retried, fmt.Sprintf("delivered %d times without being settled", attempt-1))
-			d.attempt--
+		h := m.Headers()
+		if v := h.Get(hdrNotBefore); v != "" {
+			notBefore, _ = strconv.ParseInt(v, 10, 64)
+			if wait := time.UnixMilli(notBefore).Sub(now); wait > 0 {
+				_ = m.NakWithDelay(wait)
+				continue
+			}
+		}
+		crashes := delivered - 1
+		if notBefore != 0 && delivered >= 2 {
+			crashes-- // the early delivery that was held back
+		}
+		p, all, out := seckill.Unpack(h.Get(jetstream.MsgIDHeader), m.Data(), crashes, policy)
+		if p.Namespace != "" && p.Namespace != b.cfg.namespace {
+			b.cfg.logger.Warn("nats: message of another deployment's namespace left for its owner; two deployments share this stream",
+				"stream", b.stream, "namespace", p.Namespace, "ours", b.cfg.namespace, "events", len(p.Events))
+			if opts.OnForeign != nil {
+				opts.OnForeign(p.Namespace, len(p.Events))
+			}
+			foreign = append(foreign, &nats.Msg{Subject: b.subject, Data: m.Data(), Header: nats.Header{
+				jetstream.MsgIDHeader: []string{fmt.Sprintf("%s~%s-%d", h.Get(jetstream.MsgIDHeader), b.cfg.namespace, now.UnixNano())},
+				hdrNotBefore:          []string{strconv.FormatInt(now.Add(foreignPause).UnixMilli(), 10)},
+			}})
+			foreignRaw = append(foreignRaw, m)
 			continue
 		}
-		batch = append(batch, d)
+		mine = append(mine, received{raw: m, all: all})
+		handOut = append(handOut, out...)
 	}
-	if len(batch) > 0 {
-		stop := b.keepAlive(msgs)
-		handle(ctx, batch)
+	if len(foreign) > 0 {
+		b.putBack(ctx, foreign, foreignRaw)
+	}
+	if len(handOut) > 0 {
+		raws := make([]jetstream.Msg, len(mine))
+		for i, r := range mine {
+			raws[i] = r.raw
+		}
+		stop := b.keepAlive(raws)
+		seckill.HandOut(ctx, handOut, opts.BatchSize, handle)
 		stop()
 	}
 	live := ctx.Err() == nil
 
-	var dead []*delivery
+	type settle struct {
+		raw    jetstream.Msg
+		copies int
+	}
 	var out []*nats.Msg
-	for _, d := range all {
-		state, reason := d.Freeze()
-		switch state {
-		case seckill.Acked:
-			_ = d.raw.Ack()
-			continue
-		case seckill.Unsettled:
-			if !live {
-				continue // abandoned: redelivered after AckWait, like a crash
+	var pending []settle
+	settleAt := time.Now()
+	for _, r := range mine {
+		v := seckill.Judge(r.all, policy, live)
+		if v.Abandon {
+			continue // redelivered after AckWait, like a crash
+		}
+		n := len(out)
+		for delay, run := range v.Retry {
+			for _, part := range seckill.SplitPacks(run) {
+				out = append(out, b.packMsg(part, settleAt.Add(delay)))
 			}
-			reason = "handler returned without settling the delivery"
 		}
-		if d.attempt < policy.MaxAttempts {
-			_ = d.raw.NakWithDelay(policy.Delay(d.attempt))
-			continue
+		for _, dl := range v.Dead {
+			out = append(out, &nats.Msg{Subject: b.deadSub, Data: dl.Message.Body, Header: nats.Header{
+				jetstream.MsgIDHeader: []string{dl.Message.ID},
+				hdrAttempts:           []string{strconv.Itoa(dl.Attempts)},
+				hdrReason:             []string{headerSafe(dl.Reason)},
+			}})
 		}
-		dead = append(dead, d)
-		out = append(out, &nats.Msg{Subject: b.deadSub, Data: d.msg.Body, Header: nats.Header{
-			jetstream.MsgIDHeader: []string{d.msg.ID},
-			hdrAttempts:           []string{strconv.Itoa(d.attempt)},
-			hdrReason:             []string{headerSafe(reason)},
-		}})
+		pending = append(pending, settle{raw: r.raw, copies: len(out) - n})
 	}
-	if len(out) == 0 {
-		return
+	if len(out) > 0 {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+		err := b.sendMixed(sctx, out)
+		cancel()
+		if err != nil {
+			// The packs come back after the pause as one more delivery,
+			// which counts as an attempt: at MaxAttempts+1 an event is
+			// dead-lettered without bothering the handler again.
+			b.cfg.logger.Error("nats: cannot store retry copies or dead letters; will retry", "stream", b.stream, "copies", len(out), "err", err)
+			for _, p := range pending {
+				if p.copies > 0 {
+					_ = p.raw.NakWithDelay(policy.Backoff)
+				} else {
+					_ = p.raw.Ack()
+				}
+			}
+			return
+		}
 	}
+	for _, p := range pending {
+		_ = p.raw.Ack()
+	}
+}
+
+// sendMixed stores out, which holds messages for both streams.
+func (b *Broker) sendMixed(ctx context.Context, out []*nats.Msg) error {
+	var work, dead []*nats.Msg
+	for _, m := range out {
+		if m.Subject == b.deadSub {
+			dead = append(dead, m)
+		} else {
+			work = append(work, m)
+		}
+	}
+	if len(work) > 0 {
+		if err := b.send(ctx, b.stream, work); err != nil {
+			return err
+		}
+	}
+	if len(dead) > 0 {
+		return b.send(ctx, b.dead, dead)
+	}
+	return nil
+}
+
+// putBack stores copies of another namespace's packs, then acks the
+// originals. If the copies cannot be stored the originals are NAKed for
+// their owner (one delivery more on their count, which beats losing them).
+func (b *Broker) putBack(ctx context.Context, copies []*nats.Msg, raws []jetstream.Msg) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	if err := b.send(sctx, b.dead, out); err != nil {
-		// Comes back as attempt MaxAttempts+1, which dead-letters it
-		// without bothering the handler again.
-		b.cfg.logger.Error("nats: cannot store dead letters; will retry", "stream", b.dead, "count", len(dead), "err", err)
-		for _, d := range dead {
-			_ = d.raw.NakWithDelay(policy.Backoff)
+	if err := b.send(sctx, b.stream, copies); err != nil {
+		b.cfg.logger.Error("nats: cannot put back another namespace's messages; NAKing them", "stream", b.stream, "err", err)
+		for _, m := range raws {
+			_ = m.NakWithDelay(foreignPause)
 		}
 		return
 	}
-	for _, d := range dead {
-		_ = d.raw.Ack()
+	for _, m := range raws {
+		_ = m.Ack()
 	}
 }
 

@@ -132,17 +132,6 @@ func (c *collector) get() map[string][]int {
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
@@ -159,7 +148,7 @@ func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 
 	b = newEmbedded(t, dir)
 	c := consumeAll(t, b, nil)
-	waitFor(t, "the stored messages after a restart", func() bool { return len(c.get()) == len(msgs) })
+	servicetest.WaitFor(t, 30*time.Second, "the stored messages after a restart", func() bool { return len(c.get()) == len(msgs) })
 	for _, m := range msgs {
 		if got := c.get()[m.ID]; len(got) != 1 {
 			t.Errorf("%s: attempts %v; want one delivery", m.ID, got)
@@ -180,7 +169,7 @@ func TestDuplicatePublishStoredOnce(t *testing.T) {
 		}
 	}
 	c := consumeAll(t, b, nil)
-	waitFor(t, "the messages", func() bool { return len(c.get()) == len(msgs) })
+	servicetest.WaitFor(t, 30*time.Second, "the messages", func() bool { return len(c.get()) == len(msgs) })
 	time.Sleep(2 * conformance.BrokerAckWait)
 	for id, attempts := range c.get() {
 		if len(attempts) != 1 {
@@ -201,7 +190,7 @@ func TestSlowHandlerKeepsItsBatch(t *testing.T) {
 	c := consumeAll(t, b, func(ctx context.Context, batch []seckill.Delivery) {
 		once.Do(func() { time.Sleep(4 * ackWait) })
 	})
-	waitFor(t, "the messages", func() bool { return len(c.get()) == 3 })
+	servicetest.WaitFor(t, 30*time.Second, "the messages", func() bool { return len(c.get()) == 3 })
 	time.Sleep(6 * ackWait)
 	for id, attempts := range c.get() {
 		if len(attempts) != 1 {
@@ -310,4 +299,40 @@ func BenchmarkPublish(b *testing.B) {
 			})
 		}
 	}
+}
+
+func TestNamespaces(t *testing.T) {
+	url := servicetest.NATS.URL(t)
+	conformance.BrokerNamespaces(t, func(t *testing.T) (seckill.Broker, seckill.Broker) {
+		mine := newExternal(t, url, WithNamespace("ns_mine"))
+		theirs, err := New(context.Background(), url, mine.stream, append(suiteOptions(), WithNamespace("ns_theirs"))...)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { _ = theirs.Close() })
+		return mine, theirs
+	})
+}
+
+// TestOneMessagePerPublish: a Publish of a batch stores one stream message
+// (a pack), not one per event.
+func TestOneMessagePerPublish(t *testing.T) {
+	b := newEmbedded(t, t.TempDir())
+	ctx := context.Background()
+	if err := b.Publish(ctx, messages("pack", 300)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	info, err := b.js.Stream(ctx, b.stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := info.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.State.Msgs != 1 {
+		t.Errorf("stream holds %d messages after one Publish of 300 events; want 1", st.State.Msgs)
+	}
+	c := consumeAll(t, b, nil)
+	servicetest.WaitFor(t, 30*time.Second, "the 300 events", func() bool { return len(c.get()) == 300 })
 }

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -109,10 +110,7 @@ func TestStartStop(t *testing.T) {
 	stock := &fakeStock{calls: map[string]int{}, loaded: map[string]bool{}}
 	p := New(&fakeSales{sales: []*seckill.Sale{s}}, stock, Config{Interval: time.Millisecond})
 	p.Start(context.Background())
-	deadline := time.Now().Add(5 * time.Second)
-	for len(p.Loaded()) == 0 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	servicetest.Eventually(30*time.Second, func() bool { return len(p.Loaded()) > 0 })
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/seckill-dev/seckill"
 )
+
+// workPrefetch is how many unacked packs of the work queue one
+// subscription holds: each may carry a whole relay batch, and a crash
+// strands (and counts a delivery against) no more than these.
+const workPrefetch = 8
 
 // settleTimeout bounds the publishes that settle a batch (retry and
 // dead-letter copies). They run even after the consume context is
@@ -19,8 +25,9 @@ const settleTimeout = 30 * time.Second
 
 // Consume implements seckill.Broker.
 func (b *Broker) Consume(ctx context.Context, opts seckill.ConsumeOptions, handle func(ctx context.Context, batch []seckill.Delivery)) error {
-	return b.consumeLoop(ctx, b.queue, opts.WithDefaults(), func(ctx context.Context, ch *amqp.Channel, raw []amqp.Delivery) {
-		b.handleWork(ctx, ch, raw, handle)
+	opts = opts.WithDefaults()
+	return b.consumeLoop(ctx, b.queue, opts, func(ctx context.Context, ch *amqp.Channel, raw []amqp.Delivery) {
+		b.handleWork(ctx, ch, raw, opts, handle)
 	})
 }
 
@@ -73,7 +80,11 @@ func (b *Broker) consumeOn(ctx context.Context, conn *amqp.Connection, queue str
 	defer ch.Close()
 	// One batch in flight per subscription: a crash then strands (and
 	// counts a delivery against) no more messages than the handler held.
-	if err := ch.Qos(min(opts.BatchSize, 65535), 0, false); err != nil {
+	prefetch := min(opts.BatchSize, 65535)
+	if queue == b.queue {
+		prefetch = min(prefetch, workPrefetch)
+	}
+	if err := ch.Qos(prefetch, 0, false); err != nil {
 		return fmt.Errorf("qos: %w", err)
 	}
 	deliveries, err := ch.Consume(queue, "", false, false, false, false, nil)
@@ -92,29 +103,50 @@ func (b *Broker) consumeOn(ctx context.Context, conn *amqp.Connection, queue str
 	}
 }
 
-// collect waits for a first delivery, then gathers more for up to
-// opts.Linger or until the batch is full. open is false when the channel
-// died; its deliveries are already back in the queue.
+// collect waits for a first delivery, then takes what else has arrived,
+// up to opts.BatchSize events (counting a pack's events), waiting up to
+// opts.Linger for more (by default not at all). open is false when the
+// channel died; its deliveries are already back in the queue.
 func collect(ctx context.Context, deliveries <-chan amqp.Delivery, opts seckill.ConsumeOptions) (batch []amqp.Delivery, open bool) {
+	events := 0
 	select {
 	case d, ok := <-deliveries:
 		if !ok {
 			return nil, false
 		}
 		batch = append(batch, d)
+		events += seckill.PackLen(d.Body)
 	case <-ctx.Done():
 		return nil, true
 	}
-	linger := time.NewTimer(opts.Linger)
-	defer linger.Stop()
-	for len(batch) < opts.BatchSize {
+	var linger <-chan time.Time
+	if opts.Linger > 0 {
+		t := time.NewTimer(opts.Linger)
+		defer t.Stop()
+		linger = t.C
+	}
+	for events < opts.BatchSize {
+		if linger == nil {
+			select {
+			case d, ok := <-deliveries:
+				if !ok {
+					return nil, false
+				}
+				batch = append(batch, d)
+				events += seckill.PackLen(d.Body)
+				continue
+			default:
+				return batch, true
+			}
+		}
 		select {
 		case d, ok := <-deliveries:
 			if !ok {
 				return nil, false
 			}
 			batch = append(batch, d)
-		case <-linger.C:
+			events += seckill.PackLen(d.Body)
+		case <-linger:
 			return batch, true
 		case <-ctx.Done():
 			return batch, true
@@ -122,18 +154,6 @@ func collect(ctx context.Context, deliveries <-chan amqp.Delivery, opts seckill.
 	}
 	return batch, true
 }
-
-// delivery implements seckill.Delivery; the embedded Settlement holds
-// the handler's decision.
-type delivery struct {
-	seckill.Settlement
-	msg     seckill.Message
-	attempt int
-	tag     uint64
-}
-
-func (d *delivery) Message() seckill.Message { return d.msg }
-func (d *delivery) Attempt() int             { return d.attempt }
 
 // attemptOf is the copy's starting attempt (our header; 1 for a fresh
 // publish) plus the deliveries of this copy that were lost to crashes, which
@@ -176,30 +196,44 @@ func intHeader(h amqp.Table, key string) (int, bool) {
 	return 0, false
 }
 
-// handleWork runs the handler on a batch of the work queue and settles it:
-// acks, retry copies into the delay queue for the next attempt, and
-// dead-letter copies once MaxAttempts is spent. Copies are published (one
-// confirm round) before their originals are acked, so a crash in between
-// duplicates a message but never loses one.
-func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.Delivery, handle func(context.Context, []seckill.Delivery)) {
+// handleWork unpacks a batch of the work queue, hands the events of this
+// namespace's packs to the handler, and settles it: retry packs into the
+// delay queues, dead letters once MaxAttempts is spent, copies of other
+// namespaces' packs put back. Copies are published (one confirm round)
+// before their originals are acked, so a crash in between duplicates a
+// message but never loses one.
+func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.Delivery, opts seckill.ConsumeOptions, handle func(context.Context, []seckill.Delivery)) {
 	policy := b.cfg.retry
-	all := make([]*delivery, len(raw))
-	var batch []seckill.Delivery
+	type received struct {
+		tag     uint64
+		all     []*seckill.PackDelivery
+		foreign bool
+	}
+	got := make([]received, len(raw))
+	var handOut []seckill.Delivery
+	var out []outgoing
 	for i, r := range raw {
-		d := &delivery{msg: seckill.Message{ID: r.MessageId, Body: r.Body}, attempt: attemptOf(r), tag: r.DeliveryTag}
-		all[i] = d
-		if d.attempt > policy.MaxAttempts {
-			// Earlier deliveries were lost without a decision (a consumer
-			// crashing on this message?): it has had its chances.
-			d.Decide(seckill.Retried, fmt.Sprintf("delivered %d times without being settled", d.attempt-1))
-			d.attempt--
+		p, all, hand := seckill.Unpack(r.MessageId, r.Body, attemptOf(r)-1, policy)
+		got[i] = received{tag: r.DeliveryTag, all: all}
+		if p.Namespace != "" && p.Namespace != b.cfg.namespace {
+			got[i].foreign = true
+			b.cfg.logger.Warn("rabbitmq: message of another deployment's namespace left for its owner; two deployments share this queue",
+				"queue", b.queue, "namespace", p.Namespace, "ours", b.cfg.namespace, "events", len(p.Events))
+			if opts.OnForeign != nil {
+				opts.OnForeign(p.Namespace, len(p.Events))
+			}
+			out = append(out, outgoing{b.putBackQueue(), amqp.Publishing{
+				MessageId:    r.MessageId,
+				DeliveryMode: amqp.Persistent,
+				Timestamp:    r.Timestamp,
+				Headers:      ownHeaders(r.Headers),
+				Body:         r.Body,
+			}})
 			continue
 		}
-		batch = append(batch, d)
+		handOut = append(handOut, hand...)
 	}
-	if len(batch) > 0 {
-		handle(ctx, batch)
-	}
+	seckill.HandOut(ctx, handOut, opts.BatchSize, handle)
 	if ch.IsClosed() {
 		// The connection died under the handler: the broker has taken
 		// the whole batch back already, so copies would be duplicates.
@@ -207,38 +241,35 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 	}
 	live := ctx.Err() == nil
 
-	var acks, moved []*delivery
-	var out []outgoing
-	for _, d := range all {
-		state, reason := d.Freeze()
-		switch state {
-		case seckill.Acked:
-			acks = append(acks, d)
+	var acks, moved []uint64
+	for _, g := range got {
+		if g.foreign {
+			moved = append(moved, g.tag)
 			continue
-		case seckill.Unsettled:
-			if !live {
-				continue // abandoned: back to the queue when the channel closes
-			}
-			reason = "handler returned without settling the delivery"
 		}
-		moved = append(moved, d)
-		if d.attempt >= policy.MaxAttempts {
+		v := seckill.Judge(g.all, policy, live)
+		if v.Abandon {
+			continue // back to the queue when the channel closes
+		}
+		if len(v.Retry) == 0 && len(v.Dead) == 0 {
+			acks = append(acks, g.tag)
+			continue
+		}
+		moved = append(moved, g.tag)
+		for delay, run := range v.Retry {
+			for _, part := range seckill.SplitPacks(run) {
+				out = append(out, b.pack(b.retryQueue(delay), part))
+			}
+		}
+		for _, dl := range v.Dead {
 			out = append(out, outgoing{b.dead, amqp.Publishing{
-				MessageId:    d.msg.ID,
+				MessageId:    dl.Message.ID,
 				DeliveryMode: amqp.Persistent,
 				Timestamp:    time.Now(),
-				Headers:      amqp.Table{hdrAttempt: int32(d.attempt), hdrReason: reason},
-				Body:         d.msg.Body,
+				Headers:      amqp.Table{hdrAttempt: int32(dl.Attempts), hdrReason: dl.Reason},
+				Body:         dl.Message.Body,
 			}})
-			continue
 		}
-		out = append(out, outgoing{b.retryQueue(policy.Delay(d.attempt)), amqp.Publishing{
-			MessageId:    d.msg.ID,
-			DeliveryMode: amqp.Persistent,
-			Timestamp:    time.Now(),
-			Headers:      amqp.Table{hdrAttempt: int32(d.attempt + 1), hdrReason: reason},
-			Body:         d.msg.Body,
-		}})
 	}
 
 	if len(out) > 0 {
@@ -252,8 +283,21 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 			moved = nil
 		}
 	}
-	for _, d := range append(acks, moved...) {
-		if err := ch.Ack(d.tag, false); err != nil {
+	settled := append(acks, moved...)
+	if len(settled) == len(got) && len(settled) > 0 {
+		// Nothing of the batch is left to the broker: one ack for all
+		// (the channel holds no other unacked delivery).
+		last := settled[0]
+		for _, t := range settled {
+			last = max(last, t)
+		}
+		if err := ch.Ack(last, true); err != nil {
+			b.cfg.logger.Warn("rabbitmq: ack failed", "queue", b.queue, "err", err)
+		}
+		return
+	}
+	for _, t := range settled {
+		if err := ch.Ack(t, false); err != nil {
 			// The channel is gone; the broker redelivers what it did
 			// not see acked. At least once, as promised.
 			b.cfg.logger.Warn("rabbitmq: ack failed", "queue", b.queue, "err", err)
@@ -262,9 +306,31 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 	}
 }
 
+// ownHeaders is h without the headers the broker sets on a delivery, which
+// must not follow a copy: they would count against its attempts.
+func ownHeaders(h amqp.Table) amqp.Table {
+	out := amqp.Table{}
+	for k, v := range h {
+		if k != "x-delivery-count" && k != "x-death" && !strings.HasPrefix(k, "x-first-death") && !strings.HasPrefix(k, "x-last-death") {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// putBackQueue is where another namespace's pack goes to wait before it
+// is offered again: the longest retry queue, or the work queue itself when
+// the policy has no retries.
+func (b *Broker) putBackQueue() string {
+	if b.cfg.retry.MaxAttempts < 2 {
+		return b.queue
+	}
+	return b.retryQueue(b.cfg.retry.Delay(b.cfg.retry.MaxAttempts - 1))
+}
+
 // requeueLater nacks ds back onto their queue after a pause, so that a
 // persistent failure to settle is not a hot loop.
-func (b *Broker) requeueLater(ctx context.Context, ch *amqp.Channel, ds []*delivery) {
+func (b *Broker) requeueLater(ctx context.Context, ch *amqp.Channel, tags []uint64) {
 	select {
 	case <-time.After(b.cfg.retry.Backoff):
 	case <-ctx.Done():
@@ -272,8 +338,8 @@ func (b *Broker) requeueLater(ctx context.Context, ch *amqp.Channel, ds []*deliv
 	case <-b.done:
 		return
 	}
-	for _, d := range ds {
-		if err := ch.Nack(d.tag, false, true); err != nil {
+	for _, t := range tags {
+		if err := ch.Nack(t, false, true); err != nil {
 			return
 		}
 	}

@@ -9,9 +9,19 @@
 //	                in any process
 //	Q.dead          messages that failed RetryPolicy.MaxAttempts times
 //
-// The attempt count travels in the x-seckill-attempt header of each copy,
-// plus the quorum queue's x-delivery-count for deliveries lost to consumer
-// crashes. The adapter redials on its own after a lost connection; publishes
+// A Publish of N events sends one message, a pack (seckill.EncodePack),
+// which the consumer unpacks into N deliveries settled one by one. Each
+// event's attempt count travels inside the pack, plus the quorum queue's
+// x-delivery-count for deliveries of the pack lost to consumer crashes.
+// Once the handler is done with a batch, the copies it needs (one retry
+// pack per back-off delay, one dead letter per event that spent its
+// attempts) are published in one confirm round, and then the batch is
+// acked, with one multiple-ack when nothing in it is left to the broker.
+//
+// Every pack carries the namespace of the deployment that published it. A
+// consumer of another namespace puts it back untouched through the longest
+// retry queue (so two deployments on one queue do not spin) and acks its
+// own delivery: the owner's attempt counts are not spent by strangers. The adapter redials on its own after a lost connection; publishes
 // during the outage fail at once rather than wait or lie.
 package rabbitmq
 
@@ -50,7 +60,13 @@ type config struct {
 	reconnectMin time.Duration
 	reconnectMax time.Duration
 	dialTimeout  time.Duration
+	namespace    string
 }
+
+// WithNamespace sets the deployment's namespace, stamped on every pack
+// published; packs of another namespace are left for their owner (default
+// "default").
+func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
 
 // WithRetryPolicy sets the attempt limit and back-off (default
 // seckill.DefaultRetryPolicy). Each distinct delay gets its own retry queue.
@@ -93,12 +109,16 @@ func New(ctx context.Context, url, queue string, opts ...Option) (*Broker, error
 		reconnectMin: 100 * time.Millisecond,
 		reconnectMax: 5 * time.Second,
 		dialTimeout:  5 * time.Second,
+		namespace:    "default",
 	}
 	for _, o := range opts {
 		o(&cfg)
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, fmt.Errorf("rabbitmq: %w", err)
+	}
+	if cfg.namespace == "" || len(cfg.namespace) > 100 {
+		return nil, fmt.Errorf("rabbitmq: namespace must be 1-100 bytes, got %q", cfg.namespace)
 	}
 	// 255 is AMQP's limit on queue names; leave room for the suffixes.
 	if queue == "" || len(queue) > 200 {
@@ -420,27 +440,36 @@ type outgoing struct {
 	msg   amqp.Publishing
 }
 
-// Publish sends msgs as persistent messages to the work queue and waits
-// for the broker's confirms once for the whole slice. It returns nil only
-// if every message was confirmed and routed to the queue.
+// Publish sends msgs to the work queue as persistent packs (one message
+// per seckill.MaxPackEvents) and waits for the broker's confirms once for
+// the whole slice. It returns nil only if every pack was confirmed and
+// routed to the queue.
 func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	out := make([]outgoing, len(msgs))
-	now := time.Now()
+	packed := make([]seckill.PackedMessage, len(msgs))
 	for i, m := range msgs {
-		out[i] = outgoing{b.queue, amqp.Publishing{
-			MessageId:    m.ID,
-			DeliveryMode: amqp.Persistent,
-			Timestamp:    now,
-			Body:         m.Body,
-		}}
+		packed[i] = seckill.PackedMessage{Message: m, Attempt: 1}
+	}
+	var out []outgoing
+	for _, run := range seckill.SplitPacks(packed) {
+		out = append(out, b.pack(b.queue, run))
 	}
 	if err := b.send(ctx, out); err != nil {
 		return fmt.Errorf("rabbitmq: publish: %w", err)
 	}
 	return nil
+}
+
+// pack is one pack of run for queue.
+func (b *Broker) pack(queue string, run []seckill.PackedMessage) outgoing {
+	return outgoing{queue, amqp.Publishing{
+		MessageId:    seckill.PackID(run),
+		DeliveryMode: amqp.Persistent,
+		Timestamp:    time.Now(),
+		Body:         seckill.EncodePack(b.cfg.namespace, run),
+	}}
 }
 
 // send publishes out on one confirm-mode channel and waits for every

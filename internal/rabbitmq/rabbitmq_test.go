@@ -172,7 +172,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	}()
 	count := func(f func() int) int { mu.Lock(); defer mu.Unlock(); return f() }
 
-	waitFor(t, "publishes before the cut", func() bool { return count(func() int { return len(confirmed) }) >= 200 })
+	servicetest.WaitFor(t, 30*time.Second, "publishes before the cut", func() bool { return count(func() int { return len(confirmed) }) >= 200 })
 	p.Cut()
 	outageStart := time.Now()
 	// During the outage, a publish fails, and fails fast.
@@ -191,7 +191,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	restored = true
 	mu.Unlock()
 	p.Restore()
-	waitFor(t, "publishes to succeed after the restore", func() bool { return count(func() int { return okAfterRestore }) >= 10 })
+	servicetest.WaitFor(t, 30*time.Second, "publishes to succeed after the restore", func() bool { return count(func() int { return okAfterRestore }) >= 10 })
 	close(stopPub)
 	<-pubDone
 
@@ -202,7 +202,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	if failures == 0 {
 		t.Error("no publish failed while the connection was cut")
 	}
-	waitFor(t, "every confirmed message to be consumed", func() bool {
+	servicetest.WaitFor(t, 30*time.Second, "every confirmed message to be consumed", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for _, id := range want {
@@ -215,17 +215,6 @@ func TestConnectionCutMidSale(t *testing.T) {
 	cancel()
 	if err := <-consumed; err != nil {
 		t.Errorf("Consume = %v; want nil after cancel", err)
-	}
-}
-
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -254,5 +243,45 @@ func BenchmarkPublish(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
 		})
+	}
+}
+
+func TestNamespaces(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	conformance.BrokerNamespaces(t, func(t *testing.T) (seckill.Broker, seckill.Broker) {
+		mine := newTestBroker(t, amqpURL, amqpURL, WithNamespace("ns_mine"))
+		theirs, err := New(context.Background(), amqpURL, mine.queue, WithRetryPolicy(conformance.BrokerRetry), WithNamespace("ns_theirs"))
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		t.Cleanup(func() { _ = theirs.Close() })
+		return mine, theirs
+	})
+}
+
+// TestOneMessagePerPublish: a Publish of a batch puts one message (a pack)
+// on the queue, not one per event.
+func TestOneMessagePerPublish(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	b := newTestBroker(t, amqpURL, amqpURL)
+	if err := b.Publish(context.Background(), messages("pack", 300)); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ch.Close()
+	q, err := ch.QueueDeclarePassive(b.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Messages != 1 {
+		t.Errorf("queue holds %d messages after one Publish of 300 events; want 1", q.Messages)
 	}
 }

@@ -257,17 +257,6 @@ func reserve(t *testing.T, s *redis.Store, saleID string, n int) map[string]seck
 	return out
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func wantOutbox(t *testing.T, s *redis.Store, saleID string, wantLen, wantPending int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -342,7 +331,7 @@ func TestRelaysEveryReservationOnce(t *testing.T) {
 			time.Sleep(10 * time.Millisecond)
 		}
 		want := merge(append(during, before)...)
-		waitFor(t, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
+		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := r.Stop(ctx); err != nil {
@@ -382,7 +371,7 @@ func TestRelayIsFairAcrossSales(t *testing.T) {
 		cfg.BatchSize = 20
 		r := New(s, broker, cfg)
 		start(t, r)
-		waitFor(t, "the small sale's reservation", func() bool { return broker.counts()[id] > 0 })
+		servicetest.WaitFor(t, 30*time.Second, "the small sale's reservation", func() bool { return broker.counts()[id] > 0 })
 		broker.mu.Lock()
 		call := slices.IndexFunc(broker.batches, func(b []seckill.Message) bool {
 			return slices.ContainsFunc(b, func(m seckill.Message) bool { return m.ID == id })
@@ -405,9 +394,9 @@ func TestBrokerOutage(t *testing.T) {
 		broker.setFail(errors.New("broker unreachable"))
 		r := New(s, broker, testConfig(t, "r1"))
 		start(t, r)
-		waitFor(t, "several failed Publish calls", func() bool { return broker.failedCalls() >= 5 })
+		servicetest.WaitFor(t, 30*time.Second, "several failed Publish calls", func() bool { return broker.failedCalls() >= 5 })
 		more := reserve(t, s, sale.ID, 20) // the API goes on reserving meanwhile
-		waitFor(t, "more failed Publish calls", func() bool { return broker.failedCalls() >= 10 })
+		servicetest.WaitFor(t, 30*time.Second, "more failed Publish calls", func() bool { return broker.failedCalls() >= 10 })
 		if n := broker.publishedCount(); n != 0 {
 			t.Fatalf("published %d while the broker failed", n)
 		}
@@ -423,7 +412,7 @@ func TestBrokerOutage(t *testing.T) {
 
 		broker.setFail(nil)
 		want = merge(want, more)
-		waitFor(t, "everything published after recovery", func() bool { return broker.publishedCount() >= len(want) })
+		servicetest.WaitFor(t, 30*time.Second, "everything published after recovery", func() bool { return broker.publishedCount() >= len(want) })
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := r.Stop(ctx); err != nil {
@@ -471,7 +460,7 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 		want = merge(want, more)
 		heir := New(s, broker, testConfig(t, "heir"))
 		start(t, heir)
-		waitFor(t, "everything published again", func() bool { return broker.publishedCount() >= 30+len(want) })
+		servicetest.WaitFor(t, 30*time.Second, "everything published again", func() bool { return broker.publishedCount() >= 30+len(want) })
 		if took := time.Since(crashedAt); took < 300*time.Millisecond {
 			t.Errorf("the entries were reclaimed %s after the crash; want no sooner than ClaimMinIdle (300ms): a live relay's batch must be left alone", took)
 		}
@@ -508,7 +497,7 @@ func TestRestartUnderSameName(t *testing.T) {
 
 		again := New(s, broker, cfg)
 		start(t, again)
-		waitFor(t, "the batch published again", func() bool { return broker.publishedCount() >= 20 })
+		servicetest.WaitFor(t, 30*time.Second, "the batch published again", func() bool { return broker.publishedCount() >= 20 })
 		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := again.Stop(stopCtx); err != nil {
@@ -531,7 +520,7 @@ func TestStopDrains(t *testing.T) {
 		broker.setFail(errors.New("broker unreachable"))
 		r := New(s, broker, testConfig(t, "r1"))
 		start(t, r)
-		waitFor(t, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
 		stopped := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -570,7 +559,7 @@ func TestStopGivesUp(t *testing.T) {
 		broker.setFail(errors.New("broker unreachable"))
 		r := New(s, broker, testConfig(t, "r1"))
 		start(t, r)
-		waitFor(t, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if err := r.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {

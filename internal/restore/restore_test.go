@@ -10,6 +10,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -326,10 +327,7 @@ func TestStartKickStop(t *testing.T) {
 	stock.mu.Unlock()
 	s.Start(context.Background())
 	s.Kick()
-	deadline := time.Now().Add(5 * time.Second)
-	for store.request(id).State != seckill.RestoreStateDone && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
+	servicetest.Eventually(30*time.Second, func() bool { return store.request(id).State == seckill.RestoreStateDone })
 	if err := s.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

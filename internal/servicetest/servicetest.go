@@ -2,7 +2,8 @@
 // against. Each address comes from an environment variable with a local
 // default. A test whose service is unreachable skips with a message naming
 // the service, unless SECKILL_TEST_REQUIRE_SERVICES=1 (as in CI), when it
-// fails instead, so that CI can never pass by skipping.
+// fails instead, so that CI can never pass by skipping. It also holds the
+// one way tests wait for a condition (WaitFor, Eventually).
 package servicetest
 
 import (

@@ -1,7 +1,7 @@
-// Package soldout owns the local sold-out flag of design §7: once the
-// stock store has said a sale is sold out, this node answers "sold out"
-// for it without asking again, so the stampede that follows a sell-out
-// costs no Redis call.
+// Package soldout owns the local sold-out flag of design §7
+// (docs/design.md): once the stock store has said a sale is sold out, this
+// node answers "sold out" for it without asking again, so the stampede that
+// follows a sell-out costs no Redis call.
 //
 // The flag is a cache of a fact that can stop being true: a restore
 // (a cancel, an unpaid order timing out, an operator) brings units back.
@@ -48,7 +48,7 @@ type Config struct {
 //   - A request with an Idempotency-Key always goes to the stock store,
 //     even for a flagged sale: it may be the retry of a request that
 //     took the last unit, and must get that reservation back, not
-//     "sold out" (design: a replayed key gets the same answer).
+//     "sold out" (design §2: a replayed key gets the same answer).
 //
 // Gate implements prometheus.Collector, exporting its hits and flags.
 type Gate struct {

@@ -1,0 +1,122 @@
+package seckill
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestPackRoundTrip(t *testing.T) {
+	msgs := []PackedMessage{
+		{Message: Message{ID: "r1", Body: []byte(`{"a":1}`)}, Attempt: 1},
+		{Message: Message{ID: "r2", Body: nil}, Attempt: 4},
+		{Message: Message{ID: "", Body: []byte("x")}, Attempt: 2},
+	}
+	body := EncodePack("ns1", msgs)
+	if !IsPack(body) || PackLen(body) != 3 {
+		t.Fatalf("IsPack=%v PackLen=%d; want true, 3", IsPack(body), PackLen(body))
+	}
+	p, err := DecodePack("ignored", body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Namespace != "ns1" || len(p.Events) != 3 {
+		t.Fatalf("got namespace %q, %d events", p.Namespace, len(p.Events))
+	}
+	for i, e := range p.Events {
+		if e.ID != msgs[i].ID || !bytes.Equal(e.Body, msgs[i].Body) || e.Attempt != msgs[i].Attempt {
+			t.Errorf("event %d = %+v; want %+v", i, e, msgs[i])
+		}
+	}
+}
+
+func TestDecodePackLegacyBody(t *testing.T) {
+	p, err := DecodePack("r9", []byte(`{"reservation_id":"r9"}`))
+	if err != nil || p.Namespace != "" || len(p.Events) != 1 || p.Events[0].ID != "r9" || p.Events[0].Attempt != 1 {
+		t.Fatalf("DecodePack(legacy) = %+v, %v; want one event r9 at attempt 1, no namespace", p, err)
+	}
+}
+
+func TestDecodePackRejectsDamage(t *testing.T) {
+	body := EncodePack("ns", []PackedMessage{{Message: Message{ID: "r1", Body: []byte("abc")}, Attempt: 1}})
+	for n := len(packMagic); n < len(body); n++ {
+		if _, err := DecodePack("x", body[:n]); !errors.Is(err, ErrBadPack) {
+			t.Errorf("truncated to %d bytes: err %v; want ErrBadPack", n, err)
+		}
+	}
+	if _, err := DecodePack("x", append(bytes.Clone(body), 0)); !errors.Is(err, ErrBadPack) {
+		t.Errorf("trailing byte: err %v; want ErrBadPack", err)
+	}
+}
+
+func TestPackIDNamesTheEventsAndAttempts(t *testing.T) {
+	a := []PackedMessage{{Message: Message{ID: "r1"}, Attempt: 1}, {Message: Message{ID: "r2"}, Attempt: 1}}
+	b := []PackedMessage{{Message: Message{ID: "r1"}, Attempt: 1}, {Message: Message{ID: "r2"}, Attempt: 2}}
+	c := []PackedMessage{{Message: Message{ID: "r1r"}, Attempt: 1}, {Message: Message{ID: "2"}, Attempt: 1}}
+	if PackID(a) != PackID(a) {
+		t.Error("PackID not stable")
+	}
+	if PackID(a) == PackID(b) || PackID(a) == PackID(c) {
+		t.Errorf("distinct packs share an id: %s %s %s", PackID(a), PackID(b), PackID(c))
+	}
+}
+
+func TestSplitPacksBounds(t *testing.T) {
+	many := make([]PackedMessage, 2*MaxPackEvents+1)
+	for i := range many {
+		many[i] = PackedMessage{Message: Message{ID: fmt.Sprint(i)}, Attempt: 1}
+	}
+	runs := SplitPacks(many)
+	if len(runs) != 3 || len(runs[0]) != MaxPackEvents || len(runs[2]) != 1 {
+		t.Errorf("split %d events into %d runs; want 3 of at most %d", len(many), len(runs), MaxPackEvents)
+	}
+	big := []PackedMessage{
+		{Message: Message{ID: "a", Body: []byte(strings.Repeat("x", MaxPackBytes/2))}},
+		{Message: Message{ID: "b", Body: []byte(strings.Repeat("x", MaxPackBytes/2))}},
+	}
+	if runs := SplitPacks(big); len(runs) != 2 {
+		t.Errorf("two half-limit bodies in %d runs; want 2", len(runs))
+	}
+}
+
+func TestJudge(t *testing.T) {
+	policy := RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+	mk := func(n int) *PackDelivery { return &PackDelivery{Msg: Message{ID: fmt.Sprint("r", n)}, N: n} }
+	acked, retried, last, quiet := mk(1), mk(2), mk(3), mk(1)
+	acked.Ack()
+	retried.Retry(errors.New("boom"))
+	last.Retry(errors.New("final"))
+	v := Judge([]*PackDelivery{acked, retried, last, quiet}, policy, true)
+	if v.Abandon || len(v.Dead) != 1 || v.Dead[0].Attempts != 3 || v.Dead[0].Reason != "final" {
+		t.Fatalf("verdict %+v; want one dead letter at attempt 3", v)
+	}
+	if r := v.Retry[200*time.Millisecond]; len(r) != 1 || r[0].ID != "r2" || r[0].Attempt != 3 {
+		t.Errorf("retries after 200ms = %+v; want r2 at attempt 3", r)
+	}
+	if r := v.Retry[100*time.Millisecond]; len(r) != 1 || r[0].ID != "r1" || r[0].Attempt != 2 {
+		t.Errorf("retries after 100ms = %+v; want the unsettled r1 at attempt 2", r)
+	}
+	stopping := mk(1)
+	if v := Judge([]*PackDelivery{mk(1), stopping}, policy, false); !v.Abandon {
+		t.Errorf("unsettled while stopping: verdict %+v; want the pack abandoned", v)
+	}
+}
+
+func FuzzDecodePack(f *testing.F) {
+	f.Add(EncodePack("ns", []PackedMessage{{Message: Message{ID: "r1", Body: []byte("{}")}, Attempt: 1}}))
+	f.Add([]byte("SKP1"))
+	f.Add([]byte(`{"reservation_id":"x"}`))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		p, err := DecodePack("id", body)
+		if err != nil {
+			return
+		}
+		again, err := DecodePack("id", EncodePack(p.Namespace, p.Events))
+		if IsPack(body) && (err != nil || len(again.Events) != len(p.Events)) {
+			t.Fatalf("re-encoded pack does not decode alike: %v", err)
+		}
+	})
+}
