@@ -79,6 +79,9 @@ func WithWaitReplicas(n int, timeout time.Duration) Option {
 	}
 }
 
+// durablePoolSize caps the dedicated connections of a store that WAITs.
+const durablePoolSize = 64
+
 // ErrNotDurable answers a batch whose claims fewer replicas acknowledged
 // than the durability mode asks for.
 var ErrNotDurable = &seckill.Error{Code: seckill.ETRYLATER, Message: "The claim could not be made durable in time; retry with the same Idempotency-Key."}

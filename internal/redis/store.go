@@ -124,6 +124,12 @@ func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	// Client-side caching needs CLIENT TRACKING, which miniredis lacks,
 	// and the store reads nothing that could be served from a cache.
 	copt.DisableCache = true
+	if o.waitReplicas > 0 {
+		// Each reserve batch takes a dedicated connection for its
+		// script + WAIT. The combiner keeps one batch per sale in flight,
+		// but nothing else should open hundreds of connections at once.
+		copt.BlockingPoolSize = durablePoolSize
+	}
 	return newStore(ctx, copt, o, nil)
 }
 

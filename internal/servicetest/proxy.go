@@ -60,7 +60,10 @@ func (p *Proxy) serve() {
 			c.Close()
 			continue
 		}
-		up, err := net.Dial("tcp", p.target)
+		p.mu.Lock()
+		target := p.target
+		p.mu.Unlock()
+		up, err := net.Dial("tcp", target)
 		if err != nil {
 			c.Close()
 			continue
@@ -107,6 +110,14 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		c.Close()
 	}
+}
+
+// Retarget sends new connections to target from now on (a failover);
+// open ones stay where they are until cut.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 // Restore accepts connections again.
