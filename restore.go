@@ -77,6 +77,25 @@ type RestoreStore interface {
 	// error of the attempt ("" for none) and, if alerted is true and it was
 	// not alerted before, AlertedAt = now. Attempts increments.
 	UpdateRestore(ctx context.Context, reservationID string, state RestoreState, lastErr string, alerted bool, now time.Time) error
+	// RestoreOrders runs RestoreOrder's database step for reservations of
+	// one sale in one transaction: results[i] is what RestoreOrder would
+	// answer for reservationIDs[i] (ESTATECONFLICT for a paid order,
+	// ErrNotFound for one with neither an order nor a failed order, or of
+	// another sale), as if they ran one after the other. An error of the
+	// whole call writes nothing.
+	RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]OrderRestore, error)
+	// FinishRestores records the Redis step of requests as done, as one
+	// UpdateRestore(id, RestoreStateDone, lastErr, false, now) each, in one
+	// statement. Unknown ids are skipped.
+	FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error
+}
+
+// OrderRestore is one answer of RestoreStore.RestoreOrders: what
+// RestoreOrder would have returned for that reservation.
+type OrderRestore struct {
+	Order   *Order
+	Changed bool
+	Err     error
 }
 
 // StockRestorer is the Redis side of restoring (internal/redis).
@@ -86,12 +105,22 @@ type StockRestorer interface {
 	// script. restored is false when it was restored already. ErrNotFound
 	// when the stock store has no record of the reservation.
 	RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error)
+	// RestoreReservations does RestoreReservation for reservations of one
+	// sale, in order, in one script call: results[i] answers
+	// reservationIDs[i]. An error of the whole call changed nothing.
+	RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]ReservationRestore, error)
 	// PublishRestocked tells every API node that a sale has stock again,
 	// so each clears its local sold-out flag.
 	PublishRestocked(ctx context.Context, saleID string) error
 	// SubscribeRestocked calls fn with the sale id of every restock
 	// announcement until ctx ends, resubscribing after a lost connection.
 	SubscribeRestocked(ctx context.Context, fn func(saleID string)) error
+}
+
+// ReservationRestore is one answer of StockRestorer.RestoreReservations.
+type ReservationRestore struct {
+	Restored bool
+	Err      error
 }
 
 // ReservationRecord is the stock store's record of one reservation, for

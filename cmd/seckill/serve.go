@@ -330,12 +330,21 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
-		Cancel: func(ctx context.Context, o *seckill.Order) error {
-			res, err := m.restorer.Restore(ctx, o.ReservationID, "payment timeout")
-			if err == nil && res == seckill.AlreadyRestored {
-				return paytimeout.ErrAlreadyCancelled
+		// In batches: one database transaction, one Redis script call
+		// and one restock announcement per sale per batch.
+		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
+			ids := make([]string, len(orders))
+			for i, o := range orders {
+				ids[i] = o.ReservationID
 			}
-			return err
+			errs := make([]error, len(orders))
+			for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
+				errs[i] = out.Err
+				if out.Err == nil && out.Result == seckill.AlreadyRestored {
+					errs[i] = paytimeout.ErrAlreadyCancelled
+				}
+			}
+			return errs
 		},
 	})
 	sweeper.Start(context.WithoutCancel(ctx))
@@ -384,7 +393,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
-	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now})
+	// Keyed requests on a flagged sale are answered by a lookup of their
+	// earlier reservation, batched per sale like reservations are.
+	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.closers = append(m.closers, replays.Stop)
+	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
 	m.gate = gate
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
@@ -599,4 +612,12 @@ func orEmbedded(s string) string {
 		return "embedded"
 	}
 	return s
+}
+
+// replayLookup gives the Redis idempotency lookup the shape the request
+// combiner batches.
+type replayLookup struct{ stock *redis.Store }
+
+func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return l.stock.Replays(ctx, saleID, reqs)
 }

@@ -40,6 +40,9 @@ func RestoreStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore,
 	t.Run("UpdateRestore", func(t *testing.T) { testUpdateRestore(t, newStores) })
 	t.Run("RestoreRequests", func(t *testing.T) { testRestoreRequests(t, newStores) })
 	t.Run("SaleLedger", func(t *testing.T) { testSaleLedger(t, newStores) })
+	t.Run("RestoreOrdersMatchesOneByOne", func(t *testing.T) { testRestoreOrdersMatchesOneByOne(t, newStores) })
+	t.Run("RestoreOrdersLargeBatch", func(t *testing.T) { testRestoreOrdersLargeBatch(t, newStores) })
+	t.Run("FinishRestores", func(t *testing.T) { testFinishRestores(t, newStores) })
 }
 
 // saleStock returns the database's unsold stock and version of a sale.

@@ -58,6 +58,8 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 		wantStockLevel(t, store, sale.ID, 2, 2)
 	})
 
+	t.Run("RestoreReservationsMatchesOneByOne", func(t *testing.T) { testRestoreReservationsMatchesOneByOne(t, newStore) })
+
 	t.Run("RestoreFreesOnlyItsOwnUnits", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)

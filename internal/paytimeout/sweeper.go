@@ -35,8 +35,9 @@ const (
 )
 
 // maxBatchesPerSweep bounds one sweep: a backlog larger than this many
-// full batches waits for the next tick rather than holding Stop up.
-const maxBatchesPerSweep = 20
+// full batches waits for the next tick. Stop does not wait for the
+// bound: the sweep ends after the batch in hand.
+const maxBatchesPerSweep = 200
 
 // Store is the part of seckill.OrderStore the sweeper uses.
 type Store interface {
@@ -61,8 +62,14 @@ type Config struct {
 	// call in progress (it may be a restore of several steps); it waits
 	// for it, up to this. Default 30s.
 	CancelTimeout time.Duration
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// CancelBatch, if set, cancels expired orders of one sale together
+	// (the batched restore path: one database transaction and one Redis
+	// call per batch) and is used instead of Cancel. errs[i] answers
+	// orders[i] as Cancel would. Each call gets up to BatchSize orders and
+	// CancelTimeout.
+	CancelBatch func(ctx context.Context, orders []*seckill.Order) (errs []error)
+	Now         func() time.Time
+	Logger      *slog.Logger
 	// OnCancelled, if set, is told how many orders each sweep cancelled
 	// (called only when that is more than zero).
 	OnCancelled func(n int)
@@ -145,6 +152,9 @@ func (s *Sweeper) Sweep(ctx context.Context) (cancelled int, err error) {
 }
 
 func (s *Sweeper) cancelAll(ctx context.Context, orders []*seckill.Order) (cancelled, failed int, firstErr error) {
+	if s.cfg.CancelBatch != nil {
+		return s.cancelBatches(ctx, orders)
+	}
 	for _, o := range orders {
 		if ctx.Err() != nil {
 			return cancelled, failed, firstErr
@@ -154,20 +164,57 @@ func (s *Sweeper) cancelAll(ctx context.Context, orders []*seckill.Order) (cance
 		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CancelTimeout)
 		err := s.cfg.Cancel(cctx, o)
 		cancel()
-		switch {
-		case err == nil:
-			cancelled++
-		case seckill.ErrorCode(err) == seckill.ESTATECONFLICT:
-			s.cfg.Logger.Debug("pay timeout: paid in time after all", "reservation", o.ReservationID)
-		case errors.Is(err, ErrAlreadyCancelled):
-		default:
-			failed++
-			if firstErr == nil {
-				firstErr = fmt.Errorf("cancel %s: %w", o.ReservationID, err)
+		s.count(o, err, &cancelled, &failed, &firstErr)
+	}
+	return cancelled, failed, firstErr
+}
+
+// cancelBatches hands the orders to CancelBatch, one call per sale, in
+// the order their sales first appear.
+func (s *Sweeper) cancelBatches(ctx context.Context, orders []*seckill.Order) (cancelled, failed int, firstErr error) {
+	bySale := map[string][]*seckill.Order{}
+	var sales []string
+	for _, o := range orders {
+		if bySale[o.SaleID] == nil {
+			sales = append(sales, o.SaleID)
+		}
+		bySale[o.SaleID] = append(bySale[o.SaleID], o)
+	}
+	for _, sale := range sales {
+		if ctx.Err() != nil {
+			return cancelled, failed, firstErr
+		}
+		batch := bySale[sale]
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CancelTimeout)
+		errs := s.cfg.CancelBatch(cctx, batch)
+		cancel()
+		for i, o := range batch {
+			var err error
+			if i < len(errs) {
+				err = errs[i]
+			} else {
+				err = fmt.Errorf("cancel batch answered %d orders of %d", len(errs), len(batch))
 			}
+			s.count(o, err, &cancelled, &failed, &firstErr)
 		}
 	}
 	return cancelled, failed, firstErr
+}
+
+// count files one cancel's error.
+func (s *Sweeper) count(o *seckill.Order, err error, cancelled, failed *int, firstErr *error) {
+	switch {
+	case err == nil:
+		*cancelled++
+	case seckill.ErrorCode(err) == seckill.ESTATECONFLICT:
+		s.cfg.Logger.Debug("pay timeout: paid in time after all", "reservation", o.ReservationID)
+	case errors.Is(err, ErrAlreadyCancelled):
+	default:
+		*failed++
+		if *firstErr == nil {
+			*firstErr = fmt.Errorf("cancel %s: %w", o.ReservationID, err)
+		}
+	}
 }
 
 // Start runs a first Sweep, then one every Interval, until Stop. A second

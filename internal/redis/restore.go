@@ -71,12 +71,77 @@ func (s *Store) RestoreReservation(ctx context.Context, reservationID string) (r
 	if !ok {
 		return false, fmt.Errorf("restore %q: %w", reservationID, seckill.ErrNotFound)
 	}
-	keys := s.keys(saleID)
-	code, err := restoreScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]},
-		[]string{reservationID}).AsInt64()
+	codes, err := s.restoreScript(ctx, saleID, []string{reservationID})
 	if err != nil {
-		return false, fmt.Errorf("restore %s: %w", reservationID, classify(err))
+		return false, fmt.Errorf("restore %s: %w", reservationID, err)
 	}
+	return restoreAnswer(reservationID, codes[0])
+}
+
+// MaxRestoreBatch caps the reservations of one RestoreReservations call,
+// so that one script call stays short for the Redis that runs it.
+const MaxRestoreBatch = 1000
+
+// RestoreReservations does RestoreReservation for reservations of one
+// sale in one script call (seckill.StockRestorer): results[i] answers
+// reservationIDs[i], in order, so an id listed twice is restored once.
+// An id that is not a reservation id of saleID is ErrNotFound there. More
+// than MaxRestoreBatch ids is EINVALID, as is an invalid sale id.
+func (s *Store) RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]seckill.ReservationRestore, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("restore reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	if len(reservationIDs) > MaxRestoreBatch {
+		return nil, fmt.Errorf("restore reservations: %w",
+			seckill.Errorf(seckill.EINVALID, "%d reservations is over the limit of %d", len(reservationIDs), MaxRestoreBatch))
+	}
+	results := make([]seckill.ReservationRestore, len(reservationIDs))
+	ids := make([]string, 0, len(reservationIDs))
+	at := make([]int, 0, len(reservationIDs))
+	for i, id := range reservationIDs {
+		if sale, ok := seckill.SaleIDOfReservation(id); !ok || sale != saleID {
+			results[i].Err = fmt.Errorf("restore %q: %w", id, seckill.ErrNotFound)
+			continue
+		}
+		ids = append(ids, id)
+		at = append(at, i)
+	}
+	if len(ids) == 0 {
+		return results, nil
+	}
+	codes, err := s.restoreScript(ctx, saleID, ids)
+	if err != nil {
+		return nil, fmt.Errorf("restore %d reservations of sale %s: %w", len(ids), saleID, err)
+	}
+	for j, code := range codes {
+		r := &results[at[j]]
+		r.Restored, r.Err = restoreAnswer(ids[j], code)
+	}
+	return results, nil
+}
+
+// restoreScript runs restore.lua on ids of saleID and returns its codes.
+func (s *Store) restoreScript(ctx context.Context, saleID string, ids []string) ([]int64, error) {
+	keys := s.keys(saleID)
+	answers, err := restoreScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]}, ids).ToArray()
+	if err != nil {
+		return nil, classify(err)
+	}
+	if len(answers) != len(ids) {
+		return nil, fmt.Errorf("restore script answered %d reservations of %d", len(answers), len(ids))
+	}
+	codes := make([]int64, len(answers))
+	for i, a := range answers {
+		if codes[i], err = a.AsInt64(); err != nil {
+			return nil, fmt.Errorf("unexpected answer from restore script: %w", err)
+		}
+	}
+	return codes, nil
+}
+
+// restoreAnswer turns one code of restore.lua (see its header) into
+// RestoreReservation's answer.
+func restoreAnswer(reservationID string, code int64) (restored bool, err error) {
 	switch code {
 	case 1:
 		return true, nil

@@ -126,6 +126,7 @@ func TestStore(t *testing.T) {
 			t.Run("ReservationRecord", func(t *testing.T) { t.Parallel(); testReservationRecord(t, newStore(t)) })
 			t.Run("BuyersNeverExpire", func(t *testing.T) { t.Parallel(); testBuyersNeverExpire(t, newStore(t)) })
 			t.Run("FullBatch", func(t *testing.T) { t.Parallel(); testFullBatch(t, newStore(t)) })
+			t.Run("Replays", func(t *testing.T) { t.Parallel(); testReplays(t, newStore(t)) })
 			t.Run("InvalidInput", func(t *testing.T) { t.Parallel(); testInvalidInput(t, newStore(t)) })
 			t.Run("Ping", func(t *testing.T) {
 				t.Parallel()

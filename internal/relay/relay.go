@@ -138,6 +138,11 @@ type Relay struct {
 
 	// sales is the loop's own state, touched by its goroutine only.
 	sales map[string]*saleState
+	// listed, batch and seen are scratch space of the loop, reused on
+	// every pass so that polling empty outboxes allocates nothing.
+	listed map[string]bool
+	batch  []seckill.OutboxEntry
+	seen   map[string]bool
 }
 
 // saleState is what the relay remembers of one sale between passes.
@@ -164,6 +169,8 @@ func New(outbox Outbox, broker seckill.Broker, cfg Config) *Relay {
 		draining: make(chan struct{}),
 		done:     make(chan struct{}),
 		sales:    map[string]*saleState{},
+		listed:   map[string]bool{},
+		seen:     map[string]bool{},
 	}
 }
 
@@ -213,6 +220,11 @@ func (r *Relay) run(ctx context.Context) {
 	log := r.cfg.Logger.With("consumer", r.cfg.Consumer, "group", r.cfg.Group)
 	log.Info("relay started")
 	idle := false
+	// One timer for the life of the loop: an idle relay polls without
+	// allocating one per wait.
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
 	for {
 		draining := isClosed(r.draining)
 		found, wait := r.pass(ctx, log, idle && !draining)
@@ -234,7 +246,7 @@ func (r *Relay) run(ctx context.Context) {
 		if draining {
 			wake = nil
 		}
-		t := time.NewTimer(min(wait, r.cfg.PollInterval))
+		t.Reset(min(wait, r.cfg.PollInterval))
 		select {
 		case <-ctx.Done():
 		case <-t.C:
@@ -261,7 +273,8 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 		}
 		slices.Sort(sales)
 	}
-	listed := make(map[string]bool, len(sales))
+	listed := r.listed
+	clear(listed)
 	for _, id := range sales {
 		listed[id] = true
 	}
@@ -320,16 +333,35 @@ func (r *Relay) backoff(failures int) time.Duration {
 // of dead relays, then new ones. It acks only after Publish returned nil.
 func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (int, error) {
 	size := r.cfg.BatchSize
-	batch := make([]seckill.OutboxEntry, 0, size)
-	seen := map[string]bool{}
+	// The batch is built in the relay's scratch slice: an empty outbox,
+	// the common case between bursts, costs no allocation. Entries are
+	// deduplicated only when more than one read contributed.
+	batch, reads := r.batch[:0], 0
 	add := func(es []seckill.OutboxEntry) {
+		if len(es) == 0 {
+			return
+		}
+		if reads++; reads == 1 {
+			batch = append(batch, es...)
+			return
+		}
+		if len(r.seen) == 0 {
+			for _, e := range batch {
+				r.seen[e.StreamID] = true
+			}
+		}
 		for _, e := range es {
-			if !seen[e.StreamID] {
-				seen[e.StreamID] = true
+			if !r.seen[e.StreamID] {
+				r.seen[e.StreamID] = true
 				batch = append(batch, e)
 			}
 		}
 	}
+	defer func() {
+		clear(batch) // drop references to the entries
+		r.batch = batch[:0]
+		clear(r.seen)
+	}()
 	ownDone := !st.ownPending
 	if st.ownPending {
 		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, size)

@@ -31,11 +31,14 @@ type Store interface {
 	RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error)
 	RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error)
 	UpdateRestore(ctx context.Context, reservationID string, state seckill.RestoreState, lastErr string, alerted bool, now time.Time) error
+	RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error)
+	FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error
 }
 
 // Stock is the Redis side (part of seckill.StockRestorer).
 type Stock interface {
 	RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error)
+	RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]seckill.ReservationRestore, error)
 	PublishRestocked(ctx context.Context, saleID string) error
 }
 
@@ -165,6 +168,10 @@ func (s *Service) redisStep(ctx context.Context, reservationID string, attempts 
 // restocked announces that a sale has stock again.
 func (s *Service) restocked(ctx context.Context, reservationID string) {
 	saleID, _ := seckill.SaleIDOfReservation(reservationID)
+	s.restockedSale(ctx, saleID)
+}
+
+func (s *Service) restockedSale(ctx context.Context, saleID string) {
 	if s.cfg.OnRestocked != nil {
 		s.cfg.OnRestocked(saleID)
 	}
@@ -191,8 +198,17 @@ func (s *Service) Retry(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore: list pending: %w", err)
 	}
+	bySale := map[string][]string{}
+	var sales []string
 	for _, r := range pending {
-		s.redisStep(ctx, r.ReservationID, r.Attempts)
+		sale, _ := seckill.SaleIDOfReservation(r.ReservationID)
+		if bySale[sale] == nil {
+			sales = append(sales, sale)
+		}
+		bySale[sale] = append(bySale[sale], r.ReservationID)
+	}
+	for _, sale := range sales {
+		s.redisSteps(ctx, sale, bySale[sale])
 	}
 	parked, err := s.store.RestoreRequests(ctx, seckill.RestoreStateParked, s.cfg.BatchSize)
 	if err != nil {

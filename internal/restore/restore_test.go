@@ -22,6 +22,7 @@ type fakeStore struct {
 	orders   map[string]seckill.OrderStatus
 	requests map[string]*seckill.RestoreRequest
 	stock    int64
+	batches  int // RestoreOrders calls
 }
 
 func newFakeStore() *fakeStore {
@@ -119,6 +120,7 @@ type fakeStock struct {
 	active    map[string]bool
 	down      bool
 	restores  int
+	batches   int // RestoreReservations calls
 	published []string
 }
 
@@ -337,4 +339,42 @@ func TestStartKickStop(t *testing.T) {
 	if store.request(id).State != seckill.RestoreStateDone {
 		t.Fatal("Kick did not run a retry pass")
 	}
+}
+
+// The batch methods of the fakes do what the single ones do, in turn, as
+// the ports promise.
+
+func (f *fakeStore) RestoreOrders(ctx context.Context, _ string, ids []string, reason string, now time.Time) ([]seckill.OrderRestore, error) {
+	f.mu.Lock()
+	f.batches++
+	f.mu.Unlock()
+	out := make([]seckill.OrderRestore, len(ids))
+	for i, id := range ids {
+		out[i].Order, out[i].Changed, out[i].Err = f.RestoreOrder(ctx, id, reason, now)
+	}
+	return out, nil
+}
+
+func (f *fakeStore) FinishRestores(ctx context.Context, ids []string, lastErr string, now time.Time) error {
+	for _, id := range ids {
+		if err := f.UpdateRestore(ctx, id, seckill.RestoreStateDone, lastErr, false, now); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (f *fakeStock) RestoreReservations(ctx context.Context, _ string, ids []string) ([]seckill.ReservationRestore, error) {
+	f.mu.Lock()
+	f.batches++
+	down := f.down
+	f.mu.Unlock()
+	if down {
+		return nil, errors.New("redis: connection refused")
+	}
+	out := make([]seckill.ReservationRestore, len(ids))
+	for i, id := range ids {
+		out[i].Restored, out[i].Err = f.RestoreReservation(ctx, id)
+	}
+	return out, nil
 }

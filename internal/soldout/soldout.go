@@ -36,6 +36,14 @@ type Config struct {
 	SafetyInterval time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Replays, if set, finds the earlier answer of a keyed request
+	// without reserving: OutcomeReplayed or OutcomeKeyReused, as the
+	// stock store's idempotency check would answer, or the zero Outcome
+	// when the key holds no reservation. With it, keyed requests on a
+	// flagged sale are answered locally too (see Gate). In production it
+	// is a request combiner over one HMGET of the idempotency hash, so
+	// concurrent lookups of a sale share one call.
+	Replays Reserver
 }
 
 // Gate is a Reserver in front of another that remembers which sales are
@@ -45,14 +53,21 @@ type Config struct {
 //   - A sale is flagged only when a request for one unit was refused as
 //     sold out: then not a single unit is left. A refused request for two
 //     says nothing about a request for one.
-//   - A request with an Idempotency-Key always goes to the stock store,
-//     even for a flagged sale: it may be the retry of a request that
-//     took the last unit, and must get that reservation back, not
-//     "sold out" (design §2: a replayed key gets the same answer).
+//   - A request with an Idempotency-Key on a flagged sale may be the
+//     retry of a request that took the last unit, and must get that
+//     reservation back, not "sold out" (design §2: a replayed key gets
+//     the same answer). So its earlier answer is looked up (Config.Replays,
+//     a read that reserves nothing) and given if there is one; if there
+//     is none the reserve script could only answer sold out (or, for a
+//     buyer at the limit, limit_exceeded, which the flag answers as sold
+//     out just as it does for a request without a key), so the Gate
+//     answers sold out itself. Without Replays, or when the lookup fails
+//     or a Clear came during it, the request goes to the stock store.
 //
 // Gate implements prometheus.Collector, exporting its hits and flags.
 type Gate struct {
 	next     Reserver
+	replays  Reserver
 	interval time.Duration
 	now      func() time.Time
 
@@ -62,8 +77,11 @@ type Gate struct {
 	// "sold out" read before a restore must not hide the restored units.
 	clears atomic.Uint64
 	hits   atomic.Uint64
+	// replayHits counts keyed requests on a flagged sale answered with
+	// their earlier reservation by the lookup alone.
+	replayHits atomic.Uint64
 
-	hitsDesc, flagsDesc *prometheus.Desc
+	hitsDesc, replayDesc, flagsDesc *prometheus.Desc
 }
 
 type flag struct {
@@ -82,29 +100,60 @@ func New(next Reserver, cfg Config) *Gate {
 	}
 	return &Gate{
 		next:     next,
+		replays:  cfg.Replays,
 		interval: cfg.SafetyInterval,
 		now:      cfg.Now,
 		hitsDesc: prometheus.NewDesc("seckill_soldout_local_answers_total",
 			"Reservation requests answered sold_out from this node's sold-out flag, without a stock store call.", nil, nil),
+		replayDesc: prometheus.NewDesc("seckill_soldout_local_replays_total",
+			"Keyed requests on a sale flagged sold out answered with their earlier reservation by an idempotency lookup, without the reserve script.", nil, nil),
 		flagsDesc: prometheus.NewDesc("seckill_soldout_flagged_sales",
 			"Sales this node currently holds a sold-out flag for.", nil, nil),
 	}
 }
 
-// Reserve answers sold out for a flagged sale (unless the request has an
-// Idempotency-Key), and otherwise asks the next Reserver, flagging the
-// sale when a request for one unit comes back sold out.
+// Reserve answers a flagged sale locally (a keyed request with its
+// earlier answer if it has one), and otherwise asks the next Reserver,
+// flagging the sale when a request for one unit comes back sold out.
 func (g *Gate) Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
-	if req.IdempotencyKey == "" && g.SoldOut(saleID) {
-		g.hits.Add(1)
-		return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
-	}
 	clears := g.clears.Load()
+	if g.SoldOut(saleID) {
+		if req.IdempotencyKey == "" {
+			g.hits.Add(1)
+			return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
+		}
+		if res, ok := g.replay(ctx, saleID, req, clears); ok {
+			return res, nil
+		}
+		clears = g.clears.Load()
+	}
 	res, err := g.next.Reserve(ctx, saleID, req)
 	if err == nil && res.Outcome == seckill.OutcomeSoldOut && req.Qty == 1 {
 		g.mark(saleID, clears)
 	}
 	return res, err
+}
+
+// replay answers a keyed request on a flagged sale from its earlier
+// answer, or sold out when it has none; ok is false when the stock store
+// must decide (no lookup configured, the lookup failed, or a Clear came
+// while it ran: units may be back).
+func (g *Gate) replay(ctx context.Context, saleID string, req seckill.ReserveRequest, clears uint64) (res seckill.ReserveResult, ok bool) {
+	if g.replays == nil {
+		return res, false
+	}
+	res, err := g.replays.Reserve(ctx, saleID, req)
+	switch {
+	case err != nil:
+		return res, false
+	case res.Outcome == seckill.OutcomeReplayed || res.Outcome == seckill.OutcomeKeyReused:
+		g.replayHits.Add(1)
+		return res, true
+	case res.Outcome != 0 || g.clears.Load() != clears || !g.SoldOut(saleID):
+		return res, false
+	}
+	g.hits.Add(1)
+	return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, true
 }
 
 // SoldOut reports whether saleID is flagged now.
@@ -144,12 +193,18 @@ func (g *Gate) Clear(saleID string) {
 	g.flags.Delete(saleID)
 }
 
-// Hits is the number of requests answered from a flag so far.
+// Hits is the number of requests answered sold out from a flag so far,
+// keyed ones whose key held no reservation included.
 func (g *Gate) Hits() uint64 { return g.hits.Load() }
+
+// ReplayHits is the number of keyed requests on a flagged sale answered
+// with their earlier reservation by the lookup.
+func (g *Gate) ReplayHits() uint64 { return g.replayHits.Load() }
 
 // Describe implements prometheus.Collector.
 func (g *Gate) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.hitsDesc
+	ch <- g.replayDesc
 	ch <- g.flagsDesc
 }
 
@@ -163,5 +218,6 @@ func (g *Gate) Collect(ch chan<- prometheus.Metric) {
 		return true
 	})
 	ch <- prometheus.MustNewConstMetric(g.hitsDesc, prometheus.CounterValue, float64(g.Hits()))
+	ch <- prometheus.MustNewConstMetric(g.replayDesc, prometheus.CounterValue, float64(g.ReplayHits()))
 	ch <- prometheus.MustNewConstMetric(g.flagsDesc, prometheus.GaugeValue, float64(flagged))
 }

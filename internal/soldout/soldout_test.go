@@ -22,12 +22,13 @@ type stockReserver struct {
 	mu     sync.Mutex
 	left   map[string]int64
 	byKey  map[string]string
+	qtyOf  map[string]int64 // reservation id -> qty
 	calls  map[string]int
 	before func() // called on entry, outside the lock, when set
 }
 
 func newStock(sales map[string]int64) *stockReserver {
-	return &stockReserver{left: sales, byKey: map[string]string{}, calls: map[string]int{}}
+	return &stockReserver{left: sales, byKey: map[string]string{}, qtyOf: map[string]int64{}, calls: map[string]int{}}
 }
 
 func (s *stockReserver) Reserve(_ context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
@@ -38,12 +39,16 @@ func (s *stockReserver) Reserve(_ context.Context, saleID string, req seckill.Re
 	defer s.mu.Unlock()
 	s.calls[saleID]++
 	if id, ok := s.byKey[req.UserID+"/"+req.IdempotencyKey]; ok && req.IdempotencyKey != "" {
+		if s.qtyOf[id] != req.Qty {
+			return seckill.ReserveResult{Outcome: seckill.OutcomeKeyReused}, nil
+		}
 		return seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: req.Qty}, nil
 	}
 	if s.left[saleID] < req.Qty {
 		return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
 	}
 	s.left[saleID] -= req.Qty
+	s.qtyOf[req.ReservationID] = req.Qty
 	if req.IdempotencyKey != "" {
 		s.byKey[req.UserID+"/"+req.IdempotencyKey] = req.ReservationID
 	}

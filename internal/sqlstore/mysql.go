@@ -64,8 +64,14 @@ var mysqlRestoreQueries = restoreQueries{
 		WHERE reservation_id = ? AND state IN (?, ?, ?)`,
 	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
 		WHERE state = ? ORDER BY created_at_ms, reservation_id LIMIT ?`,
-	requestsIn:   `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
-	settleParked: `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+	requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
+	settleParked:       `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+	ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
+	lockSuffix:         ` FOR UPDATE`,
+	cancelOrdersIn:     `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ? WHERE status = ? AND reservation_id IN `,
+	reopenRequestsIn:   `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id IN `,
+	insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
+	finishRequestsIn:   `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, updated_at_ms = ? WHERE reservation_id IN `,
 
 	saleOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,

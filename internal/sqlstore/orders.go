@@ -555,14 +555,18 @@ func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (m
 
 // eachRowIn runs head + "(ids…)" with the ids in chunks of idChunk (the
 // dialects' placeholder limits) and calls scan on every row.
-func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error) error {
+func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error, tail ...string) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
 		args := make([]any, len(chunk))
 		for i, id := range chunk {
 			args[i] = id
 		}
-		rows, err := tx.QueryContext(ctx, head+st.q.list(1, len(chunk)), args...)
+		query := head + st.q.list(1, len(chunk))
+		for _, t := range tail {
+			query += t
+		}
+		rows, err := tx.QueryContext(ctx, query, args...)
 		if err != nil {
 			return err
 		}

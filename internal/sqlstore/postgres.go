@@ -88,8 +88,14 @@ var postgresRestoreQueries = restoreQueries{
 		WHERE reservation_id = $5 AND state IN ($6, $7, $8)`,
 	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
 		WHERE state = $1 ORDER BY created_at_ms, reservation_id LIMIT $2`,
-	requestsIn:   `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
-	settleParked: `UPDATE restore_requests SET state = $1, updated_at_ms = $2 WHERE state = $3 AND reservation_id IN `,
+	requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
+	settleParked:       `UPDATE restore_requests SET state = $1, updated_at_ms = $2 WHERE state = $3 AND reservation_id IN `,
+	ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
+	lockSuffix:         ` FOR UPDATE`,
+	cancelOrdersIn:     `UPDATE orders SET status = $1, cancel_reason = $2, updated_at_ms = $3 WHERE status = $4 AND reservation_id IN `,
+	reopenRequestsIn:   `UPDATE restore_requests SET state = $1, reason = $2, updated_at_ms = $3 WHERE reservation_id IN `,
+	insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
+	finishRequestsIn:   `UPDATE restore_requests SET state = $1, attempts = attempts + 1, last_error = $2, updated_at_ms = $3 WHERE reservation_id IN `,
 
 	saleOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,

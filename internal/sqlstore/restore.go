@@ -68,6 +68,24 @@ type restoreQueries struct {
 	// state $3 whose reservation_id is IN a list (numbered from $4).
 	settleParked string
 
+	// The batch restore (RestoreOrders, FinishRestores). Statements
+	// ending in "IN " take a list numbered after their own parameters;
+	// ordersIn takes its list from $1 and then lockSuffix, which locks
+	// the rows where the dialect has row locks.
+	ordersIn   string
+	lockSuffix string
+	// cancelOrdersIn sets status $1, cancel_reason $2, updated_at_ms $3
+	// on the orders of status $4 in the list (from $5).
+	cancelOrdersIn string
+	// reopenRequestsIn sets state $1, reason $2, updated_at_ms $3 on the
+	// requests in the list (from $4).
+	reopenRequestsIn string
+	// insertRequestsHead is completed with rows of restoreColumns.
+	insertRequestsHead string
+	// finishRequestsIn sets state $1, attempts + 1, last_error $2,
+	// updated_at_ms $3 on the requests in the list (from $4).
+	finishRequestsIn string
+
 	// saleOrders, saleFailedOrders and saleRequests select every order
 	// (orderColumns), failed order (failedOrderColumns) and request
 	// (restoreColumns) of sale $1, oldest first.

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
+)
+
+// TestPayTimeoutRestoresInBatches: 20,000 orders nobody pays all expire
+// at once; the sweeper gives every unit back, in batches (one restock
+// announcement per sale per batch, so a few dozen, not 20,000), and the
+// sale reconciles. The time from the deadline to the last unit back in
+// Redis is logged: on this machine's shared cores it is the figure the
+// issue asks to be within 10 s.
+func TestPayTimeoutRestoresInBatches(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 orders")
+	}
+	const n = 20000
+	clk := &testClock{}
+	fast := fastRestores(stacks[0].config(t))
+	e := startEngine(t, func(c *Config) {
+		fast(c)
+		c.ReconcileInterval = time.Hour // the gauges' full comparison is not what this measures
+	}, clk.hook())
+	sale := e.liveSale(n, 1)
+	ctx := context.Background()
+
+	// Claims straight into the stock store, a full batch per script call:
+	// what matters here is what happens after the orders land.
+	for start := 0; start < n; start += 256 {
+		reqs := make([]seckill.ReserveRequest, 0, 256)
+		for i := start; i < min(start+256, n); i++ {
+			reqs = append(reqs, seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale, time.Now()), UserID: fmt.Sprint("b", i), Qty: 1})
+		}
+		res, err := e.m.stock.Reserve(ctx, sale, reqs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			if r.Outcome != seckill.OutcomeReserved {
+				t.Fatalf("claim: %+v", r)
+			}
+		}
+	}
+	sales := sqlstore.NewSaleStore(e.m.db)
+	waitUntil(t, 5*time.Minute, "every order persisted", func() bool {
+		s, err := sales.Sale(ctx, sale)
+		return err == nil && s.Unsold == 0
+	})
+	if lvl := e.stock(sale); lvl.Remaining() != 0 {
+		t.Fatalf("remaining %d before the deadline", lvl.Remaining())
+	}
+
+	var announced atomic.Int64
+	subCtx, stop := context.WithCancel(ctx)
+	subDone := make(chan struct{})
+	go func() {
+		defer close(subDone)
+		_ = e.m.stock.SubscribeRestocked(subCtx, func(s string) {
+			if s == sale {
+				announced.Add(1)
+			}
+		})
+	}()
+	defer func() { stop(); <-subDone }()
+
+	clk.advance(e.m.Config.PayTimeout + time.Second) // every order is past its deadline now
+	deadline := time.Now()
+	waitUntil(t, 5*time.Minute, "every unit back in Redis", func() bool { return e.stock(sale).Remaining() == n })
+	took := time.Since(deadline)
+	waitUntil(t, time.Minute, "every unit back in the database", func() bool {
+		s, err := sales.Sale(ctx, sale)
+		return err == nil && s.Unsold == n
+	})
+	t.Logf("%d expired orders back in stock %v after their deadline (%.0f restores/s); %d restock announcements",
+		n, took.Round(time.Millisecond), n/took.Seconds(), announced.Load())
+	if a := announced.Load(); a > n/100 {
+		t.Errorf("%d restock announcements for %d restores: not batched", a, n)
+	}
+	report, code := e.reconcileCLI(sale)
+	if code != 0 || report["balanced"] != true {
+		t.Fatalf("reconcile after the restores: exit %d, %v", code, report)
+	}
+}
+
+// waitUntil polls cond until it holds, failing after patience.
+func waitUntil(t *testing.T, patience time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(patience)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("gave up waiting for %s after %v", what, patience)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

@@ -1,0 +1,75 @@
+package redis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// idemField is the idempotency hash's field of a buyer's key, as
+// reserve.lua writes it: the user's length first, so that no two
+// (user, key) pairs can spell the same field.
+func idemField(userID, key string) string {
+	return strconv.Itoa(len(userID)) + ":" + userID + key
+}
+
+// Replays looks up, in one HMGET of the sale's idempotency hash, the
+// earlier answers of keyed requests, without reserving anything:
+// results[i] is what reserve.lua would answer reqs[i] from its
+// idempotency check alone, OutcomeReplayed (with the earlier reservation
+// id) for an equal qty or OutcomeKeyReused for another, and the zero
+// Outcome when the request has no key or its key holds no reservation.
+//
+// The local sold-out flag (internal/soldout) asks it for keyed requests
+// on a sale it knows to be sold out: a key that holds no reservation can
+// only be answered sold_out there, the reserve script need not run.
+func (s *Store) Replays(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	results := make([]seckill.ReserveResult, len(reqs))
+	fields := make([]string, 0, len(reqs))
+	for _, r := range reqs {
+		if r.IdempotencyKey != "" {
+			fields = append(fields, idemField(r.UserID, r.IdempotencyKey))
+		}
+	}
+	if len(fields) == 0 {
+		return results, nil
+	}
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("replays: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyIdem]).Field(fields...).Build()).ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("replays: %w", classify(err))
+	}
+	if len(vals) != len(fields) {
+		return nil, fmt.Errorf("replays: HMGET answered %d fields of %d", len(vals), len(fields))
+	}
+	j := 0
+	for i, r := range reqs {
+		if r.IdempotencyKey == "" {
+			continue
+		}
+		v := vals[j]
+		j++
+		if v.IsNil() {
+			continue
+		}
+		prev, err := v.ToString()
+		if err != nil {
+			return nil, fmt.Errorf("replays: %w", err)
+		}
+		qtys, id, ok := strings.Cut(prev, ":")
+		if !ok {
+			return nil, fmt.Errorf("replays: malformed idempotency entry %q", prev)
+		}
+		if qtys == strconv.FormatInt(r.Qty, 10) {
+			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: r.Qty}
+		} else {
+			results[i].Outcome = seckill.OutcomeKeyReused
+		}
+	}
+	return results, nil
+}
