@@ -97,7 +97,7 @@ type StockWatch struct {
 	// (ETRYLATER).
 	Healing      bool
 	HealingSince time.Time
-	Heals   int64
+	Heals        int64
 }
 
 // Remaining is the number of units still available.

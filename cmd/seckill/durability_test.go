@@ -181,7 +181,9 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 		c.LostClaimAfter = 5 * time.Second
 		c.HealInterval = 200 * time.Millisecond
 		c.ReconcileInterval = time.Hour
-	}, func(m *Main) { m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn})) })
+	}, func(m *Main) {
+		m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
 	sale := e.liveSale(stock, 1)
 
 	var acked atomic.Int64
