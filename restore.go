@@ -11,6 +11,13 @@ import (
 // reservation id and idempotent, so an operator's restore, a buyer's
 // cancel and the payment timeout can race without restoring twice.
 
+// Reasons recorded on orders cancelled by the engine itself; an operator's
+// restore records the operator's own words.
+const (
+	ReasonBuyerCancel = "cancelled by buyer"
+	ReasonPayTimeout  = "payment timeout"
+)
+
 // RestoreResult is the answer to a restore request.
 type RestoreResult string
 

@@ -36,6 +36,11 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// buyer): rate limits would only turn it away. --rate-limit-* still
 	// turn them on.
 	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
+	// The crowd and the engine share this machine's cores, so a request
+	// may wait on the crowd's own load longer than a production node's
+	// budget; the demo shows the sale, not that. --request-budget still
+	// sets it.
+	cfg.RequestBudget = 30 * time.Second
 	opts := defaultRushOptions()
 	var asJSON, serve bool
 	fs := flagSet("demo", stderr)

@@ -67,6 +67,8 @@ type Config struct {
 	DemoLogin            string // auto (on for the embedded default), on, off
 	ReconcileInterval    time.Duration
 	ShutdownTimeout      time.Duration
+	RequestBudget        time.Duration // every request's backend calls end by then
+	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
 	LogLevel             string
 	// Claims that survive Redis losing writes (durability.go).
 	LostClaimAfter   time.Duration
@@ -101,6 +103,7 @@ func DefaultConfig() Config {
 		DemoLogin:            "auto",
 		ReconcileInterval:    30 * time.Second,
 		ShutdownTimeout:      30 * time.Second,
+		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
 		LostClaimAfter:       lostclaim.DefaultAfter,
 		RedisDurability:      redis.DurabilityNone,
@@ -128,6 +131,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
 	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
+	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
@@ -146,6 +150,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
+		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
 	} {
 		if err != nil {
 			return err
@@ -239,6 +244,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	proxies, err := httpapi.ParseTrustedProxies(cfg.TrustedProxies)
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
+	}
+	routeBudgets, err := httpapi.ParseRouteBudgets(cfg.RouteBudgets)
+	if err != nil {
+		return err
+	}
+	if cfg.RequestBudget <= 0 {
+		return fmt.Errorf("request budget %s: want a positive duration", cfg.RequestBudget)
 	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
 		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
@@ -383,7 +395,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	healer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, healer.Stop)
 
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: func(size int, took time.Duration, err error) {
+	// A batch's script call may take as long as a reservation's budget:
+	// every request in it is answered by then anyway.
+	reserveBudget := cfg.RequestBudget
+	if d, ok := routeBudgets["reserve"]; ok {
+		reserveBudget = d
+	}
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
 		metrics.observeBatch(size, took, err)
 		if errors.Is(err, redis.ErrNotDurable) {
 			dm.notDurable.Inc()
@@ -436,6 +454,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		UserLimit:      userLimit,
 		TrustedProxies: proxies,
 		MaxInFlight:    cfg.MaxInFlight,
+		Budget:         cfg.RequestBudget,
+		RouteBudgets:   routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
@@ -464,7 +484,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
 		Sales: sales, Stock: m.stock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget,
 	})
 	if err != nil {
 		return err
@@ -474,7 +494,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	root.Handle("/", api.Handler())
 	pages.Routes(root)
 	m.server = &http.Server{
-		Handler:           root,
+		Handler:           httpapi.Harden(root),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
@@ -485,6 +505,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
+	// The answers net/http writes by itself to unreadable requests get
+	// the API's JSON error shape too.
+	m.listener = httpapi.JSONErrorListener(m.listener)
 	// A live feed never goes idle: Shutdown must end it, not wait for it.
 	m.server.RegisterOnShutdown(pages.CloseStreams)
 	m.served = make(chan error, 1)

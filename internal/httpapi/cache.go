@@ -31,6 +31,14 @@ type saleCache struct {
 
 	mu      sync.RWMutex
 	entries map[string]*saleEntry
+	// good keeps the last row each sale was loaded with, and when, for
+	// the public sale view to serve while the database is down.
+	good map[string]goodSale
+}
+
+type goodSale struct {
+	sale *seckill.Sale
+	at   time.Time
 }
 
 var errSaleLoadPanicked = errors.New("sale load panicked")
@@ -43,7 +51,7 @@ type saleEntry struct {
 }
 
 func newSaleCache(load func(context.Context, string) (*seckill.Sale, error), ttl time.Duration, now func() time.Time) *saleCache {
-	return &saleCache{load: load, ttl: ttl, now: now, entries: map[string]*saleEntry{}}
+	return &saleCache{load: load, ttl: ttl, now: now, entries: map[string]*saleEntry{}, good: map[string]goodSale{}}
 }
 
 // get returns the sale, seckill.ErrNotFound, or a load failure.
@@ -75,8 +83,20 @@ func (c *saleCache) get(ctx context.Context, id string) (*seckill.Sale, error) {
 	c.entries[id] = e
 	c.mu.Unlock()
 
-	c.fill(ctx, id, e)
-	return e.sale, e.err
+	// The load is shared, so it runs on its own clock; this request, like
+	// every other waiting for it, waits only as long as its own context
+	// lets it.
+	go c.fill(ctx, id, e)
+	return c.wait(ctx, e)
+}
+
+// lastGood returns the last row id was loaded with and when; ok is false
+// when it never was (or has been swept).
+func (c *saleCache) lastGood(id string) (sale *seckill.Sale, at time.Time, ok bool) {
+	c.mu.RLock()
+	g, ok := c.good[id]
+	c.mu.RUnlock()
+	return g.sale, g.at, ok
 }
 
 func (c *saleCache) fill(ctx context.Context, id string, e *saleEntry) {
@@ -88,6 +108,12 @@ func (c *saleCache) fill(ctx context.Context, id string, e *saleEntry) {
 		c.mu.Lock()
 		if failed && c.entries[id] == e {
 			delete(c.entries, id) // failures are not cached; the next request retries
+		}
+		switch {
+		case !failed && e.err == nil:
+			c.good[id] = goodSale{sale: e.sale, at: c.now()}
+		case !failed: // the sale is gone
+			delete(c.good, id)
 		}
 		close(e.ready)
 		c.mu.Unlock()
@@ -119,6 +145,7 @@ func (c *saleCache) wait(ctx context.Context, e *saleEntry) (*seckill.Sale, erro
 func (c *saleCache) forget(id string) {
 	c.mu.Lock()
 	delete(c.entries, id)
+	delete(c.good, id)
 	c.mu.Unlock()
 }
 
@@ -132,6 +159,9 @@ func (c *saleCache) sweepLocked() {
 			}
 		default:
 		}
+	}
+	if len(c.good) >= saleCacheMax {
+		clear(c.good) // bounded like the entries; only real sales land here
 	}
 	if len(c.entries) >= saleCacheMax*3/4 {
 		// Mostly fresh entries: a flood of distinct ids. Starting over is

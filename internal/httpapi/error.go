@@ -92,13 +92,23 @@ func writeErrorBody(w http.ResponseWriter, status int, body []byte) {
 // writeError answers err and logs it when it is internal, never with
 // headers or bodies (they hold tokens). A request whose client has gone
 // is not answered or logged.
+//
+// A spent deadline, the request's budget or a backend call's own, is an
+// outage answer (503 unavailable + Retry-After), not an internal error.
+// Every outage answer is counted as degraded.
 func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) int {
 	if seckill.ErrorCode(err) == seckill.EINTERNAL {
-		if r.Context().Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		if clientGone(r.Context()) && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return statusClientClosed
 		}
+		err = timedOut(r.Context(), err)
+	}
+	switch seckill.ErrorCode(err) {
+	case seckill.EINTERNAL:
 		s.logger.ErrorContext(r.Context(), "http request failed",
 			"method", r.Method, "route", r.Pattern, "err", err)
+	case seckill.EUNAVAILABLE:
+		s.metrics.degrade(r.Pattern, degradedUnavailable)
 	}
 	return WriteError(w, err)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -182,7 +183,7 @@ func startServer(t *testing.T, h http.Handler, readHeader, read time.Duration) s
 		t.Fatal(err)
 	}
 	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(ln) }()
+	go func() { defer close(done); _ = srv.Serve(JSONErrorListener(ln)) }()
 	t.Cleanup(func() {
 		// Shutdown, unlike Close, waits for the connection goroutines
 		// (one lingers half a second after cutting off a client).
@@ -297,4 +298,89 @@ func TestSlowlorisIsCutOff(t *testing.T) {
 			t.Fatalf("status line %q; want 431", status)
 		}
 	})
+}
+
+// TestHostileWire sends what net/http itself refuses or redirects before
+// any handler runs, over a real connection to a server set up as
+// cmd/seckill sets it up (Harden in front, JSONErrorListener under it).
+// Each answer must carry the API's JSON error shape, never Go's plain text
+// or a redirect, and reserve nothing.
+func TestHostileWire(t *testing.T) {
+	e := protectedEnv(t)
+	srv := &http.Server{Handler: Harden(e.h), MaxHeaderBytes: 16 << 10, ReadHeaderTimeout: 5 * time.Second}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(JSONErrorListener(ln)) }()
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
+		<-done
+	})
+	tok := buyerToken(t, "mallory")
+	reserve := func(extra string) string {
+		return "POST /api/v1/sales/" + testSaleID + "/reservations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok +
+			"\r\nContent-Type: application/json\r\nContent-Length: 9\r\n" + extra + "\r\n{\"qty\":1}"
+	}
+	for _, c := range []struct {
+		name, raw string
+		status    int
+	}{
+		{"key with \\x01", reserve("Idempotency-Key: a\x01b\r\n"), 400},
+		{"key with \\x7f", reserve("Idempotency-Key: a\x7fb\r\n"), 400},
+		{"raw dot-dot path", "GET /api/v1/sales/../.. HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"raw dot-dot under a route", "POST /api/v1/sales/../../admin/v1/sales HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 400},
+		{"dot segment", "GET /api/v1/./sales/" + testSaleID + " HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"double slash", "GET /api/v1//sales/" + testSaleID + " HTTP/1.1\r\nHost: x\r\n\r\n", 400},
+		{"no Host", "GET /api/v1/sales/" + testSaleID + " HTTP/1.1\r\n\r\n", 400},
+		{"headers over the cap", "GET /api/v1/sales/" + testSaleID + " HTTP/1.1\r\nHost: x\r\nX-Pad: " + strings.Repeat("a", 32<<10) + "\r\n\r\n", 431},
+		{"unknown transfer encoding", "POST /api/v1/sales/" + testSaleID + "/reservations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			conn, err := net.Dial("tcp", ln.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
+			if _, err := io.WriteString(conn, c.raw); err != nil {
+				t.Fatal(err)
+			}
+			resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("read answer: %v", err)
+			}
+			defer resp.Body.Close()
+			body, _ := io.ReadAll(resp.Body)
+			if resp.StatusCode != c.status {
+				t.Fatalf("status %d (%s); want %d", resp.StatusCode, body, c.status)
+			}
+			if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
+				t.Fatalf("Content-Type %q, body %q; want the JSON error shape", ct, body)
+			}
+			var shape struct {
+				Error struct{ Code, Message string } `json:"error"`
+			}
+			if err := json.Unmarshal(body, &shape); err != nil || shape.Error.Code != seckill.EINVALID || shape.Error.Message == "" {
+				t.Fatalf("body %q (%v); want {\"error\":{\"code\":%q,...}}", body, err, seckill.EINVALID)
+			}
+		})
+	}
+	if n := e.reserver.count(); n != 0 {
+		t.Fatalf("hostile input reached the reserver %d times", n)
+	}
+	// A sound request on the same server still gets its answer untouched.
+	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("sound request: %d", resp.StatusCode)
+	}
 }

@@ -93,7 +93,14 @@ type metrics struct {
 	reserveDuration prometheus.Histogram
 	httpRequests    *prometheus.CounterVec
 	httpDuration    *prometheus.HistogramVec
+	degraded        *prometheus.CounterVec
 }
+
+// Reasons of seckill_http_degraded_total.
+const (
+	degradedUnavailable = "unavailable" // 503: a backend is down or slow
+	degradedStale       = "stale"       // 200 from the last good copy
+)
 
 // latencyBuckets cover 100µs to 1s, finer where a healthy API answers.
 var latencyBuckets = []float64{
@@ -120,18 +127,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Help:    "HTTP request duration by route pattern.",
 			Buckets: latencyBuckets,
 		}, []string{"route"}),
+		degraded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "seckill_http_degraded_total",
+			Help: "Answers degraded by a backend outage, by route pattern and reason (unavailable: 503; stale: served from the last good copy).",
+		}, []string{"route", "reason"}),
 	}
 	// Children made up front: the hot path only increments, and every
 	// outcome is exported from the start (rate() needs the zero).
 	for o := range numOutcomes {
 		m.reservations[o] = reservations.WithLabelValues(outcomeLabels[o])
 	}
-	for _, c := range []prometheus.Collector{reservations, m.reserveDuration, m.httpRequests, m.httpDuration} {
+	for _, c := range []prometheus.Collector{reservations, m.reserveDuration, m.httpRequests, m.httpDuration, m.degraded} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
 	}
 	return m, nil
+}
+
+// degrade counts one degraded answer.
+func (m *metrics) degrade(route, reason string) {
+	m.degraded.WithLabelValues(route, reason).Inc()
 }
 
 func (m *metrics) reservation(o outcome, took time.Duration) {

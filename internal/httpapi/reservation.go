@@ -66,7 +66,7 @@ const (
 	// to ask again (docs/design.md §5: every 2 s for up to 30 s).
 	pollAfterMS = 2000
 	// buyerCancelReason is recorded on orders the buyer cancels.
-	buyerCancelReason = "cancelled by buyer"
+	buyerCancelReason = seckill.ReasonBuyerCancel
 )
 
 var (
@@ -95,6 +95,27 @@ type reservationView struct {
 	// Reason is set on a failed reservation whose claim the stock store
 	// lost (seckill.ReasonLostInStockStore).
 	Reason string `json:"reason,omitempty"`
+	// CancelledBy says who cancelled a cancelled order: buyer,
+	// payment_timeout or operator (an operator's own reason stays
+	// internal).
+	CancelledBy string `json:"cancelled_by,omitempty"`
+	// Restore, on the answer to a cancel, says which call gave the units
+	// back: "restored" (this one) or "already_restored" (an earlier one:
+	// the buyer's own retry, the payment timeout or an operator's restore).
+	Restore seckill.RestoreResult `json:"restore,omitempty"`
+}
+
+// cancelledBy names who cancelled an order from its recorded reason.
+func cancelledBy(o *seckill.Order) string {
+	switch {
+	case o.Status != seckill.OrderCancelled:
+		return ""
+	case o.CancelReason == seckill.ReasonBuyerCancel:
+		return "buyer"
+	case o.CancelReason == seckill.ReasonPayTimeout:
+		return "payment_timeout"
+	}
+	return "operator"
 }
 
 type failedOrdersResponse struct {
@@ -211,6 +232,7 @@ func orderView(id string, o *seckill.Order) (reservationView, error) {
 		Status:        string(o.Status),
 		OrderID:       o.ID,
 		PayBy:         &payBy,
+		CancelledBy:   cancelledBy(o),
 	}, nil
 }
 
@@ -292,7 +314,11 @@ func (s *Server) orderAction(w http.ResponseWriter, r *http.Request, target seck
 		}
 		if res != seckill.RestoreParked { // the order landed meanwhile
 			if o, err := s.orders.Order(r.Context(), id); err == nil {
-				return s.answerOrder(w, r, id, o, resultDone)
+				result := resultDone
+				if res == seckill.AlreadyRestored {
+					result = resultUnchanged
+				}
+				return s.answerOrder(w, r, id, o, result)
 			}
 		}
 		return resultDone, s.writeJSON(w, r, http.StatusAccepted, map[string]any{
@@ -375,6 +401,12 @@ func (s *Server) answerOrder(w http.ResponseWriter, r *http.Request, id string, 
 	v, err := orderView(id, o)
 	if err != nil {
 		return s.failResult(w, r, err)
+	}
+	if o.Status == seckill.OrderCancelled { // the answer to a cancel
+		v.Restore = seckill.AlreadyRestored
+		if result == resultDone {
+			v.Restore = seckill.Restored
+		}
 	}
 	return result, s.writeJSON(w, r, http.StatusOK, v)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
@@ -286,7 +287,11 @@ func TestReservationStatus(t *testing.T) {
 	}{
 		{"ordered", e.ordered, order(e.ordered, seckill.OrderPlaced)},
 		{"paid", e.paid, order(e.paid, seckill.OrderPaid)},
-		{"cancelled", e.cancelled, order(e.cancelled, seckill.OrderCancelled)},
+		{"cancelled", e.cancelled, func() reservationView {
+			v := order(e.cancelled, seckill.OrderCancelled)
+			v.CancelledBy = "operator" // set up with no reason of the engine's own
+			return v
+		}()},
 		{"failed", e.failed, reservationView{ReservationID: e.failed, SaleID: testSaleID, Qty: 1, Status: "failed"}},
 		{"pending", e.pendingID, reservationView{ReservationID: e.pendingID, SaleID: testSaleID, Qty: 3, Status: "pending", PollAfterMS: 2000}},
 	}
@@ -470,6 +475,47 @@ func TestCancel(t *testing.T) {
 	}
 	assertMetric(t, e.env, `seckill_order_actions_total{action="cancel",result="done"} 2`)
 	assertMetric(t, e.env, `seckill_order_actions_total{action="cancel",result="unchanged"} 1`)
+}
+
+// TestCancelAfterOperatorRestore: an operator's restore gave the units
+// back before the buyer's cancel arrived. The cancel stays idempotent
+// (200 cancelled, nothing written twice) and its answer says that an
+// earlier call, the operator's, gave the stock back.
+func TestCancelAfterOperatorRestore(t *testing.T) {
+	e := newResEnv(t)
+	w := e.do(req{method: "POST", path: "/admin/v1/restores", auth: admin(),
+		body: `{"reservation_id":"` + e.ordered + `","reason":"refund by support"}`})
+	if w.Code != http.StatusOK {
+		t.Fatalf("admin restore: %d %s", w.Code, w.Body)
+	}
+	writes := e.orders.writes.Load()
+	var got reservationView
+	decode(t, e.post("alice", e.ordered, "cancel", ""), http.StatusOK, &got)
+	if got.Status != "cancelled" || got.Restore != seckill.AlreadyRestored || got.CancelledBy != "operator" {
+		t.Fatalf("cancel after an operator's restore = %+v; want cancelled, restore already_restored, cancelled_by operator", got)
+	}
+	if strings.Contains(fmt.Sprintf("%+v", got), "refund by support") {
+		t.Fatalf("the operator's own reason reached the buyer: %+v", got)
+	}
+	if n := e.orders.writes.Load(); n != writes {
+		t.Fatalf("the buyer's cancel wrote %d times after the restore; want none", n-writes)
+	}
+	// The buyer's own cancel says it did the work, and who cancelled.
+	id := seckill.NewReservationID(testSaleID, t0)
+	o := e.orders.get(t, e.ordered)
+	o.ID, o.ReservationID, o.Status, o.CancelReason = seckill.OrderIDOf(id), id, seckill.OrderPlaced, ""
+	e.orders.mu.Lock()
+	e.orders.orders[id] = &o
+	e.orders.mu.Unlock()
+	decode(t, e.post("alice", id, "cancel", ""), http.StatusOK, &got)
+	if got.Restore != seckill.Restored || got.CancelledBy != "buyer" {
+		t.Fatalf("the buyer's own cancel = %+v; want restore restored, cancelled_by buyer", got)
+	}
+	got = reservationView{}
+	decode(t, e.get("alice", id), http.StatusOK, &got)
+	if got.Restore != "" || got.CancelledBy != "buyer" {
+		t.Fatalf("poll of a cancelled order = %+v; want cancelled_by buyer and no restore field", got)
+	}
 }
 
 func TestPayCancelConflicts(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -22,6 +23,10 @@ type saleView struct {
 	StartAt      time.Time         `json:"start_at"`
 	EndAt        time.Time         `json:"end_at"`
 	State        seckill.SaleState `json:"state"`
+	// Stale is set when the view is the last good copy, served while a
+	// backend is down; AgeMS is then how old its oldest part is.
+	Stale bool   `json:"stale,omitempty"`
+	AgeMS *int64 `json:"age_ms,omitempty"`
 }
 
 type preheatResponse struct {
@@ -110,26 +115,46 @@ func (s *Server) handlePreheat(w http.ResponseWriter, r *http.Request) int {
 }
 
 // handlePublicSale serves GET /api/v1/sales/{id}: the sale row from the
-// cache, the remaining units live from the stock store.
+// cache, the remaining units live from the stock store. While the database
+// or Redis is down, the last good copy of what cannot be read is served
+// instead, marked stale with its age: a buyer's page keeps showing the
+// sale rather than an error, and nothing is decided on this view.
 func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 	id := r.PathValue("id")
 	if !seckill.ValidSaleID(id) {
 		return errSaleNotFound.write(w)
 	}
+	now := s.now()
+	var staleSince time.Time // zero: fresh
 	sale, err := s.cache.get(r.Context(), id)
 	if errors.Is(err, seckill.ErrNotFound) {
 		return errSaleNotFound.write(w)
 	} else if err != nil {
-		return s.writeError(w, r, err)
+		good, at, ok := s.cache.lastGood(id)
+		if !ok || clientGone(r.Context()) {
+			return s.writeError(w, r, err)
+		}
+		sale, staleSince = good, at
 	}
 	remaining := sale.Stock // not preheated yet: nothing sold
 	level, err := s.stock.Stock(r.Context(), id)
-	if err == nil {
+	switch {
+	case err == nil:
 		remaining = level.Remaining()
-	} else if !errors.Is(err, seckill.ErrNotFound) {
-		return s.writeError(w, r, err)
+		s.levels.put(id, remaining, now)
+	case errors.Is(err, seckill.ErrNotFound):
+		s.levels.put(id, remaining, now)
+	default:
+		last, at, ok := s.levels.get(id)
+		if !ok || clientGone(r.Context()) {
+			return s.writeError(w, r, err)
+		}
+		remaining = last
+		if staleSince.IsZero() || at.Before(staleSince) {
+			staleSince = at
+		}
 	}
-	return s.writeJSON(w, r, http.StatusOK, saleView{
+	v := saleView{
 		ID:           sale.ID,
 		Name:         sale.Name,
 		PriceCents:   sale.PriceCents,
@@ -138,8 +163,43 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		PerUserLimit: sale.PerUserLimit,
 		StartAt:      sale.StartAt,
 		EndAt:        sale.EndAt,
-		State:        sale.State(s.now(), remaining),
-	})
+		State:        sale.State(now, remaining),
+	}
+	if !staleSince.IsZero() {
+		age := max(now.Sub(staleSince).Milliseconds(), 0)
+		v.Stale, v.AgeMS = true, &age
+		s.metrics.degrade(r.Pattern, degradedStale)
+	}
+	return s.writeJSON(w, r, http.StatusOK, v)
+}
+
+// lastLevels keeps the last remaining count read of each sale, for the
+// public view to serve while Redis is down. Only sales that exist get in,
+// and it starts over past saleCacheMax of them.
+type lastLevels struct {
+	mu sync.Mutex
+	m  map[string]goodLevel
+}
+
+type goodLevel struct {
+	remaining int64
+	at        time.Time
+}
+
+func (l *lastLevels) put(id string, remaining int64, at time.Time) {
+	l.mu.Lock()
+	if l.m == nil || len(l.m) >= saleCacheMax {
+		l.m = map[string]goodLevel{}
+	}
+	l.m[id] = goodLevel{remaining, at}
+	l.mu.Unlock()
+}
+
+func (l *lastLevels) get(id string) (int64, time.Time, bool) {
+	l.mu.Lock()
+	g, ok := l.m[id]
+	l.mu.Unlock()
+	return g.remaining, g.at, ok
 }
 
 var saleIDEncoding = base32.NewEncoding("0123456789abcdefghjkmnpqrstvwxyz").WithPadding(base32.NoPadding)

@@ -16,10 +16,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -126,6 +128,12 @@ type Config struct {
 	OnSaleCreated func(*seckill.Sale)
 	// SaleCacheTTL overrides DefaultSaleCacheTTL.
 	SaleCacheTTL time.Duration
+	// Budget bounds every request of a route without one of its own in
+	// RouteBudgets or DefaultRouteBudgets (budget.go): its context, and so
+	// every backend call it makes, ends then. 0 means DefaultBudget.
+	Budget time.Duration
+	// RouteBudgets, by route name (RouteNames), override Budget.
+	RouteBudgets map[string]time.Duration
 
 	// Protection of the reservation route (protect.go). RateLimiter
 	// enforces IPLimit (per client address; see TrustedProxies) and
@@ -164,10 +172,14 @@ type Server struct {
 	ready         func(ctx context.Context) error
 	onSaleCreated func(*seckill.Sale)
 	cache         *saleCache
+	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
+	budget        time.Duration
+	routeBudgets  map[string]time.Duration
 	gatherer      prometheus.Gatherer
 	mux           *http.ServeMux
+	handler       http.Handler // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
@@ -206,6 +218,8 @@ func New(cfg Config) (*Server, error) {
 		logger:        cfg.Logger,
 		ready:         cfg.Ready,
 		onSaleCreated: cfg.OnSaleCreated,
+		budget:        cfg.Budget,
+		routeBudgets:  cfg.RouteBudgets,
 		gatherer:      cfg.Gatherer,
 		mux:           http.NewServeMux(),
 	}
@@ -220,6 +234,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.now == nil {
 		s.now = time.Now
+	}
+	if s.budget <= 0 {
+		s.budget = DefaultBudget
+	}
+	for name, d := range s.routeBudgets {
+		if d <= 0 || !slices.Contains(RouteNames(), name) {
+			return nil, fmt.Errorf("httpapi: route budget %s=%s: want a known route and a positive duration", name, d)
+		}
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
@@ -255,11 +277,13 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.cache = newSaleCache(s.sales.Sale, ttl, s.now)
 	s.routes()
+	s.handler = Harden(s.mux)
 	return s, nil
 }
 
-// Handler returns the API's handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler returns the API's handler. In front of a mux of its own, wrap
+// that one with Harden instead.
+func (s *Server) Handler() http.Handler { return s.handler }
 
 // handler is a route's handler. It returns the status it answered with,
 // so the metrics need no wrapper around the ResponseWriter.
@@ -324,13 +348,19 @@ func (s *Server) routes() {
 	}))
 }
 
-// instrument counts the route's answers by status and recovers a panic
-// into a 500 in the API's shape.
+// instrument bounds the route's requests by its budget, counts its
+// answers by status and recovers a panic into a 500 in the API's shape.
 func (s *Server) instrument(route string, h handler) http.Handler {
 	rm := s.metrics.route(route)
+	budget := s.budgetOf(route)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		status := 0
+		if budget > 0 {
+			ctx, cancel := withBudget(r.Context(), budget)
+			defer cancel()
+			r = r.WithContext(ctx)
+		}
 		defer func() {
 			if p := recover(); p != nil {
 				if p == http.ErrAbortHandler {

@@ -8,6 +8,7 @@
 package jwt
 
 import (
+	"encoding/json"
 	"errors"
 	"hash/maphash"
 	"sync"
@@ -120,7 +121,7 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 	if ok && v.now().Before(hit.expiresAt.Add(Leeway)) {
 		return hit.user, nil
 	}
-	var claims gojwt.RegisteredClaims
+	var claims strictClaims
 	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
 		if ok { // expired since it was cached
 			sh.mu.Lock()
@@ -148,6 +149,31 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 }
 
 var cacheSeed = maphash.MakeSeed()
+
+// strictClaims are the registered claims, with their times held to RFC
+// 7519's NumericDate: a JSON number. The library also takes a string of
+// digits ("exp":"1893456000"), which no conforming issuer sends; a token
+// carrying one is refused rather than trusted to mean what it seems.
+type strictClaims struct {
+	gojwt.RegisteredClaims
+}
+
+var errDateNotNumber = errors.New("exp, nbf and iat must be JSON numbers")
+
+func (c *strictClaims) UnmarshalJSON(b []byte) error {
+	var times struct {
+		Exp, Nbf, Iat json.RawMessage
+	}
+	if err := json.Unmarshal(b, &times); err != nil {
+		return err
+	}
+	for _, raw := range []json.RawMessage{times.Exp, times.Nbf, times.Iat} {
+		if len(raw) > 0 && raw[0] == '"' {
+			return errDateNotNumber
+		}
+	}
+	return json.Unmarshal(b, &c.RegisteredClaims)
+}
 
 // Sign returns an HS256 token for userID that expires ttl after now. It is
 // used by the `seckill token` command and by tests; production buyers get

@@ -149,17 +149,22 @@ func TestRejects(t *testing.T) {
 		"tampered sig":    parts[0] + "." + parts[1] + "." + flip(parts[2]),
 		"no exp":          mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1"}),
 		"exp as string":   mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": "tomorrow"}),
-		"expired":         mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": t0.Add(-time.Hour).Unix()}),
-		"not yet valid":   mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": exp, "nbf": t0.Add(time.Hour).Unix()}),
-		"no sub":          mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"exp": exp}),
-		"empty sub":       mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "", "exp": exp}),
-		"numeric sub":     mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": 42, "exp": exp}),
-		"long sub":        mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": strings.Repeat("a", seckill.MaxUserIDBytes+1), "exp": exp}),
-		"newline sub":     mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1\nforged log line", "exp": exp}),
-		"NUL sub":         mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\x001", "exp": exp}),
-		"DEL sub":         mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\x7f1", "exp": exp}),
-		"C1 control sub":  mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\u00851", "exp": exp}),
-		"oversized":       goodTok + strings.Repeat("A", MaxTokenBytes),
+		// RFC 7519 NumericDate is a JSON number; the library alone would
+		// take a numeric string.
+		"exp numeric string": mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": itoa(exp)}),
+		"nbf numeric string": mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": exp, "nbf": itoa(t0.Add(-time.Hour).Unix())}),
+		"iat numeric string": mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": exp, "iat": itoa(t0.Unix())}),
+		"expired":            mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": t0.Add(-time.Hour).Unix()}),
+		"not yet valid":      mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": exp, "nbf": t0.Add(time.Hour).Unix()}),
+		"no sub":             mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"exp": exp}),
+		"empty sub":          mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "", "exp": exp}),
+		"numeric sub":        mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": 42, "exp": exp}),
+		"long sub":           mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": strings.Repeat("a", seckill.MaxUserIDBytes+1), "exp": exp}),
+		"newline sub":        mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1\nforged log line", "exp": exp}),
+		"NUL sub":            mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\x001", "exp": exp}),
+		"DEL sub":            mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\x7f1", "exp": exp}),
+		"C1 control sub":     mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u\u00851", "exp": exp}),
+		"oversized":          goodTok + strings.Repeat("A", MaxTokenBytes),
 	}
 	for name, tok := range cases {
 		t.Run(name, func(t *testing.T) { wantUnauthorized(t, v, tok) })

@@ -20,7 +20,7 @@ import (
 )
 
 // Reason is recorded on the orders the sweeper cancels.
-const Reason = "payment timeout"
+const Reason = seckill.ReasonPayTimeout
 
 // ErrAlreadyCancelled is what a Cancel returns (or wraps) when another
 // cancel got there first, e.g. the sweeper of another node: the order is

@@ -2,7 +2,6 @@ package servicetest
 
 import (
 	"errors"
-	"io"
 	"net"
 	"sync"
 	"testing"
@@ -11,12 +10,16 @@ import (
 // Proxy is a TCP proxy in front of a real service, for tests that cut the
 // connection mid-run: Cut drops every open connection and refuses new ones
 // until Restore. Clients see what they would in a real network outage.
+// Blackhole is the nastier outage, a partition: connections stay open and
+// new ones are accepted, but nothing goes through until Restore, so a
+// client without deadlines hangs.
 type Proxy struct {
 	target string
 	ln     net.Listener
 
 	mu    sync.Mutex
 	down  bool
+	black chan struct{} // non-nil while blackholed; closed by Restore
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -54,27 +57,42 @@ func (p *Proxy) serve() {
 			continue
 		}
 		p.mu.Lock()
-		down := p.down
+		down, black := p.down, p.black
 		p.mu.Unlock()
 		if down {
 			c.Close()
 			continue
 		}
-		p.mu.Lock()
-		target := p.target
-		p.mu.Unlock()
-		up, err := net.Dial("tcp", target)
-		if err != nil {
-			c.Close()
+		if black != nil {
+			// Accepted and then silent, as a partitioned peer's SYN-ACK
+			// from a middlebox would be; connected once the partition heals.
+			p.wg.Add(1)
+			go func() {
+				defer p.wg.Done()
+				<-black
+				p.connect(c)
+			}()
 			continue
 		}
-		if !p.track(c, up) {
-			continue
-		}
-		p.wg.Add(2)
-		go p.pipe(up, c)
-		go p.pipe(c, up)
+		p.connect(c)
 	}
+}
+
+func (p *Proxy) connect(c net.Conn) {
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	if !p.track(c, up) {
+		return
+	}
+	p.wg.Add(2)
+	go p.pipe(up, c)
+	go p.pipe(c, up)
 }
 
 // track registers a connection pair, or closes it if the proxy went down
@@ -93,7 +111,26 @@ func (p *Proxy) track(a, b net.Conn) bool {
 
 func (p *Proxy) pipe(dst, src net.Conn) {
 	defer p.wg.Done()
-	_, _ = io.Copy(dst, src)
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			// While blackholed, what was read is held (as TCP would keep
+			// retransmitting it) and delivered after Restore.
+			p.mu.Lock()
+			black := p.black
+			p.mu.Unlock()
+			if black != nil {
+				<-black
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
 	dst.Close()
 	src.Close()
 	p.mu.Lock()
@@ -110,6 +147,10 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		c.Close()
 	}
+	if p.black != nil { // connections held by a blackhole go too
+		close(p.black)
+		p.black = nil
+	}
 }
 
 // Retarget sends new connections to target from now on (a failover);
@@ -120,9 +161,23 @@ func (p *Proxy) Retarget(target string) {
 	p.mu.Unlock()
 }
 
-// Restore accepts connections again.
+// Blackhole stops forwarding: open connections and new ones stay up but
+// carry nothing until Restore (or Cut).
+func (p *Proxy) Blackhole() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.black == nil {
+		p.black = make(chan struct{})
+	}
+}
+
+// Restore accepts and forwards connections again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.down = false
+	if p.black != nil {
+		close(p.black)
+		p.black = nil
+	}
 	p.mu.Unlock()
 }

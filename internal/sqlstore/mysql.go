@@ -37,6 +37,13 @@ var mysqlDialect = &dialect{
 		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.
 		return errors.As(err, &e) && (e.Number == 1062 || e.Number == 1586)
 	},
+	isUnavailable: func(err error) bool {
+		var e *mysql.MySQLError
+		// The driver's broken-connection error; 1040 too many connections,
+		// 1053 server shutdown in progress, 1205 lock wait timeout.
+		return errors.Is(err, mysql.ErrInvalidConn) ||
+			errors.As(err, &e) && (e.Number == 1040 || e.Number == 1053 || e.Number == 1205)
+	},
 	lockMigrations:      lockMySQLMigrations,
 	oneStatementPerExec: true, // multiStatements stays off
 }

@@ -660,7 +660,7 @@ func (st *OrderStore) Order(ctx context.Context, reservationID string) (*seckill
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, nil
 }
@@ -699,7 +699,7 @@ func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now ti
 		return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, nil
 }
@@ -738,7 +738,7 @@ func (st *OrderStore) CancelOrder(ctx context.Context, reservationID, reason str
 		return nil
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("cancel order of reservation %s: %w", reservationID, err)
+		return nil, false, fmt.Errorf("cancel order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, changed, nil
 }
@@ -756,13 +756,13 @@ func (st *OrderStore) orderInTx(ctx context.Context, tx *sql.Tx, reservationID s
 func (st *OrderStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
-		return err
+		return st.db.classify(err)
 	}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
-		return err
+		return st.db.classify(err)
 	}
-	return tx.Commit()
+	return st.db.classify(tx.Commit())
 }
 
 // ExpiredOrders lists up to limit orders still ordered with PayBy <= now
@@ -774,7 +774,7 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 	}
 	rows, err := st.db.read.QueryContext(ctx, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("expired orders: %w", err)
+		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
 	}
 	defer rows.Close()
 	var orders []*seckill.Order
@@ -786,7 +786,7 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 		orders = append(orders, o)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("expired orders: %w", err)
+		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
 	}
 	return orders, nil
 }
@@ -801,7 +801,7 @@ func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*s
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return f, nil
 }
@@ -858,7 +858,7 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 	if errors.Is(err, seckill.ErrDuplicate) || st.db.isUniqueViolation(err) {
 		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, seckill.ErrDuplicate)
 	} else if err != nil {
-		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, err)
+		return fmt.Errorf("record failed order of reservation %s: %w", f.ReservationID, st.db.classify(err))
 	}
 	f.CreatedAt = stored.CreatedAt
 	return nil
@@ -872,7 +872,7 @@ func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.F
 	}
 	rows, err := st.db.read.QueryContext(ctx, st.q.failedOrders, limit)
 	if err != nil {
-		return nil, fmt.Errorf("failed orders: %w", err)
+		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
 	}
 	defer rows.Close()
 	var failed []*seckill.FailedOrder
@@ -884,7 +884,7 @@ func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.F
 		failed = append(failed, f)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("failed orders: %w", err)
+		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
 	}
 	return failed, nil
 }

@@ -36,6 +36,19 @@ var postgresDialect = &dialect{
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505" // unique_violation
 	},
+	isUnavailable: func(err error) bool {
+		var (
+			e  *pgconn.PgError
+			ce *pgconn.ConnectError
+		)
+		if errors.As(err, &ce) || errors.Is(err, pgconn.ErrConnClosed) || pgconn.Timeout(err) || pgconn.SafeToRetry(err) {
+			return true
+		}
+		// Class 08 connection exception; 57P01-57P03 admin or crash
+		// shutdown, cannot connect now; 53300 too many connections.
+		return errors.As(err, &e) && (len(e.Code) == 5 && e.Code[:2] == "08" ||
+			e.Code == "57P01" || e.Code == "57P02" || e.Code == "57P03" || e.Code == "53300")
+	},
 	lockMigrations: lockPostgresMigrations,
 }
 

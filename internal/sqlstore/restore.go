@@ -164,7 +164,7 @@ func (st *OrderStore) RestoreOrder(ctx context.Context, reservationID, reason st
 		return err
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("restore order of reservation %s: %w", reservationID, err)
+		return nil, false, fmt.Errorf("restore order of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return o, changed, nil
 }
@@ -226,7 +226,7 @@ func (st *OrderStore) ParkRestore(ctx context.Context, reservationID, saleID, re
 		return st.insertRequest(ctx, tx, r)
 	})
 	if err != nil {
-		return nil, fmt.Errorf("park restore of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("park restore of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return r, nil
 }
@@ -403,7 +403,7 @@ func (st *OrderStore) RestoreRequest(ctx context.Context, reservationID string) 
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, err)
+		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return r, nil
 }
@@ -420,11 +420,11 @@ func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.Restore
 	}
 	rows, err := st.db.read.QueryContext(ctx, st.rq.requestsByState, string(state), limit)
 	if err != nil {
-		return nil, fmt.Errorf("restore requests %s: %w", state, err)
+		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
 	}
 	rs, err := scanAll(rows, scanRestoreRequest)
 	if err != nil {
-		return nil, fmt.Errorf("restore requests %s: %w", state, err)
+		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
 	}
 	return rs, nil
 }
@@ -477,7 +477,7 @@ func (st *OrderStore) UpdateRestore(ctx context.Context, reservationID string, s
 		return seckill.Errorf(seckill.ESTATECONFLICT, "restore request is %s: it cannot move back to %s", r.State, state)
 	})
 	if err != nil {
-		return fmt.Errorf("update restore of reservation %s: %w", reservationID, err)
+		return fmt.Errorf("update restore of reservation %s: %w", reservationID, st.db.classify(err))
 	}
 	return nil
 }
@@ -493,7 +493,7 @@ func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.S
 	}
 	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, st.db.classify(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 
@@ -502,16 +502,16 @@ func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.S
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
 	}
 	if l.Orders, err = queryAll(ctx, tx, st.rq.saleOrders, saleID, scanOrder); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
 	}
 	if l.Failed, err = queryAll(ctx, tx, st.rq.saleFailedOrders, saleID, scanFailedOrder); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
 	}
 	if l.Restores, err = queryAll(ctx, tx, st.rq.saleRequests, saleID, scanRestoreRequest); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, err)
+		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
 	}
 	return l, nil
 }

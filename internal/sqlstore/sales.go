@@ -26,7 +26,7 @@ func NewSaleStore(db *DB) *SaleStore { return &SaleStore{db: db} }
 // unsold stock starts at s.Stock. ErrDuplicate when the id is taken.
 func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	if err := s.Validate(); err != nil {
-		return fmt.Errorf("create sale: %w", err)
+		return fmt.Errorf("create sale: %w", st.db.classify(err))
 	}
 	now := toMillis(st.db.now())
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
@@ -36,7 +36,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	if st.db.isUniqueViolation(err) {
 		return fmt.Errorf("create sale %s: %w", s.ID, seckill.ErrDuplicate)
 	} else if err != nil {
-		return fmt.Errorf("create sale %s: %w", s.ID, err)
+		return fmt.Errorf("create sale %s: %w", s.ID, st.db.classify(err))
 	}
 	s.Version, s.Unsold = 1, s.Stock
 	s.CreatedAt = fromMillis(now)
@@ -57,7 +57,7 @@ func (st *SaleStore) Sale(ctx context.Context, id string) (*seckill.Sale, error)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sale %s: %w", id, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("sale %s: %w", id, err)
+		return nil, fmt.Errorf("sale %s: %w", id, st.db.classify(err))
 	}
 	return s, nil
 }
@@ -68,7 +68,7 @@ func (st *SaleStore) Sale(ctx context.Context, id string) (*seckill.Sale, error)
 func (st *SaleStore) SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*seckill.Sale, error) {
 	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.q.salesStartingBefore, toMillis(t), toMillis(now))
 	if err != nil {
-		return nil, fmt.Errorf("list sales starting before %s: %w", t.UTC().Format(time.RFC3339Nano), err)
+		return nil, fmt.Errorf("list sales starting before %s: %w", t.UTC().Format(time.RFC3339Nano), st.db.classify(err))
 	}
 	defer rows.Close()
 	var sales []*seckill.Sale
@@ -80,7 +80,7 @@ func (st *SaleStore) SalesStartingBefore(ctx context.Context, t, now time.Time) 
 		sales = append(sales, s)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sales starting before: %w", err)
+		return nil, fmt.Errorf("list sales starting before: %w", st.db.classify(err))
 	}
 	return sales, nil
 }

@@ -39,6 +39,19 @@ var sqliteDialect = &dialect{
 		return errors.As(err, &e) &&
 			(e.Code() == sqlite3.SQLITE_CONSTRAINT_PRIMARYKEY || e.Code() == sqlite3.SQLITE_CONSTRAINT_UNIQUE)
 	},
+	isUnavailable: func(err error) bool {
+		var e *sqlite.Error
+		// The file is locked past the busy timeout, or the disk is full or
+		// failing: retry later rather than a bare 500.
+		if !errors.As(err, &e) {
+			return false
+		}
+		switch e.Code() & 0xff { // primary result code
+		case sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED, sqlite3.SQLITE_IOERR, sqlite3.SQLITE_FULL, sqlite3.SQLITE_CANTOPEN:
+			return true
+		}
+		return false
+	},
 	// SQLite has one writer per file. Every transaction of the write pool
 	// begins IMMEDIATE, taking the write lock up front, and each migration
 	// re-checks schema_migrations inside its transaction: that is the lock.

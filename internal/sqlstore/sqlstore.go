@@ -82,11 +82,11 @@ func (db *DB) Dialect() string { return db.dialect.name }
 // Ping checks that the database answers.
 func (db *DB) Ping(ctx context.Context) error {
 	if err := db.write.PingContext(ctx); err != nil {
-		return fmt.Errorf("ping: %w", err)
+		return fmt.Errorf("ping: %w", db.classify(err))
 	}
 	if db.read != db.write {
 		if err := db.read.PingContext(ctx); err != nil {
-			return fmt.Errorf("ping: %w", err)
+			return fmt.Errorf("ping: %w", db.classify(err))
 		}
 	}
 	return nil
@@ -125,6 +125,10 @@ type dialect struct {
 	q    queries
 	// isUniqueViolation recognises the driver's unique-key violation.
 	isUniqueViolation func(error) bool
+	// isUnavailable recognises the driver's own ways of saying that the
+	// server is gone, shutting down or refusing connections, beyond the
+	// network and context errors every dialect shares (unavailable.go).
+	isUnavailable func(error) bool
 	// lockMigrations serialises Migrate across processes, holding a lock
 	// on conn's session until the returned unlock is called.
 	lockMigrations func(ctx context.Context, conn *sql.Conn) (unlock func() error, err error)

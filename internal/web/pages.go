@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
@@ -14,6 +15,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -128,23 +130,38 @@ const maxQtyChoice = 10
 
 type notFoundData struct{ SaleID string }
 
+// busyRetrySeconds is how often the busy page reloads itself.
+const busyRetrySeconds = 5
+
+type busyData struct{ RetrySeconds int }
+
 func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	if !seckill.ValidSaleID(id) {
 		h.renderPage(w, r, http.StatusNotFound, "notfound.html", notFoundData{})
 		return
 	}
-	sale, err := h.sales.Sale(r.Context(), id)
+	// Every backend call of the page ends with its budget, so a database
+	// or Redis that is down costs the buyer seconds, not minutes.
+	ctx, cancel := context.WithTimeout(r.Context(), h.budget)
+	defer cancel()
+	sale, err := h.sales.Sale(ctx, id)
 	if errors.Is(err, seckill.ErrNotFound) {
 		h.renderPage(w, r, http.StatusNotFound, "notfound.html", notFoundData{SaleID: id})
 		return
 	} else if err != nil {
-		h.logger.ErrorContext(r.Context(), "buyer page: sale", "sale", id, "err", err)
-		http.Error(w, "The shop is unavailable; try again shortly.", http.StatusServiceUnavailable)
+		if r.Context().Err() != nil {
+			return // the buyer left
+		}
+		h.logger.WarnContext(r.Context(), "buyer page: sale", "sale", id, "err", err)
+		// A friendly page that retries by itself, with what a client
+		// needs to retry too.
+		w.Header().Set("Retry-After", strconv.Itoa(busyRetrySeconds))
+		h.renderPage(w, r, http.StatusServiceUnavailable, "busy.html", busyData{RetrySeconds: busyRetrySeconds})
 		return
 	}
 	remaining := sale.Stock // not preheated yet: nothing sold
-	if lvl, err := h.stock.Stock(r.Context(), id); err == nil {
+	if lvl, err := h.stock.Stock(ctx, id); err == nil {
 		remaining = lvl.Remaining()
 	} else if !errors.Is(err, seckill.ErrNotFound) {
 		// The page polls the API for stock anyway: render what is known.

@@ -93,6 +93,8 @@ const (
 	// DefaultSnapshotTimeout bounds one Snapshot or Stock call made for
 	// the live feed.
 	DefaultSnapshotTimeout = 2 * time.Second
+	// DefaultBudget bounds a page request's backend calls.
+	DefaultBudget = 2 * time.Second
 )
 
 // Config holds the Handler's dependencies. Sales and Stock are required.
@@ -119,6 +121,9 @@ type Config struct {
 	Now func() time.Time
 	// Logger receives internal errors only. Default: discard.
 	Logger *slog.Logger
+	// Budget bounds the backend calls of one page request (the buyer
+	// page reads the sale and its stock). Default DefaultBudget.
+	Budget time.Duration
 
 	// TicketTTL is how long a live-feed ticket is valid. Default
 	// DefaultTicketTTL.
@@ -143,6 +148,7 @@ type Handler struct {
 	now       func() time.Time
 	logger    *slog.Logger
 	interval  time.Duration
+	budget    time.Duration
 	series    *seriesSet
 	pages     *template.Template
 	assets    map[string]*asset // by path under /static/
@@ -169,7 +175,11 @@ func New(cfg Config) (*Handler, error) {
 		now:       cfg.Now,
 		logger:    cfg.Logger,
 		interval:  cfg.EventInterval,
+		budget:    cfg.Budget,
 		closed:    make(chan struct{}),
+	}
+	if h.budget <= 0 {
+		h.budget = DefaultBudget
 	}
 	if h.now == nil {
 		h.now = time.Now

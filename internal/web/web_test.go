@@ -282,9 +282,40 @@ func TestBuyerPage(t *testing.T) {
 	f.sales.mu.Lock()
 	f.sales.err = errors.New("database down")
 	f.sales.mu.Unlock()
-	if a := f.do(t, "GET", "/sales/tea", "", ""); a.status != 503 || strings.Contains(string(a.body), "database") {
+	a = f.do(t, "GET", "/sales/tea", "", "")
+	if a.status != 503 || strings.Contains(string(a.body), "database") {
 		t.Errorf("sale store down: %d %s", a.status, a.body)
 	}
+	// The buyer sees a friendly page that retries by itself, and a client
+	// the Retry-After it needs.
+	if a.header.Get("Retry-After") == "" || a.header.Get("Content-Type") != "text/html; charset=utf-8" ||
+		!strings.Contains(string(a.body), `http-equiv="refresh"`) || !strings.Contains(string(a.body), "retries by itself") {
+		t.Errorf("sale store down: headers %v, body %s; want a busy page that refreshes itself, with Retry-After", a.header, a.body)
+	}
+	checkPageHeaders(t, a)
+}
+
+// TestBuyerPageBudget: a sale store that never answers costs the buyer
+// the page's budget, then the busy page; not a hang.
+func TestBuyerPageBudget(t *testing.T) {
+	const budget = 200 * time.Millisecond
+	f := newFixture(t, func(c *Config) {
+		c.Budget = budget
+		c.Sales = hangingSales{}
+	})
+	start := time.Now()
+	a := f.do(t, "GET", "/sales/tea", "", "")
+	if took := time.Since(start); a.status != 503 || took > budget+2*time.Second {
+		t.Fatalf("hanging sale store: %d after %s; want 503 after about %s", a.status, took, budget)
+	}
+}
+
+// hangingSales answers only when the caller gives up.
+type hangingSales struct{}
+
+func (hangingSales) Sale(ctx context.Context, _ string) (*seckill.Sale, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
 }
 
 func TestOpenSaleRedirect(t *testing.T) {

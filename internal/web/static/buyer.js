@@ -36,6 +36,7 @@
     retryAt: 0, // server-clock ms before which a rate-limited buyer waits
     key: null, // Idempotency-Key of the attempt in progress
     wasLive: false,
+    degraded: false, // the shop answers busy or from its last good copy; the page keeps retrying
   };
 
   const els = {
@@ -213,6 +214,7 @@
     if (ph === "sold_out") return "Sold out.";
     if (state.blocked === "limit") return "You have reached the limit of " + sale.limit + " per buyer.";
     if (state.blocked === "gone") return "This sale no longer exists.";
+    if (state.degraded) return "The shop is busy right now; retrying by itself…";
     if (!state.token) return "Sign in to buy.";
     if (ph === "scheduled") return "The button turns on when the sale starts.";
     if (now < state.retryAt) return "You can try again in " + Math.ceil((state.retryAt - now) / 1000) + " s.";
@@ -221,6 +223,9 @@
 
   async function refreshSale() {
     const r = await sk.api("GET", "/api/v1/sales/" + enc(sale.id));
+    // 503, no answer, or the last good copy: the shop is busy. The stock
+    // loop retries by itself; the buyer is told so, not shown an error.
+    state.degraded = r.status === 0 || r.status === 503 || Boolean(r.status === 200 && r.body && r.body.stale);
     if (r.status === 200 && r.body) {
       state.remaining = Number(r.body.remaining);
       sale.stock = Number(r.body.stock) || sale.stock;

@@ -15,9 +15,11 @@ import (
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
-// Server is one private redis-server process: it can be killed (SIGKILL,
-// as a power loss would end it), have its data directory rolled back, and
-// be started again on the same port and directory.
+// Server is a private standalone redis-server that a test may stop and
+// start again on the same port, as an operator's Redis restarts: killed
+// with SIGKILL (as a power loss ends it), its data directory rolled back to
+// a snapshot, started again. Without persistence arguments it comes back
+// empty.
 type Server struct {
 	// Addr is host:port; it stays the same across restarts.
 	Addr string
@@ -103,6 +105,21 @@ func (s *Server) Start() error {
 			return fmt.Errorf("redis-server on %s not ready: %v", s.Addr, err)
 		case <-time.After(20 * time.Millisecond):
 		}
+	}
+}
+
+// URL is the server's redis:// URL.
+func (s *Server) URL() string { return "redis://" + s.Addr }
+
+// Stop kills the server and waits until it is gone. Safe to call twice.
+func (s *Server) Stop() { s.Kill() }
+
+// Restart starts the stopped server again on its port and waits until it
+// answers.
+func (s *Server) Restart(t testing.TB) {
+	t.Helper()
+	if err := s.Start(); err != nil {
+		t.Fatalf("redistest: restart: %v", err)
 	}
 }
 

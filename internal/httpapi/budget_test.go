@@ -1,0 +1,164 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/jwt"
+)
+
+// hangingStock is a stock store that answers only when its caller gives up,
+// as a blackholed Redis does to a client without deadlines.
+type hangingStock struct{ *fakeStock }
+
+func (hangingStock) Stock(ctx context.Context, _ string) (seckill.StockLevel, error) {
+	<-ctx.Done()
+	return seckill.StockLevel{}, fmt.Errorf("stock: %w", ctx.Err())
+}
+
+// TestBudgetEndsHangingCalls: a backend that never answers costs a request
+// its route's budget, then a 503 unavailable with Retry-After in the error
+// shape; never a hang, never a 500.
+func TestBudgetEndsHangingCalls(t *testing.T) {
+	const budget = 150 * time.Millisecond
+	e := newEnv(t, func(c *Config) {
+		c.Budget = budget
+		c.Stock = hangingStock{newFakeStock()}
+		c.Reserver = reserverFunc(func(ctx context.Context) (seckill.ReserveResult, error) {
+			<-ctx.Done()
+			return seckill.ReserveResult{}, ctx.Err()
+		})
+	})
+	e.sales.put(testSale())
+	for _, r := range []req{
+		{method: "GET", path: "/api/v1/sales/" + testSaleID},
+		{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations", body: `{"qty":1}`, auth: "Bearer " + buyerToken(t, "ann")},
+	} {
+		start := time.Now()
+		w := e.do(r)
+		took := time.Since(start)
+		wantError(t, w, http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
+		if w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s %s: 503 without Retry-After", r.method, r.path)
+		}
+		if took < budget || took > budget+2*time.Second {
+			t.Errorf("%s %s answered after %s; want just after the budget %s", r.method, r.path, took, budget)
+		}
+	}
+	assertMetric(t, e, `seckill_http_degraded_total{reason="unavailable",route="GET /api/v1/sales/{id}"} 1`)
+}
+
+type reserverFunc func(ctx context.Context) (seckill.ReserveResult, error)
+
+func (f reserverFunc) Reserve(ctx context.Context, _ string, _ seckill.ReserveRequest) (seckill.ReserveResult, error) {
+	return f(ctx)
+}
+
+// TestRouteBudgets: a route's own budget wins over the default, and a
+// client that hangs up is not answered (nor counted as an outage).
+func TestRouteBudgets(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.Budget = time.Hour
+		c.RouteBudgets = map[string]time.Duration{"sale": 100 * time.Millisecond}
+		c.Stock = hangingStock{newFakeStock()}
+	})
+	e.sales.put(testSale())
+	start := time.Now()
+	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
+	if took := time.Since(start); took > 2*time.Second {
+		t.Fatalf("route budget ignored: answered after %s", took)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := httptest.NewRequest("GET", "/api/v1/sales/"+testSaleID, nil).WithContext(ctx)
+	w := httptest.NewRecorder()
+	time.AfterFunc(20*time.Millisecond, cancel)
+	e.h.ServeHTTP(w, r)
+	if w.Body.Len() != 0 {
+		t.Fatalf("a request whose client left was answered: %d %s", w.Code, w.Body)
+	}
+	assertMetric(t, e, `seckill_http_requests_total{route="GET /api/v1/sales/{id}",status="499"} 1`)
+
+	for _, bad := range []map[string]time.Duration{{"nope": time.Second}, {"sale": 0}} {
+		cfg := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
+		if _, err := New(cfg); err != nil {
+			t.Fatalf("New without route budgets: %v", err)
+		}
+		cfg.RouteBudgets = bad
+		if _, err := New(cfg); err == nil {
+			t.Errorf("New accepted route budgets %v", bad)
+		}
+	}
+	if _, err := ParseRouteBudgets("reserve=1s, reconciliation=2500ms"); err != nil {
+		t.Errorf("ParseRouteBudgets: %v", err)
+	}
+	for _, bad := range []string{"reserve", "nope=1s", "reserve=-1s", "reserve=soon"} {
+		if _, err := ParseRouteBudgets(bad); err == nil {
+			t.Errorf("ParseRouteBudgets(%q) accepted", bad)
+		}
+	}
+}
+
+// TestStaleSaleView: with the database or Redis down, the public sale
+// view is the last good copy, marked stale with its age, and counted; with
+// no good copy to fall back on, it is a 503.
+func TestStaleSaleView(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.SaleCacheTTL = time.Millisecond })
+	e.sales.put(testSale())
+	e.stock.levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 20}
+	var v saleView
+	decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
+	if v.Stale || v.Remaining != 180 {
+		t.Fatalf("fresh view = %+v", v)
+	}
+	down := errors.Join(errors.New("connection refused"), &seckill.Error{Code: seckill.EUNAVAILABLE, Message: "down"})
+
+	for _, c := range []struct {
+		name         string
+		sales, stock error
+	}{
+		{"redis down", nil, down},
+		{"database down", down, nil},
+		{"both down", down, down},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			e.stock.mu.Lock()
+			e.stock.levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 50}
+			e.stock.err = nil
+			e.stock.mu.Unlock()
+			e.sales.mu.Lock()
+			e.sales.err = nil
+			e.sales.mu.Unlock()
+			e.clock.Set(e.clock.Now().Add(time.Second)) // past the cache TTL
+			decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
+			// Now break what the case breaks.
+			e.stock.mu.Lock()
+			e.stock.err = c.stock
+			if c.stock != nil {
+				e.stock.levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 20}
+			}
+			e.stock.mu.Unlock()
+			e.sales.mu.Lock()
+			e.sales.err = c.sales
+			e.sales.mu.Unlock()
+			e.clock.Set(e.clock.Now().Add(3 * time.Second))
+			v = saleView{}
+			decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
+			if !v.Stale || v.AgeMS == nil || *v.AgeMS != 3000 || v.Remaining != 150 || v.Name != "Tea gift set" {
+				t.Fatalf("view with %s = %+v (age %v); want the last good copy, stale, 3000 ms old", c.name, v, v.AgeMS)
+			}
+		})
+	}
+	assertMetric(t, e, `seckill_http_degraded_total{reason="stale",route="GET /api/v1/sales/{id}"} 3`)
+
+	// A sale never seen while its backends were up has no copy to serve.
+	other := testSale()
+	other.ID = "other-sale"
+	e.sales.put(other)
+	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/other-sale"}), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
+}
