@@ -324,17 +324,33 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.closers = append(m.closers, m.preheat.Stop)
 	reg.MustRegister(newStockCollector(m.preheat, m.stock))
 
+	// The combiner and the sold-out flag in front of it exist before the
+	// restorer, which clears the flag when stock comes back; they stop
+	// with the request path, below.
+	// A batch's script call may take as long as a reservation's budget:
+	// every request in it is answered by then anyway.
+	reserveBudget := cfg.RequestBudget
+	if d, ok := routeBudgets["reserve"]; ok {
+		reserveBudget = d
+	}
+	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
+		metrics.observeBatch(size, took, err)
+		if errors.Is(err, redis.ErrNotDurable) {
+			dm.notDurable.Inc()
+		}
+	}})
+	// Keyed requests on a flagged sale are answered by a lookup of their
+	// earlier reservation, batched per sale like reservations are.
+	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
+
 	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
 		// This node clears its flag at once; the others hear the
 		// announcement the restore service publishes.
-		OnRestocked: func(saleID string) {
-			if m.gate != nil {
-				m.gate.Clear(saleID)
-			}
-		},
+		OnRestocked: m.gate.Clear,
 	})
 	m.restorer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.restorer.Stop)
@@ -394,29 +410,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	healer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, healer.Stop)
-
-	// A batch's script call may take as long as a reservation's budget:
-	// every request in it is answered by then anyway.
-	reserveBudget := cfg.RequestBudget
-	if d, ok := routeBudgets["reserve"]; ok {
-		reserveBudget = d
-	}
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
-		metrics.observeBatch(size, took, err)
-		if errors.Is(err, redis.ErrNotDurable) {
-			dm.notDurable.Inc()
-		}
-	}})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
-	// Keyed requests on a flagged sale are answered by a lookup of their
-	// earlier reservation, batched per sale like reservations are.
-	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
 	m.closers = append(m.closers, replays.Stop)
-	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
-	m.gate = gate
+	gate := m.gate
 	reg.MustRegister(gate)
 	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
 	subDone := make(chan struct{})
