@@ -42,14 +42,14 @@ func (s *Store) SaleState(ctx context.Context, saleID string) (seckill.StockWatc
 		return seckill.StockWatch{}, fmt.Errorf("sale state: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
 	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).
-		Field("total", "reserved", "seq", "healing", "heals").Build()).ToArray()
+		Field("total", "reserved", "seq", "healing", "heals", "buckets").Build()).ToArray()
 	if err != nil {
 		return seckill.StockWatch{}, fmt.Errorf("sale state: %w", classify(err))
 	}
-	if len(vals) != 5 || vals[0].IsNil() {
+	if len(vals) != 6 || vals[0].IsNil() {
 		return seckill.StockWatch{}, nil
 	}
-	st := seckill.StockWatch{Loaded: true, Healing: !vals[3].IsNil()}
+	st := seckill.StockWatch{Loaded: true, Healing: !vals[3].IsNil(), Buckets: 1}
 	if st.Healing { // the token is "<unix ms>:<random>"
 		tok, _ := vals[3].ToString()
 		ms, _, _ := strings.Cut(tok, ":")
@@ -57,7 +57,7 @@ func (s *Store) SaleState(ctx context.Context, saleID string) (seckill.StockWatc
 			st.HealingSince = time.UnixMilli(n)
 		}
 	}
-	for i, p := range []*int64{&st.Total, &st.Reserved, &st.Seq, nil, &st.Heals} {
+	for i, p := range []*int64{&st.Total, &st.Reserved, &st.Seq, nil, &st.Heals, &st.Buckets} {
 		if p == nil || vals[i].IsNil() {
 			continue
 		}

@@ -79,13 +79,24 @@ const (
 // Store is the stock store on Redis. It is safe for concurrent use; its
 // client pipelines concurrent calls onto shared connections by itself.
 type Store struct {
-	client rueidis.Client
-	prefix string
+	client   rueidis.Client
+	prefix   string
+	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
+	layouts  bucketCache          // each sale's stock buckets (buckets.go)
 	// waitReplicas > 0 makes Reserve WAIT for that many replicas
 	// (WithWaitReplicas).
 	waitReplicas int
 	waitTimeout  time.Duration
-	embedded     *miniredis.Miniredis // nil unless started by StartEmbedded
+
+	// afterMoveOut, if set, runs between a move's two steps; tests use it
+	// to crash a rebalance halfway.
+	afterMoveOut func() error
+	// moveStale, if set, replaces the age after which a journalled move
+	// is finished by another rebalance (tests).
+	moveStale time.Duration
+	// minBuckets, if set, loads every sale with at least that many
+	// buckets, so tests can run whole suites on bucketed sales.
+	minBuckets int64
 
 	closeOnce sync.Once
 }
