@@ -122,7 +122,7 @@ type StockWatch struct {
 	// Buckets is the sale's number of stock buckets (1 unless it is
 	// spread over several shards).
 	Buckets int64
-	Heals        int64
+	Heals   int64
 }
 
 // Remaining is the number of units still available.
