@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -83,6 +84,10 @@ type Store struct {
 	prefix   string
 	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
 	layouts  bucketCache          // each sale's stock buckets (buckets.go)
+	// waitReplicas > 0 makes Reserve WAIT for that many replicas
+	// (WithWaitReplicas).
+	waitReplicas int
+	waitTimeout  time.Duration
 
 	// afterMoveOut, if set, runs between a move's two steps; tests use it
 	// to crash a rebalance halfway.
@@ -103,7 +108,9 @@ var _ seckill.StockStore = (*Store)(nil)
 type Option func(*options)
 
 type options struct {
-	prefix string
+	prefix       string
+	waitReplicas int
+	waitTimeout  time.Duration
 }
 
 // WithKeyPrefix replaces DefaultKeyPrefix, so tests (or two deployments
@@ -129,6 +136,12 @@ func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	// Client-side caching needs CLIENT TRACKING, which miniredis lacks,
 	// and the store reads nothing that could be served from a cache.
 	copt.DisableCache = true
+	if o.waitReplicas > 0 {
+		// Each reserve batch takes a dedicated connection for its
+		// script + WAIT. The combiner keeps one batch per sale in flight,
+		// but nothing else should open hundreds of connections at once.
+		copt.BlockingPoolSize = durablePoolSize
+	}
 	return newStore(ctx, copt, o, nil)
 }
 
@@ -173,7 +186,10 @@ func newStore(ctx context.Context, copt rueidis.ClientOption, o options, srv *mi
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))
 	}
-	s := &Store{client: client, prefix: o.prefix, embedded: srv}
+	s := &Store{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout}
+	if s.waitReplicas > 0 && s.waitTimeout <= 0 {
+		s.waitTimeout = DefaultWaitTimeout
+	}
 	if err := s.Ping(ctx); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redis: connect: %w", err)
@@ -243,3 +259,28 @@ func classify(err error) error {
 }
 
 func unavailable(err error) error { return fmt.Errorf("%w: %w", errUnavailable, err) }
+
+// ServerCPU is the CPU time the Redis server has used since it started
+// (INFO cpu: used_cpu_user + used_cpu_sys), for benchmarks that report
+// Redis's CPU per request. On a Cluster it is the sum over the masters.
+func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
+	var total time.Duration
+	for _, c := range s.client.Nodes() {
+		text, err := c.Do(ctx, c.B().Info().Section("cpu").Build()).ToString()
+		if err != nil {
+			return 0, fmt.Errorf("info cpu: %w", classify(err))
+		}
+		for _, line := range strings.Split(text, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || (k != "used_cpu_user" && k != "used_cpu_sys") {
+				continue
+			}
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("info cpu: %s=%q: %w", k, v, err)
+			}
+			total += time.Duration(secs * float64(time.Second))
+		}
+	}
+	return total, nil
+}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,6 +21,16 @@ type OrderStore struct {
 	db *DB
 	q  *orderQueries
 	rq *restoreQueries
+	// stmts holds the writer's statements, prepared once (query text →
+	// *sql.Stmt on the write pool) and used in each transaction through
+	// Tx.StmtContext, which reuses a connection's prepared copy. The texts
+	// are few (variable-length lists come in power-of-two sizes), so all
+	// of them are prepared before the first transaction: preparing on the
+	// pool while a transaction holds its only connection (SQLite) would
+	// wait forever.
+	stmts     sync.Map
+	prepMu    sync.Mutex
+	preparedA bool
 
 	// maxAttempts bounds the transactions one PersistReservations call
 	// tries while it loses to concurrent writers; maxBackoff caps the
@@ -96,8 +107,13 @@ type orderQueries struct {
 	// serialization failure).
 	isTransient func(error) bool
 
-	// saleStock selects stock, version, price_cents of sale $1.
+	// saleStock selects stock, version, price_cents, per_user_limit of
+	// sale $1.
 	saleStock string
+	// heldIn selects user_id, qty of the orders of sale $1 not cancelled
+	// whose user_id is IN a list numbered from $2: what each buyer holds
+	// against the per-user limit.
+	heldIn string
 	// orderIDsIn and failedOrderIDsIn select the reservation_id of the
 	// orders (failed orders) whose reservation_id is IN a list.
 	orderIDsIn       string
@@ -155,7 +171,8 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		bind:        func(int) string { return "?" },
 		isTransient: isTransient,
 
-		saleStock:        `SELECT stock, version, price_cents FROM sales WHERE id = ?`,
+		saleStock:        `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = ?`,
+		heldIn:           `SELECT user_id, qty FROM orders WHERE sale_id = ? AND status <> 'cancelled' AND user_id IN `,
 		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
 		bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = ?`,
@@ -235,6 +252,11 @@ func (q *orderQueries) tuples(rows, width int) string {
 //     update and the retry sees it.) An invalid event (below) is rejected
 //     all the same, and its parked request moves to redis_pending too, as
 //     RestoreOrder does for a failed order;
+//   - PersistOverLimit if the buyer's orders of the sale that are not
+//     cancelled (with the events accepted before it) and its qty pass the
+//     sale's per-user limit, and recorded in failed_orders (reason
+//     seckill.ReasonOverLimit + ": …"): Redis may have forgotten what the
+//     buyer holds, the database has not;
 //   - PersistCreated if its qty fits in the stock the database has left
 //     (after the events accepted before it);
 //   - PersistRejected otherwise, and recorded in failed_orders (reason
@@ -273,6 +295,7 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 		return []seckill.PersistOutcome{}, nil
 	}
 
+	st.prepareAll(ctx)
 	var err error
 	for attempt := 1; attempt <= st.maxAttempts; attempt++ {
 		if attempt > 1 {
@@ -319,8 +342,8 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	// its own snapshot (PostgreSQL's READ COMMITTED), a writer that
 	// commits between the two reads has moved the version read here, and
 	// the stock update below notices.
-	var stock, version, price int64
-	err = tx.QueryRowContext(ctx, st.q.saleStock, saleID).Scan(&stock, &version, &price)
+	var stock, version, price, limit int64
+	err = st.queryRow(ctx, tx, st.q.saleStock, saleID).Scan(&stock, &version, &price, &limit)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
@@ -347,6 +370,10 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	restores, err := st.restoresOf(ctx, tx, fresh)
 	if err != nil {
 		return nil, st.conflictOr(err, "find restore requests")
+	}
+	held, err := st.heldBy(ctx, tx, saleID, events, existing)
+	if err != nil {
+		return nil, st.conflictOr(err, "find units held by the buyers")
 	}
 
 	var (
@@ -399,10 +426,16 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))
 		case restore:
 			order(seckill.OrderCancelled, restoreReason) // takes no stock
+		case held[e.UserID]+e.Qty > limit:
+			// The database is the last word on the limit as on the
+			// stock: Redis may have forgotten what this buyer holds.
+			reject(fmt.Sprintf("%s: qty %d, buyer holds %d of %d", seckill.ReasonOverLimit, e.Qty, held[e.UserID], limit))
+			outcomes[i] = seckill.PersistOverLimit
 		case e.Qty > left:
-			reject(fmt.Sprintf("insufficient database stock: qty %d, %d left", e.Qty, left))
+			reject(fmt.Sprintf(seckill.ReasonInsufficientStock+": qty %d, %d left", e.Qty, left))
 		default:
 			left -= e.Qty
+			held[e.UserID] += e.Qty
 			order(seckill.OrderPlaced, "")
 		}
 	}
@@ -420,7 +453,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	// rejected (taking 0): the rejections rest on the stock read, which
 	// must be as current as for a take.
 	taken := stock - left
-	res, err := tx.ExecContext(ctx, st.q.takeStock, taken, nowMs, saleID, version, taken)
+	res, err := st.exec(ctx, tx, st.q.takeStock, taken, nowMs, saleID, version, taken)
 	if err != nil {
 		return nil, st.conflictOr(err, "take stock")
 	}
@@ -471,6 +504,50 @@ func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *sec
 	return f
 }
 
+// heldBy returns the units each buyer of the fresh events holds in orders
+// of the sale that are not cancelled. It runs after the sale row was read,
+// so an order another writer commits meanwhile moves the version and the
+// stock update of this attempt fails.
+func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, events []seckill.ReservationEvent, existing map[string]bool) (map[string]int64, error) {
+	held := make(map[string]int64)
+	var users []string
+	for _, e := range events {
+		// An invalid user id is rejected anyway, and may not even be
+		// text the database accepts as a bind parameter.
+		if _, ok := held[e.UserID]; !ok && !existing[e.ReservationID] && seckill.ValidUserID(e.UserID) {
+			held[e.UserID] = 0
+			users = append(users, e.UserID)
+		}
+	}
+	for start := 0; start < len(users); start += idChunk {
+		chunk := users[start:min(start+idChunk, len(users))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, saleID)
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		rows, err := tx.QueryContext(ctx, st.q.heldIn+st.q.list(2, len(chunk)), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var user string
+			var qty int64
+			if err := rows.Scan(&user, &qty); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			held[user] += qty
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return held, nil
+}
+
 // existing returns which of ids already have an order or a failed order.
 func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
 	found := make(map[string]bool)
@@ -493,15 +570,17 @@ func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (m
 func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error, tail ...string) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
+		// Padded to a power of two with the last id again (an IN list
+		// does not mind), so that few statement texts exist.
+		args := make([]any, padLen(len(chunk)))
+		for i := range args {
+			args[i] = chunk[min(i, len(chunk)-1)]
 		}
-		query := head + st.q.list(1, len(chunk))
+		query := head + st.q.list(1, len(args))
 		for _, t := range tail {
 			query += t
 		}
-		rows, err := tx.QueryContext(ctx, query, args...)
+		rows, err := st.query(ctx, tx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -540,8 +619,9 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 		{placed, st.q.insertOrders, orderInsertWidth},
 		{cancelled, st.q.insertCancelledOrders, cancelledInsertWidth},
 	} {
-		for start := 0; start < len(set.orders); start += insertChunk {
-			chunk := set.orders[start:min(start+insertChunk, len(set.orders))]
+		for start, n := 0, 0; start < len(set.orders); start += n {
+			n = runLen(len(set.orders)-start, insertChunk)
+			chunk := set.orders[start : start+n]
 			args := make([]any, 0, len(chunk)*set.width)
 			for _, o := range chunk {
 				args = append(args, o.ID, o.ReservationID, o.SaleID, o.UserID, o.Qty, o.AmountCents, string(o.Status),
@@ -550,7 +630,7 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 					args = append(args, o.CancelReason)
 				}
 			}
-			if _, err := tx.ExecContext(ctx, set.head+st.q.tuples(len(chunk), set.width), args...); err != nil {
+			if _, err := st.exec(ctx, tx, set.head+st.q.tuples(len(chunk), set.width), args...); err != nil {
 				return err
 			}
 		}
@@ -559,6 +639,93 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 }
 
 // execer is a transaction or a pool.
+// writerQueries lists every statement text PersistReservations runs.
+func (st *OrderStore) writerQueries() []string {
+	qs := []string{st.q.saleStock, st.q.takeStock}
+	for n := 1; n <= insertChunk; n *= 2 {
+		qs = append(qs,
+			st.q.insertOrders+st.q.tuples(n, orderInsertWidth),
+			st.q.insertCancelledOrders+st.q.tuples(n, cancelledInsertWidth),
+			st.q.insertFailedOrders+st.q.tuples(n, failedOrderWidth))
+	}
+	for n := 1; n <= padLen(idChunk); n *= 2 {
+		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n))
+	}
+	return qs
+}
+
+// prepareAll prepares the writer's statements once, outside any
+// transaction. If the database refuses (not migrated yet, down), the
+// statements run unprepared and the next call tries again.
+func (st *OrderStore) prepareAll(ctx context.Context) {
+	st.prepMu.Lock()
+	defer st.prepMu.Unlock()
+	if st.preparedA {
+		return
+	}
+	for _, q := range st.writerQueries() {
+		if _, ok := st.stmts.Load(q); ok {
+			continue
+		}
+		s, err := st.db.write.PrepareContext(ctx, q)
+		if err != nil {
+			return
+		}
+		st.stmts.Store(q, s)
+	}
+	st.preparedA = true
+}
+
+// stmtOf is query's prepared statement within tx, or nil if it has none.
+func (st *OrderStore) stmtOf(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	if v, ok := st.stmts.Load(query); ok {
+		return tx.StmtContext(ctx, v.(*sql.Stmt))
+	}
+	return nil
+}
+
+// exec runs query with args in tx, prepared if it can be.
+func (st *OrderStore) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if s := st.stmtOf(ctx, tx, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+func (st *OrderStore) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if s := st.stmtOf(ctx, tx, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
+func (st *OrderStore) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if s := st.stmtOf(ctx, tx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// runLen is the length of the next run of a list of n rows inserted by one
+// statement: the largest power of two that fits n and limit, so that the
+// statements of every batch size are a few texts, each prepared once.
+func runLen(n, limit int) int {
+	r := 1
+	for r*2 <= min(n, limit) {
+		r *= 2
+	}
+	return r
+}
+
+// padLen is n rounded up to a power of two.
+func padLen(n int) int {
+	r := 1
+	for r < n {
+		r *= 2
+	}
+	return r
+}
+
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
@@ -567,8 +734,9 @@ type execer interface {
 // valid keys (validFailedKey), with multi-row INSERTs of up to
 // insertChunk rows. Their other text is made storable here.
 func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed []*seckill.FailedOrder) error {
-	for start := 0; start < len(failed); start += insertChunk {
-		chunk := failed[start:min(start+insertChunk, len(failed))]
+	for start, n := 0, 0; start < len(failed); start += n {
+		n = runLen(len(failed)-start, insertChunk)
+		chunk := failed[start : start+n]
 		args := make([]any, 0, len(chunk)*failedOrderWidth)
 		for _, f := range chunk {
 			var payload any // NULL when empty
@@ -579,7 +747,14 @@ func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed 
 				storableText(f.SaleID, maxFailedTextBytes), storableText(f.UserID, maxFailedTextBytes),
 				f.Qty, storableText(f.Reason, maxReasonBytes), int64(f.Attempts), payload, toMillis(f.CreatedAt))
 		}
-		if _, err := tx.ExecContext(ctx, st.q.insertFailedOrders+st.q.tuples(len(chunk), failedOrderWidth), args...); err != nil {
+		query := st.q.insertFailedOrders + st.q.tuples(len(chunk), failedOrderWidth)
+		var err error
+		if t, ok := tx.(*sql.Tx); ok {
+			_, err = st.exec(ctx, t, query, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, query, args...)
+		}
+		if err != nil {
 			return err
 		}
 	}
