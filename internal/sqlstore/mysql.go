@@ -137,6 +137,16 @@ func mysqlConfig(rawURL string) (*mysql.Config, error) {
 }
 
 func openMySQL(rawURL string) (*DB, error) {
+	db, err := mysqlPool(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	setServerPool(db)
+	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
+}
+
+// mysqlPool opens an unsized pool on a MySQL URL.
+func mysqlPool(rawURL string) (*sql.DB, error) {
 	cfg, err := mysqlConfig(rawURL)
 	if err != nil {
 		return nil, err
@@ -149,9 +159,7 @@ func openMySQL(rawURL string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
-	setServerPool(db)
-	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
+	return sql.OpenDB(connector), nil
 }
 
 type quietDriver struct{}

@@ -114,6 +114,17 @@ func parseSQLiteURL(rawURL string) (path string, params url.Values, err error) {
 	return path, params, nil
 }
 
+// sqliteFile opens an unsized pool on the file at path, creating its
+// directory if missing.
+func sqliteFile(path string, params url.Values) (*sql.DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create directory: %w", err)
+		}
+	}
+	return sql.Open("sqlite", path+"?"+params.Encode())
+}
+
 func openSQLite(rawURL string) (*DB, error) {
 	path, params, err := parseSQLiteURL(rawURL)
 	if err != nil {
@@ -133,13 +144,7 @@ func openSQLite(rawURL string) (*DB, error) {
 		db.SetConnMaxIdleTime(0)
 		return &DB{dialect: sqliteDialect, write: db, read: db}, nil
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("create directory: %w", err)
-		}
-	}
-
-	write, err := sql.Open("sqlite", path+"?"+params.Encode())
+	write, err := sqliteFile(path, params)
 	if err != nil {
 		return nil, err
 	}

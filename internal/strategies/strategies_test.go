@@ -219,6 +219,10 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	if _, err := OpenSQL(t.Context(), "oracle://x", 1); err == nil {
 		t.Error("an unknown scheme opened")
 	}
+	// The URL rules are sqlstore's: a MySQL database name has no "/".
+	if _, err := OpenSQL(t.Context(), "mysql://root@127.0.0.1:1/test/x", 1); err == nil || !strings.Contains(err.Error(), "names no database") {
+		t.Errorf("a MySQL URL with a / in its database name: %v; want sqlstore's refusal", err)
+	}
 	if _, ok := KindByName("nope"); ok {
 		t.Error("an unknown strategy was found")
 	}
