@@ -716,7 +716,7 @@ func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if needs["redis"] {
 		var err error
-		if rd, err = strategies.OpenRedis(ctx, redisURL); err != nil {
+		if rd, err = strategies.OpenRedis(ctx, redisURL, strategies.WithEngine(compareEngine{})); err != nil {
 			return err
 		}
 		defer rd.Close()

@@ -80,7 +80,7 @@ func openSQL(t *testing.T, url string) *SQL {
 
 func openRedis(t *testing.T, url string) *Redis {
 	t.Helper()
-	r, err := OpenRedis(t.Context(), url)
+	r, err := OpenRedis(t.Context(), url, WithEngine(testEngine{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +215,14 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	k, _ = KindByName("seckill")
 	if _, err := k.Open(t.Context(), nil, openRedis(t, ""), 0); err == nil {
 		t.Error("a strategy opened with no stock")
+	}
+	bare, err := OpenRedis(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if _, err := k.Open(t.Context(), nil, bare, 10); err == nil {
+		t.Error("the seckill strategy opened without an engine")
 	}
 	if _, err := OpenSQL(t.Context(), "oracle://x", 1); err == nil {
 		t.Error("an unknown scheme opened")
