@@ -78,6 +78,10 @@ type Config struct {
 	// OnPublished, if set, is told the size of every batch the broker
 	// confirmed (duplicates included), for a metric.
 	OnPublished func(n int)
+	// OnReclaimed, if set, is told every takeover: entries of sale that
+	// another relay had left unacknowledged for ClaimMinIdle and this one
+	// claimed, for a metric.
+	OnReclaimed func(sale string, entries int)
 }
 
 func (c Config) withDefaults() Config {
@@ -362,6 +366,9 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		}
 		if len(es) > 0 {
 			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again", "sale", sale, "entries", len(es))
+			if r.cfg.OnReclaimed != nil {
+				r.cfg.OnReclaimed(sale, len(es))
+			}
 		}
 		add(es)
 		if len(es) < want { // else more may be stale: claim again next pass
