@@ -21,8 +21,10 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/rush"
 	"github.com/seckill-dev/seckill/internal/strategies"
 )
 
@@ -81,10 +83,15 @@ func (u *urlsFlag) Set(v string) error {
 	return nil
 }
 
+var (
+	jsonContentType = loadgen.Header{Name: "Content-Type", Value: "application/json"}
+	qtyOneBody      = []byte(`{"qty":1}`)
+)
+
 // runBenchRush is `seckill bench rush`: the demo's scenario against any
 // running seckill, its buyers spread over every --url.
 func runBenchRush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opts := defaultRushOptions()
+	opts := rush.DefaultOptions()
 	var (
 		urls   urlsFlag
 		asJSON bool
@@ -93,7 +100,7 @@ func runBenchRush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&urls, "url", "base URL of a seckill node, e.g. http://127.0.0.1:8080 (repeat, or separate with commas, to spread buyers over nodes)")
 	stringFlag(fs, &opts.AdminToken, "admin-token", "", "the nodes' admin token")
 	stringFlag(fs, &opts.JWTSecret, "jwt-secret", "", "the nodes' HS256 secret, to mint buyer tokens")
-	if err := opts.register(fs); err != nil {
+	if err := registerRushFlags(fs, &opts); err != nil {
 		return err
 	}
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -207,7 +214,7 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 	b := &throughputBench{o: o, stderr: stderr}
 	defer b.close()
 	rep := benchReport{
-		Concurrency: o.Concurrency, Rate: o.Rate, DurationMS: ms(o.Duration), WarmupMS: ms(o.Warmup), Rounds: o.Rounds,
+		Concurrency: o.Concurrency, Rate: o.Rate, DurationMS: loadgen.Millis(o.Duration), WarmupMS: loadgen.Millis(o.Warmup), Rounds: o.Rounds,
 		Redis: orEmbedded(redactURL(o.RedisURL)), Database: "none", Broker: "none",
 		RateLimits: "ip " + o.RateLimitIP + ", user " + o.RateLimitUser,
 	}
@@ -278,14 +285,14 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 func (rep *benchReport) print(w io.Writer) {
 	mode := "closed loop"
 	if rep.Rate > 0 {
-		mode = fmt.Sprintf("fixed rate %s/s, latency from the intended send time", group(int64(rep.Rate)))
+		mode = fmt.Sprintf("fixed rate %s/s, latency from the intended send time", loadgen.Thousands(int64(rep.Rate)))
 	}
 	rounds := ""
 	if rep.Rounds > 1 {
 		rounds = fmt.Sprintf(", median of %d interleaved rounds", rep.Rounds)
 	}
 	fmt.Fprintf(w, "seckill bench: %d connections, %s, %s measured after %s warm-up%s; redis %s\n",
-		rep.Concurrency, mode, fmtMS(rep.DurationMS), fmtMS(rep.WarmupMS), rounds, rep.Redis)
+		rep.Concurrency, mode, loadgen.FormatMillis(rep.DurationMS), loadgen.FormatMillis(rep.WarmupMS), rounds, rep.Redis)
 	if rep.Database != "none" {
 		fmt.Fprintf(w, "  live engine: database %s, broker %s, rate limits %s\n", rep.Database, rep.Broker, rep.RateLimits)
 	}
@@ -297,19 +304,19 @@ func (rep *benchReport) print(w io.Writer) {
 			}
 			return strconv.FormatFloat(v, 'f', 2, 64)
 		}
-		answers := group(r.Expected) + " as expected"
+		answers := loadgen.Thousands(r.Expected) + " as expected"
 		if n := r.Requests - r.Expected; n > 0 {
 			var other []string
 			for _, k := range sortedKeys(r.Unexpected) {
-				other = append(other, k+" "+group(r.Unexpected[k]))
+				other = append(other, k+" "+loadgen.Thousands(r.Unexpected[k]))
 			}
 			if r.Errors > 0 {
-				other = append(other, "transport errors "+group(r.Errors))
+				other = append(other, "transport errors "+loadgen.Thousands(r.Errors))
 			}
-			answers += fmt.Sprintf(", %s not: %s", group(n), strings.Join(other, ", "))
+			answers += fmt.Sprintf(", %s not: %s", loadgen.Thousands(n), strings.Join(other, ", "))
 		}
-		fmt.Fprintf(w, "  %-9s %10s %9s %9s %9s %9s %10s  %s\n", r.Name, group(int64(r.RPS)),
-			fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), fmtDur(r.Latency.P999), ratio(r.VsHello), ratio(r.VsTextbook), answers)
+		fmt.Fprintf(w, "  %-9s %10s %9s %9s %9s %9s %10s  %s\n", r.Name, loadgen.Thousands(int64(r.RPS)),
+			loadgen.FormatDuration(r.Latency.P50), loadgen.FormatDuration(r.Latency.P99), loadgen.FormatDuration(r.Latency.P999), ratio(r.VsHello), ratio(r.VsTextbook), answers)
 	}
 	for _, r := range rep.Results {
 		fmt.Fprintf(w, "  %-9s %s\n", r.Name+":", r.Description)
@@ -318,7 +325,7 @@ func (rep *benchReport) print(w io.Writer) {
 		for _, r := range rep.Results {
 			each := make([]string, len(r.RoundsRPS))
 			for i, v := range r.RoundsRPS {
-				each[i] = group(int64(v))
+				each[i] = loadgen.Thousands(int64(v))
 			}
 			fmt.Fprintf(w, "  %-9s req/s of each round, slowest first: %s\n", r.Name+":", strings.Join(each, " · "))
 		}
@@ -334,7 +341,7 @@ type throughputBench struct {
 	redis   *strategies.Redis
 	engine  *Main
 	dataDir string
-	admin   *apiClient
+	admin   *apiclient.Client
 	tokens  []string
 	closers []func()
 }
@@ -356,7 +363,7 @@ func (b *throughputBench) close() {
 		b.closers[i]()
 	}
 	if b.admin != nil {
-		b.admin.close()
+		b.admin.Close()
 	}
 	if b.dataDir != "" {
 		os.RemoveAll(b.dataDir)
@@ -473,7 +480,7 @@ func (b *throughputBench) startEngine(ctx context.Context) error {
 		return err
 	}
 	b.engine = m
-	b.admin = newAPIClient("http://" + m.Addr())
+	b.admin = apiclient.New("http://" + m.Addr())
 	b.tokens = make([]string, b.o.Users)
 	run := randomHex(4)
 	for i := range b.tokens {
@@ -489,14 +496,14 @@ func (b *throughputBench) liveSale(ctx context.Context, stock, limit int64) (str
 	id := "bench-" + randomHex(6)
 	now := time.Now()
 	var body map[string]any
-	st, err := b.admin.do(ctx, "POST", "/admin/v1/sales", b.engine.Config.AdminToken, map[string]any{
+	st, err := b.admin.Do(ctx, "POST", "/admin/v1/sales", b.engine.Config.AdminToken, map[string]any{
 		"id": id, "name": "bench", "price_cents": 100, "stock": stock, "per_user_limit": limit,
 		"start_at": now.Add(-time.Second).UTC().Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).UTC().Format(time.RFC3339Nano),
 	}, &body)
 	if err != nil || st != http.StatusCreated {
 		return "", fmt.Errorf("create sale: %d %v %v", st, body, err)
 	}
-	if st, err := b.admin.do(ctx, "POST", "/admin/v1/sales/"+id+"/preheat", b.engine.Config.AdminToken, nil, nil); err != nil || st != http.StatusOK {
+	if st, err := b.admin.Do(ctx, "POST", "/admin/v1/sales/"+id+"/preheat", b.engine.Config.AdminToken, nil, nil); err != nil || st != http.StatusOK {
 		return "", fmt.Errorf("preheat sale: %d %v", st, err)
 	}
 	return id, nil
@@ -526,7 +533,7 @@ func (b *throughputBench) live(ctx context.Context) (benchResult, error) {
 	res, err := b.measure(ctx, t, func(_ int, seq int64) []byte { return reqs[seq%int64(len(reqs))] }, http.StatusAccepted)
 	res.Name = "live"
 	res.Description = fmt.Sprintf("POST reservations through the full API: JWT of %s buyers, combiner, reserve script with outbox; relay, broker and order writer running",
-		group(int64(len(reqs))))
+		loadgen.Thousands(int64(len(reqs))))
 	return res, err
 }
 
@@ -545,7 +552,7 @@ func (b *throughputBench) soldOut(ctx context.Context) (benchResult, error) {
 		return benchResult{}, err
 	}
 	var acc map[string]any
-	if st, err := b.admin.do(ctx, "POST", "/api/v1/sales/"+sale+"/reservations", owner, map[string]any{"qty": 1}, &acc); err != nil || st != http.StatusAccepted {
+	if st, err := b.admin.Do(ctx, "POST", "/api/v1/sales/"+sale+"/reservations", owner, map[string]any{"qty": 1}, &acc); err != nil || st != http.StatusAccepted {
 		return benchResult{}, fmt.Errorf("buy the only unit: %d %v %v", st, acc, err)
 	}
 	t, _ := loadgen.ParseTarget("http://" + b.engine.Addr())
@@ -589,7 +596,7 @@ func (b *throughputBench) measure(ctx context.Context, t loadgen.Target, req fun
 			expected.Add(1)
 		default:
 			key := strconv.Itoa(resp.Status)
-			if code := errorCode(resp.Body); code != "" {
+			if code := apiclient.ErrorCode(resp.Body); code != "" {
 				key += " " + code
 			}
 			mu.Lock()
@@ -617,7 +624,7 @@ func (b *throughputBench) measure(ctx context.Context, t loadgen.Target, req fun
 	}
 	return benchResult{
 		Requests: res.Calls, Expected: expected.Load(), Unexpected: other, Errors: res.Errors,
-		RPS: res.Throughput(), Latency: res.Latency.Summary(), MaxLagMS: ms(res.MaxLag),
+		RPS: res.Throughput(), Latency: res.Latency.Summary(), MaxLagMS: loadgen.Millis(res.MaxLag),
 	}, nil
 }
 
@@ -825,12 +832,12 @@ func compareOne(ctx context.Context, k strategies.Kind, db *strategies.SQL, rd *
 }
 
 func (rep *compareReport) print(w io.Writer) {
-	fmt.Fprintf(w, "seckill bench compare: %s buyers for %s units, %d at once\n", group(int64(rep.Buyers)), group(int64(rep.Stock)), rep.Concurrency)
+	fmt.Fprintf(w, "seckill bench compare: %s buyers for %s units, %d at once\n", loadgen.Thousands(int64(rep.Buyers)), loadgen.Thousands(int64(rep.Stock)), rep.Concurrency)
 	fmt.Fprintf(w, "  database %s; redis %s\n", rep.Database, rep.Redis)
 	fmt.Fprintf(w, "  %-16s %12s %9s %9s %7s %9s  %s\n", "strategy", "decisions/s", "p50", "p99", "sold", "oversold", "how")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "  %-16s %12s %9s %9s %7s %9s  %s\n", r.Strategy, group(int64(r.PerSec)),
-			fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), group(r.Sold), group(r.Oversold), r.Description)
+		fmt.Fprintf(w, "  %-16s %12s %9s %9s %7s %9s  %s\n", r.Strategy, loadgen.Thousands(int64(r.PerSec)),
+			loadgen.FormatDuration(r.Latency.P50), loadgen.FormatDuration(r.Latency.P99), loadgen.Thousands(r.Sold), loadgen.Thousands(r.Oversold), r.Description)
 		if r.Note != "" {
 			fmt.Fprintf(w, "  %-16s note: %s\n", "", r.Note)
 		}
@@ -878,14 +885,14 @@ func (rep *compareReport) svg() string {
 		width, height, width, height)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#fff"/>`+"\n", width, height)
 	fmt.Fprintf(&b, `<text x="%d" y="26" font-size="16" font-weight="bold">Ways to deduct stock: %s buyers for %s units, %d at once</text>`+"\n",
-		left-150, group(int64(rep.Buyers)), group(int64(rep.Stock)), rep.Concurrency)
+		left-150, loadgen.Thousands(int64(rep.Buyers)), loadgen.Thousands(int64(rep.Stock)), rep.Concurrency)
 	dialect, _, _ := strings.Cut(rep.Database, " ") // the URL would not fit
 	fmt.Fprintf(&b, `<text x="%d" y="46" fill="#555">decisions per second (log scale) · database %s · redis %s</text>`+"\n",
 		left-150, html.EscapeString(dialect), html.EscapeString(rep.Redis))
 	for e := loExp; e <= hiExp; e++ {
 		gx := float64(left) + x(math.Pow(10, e))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", gx, top-6, gx, top+rowH*len(rows))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#777">%s</text>`+"\n", gx, top+rowH*len(rows)+18, group(int64(math.Pow(10, e))))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#777">%s</text>`+"\n", gx, top+rowH*len(rows)+18, loadgen.Thousands(int64(math.Pow(10, e))))
 	}
 	for i, r := range rows {
 		y := top + i*rowH
@@ -902,11 +909,11 @@ func (rep *compareReport) svg() string {
 		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="end">%s</text>`+"\n", left-10, y+barH/2+5, html.EscapeString(r.Strategy))
 		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="%s" rx="3"><title>%s</title></rect>`+"\n",
 			left, y, math.Max(x(r.PerSec), 1), barH, color, html.EscapeString(r.Description))
-		label := fmt.Sprintf("%s/s · p99 %s · sold %s", group(int64(r.PerSec)), fmtDur(r.Latency.P99), group(r.Sold))
+		label := fmt.Sprintf("%s/s · p99 %s · sold %s", loadgen.Thousands(int64(r.PerSec)), loadgen.FormatDuration(r.Latency.P99), loadgen.Thousands(r.Sold))
 		fmt.Fprintf(&b, `<text x="%.1f" y="%d">%s</text>`+"\n", float64(left)+x(r.PerSec)+8, y+barH/2+5, html.EscapeString(label))
 		if r.Oversold > 0 {
 			fmt.Fprintf(&b, `<text x="%.1f" y="%d" fill="#dc2626" font-weight="bold">oversold %s</text>`+"\n",
-				float64(left)+x(r.PerSec)+8, y+barH/2+20, group(r.Oversold))
+				float64(left)+x(r.PerSec)+8, y+barH/2+20, loadgen.Thousands(r.Oversold))
 		}
 	}
 	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#555">purple: SQL · blue: Redis · green: seckill · red: oversold</text>`+"\n", left-150, height-12)
