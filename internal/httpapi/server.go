@@ -58,14 +58,6 @@ type Preheater interface {
 	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
 }
 
-// Reserver decides one reservation. In production it is the request
-// combiner in front of the stock store. Errors that are a *seckill.Error
-// (e.g. EOVERLOADED, EUNAVAILABLE) reach the client with their code; any
-// other error is a 500.
-type Reserver interface {
-	Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
-}
-
 // TokenVerifier checks a buyer's bearer token and returns the user id it
 // carries. Its errors should be *seckill.Error with code EUNAUTHORIZED;
 // any other error is answered 401 as well.
@@ -78,7 +70,9 @@ type TokenVerifier interface {
 type Config struct {
 	Sales    SaleStore
 	Stock    StockStore
-	Reserver Reserver
+	// Reserver decides reservations; an error of it that is not a
+	// *seckill.Error is answered 500.
+	Reserver seckill.Reserver
 	Verifier TokenVerifier
 	// Preheater, if set, serves POST /admin/v1/sales/{id}/preheat instead
 	// of Stock.Preheat (the preheat scheduler, which remembers what it
@@ -150,7 +144,7 @@ type Server struct {
 	sales         SaleStore
 	stock         StockStore
 	preheater     Preheater
-	reserver      Reserver
+	reserver      seckill.Reserver
 	verifier      TokenVerifier
 	orders        OrderStore
 	pending       PendingStore
