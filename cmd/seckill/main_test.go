@@ -1,13 +1,21 @@
 package main
 
 import (
+	"os"
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill/internal/bench"
 )
 
 // Every subcommand tears down what it started: servers, workers, clients.
+// The test binary is also bench's load generator: bench starts the running
+// executable again for it.
 func TestMain(m *testing.M) {
+	if bench.IsChild() {
+		os.Exit(bench.ChildMain(os.Stdin, os.Stdout))
+	}
 	goleak.VerifyTestMain(m,
 		// A rueidis timer that outlives a closed client by a few seconds.
 		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
