@@ -86,6 +86,11 @@ type Config struct {
 	Orders OrderStore
 	// Pending reads reservations not yet in the database.
 	Pending PendingStore
+	// ClaimIDs, if set, mints the reservation ids of claims, signed for
+	// their buyer, and Lost answers for a signed id that neither Orders
+	// nor Pending has (a claim the stock store forgot): never 404.
+	ClaimIDs *seckill.ClaimIDs
+	Lost     LostClaims
 	// Restorer, set with Orders, serves a buyer's cancel and
 	// POST /admin/v1/restores.
 	Restorer Restorer
@@ -153,6 +158,8 @@ type Server struct {
 	verifier      TokenVerifier
 	orders        OrderStore
 	pending       PendingStore
+	lost          LostClaims
+	claimIDs      *seckill.ClaimIDs
 	restorer      Restorer
 	restores      RestoreLister
 	reconcile     func(ctx context.Context, saleID string) (any, error)
@@ -203,6 +210,8 @@ func New(cfg Config) (*Server, error) {
 		verifier:      cfg.Verifier,
 		orders:        cfg.Orders,
 		pending:       cfg.Pending,
+		lost:          cfg.Lost,
+		claimIDs:      cfg.ClaimIDs,
 		restorer:      cfg.Restorer,
 		restores:      cfg.Restores,
 		reconcile:     cfg.Reconcile,
