@@ -68,8 +68,8 @@ type TokenVerifier interface {
 // Config holds the Server's dependencies. Sales, Stock, Reserver and
 // Verifier are required; the rest have defaults.
 type Config struct {
-	Sales    SaleStore
-	Stock    StockStore
+	Sales SaleStore
+	Stock StockStore
 	// Reserver decides reservations; an error of it that is not a
 	// *seckill.Error is answered 500.
 	Reserver seckill.Reserver
