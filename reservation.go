@@ -128,6 +128,14 @@ type StockWatch struct {
 // Remaining is the number of units still available.
 func (l StockLevel) Remaining() int64 { return max(l.Total-l.Reserved, 0) }
 
+// Reserver decides one reservation request for a sale. In the engine it is
+// the request combiner in front of the stock store, with the sold-out flag
+// in front of that; the HTTP API calls it. Errors that are an *Error (e.g.
+// EOVERLOADED, EUNAVAILABLE) keep their code.
+type Reserver interface {
+	Reserve(ctx context.Context, saleID string, req ReserveRequest) (ReserveResult, error)
+}
+
 // StockStore is the live inventory: Redis in production, an in-process
 // Redis-compatible server in the embedded default, both through the same
 // client and the same Lua scripts (internal/redis).

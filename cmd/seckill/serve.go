@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -757,16 +758,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// redactURL hides a password in a URL so it can be printed.
+// redactURL hides a password in a URL so it can be printed; a URL that
+// does not parse is not printed at all.
 func redactURL(raw string) string {
-	if i := strings.Index(raw, "://"); i >= 0 {
-		if at := strings.LastIndex(raw, "@"); at > i {
-			if colon := strings.Index(raw[i+3:at], ":"); colon >= 0 {
-				return raw[:i+3+colon] + ":xxxxx" + raw[at:]
-			}
-		}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(malformed URL)"
 	}
-	return raw
+	return u.Redacted()
 }
 
 func orEmbedded(s string) string {
