@@ -128,6 +128,7 @@ func TestStore(t *testing.T) {
 			t.Run("FullBatch", func(t *testing.T) { t.Parallel(); testFullBatch(t, newStore(t)) })
 			t.Run("RateChecks", func(t *testing.T) { t.Parallel(); testRateChecks(t, newStore(t)) })
 			t.Run("Replays", func(t *testing.T) { t.Parallel(); testReplays(t, newStore(t)) })
+			t.Run("CompactIdempotency", func(t *testing.T) { t.Parallel(); testCompactIdempotency(t, newStore(t)) })
 			t.Run("Archive", func(t *testing.T) { t.Parallel(); testArchive(t, newStore(t)) })
 			t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, newStore(t)) })
 			t.Run("InvalidInput", func(t *testing.T) { t.Parallel(); testInvalidInput(t, newStore(t)) })
