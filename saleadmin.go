@@ -36,13 +36,13 @@ type SalePage struct {
 // SaleEdit is what an operator may change before a sale starts. Nil
 // fields stay as they are.
 type SaleEdit struct {
-	Name         *string    `json:"name,omitempty"`
-	PriceCents   *int64     `json:"price_cents,omitempty"`
-	Currency     *string    `json:"currency,omitempty"`
-	Stock        *int64     `json:"stock,omitempty"`
-	PerUserLimit *int64     `json:"per_user_limit,omitempty"`
-	StartAt      *time.Time `json:"start_at,omitempty"`
-	EndAt        *time.Time `json:"end_at,omitempty"`
+	Name          *string    `json:"name,omitempty"`
+	PriceCents    *int64     `json:"price_cents,omitempty"`
+	Currency      *string    `json:"currency,omitempty"`
+	Stock         *int64     `json:"stock,omitempty"`
+	PurchaseLimit *int64     `json:"per_user_limit,omitempty"`
+	StartAt       *time.Time `json:"start_at,omitempty"`
+	EndAt         *time.Time `json:"end_at,omitempty"`
 }
 
 // Apply returns a copy of s with the edit's fields set, validated.
@@ -61,8 +61,8 @@ func (e SaleEdit) Apply(s *Sale) (*Sale, error) {
 		c.Stock = *e.Stock
 		c.Unsold = *e.Stock
 	}
-	if e.PerUserLimit != nil {
-		c.PerUserLimit = *e.PerUserLimit
+	if e.PurchaseLimit != nil {
+		c.PurchaseLimit = *e.PurchaseLimit
 	}
 	if e.StartAt != nil {
 		c.StartAt = *e.StartAt
@@ -79,7 +79,7 @@ func (e SaleEdit) Apply(s *Sale) (*Sale, error) {
 // Empty reports whether the edit changes nothing.
 func (e SaleEdit) Empty() bool {
 	return e.Name == nil && e.PriceCents == nil && e.Currency == nil && e.Stock == nil &&
-		e.PerUserLimit == nil && e.StartAt == nil && e.EndAt == nil
+		e.PurchaseLimit == nil && e.StartAt == nil && e.EndAt == nil
 }
 
 // Phases of an ended sale.

@@ -51,7 +51,7 @@ func failedOf(t *testing.T, st ResolverStores, s *seckill.Sale, user string, qty
 func resolverSale(t *testing.T, st ResolverStores, stock, limit int64) *seckill.Sale {
 	t.Helper()
 	s := newSale()
-	s.Stock, s.PerUserLimit, s.PriceCents = stock, limit, 250
+	s.Stock, s.PurchaseLimit, s.PriceCents = stock, limit, 250
 	s.StartAt, s.EndAt = time.Now().Add(-time.Minute), time.Now().Add(time.Hour)
 	if err := st.Sales.CreateSale(t.Context(), s); err != nil {
 		t.Fatalf("CreateSale: %v", err)

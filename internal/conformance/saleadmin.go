@@ -158,7 +158,7 @@ func testEditSale(t *testing.T, store SaleAdminStore) {
 	now := time.Now()
 	s := createAt(t, store, "edit", now.Add(time.Hour), now.Add(2*time.Hour))
 	edit := *s
-	edit.Stock, edit.PerUserLimit, edit.PriceCents, edit.Currency = 500, 2, 4999, "USD"
+	edit.Stock, edit.PurchaseLimit, edit.PriceCents, edit.Currency = 500, 2, 4999, "USD"
 	edit.StartAt, edit.EndAt = now.Add(30*time.Minute), now.Add(3*time.Hour)
 	got, err := store.EditSale(ctx, &edit, s.Version, "ops-alice", now)
 	if err != nil {

@@ -163,14 +163,14 @@ func (s *Server) handleAdminSaleView(w http.ResponseWriter, r *http.Request) int
 // editRequest is the body of PATCH /admin/v1/sales/{id}: the fields to
 // change, and optionally the version they were read at.
 type editRequest struct {
-	Version      int64   `json:"version"`
-	Name         *string `json:"name"`
-	PriceCents   *int64  `json:"price_cents"`
-	Currency     *string `json:"currency"`
-	Stock        *int64  `json:"stock"`
-	PerUserLimit *int64  `json:"per_user_limit"`
-	StartAt      *string `json:"start_at"`
-	EndAt        *string `json:"end_at"`
+	Version       int64   `json:"version"`
+	Name          *string `json:"name"`
+	PriceCents    *int64  `json:"price_cents"`
+	Currency      *string `json:"currency"`
+	Stock         *int64  `json:"stock"`
+	PurchaseLimit *int64  `json:"per_user_limit"`
+	StartAt       *string `json:"start_at"`
+	EndAt         *string `json:"end_at"`
 }
 
 // handleEditSale serves PATCH /admin/v1/sales/{id}: edit a sale before
@@ -192,7 +192,7 @@ func (s *Server) handleEditSale(w http.ResponseWriter, r *http.Request) int {
 	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &req); err != nil {
 		return s.writeError(w, r, err)
 	}
-	e := seckill.SaleEdit{Name: req.Name, PriceCents: req.PriceCents, Currency: req.Currency, Stock: req.Stock, PerUserLimit: req.PerUserLimit}
+	e := seckill.SaleEdit{Name: req.Name, PriceCents: req.PriceCents, Currency: req.Currency, Stock: req.Stock, PurchaseLimit: req.PurchaseLimit}
 	for _, f := range []struct {
 		name string
 		in   *string

@@ -284,7 +284,7 @@ func (st *SaleStore) EditSale(ctx context.Context, s *seckill.Sale, version int6
 		next.Unsold, next.Version, next.CreatedAt = s.Stock, cur.Version+1, cur.CreatedAt
 		nowMs := toMillis(now)
 		res, err := tx.ExecContext(ctx, adminQueriesOf(st.db.dialect).editSale,
-			next.Name, next.PriceCents, next.Currency, next.Stock, next.Stock, next.PerUserLimit,
+			next.Name, next.PriceCents, next.Currency, next.Stock, next.Stock, next.PurchaseLimit,
 			toMillis(next.StartAt), toMillis(next.EndAt), nowMs, cur.ID, cur.Version)
 		if err := checkOne(res, err, "edit sale"); err != nil {
 			return nil, err
@@ -381,7 +381,7 @@ func saleDiff(a, b *seckill.Sale) string {
 	add("price_cents", a.PriceCents, b.PriceCents)
 	add("currency", a.Currency, b.Currency)
 	add("stock", a.Stock, b.Stock)
-	add("per_user_limit", a.PerUserLimit, b.PerUserLimit)
+	add("per_user_limit", a.PurchaseLimit, b.PurchaseLimit)
 	add("start_at", a.StartAt.UTC().Format(time.RFC3339Nano), b.StartAt.UTC().Format(time.RFC3339Nano))
 	add("end_at", a.EndAt.UTC().Format(time.RFC3339Nano), b.EndAt.UTC().Format(time.RFC3339Nano))
 	raw, _ := json.Marshal(d)
@@ -521,7 +521,7 @@ func (st *OrderStore) redrive(ctx context.Context, tx *sql.Tx, aq *adminQueries,
 		return seckill.Errorf(seckill.ESTATECONFLICT, "Cannot re-drive: %s.", reason)
 	}
 	saleID, ok := seckill.SaleIDOfReservation(f.ReservationID)
-	if !ok || saleID != f.SaleID || !seckill.ValidUserID(f.UserID) || f.Qty < 1 || f.Qty > seckill.MaxPerUserLimit {
+	if !ok || saleID != f.SaleID || !seckill.ValidUserID(f.UserID) || f.Qty < 1 || f.Qty > seckill.MaxPurchaseLimit {
 		return refuse(seckill.RedriveInvalid)
 	}
 	var stock, version, price, limit int64
