@@ -13,8 +13,9 @@ import (
 )
 
 // Server is a private standalone redis-server that a test may stop and
-// start again on the same port, as an operator's Redis restarts: with no
-// persistence, it comes back empty.
+// start again on the same port, as an operator's Redis restarts. It keeps
+// an append-only file synced on every write, so it comes back with every
+// acknowledged write.
 type Server struct {
 	// Addr is its host:port, the same across restarts.
 	Addr string
@@ -82,7 +83,7 @@ func (s *Server) start() error {
 	}
 	_, port, _ := net.SplitHostPort(s.Addr)
 	cmd := exec.Command(s.bin, "--bind", "127.0.0.1", "--port", port, "--dir", s.dir,
-		"--save", "", "--appendonly", "no", "--protected-mode", "no")
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--protected-mode", "no")
 	if err := cmd.Start(); err != nil {
 		return err
 	}
