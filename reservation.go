@@ -91,7 +91,9 @@ type StockStore interface {
 	Preheat(ctx context.Context, s *Sale) (created bool, err error)
 	// Reserve decides a batch of requests for one sale atomically and in
 	// order, recording each reservation and appending it to the sale's
-	// outbox in the same step. results[i] answers reqs[i]. A sale that is
+	// outbox in the same step. (A sale split into stock buckets keeps that
+	// within each bucket: requests of buyers in different buckets are
+	// decided at once, in no order between them.) results[i] answers reqs[i]. A sale that is
 	// not preheated answers OutcomeNotStarted for every request.
 	Reserve(ctx context.Context, saleID string, reqs []ReserveRequest) ([]ReserveResult, error)
 	// Stock returns the live stock of a sale; ErrNotFound when the sale is

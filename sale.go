@@ -22,6 +22,11 @@ type Sale struct {
 	PerUserLimit int64     `json:"per_user_limit"`
 	StartAt      time.Time `json:"start_at"`
 	EndAt        time.Time `json:"end_at"`
+	// Buckets splits the stock over that many Redis hash slots, so one hot
+	// sale can use several Cluster shards (0 or 1: one slot). Each buyer
+	// reserves in a home bucket chosen by their user id; a bucket that runs
+	// out takes unreserved units from the others. See internal/redis.
+	Buckets int64 `json:"buckets,omitempty"`
 	// Version is the optimistic-lock counter of the sales row.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -35,6 +40,7 @@ const (
 	MaxPriceCents    = 1_000_000_000_000
 	MaxSaleNameBytes = 200
 	MaxSaleDuration  = 366 * 24 * time.Hour
+	MaxSaleBuckets   = 64
 )
 
 // ValidSaleID reports whether id is a well-formed sale id: 1 to 64 of
@@ -67,6 +73,8 @@ func (s *Sale) Validate() error {
 		return Errorf(EINVALID, "stock must be between 1 and %d", MaxSaleStock)
 	case s.PerUserLimit < 1 || s.PerUserLimit > MaxPerUserLimit:
 		return Errorf(EINVALID, "per_user_limit must be between 1 and %d", MaxPerUserLimit)
+	case s.Buckets < 0 || s.Buckets > MaxSaleBuckets:
+		return Errorf(EINVALID, "buckets must be between 1 and %d (0: one)", MaxSaleBuckets)
 	case s.StartAt.IsZero() || s.EndAt.IsZero():
 		return Errorf(EINVALID, "start_at and end_at are required (RFC 3339)")
 	case !s.EndAt.After(s.StartAt):
@@ -81,6 +89,9 @@ func (s *Sale) Validate() error {
 	}
 	return nil
 }
+
+// BucketCount is the number of stock buckets: Buckets, or 1 when unset.
+func (s *Sale) BucketCount() int64 { return max(s.Buckets, 1) }
 
 // SaleState is what a buyer sees of a sale.
 type SaleState string

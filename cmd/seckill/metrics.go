@@ -18,6 +18,8 @@ type engineMetrics struct {
 	persisted     *prometheus.CounterVec
 	failedOrders  prometheus.Counter
 	relayed       prometheus.Counter
+	takeovers     prometheus.Counter
+	reclaimed     prometheus.Counter
 	timedOut      prometheus.Counter
 	restoreAlerts prometheus.Counter
 	foreign       *prometheus.CounterVec
@@ -51,6 +53,14 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Name: "seckill_outbox_relayed_total",
 			Help: "Outbox entries published to the broker and confirmed.",
 		}),
+		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_relay_takeovers_total",
+			Help: "Times this node's relay took over outbox entries another relay (a dead or stuck node) left unacknowledged.",
+		}),
+		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_relay_reclaimed_entries_total",
+			Help: "Outbox entries this node's relay took over from another relay and published again.",
+		}),
 		timedOut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "seckill_orders_timed_out_total",
 			Help: "Orders cancelled because they were not paid in time.",
@@ -64,7 +74,7 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 			Help: "Reservation events of another deployment's namespace that the order writer found on its queue and left for their owner (two deployments share a queue: give each its own --broker-queue).",
 		}, []string{"namespace"}),
 	}
-	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.timedOut, m.restoreAlerts, m.foreign)
+	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.takeovers, m.reclaimed, m.timedOut, m.restoreAlerts, m.foreign)
 	return m
 }
 
@@ -81,6 +91,11 @@ func (m *engineMetrics) observeForeign(ns string, n int) {
 func (m *engineMetrics) observeRelayed(n int)                        { m.relayed.Add(float64(n)) }
 func (m *engineMetrics) observeTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
 func (m *engineMetrics) observeRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }
+
+func (m *engineMetrics) observeReclaimed(_ string, n int) {
+	m.takeovers.Inc()
+	m.reclaimed.Add(float64(n))
+}
 
 func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
 	m.batchSize.Observe(float64(size))

@@ -127,8 +127,8 @@ func (e *engine) routes(f *fixtures, ticket string, n int) []route {
 	}
 }
 
-// answer is what one route answered, and how fast.
-type answer struct {
+// routeAnswer is what one route answered, and how fast.
+type routeAnswer struct {
 	route  route
 	status int
 	code   string
@@ -138,7 +138,7 @@ type answer struct {
 // call sends one route's request and checks its answer against the
 // promise. It never waits longer than 10 s, so a hang fails the test
 // instead of stalling it.
-func (e *engine) call(outage string, rt route) answer {
+func (e *engine) call(outage string, rt route) routeAnswer {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -160,7 +160,7 @@ func (e *engine) call(outage string, rt route) answer {
 	resp, err := e.client.Do(req)
 	if err != nil {
 		e.t.Errorf("%s, %s: no answer after %s: %v", outage, rt.name, time.Since(start), err)
-		return answer{route: rt, took: time.Since(start)}
+		return routeAnswer{route: rt, took: time.Since(start)}
 	}
 	var raw []byte
 	if rt.stream {
@@ -172,7 +172,7 @@ func (e *engine) call(outage string, rt route) answer {
 	}
 	took := time.Since(start)
 	resp.Body.Close()
-	a := answer{route: rt, status: resp.StatusCode, took: took}
+	a := routeAnswer{route: rt, status: resp.StatusCode, took: took}
 	var shape struct {
 		Error struct{ Code, Message string } `json:"error"`
 	}
@@ -218,11 +218,11 @@ func contains(list []int, v int) bool {
 
 // callEveryRoute calls every route once, in order, and logs the table of
 // answers for the report.
-func (e *engine) callEveryRoute(outage string, f *fixtures, n int) []answer {
+func (e *engine) callEveryRoute(outage string, f *fixtures, n int) []routeAnswer {
 	e.t.Helper()
 	tr := e.admin("POST", "/admin/v1/sse-ticket", map[string]any{"sale_id": f.sale})
 	ticket, _ := tr.body["ticket"].(string)
-	var out []answer
+	var out []routeAnswer
 	var table strings.Builder
 	fmt.Fprintf(&table, "outage: %s (budget %s)\n| route | answer | time |\n|---|---|---|\n", outage, outageBudget)
 	for _, rt := range e.routes(f, ticket, n) {

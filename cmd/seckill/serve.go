@@ -55,6 +55,7 @@ type Config struct {
 	OrderWriters         int
 	OrderBatch           int
 	RelayClaimIdle       time.Duration
+	BrokerAckWait        time.Duration // how soon a dead consumer's deliveries go to another
 	RestoreRetryInterval time.Duration
 	RestoreAlertAfter    time.Duration
 	RateLimitIP          string // "20/1m", "5/1s" or "off"
@@ -68,7 +69,19 @@ type Config struct {
 	RequestBudget        time.Duration // every request's backend calls end by then
 	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
 	LogLevel             string
+	Roles                string // comma-separated: api, relay, writer; "all" or empty: every one
 }
+
+// Takeover defaults: a killed node's outbox entries and broker deliveries
+// reach another node's relay and writer within about 1.5 × the claim idle
+// and the ack wait (the multi-node test asserts under 10 s on both brokers).
+// Both must stay well above a slow publish or batch, or live nodes redo
+// each other's work (harmless: the writer deduplicates, and a slow batch
+// reports progress every third of the ack wait).
+const (
+	DefaultRelayClaimIdle = 3 * time.Second
+	DefaultBrokerAckWait  = 5 * time.Second
+)
 
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
@@ -85,7 +98,8 @@ func DefaultConfig() Config {
 		SweepInterval:        5 * time.Second,
 		OrderWriters:         2,
 		OrderBatch:           500,
-		RelayClaimIdle:       30 * time.Second,
+		RelayClaimIdle:       DefaultRelayClaimIdle,
+		BrokerAckWait:        DefaultBrokerAckWait,
 		RestoreRetryInterval: 5 * time.Second,
 		RestoreAlertAfter:    time.Hour,
 		RateLimitIP:          httpapi.DefaultIPLimit.String(),
@@ -97,6 +111,7 @@ func DefaultConfig() Config {
 		ShutdownTimeout:      30 * time.Second,
 		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
+		Roles:                "all",
 	}
 }
 
@@ -115,6 +130,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	for _, err := range []error{
@@ -130,7 +146,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
 		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
-		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over"),
+		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over (checked every half of it)"),
+		durationFlag(fs, &c.BrokerAckWait, "broker-ack-wait", c.BrokerAckWait, "a delivery its consumer went silent on goes to another after this long (NATS AckWait; RabbitMQ heartbeat of half of it)"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
 	} {
@@ -139,6 +156,31 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		}
 	}
 	return nil
+}
+
+// roles is what one process runs. Housekeeping (preheat, restore retries,
+// the payment-timeout sweeper, reconciliation gauges) and /metrics,
+// /healthz, /readyz run in every process: each is safe on many nodes.
+type roles struct{ api, relay, writer bool }
+
+func (c *Config) roles() (roles, error) {
+	if c.Roles == "" || c.Roles == "all" {
+		return roles{true, true, true}, nil
+	}
+	var r roles
+	for _, name := range strings.Split(c.Roles, ",") {
+		switch strings.TrimSpace(name) {
+		case "api":
+			r.api = true
+		case "relay":
+			r.relay = true
+		case "writer":
+			r.writer = true
+		default:
+			return r, fmt.Errorf("role %q: want all, or a list of api, relay, writer", name)
+		}
+	}
+	return r, nil
 }
 
 // demoLogin reports whether the buyer page may mint tokens from a name:
@@ -227,6 +269,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
 	}
+	role, err := cfg.roles()
+	if err != nil {
+		return err
+	}
 	routeBudgets, err := httpapi.ParseRouteBudgets(cfg.RouteBudgets)
 	if err != nil {
 		return err
@@ -281,8 +327,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	redisBreaker, dbBreaker := newBreakers(reg)
 	reqStock := guardedStock{Store: m.stock, b: redisBreaker}
 	reqSales := guardedSales{SaleStore: sales, b: dbBreaker}
-	if m.broker, err = m.openBroker(ctx); err != nil {
-		return err
+	// An API-only node writes claims to the Redis outbox and never talks
+	// to the broker.
+	if role.relay || role.writer {
+		if m.broker, err = m.openBroker(ctx); err != nil {
+			return err
+		}
 	}
 
 	// Background workers start in the reverse of their stopping order:
@@ -294,17 +344,28 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.closers = append(m.closers, m.preheat.Stop)
 	reg.MustRegister(newStockCollector(m.preheat, m.stock))
 
+	// The combiner and the sold-out flag in front of it exist before the
+	// restorer, which clears the flag when stock comes back; they stop
+	// with the request path, below.
+	// A batch's script call may take as long as a reservation's budget:
+	// every request in it is answered by then anyway.
+	reserveBudget := cfg.RequestBudget
+	if d, ok := routeBudgets["reserve"]; ok {
+		reserveBudget = d
+	}
+	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch, CallTimeout: reserveBudget})
+	// Keyed requests on a flagged sale are answered by a lookup of their
+	// earlier reservation, batched per sale like reservations are.
+	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
+
 	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
 		// This node clears its flag at once; the others hear the
 		// announcement the restore service publishes.
-		OnRestocked: func(saleID string) {
-			if m.gate != nil {
-				m.gate.Clear(saleID)
-			}
-		},
+		OnRestocked: m.gate.Clear,
 	})
 	m.restorer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.restorer.Stop)
@@ -332,20 +393,24 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	sweeper.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, sweeper.Stop)
 
-	writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
-		PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
-		Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: metrics.observeForeign},
-		Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
-		AfterPersist: m.restorer.Kick, Now: m.now,
-	})
-	writer.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, writer.Stop)
+	if role.writer {
+		writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
+			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
+			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: metrics.observeForeign},
+			Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
+			AfterPersist: m.restorer.Kick, Now: m.now,
+		})
+		writer.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, writer.Stop)
+	}
 
-	rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
-		Logger: m.Logger, OnPublished: metrics.observeRelayed, ClaimMinIdle: cfg.RelayClaimIdle,
-	})
-	rl.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, rl.Stop)
+	if role.relay {
+		rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
+			Logger: m.Logger, OnPublished: metrics.observeRelayed, OnReclaimed: metrics.observeReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
+		})
+		rl.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, rl.Stop)
+	}
 
 	gauges := &reconcileGauges{
 		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
@@ -357,33 +422,24 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
-	// A batch's script call may take as long as a reservation's budget:
-	// every request in it is answered by then anyway.
-	reserveBudget := cfg.RequestBudget
-	if d, ok := routeBudgets["reserve"]; ok {
-		reserveBudget = d
-	}
-	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch, CallTimeout: reserveBudget})
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
 	// comes back (a restore on any node) clears it everywhere.
-	// Keyed requests on a flagged sale are answered by a lookup of their
-	// earlier reservation, batched per sale like reservations are.
-	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
 	m.closers = append(m.closers, replays.Stop)
-	gate := soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
-	m.gate = gate
+	gate := m.gate
 	reg.MustRegister(gate)
-	subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
-	subDone := make(chan struct{})
-	go func() {
-		defer close(subDone)
-		if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
-			m.Logger.Error("restock announcements: subscription ended", "err", err)
-		}
-	}()
-	m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
+	if role.api {
+		subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
+		subDone := make(chan struct{})
+		go func() {
+			defer close(subDone)
+			if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
+				m.Logger.Error("restock announcements: subscription ended", "err", err)
+			}
+		}()
+		m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
+	}
 
 	api, err := httpapi.New(httpapi.Config{
 		Sales:          reqSales,
@@ -440,10 +496,23 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	// The pages own their few routes; everything else is the API's.
+	// The pages own their few routes; everything else is the API's. A
+	// node without the api role serves only what operators probe.
 	root := http.NewServeMux()
-	root.Handle("/", api.Handler())
-	pages.Routes(root)
+	if role.api {
+		root.Handle("/", api.Handler())
+		pages.Routes(root)
+	} else {
+		for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+			root.Handle(path, api.Handler())
+		}
+		body := fmt.Sprintf(`{"error":{"code":"not_found","message":"this node runs the roles %s, not the API"}}`+"\n", strings.ReplaceAll(cfg.Roles, `"`, ""))
+		root.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			_, _ = io.WriteString(w, body)
+		})
+	}
 	m.server = &http.Server{
 		Handler:           httpapi.Harden(root),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -474,8 +543,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	})
 
-	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n  control room: http://%s/admin\n",
-		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)), m.listener.Addr())
+	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
+		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
+	if role.api {
+		fmt.Fprintf(m.Stdout, "  control room: http://%s/admin\n", m.listener.Addr())
+	}
+	if !role.api || !role.relay || !role.writer {
+		fmt.Fprintf(m.Stdout, "  roles: %s\n", cfg.Roles)
+	}
 	return nil
 }
 
@@ -485,21 +560,21 @@ func (m *Main) openBroker(ctx context.Context) (seckill.Broker, error) {
 	cfg := &m.Config
 	switch u := cfg.BrokerURL; {
 	case u == "":
-		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace))
+		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace), nats.WithAckWait(cfg.BrokerAckWait))
 		if err != nil {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { shutdown(); return nil })
 		return b, nil
 	case strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://"):
-		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger), rabbitmq.WithNamespace(cfg.Namespace))
+		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger), rabbitmq.WithNamespace(cfg.Namespace), rabbitmq.WithHeartbeat(max(cfg.BrokerAckWait/2, time.Second)))
 		if err != nil {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { return b.Close() })
 		return b, nil
 	case strings.HasPrefix(u, "nats://") || strings.HasPrefix(u, "tls://"):
-		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace))
+		b, err := nats.New(ctx, u, cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace), nats.WithAckWait(cfg.BrokerAckWait))
 		if err != nil {
 			return nil, err
 		}

@@ -30,11 +30,13 @@ const restockPatience = 5 * time.Second
 // return a store whose sales and restock announcements no other test sees
 // (announcements of other sales are tolerated); it should register its own
 // cleanup. Subtests run in parallel.
-func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore) {
+func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore, opts ...Option) {
 	t.Helper()
+	o := options(opts)
 
 	t.Run("RestoreGivesUnitsBackToStockAndLimit", func(t *testing.T) {
 		t.Parallel()
+		o.skipIfUnordered(t)
 		store := newStore(t)
 		sale := liveStockSale(2, 1)
 		stockPreheat(t, store, sale)

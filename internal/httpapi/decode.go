@@ -112,6 +112,7 @@ type saleRequest struct {
 	PriceCents   *int64 `json:"price_cents"` // 0 is a valid price, so absence must show
 	Stock        int64  `json:"stock"`
 	PerUserLimit int64  `json:"per_user_limit"`
+	Buckets      int64  `json:"buckets"` // optional: stock buckets over Redis slots
 	StartAt      string `json:"start_at"`
 	EndAt        string `json:"end_at"`
 }
@@ -140,6 +141,7 @@ func decodeSaleRequest(r io.Reader) (*seckill.Sale, error) {
 		PriceCents:   *req.PriceCents,
 		Stock:        req.Stock,
 		PerUserLimit: req.PerUserLimit,
+		Buckets:      req.Buckets,
 		StartAt:      start,
 		EndAt:        end,
 	}, nil

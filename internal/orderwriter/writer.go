@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Store is the part of seckill.OrderStore the writer uses, plus a health
@@ -59,9 +60,7 @@ type Writer struct {
 	consumer Consumer
 	cfg      Config
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
+	worker startstop.Worker
 }
 
 // New returns a Writer reading from consumer into store.
@@ -84,51 +83,46 @@ func New(store Store, consumer Consumer, cfg Config) *Writer {
 	return &Writer{store: store, consumer: consumer, cfg: cfg}
 }
 
-// Start launches the consume loops and the dead-letter loop.
+// Start launches the consume loops and the dead-letter loop. A second
+// Start, or a Start after Stop, does nothing.
 func (w *Writer) Start(ctx context.Context) {
-	ctx, w.cancel = context.WithCancel(ctx)
-	for range w.cfg.Consumers {
-		w.loop(ctx, "consume", func(ctx context.Context) error {
-			return w.consumer.Consume(ctx, w.cfg.Consume, w.handle)
+	w.worker.Start(ctx, func(ctx context.Context) {
+		var wg sync.WaitGroup
+		for range w.cfg.Consumers {
+			wg.Go(func() {
+				w.loop(ctx, "consume", func(ctx context.Context) error {
+					return w.consumer.Consume(ctx, w.cfg.Consume, w.handle)
+				})
+			})
+		}
+		wg.Go(func() {
+			w.loop(ctx, "dead letters", func(ctx context.Context) error {
+				return w.consumer.ConsumeDeadLetters(ctx, w.cfg.Consume, w.handleDead)
+			})
 		})
-	}
-	w.loop(ctx, "dead letters", func(ctx context.Context) error {
-		return w.consumer.ConsumeDeadLetters(ctx, w.cfg.Consume, w.handleDead)
+		wg.Wait()
 	})
 }
 
 // loop runs fn until ctx ends, restarting it after an unexpected return.
 func (w *Writer) loop(ctx context.Context, name string, fn func(context.Context) error) {
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		for ctx.Err() == nil {
-			err := fn(ctx)
-			if ctx.Err() != nil || errors.Is(err, seckill.ErrClosed) {
-				return
-			}
-			w.cfg.Logger.Error("order writer: consumer stopped; restarting", "loop", name, "err", err)
-			sleep(ctx, time.Second)
+	for ctx.Err() == nil {
+		err := fn(ctx)
+		if ctx.Err() != nil || errors.Is(err, seckill.ErrClosed) {
+			return
 		}
-	}()
+		w.cfg.Logger.Error("order writer: consumer stopped; restarting", "loop", name, "err", err)
+		sleep(ctx, time.Second)
+	}
 }
 
 // Stop ends consumption after the batches in hand are settled. Safe to
 // call twice, and without Start.
 func (w *Writer) Stop(ctx context.Context) error {
-	w.stopOnce.Do(func() {
-		if w.cancel != nil {
-			w.cancel()
-		}
-	})
-	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("order writer: stop: %w", ctx.Err())
+	if err := w.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("order writer: stop: %w", err)
 	}
+	return nil
 }
 
 // handle persists one batch. Deliveries are grouped by sale, one

@@ -13,10 +13,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Reason is recorded on the orders the sweeper cancels.
@@ -81,11 +81,7 @@ type Sweeper struct {
 	store Store
 	cfg   Config
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	worker startstop.Worker
 }
 
 // New returns a Sweeper over store; call Start to run it.
@@ -220,53 +216,26 @@ func (s *Sweeper) count(o *seckill.Order, err error, cancelled, failed *int, fir
 // Start runs a first Sweep, then one every Interval, until Stop. A second
 // Start, or a Start after Stop, does nothing.
 func (s *Sweeper) Start(ctx context.Context) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.started || s.stopped {
-		return
-	}
-	s.started = true
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go s.run(ctx, s.done)
+	s.worker.Start(ctx, func(ctx context.Context) {
+		s.sweepAndLog(ctx)
+		startstop.Every(ctx, s.cfg.Interval, nil, s.sweepAndLog)
+	})
 }
 
-func (s *Sweeper) run(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
-	t := time.NewTicker(s.cfg.Interval)
-	defer t.Stop()
-	for {
-		n, err := s.Sweep(ctx)
-		if err != nil && ctx.Err() == nil {
-			s.cfg.Logger.Warn("pay timeout sweep failed; retrying next tick", "cancelled", n, "err", err)
-		} else if n > 0 {
-			s.cfg.Logger.Info("cancelled unpaid orders past their deadline", "cancelled", n)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+func (s *Sweeper) sweepAndLog(ctx context.Context) {
+	n, err := s.Sweep(ctx)
+	if err != nil && ctx.Err() == nil {
+		s.cfg.Logger.Warn("pay timeout sweep failed; retrying next tick", "cancelled", n, "err", err)
+	} else if n > 0 {
+		s.cfg.Logger.Info("cancelled unpaid orders past their deadline", "cancelled", n)
 	}
 }
 
 // Stop ends the loop after the cancel in hand and waits for it, or for
 // ctx. Safe to call twice, and without Start.
 func (s *Sweeper) Stop(ctx context.Context) error {
-	s.mu.Lock()
-	s.stopped = true
-	if s.cancel != nil {
-		s.cancel()
+	if err := s.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("pay timeout: stop: %w", err)
 	}
-	done := s.done
-	s.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("pay timeout: stop: %w", ctx.Err())
-	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // SaleLister is the part of seckill.SaleStore the scheduler reads.
@@ -43,9 +44,7 @@ type Scheduler struct {
 	mu     sync.Mutex
 	loaded map[string]*seckill.Sale
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	worker startstop.Worker
 }
 
 // New returns a Scheduler; call Start to run it.
@@ -138,42 +137,26 @@ func (p *Scheduler) Tick(ctx context.Context) error {
 	return firstErr
 }
 
-// Start runs a first Tick, then one every Interval, until Stop.
+// Start runs a first Tick, then one every Interval, until Stop. A second
+// Start, or a Start after Stop, does nothing.
 func (p *Scheduler) Start(ctx context.Context) {
-	ctx, p.cancel = context.WithCancel(ctx)
-	p.done = make(chan struct{})
-	go func() {
-		defer close(p.done)
-		t := time.NewTicker(p.cfg.Interval)
-		defer t.Stop()
-		for {
-			if err := p.Tick(ctx); err != nil && ctx.Err() == nil {
-				p.cfg.Logger.Warn("preheat tick failed", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	p.worker.Start(ctx, func(ctx context.Context) {
+		p.tickAndLog(ctx)
+		startstop.Every(ctx, p.cfg.Interval, nil, p.tickAndLog)
+	})
+}
+
+func (p *Scheduler) tickAndLog(ctx context.Context) {
+	if err := p.Tick(ctx); err != nil && ctx.Err() == nil {
+		p.cfg.Logger.Warn("preheat tick failed", "err", err)
+	}
 }
 
 // Stop ends the background loop and waits for it. Safe to call twice, and
 // without Start.
 func (p *Scheduler) Stop(ctx context.Context) error {
-	p.stopOnce.Do(func() {
-		if p.cancel != nil {
-			p.cancel()
-		}
-	})
-	if p.done == nil {
-		return nil
+	if err := p.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("preheat: stop: %w", err)
 	}
-	select {
-	case <-p.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("preheat: stop: %w", ctx.Err())
-	}
+	return nil
 }

@@ -110,6 +110,7 @@ func TestStartStop(t *testing.T) {
 	stock := &fakeStock{calls: map[string]int{}, loaded: map[string]bool{}}
 	p := New(&fakeSales{sales: []*seckill.Sale{s}}, stock, Config{Interval: time.Millisecond})
 	p.Start(context.Background())
+	p.Start(context.Background()) // does nothing; goleak would see a second loop
 	servicetest.Eventually(30*time.Second, func() bool { return len(p.Loaded()) > 0 })
 	if err := p.Stop(context.Background()); err != nil {
 		t.Fatal(err)

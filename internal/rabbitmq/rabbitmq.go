@@ -60,6 +60,7 @@ type config struct {
 	reconnectMin time.Duration
 	reconnectMax time.Duration
 	dialTimeout  time.Duration
+	heartbeat    time.Duration
 	namespace    string
 }
 
@@ -80,6 +81,13 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l }
 func WithReconnectBackoff(lo, hi time.Duration) Option {
 	return func(c *config) { c.reconnectMin, c.reconnectMax = lo, hi }
 }
+
+// WithHeartbeat sets the AMQP heartbeat interval (default 5s, at least
+// 1s). A consumer whose process dies without closing its socket (a host
+// lost, a network cut) is noticed after about two missed heartbeats, and
+// only then are its unacknowledged deliveries handed to another consumer;
+// a killed process's socket closes at once and they come back at once.
+func WithHeartbeat(d time.Duration) Option { return func(c *config) { c.heartbeat = d } }
 
 // Broker is a seckill.Broker on one RabbitMQ queue. Safe for concurrent use.
 type Broker struct {
@@ -109,10 +117,14 @@ func New(ctx context.Context, url, queue string, opts ...Option) (*Broker, error
 		reconnectMin: 100 * time.Millisecond,
 		reconnectMax: 5 * time.Second,
 		dialTimeout:  5 * time.Second,
+		heartbeat:    5 * time.Second,
 		namespace:    "default",
 	}
 	for _, o := range opts {
 		o(&cfg)
+	}
+	if cfg.heartbeat < time.Second {
+		return nil, fmt.Errorf("rabbitmq: heartbeat must be at least 1s, got %s", cfg.heartbeat)
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, fmt.Errorf("rabbitmq: %w", err)
@@ -200,7 +212,7 @@ func (b *Broker) topology() []queueSpec {
 func (b *Broker) dial(ctx context.Context) (*amqp.Connection, error) {
 	dialer := &net.Dialer{Timeout: b.cfg.dialTimeout}
 	conn, err := amqp.DialConfig(b.url, amqp.Config{
-		Heartbeat:  5 * time.Second,
+		Heartbeat:  b.cfg.heartbeat,
 		Locale:     "en_US",
 		Properties: amqp.Table{"connection_name": "seckill broker " + b.queue},
 		Dial: func(network, addr string) (net.Conn, error) {

@@ -79,7 +79,7 @@ func (s *Store) OutboxSales(ctx context.Context) ([]string, error) {
 // did. A live sale's outbox is never forgotten, even when empty, since its
 // next reservation would then go unseen.
 func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool, err error) {
-	if !seckill.ValidSaleID(saleID) {
+	if _, ok := bucketBase(saleID); !ok {
 		return false, fmt.Errorf("forget outbox: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
 	keys := s.keys(saleID)
@@ -259,7 +259,7 @@ func isNoGroup(err error) bool {
 
 func checkOutboxArgs(saleID, group, consumer string, count int) error {
 	switch {
-	case !seckill.ValidSaleID(saleID):
+	case !validOutboxName(saleID):
 		return seckill.Errorf(seckill.EINVALID, "invalid sale id")
 	case group == "" || consumer == "":
 		return seckill.Errorf(seckill.EINVALID, "consumer group and consumer name must not be empty")
@@ -269,7 +269,19 @@ func checkOutboxArgs(saleID, group, consumer string, count int) error {
 	return nil
 }
 
+// validOutboxName accepts what OutboxSales lists: a sale id, or the tag of
+// one bucket of a sale of several (buckets.go).
+func validOutboxName(name string) bool {
+	_, ok := bucketBase(name)
+	return ok
+}
+
+// decodeOutbox decodes the entries of one outbox; a bucket's events are
+// its sale's.
 func decodeOutbox(saleID string, entries []rueidis.XRangeEntry) []seckill.OutboxEntry {
+	if base, ok := bucketBase(saleID); ok {
+		saleID = base
+	}
 	out := make([]seckill.OutboxEntry, len(entries))
 	for i, e := range entries {
 		out[i] = seckill.OutboxEntry{StreamID: e.ID, Fields: e.FieldValues}

@@ -5,6 +5,8 @@
 -- ARGV[2]  per-user limit
 -- ARGV[3]  window start, Unix milliseconds
 -- ARGV[4]  window end (exclusive), Unix milliseconds
+-- ARGV[5]  optional: the sale's number of stock buckets (bucket 0 only;
+--          see buckets.go), stored as `buckets`
 --
 -- Returns 1 when this call loaded the sale, 0 when it was already loaded.
 -- An existing stock hash is never touched: a second preheat of a live sale
@@ -16,4 +18,7 @@ end
 redis.call('HSET', KEYS[1],
   'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
   'start_ms', ARGV[3], 'end_ms', ARGV[4])
+if ARGV[5] then
+  redis.call('HSET', KEYS[1], 'buckets', ARGV[5])
+end
 return 1

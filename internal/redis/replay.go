@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/redis/rueidis"
+
 	"github.com/seckill-dev/seckill"
 )
 
@@ -40,7 +42,16 @@ func (s *Store) Replays(ctx context.Context, saleID string, reqs []seckill.Reser
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("replays: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyIdem]).Field(fields...).Build()).ToArray()
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("replays: %w", err)
+	}
+	var vals []rueidis.RedisMessage
+	if bs.k() == 1 {
+		vals, err = s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyIdem]).Field(fields...).Build()).ToArray()
+	} else {
+		vals, err = s.homeIdem(ctx, bs, reqs) // each key lives in its buyer's home bucket
+	}
 	if err != nil {
 		return nil, fmt.Errorf("replays: %w", classify(err))
 	}

@@ -120,9 +120,45 @@ func (s *Store) RestoreReservations(ctx context.Context, saleID string, reservat
 	return results, nil
 }
 
-// restoreScript runs restore.lua on ids of saleID and returns its codes.
+// restoreScript runs restore.lua on ids of saleID and returns its codes:
+// on the sale's key set, or, for a sale of several buckets, on each
+// bucket's for the ids whose records it holds.
 func (s *Store) restoreScript(ctx context.Context, saleID string, ids []string) ([]int64, error) {
-	keys := s.keys(saleID)
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, err
+	}
+	if bs.k() == 1 {
+		return s.restoreIn(ctx, saleID, ids)
+	}
+	tags, err := s.bucketsOf(ctx, bs, ids)
+	if err != nil {
+		return nil, err
+	}
+	byTag := map[string][]int{}
+	for i, tag := range tags {
+		byTag[tag] = append(byTag[tag], i)
+	}
+	codes := make([]int64, len(ids))
+	for tag, at := range byTag {
+		sub := make([]string, len(at))
+		for j, i := range at {
+			sub[j] = ids[i]
+		}
+		got, err := s.restoreIn(ctx, tag, sub)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range at {
+			codes[i] = got[j]
+		}
+	}
+	return codes, nil
+}
+
+// restoreIn runs restore.lua on ids in the key set of tag.
+func (s *Store) restoreIn(ctx context.Context, tag string, ids []string) ([]int64, error) {
+	keys := s.keys(tag)
 	answers, err := restoreScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]}, ids).ToArray()
 	if err != nil {
 		return nil, classify(err)
@@ -255,34 +291,40 @@ func (s *Store) Reservations(ctx context.Context, saleID string) ([]seckill.Rese
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
-	key := s.keys(saleID)[keyRes]
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("reservations: %w", err)
+	}
 	var out []seckill.ReservationRecord
 	// HSCAN may return an element more than once (when the hash is
 	// resized during the scan): the last copy read wins.
 	index := map[string]int{}
-	var cursor uint64
-	for {
-		e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(reservationsScanCount).Build()).AsScanEntry()
-		if err != nil {
-			return nil, fmt.Errorf("reservations: %w", classify(err))
-		}
-		if len(e.Elements)%2 != 0 {
-			return nil, fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
-		}
-		for i := 0; i < len(e.Elements); i += 2 {
-			r, err := parseRecord(e.Elements[i], e.Elements[i+1])
+	for _, tag := range bs.tags { // every bucket of the sale
+		key := s.keys(tag)[keyRes]
+		var cursor uint64
+		for {
+			e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(reservationsScanCount).Build()).AsScanEntry()
 			if err != nil {
-				return nil, fmt.Errorf("reservations: sale %s: %w", saleID, err)
+				return nil, fmt.Errorf("reservations: %w", classify(err))
 			}
-			if j, ok := index[r.ReservationID]; ok {
-				out[j] = r
-				continue
+			if len(e.Elements)%2 != 0 {
+				return nil, fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
 			}
-			index[r.ReservationID] = len(out)
-			out = append(out, r)
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			break
+			for i := 0; i < len(e.Elements); i += 2 {
+				r, err := parseRecord(e.Elements[i], e.Elements[i+1])
+				if err != nil {
+					return nil, fmt.Errorf("reservations: sale %s: %w", saleID, err)
+				}
+				if j, ok := index[r.ReservationID]; ok {
+					out[j] = r
+					continue
+				}
+				index[r.ReservationID] = len(out)
+				out = append(out, r)
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
 		}
 	}
 	slices.SortFunc(out, func(a, b seckill.ReservationRecord) int { return strings.Compare(a.ReservationID, b.ReservationID) })

@@ -44,6 +44,20 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
 		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
 	}
+	if s.minBuckets > sale.BucketCount() {
+		cp := *sale
+		cp.Buckets = s.minBuckets
+		sale = &cp
+	}
+	if k := sale.BucketCount(); k > 1 {
+		// The other buckets first: bucket 0, loaded last with the bucket
+		// count, is what makes the sale live.
+		if err := s.preheatBuckets(ctx, sale); err != nil {
+			return false, fmt.Errorf("preheat: %w", err)
+		}
+		args[0] = strconv.FormatInt(bucketShare(sale.Stock, k, 0), 10)
+		args = append(args, strconv.FormatInt(k, 10))
+	}
 	n, err := preheatScript.Exec(ctx, s.client, keys[:1], args).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("preheat: %w", classify(err))
@@ -64,11 +78,28 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 	if err := validateBatch(saleID, reqs); err != nil {
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("reserve: %w", err)
+	}
+	if bs.k() > 1 {
+		results, err := s.reserveBuckets(ctx, bs, reqs)
+		if err != nil {
+			return nil, fmt.Errorf("reserve: %w", err)
+		}
+		return results, nil
+	}
+	return s.reserveIn(ctx, saleID, reqs)
+}
+
+// reserveIn runs the reserve script on the key set of tag: a sale, or one
+// bucket of a sale.
+func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	args := make([]string, 0, 4*len(reqs))
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 	}
-	msg, err := reserveScript.Exec(ctx, s.client, s.keys(saleID), args).ToMessage()
+	msg, err := reserveScript.Exec(ctx, s.client, s.keys(tag), args).ToMessage()
 	if err != nil {
 		return nil, fmt.Errorf("reserve: %w", classify(err))
 	}
@@ -151,6 +182,11 @@ func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, e
 	if !seckill.ValidSaleID(saleID) {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
 	}
+	if bs, err := s.buckets(ctx, saleID); err != nil {
+		return seckill.StockLevel{}, fmt.Errorf("stock: %w", err)
+	} else if bs.k() > 1 {
+		return s.bucketsStock(ctx, bs)
+	}
 	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved").Build()).ToArray()
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: %w", classify(err))
@@ -176,7 +212,11 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 	if !ok {
 		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 	}
-	rec, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(saleID)[keyRes]).Field(reservationID).Build()).ToString()
+	tag, err := s.bucketOf(ctx, saleID, reservationID)
+	if err != nil {
+		return "", 0, "", fmt.Errorf("reservation: %w", err)
+	}
+	rec, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(tag)[keyRes]).Field(reservationID).Build()).ToString()
 	if rueidis.IsRedisNil(err) {
 		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 	} else if err != nil {
@@ -196,13 +236,28 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 
 // OutboxLen returns the number of entries in a sale's outbox stream: the
 // reservations not yet trimmed by the relay.
+// For a sale of several buckets it is the sum of every bucket's outbox; a
+// bucket's name (as OutboxSales lists it) gives that bucket's alone.
 func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
-	if !seckill.ValidSaleID(saleID) {
+	base, ok := bucketBase(saleID)
+	if !ok {
 		return 0, fmt.Errorf("outbox len: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
-	n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(saleID)[keyOutbox]).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("outbox len: %w", classify(err))
+	tags := []string{saleID}
+	if base == saleID {
+		bs, err := s.buckets(ctx, saleID)
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", err)
+		}
+		tags = bs.tags
 	}
-	return n, nil
+	var total int64
+	for _, tag := range tags {
+		n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(tag)[keyOutbox]).Build()).AsInt64()
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", classify(err))
+		}
+		total += n
+	}
+	return total, nil
 }

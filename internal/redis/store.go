@@ -29,6 +29,7 @@ import (
 	"net"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/rueidis"
@@ -81,6 +82,17 @@ type Store struct {
 	client   rueidis.Client
 	prefix   string
 	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
+	layouts  bucketCache          // each sale's stock buckets (buckets.go)
+
+	// afterMoveOut, if set, runs between a move's two steps; tests use it
+	// to crash a rebalance halfway.
+	afterMoveOut func() error
+	// moveStale, if set, replaces the age after which a journalled move
+	// is finished by another rebalance (tests).
+	moveStale time.Duration
+	// minBuckets, if set, loads every sale with at least that many
+	// buckets, so tests can run whole suites on bucketed sales.
+	minBuckets int64
 
 	closeOnce sync.Once
 }

@@ -18,10 +18,10 @@ import (
 	"log/slog"
 	"os"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Outbox is the part of the stock store (internal/redis) the relay uses.
@@ -78,6 +78,10 @@ type Config struct {
 	// OnPublished, if set, is told the size of every batch the broker
 	// confirmed (duplicates included), for a metric.
 	OnPublished func(n int)
+	// OnReclaimed, if set, is told every takeover: entries of sale that
+	// another relay had left unacknowledged for ClaimMinIdle and this one
+	// claimed, for a metric.
+	OnReclaimed func(sale string, entries int)
 }
 
 func (c Config) withDefaults() Config {
@@ -129,12 +133,10 @@ type Relay struct {
 	// AckOutbox; tests use it to kill the relay at the worst moment.
 	beforeAck func()
 
-	startOnce sync.Once
-	drainOnce sync.Once
-	draining  chan struct{} // closed by Stop: exit once every outbox is empty
-	cancel    context.CancelFunc
-	done      chan struct{} // closed when the loop has returned
-	drained   bool          // set by the loop before done closes
+	// worker runs the loop; its Stopping channel tells the loop to exit
+	// once every outbox is empty.
+	worker  startstop.Worker
+	drained bool // set by the loop before it returns
 
 	// sales is the loop's own state, touched by its goroutine only.
 	sales map[string]*saleState
@@ -163,14 +165,12 @@ type saleState struct {
 // New returns a Relay that reads outbox and publishes to broker.
 func New(outbox Outbox, broker seckill.Broker, cfg Config) *Relay {
 	return &Relay{
-		outbox:   outbox,
-		broker:   broker,
-		cfg:      cfg.withDefaults(),
-		draining: make(chan struct{}),
-		done:     make(chan struct{}),
-		sales:    map[string]*saleState{},
-		listed:   map[string]bool{},
-		seen:     map[string]bool{},
+		outbox: outbox,
+		broker: broker,
+		cfg:    cfg.withDefaults(),
+		sales:  map[string]*saleState{},
+		listed: map[string]bool{},
+		seen:   map[string]bool{},
 	}
 }
 
@@ -182,10 +182,7 @@ func (r *Relay) Consumer() string { return r.cfg.Consumer }
 // acknowledged is published again by whoever reclaims it). Calls after the
 // first do nothing.
 func (r *Relay) Start(ctx context.Context) {
-	r.startOnce.Do(func() {
-		ctx, r.cancel = context.WithCancel(ctx)
-		go r.run(ctx)
-	})
+	r.worker.Start(ctx, r.run)
 }
 
 // Stop drains the relay: it finishes the batch in hand and goes on relaying
@@ -194,29 +191,19 @@ func (r *Relay) Start(ctx context.Context) {
 // by another relay later) and Stop returns an error. Safe to call twice,
 // and without Start.
 func (r *Relay) Stop(ctx context.Context) error {
-	r.startOnce.Do(func() { close(r.done) }) // never started: nothing to drain
-	r.drainOnce.Do(func() { close(r.draining) })
-	if r.cancel == nil {
+	err := r.worker.Drain(ctx) // the loop has returned, drained or not
+	switch {
+	case !r.worker.Started() || r.drained:
 		return nil
-	}
-	select {
-	case <-r.done:
-	case <-ctx.Done():
-		r.cancel()
-		<-r.done
-		if !r.drained {
-			return fmt.Errorf("relay: stop: outboxes not drained: %w", ctx.Err())
-		}
-	}
-	if !r.drained {
+	case err != nil:
+		return fmt.Errorf("relay: stop: outboxes not drained: %w", err)
+	default:
 		return errors.New("relay: stop: the start context ended before the outboxes were drained")
 	}
-	return nil
 }
 
 func (r *Relay) run(ctx context.Context) {
-	defer close(r.done)
-	defer r.cancel()
+	stopping := r.worker.Stopping()
 	log := r.cfg.Logger.With("consumer", r.cfg.Consumer, "group", r.cfg.Group)
 	log.Info("relay started")
 	idle := false
@@ -226,7 +213,7 @@ func (r *Relay) run(ctx context.Context) {
 	t.Stop()
 	defer t.Stop()
 	for {
-		draining := isClosed(r.draining)
+		draining := isClosed(stopping)
 		found, wait := r.pass(ctx, log, idle && !draining)
 		if ctx.Err() != nil {
 			log.Warn("relay abandoned before its outboxes were drained", "err", ctx.Err())
@@ -242,7 +229,7 @@ func (r *Relay) run(ctx context.Context) {
 			log.Info("relay stopped; outboxes drained")
 			return
 		}
-		wake := r.draining
+		wake := stopping
 		if draining {
 			wake = nil
 		}
@@ -379,6 +366,9 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		}
 		if len(es) > 0 {
 			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again", "sale", sale, "entries", len(es))
+			if r.cfg.OnReclaimed != nil {
+				r.cfg.OnReclaimed(sale, len(es))
+			}
 		}
 		add(es)
 		if len(es) < want { // else more may be stale: claim again next pass
@@ -510,7 +500,7 @@ func (r *Relay) empty(ctx context.Context, log *slog.Logger) bool {
 	return true
 }
 
-func isClosed(ch chan struct{}) bool {
+func isClosed(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
 		return true

@@ -458,7 +458,16 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 
 		more := reserve(t, s, sale.ID, 5) // never read by the dead relay
 		want = merge(want, more)
-		heir := New(s, broker, testConfig(t, "heir"))
+		heirCfg := testConfig(t, "heir")
+		var takeovers, reclaimed atomic.Int64
+		heirCfg.OnReclaimed = func(s string, n int) {
+			if s != sale.ID {
+				t.Errorf("OnReclaimed for sale %q; want %q", s, sale.ID)
+			}
+			takeovers.Add(1)
+			reclaimed.Add(int64(n))
+		}
+		heir := New(s, broker, heirCfg)
 		start(t, heir)
 		servicetest.WaitFor(t, 30*time.Second, "everything published again", func() bool { return broker.publishedCount() >= 30+len(want) })
 		if took := time.Since(crashedAt); took < 300*time.Millisecond {
@@ -469,6 +478,9 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 		}
 		if dups := wantPublished(t, broker, want); dups != 30 {
 			t.Errorf("%d duplicates; want exactly the 30 of the batch the dead relay never acked", dups)
+		}
+		if takeovers.Load() < 1 || reclaimed.Load() != 30 {
+			t.Errorf("OnReclaimed told of %d takeovers, %d entries; want at least 1, exactly the 30 the dead relay held", takeovers.Load(), reclaimed.Load())
 		}
 		for id := range more {
 			if n := broker.counts()[id]; n != 1 {

@@ -18,10 +18,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Store is the database side (seckill.RestoreStore).
@@ -74,10 +74,8 @@ type Service struct {
 	stock Stock
 	cfg   Config
 
-	kick     chan struct{}
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	kick   chan struct{}
+	worker startstop.Worker
 }
 
 // New returns a Service.
@@ -250,42 +248,22 @@ func (s *Service) Retry(ctx context.Context) error {
 }
 
 // Start runs Retry every RetryInterval, and at once on Kick, until Stop.
+// A second Start, or a Start after Stop, does nothing.
 func (s *Service) Start(ctx context.Context) {
-	ctx, s.cancel = context.WithCancel(ctx)
-	s.done = make(chan struct{})
-	go func() {
-		defer close(s.done)
-		t := time.NewTicker(s.cfg.RetryInterval)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			case <-s.kick:
-			}
+	s.worker.Start(ctx, func(ctx context.Context) {
+		startstop.Every(ctx, s.cfg.RetryInterval, s.kick, func(ctx context.Context) {
 			if err := s.Retry(ctx); err != nil && ctx.Err() == nil {
 				s.cfg.Logger.Warn("restore retry pass failed", "err", err)
 			}
-		}
-	}()
+		})
+	})
 }
 
 // Stop ends the retry loop after the pass in hand. Safe to call twice, and
 // without Start.
 func (s *Service) Stop(ctx context.Context) error {
-	s.stopOnce.Do(func() {
-		if s.cancel != nil {
-			s.cancel()
-		}
-	})
-	if s.done == nil {
-		return nil
+	if err := s.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("restore: stop: %w", err)
 	}
-	select {
-	case <-s.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("restore: stop: %w", ctx.Err())
-	}
+	return nil
 }

@@ -328,6 +328,7 @@ func TestStartKickStop(t *testing.T) {
 	stock.down = false
 	stock.mu.Unlock()
 	s.Start(context.Background())
+	s.Start(context.Background()) // does nothing; goleak would see a second loop
 	s.Kick()
 	servicetest.Eventually(30*time.Second, func() bool { return store.request(id).State == seckill.RestoreStateDone })
 	if err := s.Stop(context.Background()); err != nil {

@@ -72,6 +72,9 @@ type Gate struct {
 	now      func() time.Time
 
 	flags sync.Map // sale id -> *flag
+	// seen holds every sale ever flagged, so the per-sale gauge reads 0
+	// once a flag is cleared instead of vanishing. One entry per sale.
+	seen sync.Map // sale id -> struct{}
 	// clears counts Clear calls. A request notes it before asking the
 	// stock store and flags the sale only if no Clear came meanwhile: a
 	// "sold out" read before a restore must not hide the restored units.
@@ -81,7 +84,7 @@ type Gate struct {
 	// their earlier reservation by the lookup alone.
 	replayHits atomic.Uint64
 
-	hitsDesc, replayDesc, flagsDesc *prometheus.Desc
+	hitsDesc, replayDesc, flagsDesc, flagDesc *prometheus.Desc
 }
 
 type flag struct {
@@ -109,6 +112,8 @@ func New(next Reserver, cfg Config) *Gate {
 			"Keyed requests on a sale flagged sold out answered with their earlier reservation by an idempotency lookup, without the reserve script.", nil, nil),
 		flagsDesc: prometheus.NewDesc("seckill_soldout_flagged_sales",
 			"Sales this node currently holds a sold-out flag for.", nil, nil),
+		flagDesc: prometheus.NewDesc("seckill_soldout_flag",
+			"1 while this node answers the sale sold_out locally, 0 once the flag is cleared or has lapsed.", []string{"sale"}, nil),
 	}
 }
 
@@ -179,6 +184,7 @@ func (g *Gate) mark(saleID string, clears uint64) {
 		v, _ = g.flags.LoadOrStore(saleID, &flag{})
 	}
 	v.(*flag).until.Store(until)
+	g.seen.Store(saleID, struct{}{})
 	if g.clears.Load() != clears {
 		// A Clear ran while the stock store was deciding: this answer may
 		// predate the restore. Losing the flag costs one more call.
@@ -206,15 +212,19 @@ func (g *Gate) Describe(ch chan<- *prometheus.Desc) {
 	ch <- g.hitsDesc
 	ch <- g.replayDesc
 	ch <- g.flagsDesc
+	ch <- g.flagDesc
 }
 
 // Collect implements prometheus.Collector.
 func (g *Gate) Collect(ch chan<- prometheus.Metric) {
 	flagged := 0
-	g.flags.Range(func(k, _ any) bool {
-		if g.SoldOut(k.(string)) {
+	g.seen.Range(func(k, _ any) bool {
+		sale, on := k.(string), 0.0
+		if g.SoldOut(sale) {
 			flagged++
+			on = 1
 		}
+		ch <- prometheus.MustNewConstMetric(g.flagDesc, prometheus.GaugeValue, on, sale)
 		return true
 	})
 	ch <- prometheus.MustNewConstMetric(g.hitsDesc, prometheus.CounterValue, float64(g.Hits()))

@@ -276,10 +276,43 @@ func TestMetrics(t *testing.T) {
 	if got := gather(t, reg); got["seckill_soldout_local_answers_total"] != 2 || got["seckill_soldout_flagged_sales"] != 2 {
 		t.Fatalf("metrics %v; want 2 local answers, 2 flagged sales", got)
 	}
+	if got := gatherFlags(t, reg); len(got) != 2 || got["tea"] != 1 || got["cake"] != 1 {
+		t.Fatalf("seckill_soldout_flag %v; want tea and cake at 1, pie absent (never sold out)", got)
+	}
+	g.Clear("cake")
+	if got := gatherFlags(t, reg); len(got) != 2 || got["tea"] != 1 || got["cake"] != 0 {
+		t.Fatalf("seckill_soldout_flag after clearing cake %v; want tea 1, cake 0", got)
+	}
 	clk.Advance(DefaultSafetyInterval)
 	if got := gather(t, reg); got["seckill_soldout_local_answers_total"] != 2 || got["seckill_soldout_flagged_sales"] != 0 {
 		t.Fatalf("metrics after the safety interval %v; want 2 local answers, 0 flagged sales", got)
 	}
+	if got := gatherFlags(t, reg); len(got) != 2 || got["tea"] != 0 || got["cake"] != 0 {
+		t.Fatalf("seckill_soldout_flag after the safety interval %v; want tea and cake at 0", got)
+	}
+}
+
+// gatherFlags returns the per-sale seckill_soldout_flag gauge by sale.
+func gatherFlags(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != "seckill_soldout_flag" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "sale" {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
 }
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {

@@ -32,13 +32,13 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
 	_, err := st.db.write.ExecContext(ctx, st.db.dialect.q.insertSale,
 		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PerUserLimit,
-		start, end, 1, now, now)
+		start, end, 1, now, now, s.BucketCount())
 	if st.db.isUniqueViolation(err) {
 		return fmt.Errorf("create sale %s: %w", s.ID, seckill.ErrDuplicate)
 	} else if err != nil {
 		return fmt.Errorf("create sale %s: %w", s.ID, st.db.classify(err))
 	}
-	s.Version, s.Unsold = 1, s.Stock
+	s.Version, s.Unsold, s.Buckets = 1, s.Stock, s.BucketCount()
 	s.CreatedAt = fromMillis(now)
 	s.StartAt, s.EndAt = fromMillis(start), fromMillis(end)
 	return nil
@@ -92,7 +92,7 @@ func scanSale(row interface{ Scan(...any) error }) (*seckill.Sale, error) {
 		start, end, createdAtMs int64
 	)
 	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.Unsold, &s.PerUserLimit,
-		&start, &end, &s.Version, &createdAtMs)
+		&start, &end, &s.Version, &createdAtMs, &s.Buckets)
 	if err != nil {
 		return nil, err
 	}
