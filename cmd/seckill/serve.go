@@ -491,7 +491,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
 		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded,
 	})
 	if err != nil {
 		return err

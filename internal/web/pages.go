@@ -157,6 +157,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		// A friendly page that retries by itself, with what a client
 		// needs to retry too.
 		w.Header().Set("Retry-After", strconv.Itoa(busyRetrySeconds))
+		h.degraded(r.Pattern, "unavailable")
 		h.renderPage(w, r, http.StatusServiceUnavailable, "busy.html", busyData{RetrySeconds: busyRetrySeconds})
 		return
 	}
