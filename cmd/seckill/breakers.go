@@ -59,10 +59,15 @@ func (g guardedStock) Stock(ctx context.Context, saleID string) (seckill.StockLe
 	})
 }
 
+// Allow is refused at once while the breaker is open (the guard then lets
+// the request through unlimited, as for any limiter failure), but its own
+// failures are not counted: it gives up after a short timeout of its own,
+// and a Redis merely slow for it must not open the breaker for everyone.
 func (g guardedStock) Allow(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error) {
-	return breaker.Do(ctx, g.b, func(ctx context.Context) (seckill.RateResult, error) {
-		return g.Store.Allow(ctx, key, limit)
-	})
+	if err := g.b.Refusing(); err != nil {
+		return seckill.RateResult{}, err
+	}
+	return g.Store.Allow(ctx, key, limit)
 }
 
 func (g guardedStock) Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error) {
