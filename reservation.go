@@ -21,7 +21,23 @@ type ReserveRequest struct {
 	// IdempotencyKey is optional. The same user sending the same key gets
 	// the earlier answer back, and never a second unit.
 	IdempotencyKey string
+	// RateChecks are the rate limits the request must pass, decided by
+	// the stock store in the same call as the reservation (no round trip
+	// of their own): a request refused by one is OutcomeRateLimited and
+	// counts against none; an allowed one counts against all, whatever
+	// the reservation's outcome. At most MaxRateChecks.
+	RateChecks []RateCheck
 }
+
+// RateCheck is one rate limit of a reservation request: Key names what is
+// limited ("ip:…", "user:…"), counted per sale under Limit.
+type RateCheck struct {
+	Key   string
+	Limit Limit
+}
+
+// MaxRateChecks bounds ReserveRequest.RateChecks.
+const MaxRateChecks = 4
 
 // Limits on outside input that reaches the stock store.
 const (
@@ -40,6 +56,7 @@ const (
 	OutcomeNotStarted                       // before the window, or not preheated yet
 	OutcomeEnded                            // after the window
 	OutcomeKeyReused                        // idempotency key reused with another qty
+	OutcomeRateLimited                      // refused by one of the request's RateChecks
 )
 
 var outcomeNames = [...]string{
@@ -50,6 +67,7 @@ var outcomeNames = [...]string{
 	OutcomeNotStarted:    ENOTSTARTED,
 	OutcomeEnded:         EENDED,
 	OutcomeKeyReused:     EKEYREUSED,
+	OutcomeRateLimited:   ERATELIMITED,
 }
 
 func (o Outcome) String() string {
@@ -70,6 +88,10 @@ type ReserveResult struct {
 	ReservationID string
 	// Qty is the quantity held by that reservation.
 	Qty int64
+	// For OutcomeRateLimited: the index in RateChecks of the limit that
+	// refused, and how long until it would allow a request.
+	RateLimitedBy int
+	RetryAfter    time.Duration
 }
 
 // StockLevel is a sale's live stock as held in the stock store.

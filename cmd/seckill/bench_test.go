@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/bench"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/loadgen"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -129,37 +130,57 @@ func TestBenchCompareMariaDB(t *testing.T) {
 	t.Fatal("the naive strategy never oversold on MariaDB in 3 rounds")
 }
 
-// TestBenchThroughput runs hello, textbook, live and soldout briefly on
-// the embedded default: counts only, never speeds.
+// TestBenchThroughput runs every throughput benchmark briefly on the
+// embedded default: counts, round order and ratios, never speeds.
 func TestBenchThroughput(t *testing.T) {
 	code, stdout, stderr := runCommand(t, "bench", "all", "--duration", "300ms", "--warmup", "100ms", "--concurrency", "8",
-		"--users", "50", "--rounds", "2", "--json")
+		"--users", "50", "--clients", "20", "--rounds", "2", "--json")
 	if code != 0 {
 		t.Fatalf("bench all exited %d\n%s\n%s", code, stdout, stderr)
 	}
-	var rep benchReport
+	var rep bench.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("not JSON: %v\n%s", err, stdout)
 	}
-	names := []string{}
-	for _, r := range rep.Results {
-		names = append(names, r.Name)
-		if r.Requests == 0 || r.Expected != r.Requests || r.Errors != 0 || len(r.Unexpected) != 0 {
-			t.Errorf("%s: %d requests, %d as expected, %d errors, others %v", r.Name, r.Requests, r.Expected, r.Errors, r.Unexpected)
+	want := "hello,hello-post,textbook,live,live-nolimit,live-nopipe,soldout,soldout-nolimit"
+	if got := strings.Join(rep.Names, ","); got != want {
+		t.Fatalf("ran %s; want %s", got, want)
+	}
+	if len(rep.Rounds) != 2 {
+		t.Fatalf("%d rounds; want 2", len(rep.Rounds))
+	}
+	for i, round := range rep.Rounds {
+		var names []string
+		for _, r := range round {
+			names = append(names, r.Name)
+			if r.Round != i+1 {
+				t.Errorf("round %d holds a result of round %d", i+1, r.Round)
+			}
+			if r.Requests == 0 || r.Expected != r.Requests || r.Errors != 0 || len(r.Unexpected) != 0 {
+				t.Errorf("round %d %s: %d requests, %d as expected, %d errors, others %v", i+1, r.Name, r.Requests, r.Expected, r.Errors, r.Unexpected)
+			}
+			if r.ServerCPU <= 0 || r.LoadCPU <= 0 {
+				t.Errorf("round %d %s: CPU µs/request server %v, load generator %v; want both measured", i+1, r.Name, r.ServerCPU, r.LoadCPU)
+			}
 		}
-		if r.VsHello <= 0 || r.VsTextbook <= 0 || len(r.RoundsRPS) != 2 {
-			t.Errorf("%s: ratios %v / %v, rounds %v", r.Name, r.VsHello, r.VsTextbook, r.RoundsRPS)
+		if strings.Join(names, ",") != want {
+			t.Errorf("round %d in the order %v", i+1, names)
 		}
 	}
-	if strings.Join(names, ",") != "hello,textbook,live,soldout" {
-		t.Fatalf("ran %v", names)
-	}
-	if rep.Results[0].VsHello != 1 || rep.Results[1].VsTextbook != 1 {
-		t.Errorf("a baseline's ratio to itself is not 1: %+v", rep.Results[:2])
+	for _, r := range rep.Ratios {
+		if len(r.PerRound) != 2 || r.Median != bench.Median(r.PerRound) {
+			t.Errorf("%s ÷ %s: median %v of per-round %v", r.Of, r.Base, r.Median, r.PerRound)
+		}
+		for k, v := range r.PerRound {
+			a, b := result(t, rep.Rounds[k], r.Of), result(t, rep.Rounds[k], r.Base)
+			if v != a.RPS/b.RPS {
+				t.Errorf("%s ÷ %s round %d = %v; want %v / %v of that round", r.Of, r.Base, k+1, v, a.RPS, b.RPS)
+			}
+		}
 	}
 
 	code, stdout, _ = runCommand(t, "bench", "hello", "--duration", "200ms", "--warmup", "0s", "--concurrency", "4")
-	if code != 0 || !strings.Contains(stdout, "\n  hello ") || strings.Contains(stdout, "\n  textbook ") {
+	if code != 0 || !strings.Contains(stdout, "\n  hello ") || !strings.Contains(stdout, "\n  hello-post ") || strings.Contains(stdout, "\n  textbook ") {
 		t.Errorf("bench hello: exit %d\n%s", code, stdout)
 	}
 	for _, args := range [][]string{{"bench"}, {"bench", "nope"}, {"bench", "hello", "--duration", "0s"}} {
@@ -167,6 +188,17 @@ func TestBenchThroughput(t *testing.T) {
 			t.Errorf("%v exited 0", args)
 		}
 	}
+}
+
+func result(t *testing.T, round []bench.Result, name string) bench.Result {
+	t.Helper()
+	for _, r := range round {
+		if r.Name == name {
+			return r
+		}
+	}
+	t.Fatalf("no %s in the round", name)
+	return bench.Result{}
 }
 
 // benchHTTP drives reservations through the whole HTTP stack of an

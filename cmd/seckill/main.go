@@ -7,9 +7,14 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/seckill-dev/seckill/internal/bench"
 )
 
 func main() {
+	if bench.IsChild() { // bench's load generator runs in a process of its own
+		os.Exit(bench.ChildMain(os.Stdin, os.Stdout))
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	// The first SIGINT or SIGTERM asks for a graceful stop (serve drains
 	// within its shutdown timeout); a second one exits at once.

@@ -5,12 +5,19 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill/internal/bench"
 )
 
 // Every subcommand tears down what it started: servers, workers, clients.
-// With SECKILL_TEST_RUN_MAIN=1 the test binary is the seckill command
-// instead (the shutdown tests run it as a process to send it signals).
+// The test binary is also bench's load generator: bench starts the running
+// executable again for it. With SECKILL_TEST_RUN_MAIN=1 it is the seckill
+// command instead (the shutdown tests run it as a process to send it
+// signals).
 func TestMain(m *testing.M) {
+	if bench.IsChild() {
+		os.Exit(bench.ChildMain(os.Stdin, os.Stdout))
+	}
 	if os.Getenv("SECKILL_TEST_RUN_MAIN") == "1" {
 		main()
 		return

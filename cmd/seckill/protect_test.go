@@ -48,6 +48,38 @@ func TestRateLimitEndToEnd(t *testing.T) {
 	}
 }
 
+// TestRateLimitAcrossNodes: two nodes on one Redis, one address sending
+// 100 reservation requests alternately to each: still exactly 20 pass (the
+// limit is counted in the reserve script, in Redis, not per node), and
+// with a node restarted at a raised limit, that node lets the address in at
+// once while the other still refuses it (keys per limit: neither locks the
+// other out).
+func TestRateLimitAcrossNodes(t *testing.T) {
+	base := stacks[0].config(t)
+	a := startEngine(t, func(c *Config) { base(c); c.RateLimitIP = "20/1m" })
+	b := startEngine(t, func(c *Config) { base(c); c.RateLimitIP = "20/1m" })
+	sale := a.liveSale(1000, 1)
+	codes := map[int]int{}
+	for i := range 100 {
+		node := a
+		if i%2 == 1 {
+			node = b
+		}
+		codes[node.reserve(sale, node.token(fmt.Sprint("two-", i)), 1, "").status]++
+	}
+	t.Logf("one IP, 100 requests over two nodes: %v", codes)
+	if codes[202] != 20 || codes[429] != 80 {
+		t.Fatalf("got %v, want 20×202 and 80×429 across the two nodes", codes)
+	}
+	raised := startEngine(t, func(c *Config) { base(c); c.RateLimitIP = "40/1m" })
+	if r := raised.reserve(sale, raised.token("raised-1"), 1, ""); r.status != http.StatusAccepted {
+		t.Errorf("node at the raised limit: %d %s; want 202 at once", r.status, r.body)
+	}
+	if r := a.reserve(sale, a.token("old-1"), 1, ""); r.status != http.StatusTooManyRequests {
+		t.Errorf("node still at 20/1m: %d; want 429 (its own count is spent)", r.status)
+	}
+}
+
 // TestSoldOutFlagClearedByRestore: after sell-out the node answers from its
 // local flag; a restore brings the unit back and the very next buyer gets
 // it, long before the flag's safety interval would have expired.

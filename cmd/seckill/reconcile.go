@@ -97,7 +97,23 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 		return nil, err
 	}
 	defer stock.Close()
-	return reconcile.Reconcile(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+	return reconcileSale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+}
+
+// reconcileSale reconciles a sale, or, for an archived sale (whose Redis
+// side is gone), returns the reconciliation it passed when it was
+// archived.
+func reconcileSale(ctx context.Context, saleID string, db seckill.LedgerStore, stock *redis.Store, now time.Time, opts reconcile.Options) (*reconcile.Report, error) {
+	if summary, ok, err := stock.ArchivedSummary(ctx, saleID); err != nil {
+		return nil, err
+	} else if ok {
+		var rep reconcile.Report
+		if err := json.Unmarshal([]byte(summary), &rep); err != nil {
+			return nil, fmt.Errorf("reconcile %s: archived summary: %w", saleID, err)
+		}
+		return &rep, nil
+	}
+	return reconcile.Reconcile(ctx, saleID, db, stock, now, opts)
 }
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {
@@ -132,4 +148,23 @@ func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string)
 		return nil, fmt.Errorf("decode report: %w", err)
 	}
 	return &rep, nil
+}
+
+// saleCounts reads a sale's reconciliation counters from both stores.
+func saleCounts(ctx context.Context, saleID string, db *sqlstore.OrderStore, stock *redis.Store, now time.Time) (reconcile.Counts, error) {
+	d, err := db.SaleCounters(ctx, saleID)
+	if err != nil {
+		return reconcile.Counts{}, err
+	}
+	r, err := stock.Counters(ctx, saleID)
+	if err != nil {
+		return reconcile.Counts{}, err
+	}
+	return reconcile.Counts{
+		SaleID: saleID, CheckedAt: now,
+		Stock: d.Stock, Unsold: d.Unsold, FailedOrders: d.FailedOrders, FailedUnits: d.FailedUnits,
+		RestoresParked: d.Parked, RestoresPending: d.RedisPending, RestoresAlerted: d.Alerted,
+		Loaded: r.Loaded, RedisTotal: r.Total, Reserved: r.Reserved, Restored: r.Restored,
+		Reservations: r.Records, OutboxLen: r.Outbox,
+	}, nil
 }

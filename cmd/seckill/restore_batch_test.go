@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -49,7 +50,7 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 		}
 	}
 	sales := sqlstore.NewSaleStore(e.m.db)
-	waitUntil(t, 5*time.Minute, "every order persisted", func() bool {
+	servicetest.WaitFor(t, 5*time.Minute, "every order persisted", func() bool {
 		s, err := sales.Sale(ctx, sale)
 		return err == nil && s.Unsold == 0
 	})
@@ -72,9 +73,9 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 
 	clk.advance(e.m.Config.PayTimeout + time.Second) // every order is past its deadline now
 	deadline := time.Now()
-	waitUntil(t, 5*time.Minute, "every unit back in Redis", func() bool { return e.stock(sale).Remaining() == n })
+	servicetest.WaitFor(t, 5*time.Minute, "every unit back in Redis", func() bool { return e.stock(sale).Remaining() == n })
 	took := time.Since(deadline)
-	waitUntil(t, time.Minute, "every unit back in the database", func() bool {
+	servicetest.WaitFor(t, time.Minute, "every unit back in the database", func() bool {
 		s, err := sales.Sale(ctx, sale)
 		return err == nil && s.Unsold == n
 	})
@@ -86,17 +87,5 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	report, code := e.reconcileCLI(sale)
 	if code != 0 || report["balanced"] != true {
 		t.Fatalf("reconcile after the restores: exit %d, %v", code, report)
-	}
-}
-
-// waitUntil polls cond until it holds, failing after patience.
-func waitUntil(t *testing.T, patience time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(patience)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("gave up waiting for %s after %v", what, patience)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
@@ -65,6 +67,8 @@ type Config struct {
 	SoldOutInterval      time.Duration
 	DemoLogin            string // auto (on for the embedded default), on, off
 	ReconcileInterval    time.Duration
+	ArchiveAfter         time.Duration
+	ArchiveInterval      time.Duration
 	ShutdownTimeout      time.Duration
 	RequestBudget        time.Duration // every request's backend calls end by then
 	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
@@ -108,6 +112,8 @@ func DefaultConfig() Config {
 		SoldOutInterval:      soldout.DefaultSafetyInterval,
 		DemoLogin:            "auto",
 		ReconcileInterval:    30 * time.Second,
+		ArchiveAfter:         archive.DefaultAfter,
+		ArchiveInterval:      archive.DefaultInterval,
 		ShutdownTimeout:      30 * time.Second,
 		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
@@ -143,6 +149,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations the order writer persists in one transaction"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
 		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
+		durationFlag(fs, &c.ArchiveAfter, "archive-after", c.ArchiveAfter, "how long past its end a settled sale keeps its Redis keys (its idempotency keys go at the end)"),
+		durationFlag(fs, &c.ArchiveInterval, "archive-interval", c.ArchiveInterval, "how often ended sales are checked for archiving"),
 		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
 		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
@@ -412,12 +420,37 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.closers = append(m.closers, rl.Stop)
 	}
 
-	gauges := &reconcileGauges{
-		sales: m.preheat, interval: cfg.ReconcileInterval, logger: m.Logger,
-		reconcile: func(ctx context.Context, saleID string) (*reconcile.Report, error) {
-			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+	// Ended sales give their Redis memory back: the idempotency keys at
+	// the end, the rest once settled, after ArchiveAfter, if the sale
+	// reconciles one last time.
+	archiver := archive.New(struct {
+		*sqlstore.SaleStore
+		*sqlstore.OrderStore
+	}{sales, m.orders}, m.stock, archive.Config{
+		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
+		Final: func(ctx context.Context, saleID string) (string, error) {
+			rep, err := reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			if err != nil {
+				return "", err
+			}
+			if !rep.OK() {
+				return "", fmt.Errorf("oversold %d, %d unexplained, %d discrepancies", rep.Oversold, rep.Unexplained.Count, len(rep.Discrepancies))
+			}
+			body, err := json.Marshal(rep)
+			return string(body), err
 		},
-	}
+	})
+	archiver.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, archiver.Stop)
+
+	// The gauges come from counters: a read costs the same whatever the
+	// sale's size. The reservation-by-reservation comparison is on demand.
+	gauges := reconcile.NewGaugeWorker(reconcile.GaugeConfig{
+		Sales: m.preheat.Loaded, Interval: cfg.ReconcileInterval, Now: m.now, Logger: m.Logger,
+		Counts: func(ctx context.Context, saleID string) (reconcile.Counts, error) {
+			return saleCounts(ctx, saleID, m.orders, m.stock, m.now())
+		},
+	})
 	reg.MustRegister(gauges)
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
@@ -455,6 +488,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Pending:        reqStock,
 		Restorer:       m.restorer,
 		RateLimiter:    reqStock,
+		LimitInReserve: true,
 		IPLimit:        ipLimit,
 		UserLimit:      userLimit,
 		TrustedProxies: proxies,
@@ -463,7 +497,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		RouteBudgets:   routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
-			return reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			return reconcileSale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
 		Now:   m.now,
 		Ready: m.ready,
@@ -513,15 +547,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			_, _ = io.WriteString(w, body)
 		})
 	}
-	m.server = &http.Server{
-		Handler:           httpapi.Harden(root),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(m.Logger.Handler(), slog.LevelWarn),
-	}
+	m.server = newHTTPServer(httpapi.Harden(root), m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -707,4 +733,18 @@ type replayLookup struct{ stock *redis.Store }
 
 func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return l.stock.Replays(ctx, saleID, reqs)
+}
+
+// newHTTPServer is the engine's HTTP server around h; bench serves its
+// baselines with the same settings, so that they are compared alike.
+func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second,
+		WriteTimeout:      30 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    16 << 10,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
 }

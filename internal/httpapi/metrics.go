@@ -173,7 +173,9 @@ func (m *metrics) route(route string) *routeMetrics {
 }
 
 func (rm *routeMetrics) observe(status int, took time.Duration) {
-	rm.duration.Observe(took.Seconds())
+	if rm.duration != nil {
+		rm.duration.Observe(took.Seconds())
+	}
 	if status < 100 || status >= len(rm.byStatus) {
 		rm.requests.WithLabelValues(strconv.Itoa(status)).Inc()
 		return

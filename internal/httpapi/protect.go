@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,6 +55,7 @@ var (
 // most every failOpenLogEvery.
 type guard struct {
 	limiter     seckill.RateLimiter
+	inReserve   bool // the limits go to the Reserver as rate checks
 	ip, user    rule
 	trusted     []netip.Prefix
 	maxInFlight int64 // 0: no cap
@@ -75,12 +77,13 @@ type rule struct {
 
 func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now func() time.Time) (*guard, error) {
 	g := &guard{
-		limiter: cfg.RateLimiter,
-		ip:      rule{limit: cfg.IPLimit},
-		user:    rule{limit: cfg.UserLimit},
-		now:     now,
-		logger:  logger,
-		blocked: newBlockList(),
+		limiter:   cfg.RateLimiter,
+		inReserve: cfg.LimitInReserve,
+		ip:        rule{limit: cfg.IPLimit},
+		user:      rule{limit: cfg.UserLimit},
+		now:       now,
+		logger:    logger,
+		blocked:   newBlockList(),
 	}
 	for _, p := range cfg.TrustedProxies {
 		if !p.IsValid() {
@@ -95,7 +98,7 @@ func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now fu
 		if err := l.Validate(); err != nil {
 			return nil, fmt.Errorf("httpapi: Config.%s: %w", name, err)
 		}
-		if g.limiter == nil {
+		if g.limiter == nil && !g.inReserve {
 			return nil, fmt.Errorf("httpapi: Config.%s is set but Config.RateLimiter is nil", name)
 		}
 	}
@@ -144,6 +147,9 @@ func (s *Server) protect(next handler) handler {
 			return errOverloaded.write(w)
 		}
 		defer g.inFlight.Add(-1)
+		if g.inReserve {
+			return next(w, r) // the handler sends the limits along (rateChecks)
+		}
 		if !g.ip.limit.IsZero() {
 			// A peer without an IP (a Unix socket) has no IP limit.
 			if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
@@ -169,6 +175,48 @@ func (s *Server) protect(next handler) handler {
 			r = r.WithContext(withVerifiedBuyer(r.Context(), uid))
 		}
 		return next(w, r)
+	}
+}
+
+// rateChecks are the limits a reservation request of uid must pass, for
+// the Reserver to decide in its stock-store call. A key refused recently
+// is answered from the block list instead (limited true), without a call:
+// the stock store would refuse it too until then.
+func (g *guard) rateChecks(r *http.Request, uid string) (checks []seckill.RateCheck, retry time.Duration, limited bool) {
+	now := g.now()
+	if !g.ip.limit.IsZero() {
+		// A peer without an IP (a Unix socket) has no IP limit.
+		if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
+			key := ipRateKey(addr)
+			if retry, ok := g.blocked.get(key, now, g.ip.limit.Interval()); ok {
+				g.ip.blocked.Inc()
+				return nil, retry, true
+			}
+			checks = append(checks, seckill.RateCheck{Key: key, Limit: g.ip.limit})
+		}
+	}
+	if !g.user.limit.IsZero() {
+		key := "user:" + uid
+		if retry, ok := g.blocked.get(key, now, g.user.limit.Interval()); ok {
+			g.user.blocked.Inc()
+			return nil, retry, true
+		}
+		checks = append(checks, seckill.RateCheck{Key: key, Limit: g.user.limit})
+	}
+	return checks, 0, false
+}
+
+// refused notes that the stock store refused checks[by] for retry: the key
+// is answered from the block list until then.
+func (g *guard) refused(checks []seckill.RateCheck, by int, retry time.Duration, asked time.Time) {
+	if by < 0 || by >= len(checks) {
+		return
+	}
+	g.blocked.put(checks[by].Key, asked.Add(retry), asked)
+	if strings.HasPrefix(checks[by].Key, "user:") {
+		g.user.refused.Inc()
+	} else {
+		g.ip.refused.Inc()
 	}
 }
 

@@ -48,6 +48,20 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (outcome, int) 
 	if err != nil {
 		return s.fail(w, r, err)
 	}
+	// A sold-out sale is answered before the body is read: whatever it
+	// asks for, there is nothing to give. A request with an
+	// Idempotency-Key goes on: it may be the replay of a claim.
+	if key == "" && s.soldOut != nil && s.soldOut(saleID) {
+		return outSoldOut, errSoldOut.write(w)
+	}
+	var checks []seckill.RateCheck
+	if s.guard.inReserve {
+		var retry time.Duration
+		var limited bool
+		if checks, retry, limited = s.guard.rateChecks(r, userID); limited {
+			return outRateLimited, writeRateLimited(w, retry)
+		}
+	}
 	if err := checkContentType(r); err != nil {
 		return s.fail(w, r, err)
 	}
@@ -62,6 +76,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (outcome, int) 
 		UserID:         userID,
 		Qty:            qty,
 		IdempotencyKey: key,
+		RateChecks:     checks,
 	})
 	if err != nil {
 		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
@@ -86,6 +101,9 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (outcome, int) 
 		return outKeyReused, errKeyReused.write(w)
 	case seckill.OutcomeNotStarted:
 		return s.notStarted(w, r, saleID, now)
+	case seckill.OutcomeRateLimited:
+		s.guard.refused(checks, res.RateLimitedBy, res.RetryAfter, now)
+		return outRateLimited, writeRateLimited(w, res.RetryAfter)
 	}
 	return s.fail(w, r, fmt.Errorf("reserve %s: unknown outcome %d", saleID, res.Outcome))
 }

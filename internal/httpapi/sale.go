@@ -136,7 +136,12 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		}
 		sale, staleSince = good, at
 	}
-	remaining := sale.Stock // not preheated yet: nothing sold
+	// Not in the stock store: not preheated yet (nothing sold), or
+	// archived after its end (the database's count is the final one).
+	remaining := sale.Stock
+	if !s.now().Before(sale.EndAt) {
+		remaining = sale.Unsold
+	}
 	level, err := s.stock.Stock(r.Context(), id)
 	switch {
 	case err == nil:

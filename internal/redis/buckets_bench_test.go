@@ -27,7 +27,8 @@ var bucketBenchKs = []int64{1, 2, 3}
 // reservations/s, the median per-round ratio to K = 1, and the Redis CPU
 // (INFO CPU, user + sys, summed over the masters) per reservation, with
 // the busiest master's share of it and the share spent in the kernel
-// (sys: reading and writing sockets).
+// (sys: reading and writing sockets); and a control, K = 1 at the batch
+// size each of 3 buckets gets (64/3 = 21).
 //
 //	go test -run '^$' -bench BenchmarkBuckets -benchtime 5x ./internal/redis/
 func BenchmarkBuckets(b *testing.B) {
@@ -41,16 +42,23 @@ func BenchmarkBuckets(b *testing.B) {
 	busiest := map[int64][]float64{}
 	sys := map[int64][]float64{}
 	b.ResetTimer()
+	// The control, K = 1 with the batch each of 3 buckets gets, tells the
+	// cost of smaller script calls from the cost of more Redis processes.
+	const control = 0
 	for range b.N {
 		round := map[int64]float64{}
-		for _, k := range bucketBenchKs {
+		for _, k := range append([]int64{control}, bucketBenchKs...) {
 			sale := liveSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
-			sale.Buckets = k
+			sale.Buckets = max(k, 1)
 			if _, err := s.Preheat(ctx, sale); err != nil {
 				b.Fatal(err)
 			}
+			size := batch
+			if k == control {
+				size = batch / 3
+			}
 			before, sysBefore := masterCPU(b, s)
-			took := reserveFlat(b, s, sale.ID, bucketBenchPerRound, batch)
+			took := reserveFlat(b, s, sale.ID, bucketBenchPerRound, size)
 			after, sysAfter := masterCPU(b, s)
 			var used, top float64
 			for addr, v := range after {
@@ -70,6 +78,8 @@ func BenchmarkBuckets(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	b.ReportMetric(median(rates[control]), "K1batch21-res/s")
+	b.ReportMetric(median(cpu[control]), "K1batch21-redis-µs/res")
 	for _, k := range bucketBenchKs {
 		name := "K" + strconv.FormatInt(k, 10)
 		b.ReportMetric(median(rates[k]), name+"-res/s")

@@ -38,6 +38,8 @@ func TestBuckets(t *testing.T) {
 			t.Run("OneHotBucket", func(t *testing.T) { t.Parallel(); testOneHotBucket(t, newStore(t)) })
 			t.Run("CrashMidMove", func(t *testing.T) { t.Parallel(); testCrashMidMove(t, newStore(t)) })
 			t.Run("Replays", func(t *testing.T) { t.Parallel(); testBucketReplays(t, newStore(t)) })
+			t.Run("Archive", func(t *testing.T) { t.Parallel(); testArchive(t, bucketed(t)) })
+			t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, bucketed(t)) })
 		})
 	}
 }

@@ -31,11 +31,18 @@ var _ seckill.RateLimiter = (*Store)(nil)
 // keys stay distinct.
 var rateKeyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 
-// rateKey is the Redis key counting requests under key:
-// <prefix>:rl:{<key>}. One key per script call, so any slot will do; the
-// tag spreads the keys over a Cluster by limited key.
-func (s *Store) rateKey(key string) string {
-	return s.prefix + ":rl:{" + rateKeyEscaper.Replace(key) + "}"
+// rateKey is the Redis key counting requests under key against limit:
+// <prefix>:rl:{<key>}:<interval µs>:<tolerance µs>. One key per script
+// call, so any slot will do; the tag spreads the keys over a Cluster by
+// limited key. The limit is part of the name because a GCRA state only
+// means something under the limit that wrote it: while nodes disagree (a
+// limit change rolling out), a node at 5/1m would otherwise push a shared
+// key so far ahead that a node at a much higher limit refuses the address
+// for minutes, and a raised limit would not take effect until the old
+// state expired. Nodes that agree share one key, so the limit stays exact
+// across them.
+func (s *Store) rateKey(key string, interval, tolerance int64) string {
+	return s.prefix + ":rl:{" + rateKeyEscaper.Replace(key) + "}:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(tolerance, 10)
 }
 
 // Allow counts one request under key against limit with GCRA on the
@@ -52,8 +59,9 @@ func (s *Store) Allow(ctx context.Context, key string, limit seckill.Limit) (sec
 			seckill.Errorf(seckill.EINVALID, "rate limit key must be 1 to %d bytes", MaxRateKeyBytes))
 	}
 	interval := limit.Interval().Microseconds()
-	args := []string{strconv.FormatInt(interval, 10), strconv.FormatInt(interval*int64(limit.Rate), 10)}
-	vals, err := rateLimitScript.Exec(ctx, s.client, []string{s.rateKey(key)}, args).AsIntSlice()
+	tolerance := interval * int64(limit.Rate)
+	args := []string{strconv.FormatInt(interval, 10), strconv.FormatInt(tolerance, 10)}
+	vals, err := rateLimitScript.Exec(ctx, s.client, []string{s.rateKey(key, interval, tolerance)}, args).AsIntSlice()
 	if err != nil {
 		return seckill.RateResult{}, fmt.Errorf("allow: %w", classify(err))
 	}

@@ -2,7 +2,8 @@
 -- generic cell rate algorithm, as go-redis/redis_rate does), on the Redis
 -- clock, so every API node shares one count per key.
 --
--- KEYS[1]  sk:rl:{<key>}  string: the theoretical arrival time (TAT) of
+-- KEYS[1]  sk:rl:{<key>}:<T>:<tolerance>  string (one key per limit, so
+--                         nodes that disagree on the limit never share one): the theoretical arrival time (TAT) of
 --                         the next request, Unix microseconds; expires when
 --                         it is reached (the key is then back to a full burst)
 -- ARGV[1]  emission interval T: microseconds one request uses up

@@ -23,6 +23,7 @@ func TestRateLimiter(t *testing.T) {
 				conformance.RateLimiter(t, func(t *testing.T) seckill.RateLimiter { return newStore(t) })
 			})
 			t.Run("KeyExpiresWithItsBurst", func(t *testing.T) { t.Parallel(); testRateKeyExpires(t, newStore(t)) })
+			t.Run("NodesThatDisagree", func(t *testing.T) { t.Parallel(); testRateLimitNodesDisagree(t, newStore(t)) })
 			t.Run("KeyTooLong", func(t *testing.T) {
 				t.Parallel()
 				s := newStore(t)
@@ -49,9 +50,59 @@ func testRateKeyExpires(t *testing.T, s *Store) {
 			t.Fatalf("Allow = %+v, %v", r, err)
 		}
 	}
-	ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(s.rateKey(key)).Build()).AsInt64()
+	ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(s.rateKey(key, 3_000_000, 60_000_000)).Build()).AsInt64()
 	if err != nil || ttl <= 8000 || ttl > 9000 {
 		t.Fatalf("PTTL after 3 requests at 3 s each = %d, %v; want (8000, 9000] ms", ttl, err)
+	}
+}
+
+// testRateLimitNodesDisagree: a limit change rolls out node by node, so for
+// a while nodes count one address under different limits. A node still at
+// a low limit must not lock the address out of a node already at a high
+// one, a raised limit takes effect at once, and nodes that agree share
+// one exact count (the seed's 20 a minute: exactly 20 of 100 pass,
+// whichever node each request reaches; the script runs on Redis, so two
+// nodes are two callers of it).
+func testRateLimitNodesDisagree(t *testing.T, s *Store) {
+	ctx := context.Background()
+	key := servicetest.UniqueName("ip:")
+	old, raised := seckill.Limit{Rate: 20, Period: time.Minute}, seckill.Limit{Rate: 40, Period: time.Minute}
+	passed := 0
+	for i := range 100 {
+		r, err := s.Allow(ctx, key, old) // node A and node B alike
+		if err != nil {
+			t.Fatalf("request %d: %v", i, err)
+		}
+		if r.Allowed {
+			passed++
+		}
+	}
+	if passed != 20 {
+		t.Fatalf("%d of 100 requests at 20/1m passed; want exactly 20", passed)
+	}
+	// Node A is still at 5/1m and hammers the key far ahead.
+	low := seckill.Limit{Rate: 5, Period: time.Minute}
+	for range 50 {
+		if _, err := s.Allow(ctx, key, low); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Node B, already at 1,000,000/1s, is not locked out by A's state.
+	if r, err := s.Allow(ctx, key, seckill.Limit{Rate: 1_000_000, Period: time.Second}); err != nil || !r.Allowed {
+		t.Fatalf("node at 1000000/1s after a node at 5/1m: Allow = %+v, %v; want allowed", r, err)
+	}
+	// The limit raised from 20/1m to 40/1m: 40 more pass at once, not
+	// after the old state's minute.
+	passed = 0
+	for range 60 {
+		if r, err := s.Allow(ctx, key, raised); err != nil {
+			t.Fatal(err)
+		} else if r.Allowed {
+			passed++
+		}
+	}
+	if passed != 40 {
+		t.Fatalf("after raising the limit to 40/1m, %d of 60 passed at once; want 40", passed)
 	}
 }
 
@@ -90,7 +141,7 @@ func TestRateLimitGCRAExact(t *testing.T) {
 	at(3*time.Second + 2*time.Microsecond)
 	want("22nd 2 µs later", false, 0, 3*time.Second-2*time.Microsecond)
 	// The TAT is stored as exact microseconds: 21 requests of 3 s after now.
-	tat, err := s.client.Do(ctx, s.client.B().Get().Key(s.rateKey(key)).Build()).ToString()
+	tat, err := s.client.Do(ctx, s.client.B().Get().Key(s.rateKey(key, 3_000_000, 60_000_000)).Build()).ToString()
 	if wantTAT := strconv.FormatInt(now.Add(63*time.Second).UnixMicro(), 10); err != nil || tat != wantTAT {
 		t.Fatalf("stored TAT = %q, %v; want %s", tat, err, wantTAT)
 	}
@@ -130,12 +181,12 @@ func TestRateLimitUnavailable(t *testing.T) {
 func TestRateKeyEscaping(t *testing.T) {
 	s := &Store{prefix: "sk"}
 	for key, want := range map[string]string{
-		"ip:192.0.2.1":      "sk:rl:{ip:192.0.2.1}",
-		"user:a{b}c":        "sk:rl:{user:a%7Bb%7Dc}",
-		"user:a%7Bb%7Dc":    "sk:rl:{user:a%257Bb%257Dc}",
-		"ip6:2001:db8::/64": "sk:rl:{ip6:2001:db8::/64}",
+		"ip:192.0.2.1":      "sk:rl:{ip:192.0.2.1}:3000000:60000000",
+		"user:a{b}c":        "sk:rl:{user:a%7Bb%7Dc}:3000000:60000000",
+		"user:a%7Bb%7Dc":    "sk:rl:{user:a%257Bb%257Dc}:3000000:60000000",
+		"ip6:2001:db8::/64": "sk:rl:{ip6:2001:db8::/64}:3000000:60000000",
 	} {
-		if got := s.rateKey(key); got != want {
+		if got := s.rateKey(key, 3_000_000, 60_000_000); got != want {
 			t.Errorf("rateKey(%q) = %q; want %q", key, got, want)
 		}
 	}

@@ -9,6 +9,11 @@
 -- KEYS[4]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
 -- KEYS[5]  sk:{sale}:outbox  stream, one entry per reservation with fields
 --                            reservation_id, user_id, qty, reserved_at_ms
+-- KEYS[6…] sk:{sale}:rl:<key>:<T>:<tolerance>  rate-limit keys, the same
+--          number R for every request (R = (#KEYS - 5) / requests, maybe 0):
+--          request j's are KEYS[5 + (j-1)*R + 1 … 5 + j*R]; each holds a GCRA
+--          theoretical arrival time (see ratelimit.lua, whose algorithm this
+--          is), T and tolerance in microseconds are the end of its name
 -- ARGV     4 per request, flat and in order:
 --          reservation id, user id, qty (integer >= 1), idempotency key ("" = none)
 --
@@ -18,7 +23,8 @@
 --   an array with one element per request, in order: an integer outcome code,
 --   or, for an idempotent replay, the id (bulk string) of the earlier
 --   reservation; the replayed qty is the request's qty, since only an equal
---   qty replays.
+--   qty replays; or, for a request refused by a rate limit,
+--   {8, index of the refusing key among the request's (0-based), retry_after_us}.
 -- Outcome codes: 1 reserved, 3 sold out, 4 limit exceeded, 5 not started
 -- (or not preheated), 6 ended, 7 idempotency key reused with another qty.
 --
@@ -52,6 +58,34 @@ local reserved = tonumber(stock[2])
 local limit = tonumber(stock[3])
 local before = reserved
 
+-- Rate limits, checked before anything else of a request: a refused
+-- request counts against none of its keys, an allowed one against all.
+local per = (#KEYS - 5) / (#ARGV / 4)
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tats = {} -- rate key -> its TAT after this batch's requests
+local function rate_refusal(j)
+  local base = 5 + (j - 1) * per
+  local next_tat = {}
+  for k = 1, per do
+    local key = KEYS[base + k]
+    local ts, tols = string.match(key, ':(%d+):(%d+)$')
+    local tat = tats[key] or tonumber(redis.call('GET', key) or 0)
+    if tat < now_us then
+      tat = now_us
+    end
+    local new_tat = tat + tonumber(ts)
+    local allow_at = new_tat - tonumber(tols)
+    if allow_at > now_us then
+      return {8, k - 1, allow_at - now_us}
+    end
+    next_tat[k] = new_tat
+  end
+  for k = 1, per do
+    tats[KEYS[base + k]] = next_tat[k]
+  end
+  return nil
+end
+
 -- Decide every request first, reading Redis only. What earlier requests of
 -- this batch changed is kept in these tables until the writes below.
 local held = {}    -- user -> units held so far
@@ -62,8 +96,11 @@ for i = 1, #ARGV, 4 do
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local qty = tonumber(qtys)
   local answer
+  if per > 0 then
+    answer = rate_refusal((i + 3) / 4)
+  end
   local field
-  if key ~= '' then
+  if not answer and key ~= '' then
     field = #user .. ':' .. user .. key
     local prev = claimed[field] or redis.call('HGET', KEYS[3], field)
     if prev then
@@ -92,6 +129,9 @@ for i = 1, #ARGV, 4 do
     end
   end
   out[#out + 1] = answer
+end
+for key, tat in pairs(tats) do
+  redis.call('SET', key, string.format('%.0f', tat), 'PX', math.ceil((tat - now_us) / 1000))
 end
 if #won == 0 then
   return out

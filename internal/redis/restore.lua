@@ -8,7 +8,8 @@
 --          payment-timeout sweeper), handled in order
 --
 -- Returns an array with one integer per reservation id, in order:
---    1  restored now: `reserved` and the buyer's units went down by qty (the
+--    1  restored now: `reserved` and the buyer's units went down by qty
+--       and `restored` went up by it (the
 --       buyer's field is deleted at 0) and the record reads
 --       "restored:<qty>:<reserved_at_ms>:<user>"
 --    0  restored already (by an earlier call or an earlier id of this
@@ -80,5 +81,8 @@ for i = 1, #ARGV do
 end
 if reserved and reserved ~= before then
   redis.call('HINCRBY', KEYS[1], 'reserved', reserved - before)
+  -- The running count of units given back, for the reconciliation
+  -- gauges: with `reserved` it says what was ever claimed, without a scan.
+  redis.call('HINCRBY', KEYS[1], 'restored', before - reserved)
 end
 return out

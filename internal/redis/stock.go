@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -21,6 +22,7 @@ var scriptOutcomes = map[int64]seckill.Outcome{
 	5: seckill.OutcomeNotStarted,
 	6: seckill.OutcomeEnded,
 	7: seckill.OutcomeKeyReused,
+	8: seckill.OutcomeRateLimited,
 }
 
 // Preheat loads a sale's stock, limit and window unless it is already
@@ -35,6 +37,9 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 	// the relay knows of its outbox; again on every call, so that a failed
 	// earlier attempt is repaired.
 	if err := s.register(ctx, sale.ID); err != nil {
+		return false, fmt.Errorf("preheat: %w", err)
+	}
+	if err := s.keep(ctx, sale.ID); err != nil { // for the archiver, once it ends
 		return false, fmt.Errorf("preheat: %w", err)
 	}
 	keys := s.keys(sale.ID)
@@ -83,31 +88,104 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		return nil, fmt.Errorf("reserve: %w", err)
 	}
 	if bs.k() > 1 {
-		results, err := s.reserveBuckets(ctx, bs, reqs)
+		results, err := s.reserveBucketsLimited(ctx, bs, reqs)
 		if err != nil {
 			return nil, fmt.Errorf("reserve: %w", err)
 		}
 		return results, nil
 	}
-	return s.reserveIn(ctx, saleID, reqs)
+	// One script call decides requests that carry the same number of rate
+	// checks (all of them, unless some requests came without an address);
+	// runs of another number go in calls of their own, in order.
+	results := make([]seckill.ReserveResult, 0, len(reqs))
+	for len(reqs) > 0 {
+		n := 1
+		for n < len(reqs) && len(reqs[n].RateChecks) == len(reqs[0].RateChecks) {
+			n++
+		}
+		part, err := s.reserveIn(ctx, saleID, reqs[:n])
+		if err != nil {
+			return nil, fmt.Errorf("reserve: %w", err)
+		}
+		results = append(results, part...)
+		reqs = reqs[n:]
+	}
+	return results, nil
+}
+
+// reserveBucketsLimited decides the rate checks of a sale split over
+// buckets first, one limiter call per check (a request may be tried in
+// several buckets, and its count must not depend on which), then reserves
+// what they allowed in the buckets.
+func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	results := make([]seckill.ReserveResult, len(reqs))
+	var allowed []seckill.ReserveRequest
+	var at []int
+	for i, r := range reqs {
+		limited := false
+		for k, c := range r.RateChecks {
+			res, err := s.Allow(ctx, c.Key, c.Limit)
+			if err != nil {
+				return nil, err
+			}
+			if !res.Allowed {
+				results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeRateLimited, RateLimitedBy: k, RetryAfter: res.RetryAfter}
+				limited = true
+				break
+			}
+		}
+		if !limited {
+			r.RateChecks = nil
+			allowed = append(allowed, r)
+			at = append(at, i)
+		}
+	}
+	if len(allowed) == 0 {
+		return results, nil
+	}
+	res, err := s.reserveBuckets(ctx, bs, allowed)
+	if err != nil {
+		return nil, err
+	}
+	for j, i := range at {
+		results[i] = res[j]
+	}
+	return results, nil
 }
 
 // reserveIn runs the reserve script on the key set of tag: a sale, or one
-// bucket of a sale.
+// bucket of a sale; requests' rate checks, all the same number, are keys of
+// tag's slot.
 func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	per := len(reqs[0].RateChecks)
+	keys := s.keys(tag)
+	if per > 0 {
+		keys = append(make([]string, 0, len(keys)+per*len(reqs)), keys...)
+		for _, r := range reqs {
+			for _, c := range r.RateChecks {
+				keys = append(keys, s.saleRateKey(tag, c))
+			}
+		}
+	}
 	args := make([]string, 0, 4*len(reqs))
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 	}
-	msg, err := reserveScript.Exec(ctx, s.client, s.keys(tag), args).ToMessage()
+	msg, err := reserveScript.Exec(ctx, s.client, keys, args).ToMessage()
 	if err != nil {
-		return nil, fmt.Errorf("reserve: %w", classify(err))
+		return nil, classify(err)
 	}
-	results, err := decodeReserve(msg, reqs)
-	if err != nil {
-		return nil, fmt.Errorf("reserve: %w", err)
-	}
-	return results, nil
+	return decodeReserve(msg, reqs)
+}
+
+// saleRateKey is the Redis key counting c within one sale, in the sale's
+// slot so that the reserve script can check it in the same call:
+// <prefix>:{<sale>}:rl:<key>:<interval µs>:<tolerance µs>. The limit is
+// in the name for the reasons rateKey gives.
+func (s *Store) saleRateKey(saleID string, c seckill.RateCheck) string {
+	interval := c.Limit.Interval().Microseconds()
+	return s.prefix + ":{" + saleID + "}:rl:" + rateKeyEscaper.Replace(c.Key) + ":" +
+		strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(c.Limit.Rate), 10)
 }
 
 func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
@@ -127,6 +205,16 @@ func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
 			return seckill.Errorf(seckill.EINVALID, "request %d: qty must be between 1 and %d", i, seckill.MaxPerUserLimit)
 		case r.IdempotencyKey != "" && !seckill.ValidIdempotencyKey(r.IdempotencyKey):
 			return seckill.Errorf(seckill.EINVALID, "request %d: invalid idempotency key", i)
+		case len(r.RateChecks) > seckill.MaxRateChecks:
+			return seckill.Errorf(seckill.EINVALID, "request %d: %d rate checks, at most %d", i, len(r.RateChecks), seckill.MaxRateChecks)
+		}
+		for _, c := range r.RateChecks {
+			if c.Key == "" || len(c.Key) > MaxRateKeyBytes {
+				return seckill.Errorf(seckill.EINVALID, "request %d: rate limit key must be 1 to %d bytes", i, MaxRateKeyBytes)
+			}
+			if err := c.Limit.Validate(); err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
+			}
 		}
 	}
 	return nil
@@ -157,6 +245,14 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 		if a.IsString() {
 			id, _ := a.ToString()
 			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: reqs[i].Qty}
+			continue
+		}
+		if refusal, err := a.AsIntSlice(); err == nil {
+			if len(refusal) != 3 || refusal[0] != 8 || refusal[1] < 0 || refusal[1] >= int64(len(reqs[i].RateChecks)) || refusal[2] < 0 {
+				return nil, fmt.Errorf("unexpected rate-limit answer %v from reserve script", refusal)
+			}
+			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeRateLimited, RateLimitedBy: int(refusal[1]),
+				RetryAfter: time.Duration(refusal[2]) * time.Microsecond}
 			continue
 		}
 		code, err := a.AsInt64()

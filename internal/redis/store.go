@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -243,3 +244,28 @@ func classify(err error) error {
 }
 
 func unavailable(err error) error { return fmt.Errorf("%w: %w", errUnavailable, err) }
+
+// ServerCPU is the CPU time the Redis server has used since it started
+// (INFO cpu: used_cpu_user + used_cpu_sys), for benchmarks that report
+// Redis's CPU per request. On a Cluster it is the sum over the masters.
+func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
+	var total time.Duration
+	for _, c := range s.client.Nodes() {
+		text, err := c.Do(ctx, c.B().Info().Section("cpu").Build()).ToString()
+		if err != nil {
+			return 0, fmt.Errorf("info cpu: %w", classify(err))
+		}
+		for _, line := range strings.Split(text, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || (k != "used_cpu_user" && k != "used_cpu_sys") {
+				continue
+			}
+			secs, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				return 0, fmt.Errorf("info cpu: %s=%q: %w", k, v, err)
+			}
+			total += time.Duration(secs * float64(time.Second))
+		}
+	}
+	return total, nil
+}

@@ -126,7 +126,10 @@ func TestStore(t *testing.T) {
 			t.Run("ReservationRecord", func(t *testing.T) { t.Parallel(); testReservationRecord(t, newStore(t)) })
 			t.Run("BuyersNeverExpire", func(t *testing.T) { t.Parallel(); testBuyersNeverExpire(t, newStore(t)) })
 			t.Run("FullBatch", func(t *testing.T) { t.Parallel(); testFullBatch(t, newStore(t)) })
+			t.Run("RateChecks", func(t *testing.T) { t.Parallel(); testRateChecks(t, newStore(t)) })
 			t.Run("Replays", func(t *testing.T) { t.Parallel(); testReplays(t, newStore(t)) })
+			t.Run("Archive", func(t *testing.T) { t.Parallel(); testArchive(t, newStore(t)) })
+			t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, newStore(t)) })
 			t.Run("InvalidInput", func(t *testing.T) { t.Parallel(); testInvalidInput(t, newStore(t)) })
 			t.Run("Ping", func(t *testing.T) {
 				t.Parallel()
@@ -288,6 +291,74 @@ func testFullBatch(t *testing.T, s *Store) {
 	res, err = s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "late", 1, "")})
 	if err != nil || res[0].Outcome != seckill.OutcomeSoldOut {
 		t.Errorf("one more = %+v, %v; want sold out", res, err)
+	}
+}
+
+// testRateChecks: rate limits decided inside the reserve call. The seed's
+// numbers, 20 a minute per address: exactly 20 of 100 pass, whichever
+// batches (nodes) they come in; a refused request counts against no
+// limit and reserves nothing; a changed limit takes effect at once; runs
+// of requests with and without checks share a batch.
+func testRateChecks(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	mustPreheat(t, s, sale)
+	perMin := seckill.Limit{Rate: 20, Period: time.Minute}
+	loose := seckill.Limit{Rate: 1_000_000, Period: time.Second}
+	ip := "ip:" + servicetest.UniqueName("198.51.100.")
+	checks := func(user string, ipLimit seckill.Limit) []seckill.RateCheck {
+		return []seckill.RateCheck{{Key: ip, Limit: ipLimit}, {Key: "user:" + user, Limit: loose}}
+	}
+	reserved, limited := 0, 0
+	for sent := 0; sent < 100; {
+		n := min(1+sent%7, 100-sent) // batches of 1 to 7, as two nodes' combiners would send
+		reqs := make([]seckill.ReserveRequest, n)
+		for i := range reqs {
+			reqs[i] = request(sale.ID, "u"+strconv.Itoa(sent+i), 1, "")
+			reqs[i].RateChecks = checks("u"+strconv.Itoa(sent+i), perMin)
+		}
+		res, err := s.Reserve(ctx, sale.ID, reqs)
+		if err != nil {
+			t.Fatalf("Reserve: %v", err)
+		}
+		for _, r := range res {
+			switch r.Outcome {
+			case seckill.OutcomeReserved:
+				reserved++
+			case seckill.OutcomeRateLimited:
+				limited++
+				if r.RateLimitedBy != 0 || r.RetryAfter <= 0 || r.RetryAfter > 3*time.Second {
+					t.Errorf("refusal %+v; want by check 0 (the address), retry in (0, 3s]", r)
+				}
+			default:
+				t.Errorf("outcome %v", r.Outcome)
+			}
+		}
+		sent += n
+	}
+	if reserved != 20 || limited != 80 {
+		t.Fatalf("at 20/1m: %d reserved, %d rate limited of 100; want exactly 20 and 80", reserved, limited)
+	}
+	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 20 {
+		t.Errorf("stock level %+v, %v; want 20 reserved (refused requests reserve nothing)", lvl, err)
+	}
+	// A node already at a raised limit is not held back by the old state.
+	req := request(sale.ID, "raised", 1, "")
+	req.RateChecks = checks("raised", seckill.Limit{Rate: 40, Period: time.Minute})
+	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+		t.Errorf("after raising the limit to 40/1m: %+v, %v; want reserved at once", res, err)
+	}
+	// Mixed: a request without checks between two with them.
+	mixed := []seckill.ReserveRequest{request(sale.ID, "m1", 1, ""), request(sale.ID, "m2", 1, ""), request(sale.ID, "m3", 1, "")}
+	mixed[0].RateChecks, mixed[2].RateChecks = checks("m1", perMin), checks("m3", perMin)
+	res, err := s.Reserve(ctx, sale.ID, mixed)
+	if err != nil || len(res) != 3 || res[0].Outcome != seckill.OutcomeRateLimited || res[1].Outcome != seckill.OutcomeReserved || res[2].Outcome != seckill.OutcomeRateLimited {
+		t.Errorf("mixed batch = %+v, %v; want limited, reserved, limited", res, err)
+	}
+	bad := request(sale.ID, "bad", 1, "")
+	bad.RateChecks = []seckill.RateCheck{{Key: "", Limit: perMin}}
+	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{bad}); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("empty rate key: err %v; want %s", err, seckill.EINVALID)
 	}
 }
 

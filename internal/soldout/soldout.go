@@ -139,6 +139,17 @@ func (g *Gate) Reserve(ctx context.Context, saleID string, req seckill.ReserveRe
 	return res, err
 }
 
+// AnswerSoldOut reports whether saleID is flagged now, counting it as a
+// local answer when it is: for a caller that answers sold out itself,
+// before it has decoded the request.
+func (g *Gate) AnswerSoldOut(saleID string) bool {
+	if g.SoldOut(saleID) {
+		g.hits.Add(1)
+		return true
+	}
+	return false
+}
+
 // replay answers a keyed request on a flagged sale from its earlier
 // answer, or sold out when it has none; ok is false when the stock store
 // must decide (no lookup configured, the lookup failed, or a Clear came

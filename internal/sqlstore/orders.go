@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -20,6 +21,16 @@ type OrderStore struct {
 	db *DB
 	q  *orderQueries
 	rq *restoreQueries
+	// stmts holds the writer's statements, prepared once (query text →
+	// *sql.Stmt on the write pool) and used in each transaction through
+	// Tx.StmtContext, which reuses a connection's prepared copy. The texts
+	// are few (variable-length lists come in power-of-two sizes), so all
+	// of them are prepared before the first transaction: preparing on the
+	// pool while a transaction holds its only connection (SQLite) would
+	// wait forever.
+	stmts     sync.Map
+	prepMu    sync.Mutex
+	preparedA bool
 
 	// maxAttempts bounds the transactions one PersistReservations call
 	// tries while it loses to concurrent writers; maxBackoff caps the
@@ -273,6 +284,7 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 		return []seckill.PersistOutcome{}, nil
 	}
 
+	st.prepareAll(ctx)
 	var err error
 	for attempt := 1; attempt <= st.maxAttempts; attempt++ {
 		if attempt > 1 {
@@ -320,7 +332,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	// commits between the two reads has moved the version read here, and
 	// the stock update below notices.
 	var stock, version, price int64
-	err = tx.QueryRowContext(ctx, st.q.saleStock, saleID).Scan(&stock, &version, &price)
+	err = st.queryRow(ctx, tx, st.q.saleStock, saleID).Scan(&stock, &version, &price)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
@@ -420,7 +432,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	// rejected (taking 0): the rejections rest on the stock read, which
 	// must be as current as for a take.
 	taken := stock - left
-	res, err := tx.ExecContext(ctx, st.q.takeStock, taken, nowMs, saleID, version, taken)
+	res, err := st.exec(ctx, tx, st.q.takeStock, taken, nowMs, saleID, version, taken)
 	if err != nil {
 		return nil, st.conflictOr(err, "take stock")
 	}
@@ -493,15 +505,17 @@ func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (m
 func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error, tail ...string) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
-		args := make([]any, len(chunk))
-		for i, id := range chunk {
-			args[i] = id
+		// Padded to a power of two with the last id again (an IN list
+		// does not mind), so that few statement texts exist.
+		args := make([]any, padLen(len(chunk)))
+		for i := range args {
+			args[i] = chunk[min(i, len(chunk)-1)]
 		}
-		query := head + st.q.list(1, len(chunk))
+		query := head + st.q.list(1, len(args))
 		for _, t := range tail {
 			query += t
 		}
-		rows, err := tx.QueryContext(ctx, query, args...)
+		rows, err := st.query(ctx, tx, query, args...)
 		if err != nil {
 			return err
 		}
@@ -540,8 +554,9 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 		{placed, st.q.insertOrders, orderInsertWidth},
 		{cancelled, st.q.insertCancelledOrders, cancelledInsertWidth},
 	} {
-		for start := 0; start < len(set.orders); start += insertChunk {
-			chunk := set.orders[start:min(start+insertChunk, len(set.orders))]
+		for start, n := 0, 0; start < len(set.orders); start += n {
+			n = runLen(len(set.orders)-start, insertChunk)
+			chunk := set.orders[start : start+n]
 			args := make([]any, 0, len(chunk)*set.width)
 			for _, o := range chunk {
 				args = append(args, o.ID, o.ReservationID, o.SaleID, o.UserID, o.Qty, o.AmountCents, string(o.Status),
@@ -550,7 +565,7 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 					args = append(args, o.CancelReason)
 				}
 			}
-			if _, err := tx.ExecContext(ctx, set.head+st.q.tuples(len(chunk), set.width), args...); err != nil {
+			if _, err := st.exec(ctx, tx, set.head+st.q.tuples(len(chunk), set.width), args...); err != nil {
 				return err
 			}
 		}
@@ -559,6 +574,93 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 }
 
 // execer is a transaction or a pool.
+// writerQueries lists every statement text PersistReservations runs.
+func (st *OrderStore) writerQueries() []string {
+	qs := []string{st.q.saleStock, st.q.takeStock}
+	for n := 1; n <= insertChunk; n *= 2 {
+		qs = append(qs,
+			st.q.insertOrders+st.q.tuples(n, orderInsertWidth),
+			st.q.insertCancelledOrders+st.q.tuples(n, cancelledInsertWidth),
+			st.q.insertFailedOrders+st.q.tuples(n, failedOrderWidth))
+	}
+	for n := 1; n <= padLen(idChunk); n *= 2 {
+		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n))
+	}
+	return qs
+}
+
+// prepareAll prepares the writer's statements once, outside any
+// transaction. If the database refuses (not migrated yet, down), the
+// statements run unprepared and the next call tries again.
+func (st *OrderStore) prepareAll(ctx context.Context) {
+	st.prepMu.Lock()
+	defer st.prepMu.Unlock()
+	if st.preparedA {
+		return
+	}
+	for _, q := range st.writerQueries() {
+		if _, ok := st.stmts.Load(q); ok {
+			continue
+		}
+		s, err := st.db.write.PrepareContext(ctx, q)
+		if err != nil {
+			return
+		}
+		st.stmts.Store(q, s)
+	}
+	st.preparedA = true
+}
+
+// stmtOf is query's prepared statement within tx, or nil if it has none.
+func (st *OrderStore) stmtOf(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
+	if v, ok := st.stmts.Load(query); ok {
+		return tx.StmtContext(ctx, v.(*sql.Stmt))
+	}
+	return nil
+}
+
+// exec runs query with args in tx, prepared if it can be.
+func (st *OrderStore) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
+	if s := st.stmtOf(ctx, tx, query); s != nil {
+		return s.ExecContext(ctx, args...)
+	}
+	return tx.ExecContext(ctx, query, args...)
+}
+
+func (st *OrderStore) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
+	if s := st.stmtOf(ctx, tx, query); s != nil {
+		return s.QueryContext(ctx, args...)
+	}
+	return tx.QueryContext(ctx, query, args...)
+}
+
+func (st *OrderStore) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
+	if s := st.stmtOf(ctx, tx, query); s != nil {
+		return s.QueryRowContext(ctx, args...)
+	}
+	return tx.QueryRowContext(ctx, query, args...)
+}
+
+// runLen is the length of the next run of a list of n rows inserted by one
+// statement: the largest power of two that fits n and limit, so that the
+// statements of every batch size are a few texts, each prepared once.
+func runLen(n, limit int) int {
+	r := 1
+	for r*2 <= min(n, limit) {
+		r *= 2
+	}
+	return r
+}
+
+// padLen is n rounded up to a power of two.
+func padLen(n int) int {
+	r := 1
+	for r < n {
+		r *= 2
+	}
+	return r
+}
+
 type execer interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 }
@@ -567,8 +669,9 @@ type execer interface {
 // valid keys (validFailedKey), with multi-row INSERTs of up to
 // insertChunk rows. Their other text is made storable here.
 func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed []*seckill.FailedOrder) error {
-	for start := 0; start < len(failed); start += insertChunk {
-		chunk := failed[start:min(start+insertChunk, len(failed))]
+	for start, n := 0, 0; start < len(failed); start += n {
+		n = runLen(len(failed)-start, insertChunk)
+		chunk := failed[start : start+n]
 		args := make([]any, 0, len(chunk)*failedOrderWidth)
 		for _, f := range chunk {
 			var payload any // NULL when empty
@@ -579,7 +682,14 @@ func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed 
 				storableText(f.SaleID, maxFailedTextBytes), storableText(f.UserID, maxFailedTextBytes),
 				f.Qty, storableText(f.Reason, maxReasonBytes), int64(f.Attempts), payload, toMillis(f.CreatedAt))
 		}
-		if _, err := tx.ExecContext(ctx, st.q.insertFailedOrders+st.q.tuples(len(chunk), failedOrderWidth), args...); err != nil {
+		query := st.q.insertFailedOrders + st.q.tuples(len(chunk), failedOrderWidth)
+		var err error
+		if t, ok := tx.(*sql.Tx); ok {
+			_, err = st.exec(ctx, t, query, args...)
+		} else {
+			_, err = tx.ExecContext(ctx, query, args...)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -485,3 +485,43 @@ func TestStorableText(t *testing.T) {
 		}
 	}
 }
+
+// TestPersistPreparesOnce: the writer's statements are prepared once, and
+// batches of every size between 1 and 300 use only those few texts (runs
+// of power-of-two rows, IN lists padded to a power of two), each batch's
+// orders landing intact.
+func TestPersistPreparesOnce(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			st := NewOrderStore(db)
+			createSale(t, db, "prep", 100_000)
+			want := len(st.writerQueries())
+			total := 0
+			for n := 1; n <= 300; n += 37 {
+				qtys := make([]int64, n)
+				for i := range qtys {
+					qtys[i] = 1
+				}
+				out, err := st.PersistReservations(t.Context(), "prep", events("prep", qtys...), time.Now(), time.Minute)
+				if err != nil {
+					t.Fatalf("batch of %d: %v", n, err)
+				}
+				for i, o := range out {
+					if o != seckill.PersistCreated {
+						t.Fatalf("batch of %d: event %d %v", n, i, o)
+					}
+				}
+				total += n
+			}
+			if got := countRows(t, db, "orders", "prep"); got != total {
+				t.Errorf("%d orders; want %d", got, total)
+			}
+			texts := 0
+			st.stmts.Range(func(any, any) bool { texts++; return true })
+			if texts != want {
+				t.Errorf("%d prepared statements after batches of 1 to 300; want the %d prepared up front, no more", texts, want)
+			}
+		})
+	}
+}

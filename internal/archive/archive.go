@@ -1,0 +1,232 @@
+// Package archive owns what an ended sale costs in Redis: its
+// idempotency hash is dropped once the window has closed (the reserve
+// script answers "ended" before it would read it), and the rest of its
+// keys once the payment timeouts and restores are done, every
+// reservation is in the database and the outbox has drained, After a
+// configurable delay past the end. Before that last step the sale is
+// reconciled one final time; a sale that does not balance keeps its keys
+// for an operator, since they are half of the evidence. The database
+// keeps everything; Redis keeps a short summary under the sale's
+// archived key.
+package archive
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Stock is the Redis side (internal/redis).
+type Stock interface {
+	// KeptSales lists the sales with keys in Redis.
+	KeptSales(ctx context.Context) ([]string, error)
+	// DropIdempotency drops the idempotency hash of a sale whose window
+	// has closed (by the stock store's clock).
+	DropIdempotency(ctx context.Context, saleID string) (bool, error)
+	// ArchiveSale drops the rest of an ended sale's keys, keeping summary,
+	// if its outbox is empty and it holds no more reservations than
+	// recorded; else it changes nothing and says why not.
+	ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error)
+}
+
+// Store is the database side (internal/sqlstore).
+type Store interface {
+	Sale(ctx context.Context, id string) (*seckill.Sale, error)
+	// SaleWork counts a sale's reservations with an order or a failed
+	// order, its orders awaiting payment and its unfinished restores.
+	SaleWork(ctx context.Context, saleID string) (recorded, awaitingPayment, openRestores int64, err error)
+}
+
+// Defaults of Config.
+const (
+	DefaultInterval = time.Minute
+	DefaultAfter    = time.Hour
+)
+
+// Config tunes an Archiver. Zero values take the defaults.
+type Config struct {
+	// Interval between passes. Default 1m.
+	Interval time.Duration
+	// After is how long past its end a sale keeps its keys at least (its
+	// idempotency hash excepted). Default 1h.
+	After time.Duration
+	// Final, if set, reconciles the sale before its keys go: it returns
+	// the summary to keep, or an error to keep the keys (the sale does not
+	// balance, or it could not be checked).
+	Final  func(ctx context.Context, saleID string) (summary string, err error)
+	Now    func() time.Time
+	Logger *slog.Logger
+	// OnArchived, if set, is told of every sale archived.
+	OnArchived func(saleID string)
+}
+
+// Archiver frees the Redis keys of ended sales. Start it once; Stop ends
+// it. Every node may run one: each step is a script that checks and acts
+// at once, and repeating it changes nothing.
+type Archiver struct {
+	store Store
+	stock Stock
+	cfg   Config
+
+	// idemDropped remembers the sales whose idempotency hash this node
+	// has dropped, so a pass costs one script call per sale once.
+	idemDropped map[string]bool
+
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// New returns an Archiver.
+func New(store Store, stock Stock, cfg Config) *Archiver {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	if cfg.After <= 0 {
+		cfg.After = DefaultAfter
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Archiver{store: store, stock: stock, cfg: cfg, idemDropped: map[string]bool{}}
+}
+
+// Pass visits every sale with keys in Redis once and returns how many it
+// archived. A failure on one sale does not stop the others; the error
+// names the first.
+func (a *Archiver) Pass(ctx context.Context) (archived int, err error) {
+	sales, err := a.stock.KeptSales(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("archive: %w", err)
+	}
+	var firstErr error
+	for _, id := range sales {
+		if ctx.Err() != nil {
+			break
+		}
+		done, err := a.visit(ctx, id)
+		if done {
+			archived++
+		}
+		if err != nil && firstErr == nil {
+			firstErr = fmt.Errorf("archive %s: %w", id, err)
+		}
+	}
+	return archived, firstErr
+}
+
+func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
+	sale, err := a.store.Sale(ctx, saleID)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return false, nil // not this database's sale (a shared Redis): leave it
+	} else if err != nil {
+		return false, err
+	}
+	now := a.cfg.Now()
+	if now.Before(sale.EndAt) {
+		return false, nil
+	}
+	log := a.cfg.Logger.With("sale", saleID)
+	if !a.idemDropped[saleID] {
+		// Redis TIME decides: a node whose clock runs ahead drops nothing early.
+		dropped, err := a.stock.DropIdempotency(ctx, saleID)
+		if err != nil {
+			return false, err
+		}
+		if dropped {
+			a.idemDropped[saleID] = true
+			log.Info("sale ended: its idempotency keys are dropped from Redis")
+		}
+	}
+	if now.Before(sale.EndAt.Add(a.cfg.After)) {
+		return false, nil
+	}
+	recorded, awaiting, restores, err := a.store.SaleWork(ctx, saleID)
+	if err != nil {
+		return false, err
+	}
+	if awaiting > 0 || restores > 0 {
+		log.Debug("archive: sale not settled yet", "awaiting_payment", awaiting, "open_restores", restores)
+		return false, nil
+	}
+	summary := fmt.Sprintf(`{"sale_id":%q,"archived_at":%q,"recorded_reservations":%d}`, saleID, now.UTC().Format(time.RFC3339), recorded)
+	if a.cfg.Final != nil {
+		if summary, err = a.cfg.Final(ctx, saleID); err != nil {
+			log.Warn("archive: the sale's Redis keys are kept: its final reconciliation did not pass", "err", err)
+			return false, nil
+		}
+	}
+	archived, whyNot, err := a.stock.ArchiveSale(ctx, saleID, recorded, summary)
+	if err != nil {
+		return false, err
+	}
+	if !archived {
+		log.Debug("archive: not yet", "why", whyNot)
+		return false, nil
+	}
+	delete(a.idemDropped, saleID)
+	log.Info("sale archived: its Redis keys are dropped; the database keeps its records", "reservations", recorded)
+	if a.cfg.OnArchived != nil {
+		a.cfg.OnArchived(saleID)
+	}
+	return true, nil
+}
+
+// Start runs a Pass every Interval until Stop. A second Start, or a Start
+// after Stop, does nothing.
+func (a *Archiver) Start(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.started || a.stopped {
+		return
+	}
+	a.started = true
+	ctx, a.cancel = context.WithCancel(ctx)
+	a.done = make(chan struct{})
+	go func(done chan<- struct{}) {
+		defer close(done)
+		t := time.NewTicker(a.cfg.Interval)
+		defer t.Stop()
+		for {
+			if _, err := a.Pass(ctx); err != nil && ctx.Err() == nil {
+				a.cfg.Logger.Warn("archive pass failed; retrying next tick", "err", err)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}(a.done)
+}
+
+// Stop ends the loop after the pass in hand and waits for it, or for ctx.
+// Safe to call twice, and without Start.
+func (a *Archiver) Stop(ctx context.Context) error {
+	a.mu.Lock()
+	a.stopped = true
+	if a.cancel != nil {
+		a.cancel()
+	}
+	done := a.done
+	a.mu.Unlock()
+	if done == nil {
+		return nil
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("archive: stop: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,178 @@
+package archive
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+type fakeStore struct {
+	sales                       map[string]*seckill.Sale
+	recorded, awaiting, restore int64
+}
+
+func (f *fakeStore) Sale(_ context.Context, id string) (*seckill.Sale, error) {
+	if s, ok := f.sales[id]; ok {
+		return s, nil
+	}
+	return nil, seckill.ErrNotFound
+}
+
+func (f *fakeStore) SaleWork(context.Context, string) (int64, int64, int64, error) {
+	return f.recorded, f.awaiting, f.restore, nil
+}
+
+type fakeStock struct {
+	mu         sync.Mutex
+	kept       []string
+	idemDrops  int
+	idemClosed bool // Redis TIME says the window closed
+	outbox     int
+	res        int64
+	archived   map[string]string
+}
+
+func (f *fakeStock) KeptSales(context.Context) ([]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.kept...), nil
+}
+
+func (f *fakeStock) DropIdempotency(context.Context, string) (bool, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.idemDrops++
+	return f.idemClosed, nil
+}
+
+func (f *fakeStock) ArchiveSale(_ context.Context, id string, recorded int64, summary string) (bool, string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case f.outbox > 0:
+		return false, "outbox", nil
+	case f.res > recorded:
+		return false, "not recorded", nil
+	}
+	f.archived[id] = summary
+	f.kept = nil
+	return true, "", nil
+}
+
+func setup(end time.Time) (*fakeStore, *fakeStock, *time.Time) {
+	now := end
+	store := &fakeStore{sales: map[string]*seckill.Sale{"tea": {ID: "tea", EndAt: end}}, recorded: 5}
+	stock := &fakeStock{kept: []string{"tea", "someone-elses"}, idemClosed: true, res: 5, archived: map[string]string{}}
+	return store, stock, &now
+}
+
+// TestArchiveSteps: nothing before the end; the idempotency hash at the
+// end (once); the rest only after the delay, with payments, restores,
+// the outbox and the database all done.
+func TestArchiveSteps(t *testing.T) {
+	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, stock, now := setup(end)
+	*now = end.Add(-time.Second)
+	a := New(store, stock, Config{After: time.Hour, Now: func() time.Time { return *now }})
+	ctx := context.Background()
+	pass := func(want int) {
+		t.Helper()
+		n, err := a.Pass(ctx)
+		if err != nil || n != want {
+			t.Fatalf("Pass at %v = %d, %v; want %d", now.Sub(end), n, err, want)
+		}
+	}
+	pass(0)
+	if stock.idemDrops != 0 {
+		t.Fatal("the idempotency hash was touched before the end")
+	}
+	*now = end.Add(time.Second)
+	pass(0)
+	pass(0)
+	if stock.idemDrops != 1 {
+		t.Fatalf("%d idempotency drops; want 1 (once dropped, not asked again)", stock.idemDrops)
+	}
+	*now = end.Add(time.Hour)
+	store.awaiting = 2
+	pass(0)
+	store.awaiting, store.restore = 0, 1
+	pass(0)
+	store.restore, stock.outbox = 0, 3
+	pass(0)
+	stock.outbox, store.recorded = 0, 4
+	pass(0)
+	store.recorded = 5
+	pass(1)
+	if stock.archived["tea"] == "" || len(stock.archived) != 1 {
+		t.Fatalf("archived %v; want tea with a summary", stock.archived)
+	}
+}
+
+// TestClockAheadOfRedis: a node whose clock says the sale has ended while
+// Redis says it has not drops nothing, and asks again next pass.
+func TestClockAheadOfRedis(t *testing.T) {
+	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, stock, now := setup(end)
+	stock.idemClosed = false
+	a := New(store, stock, Config{Now: func() time.Time { return *now }})
+	for range 2 {
+		if _, err := a.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if stock.idemDrops != 2 {
+		t.Fatalf("%d drop attempts; want 2 (a refused drop is tried again)", stock.idemDrops)
+	}
+}
+
+// TestFinalReconciliationKeepsKeys: a sale whose final reconciliation
+// fails keeps its keys; one that passes keeps the reconciliation's summary.
+func TestFinalReconciliationKeepsKeys(t *testing.T) {
+	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, stock, now := setup(end)
+	*now = end.Add(2 * time.Hour)
+	final := errors.New("oversold by 1")
+	a := New(store, stock, Config{Now: func() time.Time { return *now }, Final: func(context.Context, string) (string, error) {
+		if final != nil {
+			return "", final
+		}
+		return `{"balanced":true}`, nil
+	}})
+	if n, err := a.Pass(context.Background()); err != nil || n != 0 || len(stock.archived) != 0 {
+		t.Fatalf("Pass with a failing reconciliation = %d, %v, archived %v; want nothing archived", n, err, stock.archived)
+	}
+	final = nil
+	if n, err := a.Pass(context.Background()); err != nil || n != 1 || stock.archived["tea"] != `{"balanced":true}` {
+		t.Fatalf("Pass = %d, %v, archived %v; want the reconciliation's summary kept", n, err, stock.archived)
+	}
+}
+
+func TestStartStop(t *testing.T) {
+	store, stock, _ := setup(time.Now().Add(-2 * time.Hour))
+	a := New(store, stock, Config{Interval: time.Millisecond})
+	a.Start(context.Background())
+	a.Start(context.Background())
+	servicetest.WaitFor(t, 10*time.Second, "the background pass to archive the sale", func() bool {
+		stock.mu.Lock()
+		defer stock.mu.Unlock()
+		return len(stock.archived) == 1
+	})
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := New(store, stock, Config{}).Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,260 @@
+// Package bench is the measuring side of `seckill bench`: it drives a
+// target over HTTP from a separate load-generator process, so that the CPU
+// the server spends (this process, getrusage) and the CPU the load
+// generator spends (the child, getrusage) are counted apart; it samples
+// Redis's own CPU (INFO) over the same window; it keeps rounds in order and
+// reports every ratio as the median of per-round ratios; and it draws the
+// comparison chart. What is measured (the engine, the baselines) is set up
+// by cmd/seckill, which hands this package requests to send.
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/seckill-dev/seckill/internal/loadgen"
+)
+
+// childEnv marks a process started as the load generator.
+const childEnv = "SECKILL_BENCH_LOADGEN"
+
+// Lines the child prints around the measured window.
+const (
+	lineMeasuring = "measuring"
+	lineMeasured  = "measured"
+)
+
+// Spec is one measurement, as the load generator receives it.
+type Spec struct {
+	URL         string        `json:"url"`
+	Requests    [][]byte      `json:"requests"` // raw HTTP/1.1 requests; call i sends Requests[i % len]
+	Want        int           `json:"want"`     // the status every answer should have
+	Concurrency int           `json:"concurrency"`
+	Rate        int           `json:"rate"` // requests/s; 0 = closed loop
+	Warmup      time.Duration `json:"warmup"`
+	Duration    time.Duration `json:"duration"`
+}
+
+// Load is what one measurement found.
+type Load struct {
+	Requests   int64            `json:"requests"`
+	Expected   int64            `json:"expected"`
+	Unexpected map[string]int64 `json:"unexpected,omitempty"`
+	Errors     int64            `json:"errors"`
+	RPS        float64          `json:"requests_per_sec"`
+	Latency    loadgen.Summary  `json:"latency"`
+	MaxLag     time.Duration    `json:"max_lag_ns,omitempty"`
+	// CPU microseconds per request over the measured window: the server
+	// (this process), the load generator (the child) and Redis (INFO;
+	// NaN when not sampled).
+	ServerCPU float64 `json:"server_cpu_us_per_req"`
+	LoadCPU   float64 `json:"loadgen_cpu_us_per_req"`
+	RedisCPU  float64 `json:"redis_cpu_us_per_req,omitempty"`
+}
+
+// IsChild reports whether this process was started as the load generator;
+// main then calls ChildMain and exits with its code.
+func IsChild() bool { return os.Getenv(childEnv) == "1" }
+
+// ChildMain is the load generator's main: a Spec on stdin, the lines
+// "measuring" and "measured" around the measured window, then the Load as
+// JSON, on stdout.
+func ChildMain(stdin io.Reader, stdout io.Writer) int {
+	var spec Spec
+	if err := json.NewDecoder(stdin).Decode(&spec); err != nil {
+		fmt.Fprintln(stdout, "error: read spec:", err)
+		return 2
+	}
+	res, err := generate(context.Background(), spec, stdout)
+	if err != nil {
+		fmt.Fprintln(stdout, "error:", err)
+		return 1
+	}
+	if err := json.NewEncoder(stdout).Encode(res); err != nil {
+		return 1
+	}
+	return 0
+}
+
+// generate runs spec here, printing the window's marks to marks.
+func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
+	if len(spec.Requests) == 0 || spec.Concurrency < 1 || spec.Duration <= 0 {
+		return Load{}, errors.New("spec needs requests, concurrency and a duration")
+	}
+	t, err := loadgen.ParseTarget(spec.URL)
+	if err != nil {
+		return Load{}, err
+	}
+	conns := make([]*loadgen.Conn, spec.Concurrency)
+	for i := range conns {
+		conns[i] = loadgen.NewConn(t)
+		if err := conns[i].Connect(); err != nil {
+			return Load{}, err
+		}
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	var (
+		expected atomic.Int64
+		mu       sync.Mutex
+		other    = map[string]int64{}
+		counting atomic.Bool
+	)
+	n := int64(len(spec.Requests))
+	op := func(_ context.Context, c loadgen.Call) error {
+		resp, err := conns[c.Worker].Do(spec.Requests[c.Seq%n])
+		if !counting.Load() {
+			return err
+		}
+		switch {
+		case err != nil:
+			return err
+		case resp.Status == spec.Want:
+			expected.Add(1)
+		default:
+			key := strconv.Itoa(resp.Status)
+			if code := errorCode(resp.Body); code != "" {
+				key += " " + code
+			}
+			mu.Lock()
+			other[key]++
+			mu.Unlock()
+		}
+		return nil
+	}
+	run := func(d time.Duration) (loadgen.Result, error) {
+		return loadgen.Run(ctx, loadgen.Options{Workers: spec.Concurrency, Duration: d, Rate: float64(spec.Rate)}, op)
+	}
+	if spec.Warmup > 0 {
+		if _, err := run(spec.Warmup); err != nil {
+			return Load{}, err
+		}
+	}
+	counting.Store(true)
+	fmt.Fprintln(marks, lineMeasuring)
+	before := cpuSelf()
+	res, err := run(spec.Duration)
+	cpu := cpuSelf() - before
+	fmt.Fprintln(marks, lineMeasured)
+	if err != nil {
+		return Load{}, err
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	return Load{
+		Requests: res.Calls, Expected: expected.Load(), Unexpected: other, Errors: res.Errors,
+		RPS: res.Throughput(), Latency: res.Latency.Summary(), MaxLag: res.MaxLag,
+		LoadCPU: perRequest(cpu, res.Calls),
+	}, nil
+}
+
+// errorCode is the code of an API error body, or "".
+func errorCode(body []byte) string {
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &e) != nil {
+		return ""
+	}
+	return e.Error.Code
+}
+
+// cpuSelf is this process's CPU time so far, user + system.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func perRequest(cpu time.Duration, n int64) float64 {
+	if n <= 0 {
+		return 0
+	}
+	return float64(cpu.Microseconds()) / float64(n)
+}
+
+// Sampler reads a cumulative CPU figure of another process (Redis's
+// used_cpu_user + used_cpu_sys), sampled at both ends of the window.
+type Sampler func(ctx context.Context) (time.Duration, error)
+
+// Measure runs spec in a load-generator child (the running executable
+// started again with the child marker), sampling this process's CPU and
+// redis (if set) over the measured window.
+func Measure(ctx context.Context, spec Spec, redis Sampler) (Load, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return Load{}, fmt.Errorf("find the executable to run the load generator: %w", err)
+	}
+	in, err := json.Marshal(spec)
+	if err != nil {
+		return Load{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, spec.Warmup+spec.Duration+time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(cctx, exe, "-test.run=^$") // a test binary runs its TestMain only
+	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Stdin = bytes.NewReader(in)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return Load{}, err
+	}
+	if err := cmd.Start(); err != nil {
+		return Load{}, fmt.Errorf("start the load generator: %w", err)
+	}
+	var (
+		res                    Load
+		cpu0, cpu1, red0, red1 time.Duration
+		redErr                 error
+		last                   string
+	)
+	sc := bufio.NewScanner(out)
+	sc.Buffer(make([]byte, 64<<10), 16<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch line {
+		case lineMeasuring:
+			if redis != nil {
+				red0, redErr = redis(ctx)
+			}
+			cpu0 = cpuSelf()
+		case lineMeasured:
+			cpu1 = cpuSelf()
+			if redis != nil && redErr == nil {
+				red1, redErr = redis(ctx)
+			}
+		default:
+			last = line
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return Load{}, fmt.Errorf("load generator: %w (%s)", err, last)
+	}
+	if err := json.Unmarshal([]byte(last), &res); err != nil {
+		return Load{}, fmt.Errorf("load generator said %q: %w", last, err)
+	}
+	res.ServerCPU = perRequest(cpu1-cpu0, res.Requests)
+	if redis != nil && redErr == nil {
+		res.RedisCPU = perRequest(red1-red0, res.Requests)
+	}
+	return res, nil
+}

@@ -1,0 +1,140 @@
+package redis
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// testArchive: an ended sale loses its idempotency hash first, and the
+// rest of its keys only once its outbox is empty and the database has
+// every reservation; what is left is the summary, and the sale leaves the
+// list of kept sales.
+func testArchive(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 3)
+	sale.EndAt = time.Now().Add(time.Second)
+	mustPreheat(t, s, sale)
+	if kept, err := s.KeptSales(ctx); err != nil || !slices.Contains(kept, sale.ID) {
+		t.Fatalf("KeptSales = %v, %v; want it to list %s", kept, err, sale.ID)
+	}
+	reqs := []seckill.ReserveRequest{request(sale.ID, "alice", 1, "k1"), request(sale.ID, "bob", 2, "k2"), request(sale.ID, "carol", 1, "")}
+	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.Footprint(ctx, sale.ID)
+	if err != nil {
+		t.Fatalf("Footprint: %v", err)
+	}
+	if live.Reservations != 3 || live.Keys["idem"] == 0 || live.Keys["res"] == 0 || live.BytesPerReservation() <= 0 {
+		t.Fatalf("Footprint of the live sale = %+v", live)
+	}
+	if dropped, err := s.DropIdempotency(ctx, sale.ID); err != nil || dropped {
+		t.Fatalf("DropIdempotency of a live sale = %v, %v; want false", dropped, err)
+	}
+	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
+		t.Fatalf("ArchiveSale of a live sale = %v %q, %v; want refused", ok, why, err)
+	}
+	servicetest.WaitFor(t, 10*time.Second, "the sale's window to close by Redis TIME", func() bool {
+		dropped, err := s.DropIdempotency(ctx, sale.ID)
+		return err == nil && dropped
+	})
+	if f, err := s.Footprint(ctx, sale.ID); err != nil || f.Keys["idem"] != 0 {
+		t.Fatalf("Footprint after dropping the idempotency hash = %+v, %v; want no idem", f, err)
+	}
+	lvl, err := s.Stock(ctx, sale.ID)
+	if err != nil || lvl.Reserved != 4 {
+		t.Fatalf("Stock after dropping the idempotency hash = %+v, %v; want 4 reserved", lvl, err)
+	}
+	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
+		t.Fatalf("ArchiveSale with the outbox full = %v %q, %v; want refused", ok, why, err)
+	}
+	// The relay's part: read and acknowledge every entry, of every bucket.
+	tags, err := s.tags(ctx, sale.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := 0
+	for _, tag := range tags {
+		es, err := s.ReadOutbox(ctx, tag, "relay", "r1", 10, 0)
+		if err != nil {
+			t.Fatalf("ReadOutbox(%s): %v", tag, err)
+		}
+		var ids []string
+		for _, e := range es {
+			ids = append(ids, e.StreamID)
+		}
+		if err := s.AckOutbox(ctx, tag, "relay", ids); err != nil {
+			t.Fatal(err)
+		}
+		read += len(es)
+	}
+	if read != 3 {
+		t.Fatalf("read %d outbox entries; want 3", read)
+	}
+	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 2, "{}"); err != nil || ok {
+		t.Fatalf("ArchiveSale with a reservation not in the database = %v %q, %v; want refused", ok, why, err)
+	}
+	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, `{"balanced":true}`); err != nil || !ok {
+		t.Fatalf("ArchiveSale = %v %q, %v; want archived", ok, why, err)
+	}
+	for _, tag := range tags {
+		for _, k := range append(s.keys(tag), s.movesKey(tag), s.movesInKey(tag)) {
+			if exists(t, s, k) != 0 {
+				t.Errorf("key %s is still there", k)
+			}
+		}
+	}
+	if sum, ok, err := s.ArchivedSummary(ctx, sale.ID); err != nil || !ok || sum != `{"balanced":true}` {
+		t.Errorf("ArchivedSummary = %q, %v, %v", sum, ok, err)
+	}
+	if kept, err := s.KeptSales(ctx); err != nil || slices.Contains(kept, sale.ID) {
+		t.Errorf("KeptSales = %v, %v; want %s gone", kept, err, sale.ID)
+	}
+	after, err := s.Footprint(ctx, sale.ID)
+	if err != nil || after.Total >= live.Total || after.Reservations != 0 || len(after.Keys) != 1 {
+		t.Errorf("Footprint after archiving = %+v, %v; want only the summary (live: %+v)", after, err, live)
+	}
+	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok || why != "not loaded" {
+		t.Errorf("second ArchiveSale = %v %q, %v; want not loaded", ok, why, err)
+	}
+}
+
+func exists(t *testing.T, s *Store, key string) int64 {
+	t.Helper()
+	n, err := s.client.Do(context.Background(), s.client.B().Exists().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// testCounters: the counters follow reservations and restores, batched or
+// not, without a scan.
+func testCounters(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 3)
+	if c, err := s.Counters(ctx, sale.ID); err != nil || c.Loaded {
+		t.Fatalf("Counters of a sale not loaded = %+v, %v", c, err)
+	}
+	mustPreheat(t, s, sale)
+	reqs := []seckill.ReserveRequest{request(sale.ID, "a", 2, ""), request(sale.ID, "b", 1, ""), request(sale.ID, "c", 3, "")}
+	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RestoreReservation(ctx, reqs[0].ReservationID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RestoreReservations(ctx, sale.ID, []string{reqs[1].ReservationID, reqs[0].ReservationID}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := s.Counters(ctx, sale.ID)
+	want := StockCounters{Loaded: true, Total: 10, Reserved: 3, Restored: 3, Records: 3, Outbox: 3}
+	if err != nil || c != want {
+		t.Fatalf("Counters = %+v, %v; want %+v", c, err, want)
+	}
+}
