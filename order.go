@@ -58,6 +58,21 @@ const (
 	PersistCreated   PersistOutcome = iota + 1 // a new order
 	PersistDuplicate                           // the order (or failed order) already existed: redelivery
 	PersistRejected                            // the database lacked the stock: recorded in failed_orders
+	PersistOverLimit                           // the buyer would pass the sale's per-user limit: recorded in failed_orders
+)
+
+// Reasons of failed orders that callers and operators branch on. A failed
+// order's Reason starts with one of them; what follows is detail.
+const (
+	// ReasonOverLimit: the database refused an order that would take its
+	// buyer past the sale's per-user limit (the stock store had forgotten
+	// what the buyer held).
+	ReasonOverLimit = "over the purchase limit"
+	// ReasonInsufficientStock: the database lacked the stock.
+	ReasonInsufficientStock = "insufficient database stock"
+	// ReasonLostInStockStore: a claimed reservation the stock store forgot
+	// (it lost acknowledged writes) that never reached the database.
+	ReasonLostInStockStore = "lost_in_stock_store"
 )
 
 // OrderStore persists orders. Implemented per SQL dialect in internal/sqlstore.
@@ -92,4 +107,19 @@ type OrderStore interface {
 	CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *Order, changed bool, err error)
 	// ExpiredOrders lists up to limit orders still ordered with PayBy <= now.
 	ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*Order, error)
+}
+
+// LostClaim is what is known of a reservation id that neither the database
+// nor the stock store had when a buyer asked for it (internal/lostclaim).
+type LostClaim struct {
+	// Known is false when the id was not issued to this buyer: it is
+	// answered as someone else's reservation.
+	Known bool
+	// Qty is the quantity the id carries (0 when it could not).
+	Qty int64
+	// Order or Failed is set when the claim has settled (it landed
+	// meanwhile, or it was recorded lost); neither while it may still be
+	// on its way to the database.
+	Order  *Order
+	Failed *FailedOrder
 }

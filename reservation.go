@@ -2,7 +2,9 @@ package seckill
 
 import (
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
 	"encoding/binary"
 	"strings"
@@ -98,10 +100,41 @@ type ReserveResult struct {
 type StockLevel struct {
 	Total    int64
 	Reserved int64
+	// Heals counts the times the engine rebuilt the sale's state in the
+	// stock store from the database after the store lost writes.
+	Heals int64
+}
+
+// StockWatch is what the engine's loss watcher reads of a sale in the
+// stock store on every tick (internal/heal).
+type StockWatch struct {
+	Loaded   bool
+	Total    int64
+	Reserved int64
+	// Seq counts the reserve batches that reserved: it only grows, unless
+	// the store lost writes.
+	Seq int64
+	// Healing is set while the engine rebuilds the sale's state from the
+	// database, since HealingSince; claims are refused meanwhile
+	// (ETRYLATER).
+	Healing      bool
+	HealingSince time.Time
+	// Buckets is the sale's number of stock buckets (1 unless it is
+	// spread over several shards).
+	Buckets int64
+	Heals   int64
 }
 
 // Remaining is the number of units still available.
 func (l StockLevel) Remaining() int64 { return max(l.Total-l.Reserved, 0) }
+
+// Reserver decides one reservation request for a sale. In the engine it is
+// the request combiner in front of the stock store, with the sold-out flag
+// in front of that; the HTTP API calls it. Errors that are an *Error (e.g.
+// EOVERLOADED, EUNAVAILABLE) keep their code.
+type Reserver interface {
+	Reserve(ctx context.Context, saleID string, req ReserveRequest) (ReserveResult, error)
+}
 
 // StockStore is the live inventory: Redis in production, an in-process
 // Redis-compatible server in the embedded default, both through the same
@@ -181,4 +214,67 @@ func printable(s string, maxBytes int) bool {
 		}
 	}
 	return true
+}
+
+// ClaimIDs mints reservation ids that prove whom they were issued to, so
+// that a claim the stock store forgot (Redis lost acknowledged writes) can
+// still be told from an id nobody was given. Such an id has the shape of
+// NewReservationID's, "<sale id>.<26 base32 chars>", over 16 bytes: a
+// 48-bit millisecond timestamp, 48 random bits, the quantity (0 when over
+// 255), and a 24-bit HMAC-SHA256 tag of all that, the sale id and the
+// buyer's id. The API only ever shows an id to the buyer it claimed for,
+// so an id whose tag verifies for a buyer is one that buyer was told
+// "claimed" under (a 24-bit tag makes a guess succeed once in 16 million;
+// one that does only records a failed order of the guesser's own).
+type ClaimIDs struct {
+	key []byte
+}
+
+// NewClaimIDs returns the minter of ids signed with key, which every API
+// node of a deployment must share.
+func NewClaimIDs(key []byte) *ClaimIDs { return &ClaimIDs{key: append([]byte(nil), key...)} }
+
+// New returns a fresh reservation id for qty units of sale, for userID.
+func (c *ClaimIDs) New(saleID, userID string, qty int64, now time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(now.UnixMilli())<<16)
+	_, _ = rand.Read(b[6:12])
+	if qty > 0 && qty <= 255 {
+		b[12] = byte(qty)
+	}
+	c.tag(b[:13], saleID, userID, b[13:])
+	return saleID + "." + reservationEncoding.EncodeToString(b[:])
+}
+
+// Verify reports whether id was minted by New for userID, and if so when
+// it was issued and for how many units (0 when New could not carry it).
+func (c *ClaimIDs) Verify(id, userID string) (issued time.Time, qty int64, ok bool) {
+	saleID, valid := SaleIDOfReservation(id)
+	if !valid {
+		return time.Time{}, 0, false
+	}
+	b, err := reservationEncoding.DecodeString(id[len(saleID)+1:])
+	if err != nil || len(b) != 16 {
+		return time.Time{}, 0, false
+	}
+	var want [3]byte
+	c.tag(b[:13], saleID, userID, want[:])
+	if !hmac.Equal(want[:], b[13:16]) {
+		return time.Time{}, 0, false
+	}
+	ms := int64(binary.BigEndian.Uint64(append(b[:6:6], 0, 0)) >> 16)
+	return time.UnixMilli(ms), int64(b[12]), true
+}
+
+func (c *ClaimIDs) tag(body []byte, saleID, userID string, out []byte) {
+	m := hmac.New(sha256.New, c.key)
+	m.Write(body)
+	// Lengths first, so no two (sale, user) pairs hash alike.
+	var n [4]byte
+	binary.BigEndian.PutUint16(n[:2], uint16(len(saleID)))
+	binary.BigEndian.PutUint16(n[2:], uint16(len(userID)))
+	m.Write(n[:])
+	m.Write([]byte(saleID))
+	m.Write([]byte(userID))
+	copy(out, m.Sum(nil))
 }

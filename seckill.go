@@ -32,6 +32,7 @@ const (
 	ERATELIMITED    = "rate_limited"           // too many requests
 	EOVERLOADED     = "overloaded"             // load shed; retry later
 	EUNAVAILABLE    = "unavailable"            // a backend is unreachable; retry later
+	ETRYLATER       = "try_later"              // the claim could not be made durable, or the sale is healing; retry later
 	ESTATECONFLICT  = "state_conflict"         // e.g. pay after the order was cancelled
 	EMETHODNOTALLOW = "method_not_allowed"
 )

@@ -154,3 +154,42 @@ func TestValidSaleID(t *testing.T) {
 		}
 	}
 }
+
+func TestClaimIDs(t *testing.T) {
+	ids := seckill.NewClaimIDs([]byte("secret"))
+	now := time.UnixMilli(1_790_000_000_123)
+	id := ids.New("tea", "alice", 3, now)
+	if sale, ok := seckill.SaleIDOfReservation(id); !ok || sale != "tea" {
+		t.Fatalf("seckill.SaleIDOfReservation(%q) = %q, %v; want tea, true", id, sale, ok)
+	}
+	at, qty, ok := ids.Verify(id, "alice")
+	if !ok || !at.Equal(now) || qty != 3 {
+		t.Errorf("Verify(own id) = %v, %d, %v; want %v, 3, true", at, qty, ok, now)
+	}
+	if _, _, ok := ids.Verify(id, "bob"); ok {
+		t.Error("an id verified for another buyer")
+	}
+	if _, _, ok := seckill.NewClaimIDs([]byte("other")).Verify(id, "alice"); ok {
+		t.Error("an id verified under another key")
+	}
+	if _, _, ok := ids.Verify(seckill.NewReservationID("tea", now), "alice"); ok {
+		t.Error("an unsigned id verified")
+	}
+	// Every character matters.
+	for i := len("tea."); i < len(id); i++ {
+		c := byte('0')
+		if id[i] == '0' {
+			c = '1'
+		}
+		bad := id[:i] + string(c) + id[i+1:]
+		if _, _, ok := ids.Verify(bad, "alice"); ok {
+			t.Errorf("id changed at %d verified: %s", i, bad)
+		}
+	}
+	if _, q, ok := ids.Verify(ids.New("tea", "alice", 1000, now), "alice"); !ok || q != 0 {
+		t.Errorf("qty over 255: Verify = %d, %v; want 0, true", q, ok)
+	}
+	if a, b := ids.New("tea", "alice", 1, now), ids.New("tea", "alice", 1, now); a == b {
+		t.Error("two ids alike")
+	}
+}

@@ -245,10 +245,10 @@ func shortPath(p string) string {
 	return p
 }
 
-// settle waits until every claim of the sale has reached the database (an
+// settleSale waits until every claim of the sale has reached the database (an
 // order or a failed order) and the sale reconciles: nothing acknowledged
 // during the outage was lost, nothing oversold.
-func (e *engine) settle(f *fixtures) {
+func (e *engine) settleSale(f *fixtures) {
 	e.t.Helper()
 	var last reply
 	ok := servicetest.Eventually(60*time.Second, func() bool {
@@ -291,7 +291,9 @@ func metricValue(t *testing.T, e *engine, series string) float64 {
 }
 
 func TestRedisOutage(t *testing.T) {
-	srv := redistest.StartServer(t)
+	// Synced on every write: it comes back with its data, as an operator's
+	// Redis does after a restart.
+	srv := redistest.StartServer(t, "--appendonly", "yes", "--appendfsync", "always")
 	e := startEngine(t, outageConfig(func(c *Config) { c.RedisURL = srv.URL() }))
 	f := e.prepare()
 
@@ -341,7 +343,7 @@ func TestRedisOutage(t *testing.T) {
 	if n := metricValue(t, e, `seckill_http_degraded_total{reason="stale",route="GET /api/v1/sales/{id}"}`); n < 1 {
 		t.Errorf("stale answers not counted: %v", n)
 	}
-	e.settle(f)
+	e.settleSale(f)
 }
 
 // TestDatabaseOutage cuts, then blackholes, the network to PostgreSQL
@@ -375,7 +377,7 @@ func TestDatabaseOutage(t *testing.T) {
 		})
 		t.Logf("(the table above: %s)", outage.name)
 	}
-	e.settle(f)
+	e.settleSale(f)
 }
 
 // TestBrokerOutage cuts the network to RabbitMQ. Nothing a buyer does
@@ -404,5 +406,5 @@ func TestBrokerOutage(t *testing.T) {
 		}
 	}
 	proxy.Restore()
-	e.settle(f)
+	e.settleSale(f)
 }

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -20,8 +21,10 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/heal"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/lostclaim"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/orderwriter"
 	"github.com/seckill-dev/seckill/internal/paytimeout"
@@ -73,7 +76,13 @@ type Config struct {
 	RequestBudget        time.Duration // every request's backend calls end by then
 	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
 	LogLevel             string
-	Roles                string // comma-separated: api, relay, writer; "all" or empty: every one
+	// Claims that survive Redis losing writes (durability.go).
+	LostClaimAfter   time.Duration
+	RedisDurability  string // none, fsync, replicas:N
+	RedisConfigCheck string // on, off (fsync: trust the operator where CONFIG is refused)
+	RedisWaitTimeout time.Duration
+	HealInterval     time.Duration
+	Roles            string // comma-separated: api, relay, writer; "all" or empty: every one
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -117,6 +126,11 @@ func DefaultConfig() Config {
 		ShutdownTimeout:      30 * time.Second,
 		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
+		LostClaimAfter:       lostclaim.DefaultAfter,
+		RedisDurability:      redis.DurabilityNone,
+		RedisConfigCheck:     "on",
+		RedisWaitTimeout:     redis.DefaultWaitTimeout,
+		HealInterval:         time.Second,
 		Roles:                "all",
 	}
 }
@@ -136,6 +150,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
+	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
@@ -157,6 +173,9 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over (checked every half of it)"),
 		durationFlag(fs, &c.BrokerAckWait, "broker-ack-wait", c.BrokerAckWait, "a delivery its consumer went silent on goes to another after this long (NATS AckWait; RabbitMQ heartbeat of half of it)"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
+		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
+		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
 	} {
 		if err != nil {
@@ -317,19 +336,34 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 
+	durability, err := redis.ParseDurability(cfg.RedisDurability)
+	if err != nil {
+		return err
+	}
+	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix)}
+	if durability.Mode == redis.DurabilityReplicas {
+		redisOpts = append(redisOpts, redis.WithWaitReplicas(durability.Replicas, cfg.RedisWaitTimeout))
+	}
 	if cfg.RedisURL == "" {
-		m.stock, err = redis.StartEmbedded(ctx, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
+		if durability.Mode != redis.DurabilityNone {
+			return fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", durability)
+		}
+		m.stock, err = redis.StartEmbedded(ctx, redisOpts...)
 	} else {
-		m.stock, err = redis.New(ctx, cfg.RedisURL, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
+		m.stock, err = redis.New(ctx, cfg.RedisURL, redisOpts...)
 	}
 	if err != nil {
 		return err
 	}
 	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
+	if err := checkDurability(ctx, m.stock, durability, cfg.RedisConfigCheck, m.Logger); err != nil {
+		return err
+	}
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	metrics := newEngineMetrics(reg)
+	dm := newDurabilityMetrics(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
 	redisBreaker, dbBreaker := newBreakers(reg)
@@ -361,7 +395,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if d, ok := routeBudgets["reserve"]; ok {
 		reserveBudget = d
 	}
-	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, OnBatch: metrics.observeBatch, CallTimeout: reserveBudget})
+	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
+		metrics.observeBatch(size, took, err)
+		if errors.Is(err, redis.ErrNotDurable) {
+			dm.notDurable.Inc()
+		}
+	}})
 	// Keyed requests on a flagged sale are answered by a lookup of their
 	// earlier reservation, batched per sale like reservations are.
 	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
@@ -455,6 +494,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	gauges.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, gauges.Stop)
 
+	// Claims that Redis lost are noticed and healed from the database.
+	healer := heal.New(m.stock, healDB{sales, m.orders}, m.preheat, heal.Config{
+		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
+		OnHeal: func(string, string, int, int) { dm.heals.Inc() },
+	})
+	healer.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, healer.Stop)
 	m.closers = append(m.closers, m.combiner.Stop)
 
 	// The sold-out flag answers a sold-out sale without Redis; stock that
@@ -474,6 +520,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
 	}
 
+	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
+	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
+		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
+		OnLost: func(f *seckill.FailedOrder) { dm.lostClaims.Inc(); metrics.observeFailed(f) },
+	})
+
 	api, err := httpapi.New(httpapi.Config{
 		Sales:          reqSales,
 		Stock:          reqStock,
@@ -486,6 +538,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Gatherer:       reg,
 		Orders:         guardedOrders{OrderStore: m.orders, b: dbBreaker},
 		Pending:        reqStock,
+		ClaimIDs:       claimIDs,
+		Lost:           lost,
 		Restorer:       m.restorer,
 		RateLimiter:    reqStock,
 		LimitInReserve: true,
@@ -708,16 +762,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// redactURL hides a password in a URL so it can be printed.
+// redactURL hides a password in a URL so it can be printed; a URL that
+// does not parse is not printed at all.
 func redactURL(raw string) string {
-	if i := strings.Index(raw, "://"); i >= 0 {
-		if at := strings.LastIndex(raw, "@"); at > i {
-			if colon := strings.Index(raw[i+3:at], ":"); colon >= 0 {
-				return raw[:i+3+colon] + ":xxxxx" + raw[at:]
-			}
-		}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(malformed URL)"
 	}
-	return raw
+	return u.Redacted()
 }
 
 func orEmbedded(s string) string {

@@ -31,6 +31,8 @@ func OrderStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, s
 	t.Run("PersistBatch", func(t *testing.T) { testPersistBatch(t, newStores) })
 	t.Run("PersistLargeBatch", func(t *testing.T) { testPersistLargeBatch(t, newStores) })
 	t.Run("StockShort", func(t *testing.T) { testPersistStockShort(t, newStores) })
+	t.Run("OverLimit", func(t *testing.T) { testPersistOverLimit(t, newStores) })
+	t.Run("OverLimitCompetingWriters", func(t *testing.T) { testPersistOverLimitCompeting(t, newStores) })
 	t.Run("DuplicatesInBatch", func(t *testing.T) { testPersistDuplicatesInBatch(t, newStores) })
 	t.Run("FailedOrderIsDuplicate", func(t *testing.T) { testPersistFailedOrderIsDuplicate(t, newStores) })
 	t.Run("OrderBlocksFailedOrder", func(t *testing.T) { testOrderBlocksFailedOrder(t, newStores) })
@@ -294,6 +296,128 @@ func testPersistStockShort(t *testing.T, newStores func(*testing.T) (seckill.Sal
 	wantSoldOut(t, orders, s.ID, now)
 	// A redelivery of the batch: all duplicates, the rejected one included.
 	wantOutcomes(t, persist(t, orders, s.ID, evs, now), all(seckill.PersistDuplicate))
+}
+
+// testPersistOverLimit: the database refuses an order that would take its
+// buyer past the sale's per-user limit, counting every order of the sale
+// the buyer holds (earlier batches and earlier events of the same batch,
+// not cancelled ones), into failed_orders with a reason of its own, and
+// takes no stock for it.
+func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
+	ctx := t.Context()
+	sales, orders := newStores(t)
+	s := newSale()
+	s.Stock, s.PerUserLimit = 10, 2
+	if err := sales.CreateSale(ctx, s); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	now := time.Now()
+	as := func(user string, evs ...seckill.ReservationEvent) []seckill.ReservationEvent {
+		for i := range evs {
+			evs[i].UserID = user
+		}
+		return evs
+	}
+	first := as("alice", orderEvents(s.ID, now, 1)...)
+	wantOutcomes(t, persist(t, orders, s.ID, first, now), all(seckill.PersistCreated))
+
+	// alice holds 1 of 2: one more fits, the next does not; bob's 2 fit,
+	// his third unit does not; carol's 3 at once do not.
+	batch := append(as("alice", orderEvents(s.ID, now, 1, 1)...), as("bob", orderEvents(s.ID, now, 2, 1)...)...)
+	batch = append(batch, as("carol", orderEvents(s.ID, now, 3)...)...)
+	out := persist(t, orders, s.ID, batch, now)
+	want := []seckill.PersistOutcome{seckill.PersistCreated, seckill.PersistOverLimit,
+		seckill.PersistCreated, seckill.PersistOverLimit, seckill.PersistOverLimit}
+	wantOutcomes(t, out, func(i int) seckill.PersistOutcome { return want[i] })
+	for _, i := range []int{1, 3, 4} {
+		f, err := orders.FailedOrder(ctx, batch[i].ReservationID)
+		if err != nil {
+			t.Fatalf("FailedOrder of over-limit event %d: %v", i, err)
+		}
+		if !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) || f.UserID != batch[i].UserID || f.Qty != batch[i].Qty {
+			t.Errorf("failed order of event %d = %+v, want reason %q…, user %s, qty %d",
+				i, f, seckill.ReasonOverLimit, batch[i].UserID, batch[i].Qty)
+		}
+		if _, err := orders.Order(ctx, batch[i].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
+			t.Errorf("Order of over-limit event %d = %v, want ErrNotFound", i, err)
+		}
+	}
+	// A redelivery is all duplicates, the refused ones included.
+	wantOutcomes(t, persist(t, orders, s.ID, batch, now), all(seckill.PersistDuplicate))
+
+	// 4 of 10 units are taken: 6 buyers of 1 sell the sale out, so the
+	// refused events took no stock.
+	rest := orderEvents(s.ID, now, ones(6)...)
+	wantOutcomes(t, persist(t, orders, s.ID, rest, now), all(seckill.PersistCreated))
+	wantSoldOut(t, orders, s.ID, now)
+
+	// A cancelled order frees its unit of the limit (its stock is
+	// restored by the restore path, outside this store's PersistReservations).
+	if _, _, err := orders.CancelOrder(ctx, first[0].ReservationID, "test", now); err != nil {
+		t.Fatalf("CancelOrder: %v", err)
+	}
+	s2 := newSale()
+	s2.Stock, s2.PerUserLimit = 10, 2
+	if err := sales.CreateSale(ctx, s2); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	// alice's orders of another sale do not count toward this one.
+	other := as("alice", orderEvents(s2.ID, now, 2)...)
+	wantOutcomes(t, persist(t, orders, s2.ID, other, now), all(seckill.PersistCreated))
+}
+
+// testPersistOverLimitCompeting: writers racing on the same buyers (one
+// reservation delivered to two writers is the broker's at-least-once; two
+// reservations of one buyer are what a Redis that forgot the buyer hands
+// out) never take a buyer past the limit.
+func testPersistOverLimitCompeting(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
+	ctx := t.Context()
+	sales, orders := newStores(t)
+	s := newSale()
+	s.Stock, s.PerUserLimit = 1000, 1
+	if err := sales.CreateSale(ctx, s); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	now := time.Now()
+	const writers, buyers = 4, 30
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	evsOf := make([][]seckill.ReservationEvent, writers)
+	for w := range writers {
+		evsOf[w] = orderEvents(s.ID, now, ones(buyers)...) // user-0 … user-29, a fresh reservation each
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for _, e := range evsOf[w] {
+				if _, err := orders.PersistReservations(ctx, s.ID, []seckill.ReservationEvent{e}, now, orderPayTimeout); err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("PersistReservations: %v", err)
+	}
+	held := map[string]int{}
+	for _, evs := range evsOf {
+		for _, e := range evs {
+			if _, err := orders.Order(ctx, e.ReservationID); err == nil {
+				held[e.UserID]++
+			} else if !errors.Is(err, seckill.ErrNotFound) {
+				t.Fatal(err)
+			} else if f, err := orders.FailedOrder(ctx, e.ReservationID); err != nil || !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) {
+				t.Errorf("reservation %s has neither an order nor an over-limit failed order (%+v, %v)", e.ReservationID, f, err)
+			}
+		}
+	}
+	for u := range buyers {
+		if n := held[fmt.Sprintf("user-%d-茶", u)]; n != 1 {
+			t.Errorf("user-%d holds %d orders at limit 1, want 1", u, n)
+		}
+	}
 }
 
 // testPersistDuplicatesInBatch: a reservation repeated within one batch

@@ -28,6 +28,7 @@ var codeStatus = map[string]int{
 	seckill.ERATELIMITED:    http.StatusTooManyRequests,
 	seckill.EOVERLOADED:     http.StatusServiceUnavailable,
 	seckill.EUNAVAILABLE:    http.StatusServiceUnavailable,
+	seckill.ETRYLATER:       http.StatusServiceUnavailable,
 	seckill.EINTERNAL:       http.StatusInternalServerError,
 }
 

@@ -29,6 +29,7 @@ const (
 	outRateLimited
 	outOverloaded
 	outUnavailable
+	outTryLater
 	outCanceled // the client hung up before the answer
 	outError
 	numOutcomes
@@ -49,6 +50,7 @@ var outcomeLabels = [numOutcomes]string{
 	outRateLimited:   seckill.ERATELIMITED,
 	outOverloaded:    seckill.EOVERLOADED,
 	outUnavailable:   seckill.EUNAVAILABLE,
+	outTryLater:      seckill.ETRYLATER,
 	outCanceled:      "canceled",
 	outError:         "error",
 }
@@ -80,6 +82,8 @@ func outcomeOfCode(code string) outcome {
 		return outOverloaded
 	case seckill.EUNAVAILABLE:
 		return outUnavailable
+	case seckill.ETRYLATER:
+		return outTryLater
 	}
 	return outError
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -41,6 +42,13 @@ type Restorer interface {
 // seckill.ErrNotFound when there is no record.
 type PendingStore interface {
 	Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error)
+}
+
+// LostClaims answers for a reservation id that neither the database nor
+// the stock store has: a claim Redis forgot, or an id never issued to this
+// buyer (internal/lostclaim).
+type LostClaims interface {
+	Resolve(ctx context.Context, id, userID string) (seckill.LostClaim, error)
 }
 
 // Limits of GET /admin/v1/failed-orders?limit=N.
@@ -84,6 +92,9 @@ type reservationView struct {
 	OrderID       string     `json:"order_id,omitempty"`
 	PayBy         *time.Time `json:"pay_by,omitempty"`
 	PollAfterMS   int        `json:"poll_after_ms,omitempty"` // pending only
+	// Reason is set on a failed reservation whose claim the stock store
+	// lost (seckill.ReasonLostInStockStore).
+	Reason string `json:"reason,omitempty"`
 	// CancelledBy says who cancelled a cancelled order: buyer,
 	// payment_timeout or operator (an operator's own reason stays
 	// internal).
@@ -159,7 +170,7 @@ func (s *Server) lookup(ctx context.Context, id, userID string) (f found, ok boo
 	uid, qty, _, err := s.pending.Reservation(ctx, id)
 	switch {
 	case errors.Is(err, seckill.ErrNotFound):
-		return found{}, false, nil
+		return s.lostClaim(ctx, id, userID)
 	case err != nil:
 		return found{}, false, fmt.Errorf("pending reservation %s: %w", id, err)
 	case uid != userID:
@@ -168,13 +179,38 @@ func (s *Server) lookup(ctx context.Context, id, userID string) (f found, ok boo
 	return found{qty: qty}, true, nil
 }
 
+// lostClaim answers for an id no store has: never 404 for a claim the
+// buyer was given, pending while it may still land, then its order or its
+// failed order.
+func (s *Server) lostClaim(ctx context.Context, id, userID string) (found, bool, error) {
+	if s.lost == nil {
+		return found{}, false, nil
+	}
+	c, err := s.lost.Resolve(ctx, id, userID)
+	switch {
+	case err != nil:
+		return found{}, false, fmt.Errorf("forgotten reservation %s: %w", id, err)
+	case !c.Known:
+		return found{}, false, nil
+	case c.Order != nil:
+		return found{order: c.Order}, true, nil
+	case c.Failed != nil:
+		return found{failed: c.Failed}, true, nil
+	}
+	return found{qty: c.Qty}, true, nil
+}
+
 // view is the buyer's answer for f.
 func (f found) view(id string) (reservationView, error) {
 	switch {
 	case f.order != nil:
 		return orderView(id, f.order)
 	case f.failed != nil:
-		return reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: statusFailed}, nil
+		v := reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: statusFailed}
+		if strings.HasPrefix(f.failed.Reason, seckill.ReasonLostInStockStore) {
+			v.Reason = seckill.ReasonLostInStockStore
+		}
+		return v, nil
 	}
 	saleID, _ := seckill.SaleIDOfReservation(id)
 	return reservationView{ReservationID: id, SaleID: saleID, Qty: f.qty, Status: statusPending, PollAfterMS: pollAfterMS}, nil

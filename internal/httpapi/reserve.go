@@ -71,8 +71,14 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request) (outcome, int) 
 	}
 
 	now := s.now()
+	var id string
+	if s.claimIDs != nil {
+		id = s.claimIDs.New(saleID, userID, qty, now)
+	} else {
+		id = seckill.NewReservationID(saleID, now)
+	}
 	res, err := s.reserver.Reserve(r.Context(), saleID, seckill.ReserveRequest{
-		ReservationID:  seckill.NewReservationID(saleID, now),
+		ReservationID:  id,
 		UserID:         userID,
 		Qty:            qty,
 		IdempotencyKey: key,

@@ -58,14 +58,6 @@ type Preheater interface {
 	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
 }
 
-// Reserver decides one reservation. In production it is the request
-// combiner in front of the stock store. Errors that are a *seckill.Error
-// (e.g. EOVERLOADED, EUNAVAILABLE) reach the client with their code; any
-// other error is a 500.
-type Reserver interface {
-	Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
-}
-
 // TokenVerifier checks a buyer's bearer token and returns the user id it
 // carries. Its errors should be *seckill.Error with code EUNAUTHORIZED;
 // any other error is answered 401 as well.
@@ -76,9 +68,11 @@ type TokenVerifier interface {
 // Config holds the Server's dependencies. Sales, Stock, Reserver and
 // Verifier are required; the rest have defaults.
 type Config struct {
-	Sales    SaleStore
-	Stock    StockStore
-	Reserver Reserver
+	Sales SaleStore
+	Stock StockStore
+	// Reserver decides reservations; an error of it that is not a
+	// *seckill.Error is answered 500.
+	Reserver seckill.Reserver
 	Verifier TokenVerifier
 	// Preheater, if set, serves POST /admin/v1/sales/{id}/preheat instead
 	// of Stock.Preheat (the preheat scheduler, which remembers what it
@@ -92,6 +86,11 @@ type Config struct {
 	Orders OrderStore
 	// Pending reads reservations not yet in the database.
 	Pending PendingStore
+	// ClaimIDs, if set, mints the reservation ids of claims, signed for
+	// their buyer, and Lost answers for a signed id that neither Orders
+	// nor Pending has (a claim the stock store forgot): never 404.
+	ClaimIDs *seckill.ClaimIDs
+	Lost     LostClaims
 	// Restorer, set with Orders, serves a buyer's cancel and
 	// POST /admin/v1/restores.
 	Restorer Restorer
@@ -155,10 +154,12 @@ type Server struct {
 	sales         SaleStore
 	stock         StockStore
 	preheater     Preheater
-	reserver      Reserver
+	reserver      seckill.Reserver
 	verifier      TokenVerifier
 	orders        OrderStore
 	pending       PendingStore
+	lost          LostClaims
+	claimIDs      *seckill.ClaimIDs
 	restorer      Restorer
 	restores      RestoreLister
 	reconcile     func(ctx context.Context, saleID string) (any, error)
@@ -209,6 +210,8 @@ func New(cfg Config) (*Server, error) {
 		verifier:      cfg.Verifier,
 		orders:        cfg.Orders,
 		pending:       cfg.Pending,
+		lost:          cfg.Lost,
+		claimIDs:      cfg.ClaimIDs,
 		restorer:      cfg.Restorer,
 		restores:      cfg.Restores,
 		reconcile:     cfg.Reconcile,
@@ -394,7 +397,7 @@ func (s *Server) instrumentWith(rm *routeMetrics, route string, h handler) http.
 
 // soldOutFlag is r's way to answer a flagged sale before the request is
 // decoded, if it has one (soldout.Gate does).
-func soldOutFlag(r Reserver) func(string) bool {
+func soldOutFlag(r seckill.Reserver) func(string) bool {
 	if f, ok := r.(interface{ AnswerSoldOut(saleID string) bool }); ok {
 		return f.AnswerSoldOut
 	}

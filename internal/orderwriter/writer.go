@@ -167,7 +167,10 @@ func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
 				dup++
 			case seckill.PersistRejected:
 				rejected++
-				w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: "insufficient database stock", Attempts: batch[i].Attempt()})
+				w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: seckill.ReasonInsufficientStock, Attempts: batch[i].Attempt()})
+			case seckill.PersistOverLimit:
+				rejected++
+				w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: seckill.ReasonOverLimit, Attempts: batch[i].Attempt()})
 			}
 			batch[i].Ack()
 		}

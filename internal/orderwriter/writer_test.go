@@ -1,9 +1,12 @@
 package orderwriter
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -45,6 +48,7 @@ type fakeStore struct {
 	failSale string         // PersistReservations fails for this sale
 	down     int            // the database is down for this many pings
 	failRec  bool
+	overUser string // PersistReservations refuses this buyer's events as over the limit
 }
 
 func newFakeStore() *fakeStore {
@@ -65,6 +69,8 @@ func (f *fakeStore) PersistReservations(_ context.Context, sale string, evs []se
 	for i, ev := range evs {
 		if f.orders[ev.ReservationID] {
 			out[i] = seckill.PersistDuplicate
+		} else if ev.UserID == f.overUser {
+			out[i] = seckill.PersistOverLimit
 		} else {
 			f.orders[ev.ReservationID] = true
 			out[i] = seckill.PersistCreated
@@ -117,6 +123,30 @@ func TestBatchIsPersistedPerSaleAndAcked(t *testing.T) {
 	}
 	if kicks != 2 {
 		t.Errorf("AfterPersist called %d times, want once per sale that created orders", kicks)
+	}
+}
+
+func TestOverLimitIsAlertedAndAcked(t *testing.T) {
+	store := newFakeStore()
+	store.overUser = "greedy"
+	var logs bytes.Buffer
+	var failed []*seckill.FailedOrder
+	var rejected int
+	w := New(store, nil, Config{
+		Logger:   slog.New(slog.NewTextHandler(&logs, nil)),
+		OnFailed: func(f *seckill.FailedOrder) { failed = append(failed, f) },
+		Observe:  func(_, _, r int) { rejected += r },
+	})
+	over, ok := event(t, "a", "greedy"), event(t, "a", "modest")
+	w.handle(context.Background(), []seckill.Delivery{over, ok})
+	if !over.acked || !ok.acked {
+		t.Fatalf("acked: over-limit %v, ok %v; want both", over.acked, ok.acked)
+	}
+	if rejected != 1 || len(failed) != 1 || failed[0].Reason != seckill.ReasonOverLimit || failed[0].UserID != "greedy" {
+		t.Errorf("rejected %d, failed %+v; want one over-limit failed order of greedy", rejected, failed)
+	}
+	if !strings.Contains(logs.String(), "ALERT") || !strings.Contains(logs.String(), seckill.ReasonOverLimit) {
+		t.Errorf("log %q has no ALERT line naming the limit", logs.String())
 	}
 }
 

@@ -61,6 +61,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -102,6 +103,10 @@ const (
 	KindRestoreForUnknownReservation Kind = "restore_for_unknown_reservation"
 	// The database's unsold count is negative.
 	KindNegativeStock Kind = "negative_stock"
+	// The stock store lost writes it had acknowledged: it holds fewer
+	// units than the database sold, it forgot orders' reservations, or
+	// claims it forgot were recorded lost (see Report.LostWrites).
+	KindStockStoreLostWrites Kind = "stock_store_lost_writes"
 	// An equation does not hold, or a reservation's two sides disagree
 	// (quantity, status); the detail gives the numbers.
 	KindLedgerMismatch Kind = "ledger_mismatch"
@@ -111,6 +116,7 @@ const (
 // the ones that threaten promise 1, then promise 2.
 var kindRank = map[Kind]int{
 	KindNegativeStock:                0,
+	KindStockStoreLostWrites:         0,
 	KindLedgerMismatch:               1,
 	KindRestoredButOrdered:           2,
 	KindReservationWithoutOrder:      3,
@@ -207,6 +213,27 @@ type Undersold struct {
 	Unexplained int64 `json:"unexplained"`
 }
 
+// LostWrites is the evidence that the stock store lost writes it had
+// acknowledged (Redis with AOF everysec on a power loss, a failover to a
+// replica that lagged). Any of it makes the sale unbalanced.
+type LostWrites struct {
+	// Detected is true when any count below is not zero.
+	Detected bool `json:"detected"`
+	// OrdersWithoutReservation are orders ordered or paid the stock store
+	// has no record of: it does not count their units, so it may sell
+	// them again (they count toward PotentialOversold too).
+	OrdersWithoutReservation Tally `json:"orders_without_reservation"`
+	// ReservedBelowSold is by how many units the stock store's reserved
+	// is below what the database sold.
+	ReservedBelowSold int64 `json:"reserved_below_sold"`
+	// LostClaims are failed orders recorded for claims the stock store
+	// forgot before they reached the database (seckill.ReasonLostInStockStore).
+	LostClaims Tally `json:"lost_claims"`
+	// Heals is how often the engine rebuilt the sale's stock-store state
+	// from the database after a loss.
+	Heals int64 `json:"heals"`
+}
+
 // Report is the result of one reconciliation.
 type Report struct {
 	SaleID        string    `json:"sale_id"`
@@ -229,11 +256,14 @@ type Report struct {
 	// OversoldBy, not their sum: they usually see the same units.
 	Oversold   int64    `json:"oversold"`
 	OversoldBy Oversold `json:"oversold_by"`
-	// PotentialOversold are units of restored_but_ordered reservations:
-	// not sold twice yet, but on offer again.
-	PotentialOversold int64     `json:"potential_oversold"`
-	Undersold         int64     `json:"undersold"`
-	UndersoldBy       Undersold `json:"undersold_by"`
+	// PotentialOversold are units not sold twice yet but on offer again:
+	// of restored_but_ordered reservations, and of orders ordered or paid
+	// the stock store has no record of.
+	PotentialOversold int64 `json:"potential_oversold"`
+	// LostWrites names a stock store that lost acknowledged writes.
+	LostWrites  LostWrites `json:"stock_store_lost_writes"`
+	Undersold   int64      `json:"undersold"`
+	UndersoldBy Undersold  `json:"undersold_by"`
 	// Balanced is OK() at the time of the check: nothing oversold and no
 	// discrepancy (every broken equation is one).
 	Balanced      bool          `json:"balanced"`
@@ -243,7 +273,7 @@ type Report struct {
 // OK reports whether the sale passes: nothing oversold (or on offer to be)
 // and nothing unexplained. A command exits non-zero when it is false.
 func (r *Report) OK() bool {
-	return r.Oversold == 0 && r.PotentialOversold == 0 && r.Unexplained.Count == 0 && len(r.Discrepancies) == 0
+	return r.Oversold == 0 && r.PotentialOversold == 0 && r.Unexplained.Count == 0 && len(r.Discrepancies) == 0 && !r.LostWrites.Detected
 }
 
 // Reconcile reads one sale's database ledger, then its stock-store side,
@@ -489,17 +519,35 @@ func (s *snapshot) report(saleID string) *Report {
 	}
 
 	// Equation 4 from the database side.
+	// An order the stock store does not count may be sold again.
+	lw := &r.LostWrites
 	for _, id := range sortedKeys(orders) {
 		if _, ok := records[id]; !ok {
 			o := orders[id]
+			if o.Status != seckill.OrderCancelled {
+				lw.OrdersWithoutReservation.add(o.Qty)
+				r.PotentialOversold += o.Qty
+			}
 			flag(KindOrderWithoutReservation, id, "order %s is %s (qty %d) but the stock store has no record of the reservation", o.ID, o.Status, o.Qty)
 		}
 	}
 	for _, id := range sortedKeys(failed) {
+		f := failed[id]
+		if strings.HasPrefix(f.Reason, seckill.ReasonLostInStockStore) {
+			lw.LostClaims.add(f.Qty)
+		}
 		if _, ok := records[id]; !ok {
-			f := failed[id]
 			flag(KindOrderWithoutReservation, id, "failed order (qty %d, %q) but the stock store has no record of the reservation", f.Qty, f.Reason)
 		}
+	}
+	if below := r.ActiveUnits - s.after.Reserved; below > 0 {
+		lw.ReservedBelowSold = below
+	}
+	lw.Heals = s.after.Heals
+	lw.Detected = lw.OrdersWithoutReservation.Count > 0 || lw.ReservedBelowSold > 0 || lw.LostClaims.Count > 0 || lw.Heals > 0
+	if lw.Detected {
+		flag(KindStockStoreLostWrites, "", "the stock store lost acknowledged writes: %d orders (%d units) it has no record of, reserved %d below the %d units the database sold, %d claims recorded lost (%d units), %d heals",
+			lw.OrdersWithoutReservation.Count, lw.OrdersWithoutReservation.Units, lw.ReservedBelowSold, r.ActiveUnits, lw.LostClaims.Count, lw.LostClaims.Units, lw.Heals)
 	}
 
 	// Equation 5.

@@ -361,7 +361,18 @@ func TestPlantedDiscrepancies(t *testing.T) {
 				w.orders = append(w.orders, &seckill.Order{ID: "o-tea.ghost", ReservationID: "tea.ghost", SaleID: "tea", Qty: 1, Status: seckill.OrderPaid})
 				w.sale.Unsold--
 			},
-			want:      []string{"order_without_reservation tea.ghost"},
+			// The stock store does not count its unit: it may sell it
+			// again, and it lost a write.
+			want:              []string{"stock_store_lost_writes ", "order_without_reservation tea.ghost"},
+			potentialOversold: 1,
+			undersold:         6,
+		},
+		{
+			name: "claim recorded lost in the stock store",
+			plant: func(w *world) {
+				w.failed = append(w.failed, &seckill.FailedOrder{ReservationID: "tea.lost", SaleID: "tea", Qty: 1, Reason: seckill.ReasonLostInStockStore + ": gone"})
+			},
+			want:      []string{"stock_store_lost_writes ", "order_without_reservation tea.lost"},
 			undersold: 6,
 		},
 		{
@@ -583,6 +594,42 @@ func TestInFlightGraceOption(t *testing.T) {
 	}
 }
 
+// TestLostWrites: a stock store rolled back (Redis lost its last writes)
+// forgot reservations whose orders the database has: reserved is below
+// what the database sold, the orders count as potential oversell, and the
+// sale is unbalanced with a field that names the loss.
+func TestLostWrites(t *testing.T) {
+	w := balanced()
+	for i := range 20 {
+		id := fmt.Sprintf("tea.paid-%03d", i)
+		w.records = slices.DeleteFunc(w.records, func(r seckill.ReservationRecord) bool { return r.ReservationID == id })
+		w.level.Reserved--
+	}
+	r := reconcileWorld(t, w)
+	lw := r.LostWrites
+	if !lw.Detected || lw.OrdersWithoutReservation.Count != 20 || lw.ReservedBelowSold != r.ActiveUnits-r.StockStore.Reserved || lw.ReservedBelowSold <= 0 {
+		t.Errorf("lost writes %+v (reserved %d, active units %d); want detected, 20 orders without a record, reserved below sold",
+			lw, r.StockStore.Reserved, r.ActiveUnits)
+	}
+	if r.PotentialOversold != 20 || r.OK() || r.Balanced {
+		t.Errorf("potential oversold %d, OK %v, balanced %v; want 20, false, false", r.PotentialOversold, r.OK(), r.Balanced)
+	}
+	if got := kinds(r); len(got) != 21 || got[0] != "stock_store_lost_writes " {
+		t.Errorf("discrepancies = %q; want stock_store_lost_writes first, then 20 orders without reservation", got)
+	}
+	var table strings.Builder
+	if err := r.WriteTable(&table); err != nil || !strings.Contains(table.String(), "redis lost acknowledged writes") {
+		t.Errorf("table (%v) does not name the loss:\n%s", err, table.String())
+	}
+
+	// After a heal the records are back, but the heal is still reported.
+	w = balanced()
+	w.level.Heals = 1
+	if r := reconcileWorld(t, w); !r.LostWrites.Detected || r.LostWrites.Heals != 1 || r.OK() {
+		t.Errorf("healed sale: lost writes %+v, OK %v; want detected with 1 heal, not OK", r.LostWrites, r.OK())
+	}
+}
+
 func TestSaleNotInStockStore(t *testing.T) {
 	t.Run("nothing sold yet", func(t *testing.T) {
 		w := newWorld(100)
@@ -598,8 +645,11 @@ func TestSaleNotInStockStore(t *testing.T) {
 		w.persist("tea.a", seckill.OrderPaid)
 		w.loaded, w.level, w.records = false, seckill.StockLevel{}, nil
 		r := reconcileWorld(t, w)
-		if got, want := kinds(r), []string{"order_without_reservation tea.a"}; !slices.Equal(got, want) || r.OK() {
+		if got, want := kinds(r), []string{"stock_store_lost_writes ", "order_without_reservation tea.a"}; !slices.Equal(got, want) || r.OK() {
 			t.Errorf("discrepancies = %q, OK = %v; want %q, false", got, r.OK(), want)
+		}
+		if lw := r.LostWrites; !lw.Detected || lw.ReservedBelowSold != 1 || r.PotentialOversold != 1 {
+			t.Errorf("lost writes %+v, potential oversold %d; want detected, reserved 1 below sold, 1", lw, r.PotentialOversold)
 		}
 	})
 }

@@ -46,7 +46,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("unexplained", "%s", tally(r.Unexplained))
 	o := r.OversoldBy
 	row("oversold", "%s (orders %d, database %d, redis %d)", units(r.Oversold), o.Orders, o.Database, o.StockStore)
-	row("potential oversold", "%s (restored but ordered)", units(r.PotentialOversold))
+	row("potential oversold", "%s (restored but ordered, or ordered without a redis record)", units(r.PotentialOversold))
+	if lw := r.LostWrites; lw.Detected {
+		row("redis lost writes", "YES: %d orders without a record, reserved %d below sold, %s recorded lost, %d heals",
+			lw.OrdersWithoutReservation.Count, lw.ReservedBelowSold, tally(lw.LostClaims), lw.Heals)
+	}
 	u := r.UndersoldBy
 	row("undersold", "%s (restore pending %d, lost restore %d, failed orders %d, unexplained %d)",
 		units(r.Undersold), u.RestorePending, u.LostRestore, u.FailedOrders, u.Unexplained)
@@ -64,6 +68,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.PotentialOversold > 0 {
 		why = append(why, "potential oversold "+units(r.PotentialOversold))
+	}
+	if r.LostWrites.Detected {
+		why = append(why, "redis lost acknowledged writes")
 	}
 	why = append(why, plural(len(r.Discrepancies), "discrepancy", "discrepancies"))
 	fmt.Fprintf(w, "\nNOT BALANCED: %s\n\n", strings.Join(why, ", "))
@@ -109,6 +116,13 @@ type Gauge struct {
 	Value float64
 }
 
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Gauges returns r's numbers under stable metric names.
 func (r *Report) Gauges() []Gauge {
 	b := 0.0
@@ -118,7 +132,8 @@ func (r *Report) Gauges() []Gauge {
 	return []Gauge{
 		{"seckill_reconcile_balanced", "1 when the last reconciliation of the sale found nothing oversold and no discrepancy, else 0.", b},
 		{"seckill_reconcile_oversold_units", "Units sold beyond the stock (must be 0; page on any other value).", float64(r.Oversold)},
-		{"seckill_reconcile_potential_oversold_units", "Units of orders ordered or paid whose stock-store reservation was restored: on offer again.", float64(r.PotentialOversold)},
+		{"seckill_reconcile_potential_oversold_units", "Units of orders ordered or paid whose stock-store reservation was restored or is missing: on offer again.", float64(r.PotentialOversold)},
+		{"seckill_reconcile_stock_store_lost_writes", "1 when the stock store lost acknowledged writes of the sale (orders it has no record of, reserved below sold, claims recorded lost, heals), else 0.", b2f(r.LostWrites.Detected)},
 		{"seckill_reconcile_undersold_units", "Units neither sold nor available (restores pending or lost, failed orders, unexplained reservations).", float64(r.Undersold)},
 		{"seckill_reconcile_unexplained_reservations", "Active stock-store reservations with no order or failed order, past the in-flight grace.", float64(r.Unexplained.Count)},
 		{"seckill_reconcile_in_flight_reservations", "Active stock-store reservations not yet in the database, within the grace or in the outbox.", float64(r.InFlight.Count)},

@@ -1,7 +1,12 @@
 -- reserve.lua: decide a batch of reservation requests for one sale,
 -- atomically and in order, and record every reservation in the same step.
 --
--- KEYS[1]  sk:{sale}:stock   hash {total, reserved, limit, start_ms, end_ms}
+-- KEYS[1]  sk:{sale}:stock   hash {total, reserved, limit, start_ms, end_ms,
+--                            seq, healing, heals}: seq counts the batches
+--                            that reserved (a sequence that goes backwards
+--                            is a stock store that lost writes); healing is
+--                            set while the engine rebuilds the sale from
+--                            the database (heal.lua)
 -- KEYS[2]  sk:{sale}:buyers  hash user -> units held (never expires while
 --                            the sale lives: an expiring claimed-set lets
 --                            duplicate buyers through)
@@ -26,7 +31,8 @@
 --   qty replays; or, for a request refused by a rate limit,
 --   {8, index of the refusing key among the request's (0-based), retry_after_us}.
 -- Outcome codes: 1 reserved, 3 sold out, 4 limit exceeded, 5 not started
--- (or not preheated), 6 ended, 7 idempotency key reused with another qty.
+-- (or not preheated), 6 ended, 7 idempotency key reused with another qty,
+-- 9 (for the whole batch) the sale is healing: try later.
 --
 -- Only reservations are stored under an idempotency key. A rejection is
 -- re-evaluated when its key comes back: that costs nothing to store, and a
@@ -37,9 +43,12 @@
 -- hash are written once per batch; per request the script reads the buyer's
 -- fields and, for a reservation, writes them and one outbox entry.
 
-local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms')
+local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing')
 if not stock[1] then
   return 5
+end
+if stock[6] then
+  return 9
 end
 
 local t = redis.call('TIME')
@@ -141,6 +150,7 @@ end
 -- wrong type; should one ever fail, Redis has then counted units it never
 -- handed out (an undersell), never handed out units it does not count.
 redis.call('HINCRBY', KEYS[1], 'reserved', reserved - before)
+redis.call('HINCRBY', KEYS[1], 'seq', 1)
 local records = {} -- field, value pairs for one HSET of the res hash
 for _, i in ipairs(won) do
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]

@@ -25,6 +25,9 @@ var scriptOutcomes = map[int64]seckill.Outcome{
 	8: seckill.OutcomeRateLimited,
 }
 
+// healingCode is reserve.lua's answer for a sale that is healing.
+const healingCode = 9
+
 // Preheat loads a sale's stock, limit and window unless it is already
 // loaded; created reports whether this call loaded it. It never resets a
 // loaded sale. Every call (re)registers the sale's outbox for the relay
@@ -171,11 +174,31 @@ func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.Reserv
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 	}
-	msg, err := reserveScript.Exec(ctx, s.client, keys, args).ToMessage()
+	var (
+		msg   rueidis.RedisMessage
+		acked int64
+		err   error
+	)
+	if s.waitReplicas > 0 {
+		msg, acked, err = s.reserveDurable(ctx, keys, args)
+	} else {
+		msg, err = reserveScript.Exec(ctx, s.client, keys, args).ToMessage()
+	}
 	if err != nil {
 		return nil, classify(err)
 	}
-	return decodeReserve(msg, reqs)
+	results, err := decodeReserve(msg, reqs)
+	if err != nil {
+		return nil, err
+	}
+	if s.waitReplicas > 0 && acked < int64(s.waitReplicas) {
+		for _, r := range results {
+			if r.Outcome.Claimed() {
+				return nil, fmt.Errorf("%d of %d replicas acknowledged the batch: %w", acked, s.waitReplicas, ErrNotDurable)
+			}
+		}
+	}
+	return results, nil
 }
 
 // saleRateKey is the Redis key counting c within one sale, in the sale's
@@ -225,6 +248,9 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 	results := make([]seckill.ReserveResult, len(reqs))
 	if msg.IsInt64() {
 		code, _ := msg.AsInt64()
+		if code == healingCode {
+			return nil, ErrHealing
+		}
 		o, ok := scriptOutcomes[code]
 		if !ok || o.Claimed() {
 			return nil, fmt.Errorf("unexpected batch answer %d from reserve script", code)
@@ -283,16 +309,19 @@ func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, e
 	} else if bs.k() > 1 {
 		return s.bucketsStock(ctx, bs)
 	}
-	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved").Build()).ToArray()
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(saleID)[keyStock]).Field("total", "reserved", "heals").Build()).ToArray()
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: %w", classify(err))
 	}
-	if len(vals) != 2 || vals[0].IsNil() {
+	if len(vals) != 3 || vals[0].IsNil() {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
 	}
 	var level seckill.StockLevel
 	if level.Total, err = vals[0].AsInt64(); err == nil {
 		level.Reserved, err = vals[1].AsInt64()
+	}
+	if err == nil && !vals[2].IsNil() { // written by the first heal
+		level.Heals, err = vals[2].AsInt64()
 	}
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: malformed stock hash: %w", saleID, err)

@@ -84,6 +84,10 @@ type Store struct {
 	prefix   string
 	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
 	layouts  bucketCache          // each sale's stock buckets (buckets.go)
+	// waitReplicas > 0 makes Reserve WAIT for that many replicas
+	// (WithWaitReplicas).
+	waitReplicas int
+	waitTimeout  time.Duration
 
 	// afterMoveOut, if set, runs between a move's two steps; tests use it
 	// to crash a rebalance halfway.
@@ -104,7 +108,9 @@ var _ seckill.StockStore = (*Store)(nil)
 type Option func(*options)
 
 type options struct {
-	prefix string
+	prefix       string
+	waitReplicas int
+	waitTimeout  time.Duration
 }
 
 // WithKeyPrefix replaces DefaultKeyPrefix, so tests (or two deployments
@@ -130,6 +136,12 @@ func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	// Client-side caching needs CLIENT TRACKING, which miniredis lacks,
 	// and the store reads nothing that could be served from a cache.
 	copt.DisableCache = true
+	if o.waitReplicas > 0 {
+		// Each reserve batch takes a dedicated connection for its
+		// script + WAIT. The combiner keeps one batch per sale in flight,
+		// but nothing else should open hundreds of connections at once.
+		copt.BlockingPoolSize = durablePoolSize
+	}
 	return newStore(ctx, copt, o, nil)
 }
 
@@ -174,7 +186,10 @@ func newStore(ctx context.Context, copt rueidis.ClientOption, o options, srv *mi
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))
 	}
-	s := &Store{client: client, prefix: o.prefix, embedded: srv}
+	s := &Store{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout}
+	if s.waitReplicas > 0 && s.waitTimeout <= 0 {
+		s.waitTimeout = DefaultWaitTimeout
+	}
 	if err := s.Ping(ctx); err != nil {
 		client.Close()
 		return nil, fmt.Errorf("redis: connect: %w", err)

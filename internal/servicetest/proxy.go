@@ -79,7 +79,10 @@ func (p *Proxy) serve() {
 }
 
 func (p *Proxy) connect(c net.Conn) {
-	up, err := net.Dial("tcp", p.target)
+	p.mu.Lock()
+	target := p.target
+	p.mu.Unlock()
+	up, err := net.Dial("tcp", target)
 	if err != nil {
 		c.Close()
 		return
@@ -148,6 +151,14 @@ func (p *Proxy) Cut() {
 		close(p.black)
 		p.black = nil
 	}
+}
+
+// Retarget sends new connections to target from now on (a failover);
+// open ones stay where they are until cut.
+func (p *Proxy) Retarget(target string) {
+	p.mu.Lock()
+	p.target = target
+	p.mu.Unlock()
 }
 
 // Blackhole stops forwarding: open connections and new ones stay up but

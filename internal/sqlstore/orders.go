@@ -107,8 +107,13 @@ type orderQueries struct {
 	// serialization failure).
 	isTransient func(error) bool
 
-	// saleStock selects stock, version, price_cents of sale $1.
+	// saleStock selects stock, version, price_cents, per_user_limit of
+	// sale $1.
 	saleStock string
+	// heldIn selects user_id, qty of the orders of sale $1 not cancelled
+	// whose user_id is IN a list numbered from $2: what each buyer holds
+	// against the per-user limit.
+	heldIn string
 	// orderIDsIn and failedOrderIDsIn select the reservation_id of the
 	// orders (failed orders) whose reservation_id is IN a list.
 	orderIDsIn       string
@@ -166,7 +171,8 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		bind:        func(int) string { return "?" },
 		isTransient: isTransient,
 
-		saleStock:        `SELECT stock, version, price_cents FROM sales WHERE id = ?`,
+		saleStock:        `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = ?`,
+		heldIn:           `SELECT user_id, qty FROM orders WHERE sale_id = ? AND status <> 'cancelled' AND user_id IN `,
 		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
 		bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = ?`,
@@ -246,6 +252,11 @@ func (q *orderQueries) tuples(rows, width int) string {
 //     update and the retry sees it.) An invalid event (below) is rejected
 //     all the same, and its parked request moves to redis_pending too, as
 //     RestoreOrder does for a failed order;
+//   - PersistOverLimit if the buyer's orders of the sale that are not
+//     cancelled (with the events accepted before it) and its qty pass the
+//     sale's per-user limit, and recorded in failed_orders (reason
+//     seckill.ReasonOverLimit + ": …"): Redis may have forgotten what the
+//     buyer holds, the database has not;
 //   - PersistCreated if its qty fits in the stock the database has left
 //     (after the events accepted before it);
 //   - PersistRejected otherwise, and recorded in failed_orders (reason
@@ -331,8 +342,8 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	// its own snapshot (PostgreSQL's READ COMMITTED), a writer that
 	// commits between the two reads has moved the version read here, and
 	// the stock update below notices.
-	var stock, version, price int64
-	err = st.queryRow(ctx, tx, st.q.saleStock, saleID).Scan(&stock, &version, &price)
+	var stock, version, price, limit int64
+	err = st.queryRow(ctx, tx, st.q.saleStock, saleID).Scan(&stock, &version, &price, &limit)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
@@ -359,6 +370,10 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	restores, err := st.restoresOf(ctx, tx, fresh)
 	if err != nil {
 		return nil, st.conflictOr(err, "find restore requests")
+	}
+	held, err := st.heldBy(ctx, tx, saleID, events, existing)
+	if err != nil {
+		return nil, st.conflictOr(err, "find units held by the buyers")
 	}
 
 	var (
@@ -411,10 +426,16 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))
 		case restore:
 			order(seckill.OrderCancelled, restoreReason) // takes no stock
+		case held[e.UserID]+e.Qty > limit:
+			// The database is the last word on the limit as on the
+			// stock: Redis may have forgotten what this buyer holds.
+			reject(fmt.Sprintf("%s: qty %d, buyer holds %d of %d", seckill.ReasonOverLimit, e.Qty, held[e.UserID], limit))
+			outcomes[i] = seckill.PersistOverLimit
 		case e.Qty > left:
-			reject(fmt.Sprintf("insufficient database stock: qty %d, %d left", e.Qty, left))
+			reject(fmt.Sprintf(seckill.ReasonInsufficientStock+": qty %d, %d left", e.Qty, left))
 		default:
 			left -= e.Qty
+			held[e.UserID] += e.Qty
 			order(seckill.OrderPlaced, "")
 		}
 	}
@@ -481,6 +502,50 @@ func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *sec
 		f.Payload = m.Body
 	}
 	return f
+}
+
+// heldBy returns the units each buyer of the fresh events holds in orders
+// of the sale that are not cancelled. It runs after the sale row was read,
+// so an order another writer commits meanwhile moves the version and the
+// stock update of this attempt fails.
+func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, events []seckill.ReservationEvent, existing map[string]bool) (map[string]int64, error) {
+	held := make(map[string]int64)
+	var users []string
+	for _, e := range events {
+		// An invalid user id is rejected anyway, and may not even be
+		// text the database accepts as a bind parameter.
+		if _, ok := held[e.UserID]; !ok && !existing[e.ReservationID] && seckill.ValidUserID(e.UserID) {
+			held[e.UserID] = 0
+			users = append(users, e.UserID)
+		}
+	}
+	for start := 0; start < len(users); start += idChunk {
+		chunk := users[start:min(start+idChunk, len(users))]
+		args := make([]any, 0, len(chunk)+1)
+		args = append(args, saleID)
+		for _, u := range chunk {
+			args = append(args, u)
+		}
+		rows, err := tx.QueryContext(ctx, st.q.heldIn+st.q.list(2, len(chunk)), args...)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var user string
+			var qty int64
+			if err := rows.Scan(&user, &qty); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			held[user] += qty
+		}
+		err = rows.Err()
+		rows.Close()
+		if err != nil {
+			return nil, err
+		}
+	}
+	return held, nil
 }
 
 // existing returns which of ids already have an order or a failed order.

@@ -62,7 +62,8 @@ var postgresOrderQueries = orderQueries{
 		return errors.As(err, &e) && (e.Code == "40001" || e.Code == "40P01")
 	},
 
-	saleStock:        `SELECT stock, version, price_cents FROM sales WHERE id = $1`,
+	saleStock:        `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = $1`,
+	heldIn:           `SELECT user_id, qty FROM orders WHERE sale_id = $1 AND status <> 'cancelled' AND user_id IN `,
 	orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 	failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
 	bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = $1`,
@@ -145,11 +146,19 @@ func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, 
 // openPostgres accepts any URL pgx does (postgres:// or postgresql://,
 // with libpq parameters such as sslmode or search_path).
 func openPostgres(rawURL string) (*DB, error) {
+	db, err := postgresPool(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	setServerPool(db)
+	return &DB{dialect: postgresDialect, write: db, read: db}, nil
+}
+
+// postgresPool opens an unsized pool on a PostgreSQL URL.
+func postgresPool(rawURL string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {
 		return nil, err // pgx redacts the password
 	}
-	db := stdlib.OpenDB(*cfg)
-	setServerPool(db)
-	return &DB{dialect: postgresDialect, write: db, read: db}, nil
+	return stdlib.OpenDB(*cfg), nil
 }

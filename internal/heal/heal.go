@@ -1,0 +1,369 @@
+// Package heal owns the engine's answer to a stock store that lost writes
+// it had acknowledged: it notices, and rebuilds the sale's state from the
+// database without an operator and without a restart.
+//
+// Redis loses acknowledged writes on a power loss under AOF everysec, or
+// when a failover promotes a replica that lagged. Left alone, it then
+// sells again units the database already sold (every such claim ends in
+// failed_orders), forgets whom it sold to (the buyers' limit), and forgets
+// reservations buyers were told about.
+//
+// The Watcher looks at every loaded sale on each tick, cheaply: one read
+// of the sale's stock hash, one of its database row. A sale is healed when
+//
+//   - its keys vanished while the database has sold units of it, or the
+//     watcher had seen them;
+//   - its `reserved` is below what the database sold (in normal operation
+//     the database only ever follows Redis);
+//   - its reserve sequence went backwards; or
+//   - the Redis server restarted or failed over (its run_id changed) and,
+//     for a while after, a full comparison finds orders Redis has no
+//     record of.
+//
+// A heal sets the sale's healing flag (the reserve script then refuses
+// every claim with try_later), waits a moment for the events in flight to
+// land, then reads the database's ledger and the stock store's records
+// and, in one script: adds an active record (its units counted in
+// `reserved` and in the buyer's limit) for every order Redis forgot, and
+// releases the units of records whose claims the database refused (short
+// stock, over the limit, recorded lost), so that the public `remaining`
+// comes back to the stock minus what the database sold. `reserved` never
+// goes below what the database and the records in flight account for.
+// Each heal logs a line starting ALERT and is counted.
+package heal
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// Stock is the part of the stock store (internal/redis) the watcher uses.
+type Stock interface {
+	ServerID(ctx context.Context) (string, error)
+	SaleState(ctx context.Context, saleID string) (seckill.StockWatch, error)
+	Reservations(ctx context.Context, saleID string) ([]seckill.ReservationRecord, error)
+	BeginHeal(ctx context.Context, sale *seckill.Sale, token string) (recreated bool, err error)
+	ApplyHeal(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error)
+	AbortHeal(ctx context.Context, saleID, token string) error
+}
+
+// Database is the part of the database the watcher reads.
+type Database interface {
+	Sale(ctx context.Context, id string) (*seckill.Sale, error)
+	SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error)
+}
+
+// Sales lists the sales to watch (the preheat scheduler's loaded sales).
+type Sales interface {
+	Loaded() []*seckill.Sale
+}
+
+// Config tunes a Watcher. Zero values take the defaults.
+type Config struct {
+	// Interval between ticks. Default 1s.
+	Interval time.Duration
+	// Settle is how long a heal waits, with claims refused, for events in
+	// flight to reach the database before it reads it. Default 2s.
+	Settle time.Duration
+	// Suspect is how long after a Redis restart or failover every tick
+	// compares the whole ledger with the records. Default 1m.
+	Suspect time.Duration
+	Now     func() time.Time
+	Logger  *slog.Logger
+	// OnHeal, if set, is told of every heal that finished (a metric).
+	OnHeal func(saleID, reason string, added, released int)
+}
+
+// Watcher watches loaded sales for lost writes and heals them.
+type Watcher struct {
+	stock Stock
+	db    Database
+	sales Sales
+	cfg   Config
+
+	// Owned by the loop goroutine (and by Tick in tests).
+	serverID     string
+	suspectUntil time.Time
+	seen         map[string]seckill.StockWatch
+
+	startOnce, stopOnce sync.Once
+	cancel              context.CancelFunc
+	done                chan struct{}
+}
+
+// New returns a Watcher; Start runs it.
+func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Settle <= 0 {
+		cfg.Settle = 2 * time.Second
+	}
+	if cfg.Suspect <= 0 {
+		cfg.Suspect = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Watcher{stock: stock, db: db, sales: sales, cfg: cfg, seen: map[string]seckill.StockWatch{}}
+}
+
+// Start runs the watcher until Stop (or ctx ends).
+func (w *Watcher) Start(ctx context.Context) {
+	w.startOnce.Do(func() {
+		ctx, w.cancel = context.WithCancel(ctx)
+		w.done = make(chan struct{})
+		go func() {
+			defer close(w.done)
+			t := time.NewTicker(w.cfg.Interval)
+			defer t.Stop()
+			for {
+				w.Tick(ctx)
+				select {
+				case <-ctx.Done():
+					return
+				case <-t.C:
+				}
+			}
+		}()
+	})
+}
+
+// Stop ends the watcher, waiting for a heal in progress (which, cut
+// short, lets claims in again). Safe to call twice, and without Start.
+func (w *Watcher) Stop(ctx context.Context) error {
+	w.stopOnce.Do(func() {
+		if w.cancel != nil {
+			w.cancel()
+		}
+	})
+	if w.done == nil {
+		return nil
+	}
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("heal watcher: stop: %w", ctx.Err())
+	}
+}
+
+// Tick looks at every loaded sale once, healing those that lost writes.
+func (w *Watcher) Tick(ctx context.Context) {
+	id, err := w.stock.ServerID(ctx)
+	if err != nil {
+		return // Redis is down: nothing to compare yet
+	}
+	now := w.cfg.Now()
+	if w.serverID != "" && id != w.serverID {
+		w.cfg.Logger.Warn("heal watcher: the Redis server restarted or failed over; checking every live sale against the database",
+			"was", w.serverID, "now", id)
+		w.suspectUntil = now.Add(w.cfg.Suspect)
+	}
+	w.serverID = id
+	for _, sale := range w.sales.Loaded() {
+		if ctx.Err() != nil {
+			return
+		}
+		if !now.Before(sale.EndAt) {
+			delete(w.seen, sale.ID)
+			continue
+		}
+		if err := w.check(ctx, sale, now); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("heal watcher: check failed", "sale", sale.ID, "err", err)
+		}
+	}
+}
+
+func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) error {
+	// The database first: claims flow Redis → database, so a claim made
+	// between the two reads shows in reserved only, never in sold alone.
+	row, sold, st, err := w.read(ctx, sale.ID)
+	if err != nil {
+		return err
+	}
+	prev, seen := w.seen[sale.ID]
+	if st.Buckets > 1 {
+		// A sale spread over stock buckets keeps its records in each
+		// buyer's home bucket; healing one is not built yet.
+		if !seen {
+			w.cfg.Logger.Warn("heal watcher: a sale with stock buckets is not watched for lost writes", "sale", sale.ID, "buckets", st.Buckets)
+		}
+		w.seen[sale.ID] = st
+		return nil
+	}
+	var reason string
+	switch {
+	case !st.Loaded && (seen && prev.Loaded || sold > 0):
+		reason = "the sale's keys vanished"
+	case !st.Loaded:
+		return nil // not preheated yet
+	case st.Reserved < sold:
+		// A restore gives units back to the database first, then to
+		// Redis: one that ran between the two reads looks the same for
+		// a moment. A loss stays.
+		sleep(ctx, 50*time.Millisecond)
+		if _, sold, st, err = w.read(ctx, sale.ID); err != nil {
+			return err
+		}
+		if st.Reserved < sold {
+			reason = fmt.Sprintf("reserved %d is below the %d units the database sold", st.Reserved, sold)
+		}
+	case seen && prev.Loaded && st.Seq < prev.Seq:
+		reason = fmt.Sprintf("the reserve sequence went back from %d to %d", prev.Seq, st.Seq)
+	case st.Healing && now.Sub(st.HealingSince) > w.cfg.Settle+staleHeal:
+		// Another node's heal takes Settle and a few reads; one this
+		// old died with its node.
+		reason = "a heal was left unfinished"
+	case now.Before(w.suspectUntil):
+		add, release, err := w.plan(ctx, sale.ID)
+		if err != nil {
+			return err
+		}
+		if len(add) > 0 || len(release) > 0 {
+			reason = fmt.Sprintf("after a Redis restart or failover, %d orders have no record and %d refused claims hold units", len(add), len(release))
+		}
+	}
+	if reason != "" {
+		if err := w.heal(ctx, row, reason); err != nil {
+			return err
+		}
+		if st, err = w.stock.SaleState(ctx, sale.ID); err != nil {
+			delete(w.seen, sale.ID)
+			return err
+		}
+	}
+	w.seen[sale.ID] = st
+	return nil
+}
+
+// staleHeal is how long past its Settle a heal may run before another
+// node takes it over.
+const staleHeal = 10 * time.Second
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+	}
+}
+
+// read reads the sale's database row, then its stock hash.
+func (w *Watcher) read(ctx context.Context, saleID string) (*seckill.Sale, int64, seckill.StockWatch, error) {
+	row, err := w.db.Sale(ctx, saleID)
+	if err != nil {
+		return nil, 0, seckill.StockWatch{}, err
+	}
+	st, err := w.stock.SaleState(ctx, saleID)
+	if err != nil {
+		return nil, 0, seckill.StockWatch{}, err
+	}
+	return row, row.Stock - row.Unsold, st, nil
+}
+
+// heal rebuilds one sale (see the package doc).
+func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) error {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	token := strconv.FormatInt(w.cfg.Now().UnixMilli(), 10) + ":" + hex.EncodeToString(b[:])
+	recreated, err := w.stock.BeginHeal(ctx, sale, token)
+	if err != nil {
+		return fmt.Errorf("heal %s: %w", sale.ID, err)
+	}
+	abort := func(err error) error {
+		// A fresh context: claims must come back even when ctx ended.
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if aerr := w.stock.AbortHeal(actx, sale.ID, token); aerr != nil {
+			return fmt.Errorf("heal %s: %w (and claims stay refused until the next heal: %w)", sale.ID, err, aerr)
+		}
+		return fmt.Errorf("heal %s: %w", sale.ID, err)
+	}
+	t := time.NewTimer(w.cfg.Settle)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+		return abort(ctx.Err())
+	}
+	add, release, err := w.plan(ctx, sale.ID)
+	if err != nil {
+		return abort(err)
+	}
+	added, released, err := w.stock.ApplyHeal(ctx, sale.ID, token, add, release)
+	if err != nil {
+		return abort(err)
+	}
+	w.cfg.Logger.Error("ALERT stock store lost acknowledged writes; sale healed from the database",
+		"sale", sale.ID, "reason", reason, "keys_recreated", recreated,
+		"records_added", added, "refused_claims_released", released)
+	if w.cfg.OnHeal != nil {
+		w.cfg.OnHeal(sale.ID, reason, added, released)
+	}
+	return nil
+}
+
+// plan compares the database's ledger with the stock store's records:
+// add are the orders ordered or paid without a record, release the active
+// records of claims the database refused.
+func (w *Watcher) plan(ctx context.Context, saleID string) (add, release []seckill.ReservationRecord, err error) {
+	ledger, err := w.db.SaleLedger(ctx, saleID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ledger == nil {
+		return nil, nil, errors.New("no ledger")
+	}
+	records, err := w.stock.Reservations(ctx, saleID)
+	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
+		return nil, nil, err
+	}
+	recs := make(map[string]seckill.ReservationRecord, len(records))
+	for _, r := range records {
+		recs[r.ReservationID] = r
+	}
+	for _, o := range ledger.Orders {
+		if o == nil || o.Status == seckill.OrderCancelled {
+			continue
+		}
+		if _, ok := recs[o.ReservationID]; !ok {
+			add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+		}
+	}
+	for _, f := range ledger.Failed {
+		if f == nil || !refusedByDatabase(f.Reason) {
+			continue
+		}
+		if r, ok := recs[f.ReservationID]; ok && !r.Restored {
+			release = append(release, r)
+		}
+	}
+	return add, release, nil
+}
+
+// refusedByDatabase reports whether a failed order's claim was refused by
+// the database itself, so its units are sold nowhere: its stock-store
+// record must not keep them.
+func refusedByDatabase(reason string) bool {
+	for _, p := range []string{seckill.ReasonInsufficientStock, seckill.ReasonOverLimit, seckill.ReasonLostInStockStore} {
+		if strings.HasPrefix(reason, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,191 @@
+package heal
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+}
+
+// fakeDB is the database side: a sale row and its ledger.
+type fakeDB struct {
+	mu     sync.Mutex
+	sale   seckill.Sale
+	orders []*seckill.Order
+	failed []*seckill.FailedOrder
+}
+
+func (f *fakeDB) Sale(context.Context, string) (*seckill.Sale, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s := f.sale
+	s.Unsold = s.Stock
+	for _, o := range f.orders {
+		if o.Status != seckill.OrderCancelled {
+			s.Unsold -= o.Qty
+		}
+	}
+	return &s, nil
+}
+
+func (f *fakeDB) SaleLedger(ctx context.Context, id string) (*seckill.SaleLedger, error) {
+	s, _ := f.Sale(ctx, id)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return &seckill.SaleLedger{Sale: s, Orders: append([]*seckill.Order(nil), f.orders...), Failed: append([]*seckill.FailedOrder(nil), f.failed...)}, nil
+}
+
+type loaded []*seckill.Sale
+
+func (l loaded) Loaded() []*seckill.Sale { return l }
+
+// TestHeal: a Redis rolled back (records, reserved, buyers and the reserve
+// sequence lost) or emptied is noticed and rebuilt from the database:
+// orders get their records and buyers their limit back, claims the
+// database refused give their units back, claims are refused while it
+// heals, and each heal is alerted.
+func TestHeal(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ctx := context.Background()
+	stock, err := redis.New(ctx, "redis://"+srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stock.Close()
+	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	do := func(args ...string) {
+		t.Helper()
+		if err := raw.Do(ctx, raw.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+
+	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PerUserLimit: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	if _, err := stock.Preheat(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	db := &fakeDB{sale: *sale}
+	var logs bytes.Buffer
+	var mu sync.Mutex
+	var heals []string
+	w := New(stock, db, loaded{sale}, Config{
+		Settle: 10 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		OnHeal: func(_, reason string, _, _ int) { mu.Lock(); heals = append(heals, reason); mu.Unlock() },
+	})
+
+	reserve := func(user string) (seckill.ReserveResult, error) {
+		t.Helper()
+		res, err := stock.Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: user, Qty: 1}})
+		if err != nil {
+			return seckill.ReserveResult{}, err
+		}
+		return res[0], nil
+	}
+	ids := map[string]string{}
+	for _, u := range []string{"u1", "u2", "u3", "u4", "u5"} {
+		r, err := reserve(u)
+		if err != nil || r.Outcome != seckill.OutcomeReserved {
+			t.Fatalf("reserve %s: %+v, %v", u, r, err)
+		}
+		ids[u] = r.ReservationID
+		db.orders = append(db.orders, &seckill.Order{ReservationID: r.ReservationID, UserID: u, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: time.Now()})
+	}
+	w.Tick(ctx)
+	if len(heals) != 0 {
+		t.Fatalf("healthy sale healed: %v", heals)
+	}
+
+	// Power loss: the last two claims are gone from Redis, not from the
+	// database.
+	keys := "sk:{" + sale.ID + "}:"
+	do("HSET", keys+"stock", "reserved", "3", "seq", "3")
+	do("HDEL", keys+"res", ids["u4"], ids["u5"])
+	do("HDEL", keys+"buyers", "u4", "u5")
+	// Redis sells u4 a unit again; the database refuses it (over limit).
+	again, err := reserve("u4")
+	if err != nil || again.Outcome != seckill.OutcomeReserved {
+		t.Fatalf("reserve after the loss: %+v, %v", again, err)
+	}
+	db.failed = append(db.failed, &seckill.FailedOrder{ReservationID: again.ReservationID, UserID: "u4", Qty: 1, Reason: seckill.ReasonOverLimit + ": holds 1 of 1"})
+
+	w.Tick(ctx)
+	if len(heals) != 1 || !strings.Contains(logs.String(), "ALERT") {
+		t.Fatalf("heals %q, log %q; want one heal, alerted", heals, logs.String())
+	}
+	lvl, err := stock.Stock(ctx, sale.ID)
+	if err != nil || lvl.Reserved != 5 || lvl.Heals != 1 {
+		t.Errorf("after the heal: %+v, %v; want reserved 5 (the database's), 1 heal", lvl, err)
+	}
+	for _, u := range []string{"u4", "u5"} {
+		if r, err := reserve(u); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
+			t.Errorf("%s after the heal: %+v, %v; want limit_exceeded (the database has their order)", u, r, err)
+		}
+		if _, _, st, err := stock.Reservation(ctx, ids[u]); err != nil || st != redis.StatusActive {
+			t.Errorf("%s's record after the heal: %q, %v; want active", u, st, err)
+		}
+	}
+	if _, _, st, err := stock.Reservation(ctx, again.ReservationID); err != nil || st != "restored" {
+		t.Errorf("refused claim's record after the heal: %q, %v; want restored", st, err)
+	}
+
+	// While a sale heals, claims are refused with try_later.
+	if _, err := stock.BeginHeal(ctx, sale, "1:x"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reserve("u9"); !errors.Is(err, redis.ErrHealing) || seckill.ErrorCode(err) != seckill.ETRYLATER {
+		t.Errorf("reserve while healing: %v; want ErrHealing (try_later)", err)
+	}
+	if err := stock.AbortHeal(ctx, sale.ID, "1:x"); err != nil {
+		t.Fatal(err)
+	}
+
+	// Every key gone (a restart with no AOF): rebuilt from the database.
+	do("DEL", keys+"stock", keys+"res", keys+"buyers", keys+"idem")
+	w.Tick(ctx)
+	if lvl, err := stock.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 5 || lvl.Total != 10 {
+		t.Errorf("after vanished keys: %+v, %v; want total 10, reserved 5", lvl, err)
+	}
+	if r, err := reserve("u1"); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
+		t.Errorf("u1 after vanished keys: %+v, %v; want limit_exceeded", r, err)
+	}
+	if r, err := reserve("u6"); err != nil || r.Outcome != seckill.OutcomeReserved {
+		t.Errorf("a new buyer after the heals: %+v, %v; want reserved", r, err)
+	}
+	if len(heals) != 2 {
+		t.Errorf("heals %q; want 2", heals)
+	}
+
+	// Stop is safe twice, and without Start.
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w2 := New(stock, db, loaded{sale}, Config{})
+	w2.Start(ctx)
+	for range 2 {
+		if err := w2.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

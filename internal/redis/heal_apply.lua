@@ -1,0 +1,58 @@
+-- heal_apply.lua: rebuild what a stock store that lost writes forgot of a
+-- sale, from the database, and let claims in again.
+--
+-- KEYS[1]  sk:{sale}:stock   hash {total, reserved, ..., healing, heals}
+-- KEYS[2]  sk:{sale}:buyers  hash user -> units held
+-- KEYS[3]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
+-- ARGV[1]  heal token that heal_begin.lua set
+-- ARGV[2]  n: the number of records to add
+-- then n × 4: reservation id, user, qty, reserved_at_ms — orders the
+--          database holds and the stock store has no record of: each is
+--          added as active, with its units counted in `reserved` and the
+--          buyer's units (a record that exists is left alone)
+-- then m × 3 to the end: reservation id, user, qty — active records whose
+--          claim the database refused (it lacked the stock, the buyer was
+--          over the limit, or the claim was recorded lost): each is marked
+--          restored and its units leave `reserved` and the buyer
+--
+-- Then `heals` is incremented and `healing` cleared. Returns {added,
+-- released}, or -1 when `healing` no longer holds the token (another heal
+-- took over; nothing changed).
+if redis.call('HGET', KEYS[1], 'healing') ~= ARGV[1] then
+  return -1
+end
+local n = tonumber(ARGV[2])
+local added, released = 0, 0
+local i = 3
+for _ = 1, n do
+  local id, user, qtys, at = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  if redis.call('HSETNX', KEYS[3], id, 'active:' .. qtys .. ':' .. at .. ':' .. user) == 1 then
+    redis.call('HINCRBY', KEYS[1], 'reserved', qtys)
+    redis.call('HINCRBY', KEYS[2], user, qtys)
+    added = added + 1
+  end
+  i = i + 4
+end
+while i <= #ARGV do
+  local id, user, qtys = ARGV[i], ARGV[i + 1], ARGV[i + 2]
+  local rec = redis.call('HGET', KEYS[3], id)
+  if rec then
+    local status, q, at, u = string.match(rec, '^(%a+):(%d+):(%d+):(.+)$')
+    if status == 'active' then
+      local qty = tonumber(q)
+      redis.call('HINCRBY', KEYS[1], 'reserved', -qty)
+      local held = tonumber(redis.call('HGET', KEYS[2], u) or '0')
+      if held <= qty then
+        redis.call('HDEL', KEYS[2], u)
+      else
+        redis.call('HINCRBY', KEYS[2], u, -qty)
+      end
+      redis.call('HSET', KEYS[3], id, 'restored:' .. q .. ':' .. at .. ':' .. u)
+      released = released + 1
+    end
+  end
+  i = i + 3
+end
+redis.call('HINCRBY', KEYS[1], 'heals', 1)
+redis.call('HDEL', KEYS[1], 'healing')
+return {added, released}

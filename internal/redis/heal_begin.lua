@@ -1,0 +1,22 @@
+-- heal_begin.lua: stop a sale's claims while the engine rebuilds its state
+-- from the database after the stock store lost writes.
+--
+-- KEYS[1]  sk:{sale}:stock  hash {total, reserved, limit, start_ms, end_ms, seq, healing, heals}
+-- ARGV[1]  total units on sale
+-- ARGV[2]  per-user limit
+-- ARGV[3]  window start, Unix milliseconds
+-- ARGV[4]  window end (exclusive), Unix milliseconds
+-- ARGV[5]  heal token (set as `healing`; heal_apply.lua checks it)
+--
+-- Sets `healing`, which makes reserve.lua refuse every batch (try later).
+-- A stock hash that vanished is recreated (reserved 0) before, so that no
+-- claim can slip in between. Returns 1 when it recreated the hash, else 0.
+local created = 0
+if redis.call('EXISTS', KEYS[1]) == 0 then
+  redis.call('HSET', KEYS[1],
+    'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
+    'start_ms', ARGV[3], 'end_ms', ARGV[4])
+  created = 1
+end
+redis.call('HSET', KEYS[1], 'healing', ARGV[5])
+return created
