@@ -35,7 +35,7 @@ type ReserveRequest struct {
 // limited ("ip:…", "user:…"), counted per sale under Limit.
 type RateCheck struct {
 	Key   string
-	Limit Limit
+	Limit RateLimit
 }
 
 // MaxRateChecks bounds ReserveRequest.RateChecks.
@@ -65,7 +65,7 @@ var outcomeNames = [...]string{
 	OutcomeReserved:      "reserved",
 	OutcomeReplayed:      "replayed",
 	OutcomeSoldOut:       ESOLDOUT,
-	OutcomeLimitExceeded: ELIMIT,
+	OutcomeLimitExceeded: EPURCHASELIMIT,
 	OutcomeNotStarted:    ENOTSTARTED,
 	OutcomeEnded:         EENDED,
 	OutcomeKeyReused:     EKEYREUSED,

@@ -578,7 +578,7 @@ func (b *throughputBench) liveLoad(ctx context.Context, kind string) (loadgen.Ta
 		return loadgen.Target{}, nil, err
 	}
 	// Stock and limits no run can exhaust: every request is a reservation.
-	sale, err := e.liveSale(ctx, seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	sale, err := e.liveSale(ctx, seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	if err != nil {
 		return loadgen.Target{}, nil, err
 	}

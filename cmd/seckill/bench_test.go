@@ -283,7 +283,7 @@ func startBenchEngine(b *testing.B) *Main {
 // BenchmarkReserveHTTP: live reservations through the full API (JWT,
 // combiner, reserve script with outbox, pipeline running behind).
 func BenchmarkReserveHTTP(b *testing.B) {
-	benchHTTP(b, seckill.MaxSaleStock, seckill.MaxPerUserLimit, http.StatusAccepted, nil)
+	benchHTTP(b, seckill.MaxSaleStock, seckill.MaxPurchaseLimit, http.StatusAccepted, nil)
 }
 
 // BenchmarkSoldOutHTTP: the sold-out path through the full API.

@@ -130,21 +130,21 @@ type Config struct {
 	RouteBudgets map[string]time.Duration
 
 	// Protection of the reservation route (protect.go). RateLimiter
-	// enforces IPLimit (per client address; see TrustedProxies) and
-	// UserLimit (per verified buyer); a zero Limit is off, and a limit
+	// enforces RateLimitIP (per client address; see TrustedProxies) and
+	// RateLimitUser (per verified buyer); a zero Limit is off, and a limit
 	// set without a RateLimiter is an error. TrustedProxies are the
 	// peers whose X-Forwarded-For is believed. MaxInFlight caps the
 	// reservation requests handled at once on this node, beyond which
 	// requests are answered 503 overloaded: 0 means DefaultMaxInFlight,
 	// a negative value no cap.
 	RateLimiter seckill.RateLimiter
-	// LimitInReserve has the Reserver decide IPLimit and UserLimit in its
+	// LimitInReserve has the Reserver decide RateLimitIP and RateLimitUser in its
 	// own stock-store call (seckill.ReserveRequest.RateChecks: per sale, no
 	// round trip of their own) instead of asking RateLimiter first;
 	// RateLimiter is then not needed.
 	LimitInReserve bool
-	IPLimit        seckill.Limit
-	UserLimit      seckill.Limit
+	RateLimitIP    seckill.RateLimit
+	RateLimitUser  seckill.RateLimit
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
 }

@@ -154,7 +154,7 @@ func BenchmarkReserveDurability(b *testing.B) {
 
 func benchReserve(b *testing.B, s *Store, batch int) {
 	ctx := context.Background()
-	sale := liveSale(math.MaxInt32, seckill.MaxPerUserLimit)
+	sale := liveSale(math.MaxInt32, seckill.MaxPurchaseLimit)
 	sale.Stock = seckill.MaxSaleStock
 	if _, err := s.Preheat(ctx, sale); err != nil {
 		b.Fatal(err)

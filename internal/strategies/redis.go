@@ -295,7 +295,7 @@ func (r *Redis) Seckill(ctx context.Context, stock int64) (Strategy, error) {
 	}
 	now := time.Now()
 	sale := &seckill.Sale{
-		ID: "bench", Name: "bench compare", Stock: stock, PerUserLimit: 1,
+		ID: "bench", Name: "bench compare", Stock: stock, PurchaseLimit: 1,
 		StartAt: now.Add(-time.Second), EndAt: now.Add(24 * time.Hour),
 	}
 	s := &seckillStrategy{r: r, prefix: prefix, store: store, sale: sale.ID}
