@@ -63,7 +63,7 @@ func (g guardedStock) Stock(ctx context.Context, saleID string) (seckill.StockLe
 // the request through unlimited, as for any limiter failure), but its own
 // failures are not counted: it gives up after a short timeout of its own,
 // and a Redis merely slow for it must not open the breaker for everyone.
-func (g guardedStock) Allow(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error) {
+func (g guardedStock) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
 	if err := g.b.Refusing(); err != nil {
 		return seckill.RateResult{}, err
 	}
