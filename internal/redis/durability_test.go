@@ -3,9 +3,9 @@ package redis
 import (
 	"context"
 	"errors"
+	"runtime"
 	"slices"
 	"strconv"
-	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
