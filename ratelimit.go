@@ -9,10 +9,10 @@ import (
 	"time"
 )
 
-// Limit is a rate limit: at most Rate requests per Period, with bursts of
+// RateLimit is a rate limit: at most Rate requests per Period, with bursts of
 // up to Rate requests (the GCRA of go-redis/redis_rate: after a burst,
-// one request every Period/Rate). The zero Limit is no limit at all.
-type Limit struct {
+// one request every Period/Rate). The zero RateLimit is no limit at all.
+type RateLimit struct {
 	Rate   int
 	Period time.Duration
 }
@@ -28,7 +28,7 @@ const (
 )
 
 // Interval is the time one request uses up of the limit: Period/Rate.
-func (l Limit) Interval() time.Duration {
+func (l RateLimit) Interval() time.Duration {
 	if l.Rate <= 0 {
 		return 0
 	}
@@ -36,10 +36,10 @@ func (l Limit) Interval() time.Duration {
 }
 
 // IsZero reports whether l is the zero Limit (no limit).
-func (l Limit) IsZero() bool { return l == Limit{} }
+func (l RateLimit) IsZero() bool { return l == RateLimit{} }
 
 // Validate checks that l is a limit a RateLimiter can enforce.
-func (l Limit) Validate() error {
+func (l RateLimit) Validate() error {
 	switch {
 	case l.Rate < 1 || l.Rate > MaxLimitRate:
 		return Errorf(EINVALID, "rate limit: rate must be between 1 and %d", MaxLimitRate)
@@ -53,7 +53,7 @@ func (l Limit) Validate() error {
 
 // String formats l the way ParseLimit reads it, e.g. "20/1m"; the zero
 // Limit is "off".
-func (l Limit) String() string {
+func (l RateLimit) String() string {
 	if l.IsZero() {
 		return "off"
 	}
@@ -78,18 +78,18 @@ var errLimitSyntax = errors.New(`want RATE/PERIOD, e.g. "20/1m", "5/1s", or "off
 // PERIOD a Go duration ("20/1m", "5/1s", "100/1h30m") or a bare unit
 // ("20/m"), or "off", which returns off = true and the zero Limit.
 // Surrounding spaces and the case of "off" are ignored.
-func ParseLimit(s string) (l Limit, off bool, err error) {
+func ParseLimit(s string) (l RateLimit, off bool, err error) {
 	s = strings.TrimSpace(s)
 	if strings.EqualFold(s, "off") {
-		return Limit{}, true, nil
+		return RateLimit{}, true, nil
 	}
 	rate, per, ok := strings.Cut(s, "/")
 	if !ok || rate == "" || len(rate) > 7 || per == "" {
-		return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
+		return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
 	}
 	for i := 0; i < len(rate); i++ {
 		if rate[i] < '0' || rate[i] > '9' {
-			return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
+			return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
 		}
 	}
 	n, _ := strconv.Atoi(rate) // at most 7 digits: cannot fail
@@ -98,11 +98,11 @@ func ParseLimit(s string) (l Limit, off bool, err error) {
 	}
 	d, err := time.ParseDuration(per)
 	if err != nil || per[0] == '+' || per[0] == '-' {
-		return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
+		return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
 	}
-	l = Limit{Rate: n, Period: d}
+	l = RateLimit{Rate: n, Period: d}
 	if err := l.Validate(); err != nil {
-		return Limit{}, false, fmt.Errorf("rate limit %q: %w", s, err)
+		return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, err)
 	}
 	return l, false, nil
 }
@@ -125,5 +125,5 @@ type RateLimiter interface {
 	// Refused requests are not counted. Errors are *Error with code
 	// EINVALID for a bad key or limit, or EUNAVAILABLE when the shared
 	// state is unreachable.
-	Allow(ctx context.Context, key string, limit Limit) (RateResult, error)
+	Allow(ctx context.Context, key string, limit RateLimit) (RateResult, error)
 }

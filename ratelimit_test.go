@@ -11,21 +11,21 @@ import (
 func TestParseLimit(t *testing.T) {
 	for _, tt := range []struct {
 		in   string
-		want seckill.Limit
+		want seckill.RateLimit
 		off  bool
 	}{
-		{"20/1m", seckill.Limit{Rate: 20, Period: time.Minute}, false},
-		{"5/1s", seckill.Limit{Rate: 5, Period: time.Second}, false},
-		{"5/s", seckill.Limit{Rate: 5, Period: time.Second}, false},
-		{"100/1h30m", seckill.Limit{Rate: 100, Period: 90 * time.Minute}, false},
-		{"3/.5s", seckill.Limit{Rate: 3, Period: 500 * time.Millisecond}, false},
-		{"1/24h", seckill.Limit{Rate: 1, Period: 24 * time.Hour}, false},
-		{"1000000/1s", seckill.Limit{Rate: 1_000_000, Period: time.Second}, false},
-		{"007/1m", seckill.Limit{Rate: 7, Period: time.Minute}, false},
-		{" 20/1m\n", seckill.Limit{Rate: 20, Period: time.Minute}, false},
-		{"off", seckill.Limit{}, true},
-		{"OFF", seckill.Limit{}, true},
-		{" Off ", seckill.Limit{}, true},
+		{"20/1m", seckill.RateLimit{Rate: 20, Period: time.Minute}, false},
+		{"5/1s", seckill.RateLimit{Rate: 5, Period: time.Second}, false},
+		{"5/s", seckill.RateLimit{Rate: 5, Period: time.Second}, false},
+		{"100/1h30m", seckill.RateLimit{Rate: 100, Period: 90 * time.Minute}, false},
+		{"3/.5s", seckill.RateLimit{Rate: 3, Period: 500 * time.Millisecond}, false},
+		{"1/24h", seckill.RateLimit{Rate: 1, Period: 24 * time.Hour}, false},
+		{"1000000/1s", seckill.RateLimit{Rate: 1_000_000, Period: time.Second}, false},
+		{"007/1m", seckill.RateLimit{Rate: 7, Period: time.Minute}, false},
+		{" 20/1m\n", seckill.RateLimit{Rate: 20, Period: time.Minute}, false},
+		{"off", seckill.RateLimit{}, true},
+		{"OFF", seckill.RateLimit{}, true},
+		{" Off ", seckill.RateLimit{}, true},
 	} {
 		got, off, err := seckill.ParseLimit(tt.in)
 		if err != nil || got != tt.want || off != tt.off {
@@ -42,14 +42,14 @@ func TestParseLimitRejects(t *testing.T) {
 		"20/1m\x00", "２０/1m", "20/1ｍ",
 	} {
 		got, off, err := seckill.ParseLimit(in)
-		if err == nil || off || got != (seckill.Limit{}) {
+		if err == nil || off || got != (seckill.RateLimit{}) {
 			t.Errorf("ParseLimit(%q) = %+v, %v, %v; want an error", in, got, off, err)
 		}
 	}
 }
 
 func TestLimitString(t *testing.T) {
-	for l, want := range map[seckill.Limit]string{
+	for l, want := range map[seckill.RateLimit]string{
 		{}:                               "off",
 		{Rate: 20, Period: time.Minute}:  "20/1m",
 		{Rate: 5, Period: time.Second}:   "5/1s",
@@ -63,10 +63,10 @@ func TestLimitString(t *testing.T) {
 }
 
 func TestLimitValidate(t *testing.T) {
-	if err := (seckill.Limit{Rate: 1_000_000, Period: time.Second}).Validate(); err != nil {
+	if err := (seckill.RateLimit{Rate: 1_000_000, Period: time.Second}).Validate(); err != nil {
 		t.Errorf("1e6/1s: %v", err)
 	}
-	for _, l := range []seckill.Limit{
+	for _, l := range []seckill.RateLimit{
 		{}, {Rate: 1}, {Period: time.Second}, {Rate: -1, Period: time.Second},
 		{Rate: 1_000_001, Period: time.Hour}, {Rate: 2, Period: time.Microsecond},
 		{Rate: 1000, Period: time.Millisecond / 2 * 1}, {Rate: 1, Period: 25 * time.Hour},
@@ -91,12 +91,12 @@ func FuzzParseLimit(f *testing.F) {
 		l, off, err := seckill.ParseLimit(s)
 		switch {
 		case err != nil:
-			if off || l != (seckill.Limit{}) {
+			if off || l != (seckill.RateLimit{}) {
 				t.Fatalf("ParseLimit(%q) = %+v, off %v with error %v", s, l, off, err)
 			}
 			return
 		case off:
-			if l != (seckill.Limit{}) || !strings.EqualFold(strings.TrimSpace(s), "off") {
+			if l != (seckill.RateLimit{}) || !strings.EqualFold(strings.TrimSpace(s), "off") {
 				t.Fatalf("ParseLimit(%q) = %+v, off", s, l)
 			}
 			return

@@ -35,7 +35,7 @@ type ReserveRequest struct {
 // limited ("ip:…", "user:…"), counted per sale under Limit.
 type RateCheck struct {
 	Key   string
-	Limit Limit
+	Limit RateLimit
 }
 
 // MaxRateChecks bounds ReserveRequest.RateChecks.
@@ -65,7 +65,7 @@ var outcomeNames = [...]string{
 	OutcomeReserved:      "reserved",
 	OutcomeReplayed:      "replayed",
 	OutcomeSoldOut:       ESOLDOUT,
-	OutcomeLimitExceeded: ELIMIT,
+	OutcomeLimitExceeded: EPURCHASELIMIT,
 	OutcomeNotStarted:    ENOTSTARTED,
 	OutcomeEnded:         EENDED,
 	OutcomeKeyReused:     EKEYREUSED,
@@ -127,6 +127,14 @@ type StockWatch struct {
 
 // Remaining is the number of units still available.
 func (l StockLevel) Remaining() int64 { return max(l.Total-l.Reserved, 0) }
+
+// Reserver decides one reservation request for a sale. In the engine it is
+// the request combiner in front of the stock store, with the sold-out flag
+// in front of that; the HTTP API calls it. Errors that are an *Error (e.g.
+// EOVERLOADED, EUNAVAILABLE) keep their code.
+type Reserver interface {
+	Reserve(ctx context.Context, saleID string, req ReserveRequest) (ReserveResult, error)
+}
 
 // StockStore is the live inventory: Redis in production, an in-process
 // Redis-compatible server in the embedded default, both through the same

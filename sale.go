@@ -18,10 +18,10 @@ type Sale struct {
 	// Stock minus persisted orders, plus restored units. It lags the live
 	// stock in Redis by the orders still in flight; the order writer's
 	// optimistic-lock update never lets it go below zero.
-	Unsold       int64     `json:"unsold"`
-	PerUserLimit int64     `json:"per_user_limit"`
-	StartAt      time.Time `json:"start_at"`
-	EndAt        time.Time `json:"end_at"`
+	Unsold        int64     `json:"unsold"`
+	PurchaseLimit int64     `json:"per_user_limit"`
+	StartAt       time.Time `json:"start_at"`
+	EndAt         time.Time `json:"end_at"`
 	// Buckets splits the stock over that many Redis hash slots, so one hot
 	// sale can use several Cluster shards (0 or 1: one slot). Each buyer
 	// reserves in a home bucket chosen by their user id; a bucket that runs
@@ -36,7 +36,7 @@ type Sale struct {
 // 2^53 exact-integer range, so no arithmetic on them can overflow anywhere.
 const (
 	MaxSaleStock     = 1_000_000_000
-	MaxPerUserLimit  = 1_000_000
+	MaxPurchaseLimit = 1_000_000
 	MaxPriceCents    = 1_000_000_000_000
 	MaxSaleNameBytes = 200
 	MaxSaleDuration  = 366 * 24 * time.Hour
@@ -71,8 +71,8 @@ func (s *Sale) Validate() error {
 		return Errorf(EINVALID, "price_cents must be between 0 and %d", int64(MaxPriceCents))
 	case s.Stock < 1 || s.Stock > MaxSaleStock:
 		return Errorf(EINVALID, "stock must be between 1 and %d", MaxSaleStock)
-	case s.PerUserLimit < 1 || s.PerUserLimit > MaxPerUserLimit:
-		return Errorf(EINVALID, "per_user_limit must be between 1 and %d", MaxPerUserLimit)
+	case s.PurchaseLimit < 1 || s.PurchaseLimit > MaxPurchaseLimit:
+		return Errorf(EINVALID, "per_user_limit must be between 1 and %d", MaxPurchaseLimit)
 	case s.Buckets < 0 || s.Buckets > MaxSaleBuckets:
 		return Errorf(EINVALID, "buckets must be between 1 and %d (0: one)", MaxSaleBuckets)
 	case s.StartAt.IsZero() || s.EndAt.IsZero():

@@ -25,7 +25,7 @@ const (
 	EUNAUTHORIZED   = "unauthorized"           // missing, forged or expired credentials
 	ETOOLARGE       = "body_too_large"         // request body over the limit
 	ESOLDOUT        = "sold_out"               // no stock left
-	ELIMIT          = "limit_exceeded"         // per-user purchase limit reached
+	EPURCHASELIMIT  = "limit_exceeded"         // per-user purchase limit reached
 	ENOTSTARTED     = "not_started"            // sale window not open yet
 	EENDED          = "ended"                  // sale window closed
 	EKEYREUSED      = "idempotency_key_reused" // same key, different request

@@ -49,7 +49,7 @@ func TestSaleIDOfReservationRejects(t *testing.T) {
 func TestSaleValidate(t *testing.T) {
 	start := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
 	good := func() seckill.Sale {
-		return seckill.Sale{ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, PerUserLimit: 1, StartAt: start, EndAt: start.Add(time.Hour)}
+		return seckill.Sale{ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, PurchaseLimit: 1, StartAt: start, EndAt: start.Add(time.Hour)}
 	}
 	tests := []struct {
 		name   string
@@ -66,7 +66,7 @@ func TestSaleValidate(t *testing.T) {
 		{"negative price", func(s *seckill.Sale) { s.PriceCents = -1 }, false},
 		{"zero stock", func(s *seckill.Sale) { s.Stock = 0 }, false},
 		{"huge stock", func(s *seckill.Sale) { s.Stock = 1 << 62 }, false},
-		{"zero limit", func(s *seckill.Sale) { s.PerUserLimit = 0 }, false},
+		{"zero limit", func(s *seckill.Sale) { s.PurchaseLimit = 0 }, false},
 		{"end before start", func(s *seckill.Sale) { s.EndAt = s.StartAt.Add(-time.Second) }, false},
 		{"end equals start", func(s *seckill.Sale) { s.EndAt = s.StartAt }, false},
 		{"missing start", func(s *seckill.Sale) { s.StartAt = time.Time{} }, false},

@@ -18,10 +18,12 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/bench"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/loadgen"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/rush"
 	"github.com/seckill-dev/seckill/internal/strategies"
 )
 
@@ -80,10 +82,15 @@ func (u *urlsFlag) Set(v string) error {
 	return nil
 }
 
+var (
+	jsonContentType = loadgen.Header{Name: "Content-Type", Value: "application/json"}
+	qtyOneBody      = []byte(`{"qty":1}`)
+)
+
 // runBenchRush is `seckill bench rush`: the demo's scenario against any
 // running seckill, its buyers spread over every --url.
 func runBenchRush(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	opts := defaultRushOptions()
+	opts := rush.DefaultOptions()
 	var (
 		urls   urlsFlag
 		asJSON bool
@@ -92,7 +99,7 @@ func runBenchRush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.Var(&urls, "url", "base URL of a seckill node, e.g. http://127.0.0.1:8080 (repeat, or separate with commas, to spread buyers over nodes)")
 	stringFlag(fs, &opts.AdminToken, "admin-token", "", "the nodes' admin token")
 	stringFlag(fs, &opts.JWTSecret, "jwt-secret", "", "the nodes' HS256 secret, to mint buyer tokens")
-	if err := opts.register(fs); err != nil {
+	if err := registerRushFlags(fs, &opts); err != nil {
 		return err
 	}
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
@@ -241,15 +248,15 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 	}
 	mode := "closed loop"
 	if o.Rate > 0 {
-		mode = fmt.Sprintf("fixed rate %s/s, latency from the intended send time", group(int64(o.Rate)))
+		mode = fmt.Sprintf("fixed rate %s/s, latency from the intended send time", loadgen.Thousands(int64(o.Rate)))
 	}
 	rep := bench.Report{
 		Header: []string{
 			fmt.Sprintf("seckill bench: %d connections from a separate load-generator process, %s, %s measured after %s warm-up, %d interleaved round(s); redis %s",
-				o.Concurrency, mode, fmtDur(o.Duration), fmtDur(o.Warmup), o.Rounds, orEmbedded(redactURL(o.RedisURL))),
+				o.Concurrency, mode, loadgen.FormatDuration(o.Duration), loadgen.FormatDuration(o.Warmup), o.Rounds, orEmbedded(redactURL(o.RedisURL))),
 			fmt.Sprintf("  engines: database %s, broker %s; rate limits ip %s, user %s; %s buyers from %s client addresses",
 				orDefault(redactURL(o.DatabaseURL), "SQLite (temporary)"), orEmbedded(redactURL(o.BrokerURL)), o.RateLimitIP, o.RateLimitUser,
-				group(int64(o.Users)), group(int64(o.Clients))),
+				loadgen.Thousands(int64(o.Users)), loadgen.Thousands(int64(o.Clients))),
 			"  CPU µs per request over the measured window: server (this process, getrusage), load generator (its process, getrusage), Redis (INFO, the whole server: other clients count too)",
 		},
 		Descriptions: map[string]string{},
@@ -324,7 +331,7 @@ type throughputBench struct {
 type benchEngine struct {
 	m       *Main
 	dataDir string
-	admin   *apiClient
+	admin   *apiclient.Client
 }
 
 func (b *throughputBench) close() {
@@ -339,7 +346,7 @@ func (b *throughputBench) close() {
 				fmt.Fprintf(b.stderr, "bench: clean up Redis: %v\n", err)
 			}
 		}
-		e.admin.close()
+		e.admin.Close()
 		os.RemoveAll(e.dataDir)
 	}
 	for i := len(b.closers) - 1; i >= 0; i-- {
@@ -513,7 +520,7 @@ func (b *throughputBench) engine(ctx context.Context, kind string) (*benchEngine
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	e := &benchEngine{m: m, dataDir: dir, admin: newAPIClient("http://" + m.Addr())}
+	e := &benchEngine{m: m, dataDir: dir, admin: apiclient.New("http://" + m.Addr())}
 	b.engines[kind] = e
 	return e, nil
 }
@@ -527,14 +534,14 @@ func (e *benchEngine) liveSale(ctx context.Context, stock, limit int64) (string,
 	id := "bench-" + randomHex(6)
 	now := time.Now()
 	var body map[string]any
-	st, err := e.admin.do(ctx, "POST", "/admin/v1/sales", e.m.Config.AdminToken, map[string]any{
+	st, err := e.admin.Do(ctx, "POST", "/admin/v1/sales", e.m.Config.AdminToken, map[string]any{
 		"id": id, "name": "bench", "price_cents": 100, "stock": stock, "per_user_limit": limit,
 		"start_at": now.Add(-time.Second).UTC().Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).UTC().Format(time.RFC3339Nano),
 	}, &body)
 	if err != nil || st != http.StatusCreated {
 		return "", fmt.Errorf("create sale: %d %v %v", st, body, err)
 	}
-	if st, err := e.admin.do(ctx, "POST", "/admin/v1/sales/"+id+"/preheat", e.m.Config.AdminToken, nil, nil); err != nil || st != http.StatusOK {
+	if st, err := e.admin.Do(ctx, "POST", "/admin/v1/sales/"+id+"/preheat", e.m.Config.AdminToken, nil, nil); err != nil || st != http.StatusOK {
 		return "", fmt.Errorf("preheat sale: %d %v", st, err)
 	}
 	return id, nil
@@ -571,7 +578,7 @@ func (b *throughputBench) liveLoad(ctx context.Context, kind string) (loadgen.Ta
 		return loadgen.Target{}, nil, err
 	}
 	// Stock and limits no run can exhaust: every request is a reservation.
-	sale, err := e.liveSale(ctx, seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	sale, err := e.liveSale(ctx, seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	if err != nil {
 		return loadgen.Target{}, nil, err
 	}
@@ -596,7 +603,7 @@ func (b *throughputBench) soldOutLoad(ctx context.Context, kind string) (loadgen
 		return loadgen.Target{}, nil, err
 	}
 	var acc map[string]any
-	if st, err := e.admin.do(ctx, "POST", "/api/v1/sales/"+sale+"/reservations", owner, map[string]any{"qty": 1}, &acc); err != nil || st != http.StatusAccepted {
+	if st, err := e.admin.Do(ctx, "POST", "/api/v1/sales/"+sale+"/reservations", owner, map[string]any{"qty": 1}, &acc); err != nil || st != http.StatusAccepted {
 		return loadgen.Target{}, nil, fmt.Errorf("buy the only unit: %d %v %v", st, acc, err)
 	}
 	t, _ := loadgen.ParseTarget("http://" + e.m.Addr())
@@ -699,7 +706,7 @@ func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Write
 	}
 	if needs["redis"] {
 		var err error
-		if rd, err = strategies.OpenRedis(ctx, redisURL); err != nil {
+		if rd, err = strategies.OpenRedis(ctx, redisURL, strategies.WithEngine(compareEngine{})); err != nil {
 			return err
 		}
 		defer rd.Close()
@@ -808,12 +815,12 @@ func compareOne(ctx context.Context, k strategies.Kind, db *strategies.SQL, rd *
 }
 
 func (rep *compareReport) print(w io.Writer) {
-	fmt.Fprintf(w, "seckill bench compare: %s buyers for %s units, %d at once\n", group(int64(rep.Buyers)), group(int64(rep.Stock)), rep.Concurrency)
+	fmt.Fprintf(w, "seckill bench compare: %s buyers for %s units, %d at once\n", loadgen.Thousands(int64(rep.Buyers)), loadgen.Thousands(int64(rep.Stock)), rep.Concurrency)
 	fmt.Fprintf(w, "  database %s; redis %s\n", rep.Database, rep.Redis)
 	fmt.Fprintf(w, "  %-16s %12s %9s %9s %7s %9s  %s\n", "strategy", "decisions/s", "p50", "p99", "sold", "oversold", "how")
 	for _, r := range rep.Rows {
-		fmt.Fprintf(w, "  %-16s %12s %9s %9s %7s %9s  %s\n", r.Strategy, group(int64(r.PerSec)),
-			fmtDur(r.Latency.P50), fmtDur(r.Latency.P99), group(r.Sold), group(r.Oversold), r.Description)
+		fmt.Fprintf(w, "  %-16s %12s %9s %9s %7s %9s  %s\n", r.Strategy, loadgen.Thousands(int64(r.PerSec)),
+			loadgen.FormatDuration(r.Latency.P50), loadgen.FormatDuration(r.Latency.P99), loadgen.Thousands(r.Sold), loadgen.Thousands(r.Oversold), r.Description)
 		if r.Note != "" {
 			fmt.Fprintf(w, "  %-16s note: %s\n", "", r.Note)
 		}
@@ -829,14 +836,14 @@ func (rep *compareReport) svg() string {
 	dialect, _, _ := strings.Cut(rep.Database, " ") // the URL would not fit
 	c := bench.Chart{
 		Title: fmt.Sprintf("Ways to deduct stock: %s buyers for %s units, %d at once",
-			group(int64(rep.Buyers)), group(int64(rep.Stock)), rep.Concurrency),
+			loadgen.Thousands(int64(rep.Buyers)), loadgen.Thousands(int64(rep.Stock)), rep.Concurrency),
 		Subtitle: fmt.Sprintf("decisions per second (log scale) · database %s · redis %s", dialect, rep.Redis),
 		Legend:   "purple: SQL · blue: Redis · green: seckill · red: oversold",
 	}
 	for _, r := range rep.Rows {
 		bar := bench.Bar{
 			Label: r.Strategy, Value: r.PerSec, Color: "#3b82f6", Tooltip: r.Description,
-			Text: fmt.Sprintf("%s/s · p99 %s · sold %s", group(int64(r.PerSec)), fmtDur(r.Latency.P99), group(r.Sold)),
+			Text: fmt.Sprintf("%s/s · p99 %s · sold %s", loadgen.Thousands(int64(r.PerSec)), loadgen.FormatDuration(r.Latency.P99), loadgen.Thousands(r.Sold)),
 		}
 		if r.Store == "sql" {
 			bar.Color = "#8b5cf6"
@@ -845,7 +852,7 @@ func (rep *compareReport) svg() string {
 			bar.Color = "#16a34a"
 		}
 		if r.Oversold > 0 {
-			bar.Color, bar.Alert = "#dc2626", "oversold "+group(r.Oversold)
+			bar.Color, bar.Alert = "#dc2626", "oversold "+loadgen.Thousands(r.Oversold)
 		}
 		c.Bars = append(c.Bars, bar)
 	}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/bench"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/loadgen"
@@ -204,14 +205,14 @@ func result(t *testing.T, round []bench.Result, name string) bench.Result {
 // benchHTTP drives reservations through the whole HTTP stack of an
 // in-process engine on the real Redis and MariaDB, from 64 goroutines,
 // each on its own keep-alive connection.
-func benchHTTP(b *testing.B, stock, limit int64, want int, prepare func(api *apiClient, secret, sale string)) {
+func benchHTTP(b *testing.B, stock, limit int64, want int, prepare func(api *apiclient.Client, secret, sale string)) {
 	m := startBenchEngine(b)
-	api := newAPIClient("http://" + m.Addr())
-	defer api.close()
+	api := apiclient.New("http://" + m.Addr())
+	defer api.Close()
 	ctx := context.Background()
 	now := time.Now()
 	sale := servicetest.UniqueName("b")
-	st, err := api.do(ctx, "POST", "/admin/v1/sales", m.Config.AdminToken, map[string]any{
+	st, err := api.Do(ctx, "POST", "/admin/v1/sales", m.Config.AdminToken, map[string]any{
 		"id": sale, "name": "bench", "price_cents": 1, "stock": stock, "per_user_limit": limit,
 		"start_at": now.Add(-time.Second).Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
 	}, nil)
@@ -282,14 +283,14 @@ func startBenchEngine(b *testing.B) *Main {
 // BenchmarkReserveHTTP: live reservations through the full API (JWT,
 // combiner, reserve script with outbox, pipeline running behind).
 func BenchmarkReserveHTTP(b *testing.B) {
-	benchHTTP(b, seckill.MaxSaleStock, seckill.MaxPerUserLimit, http.StatusAccepted, nil)
+	benchHTTP(b, seckill.MaxSaleStock, seckill.MaxPurchaseLimit, http.StatusAccepted, nil)
 }
 
 // BenchmarkSoldOutHTTP: the sold-out path through the full API.
 func BenchmarkSoldOutHTTP(b *testing.B) {
-	benchHTTP(b, 1, 1, http.StatusConflict, func(api *apiClient, secret, sale string) {
+	benchHTTP(b, 1, 1, http.StatusConflict, func(api *apiclient.Client, secret, sale string) {
 		tok, _ := jwt.Sign([]byte(secret), "owner", time.Hour, time.Now())
-		st, err := api.do(context.Background(), "POST", "/api/v1/sales/"+sale+"/reservations", tok, map[string]any{"qty": 1}, nil)
+		st, err := api.Do(context.Background(), "POST", "/api/v1/sales/"+sale+"/reservations", tok, map[string]any{"qty": 1}, nil)
 		if err != nil || st != http.StatusAccepted {
 			b.Fatalf("buy the only unit: %d %v", st, err)
 		}

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/rush"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -29,9 +31,9 @@ func runCommand(t *testing.T, args ...string) (code int, stdout, stderr string) 
 }
 
 // decodeRush reads a rush report printed with --json.
-func decodeRush(t *testing.T, stdout string) *rushReport {
+func decodeRush(t *testing.T, stdout string) *rush.Report {
 	t.Helper()
-	var rep rushReport
+	var rep rush.Report
 	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
 		t.Fatalf("the report is not JSON: %v\n%s", err, stdout)
 	}
@@ -41,7 +43,7 @@ func decodeRush(t *testing.T, stdout string) *rushReport {
 // checkRushInvariants asserts what every healthy rush must show: every
 // buyer answered, no 5xx, exactly the stock claimed (more buyers than
 // stock), every claim an order, nothing oversold.
-func checkRushInvariants(t *testing.T, rep *rushReport, stock, buyers int) {
+func checkRushInvariants(t *testing.T, rep *rush.Report, stock, buyers int) {
 	t.Helper()
 	if rep.Answered != int64(buyers) || rep.Unanswered != 0 {
 		t.Errorf("answered %d of %d buyers (%d unanswered)", rep.Answered, buyers, rep.Unanswered)
@@ -94,7 +96,7 @@ func TestDemo(t *testing.T) {
 	if strings.Contains(stderr, "\r") || !strings.Contains(stderr, fmt.Sprintf("sold %d/%d", stock, stock)) {
 		t.Errorf("progress on a non-terminal:\n%q", stderr)
 	}
-	if !strings.Contains(stderr, fmt.Sprintf("answered %s/%s", group(buyers), group(buyers))) {
+	if !strings.Contains(stderr, fmt.Sprintf("answered %s/%s", loadgen.Thousands(buyers), loadgen.Thousands(buyers))) {
 		t.Errorf("the last progress line does not show every buyer answered:\n%s", stderr)
 	}
 }
@@ -177,10 +179,10 @@ func TestRushExitsNonZeroWhenAPromiseBreaks(t *testing.T) {
 	for _, tt := range []struct {
 		name string
 		node *fakeNode
-		want func(*rushReport) bool
+		want func(*rush.Report) bool
 	}{
-		{"oversell", &fakeNode{oversell: true}, func(r *rushReport) bool { return r.Oversold == 20-3 && r.ClaimedWithoutOrder == 0 }},
-		{"lost claims", &fakeNode{lose: true}, func(r *rushReport) bool { return r.Oversold == 0 && r.ClaimedWithoutOrder == 3 }},
+		{"oversell", &fakeNode{oversell: true}, func(r *rush.Report) bool { return r.Oversold == 20-3 && r.ClaimedWithoutOrder == 0 }},
+		{"lost claims", &fakeNode{lose: true}, func(r *rush.Report) bool { return r.Oversold == 0 && r.ClaimedWithoutOrder == 3 }},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := httptest.NewServer(tt.node)

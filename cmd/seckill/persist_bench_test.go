@@ -160,7 +160,7 @@ func benchSale(b *testing.B, sales *sqlstore.SaleStore, stock int64) *seckill.Sa
 	b.Helper()
 	now := time.Now()
 	s := &seckill.Sale{ID: servicetest.UniqueName("b"), Name: "bench", PriceCents: 100, Stock: max(stock, 1),
-		PerUserLimit: 1, StartAt: now.Add(-time.Second), EndAt: now.Add(time.Hour)}
+		PurchaseLimit: 1, StartAt: now.Add(-time.Second), EndAt: now.Add(time.Hour)}
 	if err := sales.CreateSale(context.Background(), s); err != nil {
 		b.Fatal(err)
 	}

@@ -109,3 +109,29 @@ func TestSoldOutFlagClearedByRestore(t *testing.T) {
 		t.Fatalf("the restored unit was not sold again: %d %v", r.status, r.body)
 	}
 }
+
+// TestSoldOutBeforeBody: once a node has flagged a sale sold out, a
+// reservation request is answered sold_out before its body is read (a body
+// that would be refused answers 409, not 400) and before any rate limit
+// (the address's tiny limit is not spent); a request with an
+// Idempotency-Key still goes on to be decided.
+func TestSoldOutBeforeBody(t *testing.T) {
+	base := stacks[0].config(t)
+	e := startEngine(t, func(c *Config) { base(c); c.RateLimitIP = "2/1m" })
+	sale := e.liveSale(1, 1)
+	if r := e.reserve(sale, e.token("first"), 1, ""); r.status != http.StatusAccepted {
+		t.Fatalf("first: %d %s", r.status, r.body)
+	}
+	if r := e.reserve(sale, e.token("second"), 1, ""); r.status != http.StatusConflict || r.code() != "sold_out" {
+		t.Fatalf("second: %d %s; want 409 sold_out (which flags the sale)", r.status, r.body)
+	}
+	for i := range 5 {
+		r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(fmt.Sprint("late-", i)), `{"qty": "not a number"`)
+		if r.status != http.StatusConflict || r.code() != "sold_out" {
+			t.Fatalf("late request %d with a bad body: %d %s; want 409 sold_out before the body is read", i, r.status, r.body)
+		}
+	}
+	if r := e.reserve(sale, e.token("first"), 1, "k1"); r.status == http.StatusBadRequest {
+		t.Errorf("keyed request: %d %s; want it decided, not refused", r.status, r.body)
+	}
+}

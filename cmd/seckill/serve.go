@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -114,8 +115,8 @@ func DefaultConfig() Config {
 		BrokerAckWait:        DefaultBrokerAckWait,
 		RestoreRetryInterval: 5 * time.Second,
 		RestoreAlertAfter:    time.Hour,
-		RateLimitIP:          httpapi.DefaultIPLimit.String(),
-		RateLimitUser:        httpapi.DefaultUserLimit.String(),
+		RateLimitIP:          httpapi.DefaultRateLimitIP.String(),
+		RateLimitUser:        httpapi.DefaultRateLimitUser.String(),
 		MaxInFlight:          httpapi.DefaultMaxInFlight,
 		SoldOutInterval:      soldout.DefaultSafetyInterval,
 		DemoLogin:            "auto",
@@ -539,8 +540,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Restorer:       m.restorer,
 		RateLimiter:    m.stock,
 		LimitInReserve: true,
-		IPLimit:        ipLimit,
-		UserLimit:      userLimit,
+		RateLimitIP:    ipLimit,
+		RateLimitUser:  userLimit,
 		TrustedProxies: proxies,
 		MaxInFlight:    cfg.MaxInFlight,
 		Budget:         cfg.RequestBudget,
@@ -718,16 +719,14 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// redactURL hides a password in a URL so it can be printed.
+// redactURL hides a password in a URL so it can be printed; a URL that
+// does not parse is not printed at all.
 func redactURL(raw string) string {
-	if i := strings.Index(raw, "://"); i >= 0 {
-		if at := strings.LastIndex(raw, "@"); at > i {
-			if colon := strings.Index(raw[i+3:at], ":"); colon >= 0 {
-				return raw[:i+3+colon] + ":xxxxx" + raw[at:]
-			}
-		}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(malformed URL)"
 	}
-	return raw
+	return u.Redacted()
 }
 
 func orEmbedded(s string) string {

@@ -140,6 +140,14 @@ func BenchmarkSoak(b *testing.B) {
 		}
 	}
 	b.StopTimer()
+	if fp, err := e.m.stock.Footprint(ctx, sale); err == nil && fp.Reservations > 0 {
+		var parts []string
+		for _, k := range []string{"res", "idem", "buyers", "outbox", "stock"} {
+			parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(fp.Keys[k])/float64(fp.Reservations)))
+		}
+		fmt.Printf("bytes per reservation by key: %s; after the end (idem dropped): %.1f\n", strings.Join(parts, ", "),
+			float64(fp.Total-fp.Keys["idem"])/float64(fp.Reservations))
+	}
 	b.ReportMetric(float64(done.Load())/time.Since(began).Seconds(), "reservations/s")
 	if n := failed.Load(); n > 0 {
 		b.Errorf("%d reservations were not answered 202", n)

@@ -24,6 +24,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/loadgen"
 )
 
@@ -128,7 +129,7 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 			expected.Add(1)
 		default:
 			key := strconv.Itoa(resp.Status)
-			if code := errorCode(resp.Body); code != "" {
+			if code := apiclient.ErrorCode(resp.Body); code != "" {
 				key += " " + code
 			}
 			mu.Lock()
@@ -161,19 +162,6 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 		RPS: res.Throughput(), Latency: res.Latency.Summary(), MaxLag: res.MaxLag,
 		LoadCPU: perRequest(cpu, res.Calls),
 	}, nil
-}
-
-// errorCode is the code of an API error body, or "".
-func errorCode(body []byte) string {
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
-	}
-	if json.Unmarshal(body, &e) != nil {
-		return ""
-	}
-	return e.Error.Code
 }
 
 // cpuSelf is this process's CPU time so far, user + system.

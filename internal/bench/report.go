@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seckill-dev/seckill/internal/loadgen"
 )
 
 // Result is one benchmark's measurement in one round.
@@ -114,7 +116,7 @@ func (rep *Report) Print(w io.Writer) {
 			r, _ := find(rep.Rounds[len(rep.Rounds)-1], name)
 			answers = answerText(r)
 		}
-		fmt.Fprintf(w, "  %-14s %10s %9s %9s %11s %11s %10s  %s\n", name, Group(int64(rps)), FmtDur(p50), FmtDur(p99),
+		fmt.Fprintf(w, "  %-14s %10s %9s %9s %11s %11s %10s  %s\n", name, loadgen.Thousands(int64(rps)), FmtDur(p50), FmtDur(p99),
 			fmtFloat(srv, 1), fmtFloat(lg, 1), fmtFloat(red, 1), answers)
 	}
 	for _, name := range rep.Names {
@@ -146,7 +148,7 @@ func (rep *Report) Print(w io.Writer) {
 			vs := rep.series(name, func(r Result) float64 { return r.RPS })
 			each := make([]string, len(vs))
 			for i, v := range vs {
-				each[i] = Group(int64(v))
+				each[i] = loadgen.Thousands(int64(v))
 			}
 			fmt.Fprintf(w, "    %-14s %s\n", name, strings.Join(each, " · "))
 		}
@@ -154,7 +156,7 @@ func (rep *Report) Print(w io.Writer) {
 }
 
 func answerText(r Result) string {
-	s := Group(r.Expected) + " as expected"
+	s := loadgen.Thousands(r.Expected) + " as expected"
 	if n := r.Requests - r.Expected; n > 0 {
 		var other []string
 		keys := make([]string, 0, len(r.Unexpected))
@@ -163,12 +165,12 @@ func answerText(r Result) string {
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			other = append(other, k+" "+Group(r.Unexpected[k]))
+			other = append(other, k+" "+loadgen.Thousands(r.Unexpected[k]))
 		}
 		if r.Errors > 0 {
-			other = append(other, "transport errors "+Group(r.Errors))
+			other = append(other, "transport errors "+loadgen.Thousands(r.Errors))
 		}
-		s += fmt.Sprintf(", %s not: %s", Group(n), strings.Join(other, ", "))
+		s += fmt.Sprintf(", %s not: %s", loadgen.Thousands(n), strings.Join(other, ", "))
 	}
 	return s
 }
@@ -178,26 +180,6 @@ func fmtFloat(v float64, prec int) string {
 		return "—"
 	}
 	return strconv.FormatFloat(v, 'f', prec, 64)
-}
-
-// Group writes n with thousands separators: 12,345.
-func Group(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	if neg {
-		s = s[1:]
-	}
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
 }
 
 // FmtDur writes a latency with three significant figures or so.

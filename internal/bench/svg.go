@@ -2,6 +2,7 @@ package bench
 
 import (
 	"fmt"
+	"github.com/seckill-dev/seckill/internal/loadgen"
 	"html"
 	"math"
 	"strings"
@@ -64,7 +65,7 @@ func (c Chart) SVG() string {
 	for e := loExp; e <= hiExp; e++ {
 		gx := float64(left) + x(math.Pow(10, e))
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#ddd"/>`+"\n", gx, top-6, gx, top+rowH*len(rows))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#777">%s</text>`+"\n", gx, top+rowH*len(rows)+18, Group(int64(math.Pow(10, e))))
+		fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle" fill="#777">%s</text>`+"\n", gx, top+rowH*len(rows)+18, loadgen.Thousands(int64(math.Pow(10, e))))
 	}
 	for i, r := range rows {
 		y := top + i*rowH

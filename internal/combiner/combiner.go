@@ -18,6 +18,9 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
+// The combiner decides one request at a time for its callers.
+var _ seckill.Reserver = (*Combiner)(nil)
+
 // BatchReserver is the part of seckill.StockStore the combiner calls.
 type BatchReserver interface {
 	Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error)

@@ -51,7 +51,7 @@ func OrderStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, s
 func orderSale(t *testing.T, sales seckill.SaleStore, stock, priceCents int64) *seckill.Sale {
 	t.Helper()
 	s := newSale()
-	s.Stock, s.PriceCents, s.PerUserLimit = stock, priceCents, 10
+	s.Stock, s.PriceCents, s.PurchaseLimit = stock, priceCents, 10
 	if err := sales.CreateSale(t.Context(), s); err != nil {
 		t.Fatalf("CreateSale: %v", err)
 	}
@@ -307,7 +307,7 @@ func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.Sale
 	ctx := t.Context()
 	sales, orders := newStores(t)
 	s := newSale()
-	s.Stock, s.PerUserLimit = 10, 2
+	s.Stock, s.PurchaseLimit = 10, 2
 	if err := sales.CreateSale(ctx, s); err != nil {
 		t.Fatalf("CreateSale: %v", err)
 	}
@@ -357,7 +357,7 @@ func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.Sale
 		t.Fatalf("CancelOrder: %v", err)
 	}
 	s2 := newSale()
-	s2.Stock, s2.PerUserLimit = 10, 2
+	s2.Stock, s2.PurchaseLimit = 10, 2
 	if err := sales.CreateSale(ctx, s2); err != nil {
 		t.Fatalf("CreateSale: %v", err)
 	}
@@ -374,7 +374,7 @@ func testPersistOverLimitCompeting(t *testing.T, newStores func(*testing.T) (sec
 	ctx := t.Context()
 	sales, orders := newStores(t)
 	s := newSale()
-	s.Stock, s.PerUserLimit = 1000, 1
+	s.Stock, s.PurchaseLimit = 1000, 1
 	if err := sales.CreateSale(ctx, s); err != nil {
 		t.Fatalf("CreateSale: %v", err)
 	}

@@ -22,7 +22,7 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 	t.Run("BurstThenRefuse", func(t *testing.T) {
 		t.Parallel()
 		l, key := newLimiter(t), servicetest.UniqueName("rl")
-		limit := seckill.Limit{Rate: 5, Period: time.Hour}
+		limit := seckill.RateLimit{Rate: 5, Period: time.Hour}
 		for i := range 5 {
 			r := allow(t, l, key, limit)
 			if !r.Allowed || r.Remaining != 4-i || r.RetryAfter != 0 {
@@ -42,7 +42,7 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 	t.Run("KeysAreIndependent", func(t *testing.T) {
 		t.Parallel()
 		l, base := newLimiter(t), servicetest.UniqueName("rl")
-		limit := seckill.Limit{Rate: 2, Period: time.Hour}
+		limit := seckill.RateLimit{Rate: 2, Period: time.Hour}
 		// Keys that an escaping or hash-tagging mistake could merge.
 		keys := []string{
 			base + ":a", base + ":b", base + ":{a}", base + ":%7Ba%7D", base + ":a}", base + ":{",
@@ -65,7 +65,7 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 	t.Run("RefusedRequestsAreNotCounted", func(t *testing.T) {
 		t.Parallel()
 		l, key := newLimiter(t), servicetest.UniqueName("rl")
-		limit := seckill.Limit{Rate: 2, Period: 600 * time.Millisecond} // one per 300ms after the burst
+		limit := seckill.RateLimit{Rate: 2, Period: 600 * time.Millisecond} // one per 300ms after the burst
 		allow(t, l, key, limit)
 		allow(t, l, key, limit)
 		first := allow(t, l, key, limit)
@@ -92,7 +92,7 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 	t.Run("RefillsAtTheRate", func(t *testing.T) {
 		t.Parallel()
 		l, key := newLimiter(t), servicetest.UniqueName("rl")
-		limit := seckill.Limit{Rate: 4, Period: 400 * time.Millisecond}
+		limit := seckill.RateLimit{Rate: 4, Period: 400 * time.Millisecond}
 		for range 4 {
 			allow(t, l, key, limit)
 		}
@@ -111,7 +111,7 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 	t.Run("ConcurrentCallersShareOneCount", func(t *testing.T) {
 		t.Parallel()
 		l, key := newLimiter(t), servicetest.UniqueName("rl")
-		limit := seckill.Limit{Rate: 25, Period: time.Hour}
+		limit := seckill.RateLimit{Rate: 25, Period: time.Hour}
 		var allowed atomic.Int64
 		var wg sync.WaitGroup
 		for range 40 {
@@ -138,11 +138,11 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 		t.Parallel()
 		l := newLimiter(t)
 		ctx := context.Background()
-		good := seckill.Limit{Rate: 1, Period: time.Second}
+		good := seckill.RateLimit{Rate: 1, Period: time.Second}
 		if _, err := l.Allow(ctx, "", good); seckill.ErrorCode(err) != seckill.EINVALID {
 			t.Errorf("empty key: err = %v; want code %s", err, seckill.EINVALID)
 		}
-		for _, limit := range []seckill.Limit{{}, {Rate: 0, Period: time.Second}, {Rate: 1}, {Rate: 2, Period: time.Microsecond}} {
+		for _, limit := range []seckill.RateLimit{{}, {Rate: 0, Period: time.Second}, {Rate: 1}, {Rate: 2, Period: time.Microsecond}} {
 			if _, err := l.Allow(ctx, servicetest.UniqueName("rl"), limit); seckill.ErrorCode(err) != seckill.EINVALID {
 				t.Errorf("limit %+v: err = %v; want code %s", limit, err, seckill.EINVALID)
 			}
@@ -150,7 +150,7 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 	})
 }
 
-func allow(t *testing.T, l seckill.RateLimiter, key string, limit seckill.Limit) seckill.RateResult {
+func allow(t *testing.T, l seckill.RateLimiter, key string, limit seckill.RateLimit) seckill.RateResult {
 	t.Helper()
 	r, err := l.Allow(context.Background(), key, limit)
 	if err != nil {

@@ -31,13 +31,13 @@ func SaleStore(t *testing.T, newStore func(t *testing.T) seckill.SaleStore) {
 func newSale() *seckill.Sale {
 	start := time.Now().Add(time.Hour)
 	return &seckill.Sale{
-		ID:           servicetest.UniqueName("sale_"),
-		Name:         "Tea gift set",
-		PriceCents:   1999,
-		Stock:        200,
-		PerUserLimit: 1,
-		StartAt:      start,
-		EndAt:        start.Add(time.Hour),
+		ID:            servicetest.UniqueName("sale_"),
+		Name:          "Tea gift set",
+		PriceCents:    1999,
+		Stock:         200,
+		PurchaseLimit: 1,
+		StartAt:       start,
+		EndAt:         start.Add(time.Hour),
 	}
 }
 
@@ -48,13 +48,13 @@ func testSaleRoundTrip(t *testing.T, store seckill.SaleStore) {
 	shanghai := time.FixedZone("UTC+8", 8*3600)
 	start := time.Date(2031, 11, 11, 0, 0, 0, 123_456_789, shanghai)
 	want := seckill.Sale{
-		ID:           servicetest.UniqueName("Sale-RT_"),
-		Name:         `Longjing 龍井 "first flush" 'gift' set; 10% off -- \ (tea)`,
-		PriceCents:   12_345,
-		Stock:        200,
-		PerUserLimit: 3,
-		StartAt:      start,
-		EndAt:        start.Add(2*time.Hour + 987_654_321*time.Nanosecond),
+		ID:            servicetest.UniqueName("Sale-RT_"),
+		Name:          `Longjing 龍井 "first flush" 'gift' set; 10% off -- \ (tea)`,
+		PriceCents:    12_345,
+		Stock:         200,
+		PurchaseLimit: 3,
+		StartAt:       start,
+		EndAt:         start.Add(2*time.Hour + 987_654_321*time.Nanosecond),
 	}
 	s := want
 	before := time.Now()
@@ -90,7 +90,7 @@ func testSaleRoundTripLimits(t *testing.T, store seckill.SaleStore) {
 	want.Name = strings.Repeat("茶", seckill.MaxSaleNameBytes/3) + strings.Repeat("x", seckill.MaxSaleNameBytes%3)
 	want.PriceCents = seckill.MaxPriceCents
 	want.Stock = seckill.MaxSaleStock
-	want.PerUserLimit = seckill.MaxPerUserLimit
+	want.PurchaseLimit = seckill.MaxPurchaseLimit
 	want.EndAt = want.StartAt.Add(seckill.MaxSaleDuration)
 	s := want
 	if err := store.CreateSale(ctx, &s); err != nil {
@@ -107,7 +107,7 @@ func testSaleRoundTripLimits(t *testing.T, store seckill.SaleStore) {
 	want.Name = "x"
 	want.PriceCents = 0
 	want.Stock = 1
-	want.PerUserLimit = 1
+	want.PurchaseLimit = 1
 	want.EndAt = want.StartAt.Add(time.Millisecond)
 	s = want
 	if err := store.CreateSale(ctx, &s); err != nil {
@@ -338,8 +338,8 @@ func checkSale(t *testing.T, got, want *seckill.Sale) {
 	if got.Stock != want.Stock {
 		t.Errorf("Stock = %d, want %d", got.Stock, want.Stock)
 	}
-	if got.PerUserLimit != want.PerUserLimit {
-		t.Errorf("PerUserLimit = %d, want %d", got.PerUserLimit, want.PerUserLimit)
+	if got.PurchaseLimit != want.PurchaseLimit {
+		t.Errorf("PurchaseLimit = %d, want %d", got.PurchaseLimit, want.PurchaseLimit)
 	}
 	checkStoredTime(t, "StartAt", got.StartAt, want.StartAt)
 	checkStoredTime(t, "EndAt", got.EndAt, want.EndAt)

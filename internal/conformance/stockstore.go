@@ -75,7 +75,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 3, "")), seckill.OutcomeReserved)
 
 		again := *sale
-		again.Stock, again.PerUserLimit = 100, 50
+		again.Stock, again.PurchaseLimit = 100, 50
 		again.StartAt, again.EndAt = time.Now().Add(time.Hour), time.Now().Add(2*time.Hour)
 		if created, err := store.Preheat(ctx, &again); err != nil || created {
 			t.Fatalf("Preheat of a live sale = %v, %v; want false, nil", created, err)
@@ -355,14 +355,14 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 
 func stockSale(stock, limit int64, start, end time.Time) *seckill.Sale {
 	return &seckill.Sale{
-		ID:           servicetest.UniqueName("sale_"),
-		Name:         "Tea gift set",
-		PriceCents:   1999,
-		Stock:        stock,
-		PerUserLimit: limit,
-		StartAt:      start,
-		EndAt:        end,
-		Version:      1,
+		ID:            servicetest.UniqueName("sale_"),
+		Name:          "Tea gift set",
+		PriceCents:    1999,
+		Stock:         stock,
+		PurchaseLimit: limit,
+		StartAt:       start,
+		EndAt:         end,
+		Version:       1,
 	}
 }
 

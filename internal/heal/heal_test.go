@@ -80,7 +80,7 @@ func TestHeal(t *testing.T) {
 		}
 	}
 
-	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PerUserLimit: 1,
+	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
 	if _, err := stock.Preheat(ctx, sale); err != nil {
 		t.Fatal(err)

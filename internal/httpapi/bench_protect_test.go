@@ -89,7 +89,7 @@ func deleteKeys(url, prefix string) error {
 
 func liveBenchSale(stock, limit int64) *seckill.Sale {
 	return &seckill.Sale{
-		ID: servicetest.UniqueName("bench_"), Name: "Tea", PriceCents: 100, Stock: stock, PerUserLimit: limit,
+		ID: servicetest.UniqueName("bench_"), Name: "Tea", PriceCents: 100, Stock: stock, PurchaseLimit: limit,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour),
 	}
 }
@@ -147,7 +147,7 @@ func BenchmarkSoldOutPath(b *testing.B) {
 }
 
 func BenchmarkReservePath(b *testing.B) {
-	sale := liveBenchSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	sale := liveBenchSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	e, _, _ := benchChain(b, sale)
 	runPath(b, e, sale.ID, http.StatusAccepted)
 }
@@ -172,7 +172,7 @@ func BenchmarkBlockedClient(b *testing.B) {
 	limiter := &countingLimiter{next: store}
 	e := newEnv(b, func(c *Config) {
 		c.Reserver = echoReserver{}
-		c.RateLimiter, c.IPLimit = limiter, seckill.Limit{Rate: 1, Period: time.Hour}
+		c.RateLimiter, c.RateLimitIP = limiter, seckill.RateLimit{Rate: 1, Period: time.Hour}
 	})
 	tok := "Bearer " + buyerToken(b, "blocked")
 	path := "/api/v1/sales/" + testSaleID + "/reservations"

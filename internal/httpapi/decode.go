@@ -18,7 +18,7 @@ var (
 	errTrailingData = seckill.Errorf(seckill.EINVALID, "The request body must hold exactly one JSON object.")
 	errMalformed    = seckill.Errorf(seckill.EINVALID, "The request body is not valid JSON.")
 	errContentType  = seckill.Errorf(seckill.EINVALID, "Content-Type must be application/json.")
-	errQtyRange     = seckill.Errorf(seckill.EINVALID, "qty must be a whole number from 1 to %d.", seckill.MaxPerUserLimit)
+	errQtyRange     = seckill.Errorf(seckill.EINVALID, "qty must be a whole number from 1 to %d.", seckill.MaxPurchaseLimit)
 )
 
 // checkContentType accepts a JSON media type, or none at all: curl and
@@ -91,14 +91,14 @@ type reservationRequest struct {
 }
 
 // decodeReservationRequest decodes a reservation body. Accepted input
-// always yields 1 <= qty <= seckill.MaxPerUserLimit; a missing or null qty
+// always yields 1 <= qty <= seckill.MaxPurchaseLimit; a missing or null qty
 // is rejected like a zero.
 func decodeReservationRequest(r io.Reader) (qty int64, err error) {
 	var req reservationRequest
 	if err := decodeJSON(r, &req); err != nil {
 		return 0, err
 	}
-	if req.Qty < 1 || req.Qty > seckill.MaxPerUserLimit {
+	if req.Qty < 1 || req.Qty > seckill.MaxPurchaseLimit {
 		return 0, errQtyRange
 	}
 	return req.Qty, nil
@@ -107,14 +107,14 @@ func decodeReservationRequest(r io.Reader) (qty int64, err error) {
 // saleRequest is the body of POST /admin/v1/sales. Times are strings so a
 // bad one gets a message naming the field and the format.
 type saleRequest struct {
-	ID           string `json:"id"`
-	Name         string `json:"name"`
-	PriceCents   *int64 `json:"price_cents"` // 0 is a valid price, so absence must show
-	Stock        int64  `json:"stock"`
-	PerUserLimit int64  `json:"per_user_limit"`
-	Buckets      int64  `json:"buckets"` // optional: stock buckets over Redis slots
-	StartAt      string `json:"start_at"`
-	EndAt        string `json:"end_at"`
+	ID            string `json:"id"`
+	Name          string `json:"name"`
+	PriceCents    *int64 `json:"price_cents"` // 0 is a valid price, so absence must show
+	Stock         int64  `json:"stock"`
+	PurchaseLimit int64  `json:"per_user_limit"`
+	Buckets       int64  `json:"buckets"` // optional: stock buckets over Redis slots
+	StartAt       string `json:"start_at"`
+	EndAt         string `json:"end_at"`
 }
 
 // decodeSaleRequest decodes and validates a new sale. An empty id is left
@@ -136,14 +136,14 @@ func decodeSaleRequest(r io.Reader) (*seckill.Sale, error) {
 		return nil, err
 	}
 	return &seckill.Sale{
-		ID:           req.ID,
-		Name:         req.Name,
-		PriceCents:   *req.PriceCents,
-		Stock:        req.Stock,
-		PerUserLimit: req.PerUserLimit,
-		Buckets:      req.Buckets,
-		StartAt:      start,
-		EndAt:        end,
+		ID:            req.ID,
+		Name:          req.Name,
+		PriceCents:    *req.PriceCents,
+		Stock:         req.Stock,
+		PurchaseLimit: req.PurchaseLimit,
+		Buckets:       req.Buckets,
+		StartAt:       start,
+		EndAt:         end,
 	}, nil
 }
 

@@ -13,7 +13,7 @@ import (
 // in it are answered 500.
 var codeStatus = map[string]int{
 	seckill.ESOLDOUT:        http.StatusConflict,
-	seckill.ELIMIT:          http.StatusConflict,
+	seckill.EPURCHASELIMIT:  http.StatusConflict,
 	seckill.ENOTSTARTED:     http.StatusConflict,
 	seckill.EENDED:          http.StatusConflict,
 	seckill.ECONFLICT:       http.StatusConflict,
@@ -136,7 +136,7 @@ func (e *staticError) write(w http.ResponseWriter) int {
 
 var (
 	errSoldOut         = newStaticError(seckill.ESOLDOUT, "The sale is sold out.")
-	errLimitExceeded   = newStaticError(seckill.ELIMIT, "The per-buyer limit of this sale has been reached.")
+	errLimitExceeded   = newStaticError(seckill.EPURCHASELIMIT, "The per-buyer limit of this sale has been reached.")
 	errNotStarted      = newStaticError(seckill.ENOTSTARTED, "The sale has not started yet.")
 	errEnded           = newStaticError(seckill.EENDED, "The sale has ended.")
 	errKeyReused       = newStaticError(seckill.EKEYREUSED, "This Idempotency-Key was already used with a different request.")

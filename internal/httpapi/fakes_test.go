@@ -189,15 +189,15 @@ var (
 
 func testSale() *seckill.Sale {
 	return &seckill.Sale{
-		ID:           testSaleID,
-		Name:         "Tea gift set",
-		PriceCents:   9900,
-		Stock:        200,
-		PerUserLimit: 1,
-		StartAt:      time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC),
-		EndAt:        time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC),
-		Version:      1,
-		CreatedAt:    time.Date(2029, 12, 1, 0, 0, 0, 0, time.UTC),
+		ID:            testSaleID,
+		Name:          "Tea gift set",
+		PriceCents:    9900,
+		Stock:         200,
+		PurchaseLimit: 1,
+		StartAt:       time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC),
+		EndAt:         time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC),
+		Version:       1,
+		CreatedAt:     time.Date(2029, 12, 1, 0, 0, 0, 0, time.UTC),
 	}
 }
 

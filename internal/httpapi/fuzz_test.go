@@ -32,8 +32,8 @@ func FuzzDecodeReservationRequest(f *testing.F) {
 			if code := seckill.ErrorCode(err); code != seckill.EINVALID {
 				t.Fatalf("error code %q for %q, want %q", code, body, seckill.EINVALID)
 			}
-		} else if qty < 1 || qty > seckill.MaxPerUserLimit {
-			t.Fatalf("accepted %q with qty %d, want 1..%d", body, qty, seckill.MaxPerUserLimit)
+		} else if qty < 1 || qty > seckill.MaxPurchaseLimit {
+			t.Fatalf("accepted %q with qty %d, want 1..%d", body, qty, seckill.MaxPurchaseLimit)
 		}
 
 		// Behind the body cap, as the handler reads it: the same answer

@@ -56,7 +56,7 @@ func FuzzDecodeSaleRequest(f *testing.F) {
 			return
 		}
 		if !seckill.ValidSaleID(sale.ID) || sale.Stock < 1 || sale.Stock > seckill.MaxSaleStock ||
-			sale.PerUserLimit < 1 || sale.PerUserLimit > seckill.MaxPerUserLimit ||
+			sale.PurchaseLimit < 1 || sale.PurchaseLimit > seckill.MaxPurchaseLimit ||
 			sale.PriceCents < 0 || sale.PriceCents > seckill.MaxPriceCents ||
 			!utf8.ValidString(sale.Name) || len(sale.Name) > seckill.MaxSaleNameBytes || !sale.EndAt.After(sale.StartAt) {
 			t.Fatalf("validated sale out of range: %+v", sale)

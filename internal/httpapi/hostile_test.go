@@ -22,8 +22,8 @@ func protectedEnv(t testing.TB) *env {
 	t.Helper()
 	return newEnv(t, func(c *Config) {
 		c.RateLimiter = embeddedLimiter(t)
-		c.IPLimit = seckill.Limit{Rate: 100_000, Period: time.Minute}
-		c.UserLimit = seckill.Limit{Rate: 100_000, Period: time.Minute}
+		c.RateLimitIP = seckill.RateLimit{Rate: 100_000, Period: time.Minute}
+		c.RateLimitUser = seckill.RateLimit{Rate: 100_000, Period: time.Minute}
 		c.TrustedProxies = mustProxies("192.0.2.0/24")
 		c.MaxInFlight = 64
 	})

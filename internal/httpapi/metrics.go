@@ -39,7 +39,7 @@ var outcomeLabels = [numOutcomes]string{
 	outReserved:      "reserved",
 	outReplayed:      "replayed",
 	outSoldOut:       seckill.ESOLDOUT,
-	outLimitExceeded: seckill.ELIMIT,
+	outLimitExceeded: seckill.EPURCHASELIMIT,
 	outNotStarted:    seckill.ENOTSTARTED,
 	outEnded:         seckill.EENDED,
 	outKeyReused:     seckill.EKEYREUSED,
@@ -60,7 +60,7 @@ func outcomeOfCode(code string) outcome {
 	switch code {
 	case seckill.ESOLDOUT:
 		return outSoldOut
-	case seckill.ELIMIT:
+	case seckill.EPURCHASELIMIT:
 		return outLimitExceeded
 	case seckill.ENOTSTARTED:
 		return outNotStarted

@@ -25,8 +25,8 @@ import (
 const DefaultMaxInFlight = 2048
 
 var (
-	DefaultIPLimit   = seckill.Limit{Rate: 20, Period: time.Minute}
-	DefaultUserLimit = seckill.Limit{Rate: 10, Period: time.Minute}
+	DefaultRateLimitIP   = seckill.RateLimit{Rate: 20, Period: time.Minute}
+	DefaultRateLimitUser = seckill.RateLimit{Rate: 10, Period: time.Minute}
 )
 
 // rateLimitTimeout bounds one limiter call. Past it the request goes on
@@ -70,7 +70,7 @@ type guard struct {
 
 // rule is one rate limit and the counters of its refusals.
 type rule struct {
-	limit   seckill.Limit      // zero: off
+	limit   seckill.RateLimit  // zero: off
 	refused prometheus.Counter // decided by the limiter
 	blocked prometheus.Counter // answered from the block list
 }
@@ -79,8 +79,8 @@ func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now fu
 	g := &guard{
 		limiter:   cfg.RateLimiter,
 		inReserve: cfg.LimitInReserve,
-		ip:        rule{limit: cfg.IPLimit},
-		user:      rule{limit: cfg.UserLimit},
+		ip:        rule{limit: cfg.RateLimitIP},
+		user:      rule{limit: cfg.RateLimitUser},
 		now:       now,
 		logger:    logger,
 		blocked:   newBlockList(),
@@ -91,7 +91,7 @@ func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now fu
 		}
 		g.trusted = append(g.trusted, normalizePrefix(p))
 	}
-	for name, l := range map[string]seckill.Limit{"IPLimit": cfg.IPLimit, "UserLimit": cfg.UserLimit} {
+	for name, l := range map[string]seckill.RateLimit{"IPLimit": cfg.RateLimitIP, "UserLimit": cfg.RateLimitUser} {
 		if l.IsZero() {
 			continue
 		}

@@ -37,15 +37,15 @@ type countingLimiter struct {
 	calls atomic.Int64
 }
 
-func (l *countingLimiter) Allow(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error) {
+func (l *countingLimiter) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
 	l.calls.Add(1)
 	return l.next.Allow(ctx, key, limit)
 }
 
 // limiterFunc is a scripted limiter.
-type limiterFunc func(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error)
+type limiterFunc func(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error)
 
-func (f limiterFunc) Allow(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error) {
+func (f limiterFunc) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
 	return f(ctx, key, limit)
 }
 
@@ -80,20 +80,20 @@ func tally(t *testing.T, answers []*httptest.ResponseRecorder, maxRetry int) map
 	return got
 }
 
-// TestIPLimitOneClient: one address firing 100 requests at the default
+// TestRateLimitIPOneClient: one address firing 100 requests at the default
 // 20/minute gets exactly 20 through; the other 80 are 429 with a sane
 // Retry-After, reach no stock logic, and after the first refusal cost no
 // Redis call.
-func TestIPLimitOneClient(t *testing.T) {
+func TestRateLimitIPOneClient(t *testing.T) {
 	limiter := embeddedLimiter(t)
-	e := newEnv(t, func(c *Config) { c.RateLimiter, c.IPLimit = limiter, DefaultIPLimit })
+	e := newEnv(t, func(c *Config) { c.RateLimiter, c.RateLimitIP = limiter, DefaultRateLimitIP })
 	var answers []*httptest.ResponseRecorder
 	for i := range 100 {
 		// A fresh user each time: only the IP limit can refuse.
 		answers = append(answers, e.from("198.51.100.7:40000", "buyer-"+strconv.Itoa(i), `{"qty":1}`))
 	}
 	got := tally(t, answers, 60)
-	t.Logf("100 requests from one IP at %s: %d × 202, %d × 429", DefaultIPLimit, got[202], got[429])
+	t.Logf("100 requests from one IP at %s: %d × 202, %d × 429", DefaultRateLimitIP, got[202], got[429])
 	if got[http.StatusAccepted] != 20 || got[http.StatusTooManyRequests] != 80 || len(got) != 2 {
 		t.Fatalf("answers by status %v; want 20 × 202 and 80 × 429", got)
 	}
@@ -108,17 +108,17 @@ func TestIPLimitOneClient(t *testing.T) {
 	assertMetric(t, e, `seckill_rate_limit_refusals_total{decided_by="local",limit="ip"} 79`)
 }
 
-// TestIPLimitBehindTrustedProxy: through a trusted proxy, each forwarded
+// TestRateLimitIPBehindTrustedProxy: through a trusted proxy, each forwarded
 // client has its own count; a client still cannot escape its own by
 // writing X-Forwarded-For itself, since only the right-most untrusted
 // entry counts.
-func TestIPLimitBehindTrustedProxy(t *testing.T) {
+func TestRateLimitIPBehindTrustedProxy(t *testing.T) {
 	proxies, err := ParseTrustedProxies("10.0.0.0/8, 192.0.2.1")
 	if err != nil {
 		t.Fatal(err)
 	}
 	mod := func(c *Config) {
-		c.RateLimiter, c.IPLimit, c.TrustedProxies = embeddedLimiter(t), DefaultIPLimit, proxies
+		c.RateLimiter, c.RateLimitIP, c.TrustedProxies = embeddedLimiter(t), DefaultRateLimitIP, proxies
 	}
 
 	e := newEnv(t, mod)
@@ -145,9 +145,9 @@ func TestIPLimitBehindTrustedProxy(t *testing.T) {
 	}
 }
 
-// TestIPLimitIgnoresUntrustedForwardedFor: a peer that is not a trusted
+// TestRateLimitIPIgnoresUntrustedForwardedFor: a peer that is not a trusted
 // proxy cannot pick its address by sending X-Forwarded-For.
-func TestIPLimitIgnoresUntrustedForwardedFor(t *testing.T) {
+func TestRateLimitIPIgnoresUntrustedForwardedFor(t *testing.T) {
 	for name, trusted := range map[string]string{"no proxies trusted": "", "other proxies trusted": "10.0.0.0/8"} {
 		t.Run(name, func(t *testing.T) {
 			proxies, err := ParseTrustedProxies(trusted)
@@ -155,7 +155,7 @@ func TestIPLimitIgnoresUntrustedForwardedFor(t *testing.T) {
 				t.Fatal(err)
 			}
 			e := newEnv(t, func(c *Config) {
-				c.RateLimiter, c.IPLimit, c.TrustedProxies = embeddedLimiter(t), DefaultIPLimit, proxies
+				c.RateLimiter, c.RateLimitIP, c.TrustedProxies = embeddedLimiter(t), DefaultRateLimitIP, proxies
 			})
 			var answers []*httptest.ResponseRecorder
 			for i := range 100 {
@@ -169,14 +169,14 @@ func TestIPLimitIgnoresUntrustedForwardedFor(t *testing.T) {
 	}
 }
 
-// TestUserLimit: the per-user limit follows the verified buyer across
+// TestRateLimitUser: the per-user limit follows the verified buyer across
 // addresses, runs before the body is read, and never sees anonymous
 // requests.
-func TestUserLimit(t *testing.T) {
+func TestRateLimitUser(t *testing.T) {
 	limiter := embeddedLimiter(t)
 	verifier := &countingVerifier{next: jwt.NewVerifier(testSecret)}
 	e := newEnv(t, func(c *Config) {
-		c.RateLimiter, c.UserLimit, c.Verifier = limiter, seckill.Limit{Rate: 5, Period: time.Minute}, verifier
+		c.RateLimiter, c.RateLimitUser, c.Verifier = limiter, seckill.RateLimit{Rate: 5, Period: time.Minute}, verifier
 	})
 	var answers []*httptest.ResponseRecorder
 	for i := range 12 {
@@ -220,8 +220,8 @@ func (v *countingVerifier) Verify(tok string) (string, error) {
 func TestBothLimits(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
 		c.RateLimiter = embeddedLimiter(t)
-		c.IPLimit = seckill.Limit{Rate: 3, Period: time.Minute}
-		c.UserLimit = seckill.Limit{Rate: 2, Period: time.Minute}
+		c.RateLimitIP = seckill.RateLimit{Rate: 3, Period: time.Minute}
+		c.RateLimitUser = seckill.RateLimit{Rate: 2, Period: time.Minute}
 	})
 	codes := func(ws ...*httptest.ResponseRecorder) (out []int) {
 		for _, w := range ws {
@@ -254,10 +254,10 @@ func fmtInts(v []int) string {
 func TestLimiterFailsOpen(t *testing.T) {
 	down := seckill.Errorf(seckill.EUNAVAILABLE, "The stock store is unavailable; retry later.")
 	e := newEnv(t, func(c *Config) {
-		c.RateLimiter = limiterFunc(func(context.Context, string, seckill.Limit) (seckill.RateResult, error) {
+		c.RateLimiter = limiterFunc(func(context.Context, string, seckill.RateLimit) (seckill.RateResult, error) {
 			return seckill.RateResult{}, errors.Join(down, errors.New("dial tcp 10.0.0.7:6379: connection refused"))
 		})
-		c.IPLimit, c.UserLimit = DefaultIPLimit, DefaultUserLimit
+		c.RateLimitIP, c.RateLimitUser = DefaultRateLimitIP, DefaultRateLimitUser
 	})
 	tok := buyerToken(t, "alice")
 	for range 30 {
@@ -284,11 +284,11 @@ func TestLimiterFailsOpen(t *testing.T) {
 // most rateLimitTimeout.
 func TestLimiterTimeoutFailsOpen(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
-		c.RateLimiter = limiterFunc(func(ctx context.Context, _ string, _ seckill.Limit) (seckill.RateResult, error) {
+		c.RateLimiter = limiterFunc(func(ctx context.Context, _ string, _ seckill.RateLimit) (seckill.RateResult, error) {
 			<-ctx.Done()
 			return seckill.RateResult{}, ctx.Err()
 		})
-		c.IPLimit = DefaultIPLimit
+		c.RateLimitIP = DefaultRateLimitIP
 	})
 	start := time.Now()
 	if w := e.from("198.51.100.1:1", "alice", `{"qty":1}`); w.Code != http.StatusAccepted {
@@ -304,11 +304,11 @@ func TestLimiterTimeoutFailsOpen(t *testing.T) {
 func TestBlockListLapses(t *testing.T) {
 	var calls atomic.Int64
 	e := newEnv(t, func(c *Config) {
-		c.RateLimiter = limiterFunc(func(context.Context, string, seckill.Limit) (seckill.RateResult, error) {
+		c.RateLimiter = limiterFunc(func(context.Context, string, seckill.RateLimit) (seckill.RateResult, error) {
 			calls.Add(1)
 			return seckill.RateResult{RetryAfter: 2500 * time.Millisecond}, nil
 		})
-		c.IPLimit = DefaultIPLimit // 3 s per request: a 2.5 s refusal is plausible
+		c.RateLimitIP = DefaultRateLimitIP // 3 s per request: a 2.5 s refusal is plausible
 	})
 	w := e.from("198.51.100.1:1", "alice", `{"qty":1}`)
 	if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") != "3" {
@@ -440,11 +440,11 @@ func TestInFlightCapOff(t *testing.T) {
 }
 
 func TestNewRejectsBadProtection(t *testing.T) {
-	limit := seckill.Limit{Rate: 1, Period: time.Second}
+	limit := seckill.RateLimit{Rate: 1, Period: time.Second}
 	for name, mod := range map[string]func(*Config){
-		"IPLimit without limiter":   func(c *Config) { c.IPLimit = limit },
-		"UserLimit without limiter": func(c *Config) { c.UserLimit = limit },
-		"invalid IPLimit":           func(c *Config) { c.RateLimiter, c.IPLimit = limiterFunc(nil), seckill.Limit{Rate: 1} },
+		"IPLimit without limiter":   func(c *Config) { c.RateLimitIP = limit },
+		"UserLimit without limiter": func(c *Config) { c.RateLimitUser = limit },
+		"invalid IPLimit":           func(c *Config) { c.RateLimiter, c.RateLimitIP = limiterFunc(nil), seckill.RateLimit{Rate: 1} },
 		"invalid prefix":            func(c *Config) { c.TrustedProxies = []netip.Prefix{{}} },
 	} {
 		c := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
@@ -474,7 +474,7 @@ func TestSoldOutGateThroughHandler(t *testing.T) {
 	gate := soldout.New(stock, soldout.Config{SafetyInterval: time.Second, Now: clk.Now})
 	e := newEnv(t, func(c *Config) {
 		c.Reserver = gate
-		c.RateLimiter, c.IPLimit, c.UserLimit = embeddedLimiter(t), seckill.Limit{Rate: 1000, Period: time.Minute}, DefaultUserLimit
+		c.RateLimiter, c.RateLimitIP, c.RateLimitUser = embeddedLimiter(t), seckill.RateLimit{Rate: 1000, Period: time.Minute}, DefaultRateLimitUser
 	})
 	statuses := map[int]int{}
 	for i := range 4 {
@@ -507,7 +507,7 @@ func TestSoldOutGateThroughHandler(t *testing.T) {
 // the admin token, and the profiler is admin-only.
 func TestAdminRoutesThroughGuard(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
-		c.RateLimiter, c.IPLimit, c.UserLimit, c.MaxInFlight = embeddedLimiter(t), DefaultIPLimit, DefaultUserLimit, 8
+		c.RateLimiter, c.RateLimitIP, c.RateLimitUser, c.MaxInFlight = embeddedLimiter(t), DefaultRateLimitIP, DefaultRateLimitUser, 8
 	})
 	e.sales.put(testSale())
 	buyer := "Bearer " + buyerToken(t, "alice")

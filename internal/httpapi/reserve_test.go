@@ -86,7 +86,7 @@ func TestReserveOutcomes(t *testing.T) {
 		code    string
 	}{
 		{seckill.OutcomeSoldOut, http.StatusConflict, seckill.ESOLDOUT},
-		{seckill.OutcomeLimitExceeded, http.StatusConflict, seckill.ELIMIT},
+		{seckill.OutcomeLimitExceeded, http.StatusConflict, seckill.EPURCHASELIMIT},
 		{seckill.OutcomeEnded, http.StatusConflict, seckill.EENDED},
 		{seckill.OutcomeKeyReused, http.StatusUnprocessableEntity, seckill.EKEYREUSED},
 	}
@@ -255,7 +255,7 @@ func TestReserveRejectsBadInput(t *testing.T) {
 		{name: "qty bool", body: `{"qty":true}`, status: 400, code: seckill.EINVALID},
 		{name: "qty 0", body: `{"qty":0}`, status: 400, code: seckill.EINVALID},
 		{name: "qty -1", body: `{"qty":-1}`, status: 400, code: seckill.EINVALID},
-		{name: "qty over max", body: `{"qty":` + strconv.Itoa(seckill.MaxPerUserLimit+1) + `}`, status: 400, code: seckill.EINVALID},
+		{name: "qty over max", body: `{"qty":` + strconv.Itoa(seckill.MaxPurchaseLimit+1) + `}`, status: 400, code: seckill.EINVALID},
 		{name: "qty max int64", body: `{"qty":9223372036854775807}`, status: 400, code: seckill.EINVALID},
 		{name: "qty overflow", body: `{"qty":99999999999999999999999}`, status: 400, code: seckill.EINVALID},
 		{name: "over 8 KiB", body: big, status: 413, code: seckill.ETOOLARGE},

@@ -14,15 +14,15 @@ import (
 
 // saleView is what anyone may see of a sale.
 type saleView struct {
-	ID           string            `json:"id"`
-	Name         string            `json:"name"`
-	PriceCents   int64             `json:"price_cents"`
-	Stock        int64             `json:"stock"`
-	Remaining    int64             `json:"remaining"`
-	PerUserLimit int64             `json:"per_user_limit"`
-	StartAt      time.Time         `json:"start_at"`
-	EndAt        time.Time         `json:"end_at"`
-	State        seckill.SaleState `json:"state"`
+	ID            string            `json:"id"`
+	Name          string            `json:"name"`
+	PriceCents    int64             `json:"price_cents"`
+	Stock         int64             `json:"stock"`
+	Remaining     int64             `json:"remaining"`
+	PurchaseLimit int64             `json:"per_user_limit"`
+	StartAt       time.Time         `json:"start_at"`
+	EndAt         time.Time         `json:"end_at"`
+	State         seckill.SaleState `json:"state"`
 	// Stale is set when the view is the last good copy, served while a
 	// backend is down; AgeMS is then how old its oldest part is.
 	Stale bool   `json:"stale,omitempty"`
@@ -160,15 +160,15 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		}
 	}
 	v := saleView{
-		ID:           sale.ID,
-		Name:         sale.Name,
-		PriceCents:   sale.PriceCents,
-		Stock:        sale.Stock,
-		Remaining:    remaining,
-		PerUserLimit: sale.PerUserLimit,
-		StartAt:      sale.StartAt,
-		EndAt:        sale.EndAt,
-		State:        sale.State(now, remaining),
+		ID:            sale.ID,
+		Name:          sale.Name,
+		PriceCents:    sale.PriceCents,
+		Stock:         sale.Stock,
+		Remaining:     remaining,
+		PurchaseLimit: sale.PurchaseLimit,
+		StartAt:       sale.StartAt,
+		EndAt:         sale.EndAt,
+		State:         sale.State(now, remaining),
 	}
 	if !staleSince.IsZero() {
 		age := max(now.Sub(staleSince).Milliseconds(), 0)

@@ -261,7 +261,7 @@ func TestPublicSale(t *testing.T) {
 			var got saleView
 			decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + s.ID}), http.StatusOK, &got)
 			want := saleView{ID: s.ID, Name: s.Name, PriceCents: s.PriceCents, Stock: s.Stock, Remaining: c.remaining,
-				PerUserLimit: s.PerUserLimit, StartAt: s.StartAt, EndAt: s.EndAt, State: c.state}
+				PurchaseLimit: s.PurchaseLimit, StartAt: s.StartAt, EndAt: s.EndAt, State: c.state}
 			if got != want {
 				t.Fatalf("got %+v, want %+v", got, want)
 			}

@@ -58,14 +58,6 @@ type Preheater interface {
 	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
 }
 
-// Reserver decides one reservation. In production it is the request
-// combiner in front of the stock store. Errors that are a *seckill.Error
-// (e.g. EOVERLOADED, EUNAVAILABLE) reach the client with their code; any
-// other error is a 500.
-type Reserver interface {
-	Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
-}
-
 // TokenVerifier checks a buyer's bearer token and returns the user id it
 // carries. Its errors should be *seckill.Error with code EUNAUTHORIZED;
 // any other error is answered 401 as well.
@@ -76,9 +68,11 @@ type TokenVerifier interface {
 // Config holds the Server's dependencies. Sales, Stock, Reserver and
 // Verifier are required; the rest have defaults.
 type Config struct {
-	Sales    SaleStore
-	Stock    StockStore
-	Reserver Reserver
+	Sales SaleStore
+	Stock StockStore
+	// Reserver decides reservations; an error of it that is not a
+	// *seckill.Error is answered 500.
+	Reserver seckill.Reserver
 	Verifier TokenVerifier
 	// Preheater, if set, serves POST /admin/v1/sales/{id}/preheat instead
 	// of Stock.Preheat (the preheat scheduler, which remembers what it
@@ -136,21 +130,21 @@ type Config struct {
 	RouteBudgets map[string]time.Duration
 
 	// Protection of the reservation route (protect.go). RateLimiter
-	// enforces IPLimit (per client address; see TrustedProxies) and
-	// UserLimit (per verified buyer); a zero Limit is off, and a limit
+	// enforces RateLimitIP (per client address; see TrustedProxies) and
+	// RateLimitUser (per verified buyer); a zero Limit is off, and a limit
 	// set without a RateLimiter is an error. TrustedProxies are the
 	// peers whose X-Forwarded-For is believed. MaxInFlight caps the
 	// reservation requests handled at once on this node, beyond which
 	// requests are answered 503 overloaded: 0 means DefaultMaxInFlight,
 	// a negative value no cap.
 	RateLimiter seckill.RateLimiter
-	// LimitInReserve has the Reserver decide IPLimit and UserLimit in its
+	// LimitInReserve has the Reserver decide RateLimitIP and RateLimitUser in its
 	// own stock-store call (seckill.ReserveRequest.RateChecks: per sale, no
 	// round trip of their own) instead of asking RateLimiter first;
 	// RateLimiter is then not needed.
 	LimitInReserve bool
-	IPLimit        seckill.Limit
-	UserLimit      seckill.Limit
+	RateLimitIP    seckill.RateLimit
+	RateLimitUser  seckill.RateLimit
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
 }
@@ -160,7 +154,7 @@ type Server struct {
 	sales         SaleStore
 	stock         StockStore
 	preheater     Preheater
-	reserver      Reserver
+	reserver      seckill.Reserver
 	verifier      TokenVerifier
 	orders        OrderStore
 	pending       PendingStore
@@ -403,7 +397,7 @@ func (s *Server) instrumentWith(rm *routeMetrics, route string, h handler) http.
 
 // soldOutFlag is r's way to answer a flagged sale before the request is
 // decoded, if it has one (soldout.Gate does).
-func soldOutFlag(r Reserver) func(string) bool {
+func soldOutFlag(r seckill.Reserver) func(string) bool {
 	if f, ok := r.(interface{ AnswerSoldOut(saleID string) bool }); ok {
 		return f.AnswerSoldOut
 	}

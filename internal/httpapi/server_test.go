@@ -135,7 +135,7 @@ func TestPanicBecomes500(t *testing.T) {
 
 func TestErrorTable(t *testing.T) {
 	want := map[string]int{
-		seckill.ESOLDOUT: 409, seckill.ELIMIT: 409, seckill.ENOTSTARTED: 409, seckill.EENDED: 409,
+		seckill.ESOLDOUT: 409, seckill.EPURCHASELIMIT: 409, seckill.ENOTSTARTED: 409, seckill.EENDED: 409,
 		seckill.ECONFLICT: 409, seckill.ESTATECONFLICT: 409, seckill.EKEYREUSED: 422, seckill.EINVALID: 400,
 		seckill.EUNAUTHORIZED: 401, seckill.ENOTFOUND: 404, seckill.ESALENOTFOUND: 404, seckill.ETOOLARGE: 413,
 		seckill.ERATELIMITED: 429, seckill.EOVERLOADED: 503, seckill.EUNAVAILABLE: 503, seckill.EINTERNAL: 500,

@@ -21,7 +21,7 @@
 // S.dead) and then acks the pack. A pack that arrives before its
 // Seckill-Not-Before is NAKed with the remaining delay without being
 // handed out: that is the back-off, and that one early delivery is not
-// counted as an attempt.
+// counted as an attempt (up to maxDeferrals such early deliveries).
 //
 // Every pack carries the namespace of the deployment that published it. A
 // consumer of another namespace puts it back untouched (a copy with a new
@@ -65,6 +65,10 @@ const (
 // foreignPause is how long a pack of another namespace is held back before
 // it is offered again, so two deployments on one stream do not spin.
 const foreignPause = time.Second
+
+// maxDeferrals is how many deliveries of a held-back pack (one with
+// Seckill-Not-Before) are taken for early offers rather than crashes.
+const maxDeferrals = 3
 
 // fetchMore bounds the broker messages of one fetch after the first.
 const fetchMore = 64
@@ -493,8 +497,14 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seck
 			}
 		}
 		crashes := delivered - 1
-		if notBefore != 0 && delivered >= 2 {
-			crashes-- // the early delivery that was held back
+		if notBefore != 0 {
+			// Early deliveries were held back, not crashed on: a pack
+			// may be offered early more than once (several consumers,
+			// a coarse NAK delay), and which deliveries those were is
+			// not known. Up to maxDeferrals of them are taken for
+			// deferrals, so a held-back pack's crash count starts late
+			// but still bounds it.
+			crashes = max(0, crashes-maxDeferrals)
 		}
 		p, all, out := seckill.Unpack(h.Get(jetstream.MsgIDHeader), m.Data(), crashes, policy)
 		if p.Namespace != "" && p.Namespace != b.cfg.namespace {

@@ -269,7 +269,7 @@ func decodeEvent(m seckill.Message) (seckill.ReservationEvent, error) {
 		return ev, fmt.Errorf("reservation event %s: bad sale id", ev.ReservationID)
 	case !seckill.ValidUserID(ev.UserID):
 		return ev, fmt.Errorf("reservation event %s: bad user id", ev.ReservationID)
-	case ev.Qty < 1 || ev.Qty > seckill.MaxPerUserLimit:
+	case ev.Qty < 1 || ev.Qty > seckill.MaxPurchaseLimit:
 		return ev, fmt.Errorf("reservation event %s: qty %d out of range", ev.ReservationID, ev.Qty)
 	}
 	if sale, ok := seckill.SaleIDOfReservation(ev.ReservationID); !ok || sale != ev.SaleID {

@@ -49,7 +49,7 @@ func (f *fakeStock) Preheat(_ context.Context, s *seckill.Sale) (bool, error) {
 func TestSchedule(t *testing.T) {
 	now := time.Date(2026, 8, 20, 8, 0, 0, 0, time.UTC)
 	sale := func(id string, start time.Duration) *seckill.Sale {
-		return &seckill.Sale{ID: id, Stock: 200, PerUserLimit: 1, StartAt: now.Add(start), EndAt: now.Add(start + time.Hour)}
+		return &seckill.Sale{ID: id, Stock: 200, PurchaseLimit: 1, StartAt: now.Add(start), EndAt: now.Add(start + time.Hour)}
 	}
 	tests := []struct {
 		name    string

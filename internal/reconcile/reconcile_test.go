@@ -32,7 +32,7 @@ type world struct {
 
 func newWorld(stock int64) *world {
 	return &world{
-		sale:   &seckill.Sale{ID: "tea", Name: "Tea", Stock: stock, Unsold: stock, PerUserLimit: 2},
+		sale:   &seckill.Sale{ID: "tea", Name: "Tea", Stock: stock, Unsold: stock, PurchaseLimit: 2},
 		level:  seckill.StockLevel{Total: stock},
 		loaded: true,
 	}

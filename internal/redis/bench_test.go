@@ -28,7 +28,7 @@ const benchParallelism = 32
 const benchUsers = 1000
 
 func benchSale() *seckill.Sale {
-	s := liveSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	s := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	return s
 }
 
@@ -117,7 +117,7 @@ func ExampleStore() {
 	}
 	defer store.Close()
 	sale := &seckill.Sale{
-		ID: "tea", Name: "Tea gift set", Stock: 200, PerUserLimit: 1,
+		ID: "tea", Name: "Tea gift set", Stock: 200, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour),
 	}
 	if _, err := store.Preheat(ctx, sale); err != nil {

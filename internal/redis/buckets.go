@@ -192,7 +192,7 @@ func (s *Store) preheatBuckets(ctx context.Context, sale *seckill.Sale) error {
 		}
 		args := []string{
 			strconv.FormatInt(bucketShare(sale.Stock, k, b), 10),
-			strconv.FormatInt(sale.PerUserLimit, 10),
+			strconv.FormatInt(sale.PurchaseLimit, 10),
 			strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
 			strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
 		}

@@ -48,7 +48,7 @@ func BenchmarkBuckets(b *testing.B) {
 	for range b.N {
 		round := map[int64]float64{}
 		for _, k := range append([]int64{control}, bucketBenchKs...) {
-			sale := liveSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+			sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 			sale.Buckets = max(k, 1)
 			if _, err := s.Preheat(ctx, sale); err != nil {
 				b.Fatal(err)

@@ -188,7 +188,7 @@ func cpuTime() time.Duration {
 // sale from benchParallelism×GOMAXPROCS goroutines.
 func reserveRound(b *testing.B, s *Store, batch, calls int) {
 	ctx := context.Background()
-	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	if _, err := s.Preheat(ctx, sale); err != nil {
 		b.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func (s *Store) BeginHeal(ctx context.Context, sale *seckill.Sale, token string)
 	}
 	args := []string{
 		strconv.FormatInt(sale.Stock, 10),
-		strconv.FormatInt(sale.PerUserLimit, 10),
+		strconv.FormatInt(sale.PurchaseLimit, 10),
 		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
 		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
 		token,

@@ -41,6 +41,7 @@ while i <= #ARGV do
     if status == 'active' then
       local qty = tonumber(q)
       redis.call('HINCRBY', KEYS[1], 'reserved', -qty)
+      redis.call('HINCRBY', KEYS[1], 'restored', qty) -- the counter restore.lua keeps
       local held = tonumber(redis.call('HGET', KEYS[2], u) or '0')
       if held <= qty then
         redis.call('HDEL', KEYS[2], u)

@@ -50,7 +50,7 @@ func (s *Store) rateKey(key string, interval, tolerance int64) string {
 // at once, then one every limit.Period/limit.Rate (rounded down to a
 // microsecond). Refused requests are not counted. The state of a key
 // expires as soon as it is back to a full burst.
-func (s *Store) Allow(ctx context.Context, key string, limit seckill.Limit) (seckill.RateResult, error) {
+func (s *Store) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
 	if err := limit.Validate(); err != nil {
 		return seckill.RateResult{}, fmt.Errorf("allow: %w", err)
 	}

@@ -27,7 +27,7 @@ func TestRateLimiter(t *testing.T) {
 			t.Run("KeyTooLong", func(t *testing.T) {
 				t.Parallel()
 				s := newStore(t)
-				limit := seckill.Limit{Rate: 1, Period: time.Second}
+				limit := seckill.RateLimit{Rate: 1, Period: time.Second}
 				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes), limit); err != nil {
 					t.Errorf("key of %d bytes: %v", MaxRateKeyBytes, err)
 				}
@@ -44,7 +44,7 @@ func TestRateLimiter(t *testing.T) {
 func testRateKeyExpires(t *testing.T, s *Store) {
 	ctx := context.Background()
 	key := servicetest.UniqueName("ip:")
-	limit := seckill.Limit{Rate: 20, Period: time.Minute} // 3 s per request
+	limit := seckill.RateLimit{Rate: 20, Period: time.Minute} // 3 s per request
 	for range 3 {
 		if r, err := s.Allow(ctx, key, limit); err != nil || !r.Allowed {
 			t.Fatalf("Allow = %+v, %v", r, err)
@@ -66,7 +66,7 @@ func testRateKeyExpires(t *testing.T, s *Store) {
 func testRateLimitNodesDisagree(t *testing.T, s *Store) {
 	ctx := context.Background()
 	key := servicetest.UniqueName("ip:")
-	old, raised := seckill.Limit{Rate: 20, Period: time.Minute}, seckill.Limit{Rate: 40, Period: time.Minute}
+	old, raised := seckill.RateLimit{Rate: 20, Period: time.Minute}, seckill.RateLimit{Rate: 40, Period: time.Minute}
 	passed := 0
 	for i := range 100 {
 		r, err := s.Allow(ctx, key, old) // node A and node B alike
@@ -81,14 +81,14 @@ func testRateLimitNodesDisagree(t *testing.T, s *Store) {
 		t.Fatalf("%d of 100 requests at 20/1m passed; want exactly 20", passed)
 	}
 	// Node A is still at 5/1m and hammers the key far ahead.
-	low := seckill.Limit{Rate: 5, Period: time.Minute}
+	low := seckill.RateLimit{Rate: 5, Period: time.Minute}
 	for range 50 {
 		if _, err := s.Allow(ctx, key, low); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Node B, already at 1,000,000/1s, is not locked out by A's state.
-	if r, err := s.Allow(ctx, key, seckill.Limit{Rate: 1_000_000, Period: time.Second}); err != nil || !r.Allowed {
+	if r, err := s.Allow(ctx, key, seckill.RateLimit{Rate: 1_000_000, Period: time.Second}); err != nil || !r.Allowed {
 		t.Fatalf("node at 1000000/1s after a node at 5/1m: Allow = %+v, %v; want allowed", r, err)
 	}
 	// The limit raised from 20/1m to 40/1m: 40 more pass at once, not
@@ -118,7 +118,7 @@ func TestRateLimitGCRAExact(t *testing.T) {
 	defer s.Close()
 	now := time.Date(2030, 1, 1, 12, 0, 0, 123456000, time.UTC)
 	at := func(d time.Duration) { s.embedded.SetTime(now.Add(d)) }
-	limit := seckill.Limit{Rate: 20, Period: time.Minute}
+	limit := seckill.RateLimit{Rate: 20, Period: time.Minute}
 	key := "ip:192.0.2.1"
 	want := func(step string, allowed bool, remaining int, retry time.Duration) {
 		t.Helper()
@@ -153,7 +153,7 @@ func TestRateLimitGCRAExact(t *testing.T) {
 
 	// A rate that does not divide the period: the interval is rounded
 	// down to a microsecond, and the burst is still exactly the rate.
-	odd := seckill.Limit{Rate: 7, Period: time.Minute} // 8571428.57 µs
+	odd := seckill.RateLimit{Rate: 7, Period: time.Minute} // 8571428.57 µs
 	for i := range 7 {
 		if r, err := s.Allow(ctx, "odd", odd); err != nil || !r.Allowed || r.Remaining != 6-i {
 			t.Fatalf("odd burst %d = %+v, %v", i+1, r, err)
@@ -172,7 +172,7 @@ func TestRateLimitUnavailable(t *testing.T) {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
 	s.Close()
-	_, err = s.Allow(context.Background(), "ip:192.0.2.1", seckill.Limit{Rate: 1, Period: time.Second})
+	_, err = s.Allow(context.Background(), "ip:192.0.2.1", seckill.RateLimit{Rate: 1, Period: time.Second})
 	if seckill.ErrorCode(err) != seckill.EUNAVAILABLE {
 		t.Fatalf("Allow on a closed store: err = %v; want code %s", err, seckill.EUNAVAILABLE)
 	}
@@ -196,7 +196,7 @@ func TestRateKeyEscaping(t *testing.T) {
 // EVALSHA per call, keys spread like the IPs of a crowd.
 func BenchmarkAllow(b *testing.B) {
 	s := connect(b, servicetest.Redis.URL(b))
-	limit := seckill.Limit{Rate: seckill.MaxLimitRate, Period: time.Second}
+	limit := seckill.RateLimit{Rate: seckill.MaxLimitRate, Period: time.Second}
 	keys := make([]string, 1000)
 	for i := range keys {
 		keys[i] = "ip:10.0." + strconv.Itoa(i/256) + "." + strconv.Itoa(i%256)
@@ -222,7 +222,7 @@ func BenchmarkAllow(b *testing.B) {
 // without Redis (httpapi's BenchmarkBlockedClient).
 func BenchmarkAllowRefused(b *testing.B) {
 	s := connect(b, servicetest.Redis.URL(b))
-	limit := seckill.Limit{Rate: 1, Period: time.Hour}
+	limit := seckill.RateLimit{Rate: 1, Period: time.Hour}
 	ctx := context.Background()
 	if _, err := s.Allow(ctx, "ip:192.0.2.1", limit); err != nil {
 		b.Fatal(err)

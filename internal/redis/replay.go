@@ -76,6 +76,9 @@ func (s *Store) Replays(ctx context.Context, saleID string, reqs []seckill.Reser
 		if !ok {
 			return nil, fmt.Errorf("replays: malformed idempotency entry %q", prev)
 		}
+		if !strings.Contains(id, ".") { // stored without its "<sale>." (see reserve.lua)
+			id = saleID + "." + id
+		}
 		if qtys == strconv.FormatInt(r.Qty, 10) {
 			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: id, Qty: r.Qty}
 		} else {

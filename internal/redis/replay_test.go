@@ -2,6 +2,7 @@ package redis
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/seckill-dev/seckill"
@@ -56,5 +57,42 @@ func testReplays(t *testing.T, s *Store) {
 	}
 	if res, err := s.Replays(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "x", 1, "")}); err != nil || res[0] != (seckill.ReserveResult{}) {
 		t.Errorf("Replays of a keyless request = %+v, %v; want the zero result without a call", res, err)
+	}
+}
+
+// testCompactIdempotency: the idempotency hash stores reservation ids
+// without their sale prefix, and entries in the older, whole-id form
+// still replay, through the script and through Replays.
+func testCompactIdempotency(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 3)
+	mustPreheat(t, s, sale)
+	r := request(sale.ID, "alice", 1, "k1")
+	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil {
+		t.Fatal(err)
+	}
+	idem := s.keys(sale.ID)[keyIdem]
+	v, err := s.client.Do(ctx, s.client.B().Hget().Key(idem).Field(idemField("alice", "k1")).Build()).ToString()
+	if err != nil || strings.Contains(v, ".") || !strings.HasSuffix(r.ReservationID, "."+strings.TrimPrefix(v, "1:")) {
+		t.Fatalf("stored idempotency value %q, %v; want 1:<id without the sale>", v, err)
+	}
+	old := request(sale.ID, "bob", 1, "k2")
+	if err := s.client.Do(ctx, s.client.B().Hset().Key(idem).FieldValue().FieldValue(idemField("bob", "k2"), "1:"+old.ReservationID).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	probes := []seckill.ReserveRequest{request(sale.ID, "alice", 1, "k1"), request(sale.ID, "bob", 1, "k2")}
+	want := []string{r.ReservationID, old.ReservationID}
+	got, err := s.Reserve(ctx, sale.ID, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	looked, err := s.Replays(ctx, sale.ID, probes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range probes {
+		if got[i].Outcome != seckill.OutcomeReplayed || got[i].ReservationID != want[i] || looked[i] != got[i] {
+			t.Errorf("probe %d: script %+v, lookup %+v; want a replay of %s", i, got[i], looked[i], want[i])
+		}
 	}
 }

@@ -48,7 +48,7 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 	keys := s.keys(sale.ID)
 	args := []string{
 		strconv.FormatInt(sale.Stock, 10),
-		strconv.FormatInt(sale.PerUserLimit, 10),
+		strconv.FormatInt(sale.PurchaseLimit, 10),
 		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
 		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
 	}
@@ -224,8 +224,8 @@ func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
 			return seckill.Errorf(seckill.EINVALID, "request %d: reservation id %q is not an id of sale %q", i, r.ReservationID, saleID)
 		case !seckill.ValidUserID(r.UserID):
 			return seckill.Errorf(seckill.EINVALID, "request %d: invalid user id", i)
-		case r.Qty < 1 || r.Qty > seckill.MaxPerUserLimit:
-			return seckill.Errorf(seckill.EINVALID, "request %d: qty must be between 1 and %d", i, seckill.MaxPerUserLimit)
+		case r.Qty < 1 || r.Qty > seckill.MaxPurchaseLimit:
+			return seckill.Errorf(seckill.EINVALID, "request %d: qty must be between 1 and %d", i, seckill.MaxPurchaseLimit)
 		case r.IdempotencyKey != "" && !seckill.ValidIdempotencyKey(r.IdempotencyKey):
 			return seckill.Errorf(seckill.EINVALID, "request %d: invalid idempotency key", i)
 		case len(r.RateChecks) > seckill.MaxRateChecks:

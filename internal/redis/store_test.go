@@ -128,6 +128,7 @@ func TestStore(t *testing.T) {
 			t.Run("FullBatch", func(t *testing.T) { t.Parallel(); testFullBatch(t, newStore(t)) })
 			t.Run("RateChecks", func(t *testing.T) { t.Parallel(); testRateChecks(t, newStore(t)) })
 			t.Run("Replays", func(t *testing.T) { t.Parallel(); testReplays(t, newStore(t)) })
+			t.Run("CompactIdempotency", func(t *testing.T) { t.Parallel(); testCompactIdempotency(t, newStore(t)) })
 			t.Run("Archive", func(t *testing.T) { t.Parallel(); testArchive(t, newStore(t)) })
 			t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, newStore(t)) })
 			t.Run("InvalidInput", func(t *testing.T) { t.Parallel(); testInvalidInput(t, newStore(t)) })
@@ -143,12 +144,12 @@ func TestStore(t *testing.T) {
 
 func liveSale(stock, limit int64) *seckill.Sale {
 	return &seckill.Sale{
-		ID:           servicetest.UniqueName("sale_"),
-		Name:         "Tea gift set",
-		Stock:        stock,
-		PerUserLimit: limit,
-		StartAt:      time.Now().Add(-time.Hour),
-		EndAt:        time.Now().Add(time.Hour),
+		ID:            servicetest.UniqueName("sale_"),
+		Name:          "Tea gift set",
+		Stock:         stock,
+		PurchaseLimit: limit,
+		StartAt:       time.Now().Add(-time.Hour),
+		EndAt:         time.Now().Add(time.Hour),
 	}
 }
 
@@ -301,12 +302,12 @@ func testFullBatch(t *testing.T, s *Store) {
 // of requests with and without checks share a batch.
 func testRateChecks(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPerUserLimit)
+	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	mustPreheat(t, s, sale)
-	perMin := seckill.Limit{Rate: 20, Period: time.Minute}
-	loose := seckill.Limit{Rate: 1_000_000, Period: time.Second}
+	perMin := seckill.RateLimit{Rate: 20, Period: time.Minute}
+	loose := seckill.RateLimit{Rate: 1_000_000, Period: time.Second}
 	ip := "ip:" + servicetest.UniqueName("198.51.100.")
-	checks := func(user string, ipLimit seckill.Limit) []seckill.RateCheck {
+	checks := func(user string, ipLimit seckill.RateLimit) []seckill.RateCheck {
 		return []seckill.RateCheck{{Key: ip, Limit: ipLimit}, {Key: "user:" + user, Limit: loose}}
 	}
 	reserved, limited := 0, 0
@@ -344,7 +345,7 @@ func testRateChecks(t *testing.T, s *Store) {
 	}
 	// A node already at a raised limit is not held back by the old state.
 	req := request(sale.ID, "raised", 1, "")
-	req.RateChecks = checks("raised", seckill.Limit{Rate: 40, Period: time.Minute})
+	req.RateChecks = checks("raised", seckill.RateLimit{Rate: 40, Period: time.Minute})
 	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Errorf("after raising the limit to 40/1m: %+v, %v; want reserved at once", res, err)
 	}

@@ -213,12 +213,12 @@ func start(t *testing.T, r *Relay) {
 func preheat(t *testing.T, s *redis.Store, stock int64) *seckill.Sale {
 	t.Helper()
 	sale := &seckill.Sale{
-		ID:           servicetest.UniqueName("sale_"),
-		Name:         "Tea gift set",
-		Stock:        stock,
-		PerUserLimit: 1,
-		StartAt:      time.Now().Add(-time.Hour),
-		EndAt:        time.Now().Add(time.Hour),
+		ID:            servicetest.UniqueName("sale_"),
+		Name:          "Tea gift set",
+		Stock:         stock,
+		PurchaseLimit: 1,
+		StartAt:       time.Now().Add(-time.Hour),
+		EndAt:         time.Now().Add(time.Hour),
 	}
 	if _, err := s.Preheat(context.Background(), sale); err != nil {
 		t.Fatalf("Preheat: %v", err)

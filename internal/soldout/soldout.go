@@ -21,11 +21,6 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Reserver decides one reservation: the request combiner in production.
-type Reserver interface {
-	Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
-}
-
 // DefaultSafetyInterval is how long a sold-out flag holds without a Clear.
 const DefaultSafetyInterval = time.Second
 
@@ -43,7 +38,7 @@ type Config struct {
 	// flagged sale are answered locally too (see Gate). In production it
 	// is a request combiner over one HMGET of the idempotency hash, so
 	// concurrent lookups of a sale share one call.
-	Replays Reserver
+	Replays seckill.Reserver
 }
 
 // Gate is a Reserver in front of another that remembers which sales are
@@ -66,8 +61,8 @@ type Config struct {
 //
 // Gate implements prometheus.Collector, exporting its hits and flags.
 type Gate struct {
-	next     Reserver
-	replays  Reserver
+	next     seckill.Reserver
+	replays  seckill.Reserver
 	interval time.Duration
 	now      func() time.Time
 
@@ -91,10 +86,10 @@ type flag struct {
 	until atomic.Int64 // Unix nanoseconds
 }
 
-var _ Reserver = (*Gate)(nil)
+var _ seckill.Reserver = (*Gate)(nil)
 
 // New returns a Gate in front of next.
-func New(next Reserver, cfg Config) *Gate {
+func New(next seckill.Reserver, cfg Config) *Gate {
 	if cfg.SafetyInterval <= 0 {
 		cfg.SafetyInterval = DefaultSafetyInterval
 	}

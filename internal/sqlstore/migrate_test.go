@@ -153,7 +153,7 @@ func TestMigrateConcurrent(t *testing.T) {
 			if got, want := appliedVersions(t, dbs[0]), allVersions(t, d.name); !reflect.DeepEqual(got, want) {
 				t.Fatalf("applied %v, want %v", got, want)
 			}
-			s := &seckill.Sale{ID: "after_migrate", Name: "x", Stock: 1, PerUserLimit: 1,
+			s := &seckill.Sale{ID: "after_migrate", Name: "x", Stock: 1, PurchaseLimit: 1,
 				StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
 			if err := NewSaleStore(dbs[n-1]).CreateSale(t.Context(), s); err != nil {
 				t.Fatalf("CreateSale after concurrent Migrate: %v", err)

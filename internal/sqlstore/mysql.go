@@ -58,35 +58,7 @@ var mysqlOrderQueries = qmarkOrderQueries(func(err error) bool {
 // mysqlRestoreQueries is the restore store's SQL on MySQL/MariaDB. Locking
 // reads (FOR UPDATE) read the latest committed row, whatever the
 // transaction's snapshot.
-var mysqlRestoreQueries = restoreQueries{
-	lockSale:       `SELECT stock, initial_stock FROM sales WHERE id = ? FOR UPDATE`,
-	orderForUpdate: `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ? FOR UPDATE`,
-	returnStock: `UPDATE sales SET stock = stock + ?, version = version + 1, updated_at_ms = ?
-		WHERE id = ? AND stock <= initial_stock - ?`,
-
-	request:       `SELECT ` + restoreColumns + ` FROM restore_requests WHERE reservation_id = ?`,
-	insertRequest: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	reopenRequest: `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id = ?`,
-	updateRequest: `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, alerted_at_ms = COALESCE(alerted_at_ms, ?), updated_at_ms = ?
-		WHERE reservation_id = ? AND state IN (?, ?, ?)`,
-	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
-		WHERE state = ? ORDER BY created_at_ms, reservation_id LIMIT ?`,
-	requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
-	settleParked:       `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
-	ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
-	lockSuffix:         ` FOR UPDATE`,
-	cancelOrdersIn:     `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ? WHERE status = ? AND reservation_id IN `,
-	reopenRequestsIn:   `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id IN `,
-	insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
-	finishRequestsIn:   `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, updated_at_ms = ? WHERE reservation_id IN `,
-
-	saleOrders: `SELECT ` + orderColumns + ` FROM orders
-		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-	saleFailedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
-		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-	saleRequests: `SELECT ` + restoreColumns + ` FROM restore_requests
-		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-}
+var mysqlRestoreQueries = qmarkRestoreQueries(` FOR UPDATE`)
 
 // mysqlLockName is the GET_LOCK name that serialises migrations of one
 // database. Lock names are server-wide and at most 64 characters.
@@ -165,6 +137,16 @@ func mysqlConfig(rawURL string) (*mysql.Config, error) {
 }
 
 func openMySQL(rawURL string) (*DB, error) {
+	db, err := mysqlPool(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	setServerPool(db)
+	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
+}
+
+// mysqlPool opens an unsized pool on a MySQL URL.
+func mysqlPool(rawURL string) (*sql.DB, error) {
 	cfg, err := mysqlConfig(rawURL)
 	if err != nil {
 		return nil, err
@@ -177,9 +159,7 @@ func openMySQL(rawURL string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := sql.OpenDB(connector)
-	setServerPool(db)
-	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
+	return sql.OpenDB(connector), nil
 }
 
 type quietDriver struct{}

@@ -420,7 +420,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 		switch {
 		case !seckill.ValidUserID(e.UserID):
 			reject("invalid reservation event: bad user id")
-		case e.Qty < 1 || e.Qty > seckill.MaxPerUserLimit:
+		case e.Qty < 1 || e.Qty > seckill.MaxPurchaseLimit:
 			// The upper bound also keeps qty × price (price at most
 			// MaxPriceCents) inside int64.
 			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))

@@ -32,7 +32,7 @@ func TestOrderStore(t *testing.T) {
 // createSale creates a sale of stock units at 100 cents each.
 func createSale(t *testing.T, db *DB, id string, stock int64) *seckill.Sale {
 	t.Helper()
-	s := &seckill.Sale{ID: id, Name: id, PriceCents: 100, Stock: stock, PerUserLimit: 10,
+	s := &seckill.Sale{ID: id, Name: id, PriceCents: 100, Stock: stock, PurchaseLimit: 10,
 		StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
 	if err := NewSaleStore(db).CreateSale(t.Context(), s); err != nil {
 		t.Fatal(err)
@@ -256,7 +256,7 @@ func TestPersistInvalidEvents(t *testing.T) {
 			db := openMigrated(t, d.url)
 			st := NewOrderStore(db)
 			createSale(t, db, "tea", 100)
-			evs := events("tea", 0, -5, seckill.MaxPerUserLimit+1, 1, 1, 1)
+			evs := events("tea", 0, -5, seckill.MaxPurchaseLimit+1, 1, 1, 1)
 			evs[3].UserID = ""
 			evs[4].UserID = "bad\x00\xff" + strings.Repeat("長", 200)
 			out, err := st.PersistReservations(ctx, "tea", evs, time.Now(), time.Minute)

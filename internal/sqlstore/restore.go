@@ -99,6 +99,43 @@ type restoreQueries struct {
 // every dialect.
 const restoreColumns = `reservation_id, sale_id, reason, state, attempts, last_error, alerted_at_ms, created_at_ms, updated_at_ms`
 
+// qmarkRestoreQueries is the restore SQL of the dialects that bind with
+// "?": SQLite and MySQL/MariaDB share its text and differ only in
+// forUpdate, the clause that locks the rows a locking read selects (" FOR
+// UPDATE" on MySQL; none on SQLite, whose IMMEDIATE transactions hold the
+// database's write lock from BEGIN).
+func qmarkRestoreQueries(forUpdate string) restoreQueries {
+	return restoreQueries{
+		lockSale:       `SELECT stock, initial_stock FROM sales WHERE id = ?` + forUpdate,
+		orderForUpdate: `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ?` + forUpdate,
+		returnStock: `UPDATE sales SET stock = stock + ?, version = version + 1, updated_at_ms = ?
+			WHERE id = ? AND stock <= initial_stock - ?`,
+
+		request:       `SELECT ` + restoreColumns + ` FROM restore_requests WHERE reservation_id = ?`,
+		insertRequest: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		reopenRequest: `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id = ?`,
+		updateRequest: `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, alerted_at_ms = COALESCE(alerted_at_ms, ?), updated_at_ms = ?
+			WHERE reservation_id = ? AND state IN (?, ?, ?)`,
+		requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
+			WHERE state = ? ORDER BY created_at_ms, reservation_id LIMIT ?`,
+		requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
+		settleParked:       `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
+		ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
+		lockSuffix:         forUpdate,
+		cancelOrdersIn:     `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ? WHERE status = ? AND reservation_id IN `,
+		reopenRequestsIn:   `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id IN `,
+		insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
+		finishRequestsIn:   `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, updated_at_ms = ? WHERE reservation_id IN `,
+
+		saleOrders: `SELECT ` + orderColumns + ` FROM orders
+			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
+		saleFailedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
+		saleRequests: `SELECT ` + restoreColumns + ` FROM restore_requests
+			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
+	}
+}
+
 // restoreQueriesOf returns the restore SQL of a dialect.
 func restoreQueriesOf(d *dialect) *restoreQueries {
 	switch d {

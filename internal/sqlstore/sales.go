@@ -31,7 +31,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	now := toMillis(st.db.now())
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
 	_, err := st.db.write.ExecContext(ctx, st.db.dialect.q.insertSale,
-		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PerUserLimit,
+		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PurchaseLimit,
 		start, end, 1, now, now, s.BucketCount())
 	if st.db.isUniqueViolation(err) {
 		return fmt.Errorf("create sale %s: %w", s.ID, seckill.ErrDuplicate)
@@ -91,7 +91,7 @@ func scanSale(row interface{ Scan(...any) error }) (*seckill.Sale, error) {
 		s                       seckill.Sale
 		start, end, createdAtMs int64
 	)
-	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.Unsold, &s.PerUserLimit,
+	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.Unsold, &s.PurchaseLimit,
 		&start, &end, &s.Version, &createdAtMs, &s.Buckets)
 	if err != nil {
 		return nil, err

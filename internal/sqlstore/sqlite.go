@@ -68,35 +68,7 @@ var sqliteOrderQueries = qmarkOrderQueries(func(error) bool { return false })
 // sqliteRestoreQueries is the restore store's SQL on SQLite. Its IMMEDIATE
 // transactions hold the database's write lock from BEGIN, so locking a row
 // is a plain read.
-var sqliteRestoreQueries = restoreQueries{
-	lockSale:       `SELECT stock, initial_stock FROM sales WHERE id = ?`,
-	orderForUpdate: `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ?`,
-	returnStock: `UPDATE sales SET stock = stock + ?, version = version + 1, updated_at_ms = ?
-		WHERE id = ? AND stock <= initial_stock - ?`,
-
-	request:       `SELECT ` + restoreColumns + ` FROM restore_requests WHERE reservation_id = ?`,
-	insertRequest: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-	reopenRequest: `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id = ?`,
-	updateRequest: `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, alerted_at_ms = COALESCE(alerted_at_ms, ?), updated_at_ms = ?
-		WHERE reservation_id = ? AND state IN (?, ?, ?)`,
-	requestsByState: `SELECT ` + restoreColumns + ` FROM restore_requests
-		WHERE state = ? ORDER BY created_at_ms, reservation_id LIMIT ?`,
-	requestsIn:         `SELECT reservation_id, reason FROM restore_requests WHERE reservation_id IN `,
-	settleParked:       `UPDATE restore_requests SET state = ?, updated_at_ms = ? WHERE state = ? AND reservation_id IN `,
-	ordersIn:           `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id IN `,
-	lockSuffix:         ``,
-	cancelOrdersIn:     `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ? WHERE status = ? AND reservation_id IN `,
-	reopenRequestsIn:   `UPDATE restore_requests SET state = ?, reason = ?, updated_at_ms = ? WHERE reservation_id IN `,
-	insertRequestsHead: `INSERT INTO restore_requests (` + restoreColumns + `) VALUES `,
-	finishRequestsIn:   `UPDATE restore_requests SET state = ?, attempts = attempts + 1, last_error = ?, updated_at_ms = ? WHERE reservation_id IN `,
-
-	saleOrders: `SELECT ` + orderColumns + ` FROM orders
-		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-	saleFailedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
-		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-	saleRequests: `SELECT ` + restoreColumns + ` FROM restore_requests
-		WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-}
+var sqliteRestoreQueries = qmarkRestoreQueries(``)
 
 // sqliteBusyTimeout is how long (ms) a connection waits for another
 // process's write lock before failing. Within this process writes queue on
@@ -142,6 +114,17 @@ func parseSQLiteURL(rawURL string) (path string, params url.Values, err error) {
 	return path, params, nil
 }
 
+// sqliteFile opens an unsized pool on the file at path, creating its
+// directory if missing.
+func sqliteFile(path string, params url.Values) (*sql.DB, error) {
+	if dir := filepath.Dir(path); dir != "" {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("create directory: %w", err)
+		}
+	}
+	return sql.Open("sqlite", path+"?"+params.Encode())
+}
+
 func openSQLite(rawURL string) (*DB, error) {
 	path, params, err := parseSQLiteURL(rawURL)
 	if err != nil {
@@ -161,13 +144,7 @@ func openSQLite(rawURL string) (*DB, error) {
 		db.SetConnMaxIdleTime(0)
 		return &DB{dialect: sqliteDialect, write: db, read: db}, nil
 	}
-	if dir := filepath.Dir(path); dir != "" {
-		if err := os.MkdirAll(dir, 0o750); err != nil {
-			return nil, fmt.Errorf("create directory: %w", err)
-		}
-	}
-
-	write, err := sql.Open("sqlite", path+"?"+params.Encode())
+	write, err := sqliteFile(path, params)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -74,6 +75,54 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		return nil, fmt.Errorf("open %s database: %w", db.dialect.name, err)
 	}
 	return db, nil
+}
+
+// MaxSQLitePool caps the connections of an OpenPool on SQLite.
+const MaxSQLitePool = 8
+
+// OpenPool opens a plain database/sql pool of conns connections on the URL
+// Open takes, with the same URL parsing and driver settings, checks that
+// it answers, and names its dialect. Unlike a DB's, every connection of
+// the pool may write, on SQLite too (at most MaxSQLitePool there; writers
+// then wait for the file's lock up to the busy timeout instead of queueing
+// in Go): it is for callers that race writers on purpose, such as the
+// stock-deduction strategies that `seckill bench compare` sets side by
+// side. It does not migrate, and the caller owns the schema it writes.
+func OpenPool(ctx context.Context, rawURL string, conns int) (pool *sql.DB, dialect string, err error) {
+	scheme, _, ok := strings.Cut(rawURL, ":")
+	if !ok {
+		return nil, "", errors.New("open database: url has no scheme (want sqlite:, mysql:// or postgres://)")
+	}
+	switch strings.ToLower(scheme) {
+	case "sqlite":
+		dialect = sqliteDialect.name
+		var (
+			path   string
+			params url.Values
+		)
+		if path, params, err = parseSQLiteURL(rawURL); err == nil {
+			pool, err = sqliteFile(path, params)
+		}
+		conns = min(conns, MaxSQLitePool)
+	case "mysql":
+		dialect = mysqlDialect.name
+		pool, err = mysqlPool(rawURL)
+	case "postgres", "postgresql":
+		dialect = postgresDialect.name
+		pool, err = postgresPool(rawURL)
+	default:
+		return nil, "", fmt.Errorf("open database: unsupported url scheme %q (want sqlite:, mysql:// or postgres://)", scheme)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("open %s database: %w", dialect, err)
+	}
+	pool.SetMaxOpenConns(conns)
+	pool.SetMaxIdleConns(conns)
+	if err := pool.PingContext(ctx); err != nil {
+		pool.Close()
+		return nil, "", fmt.Errorf("open %s database: %w", dialect, err)
+	}
+	return pool, dialect, nil
 }
 
 // Dialect names the database's SQL dialect: "sqlite", "mysql" or "postgres".

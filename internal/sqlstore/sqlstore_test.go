@@ -75,7 +75,7 @@ func TestSaleStore(t *testing.T) {
 // invalid, rather than storing it.
 func TestCreateSaleValidates(t *testing.T) {
 	store := NewSaleStore(openMigrated(t, sqltest.SQLite))
-	s := &seckill.Sale{ID: "bad id", Name: "x", Stock: 1, PerUserLimit: 1,
+	s := &seckill.Sale{ID: "bad id", Name: "x", Stock: 1, PurchaseLimit: 1,
 		StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
 	err := store.CreateSale(t.Context(), s)
 	if code := seckill.ErrorCode(err); code != seckill.EINVALID {
@@ -90,7 +90,7 @@ func TestCreateSaleClock(t *testing.T) {
 	fixed := time.Date(2030, 1, 2, 3, 4, 5, 6_789_999, time.FixedZone("x", 3600))
 	db.Now = func() time.Time { return fixed }
 	store := NewSaleStore(db)
-	s := &seckill.Sale{ID: "clock", Name: "x", Stock: 1, PerUserLimit: 1,
+	s := &seckill.Sale{ID: "clock", Name: "x", Stock: 1, PurchaseLimit: 1,
 		StartAt: fixed, EndAt: fixed.Add(time.Hour)}
 	if err := store.CreateSale(t.Context(), s); err != nil {
 		t.Fatal(err)
@@ -115,7 +115,7 @@ func TestStockNeverNegative(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			db := openMigrated(t, d.url)
-			s := &seckill.Sale{ID: "tea", Name: "tea", Stock: 2, PerUserLimit: 1,
+			s := &seckill.Sale{ID: "tea", Name: "tea", Stock: 2, PurchaseLimit: 1,
 				StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
 			if err := NewSaleStore(db).CreateSale(t.Context(), s); err != nil {
 				t.Fatal(err)
@@ -159,7 +159,7 @@ func TestSQLiteWritersNeverLocked(t *testing.T) {
 		for g := range goroutines {
 			wg.Go(func() {
 				for i := range each {
-					s := &seckill.Sale{ID: fmt.Sprintf("s%d_%d_%d", h, g, i), Name: "x", Stock: 1, PerUserLimit: 1,
+					s := &seckill.Sale{ID: fmt.Sprintf("s%d_%d_%d", h, g, i), Name: "x", Stock: 1, PurchaseLimit: 1,
 						StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
 					if err := store.CreateSale(t.Context(), s); err != nil {
 						mu.Lock()
@@ -204,7 +204,7 @@ func TestSQLiteMemory(t *testing.T) {
 		t.Fatal(err)
 	}
 	store := NewSaleStore(db)
-	s := &seckill.Sale{ID: "m", Name: "x", Stock: 1, PerUserLimit: 1, StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
+	s := &seckill.Sale{ID: "m", Name: "x", Stock: 1, PurchaseLimit: 1, StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
 	if err := store.CreateSale(t.Context(), s); err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,7 @@ func TestOutageIsUnavailable(t *testing.T) {
 				t.Fatalf("Migrate: %v", err)
 			}
 			sales, orders := NewSaleStore(db), NewOrderStore(db)
-			sale := &seckill.Sale{ID: servicetest.UniqueName("out"), Name: "Tea", PriceCents: 100, Stock: 10, PerUserLimit: 1,
+			sale := &seckill.Sale{ID: servicetest.UniqueName("out"), Name: "Tea", PriceCents: 100, Stock: 10, PurchaseLimit: 1,
 				StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
 			if err := sales.CreateSale(t.Context(), sale); err != nil {
 				t.Fatalf("CreateSale: %v", err)

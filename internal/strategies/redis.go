@@ -15,8 +15,6 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-dev/seckill"
-	"github.com/seckill-dev/seckill/internal/combiner"
-	"github.com/seckill-dev/seckill/internal/redis"
 )
 
 var (
@@ -35,7 +33,40 @@ type Redis struct {
 	client rueidis.Client
 	url    string
 	mini   *miniredis.Miniredis
+	engine Engine
 }
+
+// Engine is the seam to seckill's own reserve path, which the "seckill"
+// strategy races: in the engine, internal/redis's stock store behind
+// internal/combiner. The command that runs the comparison supplies it
+// (WithEngine), so that this package imports no other adapter.
+type Engine interface {
+	// OpenStock opens a stock store on the Redis at url whose every key
+	// starts with keyPrefix + ":".
+	OpenStock(ctx context.Context, url, keyPrefix string) (EngineStock, error)
+}
+
+// EngineStock is the engine's stock store with its combiner in front.
+type EngineStock interface {
+	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
+	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
+	// ReserveOne decides one request, batched with whatever else is
+	// waiting for the same sale.
+	ReserveOne(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error)
+	// Close drains the combiner and closes the store.
+	Close(ctx context.Context) error
+}
+
+// RedisOption configures OpenRedis.
+type RedisOption func(*Redis)
+
+// WithEngine gives the "seckill" strategy seckill's own reserve path;
+// without it that strategy does not open.
+func WithEngine(e Engine) RedisOption { return func(r *Redis) { r.engine = e } }
+
+// engineKeyPrefix is internal/redis's DefaultKeyPrefix: the keys of a
+// deployment, which DeletePrefix never touches.
+const engineKeyPrefix = "sk"
 
 // OpenRedis connects to the Redis at url (redis://, rediss://; see
 // internal/redis.New), or, when url is empty, starts an in-process
@@ -43,8 +74,11 @@ type Redis struct {
 // commands as well as internal/redis's store, so they start the server
 // themselves instead of through redis.StartEmbedded, which keeps its
 // address private.)
-func OpenRedis(ctx context.Context, url string) (*Redis, error) {
+func OpenRedis(ctx context.Context, url string, opts ...RedisOption) (*Redis, error) {
 	r := &Redis{url: url}
+	for _, o := range opts {
+		o(r)
+	}
 	var opt rueidis.ClientOption
 	if url == "" {
 		r.mini = miniredis.NewMiniRedis()
@@ -245,22 +279,26 @@ func (p *plainLua) Remaining(ctx context.Context) (int64, error) {
 	return v[0] - v[1], nil
 }
 
-// Seckill is seckill's own path: internal/redis's reserve script (window,
-// per-user limit of 1, reservation record and outbox append in the same
-// call) behind internal/combiner, which sends the requests that arrive
-// while a call is in flight together in the next call.
+// Seckill is seckill's own path, through the Engine: internal/redis's
+// reserve script (window, per-user limit of 1, reservation record and
+// outbox append in the same call) behind internal/combiner, which sends
+// the requests that arrive while a call is in flight together in the next
+// call.
 func (r *Redis) Seckill(ctx context.Context, stock int64) (Strategy, error) {
+	if r.engine == nil {
+		return nil, errors.New("seckill strategy: no engine (OpenRedis without WithEngine)")
+	}
 	prefix := uniqueName("skcmp")
-	store, err := redis.New(ctx, r.url, redis.WithKeyPrefix(prefix))
+	store, err := r.engine.OpenStock(ctx, r.url, prefix)
 	if err != nil {
 		return nil, err
 	}
 	now := time.Now()
 	sale := &seckill.Sale{
-		ID: "bench", Name: "bench compare", Stock: stock, PerUserLimit: 1,
+		ID: "bench", Name: "bench compare", Stock: stock, PurchaseLimit: 1,
 		StartAt: now.Add(-time.Second), EndAt: now.Add(24 * time.Hour),
 	}
-	s := &seckillStrategy{r: r, prefix: prefix, store: store, sale: sale.ID, comb: combiner.New(store, combiner.Config{})}
+	s := &seckillStrategy{r: r, prefix: prefix, store: store, sale: sale.ID}
 	if _, err := store.Preheat(ctx, sale); err != nil {
 		s.Close(ctx)
 		return nil, err
@@ -271,8 +309,7 @@ func (r *Redis) Seckill(ctx context.Context, stock int64) (Strategy, error) {
 type seckillStrategy struct {
 	r      *Redis
 	prefix string // this strategy's own: Close deletes every key under it
-	store  *redis.Store
-	comb   *combiner.Combiner
+	store  EngineStock
 	sale   string
 
 	closeOnce sync.Once
@@ -280,7 +317,7 @@ type seckillStrategy struct {
 }
 
 func (s *seckillStrategy) Reserve(ctx context.Context, userID string) (bool, error) {
-	res, err := s.comb.Reserve(ctx, s.sale, seckill.ReserveRequest{
+	res, err := s.store.ReserveOne(ctx, s.sale, seckill.ReserveRequest{
 		ReservationID: seckill.NewReservationID(s.sale, time.Now()),
 		UserID:        userID,
 		Qty:           1,
@@ -303,8 +340,7 @@ func (s *seckillStrategy) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		err := s.comb.Stop(sctx)
-		s.store.Close()
+		err := s.store.Close(sctx)
 		if _, derr := s.r.DeletePrefix(sctx, s.prefix); derr != nil {
 			err = errors.Join(err, derr)
 		}
@@ -318,7 +354,7 @@ func (s *seckillStrategy) Close(ctx context.Context) error {
 // to leave a shared Redis as it found it. The prefix must be one nothing
 // else uses; the default prefix is refused.
 func (r *Redis) DeletePrefix(ctx context.Context, prefix string) (deleted int, err error) {
-	if prefix == "" || prefix == redis.DefaultKeyPrefix || strings.ContainsAny(prefix, "*?[]") {
+	if prefix == "" || prefix == engineKeyPrefix || strings.ContainsAny(prefix, "*?[]") {
 		return 0, fmt.Errorf("delete prefix %q: refused", prefix)
 	}
 	for _, node := range r.client.Nodes() {

@@ -3,20 +3,12 @@ package strategies
 import (
 	"context"
 	"database/sql"
-	"database/sql/driver"
-	"errors"
 	"fmt"
-	"net"
-	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/go-sql-driver/mysql"
-	_ "github.com/jackc/pgx/v5/stdlib" // database/sql driver "pgx"
-	_ "modernc.org/sqlite"             // database/sql driver "sqlite"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
 // SQL is a database the SQL strategies run on, through a pool of many
@@ -31,8 +23,9 @@ type SQL struct {
 const DefaultSQLConns = 64
 
 // OpenSQL connects to mysql://user:pass@host:port/db, postgres://… or
-// sqlite:PATH with a pool of conns connections (SQLite: at most 8). It
-// writes nothing until a strategy is created.
+// sqlite:PATH (the URLs of sqlstore.Open) with a pool of conns connections
+// (SQLite: at most sqlstore.MaxSQLitePool). It writes nothing until a
+// strategy is created.
 //
 // SQLite serialises writers on the file, so the pool is what makes a race
 // possible at all: each statement runs on whichever connection is free,
@@ -41,88 +34,12 @@ func OpenSQL(ctx context.Context, rawURL string, conns int) (*SQL, error) {
 	if conns <= 0 {
 		conns = DefaultSQLConns
 	}
-	scheme, rest, ok := strings.Cut(rawURL, ":")
-	if !ok {
-		return nil, errors.New("open database: url has no scheme (want sqlite:, mysql:// or postgres://)")
-	}
-	var (
-		db      *sql.DB
-		dialect string
-		err     error
-	)
-	switch strings.ToLower(scheme) {
-	case "mysql":
-		dialect = "mysql"
-		var cfg *mysql.Config
-		if cfg, err = mysqlConfig(rawURL); err == nil {
-			cfg.Logger = quietDriver{}
-			var c driver.Connector
-			if c, err = mysql.NewConnector(cfg); err == nil {
-				db = sql.OpenDB(c)
-			}
-		}
-	case "postgres", "postgresql":
-		dialect = "postgres"
-		db, err = sql.Open("pgx", rawURL)
-	case "sqlite":
-		dialect = "sqlite"
-		path, _, _ := strings.Cut(strings.TrimPrefix(rest, "//"), "?")
-		if path == "" {
-			return nil, errors.New("open database: sqlite url has no file path")
-		}
-		if err = os.MkdirAll(filepath.Dir(path), 0o750); err == nil {
-			// WAL lets the readers run beside the one writer; the busy
-			// timeout makes a writer wait its turn instead of failing.
-			db, err = sql.Open("sqlite", path+"?_busy_timeout=30000&_journal_mode=WAL&_synchronous=NORMAL")
-		}
-		conns = min(conns, 8)
-	default:
-		return nil, fmt.Errorf("open database: unsupported scheme %q", scheme)
-	}
+	db, dialect, err := sqlstore.OpenPool(ctx, rawURL, conns)
 	if err != nil {
-		return nil, fmt.Errorf("open %s database: %w", dialect, err)
-	}
-	db.SetMaxOpenConns(conns)
-	db.SetMaxIdleConns(conns)
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("open %s database: %w", dialect, err)
+		return nil, err
 	}
 	return &SQL{db: db, dialect: dialect}, nil
 }
-
-// mysqlConfig reads mysql://user:pass@host:port/db?params as sqlstore
-// does; the driver parses its own parameters.
-func mysqlConfig(rawURL string) (*mysql.Config, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return nil, errors.New("malformed url") // url's error would echo the password
-	}
-	dbName := strings.TrimPrefix(u.Path, "/")
-	if u.Host == "" || dbName == "" {
-		return nil, errors.New("want mysql://user:pass@host:port/db")
-	}
-	addr := u.Host
-	if u.Port() == "" {
-		addr = net.JoinHostPort(u.Hostname(), "3306")
-	}
-	cfg, err := mysql.ParseDSN("tcp(" + addr + ")/?" + u.RawQuery)
-	if err != nil {
-		return nil, fmt.Errorf("bad url parameters: %w", err)
-	}
-	cfg.DBName = dbName
-	if u.User != nil {
-		cfg.User = u.User.Username()
-		cfg.Passwd, _ = u.User.Password()
-	}
-	return cfg, nil
-}
-
-// quietDriver drops the MySQL driver's own log lines: every failure it
-// logs also comes back as an error.
-type quietDriver struct{}
-
-func (quietDriver) Print(...any) {}
 
 // Dialect is "mysql", "postgres" or "sqlite".
 func (s *SQL) Dialect() string { return s.dialect }

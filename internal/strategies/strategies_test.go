@@ -80,7 +80,7 @@ func openSQL(t *testing.T, url string) *SQL {
 
 func openRedis(t *testing.T, url string) *Redis {
 	t.Helper()
-	r, err := OpenRedis(t.Context(), url)
+	r, err := OpenRedis(t.Context(), url, WithEngine(testEngine{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,8 +216,20 @@ func TestOpenRejectsBadInput(t *testing.T) {
 	if _, err := k.Open(t.Context(), nil, openRedis(t, ""), 0); err == nil {
 		t.Error("a strategy opened with no stock")
 	}
+	bare, err := OpenRedis(t.Context(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bare.Close()
+	if _, err := k.Open(t.Context(), nil, bare, 10); err == nil {
+		t.Error("the seckill strategy opened without an engine")
+	}
 	if _, err := OpenSQL(t.Context(), "oracle://x", 1); err == nil {
 		t.Error("an unknown scheme opened")
+	}
+	// The URL rules are sqlstore's: a MySQL database name has no "/".
+	if _, err := OpenSQL(t.Context(), "mysql://root@127.0.0.1:1/test/x", 1); err == nil || !strings.Contains(err.Error(), "names no database") {
+		t.Errorf("a MySQL URL with a / in its database name: %v; want sqlstore's refusal", err)
 	}
 	if _, ok := KindByName("nope"); ok {
 		t.Error("an unknown strategy was found")

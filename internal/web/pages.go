@@ -110,19 +110,19 @@ func (h *Handler) handleIndex(w http.ResponseWriter, r *http.Request) {
 // buyerData is what the buyer page is rendered with. The page shows it at
 // once and then keeps it live from the API.
 type buyerData struct {
-	SaleID       string
-	Name         string
-	Price        string // plain decimal; the page reformats it in Currency
-	PriceCents   int64
-	Stock        int64
-	Remaining    int64
-	PerUserLimit int64
-	StartAt      string // RFC 3339, UTC
-	EndAt        string
-	State        seckill.SaleState
-	QtyOptions   []int64 // 1 to the per-buyer limit, at most maxQtyChoice
-	DemoLogin    bool
-	Currency     string
+	SaleID        string
+	Name          string
+	Price         string // plain decimal; the page reformats it in Currency
+	PriceCents    int64
+	Stock         int64
+	Remaining     int64
+	PurchaseLimit int64
+	StartAt       string // RFC 3339, UTC
+	EndAt         string
+	State         seckill.SaleState
+	QtyOptions    []int64 // 1 to the per-buyer limit, at most maxQtyChoice
+	DemoLogin     bool
+	Currency      string
 }
 
 // maxQtyChoice caps the quantity menu; a limit above it still applies.
@@ -167,24 +167,24 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		// The page polls the API for stock anyway: render what is known.
 		h.logger.WarnContext(r.Context(), "buyer page: stock", "sale", id, "err", err)
 	}
-	qty := make([]int64, min(sale.PerUserLimit, maxQtyChoice))
+	qty := make([]int64, min(sale.PurchaseLimit, maxQtyChoice))
 	for i := range qty {
 		qty[i] = int64(i + 1)
 	}
 	h.renderPage(w, r, http.StatusOK, "buyer.html", buyerData{
-		SaleID:       sale.ID,
-		Name:         sale.Name,
-		Price:        fmt.Sprintf("%d.%02d", sale.PriceCents/100, sale.PriceCents%100),
-		PriceCents:   sale.PriceCents,
-		Stock:        sale.Stock,
-		Remaining:    remaining,
-		PerUserLimit: sale.PerUserLimit,
-		StartAt:      sale.StartAt.UTC().Format(time.RFC3339Nano),
-		EndAt:        sale.EndAt.UTC().Format(time.RFC3339Nano),
-		State:        sale.State(h.now(), remaining),
-		QtyOptions:   qty,
-		DemoLogin:    h.demoLogin != nil,
-		Currency:     h.currency,
+		SaleID:        sale.ID,
+		Name:          sale.Name,
+		Price:         fmt.Sprintf("%d.%02d", sale.PriceCents/100, sale.PriceCents%100),
+		PriceCents:    sale.PriceCents,
+		Stock:         sale.Stock,
+		Remaining:     remaining,
+		PurchaseLimit: sale.PurchaseLimit,
+		StartAt:       sale.StartAt.UTC().Format(time.RFC3339Nano),
+		EndAt:         sale.EndAt.UTC().Format(time.RFC3339Nano),
+		State:         sale.State(h.now(), remaining),
+		QtyOptions:    qty,
+		DemoLogin:     h.demoLogin != nil,
+		Currency:      h.currency,
 	})
 }
 

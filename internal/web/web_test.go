@@ -81,7 +81,7 @@ func newFixture(t *testing.T, mutate func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{
 		sales: &fakeSales{sales: map[string]*seckill.Sale{
-			"tea": {ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, PerUserLimit: 2,
+			"tea": {ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, PurchaseLimit: 2,
 				StartAt: testStart, EndAt: testStart.Add(time.Hour)},
 		}},
 		stock: &fakeStock{levels: map[string]seckill.StockLevel{}},
@@ -246,7 +246,7 @@ func TestDemoLogin(t *testing.T) {
 func TestBuyerPage(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Currency = "EUR" })
 	f.sales.sales["xss"] = &seckill.Sale{ID: "xss", Name: `<script>alert(1)</script> & "tea"`, PriceCents: 5,
-		Stock: 3, PerUserLimit: 1, StartAt: testStart, EndAt: testStart.Add(time.Hour)}
+		Stock: 3, PurchaseLimit: 1, StartAt: testStart, EndAt: testStart.Add(time.Hour)}
 	f.stock.set("tea", seckill.StockLevel{Total: 200, Reserved: 50})
 
 	a := f.do(t, "GET", "/sales/tea", "", "")
