@@ -11,10 +11,16 @@ import (
 
 // Every subcommand tears down what it started: servers, workers, clients.
 // The test binary is also bench's load generator: bench starts the running
-// executable again for it.
+// executable again for it. With SECKILL_TEST_RUN_MAIN=1 it is the seckill
+// command instead (the shutdown tests run it as a process to send it
+// signals).
 func TestMain(m *testing.M) {
 	if bench.IsChild() {
 		os.Exit(bench.ChildMain(os.Stdin, os.Stdout))
+	}
+	if os.Getenv("SECKILL_TEST_RUN_MAIN") == "1" {
+		main()
+		return
 	}
 	goleak.VerifyTestMain(m,
 		// A rueidis timer that outlives a closed client by a few seconds.

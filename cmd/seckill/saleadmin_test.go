@@ -53,7 +53,7 @@ func (e *engine) listSales(state string, limit int) (ids []string, phases map[st
 	return nil, nil
 }
 
-func contains(ids []string, id string) bool {
+func containsID(ids []string, id string) bool {
 	for _, x := range ids {
 		if x == id {
 			return true
@@ -76,10 +76,10 @@ func TestSalesAdmin(t *testing.T) {
 	sched := e.createSale(10, 1, now.Add(time.Hour), now.Add(2*time.Hour))
 	live := e.liveSale(1, 5)
 	ids, _ := e.listSales("scheduled", 1)
-	if !contains(ids, sched) || contains(ids, live) {
+	if !containsID(ids, sched) || containsID(ids, live) {
 		t.Errorf("scheduled list = %v, want %s and not %s", ids, sched, live)
 	}
-	if ids, _ := e.listSales("live", 1); !contains(ids, live) || contains(ids, sched) {
+	if ids, _ := e.listSales("live", 1); !containsID(ids, live) || containsID(ids, sched) {
 		t.Errorf("live list = %v, want %s only", ids, live)
 	}
 	if r := e.admin("GET", "/admin/v1/sales?state=bogus", nil); r.status != http.StatusBadRequest || r.code() != seckill.EINVALID {
@@ -150,7 +150,7 @@ func TestSalesAdmin(t *testing.T) {
 		t.Errorf("add stock to an ended sale: %d %v", r.status, r.body)
 	}
 	ids, phases := e.listSales("ended", 50)
-	if !contains(ids, live) || phases[live] != "draining" {
+	if !containsID(ids, live) || phases[live] != "draining" {
 		t.Errorf("ended list = %v phases %v, want %s draining (its Redis keys are there)", ids, phases, live)
 	}
 

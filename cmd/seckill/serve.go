@@ -375,6 +375,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	dm := newDurabilityMetrics(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
+	redisBreaker, dbBreaker := newBreakers(reg)
+	reqStock := guardedStock{Store: m.stock, b: redisBreaker}
+	reqSales := guardedSales{SaleStore: sales, b: dbBreaker}
 	// An API-only node writes claims to the Redis outbox and never talks
 	// to the broker.
 	if role.relay || role.writer {
@@ -401,7 +404,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if d, ok := routeBudgets["reserve"]; ok {
 		reserveBudget = d
 	}
-	m.combiner = combiner.New(m.stock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
+	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
 		metrics.observeBatch(size, took, err)
 		if errors.Is(err, redis.ErrNotDurable) {
 			dm.notDurable.Inc()
@@ -556,8 +559,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	api, err = httpapi.New(httpapi.Config{
-		Sales:          sales,
-		Stock:          m.stock,
+		Sales:          reqSales,
+		Stock:          reqStock,
 		Preheater:      m.preheat,
 		Reserver:       gate,
 		Verifier:       jwt.NewVerifier([]byte(cfg.JWTSecret)),
@@ -565,12 +568,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Logger:         m.Logger,
 		Registerer:     reg,
 		Gatherer:       reg,
-		Orders:         m.orders,
-		Pending:        m.stock,
+		Orders:         guardedOrders{OrderStore: m.orders, b: dbBreaker},
+		Pending:        reqStock,
 		ClaimIDs:       claimIDs,
 		Lost:           lost,
 		Restorer:       m.restorer,
-		RateLimiter:    m.stock,
+		RateLimiter:    reqStock,
 		LimitInReserve: true,
 		RateLimitIP:    ipLimit,
 		RateLimitUser:  userLimit,
@@ -589,7 +592,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Now:        m.now,
 		Ready:      m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			// Within the create request's budget: with Redis down the
+			// scheduler preheats the sale on a later pass instead.
+			ctx, cancel := context.WithTimeout(context.Background(), cfg.RequestBudget/2)
 			defer cancel()
 			m.preheat.SaleCreated(ctx, s)
 		},
@@ -612,8 +617,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
-		Sales: sales, Stock: m.stock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, Currency: cfg.Currency,
+		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 	})
 	if err != nil {
 		return err
@@ -646,8 +651,16 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.server.RegisterOnShutdown(pages.CloseStreams)
 	m.served = make(chan error, 1)
 	go func() { m.served <- m.server.Serve(m.listener) }()
-	// HTTP stops first: no new claims while the rest drains.
-	m.closers = append(m.closers, func(ctx context.Context) error { return m.server.Shutdown(ctx) })
+	// HTTP stops first: no new claims while the rest drains. Requests
+	// still running when the timeout ends have their connections closed,
+	// which ends their contexts, so the workers behind them can stop.
+	m.closers = append(m.closers, func(ctx context.Context) error {
+		err := m.server.Shutdown(ctx)
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = m.server.Close()
+		}
+		return err
+	})
 
 	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
 		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
@@ -706,6 +719,11 @@ func (m *Main) ready(ctx context.Context) error {
 	if err := m.stock.Ping(ctx); err != nil {
 		return fmt.Errorf("redis: %w", err)
 	}
+	if p, ok := m.broker.(interface{ Ping(context.Context) error }); ok {
+		if err := p.Ping(ctx); err != nil {
+			return fmt.Errorf("broker: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -745,9 +763,34 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case err := <-m.Served():
 		logger.Error("http server stopped", "err", err)
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout)
+	return m.shutdown(cfg.ShutdownTimeout)
+}
+
+// shutdownGrace is how long after its timeout a shutdown that is still
+// stuck is abandoned: the process exits anyway, within the timeout plus a
+// second.
+const shutdownGrace = 500 * time.Millisecond
+
+// errShutdownStuck is returned when the shutdown did not finish in time.
+var errShutdownStuck = errors.New("shutdown did not finish within its timeout; exiting anyway")
+
+// shutdown closes m within timeout. Whatever is still stuck then (a
+// handler waiting on a backend that ignores its deadline, a client that
+// will not close) is left behind: nothing acknowledged is lost by it, since
+// every claim answered 202 is in the Redis outbox already, and unacked
+// broker deliveries come back.
+func (m *Main) shutdown(timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	return m.Close(sctx)
+	closed := make(chan error, 1)
+	go func() { closed <- m.Close(ctx) }()
+	select {
+	case err := <-closed:
+		return err
+	case <-time.After(timeout + shutdownGrace):
+		m.Logger.Error("shutdown stuck", "timeout", timeout)
+		return errShutdownStuck
+	}
 }
 
 func newLogger(w io.Writer, level string) (*slog.Logger, error) {

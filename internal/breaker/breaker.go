@@ -125,6 +125,19 @@ func (b *Breaker) Allow() (done func(err error), err error) {
 	return nil, fmt.Errorf("%s: %w: %w", b.cfg.Name, b.refused, ErrOpen)
 }
 
+// Refusing returns the error Allow would refuse a call with while the
+// breaker is not closed, and nil while it is, without taking a probe or
+// counting anything: for calls that should fail fast during an outage but
+// whose own failures say little about the backend.
+func (b *Breaker) Refusing() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.state == Closed {
+		return nil
+	}
+	return fmt.Errorf("%s: %w: %w", b.cfg.Name, b.refused, ErrOpen)
+}
+
 // Do runs fn through the breaker.
 func Do[T any](ctx context.Context, b *Breaker, fn func(ctx context.Context) (T, error)) (T, error) {
 	done, err := b.Allow()

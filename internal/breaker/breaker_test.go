@@ -61,6 +61,9 @@ func TestBreaker(t *testing.T) {
 	if msg := seckill.ErrorMessage(err); msg != "Redis is unavailable; retry later." {
 		t.Fatalf("message %q", msg)
 	}
+	if err := b.Refusing(); !errors.Is(err, ErrOpen) {
+		t.Fatalf("Refusing while open: %v", err)
+	}
 	// After OpenFor one probe goes through; the others are still refused.
 	c.add(time.Second)
 	done, err := b.Allow()
@@ -89,7 +92,7 @@ func TestBreaker(t *testing.T) {
 		t.Fatalf("after an abandoned probe: %v; want the next call to probe", err)
 	}
 	done(nil) // the backend answers: closed
-	if b.State() != Closed {
+	if b.State() != Closed || b.Refusing() != nil {
 		t.Fatalf("after a good probe: %s", b.State())
 	}
 	want := []State{Open, HalfOpen, Open, HalfOpen, Open, HalfOpen, Closed}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"sort"
+	"syscall"
 	"testing"
 	"time"
 
@@ -161,4 +163,58 @@ func TestStaleSaleView(t *testing.T) {
 	other.ID = "other-sale"
 	e.sales.put(other)
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/other-sale"}), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
+}
+
+// BenchmarkBudgetOverhead measures what the budget costs each request: the
+// same trivial handler behind instrument, with a budget (every API route)
+// and without (liveness), in alternating rounds of b.N requests each on
+// one goroutine. It reports the median of the per-round ratios of CPU
+// time (the process's, from getrusage: the machine is shared, so wall
+// time says more about the neighbours) and the median CPU µs per request
+// of each.
+//
+//	go test -run '^$' -bench BudgetOverhead -benchtime 20000x ./internal/httpapi
+func BenchmarkBudgetOverhead(b *testing.B) {
+	e := newEnv(b)
+	trivial := func(w http.ResponseWriter, _ *http.Request) int {
+		w.WriteHeader(http.StatusNoContent)
+		return http.StatusNoContent
+	}
+	without := e.srv.instrument("GET /healthz", trivial)
+	with := e.srv.instrument("GET /bench-budgeted", trivial)
+	req := httptest.NewRequest("GET", "/", nil)
+	w := httptest.NewRecorder()
+	run := func(h http.Handler) float64 {
+		start := cpuTime(b)
+		for range b.N {
+			h.ServeHTTP(w, req)
+		}
+		return float64((cpuTime(b) - start).Nanoseconds()) / float64(b.N)
+	}
+	const rounds = 9
+	var ratios, base, budgeted []float64
+	b.ResetTimer()
+	for range rounds {
+		n0, n1 := run(without), run(with)
+		base, budgeted = append(base, n0), append(budgeted, n1)
+		ratios = append(ratios, n1/n0)
+	}
+	b.ReportMetric(median(ratios), "x-budget/none")
+	b.ReportMetric(median(base)/1000, "cpu-µs/req-none")
+	b.ReportMetric(median(budgeted)/1000, "cpu-µs/req-budget")
+}
+
+// cpuTime is the process's user plus system CPU time so far.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	return s[len(s)/2]
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	gojwt "github.com/golang-jwt/jwt/v5"
+
 	"github.com/seckill-dev/seckill"
 )
 
@@ -86,6 +88,9 @@ func TestHostileInput(t *testing.T) {
 		{name: "key unicode", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"ключ-🔑"}}, status: 400, code: seckill.EINVALID},
 		{name: "key NUL", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a\x00b"}}, status: 400, code: seckill.EINVALID},
 		{name: "key DEL", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a\x7fb"}}, status: 400, code: seckill.EINVALID},
+		// net/http itself refuses these two on the wire (TestHostileWire
+		// checks that answer's shape); a proxy in front may let them by.
+		{name: "key SOH", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a\x01b"}}, status: 400, code: seckill.EINVALID},
 		{name: "key CRLF", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a\r\nX-Admin: 1"}}, status: 400, code: seckill.EINVALID},
 		{name: "key tab", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {"a\tb"}}, status: 400, code: seckill.EINVALID},
 		{name: "key 1 MiB", body: `{"qty":1}`, headers: map[string][]string{"Idempotency-Key": {mib}}, status: 400, code: seckill.EINVALID},
@@ -98,6 +103,8 @@ func TestHostileInput(t *testing.T) {
 		{name: "sale id braces", path: "/api/v1/sales/a%7Bb%7D/reservations", body: `{"qty":1}`, status: 404, code: seckill.ESALENOTFOUND},
 		{name: "sale id encoded slash", path: "/api/v1/sales/..%2F..%2Fadmin/reservations", body: `{"qty":1}`, status: 404, code: seckill.ESALENOTFOUND},
 		{name: "sale id space", path: "/api/v1/sales/tea%202030/reservations", body: `{"qty":1}`, status: 404, code: seckill.ESALENOTFOUND},
+		{name: "raw dot-dot path", path: "/api/v1/sales/../..", body: `{"qty":1}`, status: 400, code: seckill.EINVALID},
+		{name: "dot-dot onto the admin API", path: "/api/v1/sales/../../admin/v1/sales", auth: admin(), body: sale("id", `"dotdot"`), status: 400, code: seckill.EINVALID},
 		{name: "sale id 10 KiB", path: "/api/v1/sales/" + strings.Repeat("a", 10<<10) + "/reservations", body: `{"qty":1}`, status: 404, code: seckill.ESALENOTFOUND},
 		{name: "public sale id unicode", method: "GET", path: "/api/v1/sales/%F0%9F%8D%B5", auth: "-", status: 404, code: seckill.ESALENOTFOUND},
 		{name: "admin sale id control", method: "GET", path: "/admin/v1/sales/a%01b", auth: admin(), status: 404, code: seckill.ESALENOTFOUND},
@@ -106,6 +113,7 @@ func TestHostileInput(t *testing.T) {
 		{name: "token control chars", body: `{"qty":1}`, auth: "Bearer a.b\x00.c", status: 401, code: seckill.EUNAUTHORIZED},
 		{name: "token unicode", body: `{"qty":1}`, auth: "Bearer ёжик.ёжик.ёжик", status: 401, code: seckill.EUNAUTHORIZED},
 		{name: "token truncated", body: `{"qty":1}`, auth: "Bearer " + tok[:len(tok)-1], status: 401, code: seckill.EUNAUTHORIZED},
+		{name: "token exp numeric string", body: `{"qty":1}`, auth: "Bearer " + stringExpToken(t), status: 401, code: seckill.EUNAUTHORIZED},
 		{name: "token twice", body: `{"qty":1}`, auth: "Bearer " + tok + " " + tok, status: 401, code: seckill.EUNAUTHORIZED},
 		// Admin sale bodies.
 		{name: "sale stock 1e18", path: "/admin/v1/sales", auth: admin(), body: sale("stock", "1000000000000000000"), status: 400, code: seckill.EINVALID},
@@ -148,6 +156,19 @@ func TestHostileInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// stringExpToken is a buyer token signed with the right secret whose exp
+// is a numeric string, not the JSON number RFC 7519 requires.
+func stringExpToken(t *testing.T) string {
+	t.Helper()
+	tok, err := gojwt.NewWithClaims(gojwt.SigningMethodHS256, gojwt.MapClaims{
+		"sub": "mallory", "exp": strconv.FormatInt(time.Now().Add(time.Hour).Unix(), 10),
+	}).SignedString(testSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
 }
 
 // TestHostileForwardedFor: whatever a client writes in X-Forwarded-For,

@@ -150,6 +150,12 @@ func (m *metrics) degrade(route, reason string) {
 	m.degraded.WithLabelValues(route, reason).Inc()
 }
 
+// CountDegraded counts an answer degraded by a backend outage that a
+// handler beside the API gave (the pages of internal/web), in
+// seckill_http_degraded_total with the API's own: reason is
+// "unavailable" (a 503) or "stale" (the last good copy).
+func (s *Server) CountDegraded(route, reason string) { s.metrics.degrade(route, reason) }
+
 func (m *metrics) reservation(o outcome, took time.Duration) {
 	m.reservations[o].Inc()
 	m.reserveDuration.Observe(took.Seconds())

@@ -3,11 +3,13 @@ package redis
 import (
 	"context"
 	"errors"
-	"math"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,57 +130,91 @@ func TestCheckFsync(t *testing.T) {
 
 // BenchmarkReserveDurability is the cost of one WAIT per batch: the
 // reserve path on a private primary with one replica, with replicas:1
-// and with none, in the same run. Each op is one Reserve call of batch
-// requests from one of benchParallelism×GOMAXPROCS goroutines, as the
-// combiner makes them. Compare ns/op (and the ratio logged) of the two.
+// against none in the same run. Each op (run with -benchtime=Nx) is one
+// round: the same number of Reserve calls of `batch` requests, as the
+// combiner makes them, from benchParallelism×GOMAXPROCS goroutines, first
+// with none, then with replicas:1. It reports the median over the rounds
+// of the per-round ratio of wall time (replicas:1 / none), and the wall
+// and client CPU microseconds per batch of each mode.
 func BenchmarkReserveDurability(b *testing.B) {
 	primary := redistest.StartServer(b)
 	redistest.StartReplica(b, primary)
+	none, err := New(context.Background(), "redis://"+primary.Addr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer none.Close()
+	durable, err := New(context.Background(), "redis://"+primary.Addr, WithWaitReplicas(1, time.Second))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer durable.Close()
 	for _, batch := range []int{1, 16} {
-		for _, mode := range []string{"none", "replicas:1"} {
-			b.Run("batch="+strconv.Itoa(batch)+"/"+mode, func(b *testing.B) {
-				var opts []Option
-				if mode != "none" {
-					opts = append(opts, WithWaitReplicas(1, time.Second))
+		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
+			const calls = 4000
+			var ratios []float64
+			var wall, cpu [2]time.Duration
+			for range b.N {
+				var took [2]time.Duration
+				for i, s := range []*Store{none, durable} {
+					c0 := cpuTime()
+					t0 := time.Now()
+					reserveRound(b, s, batch, calls)
+					took[i] = time.Since(t0)
+					wall[i] += took[i]
+					cpu[i] += cpuTime() - c0
 				}
-				s, err := New(context.Background(), "redis://"+primary.Addr, opts...)
-				if err != nil {
-					b.Fatal(err)
-				}
-				defer s.Close()
-				benchReserve(b, s, batch)
-			})
-		}
+				ratios = append(ratios, float64(took[1])/float64(took[0]))
+			}
+			slices.Sort(ratios)
+			perBatch := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N*calls) }
+			b.ReportMetric(ratios[len(ratios)/2], "ratio(replicas:1/none)")
+			b.ReportMetric(perBatch(wall[0]), "µs/batch(none)")
+			b.ReportMetric(perBatch(wall[1]), "µs/batch(replicas:1)")
+			b.ReportMetric(perBatch(cpu[0]), "cpu-µs/batch(none)")
+			b.ReportMetric(perBatch(cpu[1]), "cpu-µs/batch(replicas:1)")
+		})
 	}
 }
 
-func benchReserve(b *testing.B, s *Store, batch int) {
+// cpuTime is this process's user + system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reserveRound makes calls Reserve calls of batch requests on a fresh
+// sale from benchParallelism×GOMAXPROCS goroutines.
+func reserveRound(b *testing.B, s *Store, batch, calls int) {
 	ctx := context.Background()
-	sale := liveSale(math.MaxInt32, seckill.MaxPurchaseLimit)
-	sale.Stock = seckill.MaxSaleStock
+	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 	if _, err := s.Preheat(ctx, sale); err != nil {
 		b.Fatal(err)
 	}
-	var next atomic.Int64
-	b.SetParallelism(benchParallelism)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		reqs := make([]seckill.ReserveRequest, batch)
-		for pb.Next() {
-			for i := range reqs {
-				reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()),
-					UserID: "user-" + strconv.Itoa(int(next.Add(1)%benchUsers)), Qty: 1}
+	var next, users atomic.Int64
+	var wg sync.WaitGroup
+	for range benchParallelism * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			reqs := make([]seckill.ReserveRequest, batch)
+			for next.Add(1) <= int64(calls) {
+				for i := range reqs {
+					reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()),
+						UserID: "user-" + strconv.Itoa(int(users.Add(1)%benchUsers)), Qty: 1}
+				}
+				res, err := s.Reserve(ctx, sale.ID, reqs)
+				if err != nil {
+					b.Errorf("Reserve: %v", err)
+					return
+				}
+				if !slices.ContainsFunc(res, func(r seckill.ReserveResult) bool { return r.Outcome == seckill.OutcomeReserved }) {
+					b.Errorf("no reservation in %+v", res)
+					return
+				}
 			}
-			res, err := s.Reserve(ctx, sale.ID, reqs)
-			if err != nil {
-				b.Errorf("Reserve: %v", err)
-				return
-			}
-			if !slices.ContainsFunc(res, func(r seckill.ReserveResult) bool { return r.Outcome == seckill.OutcomeReserved }) {
-				b.Errorf("no reservation in %+v", res)
-				return
-			}
-		}
-	})
-	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "reservations/s")
+		}()
+	}
+	wg.Wait()
 }

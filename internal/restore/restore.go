@@ -60,6 +60,11 @@ type Config struct {
 	OnRestocked func(saleID string)
 	// OnAlert, if set, is told of every request that became stuck.
 	OnAlert func(*seckill.RestoreRequest)
+	// RedisTimeout bounds the Redis step of one Restore, so that a cancel
+	// whose database step is done answers within its request's budget
+	// while Redis is down or silent; the retry loop finishes the step.
+	// Default 500ms.
+	RedisTimeout time.Duration
 }
 
 // Service restores reservations. Restore may be called at any time; Start
@@ -83,6 +88,9 @@ func New(store Store, stock Stock, cfg Config) *Service {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = 500
+	}
+	if cfg.RedisTimeout <= 0 {
+		cfg.RedisTimeout = 500 * time.Millisecond
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -141,7 +149,9 @@ func (s *Service) Restore(ctx context.Context, reservationID, reason string) (se
 // caller's error, since the database step (the one that decides) is done.
 func (s *Service) redisStep(ctx context.Context, reservationID string, attempts int) {
 	log := s.cfg.Logger.With("reservation", reservationID)
-	restored, err := s.stock.RestoreReservation(ctx, reservationID)
+	rctx, cancel := context.WithTimeout(ctx, s.cfg.RedisTimeout)
+	restored, err := s.stock.RestoreReservation(rctx, reservationID)
+	cancel()
 	now := s.cfg.Now()
 	switch {
 	case errors.Is(err, seckill.ErrNotFound):

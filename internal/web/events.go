@@ -231,12 +231,17 @@ func (h *Handler) handleEvents(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errTicket)
 		return
 	}
-	sale, err := h.sales.Sale(r.Context(), id)
+	// The stream itself runs until the operator leaves; opening it has
+	// the budget of any request.
+	sctx, cancel := context.WithTimeout(r.Context(), h.budget)
+	sale, err := h.sales.Sale(sctx, id)
+	cancel()
 	if errors.Is(err, seckill.ErrNotFound) {
 		writeError(w, seckill.Errorf(seckill.ESALENOTFOUND, "No such sale."))
 		return
 	} else if err != nil {
 		h.logger.ErrorContext(r.Context(), "events: sale", "sale", id, "err", err)
+		h.degraded(r.Pattern, "unavailable")
 		writeError(w, seckill.Errorf(seckill.EUNAVAILABLE, "The sale cannot be read; retry shortly."))
 		return
 	}

@@ -158,6 +158,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		// A friendly page that retries by itself, with what a client
 		// needs to retry too.
 		w.Header().Set("Retry-After", strconv.Itoa(busyRetrySeconds))
+		h.degraded(r.Pattern, "unavailable")
 		h.renderPage(w, r, http.StatusServiceUnavailable, "busy.html", busyData{RetrySeconds: busyRetrySeconds})
 		return
 	}
@@ -391,8 +392,13 @@ func writeError(w http.ResponseWriter, err error) {
 	if !ok {
 		status = http.StatusInternalServerError
 	}
-	if status == http.StatusUnauthorized {
+	switch status {
+	case http.StatusUnauthorized:
 		w.Header().Set("WWW-Authenticate", `Bearer realm="seckill"`)
+	case http.StatusServiceUnavailable: // as the API answers an outage
+		if w.Header().Get("Retry-After") == "" {
+			w.Header().Set("Retry-After", "1")
+		}
 	}
 	writeJSON(w, status, body)
 }

@@ -124,6 +124,10 @@ type Config struct {
 	// Budget bounds the backend calls of one page request (the buyer
 	// page reads the sale and its stock). Default DefaultBudget.
 	Budget time.Duration
+	// OnDegraded, if set, is told of every answer degraded by a backend
+	// outage, with its route pattern and "unavailable" (the API's
+	// seckill_http_degraded_total counts them with its own).
+	OnDegraded func(route, reason string)
 
 	// TicketTTL is how long a live-feed ticket is valid. Default
 	// DefaultTicketTTL.
@@ -149,6 +153,7 @@ type Handler struct {
 	logger    *slog.Logger
 	interval  time.Duration
 	budget    time.Duration
+	degraded  func(route, reason string)
 	series    *seriesSet
 	pages     *template.Template
 	assets    map[string]*asset // by path under /static/
@@ -176,10 +181,14 @@ func New(cfg Config) (*Handler, error) {
 		logger:    cfg.Logger,
 		interval:  cfg.EventInterval,
 		budget:    cfg.Budget,
+		degraded:  cfg.OnDegraded,
 		closed:    make(chan struct{}),
 	}
 	if h.budget <= 0 {
 		h.budget = DefaultBudget
+	}
+	if h.degraded == nil {
+		h.degraded = func(string, string) {}
 	}
 	if h.now == nil {
 		h.now = time.Now
