@@ -49,6 +49,8 @@ type FailedOrder struct {
 	Attempts      int       `json:"attempts"`
 	Payload       []byte    `json:"-"` // the raw message, for a re-drive
 	CreatedAt     time.Time `json:"created_at"`
+	// Resolution is how an operator closed it; nil while it is open.
+	Resolution *Resolution `json:"resolution,omitempty"`
 }
 
 // PersistOutcome is what happened to one event of a persisted batch.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/text/currency"
 )
 
 // Sale is one flash sale: a fixed stock of one product offered from StartAt
@@ -13,7 +15,10 @@ type Sale struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
-	Stock      int64  `json:"stock"` // units put on sale
+	// Currency is the ISO 4217 code of PriceCents ("EUR"); empty on rows
+	// made before sales had one, which show the deployment's default.
+	Currency string `json:"currency"`
+	Stock    int64  `json:"stock"` // units put on sale
 	// Unsold is the database's count of units not yet turned into orders:
 	// Stock minus persisted orders, plus restored units. It lags the live
 	// stock in Redis by the orders still in flight; the order writer's
@@ -60,6 +65,21 @@ func ValidSaleID(id string) bool {
 	return true
 }
 
+// ValidCurrency reports whether code is an ISO 4217 currency code: three
+// capital letters that ISO 4217 assigns (golang.org/x/text knows the list).
+func ValidCurrency(code string) bool {
+	if len(code) != 3 {
+		return false
+	}
+	for i := 0; i < 3; i++ {
+		if code[i] < 'A' || code[i] > 'Z' {
+			return false
+		}
+	}
+	_, err := currency.ParseISO(code)
+	return err == nil
+}
+
 // Validate checks the fields an operator supplies when creating a sale.
 func (s *Sale) Validate() error {
 	switch {
@@ -69,6 +89,8 @@ func (s *Sale) Validate() error {
 		return Errorf(EINVALID, "name must be 1-%d bytes of UTF-8", MaxSaleNameBytes)
 	case s.PriceCents < 0 || s.PriceCents > MaxPriceCents:
 		return Errorf(EINVALID, "price_cents must be between 0 and %d", int64(MaxPriceCents))
+	case s.Currency != "" && !ValidCurrency(s.Currency):
+		return Errorf(EINVALID, "currency must be an ISO 4217 code of three capital letters, e.g. EUR")
 	case s.Stock < 1 || s.Stock > MaxSaleStock:
 		return Errorf(EINVALID, "stock must be between 1 and %d", MaxSaleStock)
 	case s.PurchaseLimit < 1 || s.PurchaseLimit > MaxPurchaseLimit:

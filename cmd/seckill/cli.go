@@ -25,6 +25,7 @@ var commands = map[string]command{
 	"token":     {"print a buyer JWT for a user id", runToken},
 	"demo":      {"run a flash sale on the embedded engine and report on it", runDemo},
 	"bench":     {"load benchmarks: rush, compare, hello, textbook, live, soldout, all", runBench},
+	"sales":     {"list, show or end sales of a running seckill (the admin API): sales list|show|end", runSales},
 	"reconcile": {"compare a sale's Redis and database ledgers; exit 3 if oversold or unexplained", runReconcile},
 }
 

@@ -20,19 +20,7 @@ import (
 // at the start instant, a live progress line on stderr and a report on
 // stdout. It fails when the report shows a broken promise.
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg := DefaultConfig()
-	cfg.HTTPAddr = "127.0.0.1:0"
-	cfg.DataDir = "" // a temporary one unless --data-dir says otherwise
-	cfg.LogLevel = "error"
-	// The crowd comes from one address and is polite (one request per
-	// buyer): rate limits would only turn it away. --rate-limit-* still
-	// turn them on.
-	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
-	// The crowd and the engine share this machine's cores, so a request
-	// may wait on the crowd's own load longer than a production node's
-	// budget; the demo shows the sale, not that. --request-budget still
-	// sets it.
-	cfg.RequestBudget = 30 * time.Second
+	cfg := demoConfig()
 	opts := rush.DefaultOptions()
 	var asJSON, serve bool
 	fs := flagSet("demo", stderr)
@@ -83,6 +71,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		<-ctx.Done()
 	}
 	return err
+}
+
+// demoConfig is serve's DefaultConfig as a demo changes it.
+func demoConfig() Config {
+	cfg := DefaultConfig()
+	cfg.HTTPAddr = "127.0.0.1:0"
+	cfg.DataDir = "" // a temporary one unless --data-dir says otherwise
+	cfg.LogLevel = "error"
+	// The crowd comes from one address and is polite (one request per
+	// buyer): rate limits would only turn it away. --rate-limit-* still
+	// turn them on.
+	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
+	// The buyer page of a demo lets anyone pick a name; serve never does
+	// unless told to (--demo-login on).
+	cfg.DemoLogin = "on"
+	// The crowd and the engine share this machine's cores, so a request
+	// may wait on the crowd's own load longer than a production node's
+	// budget; the demo shows the sale, not that. --request-budget still
+	// sets it.
+	cfg.RequestBudget = 30 * time.Second
+	return cfg
 }
 
 // describeBackends names the backends of cfg for the report.

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -34,6 +35,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/relay"
 	"github.com/seckill-dev/seckill/internal/restore"
+	"github.com/seckill-dev/seckill/internal/saleadmin"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/web"
@@ -68,7 +70,7 @@ type Config struct {
 	TrustedProxies       string // comma-separated IPs/CIDRs
 	MaxInFlight          int
 	SoldOutInterval      time.Duration
-	DemoLogin            string // auto (on for the embedded default), on, off
+	DemoLogin            string // on or off; only `seckill demo` defaults to on
 	ReconcileInterval    time.Duration
 	ArchiveAfter         time.Duration
 	ArchiveInterval      time.Duration
@@ -76,6 +78,7 @@ type Config struct {
 	RequestBudget        time.Duration // every request's backend calls end by then
 	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
 	LogLevel             string
+	Currency             string // ISO 4217 code of sales created without one
 	// Claims that survive Redis losing writes (durability.go).
 	LostClaimAfter   time.Duration
 	RedisDurability  string // none, fsync, replicas:N
@@ -119,13 +122,14 @@ func DefaultConfig() Config {
 		RateLimitUser:        httpapi.DefaultRateLimitUser.String(),
 		MaxInFlight:          httpapi.DefaultMaxInFlight,
 		SoldOutInterval:      soldout.DefaultSafetyInterval,
-		DemoLogin:            "auto",
+		DemoLogin:            "off",
 		ReconcileInterval:    30 * time.Second,
 		ArchiveAfter:         archive.DefaultAfter,
 		ArchiveInterval:      archive.DefaultInterval,
 		ShutdownTimeout:      30 * time.Second,
 		RequestBudget:        httpapi.DefaultBudget,
 		LogLevel:             "info",
+		Currency:             "EUR",
 		LostClaimAfter:       lostclaim.DefaultAfter,
 		RedisDurability:      redis.DurabilityNone,
 		RedisConfigCheck:     "on",
@@ -149,7 +153,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
-	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token from a name: auto (only on the embedded default), on or off; never in production")
+	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
+	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
 	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
 	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
@@ -210,18 +215,19 @@ func (c *Config) roles() (roles, error) {
 	return r, nil
 }
 
-// demoLogin reports whether the buyer page may mint tokens from a name:
-// "auto" allows it only on the embedded default (no backend configured).
+// demoLogin reports whether the buyer page may mint tokens from a name.
+// It is off unless asked for: whoever reaches POST /demo/v1/login can act
+// as any buyer (read, pay and cancel their reservations), even on the
+// embedded default, which may serve small real sales. `seckill demo`
+// turns it on.
 func (c *Config) demoLogin() (bool, error) {
 	switch c.DemoLogin {
 	case "on":
 		return true, nil
-	case "off":
+	case "off", "":
 		return false, nil
-	case "auto", "":
-		return c.RedisURL == "" && c.DatabaseURL == "" && c.BrokerURL == "", nil
 	}
-	return false, fmt.Errorf("demo login %q: want auto, on or off", c.DemoLogin)
+	return false, fmt.Errorf("demo login %q: want on or off", c.DemoLogin)
 }
 
 // databaseURL is the configured URL, or SQLite in the data dir.
@@ -295,6 +301,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	proxies, err := httpapi.ParseTrustedProxies(cfg.TrustedProxies)
 	if err != nil {
 		return fmt.Errorf("trusted proxies: %w", err)
+	}
+	if !seckill.ValidCurrency(cfg.Currency) {
+		return fmt.Errorf("currency %q: want an ISO 4217 code such as EUR", cfg.Currency)
 	}
 	role, err := cfg.roles()
 	if err != nil {
@@ -515,12 +524,22 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.closers = append(m.closers, replays.Stop)
 	gate := m.gate
 	reg.MustRegister(gate)
+	// A sale changed on another node (edit, end, added stock) comes on the
+	// same announcement: this node forgets its cached row too, once the
+	// API exists.
+	var forgetSale atomic.Pointer[func(string)]
 	if role.api {
 		subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
 		subDone := make(chan struct{})
+		onRestocked := func(saleID string) {
+			gate.Clear(saleID)
+			if f := forgetSale.Load(); f != nil {
+				(*f)(saleID)
+			}
+		}
 		go func() {
 			defer close(subDone)
-			if err := m.stock.SubscribeRestocked(subCtx, gate.Clear); err != nil {
+			if err := m.stock.SubscribeRestocked(subCtx, onRestocked); err != nil {
 				m.Logger.Error("restock announcements: subscription ended", "err", err)
 			}
 		}()
@@ -533,7 +552,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		OnLost: func(f *seckill.FailedOrder) { dm.lostClaims.Inc(); metrics.observeFailed(f) },
 	})
 
-	api, err := httpapi.New(httpapi.Config{
+	var api *httpapi.Server
+	admin, err := saleadmin.New(saleadmin.Config{
+		Store: sales, Live: m.stock, Now: m.now, Logger: m.Logger,
+		OnChanged: func(s *seckill.Sale) {
+			gate.Clear(s.ID)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			m.preheat.SaleCreated(ctx, s)
+		},
+	})
+	if err != nil {
+		return err
+	}
+	api, err = httpapi.New(httpapi.Config{
 		Sales:          reqSales,
 		Stock:          reqStock,
 		Preheater:      m.preheat,
@@ -560,8 +592,12 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			return reconcileSale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
-		Now:   m.now,
-		Ready: m.ready,
+		Currency:   cfg.Currency,
+		SalesAdmin: admin,
+		Resolver:   m.orders,
+		PayTimeout: cfg.PayTimeout,
+		Now:        m.now,
+		Ready:      m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			// Within the create request's budget: with Redis down the
 			// scheduler preheats the sale on a later pass instead.
@@ -573,12 +609,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
+	forget := api.ForgetSale
+	forgetSale.Store(&forget)
 	demoLogin, err := cfg.demoLogin()
 	if err != nil {
 		return err
 	}
 	var mint func(string) (string, error)
 	if demoLogin {
+		m.Logger.Warn("demo login is on: anyone who reaches POST /demo/v1/login can act as any buyer; never use it for a real sale")
 		mint = func(name string) (string, error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
@@ -586,7 +625,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	room := &controlRoom{m: m, reg: reg}
 	pages, err := web.New(web.Config{
 		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded,
+		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 	})
 	if err != nil {
 		return err

@@ -51,6 +51,7 @@ func testSaleRoundTrip(t *testing.T, store seckill.SaleStore) {
 		ID:            servicetest.UniqueName("Sale-RT_"),
 		Name:          `Longjing 龍井 "first flush" 'gift' set; 10% off -- \ (tea)`,
 		PriceCents:    12_345,
+		Currency:      "CNY",
 		Stock:         200,
 		PurchaseLimit: 3,
 		StartAt:       start,
@@ -340,6 +341,9 @@ func checkSale(t *testing.T, got, want *seckill.Sale) {
 	}
 	if got.PurchaseLimit != want.PurchaseLimit {
 		t.Errorf("PurchaseLimit = %d, want %d", got.PurchaseLimit, want.PurchaseLimit)
+	}
+	if got.Currency != want.Currency {
+		t.Errorf("Currency = %q, want %q", got.Currency, want.Currency)
 	}
 	checkStoredTime(t, "StartAt", got.StartAt, want.StartAt)
 	checkStoredTime(t, "EndAt", got.EndAt, want.EndAt)

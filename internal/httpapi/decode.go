@@ -110,6 +110,7 @@ type saleRequest struct {
 	ID            string `json:"id"`
 	Name          string `json:"name"`
 	PriceCents    *int64 `json:"price_cents"` // 0 is a valid price, so absence must show
+	Currency      string `json:"currency"`    // empty: Config.Currency
 	Stock         int64  `json:"stock"`
 	PurchaseLimit int64  `json:"per_user_limit"`
 	Buckets       int64  `json:"buckets"` // optional: stock buckets over Redis slots
@@ -139,6 +140,7 @@ func decodeSaleRequest(r io.Reader) (*seckill.Sale, error) {
 		ID:            req.ID,
 		Name:          req.Name,
 		PriceCents:    *req.PriceCents,
+		Currency:      req.Currency,
 		Stock:         req.Stock,
 		PurchaseLimit: req.PurchaseLimit,
 		Buckets:       req.Buckets,

@@ -42,6 +42,7 @@ func (f *fakeSales) CreateSale(_ context.Context, s *seckill.Sale) error {
 	if _, ok := f.sales[s.ID]; ok {
 		return seckill.ErrDuplicate
 	}
+	s.Unsold = s.Stock // as the real store: nothing sold yet
 	c := *s
 	f.sales[s.ID] = &c
 	f.created = append(f.created, &c)
@@ -193,6 +194,7 @@ func testSale() *seckill.Sale {
 		Name:          "Tea gift set",
 		PriceCents:    9900,
 		Stock:         200,
+		Unsold:        200,
 		PurchaseLimit: 1,
 		StartAt:       time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC),
 		EndAt:         time.Date(2030, 1, 1, 13, 0, 0, 0, time.UTC),

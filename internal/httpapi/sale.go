@@ -1,9 +1,11 @@
 package httpapi
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/base32"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sync"
@@ -17,6 +19,7 @@ type saleView struct {
 	ID            string            `json:"id"`
 	Name          string            `json:"name"`
 	PriceCents    int64             `json:"price_cents"`
+	Currency      string            `json:"currency"`
 	Stock         int64             `json:"stock"`
 	Remaining     int64             `json:"remaining"`
 	PurchaseLimit int64             `json:"per_user_limit"`
@@ -53,6 +56,9 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) int {
 	if sale.ID == "" {
 		sale.ID = newSaleID(now)
 	}
+	if sale.Currency == "" {
+		sale.Currency = s.currency
+	}
 	if err := sale.Validate(); err != nil {
 		return s.writeError(w, r, err)
 	}
@@ -68,6 +74,20 @@ func (s *Server) handleCreateSale(w http.ResponseWriter, r *http.Request) int {
 	if s.onSaleCreated != nil {
 		c := *sale
 		s.onSaleCreated(&c)
+	}
+	s.adminMetrics.changes.WithLabelValues("create").Inc()
+	if s.salesAdmin != nil {
+		actor, _ := operator(r)
+		if actor == "" {
+			actor = "admin"
+		}
+		detail, _ := json.Marshal(sale)
+		if err := s.salesAdmin.RecordAudit(r.Context(), &seckill.AuditEntry{SaleID: sale.ID, Actor: actor,
+			Action: seckill.AuditSaleCreated, Detail: string(detail), At: now}); err != nil {
+			// The sale exists: its creation must not be answered as a
+			// failure (a retry would meet "id taken").
+			s.logger.ErrorContext(r.Context(), "audit of a created sale", "sale_id", sale.ID, "err", err)
+		}
 	}
 	w.Header().Set("Location", "/admin/v1/sales/"+sale.ID)
 	return s.writeJSON(w, r, http.StatusCreated, sale)
@@ -94,6 +114,9 @@ func (s *Server) adminSale(w http.ResponseWriter, r *http.Request) (*seckill.Sal
 
 // handleAdminSale serves GET /admin/v1/sales/{id}.
 func (s *Server) handleAdminSale(w http.ResponseWriter, r *http.Request) int {
+	if s.salesAdmin != nil {
+		return s.handleAdminSaleView(w, r)
+	}
 	sale, status := s.adminSale(w, r)
 	if sale == nil {
 		return status
@@ -136,16 +159,13 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		}
 		sale, staleSince = good, at
 	}
-	// Not in the stock store: not preheated yet (nothing sold), or
-	// archived after its end (the database's count is the final one).
-	remaining := sale.Stock
-	if !s.now().Before(sale.EndAt) {
-		remaining = sale.Unsold
-	}
+	// Never above the database's unsold units: when Redis and the
+	// database disagree (203 of 200), the database is the truth.
 	level, err := s.stock.Stock(r.Context(), id)
+	remaining := seckill.RemainingOf(sale, seckill.StockLevel{}, false) // not preheated yet: nothing sold
 	switch {
 	case err == nil:
-		remaining = level.Remaining()
+		remaining = seckill.RemainingOf(sale, level, true)
 		s.levels.put(id, remaining, now)
 	case errors.Is(err, seckill.ErrNotFound):
 		s.levels.put(id, remaining, now)
@@ -154,7 +174,7 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		if !ok || clientGone(r.Context()) {
 			return s.writeError(w, r, err)
 		}
-		remaining = last
+		remaining = max(min(last, sale.Unsold), 0)
 		if staleSince.IsZero() || at.Before(staleSince) {
 			staleSince = at
 		}
@@ -163,6 +183,7 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		ID:            sale.ID,
 		Name:          sale.Name,
 		PriceCents:    sale.PriceCents,
+		Currency:      cmp.Or(sale.Currency, s.currency),
 		Stock:         sale.Stock,
 		Remaining:     remaining,
 		PurchaseLimit: sale.PurchaseLimit,

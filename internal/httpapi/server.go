@@ -122,6 +122,20 @@ type Config struct {
 	OnSaleCreated func(*seckill.Sale)
 	// SaleCacheTTL overrides DefaultSaleCacheTTL.
 	SaleCacheTTL time.Duration
+	// Currency is the ISO 4217 code of sales created without one, and
+	// shown for rows made before sales had one. Empty: a sale without a
+	// currency shows none.
+	Currency string
+
+	// SalesAdmin, if set, serves the operator's side of sales: the list
+	// (GET /admin/v1/sales), edits, ending early, adding stock and the
+	// audit log (admin.go).
+	SalesAdmin SalesAdmin
+	// Resolver, if set with Orders, serves POST
+	// /admin/v1/failed-orders/{id}/resolve; PayTimeout is the deadline a
+	// re-driven order gets (default 15 minutes).
+	Resolver   seckill.FailedOrderResolver
+	PayTimeout time.Duration
 	// Budget bounds every request of a route without one of its own in
 	// RouteBudgets or DefaultRouteBudgets (budget.go): its context, and so
 	// every backend call it makes, ends then. 0 means DefaultBudget.
@@ -171,6 +185,11 @@ type Server struct {
 	ready         func(ctx context.Context) error
 	onSaleCreated func(*seckill.Sale)
 	cache         *saleCache
+	currency      string
+	salesAdmin    SalesAdmin
+	resolver      seckill.FailedOrderResolver
+	payTimeout    time.Duration
+	adminMetrics  *adminMetrics
 	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
@@ -223,6 +242,16 @@ func New(cfg Config) (*Server, error) {
 		routeBudgets:  cfg.RouteBudgets,
 		gatherer:      cfg.Gatherer,
 		mux:           http.NewServeMux(),
+		currency:      cfg.Currency,
+		salesAdmin:    cfg.SalesAdmin,
+		resolver:      cfg.Resolver,
+		payTimeout:    cfg.PayTimeout,
+	}
+	if s.payTimeout <= 0 {
+		s.payTimeout = 15 * time.Minute
+	}
+	if s.currency != "" && !seckill.ValidCurrency(s.currency) {
+		return nil, fmt.Errorf("httpapi: Config.Currency %q is not an ISO 4217 code", s.currency)
 	}
 	if s.preheater == nil {
 		s.preheater = cfg.Stock
@@ -272,6 +301,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
+		return nil, err
+	}
 	ttl := cfg.SaleCacheTTL
 	if ttl <= 0 {
 		ttl = DefaultSaleCacheTTL
@@ -318,6 +350,18 @@ func (s *Server) routes() {
 	}
 	if s.restores != nil {
 		routes = append(routes, route{"GET", "/admin/v1/restores", s.handleRestores})
+	}
+	if s.salesAdmin != nil {
+		routes = append(routes,
+			route{"GET", "/admin/v1/sales", s.handleListSales},
+			route{"PATCH", "/admin/v1/sales/{id}", s.handleEditSale},
+			route{"POST", "/admin/v1/sales/{id}/end", s.handleEndSale},
+			route{"POST", "/admin/v1/sales/{id}/stock", s.handleAddStock},
+			route{"GET", "/admin/v1/sales/{id}/audit", s.handleSaleAudit},
+		)
+	}
+	if s.resolver != nil && s.orders != nil {
+		routes = append(routes, route{"POST", "/admin/v1/failed-orders/{id}/resolve", s.handleResolveFailed})
 	}
 	if s.reconcile != nil {
 		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/reconciliation", s.handleReconciliation})

@@ -161,6 +161,9 @@ const (
 	// scanFailedOrder's order, and what an insert sets.
 	failedOrderColumns = `reservation_id, sale_id, user_id, qty, reason, attempts, payload, created_at_ms`
 	failedOrderWidth   = 8
+	// failedOrderSelect is what failed-order queries select, in
+	// scanFailedOrder's order: the columns above and the resolution.
+	failedOrderSelect = failedOrderColumns + `, resolved_at_ms, resolution, resolution_note, resolved_by`
 )
 
 // qmarkOrderQueries is the order SQL of the dialects that bind with "?":
@@ -184,7 +187,7 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
 
 		order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ?`,
-		failedOrder: `SELECT ` + failedOrderColumns + ` FROM failed_orders WHERE reservation_id = ?`,
+		failedOrder: `SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE reservation_id = ?`,
 		payOrder: `UPDATE orders SET status = ?, updated_at_ms = ?
 			WHERE reservation_id = ? AND status = ? AND pay_by_ms > ?`,
 		cancelOrder: `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ?
@@ -192,7 +195,7 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 			WHERE status = ? AND pay_by_ms <= ?
 			ORDER BY pay_by_ms, reservation_id LIMIT ?`,
-		failedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+		failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
 	}
 }
@@ -1019,16 +1022,28 @@ func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
 	return &o, nil
 }
 
-// scanFailedOrder reads the columns of failedOrderColumns.
+// scanFailedOrder reads the columns of failedOrderSelect.
 func scanFailedOrder(row interface{ Scan(...any) error }) (*seckill.FailedOrder, error) {
 	var (
-		f                 seckill.FailedOrder
-		attempts, created int64
-		payload           []byte
+		f                        seckill.FailedOrder
+		attempts, created        int64
+		payload                  []byte
+		resolvedAt               sql.NullInt64
+		resolution, note, solver sql.NullString
 	)
-	err := row.Scan(&f.ReservationID, &f.SaleID, &f.UserID, &f.Qty, &f.Reason, &attempts, &payload, &created)
+	err := row.Scan(&f.ReservationID, &f.SaleID, &f.UserID, &f.Qty, &f.Reason, &attempts, &payload, &created,
+		&resolvedAt, &resolution, &note, &solver)
 	if err != nil {
 		return nil, err
+	}
+	if resolvedAt.Valid {
+		f.Resolution = &seckill.Resolution{
+			Action: seckill.FailedOrderAction(resolution.String), Note: note.String,
+			Actor: solver.String, ResolvedAt: fromMillis(resolvedAt.Int64),
+		}
+		if f.Resolution.Action == seckill.ResolveRedrive {
+			f.Resolution.OrderID = seckill.OrderIDOf(f.ReservationID)
+		}
 	}
 	f.Attempts = int(attempts)
 	if len(payload) > 0 {

@@ -486,6 +486,18 @@ func TestStorableText(t *testing.T) {
 	}
 }
 
+func TestFailedOrderResolver(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			orders := NewOrderStore(db)
+			conformance.FailedOrderResolver(t, func(*testing.T) conformance.ResolverStores {
+				return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: orders, Restores: orders, Resolver: orders}
+			})
+		})
+	}
+}
+
 // TestPersistPreparesOnce: the writer's statements are prepared once, and
 // batches of every size between 1 and 300 use only those few texts (runs
 // of power-of-two rows, IN lists padded to a power of two), each batch's

@@ -25,8 +25,8 @@ var postgresDialect = &dialect{
 		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)`,
 
 		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
 		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = $1`,
 		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
 			WHERE start_at_ms <= $1 AND end_at_ms > $2
@@ -75,7 +75,7 @@ var postgresOrderQueries = orderQueries{
 	insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
 
 	order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = $1`,
-	failedOrder: `SELECT ` + failedOrderColumns + ` FROM failed_orders WHERE reservation_id = $1`,
+	failedOrder: `SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE reservation_id = $1`,
 	payOrder: `UPDATE orders SET status = $1, updated_at_ms = $2
 		WHERE reservation_id = $3 AND status = $4 AND pay_by_ms > $5`,
 	cancelOrder: `UPDATE orders SET status = $1, cancel_reason = $2, updated_at_ms = $3
@@ -83,7 +83,7 @@ var postgresOrderQueries = orderQueries{
 	expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE status = $1 AND pay_by_ms <= $2
 		ORDER BY pay_by_ms, reservation_id LIMIT $3`,
-	failedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+	failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT $1`,
 }
 
@@ -112,7 +112,7 @@ var postgresRestoreQueries = restoreQueries{
 
 	saleOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,
-	saleFailedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+	saleFailedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,
 	saleRequests: `SELECT ` + restoreColumns + ` FROM restore_requests
 		WHERE sale_id = $1 ORDER BY created_at_ms, reservation_id`,

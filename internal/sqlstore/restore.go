@@ -129,7 +129,7 @@ func qmarkRestoreQueries(forUpdate string) restoreQueries {
 
 		saleOrders: `SELECT ` + orderColumns + ` FROM orders
 			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
-		saleFailedOrders: `SELECT ` + failedOrderColumns + ` FROM failed_orders
+		saleFailedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,
 		saleRequests: `SELECT ` + restoreColumns + ` FROM restore_requests
 			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`,

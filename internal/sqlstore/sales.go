@@ -32,7 +32,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
 	_, err := st.db.write.ExecContext(ctx, st.db.dialect.q.insertSale,
 		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PurchaseLimit,
-		start, end, 1, now, now, s.BucketCount())
+		start, end, 1, now, now, s.BucketCount(), s.Currency)
 	if st.db.isUniqueViolation(err) {
 		return fmt.Errorf("create sale %s: %w", s.ID, seckill.ErrDuplicate)
 	} else if err != nil {
@@ -92,7 +92,7 @@ func scanSale(row interface{ Scan(...any) error }) (*seckill.Sale, error) {
 		start, end, createdAtMs int64
 	)
 	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.Unsold, &s.PurchaseLimit,
-		&start, &end, &s.Version, &createdAtMs, &s.Buckets)
+		&start, &end, &s.Version, &createdAtMs, &s.Buckets, &s.Currency)
 	if err != nil {
 		return nil, err
 	}

@@ -27,8 +27,8 @@ var sqliteDialect = &dialect{
 		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
 
 		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
 		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
 			WHERE start_at_ms <= ? AND end_at_ms > ?

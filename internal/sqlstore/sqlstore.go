@@ -199,7 +199,7 @@ type queries struct {
 
 	// insertSale inserts (id, name, price_cents, stock, initial_stock,
 	// per_user_limit, start_at_ms, end_at_ms, version, created_at_ms,
-	// updated_at_ms, buckets).
+	// updated_at_ms, buckets, currency).
 	insertSale string
 	// sale selects saleColumns of one id.
 	sale string
@@ -210,4 +210,4 @@ type queries struct {
 
 // saleColumns is the column list every sale query selects, in scanSale's
 // order. It is the same in every dialect.
-const saleColumns = `id, name, price_cents, initial_stock, stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms, buckets`
+const saleColumns = `id, name, price_cents, initial_stock, stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms, buckets, currency`

@@ -275,3 +275,13 @@ func TestCanceledContext(t *testing.T) {
 		t.Errorf("Sale with a cancelled context = %v, want context.Canceled", err)
 	}
 }
+
+func TestSaleAdmin(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			store := NewSaleStore(db)
+			conformance.SaleAdmin(t, func(*testing.T) conformance.SaleAdminStore { return store })
+		})
+	}
+}

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -161,9 +162,10 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		h.renderPage(w, r, http.StatusServiceUnavailable, "busy.html", busyData{RetrySeconds: busyRetrySeconds})
 		return
 	}
-	remaining := sale.Stock // not preheated yet: nothing sold
+	// Never above the database's unsold units, whatever Redis says.
+	remaining := seckill.RemainingOf(sale, seckill.StockLevel{}, false)
 	if lvl, err := h.stock.Stock(ctx, id); err == nil {
-		remaining = lvl.Remaining()
+		remaining = seckill.RemainingOf(sale, lvl, true)
 	} else if !errors.Is(err, seckill.ErrNotFound) {
 		// The page polls the API for stock anyway: render what is known.
 		h.logger.WarnContext(r.Context(), "buyer page: stock", "sale", id, "err", err)
@@ -185,7 +187,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		State:         sale.State(h.now(), remaining),
 		QtyOptions:    qty,
 		DemoLogin:     h.demoLogin != nil,
-		Currency:      h.currency,
+		Currency:      cmp.Or(sale.Currency, h.currency),
 	})
 }
 

@@ -81,7 +81,7 @@ func newFixture(t *testing.T, mutate func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{
 		sales: &fakeSales{sales: map[string]*seckill.Sale{
-			"tea": {ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, PurchaseLimit: 2,
+			"tea": {ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, Unsold: 200, PurchaseLimit: 2,
 				StartAt: testStart, EndAt: testStart.Add(time.Hour)},
 		}},
 		stock: &fakeStock{levels: map[string]seckill.StockLevel{}},
@@ -767,5 +767,21 @@ func TestEventsOutliveServerTimeouts(t *testing.T) {
 	start := time.Now()
 	for time.Since(start) < 1500*time.Millisecond {
 		nextSample(t, r)
+	}
+}
+
+// TestBuyerPageCurrencyPerSale: a sale's own currency wins over the
+// deployment's default; the Redis figure never shows above the
+// database's unsold units.
+func TestBuyerPageCurrencyPerSale(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.Currency = "EUR" })
+	f.sales.sales["yen"] = &seckill.Sale{ID: "yen", Name: "Matcha", PriceCents: 120000, Currency: "JPY",
+		Stock: 10, Unsold: 4, PurchaseLimit: 1, StartAt: testStart, EndAt: testStart.Add(time.Hour)}
+	f.stock.set("yen", seckill.StockLevel{Total: 10, Reserved: 2})
+	body := string(f.do(t, "GET", "/sales/yen", "", "").body)
+	for _, want := range []string{`data-currency="JPY"`, `data-remaining="4"`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("buyer page lacks %s", want)
+		}
 	}
 }
