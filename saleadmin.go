@@ -102,6 +102,9 @@ type SaleView struct {
 	State     SaleState `json:"state"`
 	// Loaded says the stock store holds the sale.
 	Loaded bool `json:"loaded"`
+	// LiveUnavailable says the stock store could not be read: Remaining
+	// and State are the database's alone.
+	LiveUnavailable bool `json:"live_unavailable,omitempty"`
 	// Phase is PhaseDraining or PhaseArchived once the sale has ended.
 	Phase string `json:"phase,omitempty"`
 	// OutboxLen is the reservations not yet relayed (only on a single

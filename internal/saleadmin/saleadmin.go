@@ -75,10 +75,13 @@ func New(cfg Config) (*Service, error) {
 func (v *Service) View(ctx context.Context, s *seckill.Sale) (*seckill.SaleView, error) {
 	lvl, err := v.live.Stock(ctx, s.ID)
 	loaded := err == nil
-	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
-		return nil, err
-	}
 	now := v.now()
+	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
+		// The database is the source of truth: an operator still reads
+		// the row while Redis is down, without the live figures.
+		v.logger.WarnContext(ctx, "sale view: stock store unavailable", "sale_id", s.ID, "err", err)
+		return &seckill.SaleView{Sale: s, Remaining: seckill.RemainingOf(s, lvl, false), State: s.State(now, s.Unsold), LiveUnavailable: true}, nil
+	}
 	out := &seckill.SaleView{Sale: s, Remaining: seckill.RemainingOf(s, lvl, loaded), Loaded: loaded}
 	out.State = s.State(now, out.Remaining)
 	if out.State == seckill.SaleEnded {
@@ -118,10 +121,11 @@ func (v *Service) Get(ctx context.Context, id string) (*seckill.SaleView, error)
 	if err != nil {
 		return nil, err
 	}
+	if view.LiveUnavailable {
+		return view, nil
+	}
 	if n, err := v.live.OutboxLen(ctx, id); err == nil {
 		view.OutboxLen = &n
-	} else if !errors.Is(err, seckill.ErrNotFound) {
-		return nil, err
 	}
 	return view, nil
 }
