@@ -256,29 +256,7 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	for _, st := range final {
 		counts[st]++
 	}
-	ledger, err := e.m.orders.SaleLedger(context.Background(), sale)
-	if err != nil {
-		t.Fatal(err)
-	}
-	held := map[string]int64{}
-	var units int64
-	for _, o := range ledger.Orders {
-		if o.Status != seckill.OrderCancelled {
-			held[o.UserID] += o.Qty
-			units += o.Qty
-		}
-	}
-	overLimit := 0
-	for _, n := range held {
-		if n > 1 {
-			overLimit++
-		}
-	}
-	failedBy := map[string]int{}
-	for _, f := range ledger.Failed {
-		reason, _, _ := strings.Cut(f.Reason, ":")
-		failedBy[reason]++
-	}
+	ledger, units, overLimit, failedBy := e.tallyLedger(sale, 1)
 	lost := failedBy[seckill.ReasonLostInStockStore]
 	alerts := strings.Count(logs.String(), "ALERT")
 
@@ -327,6 +305,35 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	if rep.LostWrites.Detected {
 		t.Errorf("%s: reconciliation reports lost writes %+v", sc.name, rep.LostWrites)
 	}
+}
+
+// tallyLedger reads the sale's orders from the database: the units held
+// (cancelled orders aside), how many buyers hold more than limit, and the
+// failed orders by reason.
+func (e *engine) tallyLedger(sale string, limit int64) (ledger *seckill.SaleLedger, units int64, overLimit int, failedBy map[string]int) {
+	e.t.Helper()
+	ledger, err := e.m.orders.SaleLedger(context.Background(), sale)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	held := map[string]int64{}
+	for _, o := range ledger.Orders {
+		if o.Status != seckill.OrderCancelled {
+			held[o.UserID] += o.Qty
+			units += o.Qty
+		}
+	}
+	for _, n := range held {
+		if n > limit {
+			overLimit++
+		}
+	}
+	failedBy = map[string]int{}
+	for _, f := range ledger.Failed {
+		reason, _, _ := strings.Cut(f.Reason, ":")
+		failedBy[reason]++
+	}
+	return ledger, units, overLimit, failedBy
 }
 
 func redisDo(t *testing.T, addr string, args ...string) {

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// TestSentinelFailover is issue 10's failover on private processes: a
+// primary, a replica and three sentinels (quorum 2); an engine connected
+// through the sentinels with durability replicas:1; a rush; the primary
+// killed with SIGKILL mid-rush; the sentinels promote the replica; the old
+// primary comes back and the sentinels make it the new primary's replica;
+// the rush goes on. The engine follows the new primary without a restart
+// (claims are acknowledged again), every 202 ends ordered, nothing is
+// lost, oversold, or over the limit.
+func TestSentinelFailover(t *testing.T) {
+	const stock, buyers = 600, 1300
+	primary := redistest.StartServer(t)
+	replica := redistest.StartReplica(t, primary)
+	sentinels := redistest.StartSentinels(t, primary, 3, 2, 1, redistest.SentinelTiming{
+		DownAfter: time.Second, FailoverTimeout: 3 * time.Second,
+	})
+	logs := &syncBuffer{}
+	e := startEngine(t, func(c *Config) {
+		c.RedisURL = sentinels.URL()
+		c.RedisDurability = "replicas:1"
+		c.LostClaimAfter = 5 * time.Second
+		c.HealInterval = 200 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+	}, func(m *Main) {
+		m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	sale := e.liveSale(stock, 1)
+
+	var acked atomic.Int64
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	var claims []claim
+	wave := func(from, to int) {
+		c, o := e.rushWith(sale, from, to, 12, "b", &acked)
+		mu.Lock()
+		defer mu.Unlock()
+		claims = append(claims, c...)
+		for k, v := range o {
+			outcomes[k] += v
+		}
+	}
+	wave(0, stock/3)
+	rushed := make(chan struct{})
+	go func() { defer close(rushed); wave(stock/3, buyers) }()
+
+	// Mid-rush: SIGKILL the primary once half the stock is claimed.
+	if !servicetest.Eventually(30*time.Second, func() bool { return acked.Load() >= stock/2 }) {
+		t.Fatalf("rush stalled before the kill: %d acknowledged", acked.Load())
+	}
+	primary.Kill()
+	killed := time.Now()
+	atKill := acked.Load()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	newPrimary, err := sentinels.WaitFailover(ctx, primary.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedOver := time.Now()
+	atFailover := acked.Load()
+	if newPrimary != replica.Addr {
+		t.Fatalf("sentinels elected %s; want the replica %s", newPrimary, replica.Addr)
+	}
+	// The old primary comes back (empty: no persistence) and the
+	// sentinels turn it into the new primary's replica, so WAIT 1 can
+	// be satisfied again.
+	if err := primary.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := redistest.WaitReplicas(ctx, newPrimary, 1); err != nil {
+		t.Fatal(err)
+	}
+	replicaBackAt := time.Now()
+	replicaBack := replicaBackAt.Sub(failedOver)
+	// The engine follows: a claim is acknowledged after the failover
+	// (WAIT 1 needs the replica back, so not before it).
+	followed := servicetest.Eventually(30*time.Second, func() bool { return acked.Load() > atFailover })
+	follow, atFollow := time.Since(replicaBackAt), acked.Load()
+	if !followed {
+		t.Fatalf("engine did not follow the new primary %s within 30 s: %d acknowledged at the failover, %d now\n%s", newPrimary, atFailover, acked.Load(), logs.String())
+	}
+	<-rushed
+	t.Logf("failover: %d acknowledged at the kill, %d when the sentinels agreed on %s (%s after the kill), the old primary was its replica again %s after the failover, the engine acknowledged again at most %s after that (%d acknowledged then); answers %v",
+		atKill, atFailover, newPrimary, failedOver.Sub(killed).Round(time.Millisecond), replicaBack.Round(time.Millisecond), follow.Round(time.Millisecond), atFollow, outcomes)
+
+	final := e.settle(claims, 60*time.Second)
+	counts := map[string]int{}
+	for _, st := range final {
+		counts[st]++
+	}
+	ledger, units, overLimit, failedBy := e.tallyLedger(sale, 1)
+	lost := failedBy[seckill.ReasonLostInStockStore]
+	alerts := strings.Count(logs.String(), "ALERT")
+	t.Logf("failover: acknowledged %d, orders %d (%d units), failed %d %v, lost %d, over-limit buyers %d, try_later answers %d, alerts %d, unsold %d (stock %d); finals %v",
+		len(claims), len(ledger.Orders), units, len(ledger.Failed), failedBy, lost, overLimit,
+		outcomes["503 "+seckill.ETRYLATER], alerts, ledger.Sale.Unsold, stock, counts)
+
+	if units > stock || ledger.Sale.Unsold < 0 {
+		t.Errorf("oversold: %d units of orders for %d on sale, unsold %d", units, stock, ledger.Sale.Unsold)
+	}
+	if overLimit != 0 {
+		t.Errorf("%d buyers over the limit of 1", overLimit)
+	}
+	if len(ledger.Failed) != 0 || lost != 0 || counts["ordered"] != len(claims) {
+		t.Errorf("%d failed orders (%v), %d lost, %d of %d claims ordered; want every claim ordered", len(ledger.Failed), failedBy, lost, counts["ordered"], len(claims))
+	}
+	// Every unit sold is accounted for: an acknowledged claim, or the
+	// claim of a buyer who was answered try_later or unavailable (its
+	// batch's WAIT never completed), whose event still became an order
+	// while Redis lost the reservation, and whose retry with the same
+	// Idempotency-Key then met the limit (the heal rebuilds buyers'
+	// counts from orders but not idempotency records).
+	if units != stock || int(units) != len(claims)+outcomes["409 "+seckill.EPURCHASELIMIT] {
+		t.Errorf("%d units ordered for %d acknowledged claims and %d limit_exceeded answers; want the whole stock of %d, each unit accounted for", units, len(claims), outcomes["409 "+seckill.EPURCHASELIMIT], stock)
+	}
+}

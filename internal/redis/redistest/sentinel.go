@@ -1,0 +1,221 @@
+package redistest
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// Sentinels are private Redis Sentinels (redis-server --sentinel) watching
+// one primary under MasterSet.
+type Sentinels struct {
+	// Addrs are the sentinels' host:port.
+	Addrs []string
+	// MasterSet is the name the sentinels monitor the primary under.
+	MasterSet string
+
+	mu    sync.Mutex
+	procs []*exec.Cmd
+	done  []chan struct{}
+	dirs  []string
+}
+
+// URL is the redis:// URL a client (rueidis) connects through: every
+// sentinel, and master_set.
+func (s *Sentinels) URL() string {
+	u := "redis://" + s.Addrs[0] + "?master_set=" + s.MasterSet
+	for _, a := range s.Addrs[1:] {
+		u += "&addr=" + a
+	}
+	return u
+}
+
+// SentinelTiming is how fast the sentinels act.
+type SentinelTiming struct {
+	// DownAfter is down-after-milliseconds: how long the primary must not
+	// answer before a sentinel calls it down.
+	DownAfter time.Duration
+	// FailoverTimeout is failover-timeout.
+	FailoverTimeout time.Duration
+}
+
+// StartSentinels starts n sentinels monitoring primary with the given
+// quorum, each with a generated config in its own temporary directory on a
+// free port, and waits until every sentinel sees the primary, its
+// replicas (wantReplicas of them) and the other n-1 sentinels: from then a
+// failover can happen. They are killed when the test ends. Without
+// redis-server the test skips (or fails, when servicetest.Required).
+func StartSentinels(t testing.TB, primary *Server, n, quorum, wantReplicas int, timing SentinelTiming) *Sentinels {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if servicetest.Required() {
+			t.Fatalf("redis-server (redis-server --sentinel) is required (SECKILL_TEST_REQUIRE_SERVICES=1) but not installed: %v", err)
+		}
+		t.Skipf("skipping: Redis Sentinel needs redis-server on PATH: %v", err)
+	}
+	if timing.DownAfter <= 0 {
+		timing.DownAfter = time.Second
+	}
+	if timing.FailoverTimeout <= 0 {
+		timing.FailoverTimeout = 3 * time.Second
+	}
+	s := &Sentinels{MasterSet: "seckill"}
+	t.Cleanup(s.stop)
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	ports, err := freePorts(n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		dir := t.TempDir()
+		conf := fmt.Sprintf(`bind 127.0.0.1
+port %d
+protected-mode no
+dir %s
+logfile sentinel.log
+sentinel monitor %s %s %s %d
+sentinel down-after-milliseconds %s %d
+sentinel failover-timeout %s %d
+sentinel parallel-syncs %s 1
+`, ports[i], dir, s.MasterSet, host, port, quorum,
+			s.MasterSet, timing.DownAfter.Milliseconds(),
+			s.MasterSet, timing.FailoverTimeout.Milliseconds(), s.MasterSet)
+		path := filepath.Join(dir, "sentinel.conf") // the sentinel rewrites it
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(bin, path, "--sentinel")
+		if err := cmd.Start(); err != nil {
+			t.Fatalf("redistest: start sentinel: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { _ = cmd.Wait(); close(done) }()
+		s.mu.Lock()
+		s.procs, s.done, s.dirs = append(s.procs, cmd), append(s.done, done), append(s.dirs, dir)
+		s.mu.Unlock()
+		s.Addrs = append(s.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	for i, addr := range s.Addrs {
+		for {
+			m, err := s.masterInfo(ctx, addr)
+			if err == nil && m["num-slaves"] == strconv.Itoa(wantReplicas) &&
+				m["num-other-sentinels"] == strconv.Itoa(n-1) && !strings.Contains(m["flags"], "down") {
+				break
+			}
+			select {
+			case <-s.done[i]:
+				t.Fatalf("redistest: sentinel %s exited at start: %s", addr, s.logTail(i))
+			case <-ctx.Done():
+				t.Fatalf("redistest: sentinel %s not ready (want %d replicas, %d other sentinels): %v %v\n%s", addr, wantReplicas, n-1, m, err, s.logTail(i))
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}
+	return s
+}
+
+// masterInfo is SENTINEL MASTER <set> as a map.
+func (s *Sentinels) masterInfo(ctx context.Context, addr string) (map[string]string, error) {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return c.Do(ctx, c.B().Arbitrary("SENTINEL", "MASTER").Args(s.MasterSet).Build()).AsStrMap()
+}
+
+// Master returns the primary's host:port as the sentinel at addr sees it
+// (SENTINEL GET-MASTER-ADDR-BY-NAME).
+func (s *Sentinels) Master(ctx context.Context, addr string) (string, error) {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	hp, err := c.Do(ctx, c.B().SentinelGetMasterAddrByName().Master(s.MasterSet).Build()).AsStrSlice()
+	if err != nil {
+		return "", err
+	}
+	if len(hp) != 2 {
+		return "", fmt.Errorf("sentinel %s: master %v", addr, hp)
+	}
+	return net.JoinHostPort(hp[0], hp[1]), nil
+}
+
+// WaitFailover waits until every sentinel names a primary other than old
+// and returns it.
+func (s *Sentinels) WaitFailover(ctx context.Context, old string) (string, error) {
+	var last string
+	for {
+		agreed := ""
+		for _, addr := range s.Addrs {
+			m, err := s.Master(ctx, addr)
+			if err != nil || m == old || (agreed != "" && m != agreed) {
+				agreed, last = "", fmt.Sprintf("%s: %s %v", addr, m, err)
+				break
+			}
+			agreed = m
+		}
+		if agreed != "" {
+			return agreed, nil
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("no failover from %s: %w (last %s)\n%s", old, ctx.Err(), last, s.logTail(0))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (s *Sentinels) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, p := range s.procs {
+		_ = p.Process.Kill()
+		<-s.done[i]
+	}
+	s.procs, s.done = nil, nil
+}
+
+func (s *Sentinels) logTail(i int) string {
+	data, _ := os.ReadFile(filepath.Join(s.dirs[i], "sentinel.log"))
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
+	}
+	return string(data)
+}
+
+// WaitReplicas waits until the server at addr reports n connected
+// replicas whose link is online.
+func WaitReplicas(ctx context.Context, addr string, n int) error {
+	var info string
+	for {
+		c, err := dial(ctx, addr)
+		if err == nil {
+			info, _ = c.Do(ctx, c.B().Info().Section("replication").Build()).ToString()
+			c.Close()
+			online := strings.Count(info, "state=online")
+			if containsLine(info, "role:master") && online >= n {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %d replicas not online: %w (last INFO replication %q)", addr, n, ctx.Err(), info)
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
