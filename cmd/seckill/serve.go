@@ -508,6 +508,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
 		OnHeal: func(string, string, int, int) { dm.heals.Inc() },
 	})
+	if cfg.RedisURL == "" {
+		// The embedded store starts empty, even after a SIGKILL that
+		// left orders in SQLite and claims in the broker's stream: every
+		// live sale refuses claims until its first heal (a tick away)
+		// rebuilt it from the database (docs/durability.md).
+		m.holdEmbeddedSales(ctx, healer, sales, cfg.PreheatLead)
+	}
 	healer.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, healer.Stop)
 	m.closers = append(m.closers, m.combiner.Stop)
@@ -837,5 +844,30 @@ func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// holdEmbeddedSales holds (see heal.Watcher.Hold) every sale that is live
+// or due to be preheated. It never stops the engine from starting: a sale
+// it could not hold is healed when its state shows the loss, as with any
+// stock store.
+func (m *Main) holdEmbeddedSales(ctx context.Context, healer *heal.Watcher, sales *sqlstore.SaleStore, lead time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if lead <= 0 {
+		lead = 10 * time.Minute
+	}
+	now := m.now()
+	live, err := sales.SalesStartingBefore(ctx, now.Add(lead), now)
+	if err != nil {
+		m.Logger.Warn("embedded store: could not list the live sales to hold until healed", "err", err)
+		return
+	}
+	held, err := healer.Hold(ctx, live)
+	if err != nil {
+		m.Logger.Warn("embedded store: some live sales could not be held until healed", "err", err)
+	}
+	if held > 0 {
+		m.Logger.Info("embedded store: live sales refuse claims until rebuilt from the database", "sales", held)
 	}
 }

@@ -98,13 +98,17 @@ func RateLimiter(t *testing.T, newLimiter func(t *testing.T) seckill.RateLimiter
 		}
 		// A full period later the whole burst is back.
 		time.Sleep(limit.Period + 20*time.Millisecond)
+		burst := time.Now()
 		for i := range 4 {
 			if r := allow(t, l, key, limit); !r.Allowed {
 				t.Fatalf("request %d a period later = %+v; want allowed", i+1, r)
 			}
 		}
-		if r := allow(t, l, key, limit); r.Allowed {
-			t.Fatalf("request 5 = %+v; want refused", r)
+		r := allow(t, l, key, limit)
+		// One unit refills every Period/Rate (100ms); a loaded machine may
+		// take that long over these five calls, and then a fifth is fair.
+		if took := time.Since(burst); took < limit.Period/time.Duration(limit.Rate) && r.Allowed {
+			t.Fatalf("request 5, %s after the burst began = %+v; want refused", took, r)
 		}
 	})
 

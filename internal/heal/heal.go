@@ -95,6 +95,7 @@ type Watcher struct {
 	serverID     string
 	suspectUntil time.Time
 	seen         map[string]seckill.StockWatch
+	held         map[string]heldSale // by Hold, until their first heal
 
 	startOnce, stopOnce sync.Once
 	cancel              context.CancelFunc
@@ -118,7 +119,40 @@ func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Watcher{stock: stock, db: db, sales: sales, cfg: cfg, seen: map[string]seckill.StockWatch{}}
+	return &Watcher{stock: stock, db: db, sales: sales, cfg: cfg, seen: map[string]seckill.StockWatch{}, held: map[string]heldSale{}}
+}
+
+// Hold makes each of sales that is still live refuse claims (try later)
+// until the watcher's first heal of it, which then runs on the first
+// tick whatever the sale's state looks like. It is for a stock store that
+// starts empty (the embedded one, after the process died): its fresh
+// state would otherwise take claims on units and buyers the database
+// already has. Call it before Start and before claims can arrive. A heal
+// that fails lets claims in again (as any heal does), so a held sale is
+// never refused for longer than one heal attempt; a sale spread over
+// stock buckets is not held (it is not healed either). held counts the
+// sales held; err joins the sales that could not be.
+func (w *Watcher) Hold(ctx context.Context, sales []*seckill.Sale) (held int, err error) {
+	now := w.cfg.Now()
+	var errs []error
+	for _, sale := range sales {
+		if sale == nil || !now.Before(sale.EndAt) || sale.BucketCount() > 1 {
+			continue
+		}
+		token := newToken(now)
+		if _, err := w.stock.BeginHeal(ctx, sale, token); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		w.held[sale.ID] = heldSale{sale, token}
+		held++
+	}
+	return held, errors.Join(errs...)
+}
+
+type heldSale struct {
+	sale  *seckill.Sale
+	token string
 }
 
 // Start runs the watcher until Stop (or ctx ends).
@@ -186,6 +220,24 @@ func (w *Watcher) Tick(ctx context.Context) {
 			w.cfg.Logger.Warn("heal watcher: check failed", "sale", sale.ID, "err", err)
 		}
 	}
+	// Held sales the preheat scheduler has not listed (yet) are healed
+	// all the same: nothing else would let their claims in.
+	for id, h := range w.held {
+		if ctx.Err() != nil {
+			return
+		}
+		sale := h.sale
+		if !now.Before(sale.EndAt) {
+			delete(w.held, id)
+			if err := w.stock.AbortHeal(ctx, id, h.token); err != nil {
+				w.cfg.Logger.Warn("heal watcher: releasing an ended held sale failed", "sale", id, "err", err)
+			}
+			continue
+		}
+		if err := w.check(ctx, sale, now); err != nil && ctx.Err() == nil {
+			w.cfg.Logger.Warn("heal watcher: check failed", "sale", id, "err", err)
+		}
+	}
 }
 
 func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) error {
@@ -207,6 +259,11 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 	}
 	var reason string
 	switch {
+	case w.held[sale.ID].sale != nil:
+		// Claims are refused since Hold; the heal below lets them in
+		// again, healed or (if it fails) not.
+		delete(w.held, sale.ID)
+		reason = "the stock store started empty (the embedded store does not outlive its process)"
 	case !st.Loaded && (seen && prev.Loaded || sold > 0):
 		reason = "the sale's keys vanished"
 	case !st.Loaded:
@@ -278,9 +335,7 @@ func (w *Watcher) read(ctx context.Context, saleID string) (*seckill.Sale, int64
 
 // heal rebuilds one sale (see the package doc).
 func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) error {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	token := strconv.FormatInt(w.cfg.Now().UnixMilli(), 10) + ":" + hex.EncodeToString(b[:])
+	token := newToken(w.cfg.Now())
 	recreated, err := w.stock.BeginHeal(ctx, sale, token)
 	if err != nil {
 		return fmt.Errorf("heal %s: %w", sale.ID, err)
@@ -316,6 +371,13 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 		w.cfg.OnHeal(sale.ID, reason, added, released)
 	}
 	return nil
+}
+
+// newToken is a heal's token: when it began, and random.
+func newToken(now time.Time) string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return strconv.FormatInt(now.UnixMilli(), 10) + ":" + hex.EncodeToString(b[:])
 }
 
 // plan compares the database's ledger with the stock store's records:

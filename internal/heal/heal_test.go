@@ -189,3 +189,85 @@ func TestHeal(t *testing.T) {
 		}
 	}
 }
+
+// failingLedger is a database whose ledger cannot be read.
+type failingLedger struct{ *fakeDB }
+
+func (failingLedger) SaleLedger(context.Context, string) (*seckill.SaleLedger, error) {
+	return nil, errors.New("database down")
+}
+
+// TestHold: a stock store that starts empty (the embedded one after a
+// SIGKILL) refuses the held sales' claims until the first tick healed
+// them from the database, even a sale no preheat listed; an ended sale is
+// not held; a heal that fails lets claims in again.
+func TestHold(t *testing.T) {
+	ctx := context.Background()
+	stock, err := redis.StartEmbedded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stock.Close()
+	now := time.Now()
+	sale := &seckill.Sale{ID: "hold_live", Name: "tea", Stock: 10, PurchaseLimit: 1, StartAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
+	ended := &seckill.Sale{ID: "hold_ended", Name: "tea", Stock: 10, PurchaseLimit: 1, StartAt: now.Add(-2 * time.Hour), EndAt: now.Add(-time.Hour)}
+	db := &fakeDB{sale: *sale}
+	for _, u := range []string{"u1", "u2", "u3"} {
+		db.orders = append(db.orders, &seckill.Order{ReservationID: seckill.NewReservationID(sale.ID, now), UserID: u, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: now})
+	}
+	var logs bytes.Buffer
+	heals := 0
+	cfg := Config{Settle: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnHeal: func(string, string, int, int) { heals++ }}
+	w := New(stock, db, loaded{}, cfg) // not preheated: Loaded lists nothing
+	held, err := w.Hold(ctx, []*seckill.Sale{sale, ended})
+	if err != nil || held != 1 {
+		t.Fatalf("Hold: %d, %v; want 1 (the live sale only)", held, err)
+	}
+	reserve := func(user string) (seckill.ReserveResult, error) {
+		t.Helper()
+		res, err := stock.Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: user, Qty: 1}})
+		if err != nil {
+			return seckill.ReserveResult{}, err
+		}
+		return res[0], nil
+	}
+	if _, err := reserve("u9"); !errors.Is(err, redis.ErrHealing) {
+		t.Fatalf("reserve on a held sale: %v; want ErrHealing (try_later)", err)
+	}
+	// A preheat meanwhile (the scheduler) does not let claims in.
+	if _, err := stock.Preheat(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reserve("u9"); !errors.Is(err, redis.ErrHealing) {
+		t.Fatalf("reserve on a held sale after its preheat: %v; want ErrHealing", err)
+	}
+	w.Tick(ctx)
+	if heals != 1 || !strings.Contains(logs.String(), "ALERT") {
+		t.Fatalf("%d heals, log %q; want one heal, alerted", heals, logs.String())
+	}
+	if lvl, err := stock.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 3 {
+		t.Errorf("after the heal: %+v, %v; want reserved 3 (the database's)", lvl, err)
+	}
+	if r, err := reserve("u1"); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
+		t.Errorf("u1 after the heal: %+v, %v; want limit_exceeded", r, err)
+	}
+	if r, err := reserve("u9"); err != nil || r.Outcome != seckill.OutcomeReserved {
+		t.Errorf("a new buyer after the heal: %+v, %v; want reserved", r, err)
+	}
+	w.Tick(ctx) // held once: healed once
+	if heals != 1 {
+		t.Errorf("%d heals after a second tick; want 1", heals)
+	}
+
+	// A heal that cannot read the database lets claims in again.
+	other := &seckill.Sale{ID: "hold_fail", Name: "tea", Stock: 10, PurchaseLimit: 1, StartAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
+	w2 := New(stock, failingLedger{&fakeDB{sale: *other}}, loaded{other}, Config{Settle: 10 * time.Millisecond})
+	if held, err := w2.Hold(ctx, []*seckill.Sale{other}); err != nil || held != 1 {
+		t.Fatalf("Hold: %d, %v", held, err)
+	}
+	w2.Tick(ctx)
+	res, err := stock.Reserve(ctx, other.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(other.ID, time.Now()), UserID: "u1", Qty: 1}})
+	if err != nil || res[0].Outcome != seckill.OutcomeReserved {
+		t.Errorf("reserve after a failed heal: %+v, %v; want reserved (claims let in again)", res, err)
+	}
+}
