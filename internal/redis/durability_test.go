@@ -43,7 +43,7 @@ func durableStore(t *testing.T) (*Store, *redistest.Server, *redistest.Server) {
 	t.Helper()
 	primary := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, primary)
-	s, err := New(context.Background(), "redis://"+primary.Addr, WithWaitReplicas(1, 200*time.Millisecond))
+	s, err := New(context.Background(), "redis://"+primary.Addr, WithWaitReplicas(1, 3*time.Second)) // a replica on a loaded machine may lag well past 200ms
 	if err != nil {
 		t.Fatal(err)
 	}
