@@ -254,7 +254,10 @@ func (c *ClaimIDs) Verify(id, userID string) (issued time.Time, qty int64, ok bo
 		return time.Time{}, 0, false
 	}
 	b, err := reservationEncoding.DecodeString(id[len(saleID)+1:])
-	if err != nil || len(b) != 16 {
+	// 26 characters carry 130 bits for 128: the decoder ignores the last
+	// character's low 2 bits, so only the canonical spelling is this id
+	// (an alias would verify, then be looked up under another key).
+	if err != nil || len(b) != 16 || reservationEncoding.EncodeToString(b) != id[len(saleID)+1:] {
 		return time.Time{}, 0, false
 	}
 	var want [3]byte
