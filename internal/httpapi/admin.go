@@ -162,6 +162,26 @@ func (s *Server) handleAdminSaleView(w http.ResponseWriter, r *http.Request) int
 
 // editRequest is the body of PATCH /admin/v1/sales/{id}: the fields to
 // change, and optionally the version they were read at.
+// adminChange reads what every change to a sale starts with: the sale id
+// (admin only), the operator who asks and, when body is not nil, its JSON
+// body. An empty id means the answer is written, with that status.
+func (s *Server) adminChange(w http.ResponseWriter, r *http.Request, body any) (id, actor string, status int) {
+	id, status = s.adminSaleID(w, r)
+	if id == "" {
+		return "", "", status
+	}
+	actor, err := operator(r)
+	if err == nil && body != nil {
+		if err = checkContentType(r); err == nil {
+			err = decodeJSON(http.MaxBytesReader(w, r.Body, MaxBodyBytes), body)
+		}
+	}
+	if err != nil {
+		return "", "", s.writeError(w, r, err)
+	}
+	return id, actor, 0
+}
+
 type editRequest struct {
 	Version       int64   `json:"version"`
 	Name          *string `json:"name"`
@@ -177,20 +197,10 @@ type editRequest struct {
 // its start. 409 state_conflict once it has started; 409 conflict when
 // version is given and stale.
 func (s *Server) handleEditSale(w http.ResponseWriter, r *http.Request) int {
-	id, status := s.adminSaleID(w, r)
+	var req editRequest
+	id, actor, status := s.adminChange(w, r, &req)
 	if id == "" {
 		return status
-	}
-	actor, err := operator(r)
-	if err != nil {
-		return s.writeError(w, r, err)
-	}
-	if err := checkContentType(r); err != nil {
-		return s.writeError(w, r, err)
-	}
-	var req editRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &req); err != nil {
-		return s.writeError(w, r, err)
 	}
 	e := seckill.SaleEdit{Name: req.Name, PriceCents: req.PriceCents, Currency: req.Currency, Stock: req.Stock, PurchaseLimit: req.PurchaseLimit}
 	for _, f := range []struct {
@@ -218,13 +228,9 @@ func (s *Server) handleEditSale(w http.ResponseWriter, r *http.Request) int {
 // once on every node. 200 {sale, changed}; ending an ended sale changes
 // nothing.
 func (s *Server) handleEndSale(w http.ResponseWriter, r *http.Request) int {
-	id, status := s.adminSaleID(w, r)
+	id, actor, status := s.adminChange(w, r, nil)
 	if id == "" {
 		return status
-	}
-	actor, err := operator(r)
-	if err != nil {
-		return s.writeError(w, r, err)
 	}
 	sale, changed, err := s.salesAdmin.End(r.Context(), id, actor)
 	if err != nil {
@@ -244,20 +250,10 @@ type addStockRequest struct {
 // more units on a live or scheduled sale. add = 0 only finishes an
 // earlier call whose stock-store step failed (answered 503).
 func (s *Server) handleAddStock(w http.ResponseWriter, r *http.Request) int {
-	id, status := s.adminSaleID(w, r)
+	var req addStockRequest
+	id, actor, status := s.adminChange(w, r, &req)
 	if id == "" {
 		return status
-	}
-	actor, err := operator(r)
-	if err != nil {
-		return s.writeError(w, r, err)
-	}
-	if err := checkContentType(r); err != nil {
-		return s.writeError(w, r, err)
-	}
-	var req addStockRequest
-	if err := decodeJSON(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &req); err != nil {
-		return s.writeError(w, r, err)
 	}
 	if req.Add == nil || *req.Add < 0 || *req.Add > seckill.MaxSaleStock {
 		return s.writeError(w, r, seckill.Errorf(seckill.EINVALID, "add must be a whole number from 0 to %d.", seckill.MaxSaleStock))
