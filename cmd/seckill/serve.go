@@ -46,41 +46,42 @@ import (
 // Config is everything serve needs to know. Each field has a flag and an
 // SECKILL_* environment variable (see Config.register).
 type Config struct {
-	HTTPAddr             string
-	RedisURL             string // empty: embedded in-process server
-	RedisKeyPrefix       string // prefix of every key seckill writes
-	DatabaseURL          string // empty: SQLite under DataDir
-	BrokerURL            string // amqp://, nats://; empty: NATS JetStream in-process
-	BrokerQueue          string // queue (RabbitMQ) or stream (NATS) name
-	Namespace            string // the deployment's name on the broker
-	DataDir              string
-	JWTSecret            string // empty: generated and kept in DataDir
-	AdminToken           string // empty: generated and kept in DataDir
-	PreheatLead          time.Duration
-	PreheatInterval      time.Duration
-	MaxBatch             int
-	PayTimeout           time.Duration
-	SweepInterval        time.Duration
-	OrderWriters         int
-	OrderBatch           int
-	RelayClaimIdle       time.Duration
-	BrokerAckWait        time.Duration // how soon a dead consumer's deliveries go to another
-	RestoreRetryInterval time.Duration
-	RestoreAlertAfter    time.Duration
-	RateLimitIP          string // "20/1m", "5/1s" or "off"
-	RateLimitUser        string
-	TrustedProxies       string // comma-separated IPs/CIDRs
-	MaxInFlight          int
-	SoldOutInterval      time.Duration
-	DemoLogin            string // on or off; only `seckill demo` defaults to on
-	ReconcileInterval    time.Duration
-	ArchiveAfter         time.Duration
-	ArchiveInterval      time.Duration
-	ShutdownTimeout      time.Duration
-	RequestBudget        time.Duration // every request's backend calls end by then
-	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
-	LogLevel             string
-	Currency             string // ISO 4217 code of sales created without one
+	HTTPAddr              string
+	RedisURL              string // empty: embedded in-process server
+	RedisKeyPrefix        string // prefix of every key seckill writes
+	DatabaseURL           string // empty: SQLite under DataDir
+	BrokerURL             string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue           string // queue (RabbitMQ) or stream (NATS) name
+	Namespace             string // the deployment's name on the broker
+	DataDir               string
+	JWTSecret             string // empty: generated and kept in DataDir
+	AdminToken            string // empty: generated and kept in DataDir
+	PreheatLead           time.Duration
+	PreheatInterval       time.Duration
+	MaxBatch              int
+	PayTimeout            time.Duration
+	SweepInterval         time.Duration
+	OrderWriters          int
+	OrderBatch            int
+	RelayClaimIdle        time.Duration
+	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
+	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
+	RestoreRetryInterval  time.Duration
+	RestoreAlertAfter     time.Duration
+	RateLimitIP           string // "20/1m", "5/1s" or "off"
+	RateLimitUser         string
+	TrustedProxies        string // comma-separated IPs/CIDRs
+	MaxInFlight           int
+	SoldOutInterval       time.Duration
+	DemoLogin             string // on or off; only `seckill demo` defaults to on
+	ReconcileInterval     time.Duration
+	ArchiveAfter          time.Duration
+	ArchiveInterval       time.Duration
+	ShutdownTimeout       time.Duration
+	RequestBudget         time.Duration // every request's backend calls end by then
+	RouteBudgets          string        // "reserve=1s,reconciliation=2500ms"
+	LogLevel              string
+	Currency              string // ISO 4217 code of sales created without one
 	// Claims that survive Redis losing writes (durability.go).
 	LostClaimAfter   time.Duration
 	RedisDurability  string // none, fsync, replicas:N
@@ -104,40 +105,41 @@ const (
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:             "127.0.0.1:8080",
-		DataDir:              "./seckill-data",
-		RedisKeyPrefix:       redis.DefaultKeyPrefix,
-		PreheatLead:          10 * time.Minute,
-		PreheatInterval:      5 * time.Second,
-		MaxBatch:             256,
-		BrokerQueue:          "seckill_reservations",
-		Namespace:            "default",
-		PayTimeout:           15 * time.Minute,
-		SweepInterval:        5 * time.Second,
-		OrderWriters:         2,
-		OrderBatch:           500,
-		RelayClaimIdle:       DefaultRelayClaimIdle,
-		BrokerAckWait:        DefaultBrokerAckWait,
-		RestoreRetryInterval: 5 * time.Second,
-		RestoreAlertAfter:    time.Hour,
-		RateLimitIP:          httpapi.DefaultRateLimitIP.String(),
-		RateLimitUser:        httpapi.DefaultRateLimitUser.String(),
-		MaxInFlight:          httpapi.DefaultMaxInFlight,
-		SoldOutInterval:      soldout.DefaultSafetyInterval,
-		DemoLogin:            "off",
-		ReconcileInterval:    30 * time.Second,
-		ArchiveAfter:         archive.DefaultAfter,
-		ArchiveInterval:      archive.DefaultInterval,
-		ShutdownTimeout:      30 * time.Second,
-		RequestBudget:        httpapi.DefaultBudget,
-		LogLevel:             "info",
-		Currency:             "EUR",
-		LostClaimAfter:       lostclaim.DefaultAfter,
-		RedisDurability:      redis.DurabilityNone,
-		RedisConfigCheck:     "on",
-		RedisWaitTimeout:     redis.DefaultWaitTimeout,
-		HealInterval:         time.Second,
-		Roles:                "all",
+		HTTPAddr:              "127.0.0.1:8080",
+		DataDir:               "./seckill-data",
+		RedisKeyPrefix:        redis.DefaultKeyPrefix,
+		PreheatLead:           10 * time.Minute,
+		PreheatInterval:       5 * time.Second,
+		MaxBatch:              256,
+		BrokerQueue:           "seckill_reservations",
+		Namespace:             "default",
+		PayTimeout:            15 * time.Minute,
+		SweepInterval:         5 * time.Second,
+		OrderWriters:          2,
+		OrderBatch:            500,
+		RelayClaimIdle:        DefaultRelayClaimIdle,
+		BrokerAckWait:         DefaultBrokerAckWait,
+		BrokerBacklogInterval: 5 * time.Second,
+		RestoreRetryInterval:  5 * time.Second,
+		RestoreAlertAfter:     time.Hour,
+		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
+		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
+		MaxInFlight:           httpapi.DefaultMaxInFlight,
+		SoldOutInterval:       soldout.DefaultSafetyInterval,
+		DemoLogin:             "off",
+		ReconcileInterval:     30 * time.Second,
+		ArchiveAfter:          archive.DefaultAfter,
+		ArchiveInterval:       archive.DefaultInterval,
+		ShutdownTimeout:       30 * time.Second,
+		RequestBudget:         httpapi.DefaultBudget,
+		LogLevel:              "info",
+		Currency:              "EUR",
+		LostClaimAfter:        lostclaim.DefaultAfter,
+		RedisDurability:       redis.DurabilityNone,
+		RedisConfigCheck:      "on",
+		RedisWaitTimeout:      redis.DefaultWaitTimeout,
+		HealInterval:          time.Second,
+		Roles:                 "all",
 	}
 }
 
@@ -179,6 +181,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over (checked every half of it)"),
 		durationFlag(fs, &c.BrokerAckWait, "broker-ack-wait", c.BrokerAckWait, "a delivery its consumer went silent on goes to another after this long (NATS AckWait; RabbitMQ heartbeat of half of it)"),
+		durationFlag(fs, &c.BrokerBacklogInterval, "broker-backlog-interval", c.BrokerBacklogInterval, "how often the broker's queue depth is sampled for seckill_broker_backlog_messages and the control room"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
@@ -386,6 +389,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		if m.broker, err = m.openBroker(ctx); err != nil {
 			return err
 		}
+	}
+	// The broker's queue depth, sampled: every node with a broker reports
+	// the same queue, so dashboards take the max.
+	var backlog *backlogSampler
+	if b, ok := m.broker.(backlogReader); ok && cfg.BrokerBacklogInterval > 0 {
+		backlog = newBacklogSampler(b, cfg.BrokerBacklogInterval, m.Logger, m.now)
+		reg.MustRegister(backlog)
+		backlog.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, backlog.Stop)
 	}
 
 	// Background workers start in the reverse of their stopping order:
@@ -624,7 +636,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := &controlRoom{m: m, reg: reg}
+	room := &controlRoom{m: m, reg: reg, backlog: backlog}
 	pages, err := web.New(web.Config{
 		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
