@@ -22,10 +22,12 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/guarded"
 	"github.com/seckill-dev/seckill/internal/heal"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lostclaim"
+	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/orderwriter"
 	"github.com/seckill-dev/seckill/internal/paytimeout"
@@ -374,13 +376,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := newEngineMetrics(reg)
-	dm := newDurabilityMetrics(reg)
+	pm := metrics.NewPipeline(reg)
+	dm := metrics.NewDurability(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
-	redisBreaker, dbBreaker := newBreakers(reg)
-	reqStock := guardedStock{Store: m.stock, b: redisBreaker}
-	reqSales := guardedSales{SaleStore: sales, b: dbBreaker}
+	redisBreaker, dbBreaker := guarded.NewBreakers(reg)
+	reqStock := guarded.Stock{Store: m.stock, B: redisBreaker}
+	reqSales := guarded.Sales{SaleStore: sales, B: dbBreaker}
 	// An API-only node writes claims to the Redis outbox and never talks
 	// to the broker.
 	if role.relay || role.writer {
@@ -405,7 +407,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.preheat.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.preheat.Stop)
-	reg.MustRegister(newStockCollector(m.preheat, m.stock))
+	reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock))
 
 	// The combiner and the sold-out flag in front of it exist before the
 	// restorer, which clears the flag when stock comes back; they stop
@@ -417,9 +419,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		reserveBudget = d
 	}
 	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
-		metrics.observeBatch(size, took, err)
+		pm.ObserveBatch(size, took, err)
 		if errors.Is(err, redis.ErrNotDurable) {
-			dm.notDurable.Inc()
+			dm.NotDurable.Inc()
 		}
 	}})
 	// Keyed requests on a flagged sale are answered by a lookup of their
@@ -430,7 +432,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
-		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
+		Now: m.now, Logger: m.Logger, OnAlert: pm.ObserveRestoreAlert,
 		// This node clears its flag at once; the others hear the
 		// announcement the restore service publishes.
 		OnRestocked: m.gate.Clear,
@@ -440,7 +442,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
-		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
+		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: pm.ObserveTimeouts, Now: m.now,
 		// In batches: one database transaction, one Redis script call
 		// and one restock announcement per sale per batch.
 		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
@@ -464,8 +466,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if role.writer {
 		writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
 			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
-			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: metrics.observeForeign},
-			Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
+			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: pm.ObserveForeign},
+			Observe: pm.ObservePersisted, OnFailed: pm.ObserveFailed,
 			AfterPersist: m.restorer.Kick, Now: m.now,
 		})
 		writer.Start(context.WithoutCancel(ctx))
@@ -474,7 +476,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	if role.relay {
 		rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
-			Logger: m.Logger, OnPublished: metrics.observeRelayed, OnReclaimed: metrics.observeReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
+			Logger: m.Logger, OnPublished: pm.ObserveRelayed, OnReclaimed: pm.ObserveReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
 		})
 		rl.Start(context.WithoutCancel(ctx))
 		m.closers = append(m.closers, rl.Stop)
@@ -518,7 +520,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Claims that Redis lost are noticed and healed from the database.
 	healer := heal.New(m.stock, healDB{sales, m.orders}, m.preheat, heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
-		OnHeal: func(string, string, int, int) { dm.heals.Inc() },
+		OnHeal: func(string, string, int, int) { dm.Heals.Inc() },
 	})
 	if cfg.RedisURL == "" {
 		// The embedded store starts empty, even after a SIGKILL that
@@ -561,7 +563,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { dm.lostClaims.Inc(); metrics.observeFailed(f) },
+		OnLost: func(f *seckill.FailedOrder) { dm.LostClaims.Inc(); pm.ObserveFailed(f) },
 	})
 
 	var api *httpapi.Server
@@ -587,7 +589,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Logger:         m.Logger,
 		Registerer:     reg,
 		Gatherer:       reg,
-		Orders:         guardedOrders{OrderStore: m.orders, b: dbBreaker},
+		Orders:         guarded.Orders{OrderStore: m.orders, B: dbBreaker},
 		Pending:        reqStock,
 		ClaimIDs:       claimIDs,
 		Lost:           lost,
