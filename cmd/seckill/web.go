@@ -22,6 +22,9 @@ const snapshotTTL = 2 * time.Second
 type controlRoom struct {
 	m   *Main
 	reg prometheus.Gatherer
+	// backlog is the broker's sampled queue depth; nil on a node without
+	// a broker.
+	backlog *backlogSampler
 
 	mu    sync.Mutex
 	cache map[string]cachedReport
@@ -71,6 +74,11 @@ func (c *controlRoom) snapshot(ctx context.Context, saleID string) (web.Snapshot
 		state = "unbalanced"
 	}
 	s.Reconciliation = web.Reconciliation{State: state, Oversold: rep.Oversold, Undersold: rep.Undersold, CheckedAt: rep.CheckedAt}
+	if c.backlog != nil {
+		if n, ok := c.backlog.last(); ok {
+			s.BrokerBacklog = n
+		}
+	}
 	s.Reservations = c.reservationCounts()
 	s.ReservationsNodeWide = true
 	return s, nil

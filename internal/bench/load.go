@@ -1,11 +1,12 @@
-// Package bench is the measuring side of `seckill bench`: it drives a
+// Package bench is the harness of `seckill bench`: it drives a
 // target over HTTP from a separate load-generator process, so that the CPU
 // the server spends (this process, getrusage) and the CPU the load
 // generator spends (the child, getrusage) are counted apart; it samples
 // Redis's own CPU (INFO) over the same window; it keeps rounds in order and
 // reports every ratio as the median of per-round ratios; and it draws the
-// comparison chart. What is measured (the engine, the baselines) is set up
-// by cmd/seckill, which hands this package requests to send.
+// comparison chart. It sets up what is measured (the baselines, the
+// comparison's strategies) itself; the full engine is started by the
+// command that runs it (Wiring), as `seckill serve` would run it.
 package bench
 
 import (

@@ -455,12 +455,39 @@ func TestOrderSchema(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
 			schema := strings.Join(schemaSnapshot(t, openMigrated(t, d.url)), "\n")
-			for _, idx := range []string{"orders_status_pay_by_idx", "orders_sale_id_idx", "failed_orders_created_idx", "failed_orders_sale_id_idx"} {
+			for _, idx := range []string{"orders_status_pay_by_idx", "orders_sale_user_idx", "failed_orders_created_idx", "failed_orders_sale_id_idx"} {
 				if !strings.Contains(schema, idx) {
 					t.Errorf("schema has no %s", idx)
 				}
 			}
 		})
+	}
+}
+
+// TestHeldByUsesIndex: the per-buyer read of every batch seeks the buyers'
+// orders instead of visiting every order of the sale (which made a sale's
+// writes slower the more it had sold).
+func TestHeldByUsesIndex(t *testing.T) {
+	db := openMigrated(t, sqltest.SQLite)
+	rows, err := db.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+NewOrderStore(db).q.heldIn+"(?, ?)", "tea", "u1", "u2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(plan, "; "); !strings.Contains(got, "orders_sale_user_idx (sale_id=? AND user_id=?)") {
+		t.Errorf("plan of the held-by read: %s; want a search of orders_sale_user_idx on sale_id and user_id", got)
 	}
 }
 
