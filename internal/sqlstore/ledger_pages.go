@@ -29,18 +29,32 @@ func (st *OrderStore) byteOrder() string {
 }
 
 // pageQuery selects columns of table's rows of sale $1 whose reservation
-// id sorts after $2, up to $3 of them, by reservation id.
-func (st *OrderStore) pageQuery(columns, table string) string {
+// id sorts after $2 and before $3, up to $4 of them, by reservation id.
+// A sale's ids all start "<sale>.", so [$2, $3) is a range of the unique
+// index on reservation_id (MySQL and SQLite are told so: they would
+// otherwise take the sale_id index and sort all of the sale's rows for
+// each page); PostgreSQL has indexes of its own in byte order (0008).
+func (st *OrderStore) pageQuery(columns, table, index string) string {
 	b, c := st.db.dialect.bindFrom, st.byteOrder()
-	return `SELECT ` + columns + ` FROM ` + table + ` WHERE sale_id = ` + b(1) + ` AND reservation_id` + c + ` > ` + b(2) +
-		` ORDER BY reservation_id` + c + ` LIMIT ` + b(3)
+	from, sale := table, `sale_id`
+	switch st.db.dialect {
+	case mysqlDialect:
+		from += ` FORCE INDEX (` + index + `)`
+	case sqliteDialect:
+		sale = `+sale_id` // SQLite's way to say: no index on this one
+	}
+	return `SELECT ` + columns + ` FROM ` + from + ` WHERE ` + sale + ` = ` + b(1) +
+		` AND reservation_id` + c + ` > ` + b(2) + ` AND reservation_id` + c + ` < ` + b(3) +
+		` ORDER BY reservation_id` + c + ` LIMIT ` + b(4)
 }
 
-func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, seckill.Errorf(seckill.EINVALID, "limit must be positive"))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.pageQuery(columns, table), saleID, after, limit)
+	// Every id of the sale sorts between "<sale>." and "<sale>/".
+	after = max(after, saleID+".")
+	rows, err := st.db.read.QueryContext(ctx, st.pageQuery(columns, table, index), saleID, after, saleID+"/", limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, st.db.classify(err))
 	}
@@ -54,17 +68,17 @@ func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, sa
 // OrdersAfter returns up to limit orders of the sale whose reservation id
 // sorts after after, by reservation id.
 func (st *OrderStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
-	return pageOf(ctx, st, "orders", orderColumns, "orders", saleID, after, limit, scanOrder)
+	return pageOf(ctx, st, "orders", orderColumns, "orders", "orders_reservation_id_key", saleID, after, limit, scanOrder)
 }
 
 // FailedOrdersAfter is OrdersAfter of failed orders.
 func (st *OrderStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
-	return pageOf(ctx, st, "failed orders", failedOrderSelect, "failed_orders", saleID, after, limit, scanFailedOrder)
+	return pageOf(ctx, st, "failed orders", failedOrderSelect, "failed_orders", "PRIMARY", saleID, after, limit, scanFailedOrder)
 }
 
 // RestoresAfter is OrdersAfter of restore requests.
 func (st *OrderStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
-	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", saleID, after, limit, scanRestoreRequest)
+	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", "PRIMARY", saleID, after, limit, scanRestoreRequest)
 }
 
 // LedgerOf returns the orders, failed orders and restore requests of the
