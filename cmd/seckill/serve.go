@@ -40,6 +40,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/saleadmin"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
@@ -636,7 +637,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := &controlRoom{m: m, reg: reg, backlog: backlog}
+	room := &controlRoom{m: m, reg: reg, backlog: backlog, recent: ttlcache.New[*reconcile.Report](1, 1000)}
 	pages, err := web.New(web.Config{
 		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
