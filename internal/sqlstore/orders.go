@@ -524,12 +524,15 @@ func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, eve
 	}
 	for start := 0; start < len(users); start += idChunk {
 		chunk := users[start:min(start+idChunk, len(users))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, saleID)
-		for _, u := range chunk {
-			args = append(args, u)
+		// Padded like eachRowIn's lists, so that the statement is one of
+		// a few texts, prepared once.
+		n := padLen(len(chunk))
+		args := make([]any, 1+n)
+		args[0] = saleID
+		for i := range n {
+			args[1+i] = chunk[min(i, len(chunk)-1)]
 		}
-		rows, err := tx.QueryContext(ctx, st.q.heldIn+st.q.list(2, len(chunk)), args...)
+		rows, err := st.query(ctx, tx, st.q.heldIn+st.q.list(2, n), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -652,7 +655,8 @@ func (st *OrderStore) writerQueries() []string {
 			st.q.insertFailedOrders+st.q.tuples(n, failedOrderWidth))
 	}
 	for n := 1; n <= padLen(idChunk); n *= 2 {
-		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n))
+		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n),
+			st.q.heldIn+st.q.list(2, n))
 	}
 	return qs
 }
