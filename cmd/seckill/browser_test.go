@@ -454,10 +454,10 @@ func TestBrowserControlRoom(t *testing.T) {
 	op.waitFor("the failed order", `document.getElementById("t-failed").textContent === "1" && document.getElementById("failed-body").textContent.includes("`+failedID+`")`, 30*time.Second)
 	op.do(
 		chromedp.SendKeys(chromedp.CSS(`#failed-body input`), "refund requested"),
-		chromedp.Click(chromedp.CSS(`#failed-body button[type=submit]`)),
+		chromedp.Click(chromedp.CSS(`#failed-body button[data-action=restore]`)),
 	)
-	op.waitFor("the restore's answer", `(function(){ const m = document.getElementById("action-msg").textContent; return m !== "" && !m.startsWith("Restoring") })()`, 30*time.Second)
-	t.Logf("restore answered: %s", op.text("action-msg"))
+	op.waitFor("the restore's answer", `(function(){ const m = document.getElementById("failed-msg").textContent; return m !== "" && !m.startsWith("Restoring") })()`, 30*time.Second)
+	t.Logf("restore answered: %s", op.text("failed-msg"))
 	op.shot("10-control-room-failed-order")
 	op.noErrors()
 }

@@ -97,7 +97,7 @@ func TestDeployMonitoringCoversTheIssue(t *testing.T) {
 		"seckill_stock_remaining", `outcome="reserved"`, `outcome!~"reserved|replayed"`,
 		"seckill_reconcile_outbox_entries", "seckill_reconcile_unrecorded_units",
 		"seckill_orders_persisted_total", "seckill_failed_orders_total",
-		"seckill_reconcile_restores_alerted", "seckill_reconcile_balanced",
+		"seckill_reconcile_restores_alerted", "seckill_reconcile_balanced", "seckill_broker_backlog_messages",
 	} {
 		if !strings.Contains(all, m) {
 			t.Errorf("dashboard has no query with %s", m)
@@ -112,6 +112,7 @@ func TestDeployMonitoringCoversTheIssue(t *testing.T) {
 	for _, m := range []string{
 		"seckill_failed_orders_total", "seckill_restore_alerts_total", "seckill_reconcile_balanced",
 		"seckill_reconcile_outbox_entries", "seckill_stock_store_heals_total", "seckill_lost_claims_total",
+		"seckill_broker_backlog_messages",
 	} {
 		if !strings.Contains(alerts, m) {
 			t.Errorf("no alert rule uses %s", m)

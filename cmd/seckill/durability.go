@@ -8,20 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/prometheus/client_golang/prometheus"
-
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
-
-// durabilityMetrics count what the engine did about Redis losing writes
-// it had acknowledged.
-type durabilityMetrics struct {
-	lostClaims prometheus.Counter
-	notDurable prometheus.Counter
-	heals      prometheus.Counter
-}
 
 // healDB is the database as the heal watcher reads it.
 type healDB struct {
@@ -34,25 +24,6 @@ func (d healDB) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
 }
 func (d healDB) SaleLedger(ctx context.Context, id string) (*seckill.SaleLedger, error) {
 	return d.orders.SaleLedger(ctx, id)
-}
-
-func newDurabilityMetrics(reg prometheus.Registerer) *durabilityMetrics {
-	m := &durabilityMetrics{
-		lostClaims: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lost_claims_total",
-			Help: "Claimed reservations the stock store forgot and the database never got, recorded failed (lost_in_stock_store): alert on any increase.",
-		}),
-		heals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_stock_store_heals_total",
-			Help: "Sales rebuilt from the database after Redis lost acknowledged writes (each also logged ALERT).",
-		}),
-		notDurable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_reserve_batches_not_durable_total",
-			Help: "Reservation batches fewer replicas acknowledged than --redis-durability replicas:N asks (their buyers got 503 try_later).",
-		}),
-	}
-	reg.MustRegister(m.lostClaims, m.notDurable, m.heals)
-	return m
 }
 
 // claimKey derives the key that signs reservation ids from the JWT

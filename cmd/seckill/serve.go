@@ -22,11 +22,13 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/guarded"
 	"github.com/seckill-dev/seckill/internal/handoff"
 	"github.com/seckill-dev/seckill/internal/heal"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lostclaim"
+	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/orderwriter"
 	"github.com/seckill-dev/seckill/internal/paytimeout"
@@ -39,47 +41,49 @@ import (
 	"github.com/seckill-dev/seckill/internal/saleadmin"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
 // Config is everything serve needs to know. Each field has a flag and an
 // SECKILL_* environment variable (see Config.register).
 type Config struct {
-	HTTPAddr             string
-	RedisURL             string // empty: embedded in-process server
-	RedisKeyPrefix       string // prefix of every key seckill writes
-	DatabaseURL          string // empty: SQLite under DataDir
-	BrokerURL            string // amqp://, nats://; empty: NATS JetStream in-process
-	BrokerQueue          string // queue (RabbitMQ) or stream (NATS) name
-	Namespace            string // the deployment's name on the broker
-	DataDir              string
-	JWTSecret            string // empty: generated and kept in DataDir
-	AdminToken           string // empty: generated and kept in DataDir
-	PreheatLead          time.Duration
-	PreheatInterval      time.Duration
-	MaxBatch             int
-	PayTimeout           time.Duration
-	SweepInterval        time.Duration
-	OrderWriters         int
-	OrderBatch           int
-	RelayClaimIdle       time.Duration
-	BrokerAckWait        time.Duration // how soon a dead consumer's deliveries go to another
-	RestoreRetryInterval time.Duration
-	RestoreAlertAfter    time.Duration
-	RateLimitIP          string // "20/1m", "5/1s" or "off"
-	RateLimitUser        string
-	TrustedProxies       string // comma-separated IPs/CIDRs
-	MaxInFlight          int
-	SoldOutInterval      time.Duration
-	DemoLogin            string // on or off; only `seckill demo` defaults to on
-	ReconcileInterval    time.Duration
-	ArchiveAfter         time.Duration
-	ArchiveInterval      time.Duration
-	ShutdownTimeout      time.Duration
-	RequestBudget        time.Duration // every request's backend calls end by then
-	RouteBudgets         string        // "reserve=1s,reconciliation=2500ms"
-	LogLevel             string
-	Currency             string // ISO 4217 code of sales created without one
+	HTTPAddr              string
+	RedisURL              string // empty: embedded in-process server
+	RedisKeyPrefix        string // prefix of every key seckill writes
+	DatabaseURL           string // empty: SQLite under DataDir
+	BrokerURL             string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue           string // queue (RabbitMQ) or stream (NATS) name
+	Namespace             string // the deployment's name on the broker
+	DataDir               string
+	JWTSecret             string // empty: generated and kept in DataDir
+	AdminToken            string // empty: generated and kept in DataDir
+	PreheatLead           time.Duration
+	PreheatInterval       time.Duration
+	MaxBatch              int
+	PayTimeout            time.Duration
+	SweepInterval         time.Duration
+	OrderWriters          int
+	OrderBatch            int
+	RelayClaimIdle        time.Duration
+	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
+	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
+	RestoreRetryInterval  time.Duration
+	RestoreAlertAfter     time.Duration
+	RateLimitIP           string // "20/1m", "5/1s" or "off"
+	RateLimitUser         string
+	TrustedProxies        string // comma-separated IPs/CIDRs
+	MaxInFlight           int
+	SoldOutInterval       time.Duration
+	DemoLogin             string // on or off; only `seckill demo` defaults to on
+	ReconcileInterval     time.Duration
+	ArchiveAfter          time.Duration
+	ArchiveInterval       time.Duration
+	ShutdownTimeout       time.Duration
+	RequestBudget         time.Duration // every request's backend calls end by then
+	RouteBudgets          string        // "reserve=1s,reconciliation=2500ms"
+	LogLevel              string
+	Currency              string // ISO 4217 code of sales created without one
 	// Claims that survive Redis losing writes (durability.go).
 	LostClaimAfter   time.Duration
 	RedisDurability  string // none, fsync, replicas:N
@@ -103,40 +107,41 @@ const (
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:             "127.0.0.1:8080",
-		DataDir:              "./seckill-data",
-		RedisKeyPrefix:       redis.DefaultKeyPrefix,
-		PreheatLead:          10 * time.Minute,
-		PreheatInterval:      5 * time.Second,
-		MaxBatch:             256,
-		BrokerQueue:          "seckill_reservations",
-		Namespace:            "default",
-		PayTimeout:           15 * time.Minute,
-		SweepInterval:        5 * time.Second,
-		OrderWriters:         2,
-		OrderBatch:           500,
-		RelayClaimIdle:       DefaultRelayClaimIdle,
-		BrokerAckWait:        DefaultBrokerAckWait,
-		RestoreRetryInterval: 5 * time.Second,
-		RestoreAlertAfter:    time.Hour,
-		RateLimitIP:          httpapi.DefaultRateLimitIP.String(),
-		RateLimitUser:        httpapi.DefaultRateLimitUser.String(),
-		MaxInFlight:          httpapi.DefaultMaxInFlight,
-		SoldOutInterval:      soldout.DefaultSafetyInterval,
-		DemoLogin:            "off",
-		ReconcileInterval:    30 * time.Second,
-		ArchiveAfter:         archive.DefaultAfter,
-		ArchiveInterval:      archive.DefaultInterval,
-		ShutdownTimeout:      30 * time.Second,
-		RequestBudget:        httpapi.DefaultBudget,
-		LogLevel:             "info",
-		Currency:             "EUR",
-		LostClaimAfter:       lostclaim.DefaultAfter,
-		RedisDurability:      redis.DurabilityNone,
-		RedisConfigCheck:     "on",
-		RedisWaitTimeout:     redis.DefaultWaitTimeout,
-		HealInterval:         time.Second,
-		Roles:                "all",
+		HTTPAddr:              "127.0.0.1:8080",
+		DataDir:               "./seckill-data",
+		RedisKeyPrefix:        redis.DefaultKeyPrefix,
+		PreheatLead:           10 * time.Minute,
+		PreheatInterval:       5 * time.Second,
+		MaxBatch:              256,
+		BrokerQueue:           "seckill_reservations",
+		Namespace:             "default",
+		PayTimeout:            15 * time.Minute,
+		SweepInterval:         5 * time.Second,
+		OrderWriters:          2,
+		OrderBatch:            500,
+		RelayClaimIdle:        DefaultRelayClaimIdle,
+		BrokerAckWait:         DefaultBrokerAckWait,
+		BrokerBacklogInterval: 5 * time.Second,
+		RestoreRetryInterval:  5 * time.Second,
+		RestoreAlertAfter:     time.Hour,
+		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
+		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
+		MaxInFlight:           httpapi.DefaultMaxInFlight,
+		SoldOutInterval:       soldout.DefaultSafetyInterval,
+		DemoLogin:             "off",
+		ReconcileInterval:     30 * time.Second,
+		ArchiveAfter:          archive.DefaultAfter,
+		ArchiveInterval:       archive.DefaultInterval,
+		ShutdownTimeout:       30 * time.Second,
+		RequestBudget:         httpapi.DefaultBudget,
+		LogLevel:              "info",
+		Currency:              "EUR",
+		LostClaimAfter:        lostclaim.DefaultAfter,
+		RedisDurability:       redis.DurabilityNone,
+		RedisConfigCheck:      "on",
+		RedisWaitTimeout:      redis.DefaultWaitTimeout,
+		HealInterval:          time.Second,
+		Roles:                 "all",
 	}
 }
 
@@ -178,6 +183,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
 		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over (checked every half of it)"),
 		durationFlag(fs, &c.BrokerAckWait, "broker-ack-wait", c.BrokerAckWait, "a delivery its consumer went silent on goes to another after this long (NATS AckWait; RabbitMQ heartbeat of half of it)"),
+		durationFlag(fs, &c.BrokerBacklogInterval, "broker-backlog-interval", c.BrokerBacklogInterval, "how often the broker's queue depth is sampled for seckill_broker_backlog_messages and the control room"),
 		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
 		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
@@ -372,13 +378,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	metrics := newEngineMetrics(reg)
-	dm := newDurabilityMetrics(reg)
+	pm := metrics.NewPipeline(reg)
+	dm := metrics.NewDurability(reg)
 
 	sales := sqlstore.NewSaleStore(m.db)
-	redisBreaker, dbBreaker := newBreakers(reg)
-	reqStock := guardedStock{Store: m.stock, b: redisBreaker}
-	reqSales := guardedSales{SaleStore: sales, b: dbBreaker}
+	redisBreaker, dbBreaker := guarded.NewBreakers(reg)
+	reqStock := guarded.Stock{Store: m.stock, B: redisBreaker}
+	reqSales := guarded.Sales{SaleStore: sales, B: dbBreaker}
 	// An API-only node writes claims to the Redis outbox and never talks
 	// to the broker.
 	if role.relay || role.writer {
@@ -392,6 +398,15 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return err
 		}
 	}
+	// The broker's queue depth, sampled: every node with a broker reports
+	// the same queue, so dashboards take the max.
+	var backlog *backlogSampler
+	if b, ok := m.broker.(backlogReader); ok && cfg.BrokerBacklogInterval > 0 {
+		backlog = newBacklogSampler(b, cfg.BrokerBacklogInterval, m.Logger, m.now)
+		reg.MustRegister(backlog)
+		backlog.Start(context.WithoutCancel(ctx))
+		m.closers = append(m.closers, backlog.Stop)
+	}
 
 	// Background workers start in the reverse of their stopping order:
 	// the relay drains the outbox into the broker before the writer stops.
@@ -400,7 +415,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	})
 	m.preheat.Start(context.WithoutCancel(ctx))
 	m.closers = append(m.closers, m.preheat.Stop)
-	reg.MustRegister(newStockCollector(m.preheat, m.stock))
+	reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock))
 
 	// The combiner and the sold-out flag in front of it exist before the
 	// restorer, which clears the flag when stock comes back; they stop
@@ -412,9 +427,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		reserveBudget = d
 	}
 	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
-		metrics.observeBatch(size, took, err)
+		pm.ObserveBatch(size, took, err)
 		if errors.Is(err, redis.ErrNotDurable) {
-			dm.notDurable.Inc()
+			dm.NotDurable.Inc()
 		}
 	}})
 	// Keyed requests on a flagged sale are answered by a lookup of their
@@ -425,7 +440,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
-		Now: m.now, Logger: m.Logger, OnAlert: metrics.observeRestoreAlert,
+		Now: m.now, Logger: m.Logger, OnAlert: pm.ObserveRestoreAlert,
 		// This node clears its flag at once; the others hear the
 		// announcement the restore service publishes.
 		OnRestocked: m.gate.Clear,
@@ -435,7 +450,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	// Every cancel gives the stock back through the one restore path.
 	sweeper := paytimeout.New(m.orders, paytimeout.Config{
-		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: metrics.observeTimeouts, Now: m.now,
+		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: pm.ObserveTimeouts, Now: m.now,
 		// In batches: one database transaction, one Redis script call
 		// and one restock announcement per sale per batch.
 		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
@@ -459,8 +474,8 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if role.writer {
 		writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
 			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
-			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: metrics.observeForeign},
-			Observe: metrics.observePersisted, OnFailed: metrics.observeFailed,
+			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: pm.ObserveForeign},
+			Observe: pm.ObservePersisted, OnFailed: pm.ObserveFailed,
 			AfterPersist: m.restorer.Kick, Now: m.now,
 		})
 		writer.Start(context.WithoutCancel(ctx))
@@ -469,7 +484,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 
 	if role.relay {
 		rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
-			Logger: m.Logger, OnPublished: metrics.observeRelayed, OnReclaimed: metrics.observeReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
+			Logger: m.Logger, OnPublished: pm.ObserveRelayed, OnReclaimed: pm.ObserveReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
 		})
 		rl.Start(context.WithoutCancel(ctx))
 		m.closers = append(m.closers, rl.Stop)
@@ -513,7 +528,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// Claims that Redis lost are noticed and healed from the database.
 	healer := heal.New(m.stock, healDB{sales, m.orders}, m.preheat, heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
-		OnHeal: func(string, string, int, int) { dm.heals.Inc() },
+		OnHeal: func(string, string, int, int) { dm.Heals.Inc() },
 	})
 	if cfg.RedisURL == "" {
 		// The embedded store starts empty, even after a SIGKILL that
@@ -556,7 +571,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { dm.lostClaims.Inc(); metrics.observeFailed(f) },
+		OnLost: func(f *seckill.FailedOrder) { dm.LostClaims.Inc(); pm.ObserveFailed(f) },
 	})
 
 	var api *httpapi.Server
@@ -582,7 +597,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		Logger:         m.Logger,
 		Registerer:     reg,
 		Gatherer:       reg,
-		Orders:         guardedOrders{OrderStore: m.orders, b: dbBreaker},
+		Orders:         guarded.Orders{OrderStore: m.orders, B: dbBreaker},
 		Pending:        reqStock,
 		ClaimIDs:       claimIDs,
 		Lost:           lost,
@@ -629,7 +644,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := &controlRoom{m: m, reg: reg}
+	room := &controlRoom{m: m, reg: reg, backlog: backlog, recent: ttlcache.New[*reconcile.Report](1, 1000)}
 	pages, err := web.New(web.Config{
 		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,

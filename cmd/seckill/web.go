@@ -2,12 +2,12 @@ package main
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill/internal/reconcile"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
@@ -22,34 +22,23 @@ const snapshotTTL = 2 * time.Second
 type controlRoom struct {
 	m   *Main
 	reg prometheus.Gatherer
-
-	mu    sync.Mutex
-	cache map[string]cachedReport
-}
-
-type cachedReport struct {
-	rep *reconcile.Report
-	at  time.Time
+	// backlog is the broker's sampled queue depth; nil on a node without
+	// a broker.
+	backlog *backlogSampler
+	// recent keeps each sale's reconciliation for snapshotTTL.
+	recent *ttlcache.Cache[*reconcile.Report]
 }
 
 func (c *controlRoom) report(ctx context.Context, saleID string) (*reconcile.Report, error) {
-	c.mu.Lock()
-	hit, ok := c.cache[saleID]
-	c.mu.Unlock()
 	now := c.m.now()
-	if ok && now.Sub(hit.at) < snapshotTTL {
-		return hit.rep, nil
+	if rep, _, ok := c.recent.Get(saleID, now); ok {
+		return rep, nil
 	}
 	rep, err := reconcile.Reconcile(ctx, saleID, c.m.orders, c.m.stock, now, reconcile.Options{})
 	if err != nil {
 		return nil, err
 	}
-	c.mu.Lock()
-	if c.cache == nil || len(c.cache) > 1000 {
-		c.cache = map[string]cachedReport{}
-	}
-	c.cache[saleID] = cachedReport{rep: rep, at: now}
-	c.mu.Unlock()
+	c.recent.Put(saleID, rep, now.Add(snapshotTTL), now)
 	return rep, nil
 }
 
@@ -71,6 +60,11 @@ func (c *controlRoom) snapshot(ctx context.Context, saleID string) (web.Snapshot
 		state = "unbalanced"
 	}
 	s.Reconciliation = web.Reconciliation{State: state, Oversold: rep.Oversold, Undersold: rep.Undersold, CheckedAt: rep.CheckedAt}
+	if c.backlog != nil {
+		if n, ok := c.backlog.last(); ok {
+			s.BrokerBacklog = n
+		}
+	}
 	s.Reservations = c.reservationCounts()
 	s.ReservationsNodeWide = true
 	return s, nil

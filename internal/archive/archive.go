@@ -15,10 +15,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Stock is the Redis side (internal/redis).
@@ -77,11 +77,7 @@ type Archiver struct {
 	// has dropped, so a pass costs one script call per sale once.
 	idemDropped map[string]bool
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	cancel  context.CancelFunc
-	done    chan struct{}
+	worker startstop.Worker
 }
 
 // New returns an Archiver.
@@ -182,51 +178,26 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 	return true, nil
 }
 
-// Start runs a Pass every Interval until Stop. A second Start, or a Start
-// after Stop, does nothing.
+// Start runs a Pass at once, then one every Interval, until Stop. A
+// second Start, or a Start after Stop, does nothing.
 func (a *Archiver) Start(ctx context.Context) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.started || a.stopped {
-		return
+	a.worker.Start(ctx, func(ctx context.Context) {
+		a.passAndLog(ctx)
+		startstop.Every(ctx, a.cfg.Interval, nil, a.passAndLog)
+	})
+}
+
+func (a *Archiver) passAndLog(ctx context.Context) {
+	if _, err := a.Pass(ctx); err != nil && ctx.Err() == nil {
+		a.cfg.Logger.Warn("archive pass failed; retrying next tick", "err", err)
 	}
-	a.started = true
-	ctx, a.cancel = context.WithCancel(ctx)
-	a.done = make(chan struct{})
-	go func(done chan<- struct{}) {
-		defer close(done)
-		t := time.NewTicker(a.cfg.Interval)
-		defer t.Stop()
-		for {
-			if _, err := a.Pass(ctx); err != nil && ctx.Err() == nil {
-				a.cfg.Logger.Warn("archive pass failed; retrying next tick", "err", err)
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}(a.done)
 }
 
 // Stop ends the loop after the pass in hand and waits for it, or for ctx.
 // Safe to call twice, and without Start.
 func (a *Archiver) Stop(ctx context.Context) error {
-	a.mu.Lock()
-	a.stopped = true
-	if a.cancel != nil {
-		a.cancel()
+	if err := a.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("archive: stop: %w", err)
 	}
-	done := a.done
-	a.mu.Unlock()
-	if done == nil {
-		return nil
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("archive: stop: %w", ctx.Err())
-	}
+	return nil
 }

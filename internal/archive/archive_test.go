@@ -156,11 +156,13 @@ func TestFinalReconciliationKeepsKeys(t *testing.T) {
 	}
 }
 
+// TestStartStop: a second Start, and a Start after Stop, start no loop
+// (goleak, in TestMain, finds one left running); Stop is safe twice.
 func TestStartStop(t *testing.T) {
 	store, stock, _ := setup(time.Now().Add(-2 * time.Hour))
 	a := New(store, stock, Config{Interval: time.Millisecond})
 	a.Start(context.Background())
-	a.Start(context.Background())
+	a.Start(context.Background()) // a second Start does nothing
 	servicetest.WaitFor(t, 10*time.Second, "the background pass to archive the sale", func() bool {
 		stock.mu.Lock()
 		defer stock.mu.Unlock()
@@ -172,6 +174,7 @@ func TestStartStop(t *testing.T) {
 	if err := a.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	a.Start(context.Background()) // nor does a Start after Stop
 	if err := New(store, stock, Config{}).Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

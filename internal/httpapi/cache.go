@@ -4,15 +4,21 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
 // saleCacheMax bounds the cache. A flood of made-up sale ids is cached as
 // "not found" like any other answer; past this many entries the expired
-// ones are swept, and if that is not enough the cache starts over.
+// ones, and then some others, make room (internal/ttlcache).
 const saleCacheMax = 10_000
+
+const saleCacheShards = 16
 
 // saleLoadTimeout bounds one database read made for the cache. The read is
 // shared by every request waiting for that sale, so it does not use any
@@ -29,11 +35,22 @@ type saleCache struct {
 	ttl  time.Duration
 	now  func() time.Time
 
-	mu      sync.RWMutex
-	entries map[string]*saleEntry
+	entries *ttlcache.Cache[saleAnswer]
+	loads   singleflight.Group
+	// forgets counts forget calls: a load that a forget overtook answers
+	// its waiters but is not kept, so the next read sees the change.
+	forgets atomic.Uint64
+
+	mu sync.RWMutex
 	// good keeps the last row each sale was loaded with, and when, for
 	// the public sale view to serve while the database is down.
 	good map[string]goodSale
+}
+
+// saleAnswer is one load's answer: a sale, or seckill.ErrNotFound.
+type saleAnswer struct {
+	sale *seckill.Sale
+	err  error
 }
 
 type goodSale struct {
@@ -41,53 +58,64 @@ type goodSale struct {
 	at   time.Time
 }
 
-var errSaleLoadPanicked = errors.New("sale load panicked")
-
-type saleEntry struct {
-	ready   chan struct{} // closed once sale, err and expires are set
-	sale    *seckill.Sale
-	err     error // nil, seckill.ErrNotFound, or a failure (then not kept)
-	expires time.Time
-}
-
 func newSaleCache(load func(context.Context, string) (*seckill.Sale, error), ttl time.Duration, now func() time.Time) *saleCache {
-	return &saleCache{load: load, ttl: ttl, now: now, entries: map[string]*saleEntry{}, good: map[string]goodSale{}}
+	return &saleCache{load: load, ttl: ttl, now: now,
+		entries: ttlcache.New[saleAnswer](saleCacheShards, saleCacheMax/saleCacheShards), good: map[string]goodSale{}}
 }
 
 // get returns the sale, seckill.ErrNotFound, or a load failure.
 func (c *saleCache) get(ctx context.Context, id string) (*seckill.Sale, error) {
-	c.mu.RLock()
-	e := c.entries[id]
-	c.mu.RUnlock()
-	if e != nil {
-		select {
-		case <-e.ready:
-			if c.now().Before(e.expires) {
-				return e.sale, e.err
-			}
-		default:
-			return c.wait(ctx, e)
-		}
+	if a, _, ok := c.entries.Get(id, c.now()); ok {
+		return a.sale, a.err
 	}
-
-	c.mu.Lock()
-	// Another request may have started a load meanwhile.
-	if cur := c.entries[id]; cur != nil && cur != e {
-		c.mu.Unlock()
-		return c.wait(ctx, cur)
-	}
-	if len(c.entries) >= saleCacheMax {
-		c.sweepLocked()
-	}
-	e = &saleEntry{ready: make(chan struct{})}
-	c.entries[id] = e
-	c.mu.Unlock()
-
 	// The load is shared, so it runs on its own clock; this request, like
 	// every other waiting for it, waits only as long as its own context
 	// lets it.
-	go c.fill(ctx, id, e)
-	return c.wait(ctx, e)
+	ch := c.loads.DoChan(id, func() (any, error) { return c.fill(ctx, id) })
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		a := r.Val.(saleAnswer)
+		return a.sale, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// fill loads id and keeps the answer, unless it is a failure (failures are
+// not cached; the next request retries).
+func (c *saleCache) fill(ctx context.Context, id string) (saleAnswer, error) {
+	gen := c.forgets.Load()
+	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
+	defer cancel()
+	sale, err := c.load(lctx, id)
+	switch {
+	case err == nil && sale == nil:
+		return saleAnswer{}, errors.New("sale store returned no sale and no error")
+	case errors.Is(err, seckill.ErrNotFound):
+		sale, err = nil, seckill.ErrNotFound
+	case err != nil:
+		return saleAnswer{}, err
+	}
+	a := saleAnswer{sale: sale, err: err}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.forgets.Load() != gen {
+		return a, nil
+	}
+	now := c.now()
+	c.entries.Put(id, a, now.Add(c.ttl), now)
+	if err == nil {
+		if len(c.good) >= saleCacheMax {
+			clear(c.good) // bounded like the entries; only real sales land here
+		}
+		c.good[id] = goodSale{sale: sale, at: now}
+	} else { // the sale is gone
+		delete(c.good, id)
+	}
+	return a, nil
 }
 
 // lastGood returns the last row id was loaded with and when; ok is false
@@ -99,79 +127,12 @@ func (c *saleCache) lastGood(id string) (sale *seckill.Sale, at time.Time, ok bo
 	return g.sale, g.at, ok
 }
 
-func (c *saleCache) fill(ctx context.Context, id string, e *saleEntry) {
-	// Until load returns, e holds a failure: if load panics, waiters must
-	// not see a nil sale with a nil error.
-	e.err = errSaleLoadPanicked
-	failed := true
-	defer func() {
-		c.mu.Lock()
-		if failed && c.entries[id] == e {
-			delete(c.entries, id) // failures are not cached; the next request retries
-		}
-		switch {
-		case !failed && e.err == nil:
-			c.good[id] = goodSale{sale: e.sale, at: c.now()}
-		case !failed: // the sale is gone
-			delete(c.good, id)
-		}
-		close(e.ready)
-		c.mu.Unlock()
-	}()
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
-	defer cancel()
-	sale, err := c.load(lctx, id)
-	switch {
-	case err == nil && sale == nil:
-		err = errors.New("sale store returned no sale and no error")
-	case errors.Is(err, seckill.ErrNotFound):
-		sale, err = nil, seckill.ErrNotFound
-	}
-	e.sale, e.err = sale, err
-	e.expires = c.now().Add(c.ttl)
-	failed = err != nil && err != seckill.ErrNotFound
-}
-
-func (c *saleCache) wait(ctx context.Context, e *saleEntry) (*seckill.Sale, error) {
-	select {
-	case <-e.ready:
-		return e.sale, e.err
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
 // forget drops id, so the next read sees a sale just created here.
 func (c *saleCache) forget(id string) {
 	c.mu.Lock()
-	delete(c.entries, id)
+	c.forgets.Add(1)
+	c.entries.Delete(id)
 	delete(c.good, id)
 	c.mu.Unlock()
-}
-
-func (c *saleCache) sweepLocked() {
-	now := c.now()
-	for id, e := range c.entries {
-		select {
-		case <-e.ready:
-			if !now.Before(e.expires) {
-				delete(c.entries, id)
-			}
-		default:
-		}
-	}
-	if len(c.good) >= saleCacheMax {
-		clear(c.good) // bounded like the entries; only real sales land here
-	}
-	if len(c.entries) >= saleCacheMax*3/4 {
-		// Mostly fresh entries: a flood of distinct ids. Starting over is
-		// cheaper than an LRU and costs at most one read per id again.
-		for id, e := range c.entries {
-			select {
-			case <-e.ready:
-				delete(c.entries, id)
-			default:
-			}
-		}
-	}
+	c.loads.Forget(id)
 }

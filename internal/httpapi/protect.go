@@ -4,19 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/maphash"
 	"log/slog"
 	"net/http"
 	"net/netip"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
 // Defaults of the protection in front of the reservation route. The IP
@@ -288,91 +287,33 @@ func verifiedBuyer(ctx context.Context) (string, bool) {
 
 // blockList remembers, per rate-limit key, until when the limiter refuses
 // it, so a client hammering past its limit costs a map lookup instead of
-// a Redis call. It is bounded: a full shard drops expired entries, or
-// failing that some others, to make room (see makeRoomLocked).
-type blockList struct {
-	seed   maphash.Seed
-	shards [blockShards]blockShard
-}
+// a Redis call. It is bounded (internal/ttlcache): forgetting a live block
+// costs only a Redis call the next time that key comes.
+type blockList struct{ until *ttlcache.Cache[struct{}] }
 
 const (
 	blockShards   = 64
 	blockShardMax = 1024 // 65536 keys in all
 )
 
-type blockShard struct {
-	mu    sync.RWMutex
-	until map[string]int64 // Unix nanoseconds
-	_     [40]byte         // keep shards on their own cache lines
-}
-
 func newBlockList() *blockList {
-	b := &blockList{seed: maphash.MakeSeed()}
-	for i := range b.shards {
-		b.shards[i].until = make(map[string]int64)
-	}
-	return b
-}
-
-func (b *blockList) shard(key string) *blockShard {
-	return &b.shards[maphash.String(b.seed, key)%blockShards]
+	return &blockList{until: ttlcache.New[struct{}](blockShards, blockShardMax)}
 }
 
 // get returns how long key stays blocked. An entry further away than
 // maxLeft (the longest a limiter refusal can last) comes from a wall
 // clock that went back, and is ignored.
 func (b *blockList) get(key string, now time.Time, maxLeft time.Duration) (time.Duration, bool) {
-	sh := b.shard(key)
-	sh.mu.RLock()
-	until, ok := sh.until[key]
-	sh.mu.RUnlock()
+	_, until, ok := b.until.Get(key, now)
 	if !ok {
 		return 0, false
 	}
-	left := time.Duration(until - now.UnixNano())
-	if left <= 0 || left > maxLeft {
-		return 0, false
+	if left := until.Sub(now); left <= maxLeft {
+		return left, true
 	}
-	return left, true
+	return 0, false
 }
 
-func (b *blockList) put(key string, until, now time.Time) {
-	sh := b.shard(key)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if _, ok := sh.until[key]; !ok && len(sh.until) >= blockShardMax {
-		sh.makeRoomLocked(now.UnixNano())
-	}
-	sh.until[key] = until.UnixNano()
-}
+func (b *blockList) put(key string, until, now time.Time) { b.until.Put(key, struct{}{}, until, now) }
 
-// makeRoomLocked drops the expired entries of a full shard and, if a
-// crowd of live blocks still fills more than 7/8 of it, arbitrary ones
-// (map order) down to 7/8. The sweep then does not come back for another
-// eighth of the shard's puts, so a flood of addresses costs a bounded
-// amount per put. Forgetting a live block costs only a Redis call the next
-// time that key comes.
-func (sh *blockShard) makeRoomLocked(now int64) {
-	for k, u := range sh.until {
-		if u <= now {
-			delete(sh.until, k)
-		}
-	}
-	for k := range sh.until {
-		if len(sh.until) <= blockShardMax*7/8 {
-			break
-		}
-		delete(sh.until, k)
-	}
-}
-
-func (b *blockList) len() int {
-	n := 0
-	for i := range b.shards {
-		sh := &b.shards[i]
-		sh.mu.RLock()
-		n += len(sh.until)
-		sh.mu.RUnlock()
-	}
-	return n
-}
+func (b *blockList) len() int { return b.until.Len() }

@@ -389,7 +389,7 @@ func TestSaleCacheBounded(t *testing.T) {
 	for i := range saleCacheMax * 3 {
 		_, _ = cache.get(context.Background(), "ghost-"+strconv.Itoa(i))
 	}
-	if n := len(cache.entries); n > saleCacheMax {
+	if n := cache.entries.Len(); n > saleCacheMax {
 		t.Fatalf("cache holds %d entries, want at most %d", n, saleCacheMax)
 	}
 }

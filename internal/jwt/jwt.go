@@ -10,13 +10,12 @@ package jwt
 import (
 	"encoding/json"
 	"errors"
-	"hash/maphash"
-	"sync"
 	"time"
 
 	gojwt "github.com/golang-jwt/jwt/v5"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
 // Leeway is the clock skew tolerated on `exp` and `nbf`, so a token minted
@@ -41,25 +40,15 @@ type Verifier struct {
 	// verified remembers tokens that passed, until they expire: a buyer
 	// hammering "buy" sends the same token again and again, and a hit costs
 	// a map lookup instead of base64, JSON and an HMAC.
-	verified [cacheShards]cacheShard
+	verified *ttlcache.Cache[string]
 }
 
 // The cache holds at most cacheShards × cacheShardMax tokens (a few
-// hundred bytes each); a full shard is simply emptied.
+// hundred bytes each).
 const (
 	cacheShards   = 16
 	cacheShardMax = 4096
 )
-
-type cacheShard struct {
-	mu sync.RWMutex
-	m  map[string]cachedToken
-}
-
-type cachedToken struct {
-	user      string
-	expiresAt time.Time
-}
 
 // NewVerifier returns a Verifier for tokens signed with secret. An empty
 // secret yields a Verifier that rejects every token, so a misconfigured
@@ -83,12 +72,10 @@ func newVerifier(secret []byte, now func() time.Time) *Verifier {
 		now = time.Now
 	}
 	v := &Verifier{
-		secret: append([]byte(nil), secret...),
-		parser: gojwt.NewParser(opts...),
-		now:    now,
-	}
-	for i := range v.verified {
-		v.verified[i].m = make(map[string]cachedToken)
+		secret:   append([]byte(nil), secret...),
+		parser:   gojwt.NewParser(opts...),
+		now:      now,
+		verified: ttlcache.New[string](cacheShards, cacheShardMax),
 	}
 	v.key = v.secret
 	v.keyFunc = func(t *gojwt.Token) (any, error) {
@@ -114,20 +101,12 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 	if len(token) > MaxTokenBytes {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
 	}
-	sh := &v.verified[maphash.String(cacheSeed, token)%cacheShards]
-	sh.mu.RLock()
-	hit, ok := sh.m[token]
-	sh.mu.RUnlock()
-	if ok && v.now().Before(hit.expiresAt.Add(Leeway)) {
-		return hit.user, nil
+	now := v.now()
+	if user, _, ok := v.verified.Get(token, now); ok {
+		return user, nil
 	}
 	var claims strictClaims
 	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
-		if ok { // expired since it was cached
-			sh.mu.Lock()
-			delete(sh.m, token)
-			sh.mu.Unlock()
-		}
 		if errors.Is(err, gojwt.ErrTokenExpired) {
 			return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
 		}
@@ -138,17 +117,10 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 	}
 	// WithExpirationRequired guarantees ExpiresAt; a not-before in the
 	// future was refused above, so from here on only expiry can change the
-	// answer.
-	sh.mu.Lock()
-	if len(sh.m) >= cacheShardMax {
-		clear(sh.m)
-	}
-	sh.m[token] = cachedToken{user: claims.Subject, expiresAt: claims.ExpiresAt.Time}
-	sh.mu.Unlock()
+	// answer: the token is kept until it expires, plus the leeway.
+	v.verified.Put(token, claims.Subject, claims.ExpiresAt.Add(Leeway), now)
 	return claims.Subject, nil
 }
-
-var cacheSeed = maphash.MakeSeed()
 
 // strictClaims are the registered claims, with their times held to RFC
 // 7519's NumericDate: a JSON number. The library also takes a string of

@@ -324,10 +324,7 @@ func TestCacheIsBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	total := 0
-	for i := range v.verified {
-		total += len(v.verified[i].m)
-	}
+	total := v.verified.Len()
 	if total > cacheShards*cacheShardMax {
 		t.Fatalf("cache holds %d tokens, more than its bound %d", total, cacheShards*cacheShardMax)
 	}

@@ -336,3 +336,27 @@ func TestOneMessagePerPublish(t *testing.T) {
 	c := consumeAll(t, b, nil)
 	servicetest.WaitFor(t, 30*time.Second, "the 300 events", func() bool { return len(c.get()) == 300 })
 }
+
+// TestBacklog: three Publishes wait as three messages until a consumer
+// acks them, then none.
+func TestBacklog(t *testing.T) {
+	b := newEmbedded(t, t.TempDir())
+	ctx := context.Background()
+	if n, err := b.Backlog(ctx); err != nil || n != 0 {
+		t.Fatalf("Backlog of a new stream = %d, %v; want 0", n, err)
+	}
+	for i := range 3 {
+		if err := b.Publish(ctx, messages(fmt.Sprint("backlog", i), 10)); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	if n, err := b.Backlog(ctx); err != nil || n != 3 {
+		t.Fatalf("Backlog after 3 publishes = %d, %v; want 3", n, err)
+	}
+	c := consumeAll(t, b, nil)
+	servicetest.WaitFor(t, 30*time.Second, "the 30 events", func() bool { return len(c.get()) == 30 })
+	servicetest.WaitFor(t, 30*time.Second, "an empty backlog", func() bool {
+		n, err := b.Backlog(ctx)
+		return err == nil && n == 0
+	})
+}

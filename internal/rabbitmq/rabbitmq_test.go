@@ -285,3 +285,48 @@ func TestOneMessagePerPublish(t *testing.T) {
 		t.Errorf("queue holds %d messages after one Publish of 300 events; want 1", q.Messages)
 	}
 }
+
+// TestBacklog: three Publishes wait as three messages until a consumer
+// acks them, then none.
+func TestBacklog(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	b := newTestBroker(t, amqpURL, amqpURL)
+	ctx := context.Background()
+	if n, err := b.Backlog(ctx); err != nil || n != 0 {
+		t.Fatalf("Backlog of a new queue = %d, %v; want 0", n, err)
+	}
+	for i := range 3 {
+		if err := b.Publish(ctx, messages(fmt.Sprint("backlog", i), 10)); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+	}
+	// Quorum queues report a confirmed message at once.
+	if n, err := b.Backlog(ctx); err != nil || n != 3 {
+		t.Fatalf("Backlog after 3 publishes = %d, %v; want 3", n, err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	var (
+		mu   sync.Mutex
+		seen int
+	)
+	done := make(chan error, 1)
+	go func() {
+		done <- b.Consume(cctx, seckill.ConsumeOptions{}, func(_ context.Context, batch []seckill.Delivery) {
+			for _, d := range batch {
+				d.Ack()
+			}
+			mu.Lock()
+			seen += len(batch)
+			mu.Unlock()
+		})
+	}()
+	servicetest.WaitFor(t, 30*time.Second, "the 30 events", func() bool { mu.Lock(); defer mu.Unlock(); return seen == 30 })
+	servicetest.WaitFor(t, 30*time.Second, "an empty backlog", func() bool {
+		n, err := b.Backlog(ctx)
+		return err == nil && n == 0
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Consume = %v", err)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Counts are a sale's running counters, in the database and in the stock
@@ -119,9 +120,7 @@ type GaugeWorker struct {
 	// when they have not moved while Redis held unrecorded units.
 	progress map[string]*progress
 
-	stopOnce sync.Once
-	cancel   context.CancelFunc
-	done     chan struct{}
+	worker startstop.Worker
 }
 
 type progress struct {
@@ -189,41 +188,21 @@ func (g *GaugeWorker) balanced(c Counts) bool {
 	return c.Oversold() == 0 && c.RestoresAlerted == 0 && !stuck
 }
 
-// Start runs Refresh every Interval until Stop.
+// Start runs Refresh at once, then every Interval, until Stop. A second
+// Start, or a Start after Stop, does nothing.
 func (g *GaugeWorker) Start(ctx context.Context) {
-	ctx, g.cancel = context.WithCancel(ctx)
-	g.done = make(chan struct{})
-	go func() {
-		defer close(g.done)
-		t := time.NewTicker(g.cfg.Interval)
-		defer t.Stop()
-		for {
-			g.Refresh(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
+	g.worker.Start(ctx, func(ctx context.Context) {
+		g.Refresh(ctx)
+		startstop.Every(ctx, g.cfg.Interval, nil, g.Refresh)
+	})
 }
 
 // Stop ends the refresher. Safe to call twice, and without Start.
 func (g *GaugeWorker) Stop(ctx context.Context) error {
-	g.stopOnce.Do(func() {
-		if g.cancel != nil {
-			g.cancel()
-		}
-	})
-	if g.done == nil {
-		return nil
+	if err := g.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("reconcile gauges: stop: %w", err)
 	}
-	select {
-	case <-g.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("reconcile gauges: stop: %w", ctx.Err())
-	}
+	return nil
 }
 
 // Describe sends nothing: an unchecked collector (the gauges appear once

@@ -105,8 +105,11 @@ func TestGaugeWorkerBalanced(t *testing.T) {
 	}
 }
 
+// TestGaugeWorkerStartStop: a second Start, and a Start after Stop, start
+// no loop (goleak, in TestMain, finds one left running); Stop is safe twice.
 func TestGaugeWorkerStartStop(t *testing.T) {
 	g := NewGaugeWorker(GaugeConfig{Sales: func() []*seckill.Sale { return nil }, Interval: time.Millisecond})
+	g.Start(context.Background())
 	g.Start(context.Background())
 	if err := g.Stop(context.Background()); err != nil {
 		t.Fatal(err)
@@ -114,6 +117,7 @@ func TestGaugeWorkerStartStop(t *testing.T) {
 	if err := g.Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	g.Start(context.Background())
 	if err := NewGaugeWorker(GaugeConfig{}).Stop(context.Background()); err != nil {
 		t.Fatal(err)
 	}

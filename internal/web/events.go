@@ -70,7 +70,9 @@ type seriesSet struct {
 // series is one sale's samples. Its mutex is held while sampling, so
 // viewers of one sale wait for one read instead of each making their own.
 type series struct {
-	saleStock int64
+	// row is the sale's latest database row (read each sample, kept when
+	// a read fails): the stock shown is never above its unsold units.
+	row *seckill.Sale
 
 	mu         sync.Mutex
 	points     []point // oldest first, within the window
@@ -108,7 +110,7 @@ func (ss *seriesSet) get(sale *seckill.Sale, now time.Time) *series {
 			}
 			delete(ss.byID, oldest)
 		}
-		s = &series{saleStock: sale.Stock}
+		s = &series{row: sale}
 		ss.byID[sale.ID] = s
 	}
 	s.lastUsed = now
@@ -154,14 +156,20 @@ func (h *Handler) read(ctx context.Context, s *series, saleID string, now, mono 
 		errs     []any // for the log: what failed and why
 	)
 
+	// A primary-key read per interval keeps the stock shown within the
+	// database's unsold units (and sees added stock); while the database
+	// is down the last row read stands in.
+	if row, err := h.sales.Sale(ctx, saleID); err == nil {
+		s.row = row
+	}
 	lvl, err := h.stock.Stock(ctx, saleID)
 	switch {
 	case err == nil:
 		p.Preheated = true
-		p.Total, p.Remaining, p.Reserved = count(lvl.Total), count(lvl.Remaining()), count(lvl.Reserved)
+		p.Total, p.Remaining, p.Reserved = count(lvl.Total), count(seckill.RemainingOf(s.row, lvl, true)), count(lvl.Reserved)
 	case errors.Is(err, seckill.ErrNotFound):
 		// Not preheated: nothing can have been sold.
-		p.Total, p.Remaining, p.Reserved = count(s.saleStock), count(s.saleStock), count(0)
+		p.Total, p.Remaining, p.Reserved = count(s.row.Stock), count(seckill.RemainingOf(s.row, lvl, false)), count(0)
 	default:
 		problems = append(problems, "stock unavailable")
 		errs = append(errs, "stock_err", err)

@@ -785,3 +785,28 @@ func TestBuyerPageCurrencyPerSale(t *testing.T) {
 		}
 	}
 }
+
+// TestEventsRemainingCappedByUnsold: the live feed never shows more units
+// than the database has unsold, whatever Redis says, and follows the row
+// as it changes.
+func TestEventsRemainingCappedByUnsold(t *testing.T) {
+	f := newFixture(t, func(c *Config) { c.EventInterval = 30 * time.Millisecond })
+	f.sales.mu.Lock()
+	f.sales.sales["tea"].Unsold = 150
+	f.sales.mu.Unlock()
+	f.stock.set("tea", seckill.StockLevel{Total: 200, Reserved: 3}) // Redis says 197
+	r, done := f.openEvents(t, "tea")
+	defer done()
+	if p := nextSample(t, r); *p.Remaining != 150 || *p.Total != 200 {
+		t.Errorf("remaining %d of %d, want 150 (the unsold units) of 200", *p.Remaining, *p.Total)
+	}
+	f.sales.mu.Lock()
+	f.sales.sales["tea"].Unsold = 300
+	f.sales.mu.Unlock()
+	deadline := time.Now().Add(5 * time.Second)
+	for p := nextSample(t, r); *p.Remaining != 197; p = nextSample(t, r) {
+		if time.Now().After(deadline) {
+			t.Fatalf("remaining %d, want Redis's 197 once the row allows it", *p.Remaining)
+		}
+	}
+}

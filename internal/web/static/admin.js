@@ -1,7 +1,10 @@
-// The control room: create and preheat sales, watch one live (server-sent
-// events), and restore failed orders. Every admin call sends the admin token
-// as a bearer token; the event stream, which cannot send headers, opens with
-// a short-lived ticket instead, so the token never appears in a URL.
+// The control room: list, create, open and manage sales (edit before the
+// start, add stock, end early), watch one live (server-sent events), and
+// resolve failed orders (re-drive, refunded, restore), with the sale's
+// audit log. Every admin call sends the admin token as a bearer token and
+// the operator's name for the audit log; the event stream, which cannot
+// send headers, opens with a short-lived ticket instead, so the token never
+// appears in a URL.
 "use strict";
 
 (function () {
@@ -11,11 +14,14 @@
   const currency = document.body.dataset.currency || "";
 
   const TOKEN_KEY = "seckill.adminToken";
-  const SALES_KEY = "seckill.adminSales";
+  const OPERATOR_KEY = "seckill.adminOperator";
   const CURRENT_KEY = "seckill.adminCurrent";
   const KEEP_MS = 5 * 60 * 1000; // what the server's history holds
   let windowMs = 60 * 1000; // what the charts show
   const STALE_MS = 5000; // no sample for this long: reconnect
+  const VIEW_REFRESH_MS = 5000; // the open sale's state and phase
+  // Sales per page of the list; /admin?page_size=N changes it.
+  const PAGE = Math.min(200, Math.max(1, parseInt(new URLSearchParams(location.search).get("page_size") || "", 10) || 20));
 
   const COLORS = {
     reserved: "#1a7f37", replayed: "#4ac26b", sold_out: "#6e7781", limit_exceeded: "#bf8700",
@@ -25,13 +31,16 @@
   const OTHER_COLOR = "#8c959f";
 
   let token = sk.session.get(TOKEN_KEY);
-  // The sale on screen: its row, its samples, its event source.
+  let operator = sk.session.get(OPERATOR_KEY) || "";
+  // The sale on screen: its admin view (row, state, phase, remaining), its
+  // samples, its event source.
   let cur = null;
 
   // --- admin calls ----------------------------------------------------------
 
   async function admin(method, path, body) {
-    const r = await sk.api(method, path, { token: token, body: body });
+    const headers = operator ? { "X-Seckill-Operator": operator } : {};
+    const r = await sk.api(method, path, { token: token, body: body, headers: headers });
     if (r.status === 401) signOut("The admin token was refused. Sign in again.");
     return r;
   }
@@ -39,6 +48,19 @@
   function describe(r, fallback) {
     if (r.status === 0) return "Could not reach the server.";
     return sk.errorMessage(r) || fallback + " (" + r.status + ")";
+  }
+
+  function priceOf(s) {
+    return sk.formatPrice(s.price_cents, s.currency || currency);
+  }
+
+  // stateText is what the list and the header say of a sale: its state,
+  // and once ended whether it is still draining or archived.
+  function stateText(v) {
+    const words = { scheduled: "scheduled", live: "live", sold_out: "sold out", ended: "ended" };
+    let t = words[v.state] || v.state || "";
+    if (v.state === "ended" && v.phase) t += " · " + v.phase;
+    return t;
   }
 
   // --- sign-in ---------------------------------------------------------------
@@ -58,6 +80,7 @@
     const e = $("signin-error");
     e.hidden = !message;
     e.textContent = message || "";
+    $("admin-operator").value = operator;
     $("admin-token").focus();
   }
 
@@ -80,7 +103,9 @@
     $("admin-token").value = "";
     $("signin-error").hidden = true;
     token = t;
+    operator = $("admin-operator").value.trim();
     sk.session.set(TOKEN_KEY, t);
+    sk.session.set(OPERATOR_KEY, operator);
     start();
   });
 
@@ -88,38 +113,74 @@
 
   // --- the list of sales ---------------------------------------------------------
 
-  // No API lists sales, so the control room remembers the ones it created
-  // or opened (ids and names only: nothing secret).
-  function knownSales() {
-    try { return JSON.parse(sk.local.get(SALES_KEY) || "[]"); } catch (e) { return []; }
-  }
-  function remember(sale) {
-    const list = knownSales().filter(function (s) { return s.id !== sale.id; });
-    list.unshift({ id: sale.id, name: sale.name });
-    sk.local.set(SALES_KEY, JSON.stringify(list.slice(0, 30)));
+  // The list comes from GET /admin/v1/sales, newest start first, a page at
+  // a time: "More sales" follows the cursor the last page gave.
+  const list = { state: "", items: [], next: "", seq: 0 };
+
+  async function loadSales(more) {
+    const seq = ++list.seq;
+    const q = new URLSearchParams();
+    if (list.state) q.set("state", list.state);
+    q.set("limit", String(PAGE));
+    if (more && list.next) q.set("after", list.next);
+    $("sale-list").setAttribute("aria-busy", "true");
+    const r = await admin("GET", "/admin/v1/sales?" + q.toString());
+    if (seq !== list.seq) return; // a newer load (another filter) won
+    $("sale-list").setAttribute("aria-busy", "false");
+    const msg = $("sales-msg");
+    if (r.status !== 200 || !r.body) {
+      if (r.status !== 401) {
+        msg.textContent = r.status === 405 || (r.status === 404 && sk.errorCode(r) === "not_found")
+          ? "This server cannot list sales; open one by its id."
+          : describe(r, "Could not list the sales");
+      }
+      return;
+    }
+    if (!more) list.items = [];
+    list.items = list.items.concat(r.body.sales || []);
+    list.next = r.body.next || "";
+    msg.textContent = list.items.length === 0 ? (list.state ? "No " + list.state + " sales." : "No sales yet.") : "";
     renderList();
   }
+
   function renderList() {
     const ul = $("sale-list");
     ul.textContent = "";
-    for (const s of knownSales()) {
+    for (const v of list.items) {
       const li = document.createElement("li");
       const b = document.createElement("button");
       b.type = "button";
       b.className = "sale-item";
-      b.dataset.saleId = s.id;
+      b.dataset.saleId = v.id;
       const name = document.createElement("span");
-      name.textContent = s.name;
+      name.className = "sale-name";
+      name.textContent = v.name;
+      const state = document.createElement("span");
+      state.className = "badge";
+      state.dataset.state = v.phase || v.state;
+      state.textContent = stateText(v);
+      const facts = document.createElement("span");
+      facts.className = "muted small";
+      facts.textContent = num(v.remaining) + " of " + num(v.stock) + " left · " + priceOf(v);
       const id = document.createElement("span");
       id.className = "muted small mono";
-      id.textContent = s.id;
-      b.append(name, id);
-      if (cur && cur.sale.id === s.id) b.setAttribute("aria-current", "true");
-      b.addEventListener("click", function () { open(s.id); });
+      id.textContent = v.id;
+      b.append(name, state, facts, id);
+      if (cur && cur.sale.id === v.id) b.setAttribute("aria-current", "true");
+      b.addEventListener("click", function () { open(v.id); });
       li.append(b);
       ul.append(li);
     }
+    $("sales-more").hidden = !list.next;
   }
+
+  $("sales-state").addEventListener("change", function () {
+    list.state = $("sales-state").value;
+    list.next = "";
+    loadSales(false);
+  });
+  $("sales-refresh").addEventListener("click", function () { loadSales(false); });
+  $("sales-more").addEventListener("click", function () { loadSales(true); });
 
   // --- create and open -------------------------------------------------------------
 
@@ -145,6 +206,8 @@
       start_at: start.toISOString(),
       end_at: new Date(start.getTime() + minutes * 60000).toISOString(),
     };
+    const code = $("c-currency").value.trim().toUpperCase();
+    if (code) body.currency = code;
     const id = $("c-id").value.trim();
     if (id) body.id = id;
     msg.textContent = "Creating…";
@@ -152,7 +215,7 @@
     if (r.status === 201 && r.body) {
       msg.textContent = "Created " + r.body.id + ".";
       $("c-id").value = "";
-      remember(r.body);
+      loadSales(false);
       open(r.body.id);
     } else if (r.status !== 401) {
       msg.textContent = describe(r, "The sale was not created");
@@ -173,29 +236,164 @@
     }
     msg.textContent = "";
     $("open-id").value = "";
-    remember(r.body);
     disconnect();
-    cur = { sale: r.body, points: [], es: null, failed: -1, retry: 0, lastAt: 0, timer: null };
+    cur = { sale: r.body, points: [], es: null, failed: -1, retry: 0, lastAt: 0, timer: null, armed: null, refused: {} };
     sk.session.set(CURRENT_KEY, id);
     renderList();
     renderSale();
+    fillEdit();
     $("empty").hidden = true;
     $("sale-view").hidden = false;
     $("action-msg").textContent = "";
+    $("manage-msg").textContent = "";
+    $("failed-msg").textContent = "";
     resetTiles();
     drawAll();
     connect();
     loadFailed();
+    loadAudit();
   }
+
+  // refreshView reads the open sale's admin view again: its state and
+  // phase move on by themselves (start, end, archive), and the row changes
+  // with every action.
+  async function refreshView() {
+    if (!cur) return;
+    const c = cur;
+    const r = await admin("GET", "/admin/v1/sales/" + enc(c.sale.id));
+    if (cur !== c || r.status !== 200 || !r.body) return;
+    const wasScheduled = c.sale.state === "scheduled";
+    c.sale = r.body;
+    renderSale();
+    if (wasScheduled !== (c.sale.state === "scheduled")) fillEdit();
+    for (const v of list.items) {
+      if (v.id === c.sale.id) Object.assign(v, r.body);
+    }
+    renderList();
+  }
+  setInterval(refreshView, VIEW_REFRESH_MS);
 
   function renderSale() {
     const s = cur.sale;
     $("sale-title").textContent = s.name;
-    $("sale-meta").textContent = s.id + " · " + sk.formatPrice(s.price_cents, currency) + " · " + s.stock +
-      " units, limit " + s.per_user_limit + " · " + sk.formatDateTime(Date.parse(s.start_at)) + " to " +
-      sk.formatDateTime(Date.parse(s.end_at));
+    const phase = $("sale-phase");
+    phase.textContent = stateText(s) + (s.live_unavailable ? " (stock store unreadable)" : "");
+    phase.dataset.state = s.phase || s.state || "";
+    $("sale-price").textContent = priceOf(s);
+    $("sale-meta").textContent = s.id + " · " + num(s.remaining) + " of " + num(s.stock) + " left · limit " +
+      s.per_user_limit + " · " + sk.formatDateTime(Date.parse(s.start_at)) + " to " + sk.formatDateTime(Date.parse(s.end_at));
     $("buyer-link").href = "/sales/" + enc(s.id);
+    renderManage();
   }
+
+  // --- managing the sale -------------------------------------------------------
+
+  function renderManage() {
+    const s = cur.sale;
+    const scheduled = s.state === "scheduled";
+    const ended = s.state === "ended";
+    $("edit-form").hidden = !scheduled;
+    $("stock-form").hidden = ended;
+    $("end-sale").hidden = ended;
+    $("manage-note").textContent = scheduled ? "Not started: every field can still change."
+      : ended ? "This sale has ended" + (s.phase === "archived" ? " and is archived: only the database remembers it."
+        : s.phase === "draining" ? "; orders, payments and restores are still settling." : ".")
+        : "Live: it can get more stock or end now; the rest is fixed.";
+    if (!cur.armed) $("end-sale").textContent = "End the sale now";
+  }
+
+  function fillEdit() {
+    const s = cur.sale;
+    $("e-name").value = s.name;
+    $("e-price").value = (s.price_cents / 100).toFixed(2);
+    $("e-currency").value = s.currency || currency;
+    $("e-stock").value = String(s.stock);
+    $("e-limit").value = String(s.per_user_limit);
+    $("e-start").value = localInputValue(Date.parse(s.start_at));
+    $("e-end").value = localInputValue(Date.parse(s.end_at));
+  }
+
+  async function afterChange(body) {
+    if (body && body.id === cur.sale.id) Object.assign(cur.sale, body);
+    await refreshView();
+    fillEdit();
+    loadAudit();
+    loadSales(false);
+  }
+
+  $("edit-form").addEventListener("submit", async function (ev) {
+    ev.preventDefault();
+    if (!cur) return;
+    const msg = $("manage-msg");
+    const start = new Date($("e-start").value);
+    const end = new Date($("e-end").value);
+    if (isNaN(start.getTime()) || isNaN(end.getTime())) {
+      msg.textContent = "Pick a start and an end.";
+      return;
+    }
+    const body = {
+      version: cur.sale.version,
+      name: $("e-name").value.trim(),
+      price_cents: Math.round(Number($("e-price").value) * 100),
+      currency: $("e-currency").value.trim().toUpperCase(),
+      stock: Number($("e-stock").value),
+      per_user_limit: Number($("e-limit").value),
+      start_at: start.toISOString(),
+      end_at: end.toISOString(),
+    };
+    msg.textContent = "Saving…";
+    const r = await admin("PATCH", "/admin/v1/sales/" + enc(cur.sale.id), body);
+    if (r.status === 200 && r.body) {
+      msg.textContent = "Saved.";
+      await afterChange(r.body);
+    } else if (r.status === 409 && sk.errorCode(r) === "conflict") {
+      msg.textContent = "Someone changed this sale meanwhile: its current values are shown; save again to apply yours.";
+      await afterChange(null);
+    } else if (r.status !== 401) {
+      msg.textContent = describe(r, "The sale was not changed");
+    }
+  });
+
+  $("stock-form").addEventListener("submit", async function (ev) {
+    ev.preventDefault();
+    if (!cur) return;
+    const msg = $("manage-msg");
+    const n = Number($("add-stock").value);
+    if (!(n >= 1)) return;
+    msg.textContent = "Adding " + n + "…";
+    const r = await admin("POST", "/admin/v1/sales/" + enc(cur.sale.id) + "/stock", { add: n });
+    if (r.status === 200 && r.body) {
+      msg.textContent = "Added " + n + " units: the sale has " + r.body.stock + " in all.";
+      $("add-stock").value = "";
+      await afterChange(r.body);
+    } else if (r.status !== 401) {
+      msg.textContent = describe(r, "No stock was added");
+    }
+  });
+
+  // Ending takes two clicks: the first arms the button for a few seconds.
+  $("end-sale").addEventListener("click", async function () {
+    if (!cur) return;
+    const btn = $("end-sale");
+    const msg = $("manage-msg");
+    if (!cur.armed) {
+      btn.textContent = "Click again to end " + cur.sale.name + " now";
+      const c = cur;
+      c.armed = setTimeout(function () { c.armed = null; if (cur === c) renderManage(); }, 5000);
+      return;
+    }
+    clearTimeout(cur.armed);
+    cur.armed = null;
+    msg.textContent = "Ending…";
+    const r = await admin("POST", "/admin/v1/sales/" + enc(cur.sale.id) + "/end");
+    if (r.status === 200 && r.body) {
+      msg.textContent = r.body.changed ? "Ended: new claims are refused on every node." : "It had already ended.";
+      await afterChange(r.body.sale);
+    } else if (r.status !== 401) {
+      msg.textContent = describe(r, "The sale was not ended");
+      renderManage();
+    }
+  });
 
   // --- actions ----------------------------------------------------------------
 
@@ -241,6 +439,8 @@
     $("failed-table").hidden = rows.length === 0;
     rows.forEach(function (f, i) {
       const tr = document.createElement("tr");
+      tr.dataset.reservationId = f.reservation_id;
+      tr.dataset.resolution = f.resolution ? f.resolution.action : "open";
       const cells = [f.reservation_id, f.user_id, String(f.qty), f.reason, sk.formatDateTime(Date.parse(f.created_at))];
       cells.forEach(function (text, j) {
         const td = document.createElement("td");
@@ -248,39 +448,96 @@
         if (j === 0) td.className = "mono";
         tr.append(td);
       });
+      const status = document.createElement("td");
+      status.className = "failed-status";
+      status.textContent = resolutionText(f.resolution) +
+        (!f.resolution && cur.refused[f.reservation_id] ? " · " + cur.refused[f.reservation_id] : "");
+      tr.append(status);
       const td = document.createElement("td");
-      const form = document.createElement("form");
-      form.className = "row restore";
-      const label = document.createElement("label");
-      label.className = "visually-hidden";
-      label.htmlFor = "restore-reason-" + i;
-      label.textContent = "Reason for restoring " + f.reservation_id;
-      const input = document.createElement("input");
-      input.id = "restore-reason-" + i;
-      input.required = true;
-      input.maxLength = 200;
-      input.placeholder = "Reason";
-      const btn = document.createElement("button");
-      btn.type = "submit";
-      btn.textContent = "Restore";
-      form.append(label, input, btn);
-      form.addEventListener("submit", function (ev) {
-        ev.preventDefault();
-        restore(f.reservation_id, input.value.trim(), btn);
-      });
-      td.append(form);
+      td.append(resolveForm(f, i));
       tr.append(td);
       body.append(tr);
     });
   }
 
-  async function restore(reservationID, reason, btn) {
-    if (!reason) return;
-    const msg = $("action-msg");
-    btn.disabled = true;
+  function resolutionText(res) {
+    if (!res) return "Open";
+    const who = " by " + res.actor + ", " + sk.formatDateTime(Date.parse(res.resolved_at));
+    const note = res.note ? " · “" + res.note + "”" : "";
+    return res.action === "redrive" ? "Re-driven into order " + (res.order_id || "") + who + note
+      : "Refunded" + who + note;
+  }
+
+  // resolveForm is the row's actions: one note, three buttons. A resolved
+  // row keeps only Restore (its units may still be held in the sale).
+  function resolveForm(f, i) {
+    const form = document.createElement("form");
+    form.className = "row resolve";
+    const label = document.createElement("label");
+    label.className = "visually-hidden";
+    label.htmlFor = "resolve-note-" + i;
+    label.textContent = "Note on " + f.reservation_id;
+    const input = document.createElement("input");
+    input.id = "resolve-note-" + i;
+    input.className = "resolve-note";
+    input.maxLength = 1000;
+    input.placeholder = f.resolution ? "Reason" : "Note (required to refund or restore)";
+    form.append(label, input);
+    const buttons = [];
+    function button(text, action) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.textContent = text;
+      b.dataset.action = action;
+      b.addEventListener("click", function () {
+        const note = input.value.trim();
+        if (action !== "redrive" && !note) {
+          $("failed-msg").textContent = "Write a note first: who refunded, how, or why the units go back.";
+          input.focus();
+          return;
+        }
+        buttons.forEach(function (x) { x.disabled = true; });
+        const done = function () { buttons.forEach(function (x) { x.disabled = false; }); };
+        (action === "restore" ? restore(f.reservation_id, note) : resolve(f.reservation_id, action, note)).then(done, done);
+      });
+      buttons.push(b);
+      form.append(b);
+    }
+    if (!f.resolution) {
+      button("Re-drive", "redrive");
+      button("Refunded", "refunded");
+    }
+    button("Restore units", "restore");
+    form.addEventListener("submit", function (ev) { ev.preventDefault(); });
+    return form;
+  }
+
+  async function resolve(reservationID, action, note) {
+    const msg = $("failed-msg");
+    msg.textContent = (action === "redrive" ? "Re-driving " : "Recording the refund of ") + reservationID + "…";
+    const r = await admin("POST", "/admin/v1/failed-orders/" + enc(reservationID) + "/resolve", { action: action, note: note });
+    if (r.status === 200 && r.body) {
+      const res = r.body.resolution || {};
+      msg.textContent = reservationID + ": " + (action === "redrive"
+        ? (r.body.changed ? "re-driven into order " + (res.order_id || "") + "." : "was already re-driven; nothing changed.")
+        : (r.body.changed ? "closed as refunded." : "was already closed as refunded; nothing changed."));
+    } else if (r.status === 409) {
+      // The reason stays on the row until it is resolved.
+      const why = sk.errorMessage(r) || "The server refused (409).";
+      if (cur) cur.refused[reservationID] = why;
+      msg.textContent = reservationID + ": " + why;
+    } else if (r.status !== 401) {
+      msg.textContent = describe(r, "The failed order was not resolved");
+    }
+    loadFailed();
+    loadAudit();
+    refreshView();
+  }
+
+  async function restore(reservationID, reason) {
+    const msg = $("failed-msg");
     msg.textContent = "Restoring " + reservationID + "…";
     const r = await admin("POST", "/admin/v1/restores", { reservation_id: reservationID, reason: reason });
-    btn.disabled = false;
     if ((r.status === 200 || r.status === 202) && r.body) {
       const words = {
         restored: "restored: its units are back on sale",
@@ -289,10 +546,37 @@
       };
       msg.textContent = "Reservation " + reservationID + " " + (words[r.body.status] || r.body.status) + ".";
       loadFailed();
+      refreshView();
     } else if (r.status === 404 && sk.errorCode(r) === "not_found") {
       msg.textContent = "This server cannot restore yet (no restore endpoint).";
     } else if (r.status !== 401) {
       msg.textContent = describe(r, "Restore failed");
+    }
+  }
+
+  // --- audit log -------------------------------------------------------------------
+
+  async function loadAudit() {
+    if (!cur) return;
+    const saleID = cur.sale.id;
+    const r = await admin("GET", "/admin/v1/sales/" + enc(saleID) + "/audit?limit=50");
+    if (!cur || cur.sale.id !== saleID || r.status !== 200 || !r.body) return;
+    const rows = r.body.audit || [];
+    const body = $("audit-body");
+    body.textContent = "";
+    $("audit-empty").hidden = rows.length > 0;
+    $("audit-table").hidden = rows.length === 0;
+    for (const e of rows) {
+      const tr = document.createElement("tr");
+      tr.dataset.action = e.action;
+      const cells = [sk.formatDateTime(Date.parse(e.at)), e.actor, e.action, e.subject || "", e.detail || ""];
+      cells.forEach(function (text, j) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        if (j >= 3) td.className = "mono small";
+        tr.append(td);
+      });
+      body.append(tr);
     }
   }
 
@@ -319,7 +603,8 @@
     const es = new EventSource(r.body.events_url);
     c.es = es;
     es.addEventListener("sale", function (ev) {
-      c.sale = JSON.parse(ev.data);
+      // The row alone: state, phase and remaining stay the admin view's.
+      Object.assign(c.sale, JSON.parse(ev.data));
       renderSale();
     });
     es.addEventListener("history", function (ev) {
@@ -396,6 +681,9 @@
     $("failed-empty").hidden = false;
     $("failed-table").hidden = true;
     $("failed-body").textContent = "";
+    $("audit-empty").hidden = false;
+    $("audit-table").hidden = true;
+    $("audit-body").textContent = "";
   }
 
   function updateTiles(p) {
@@ -590,7 +878,7 @@
 
   function start() {
     showSignedIn(true);
-    renderList();
+    loadSales(false);
     sk.syncClock(3).then(function () {
       $("c-start").value = localInputValue(sk.serverNow() + 2 * 60000);
     });

@@ -1,4 +1,8 @@
-package main
+// Package metrics holds the engine's own Prometheus collectors: the
+// pipeline counters the wiring feeds from the workers' hooks, the
+// durability counters, and the stock levels read at scrape time. Every
+// other package registers its collectors itself, on the same registry.
+package metrics
 
 import (
 	"context"
@@ -9,9 +13,10 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// engineMetrics are the collectors of the wiring itself; each package
-// registers its own on the same registry.
-type engineMetrics struct {
+// Pipeline are the counters of the pipeline that the wiring observes
+// through the workers' hooks; each package registers its own collectors on
+// the same registry.
+type Pipeline struct {
 	batchSize     prometheus.Histogram
 	batchDuration prometheus.Histogram
 	batchErrors   prometheus.Counter
@@ -25,8 +30,9 @@ type engineMetrics struct {
 	foreign       *prometheus.CounterVec
 }
 
-func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
-	m := &engineMetrics{
+// NewPipeline registers the pipeline's collectors on reg.
+func NewPipeline(reg prometheus.Registerer) *Pipeline {
+	m := &Pipeline{
 		batchSize: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "seckill_reserve_batch_size",
 			Help:    "Reservation requests per stock-store script call (the combiner's batches).",
@@ -78,26 +84,26 @@ func newEngineMetrics(reg prometheus.Registerer) *engineMetrics {
 	return m
 }
 
-func (m *engineMetrics) observePersisted(created, duplicate, rejected int) {
+func (m *Pipeline) ObservePersisted(created, duplicate, rejected int) {
 	m.persisted.WithLabelValues("created").Add(float64(created))
 	m.persisted.WithLabelValues("duplicate").Add(float64(duplicate))
 	m.persisted.WithLabelValues("rejected").Add(float64(rejected))
 }
 
-func (m *engineMetrics) observeFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
-func (m *engineMetrics) observeForeign(ns string, n int) {
+func (m *Pipeline) ObserveFailed(*seckill.FailedOrder) { m.failedOrders.Inc() }
+func (m *Pipeline) ObserveForeign(ns string, n int) {
 	m.foreign.WithLabelValues(ns).Add(float64(n))
 }
-func (m *engineMetrics) observeRelayed(n int)                        { m.relayed.Add(float64(n)) }
-func (m *engineMetrics) observeTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
-func (m *engineMetrics) observeRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }
+func (m *Pipeline) ObserveRelayed(n int)                        { m.relayed.Add(float64(n)) }
+func (m *Pipeline) ObserveTimeouts(n int)                       { m.timedOut.Add(float64(n)) }
+func (m *Pipeline) ObserveRestoreAlert(*seckill.RestoreRequest) { m.restoreAlerts.Inc() }
 
-func (m *engineMetrics) observeReclaimed(_ string, n int) {
+func (m *Pipeline) ObserveReclaimed(_ string, n int) {
 	m.takeovers.Inc()
 	m.reclaimed.Add(float64(n))
 }
 
-func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
+func (m *Pipeline) ObserveBatch(size int, took time.Duration, err error) {
 	m.batchSize.Observe(float64(size))
 	m.batchDuration.Observe(took.Seconds())
 	if err != nil {
@@ -105,9 +111,9 @@ func (m *engineMetrics) observeBatch(size int, took time.Duration, err error) {
 	}
 }
 
-// stockCollector reports the remaining stock of every sale this node has
+// StockCollector reports the remaining stock of every sale this node has
 // loaded, read from the stock store at scrape time.
-type stockCollector struct {
+type StockCollector struct {
 	sales interface{ Loaded() []*seckill.Sale }
 	stock interface {
 		Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
@@ -116,10 +122,11 @@ type stockCollector struct {
 	reserved  *prometheus.Desc
 }
 
-func newStockCollector(sales interface{ Loaded() []*seckill.Sale }, stock interface {
+// NewStockCollector reads sales' levels from stock at each scrape.
+func NewStockCollector(sales interface{ Loaded() []*seckill.Sale }, stock interface {
 	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
-}) *stockCollector {
-	return &stockCollector{
+}) *StockCollector {
+	return &StockCollector{
 		sales:     sales,
 		stock:     stock,
 		remaining: prometheus.NewDesc("seckill_stock_remaining", "Units still available in the stock store.", []string{"sale"}, nil),
@@ -127,12 +134,12 @@ func newStockCollector(sales interface{ Loaded() []*seckill.Sale }, stock interf
 	}
 }
 
-func (c *stockCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *StockCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.remaining
 	ch <- c.reserved
 }
 
-func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *StockCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	for _, s := range c.sales.Loaded() {
@@ -143,4 +150,32 @@ func (c *stockCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(c.remaining, prometheus.GaugeValue, float64(lvl.Remaining()), s.ID)
 		ch <- prometheus.MustNewConstMetric(c.reserved, prometheus.GaugeValue, float64(lvl.Reserved), s.ID)
 	}
+}
+
+// Durability counts what the engine did about Redis losing writes
+// it had acknowledged.
+type Durability struct {
+	LostClaims prometheus.Counter
+	NotDurable prometheus.Counter
+	Heals      prometheus.Counter
+}
+
+// NewDurability registers the durability counters on reg.
+func NewDurability(reg prometheus.Registerer) *Durability {
+	m := &Durability{
+		LostClaims: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_lost_claims_total",
+			Help: "Claimed reservations the stock store forgot and the database never got, recorded failed (lost_in_stock_store): alert on any increase.",
+		}),
+		Heals: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_stock_store_heals_total",
+			Help: "Sales rebuilt from the database after Redis lost acknowledged writes (each also logged ALERT).",
+		}),
+		NotDurable: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "seckill_reserve_batches_not_durable_total",
+			Help: "Reservation batches fewer replicas acknowledged than --redis-durability replicas:N asks (their buyers got 503 try_later).",
+		}),
+	}
+	reg.MustRegister(m.LostClaims, m.NotDurable, m.Heals)
+	return m
 }

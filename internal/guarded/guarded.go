@@ -1,0 +1,122 @@
+// Package guarded is the backends as the request paths see them: each call
+// to Redis or the database goes through that backend's circuit breaker
+// (internal/breaker), so that while a backend is down a node answers 503 at
+// once instead of sending it every request, and its return is met by one
+// probe every OpenFor, not by the whole queue. The background workers have
+// back-offs of their own and go straight to the clients.
+package guarded
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/breaker"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
+)
+
+// NewBreakers makes the two breakers and registers their metrics on reg.
+func NewBreakers(reg prometheus.Registerer) (redisB, dbB *breaker.Breaker) {
+	open := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "seckill_breaker_state",
+		Help: "State of each backend's circuit breaker: 0 closed, 1 open, 2 half-open (one probe in flight).",
+	}, []string{"backend"})
+	rejected := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_breaker_rejected_total",
+		Help: "Calls a backend's open circuit breaker answered unavailable without making them.",
+	}, []string{"backend"})
+	reg.MustRegister(open, rejected)
+	mk := func(name string) *breaker.Breaker {
+		open.WithLabelValues(name).Set(0)
+		rejected.WithLabelValues(name)
+		return breaker.New(breaker.Config{
+			Name:     name,
+			OnState:  func(n string, s breaker.State) { open.WithLabelValues(n).Set(float64(s)) },
+			OnReject: func(n string) { rejected.WithLabelValues(n).Inc() },
+		})
+	}
+	return mk("redis"), mk("database")
+}
+
+// Stock is the stock store as requests see it.
+type Stock struct {
+	*redis.Store
+	B *breaker.Breaker
+}
+
+func (g Stock) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) ([]seckill.ReserveResult, error) {
+		return g.Store.Reserve(ctx, saleID, reqs)
+	})
+}
+
+func (g Stock) Stock(ctx context.Context, saleID string) (seckill.StockLevel, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (seckill.StockLevel, error) {
+		return g.Store.Stock(ctx, saleID)
+	})
+}
+
+// Allow is refused at once while the breaker is open (the guard then lets
+// the request through unlimited, as for any limiter failure), but its own
+// failures are not counted: it gives up after a short timeout of its own,
+// and a Redis merely slow for it must not open the breaker for everyone.
+func (g Stock) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
+	if err := g.B.Refusing(); err != nil {
+		return seckill.RateResult{}, err
+	}
+	return g.Store.Allow(ctx, key, limit)
+}
+
+func (g Stock) Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error) {
+	type rec struct {
+		user, status string
+		qty          int64
+	}
+	r, err := breaker.Do(ctx, g.B, func(ctx context.Context) (rec, error) {
+		u, q, st, err := g.Store.Reservation(ctx, reservationID)
+		return rec{u, st, q}, err
+	})
+	return r.user, r.qty, r.status, err
+}
+
+// Sales is the sale store as requests see it.
+type Sales struct {
+	*sqlstore.SaleStore
+	B *breaker.Breaker
+}
+
+func (g Sales) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.Sale, error) { return g.SaleStore.Sale(ctx, id) })
+}
+
+func (g Sales) CreateSale(ctx context.Context, s *seckill.Sale) error {
+	_, err := breaker.Do(ctx, g.B, func(ctx context.Context) (struct{}, error) { return struct{}{}, g.SaleStore.CreateSale(ctx, s) })
+	return err
+}
+
+// Orders is the order store as the buyer's routes see it.
+type Orders struct {
+	*sqlstore.OrderStore
+	B *breaker.Breaker
+}
+
+func (g Orders) Order(ctx context.Context, id string) (*seckill.Order, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.Order, error) { return g.OrderStore.Order(ctx, id) })
+}
+
+func (g Orders) FailedOrder(ctx context.Context, id string) (*seckill.FailedOrder, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.FailedOrder, error) { return g.OrderStore.FailedOrder(ctx, id) })
+}
+
+func (g Orders) FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) ([]*seckill.FailedOrder, error) {
+		return g.OrderStore.FailedOrders(ctx, limit)
+	})
+}
+
+func (g Orders) PayOrder(ctx context.Context, id string, now time.Time) (*seckill.Order, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.Order, error) { return g.OrderStore.PayOrder(ctx, id, now) })
+}
