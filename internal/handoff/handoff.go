@@ -170,7 +170,7 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 			return b.durable.Publish(ctx, msgs)
 		case errors.Is(err, errAbandoned):
 			// As a broker counts a crash: the next delivery is attempt 2.
-			return b.durable.Requeue(ctx, packed(msgs, 2), time.Time{})
+			return b.durable.Requeue(ctx, seckill.Packed(msgs, 2), time.Time{})
 		default:
 			return fmt.Errorf("handoff: settle: %w", err)
 		}
@@ -183,14 +183,6 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 		return fmt.Errorf("handoff: publish: %w", err)
 	}
 	return b.durable.Publish(ctx, msgs)
-}
-
-func packed(msgs []seckill.Message, attempt int) []seckill.PackedMessage {
-	out := make([]seckill.PackedMessage, len(msgs))
-	for i, m := range msgs {
-		out[i] = seckill.PackedMessage{Message: m, Attempt: attempt}
-	}
-	return out
 }
 
 // Consume hands handle the batches published in this process and those of

@@ -288,12 +288,8 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	packed := make([]seckill.PackedMessage, len(msgs))
-	for i, m := range msgs {
-		packed[i] = seckill.PackedMessage{Message: m, Attempt: 1}
-	}
 	var out []*nats.Msg
-	for _, run := range seckill.SplitPacks(packed) {
+	for _, run := range seckill.SplitPacks(seckill.Packed(msgs, 1)) {
 		out = append(out, b.packMsg(run, time.Time{}))
 	}
 	if err := b.send(ctx, b.stream, out); err != nil {
