@@ -14,7 +14,7 @@ import (
 // once; once its unpaid orders have timed out and been restored, and
 // ArchiveAfter has passed, the rest of its Redis keys go, leaving its
 // final reconciliation. The database keeps everything: the sale, its
-// orders and its reconciliation still answer.
+// orders and its reconciliation (from the database alone) still answer.
 func TestEndedSaleIsArchived(t *testing.T) {
 	clk := &testClock{}
 	fast := fastRestores(stacks[0].config(t))
@@ -74,6 +74,13 @@ func TestEndedSaleIsArchived(t *testing.T) {
 	if kept, _ := e.m.stock.KeptSales(ctx); slices.Contains(kept, sale) {
 		t.Errorf("the archived sale is still listed as kept")
 	}
+	// The operator sees it archived, in the sale's view and in the list.
+	if r := e.admin("GET", "/admin/v1/sales/"+sale, nil); r.body["phase"] != "archived" {
+		t.Errorf("admin view after archiving: phase %v, want archived", r.body["phase"])
+	}
+	if _, phases := e.listSales("ended", 50); phases[sale] != "archived" {
+		t.Errorf("ended list after archiving: phase %q, want archived", phases[sale])
+	}
 	if r := e.do("GET", "/api/v1/sales/"+sale, "", nil); r.status != 200 || r.body["state"] != "ended" || r.body["remaining"] != float64(8) {
 		t.Errorf("sale after archiving: %d %v; want ended with 8 remaining (2 paid of 10)", r.status, r.body)
 	}
@@ -86,9 +93,15 @@ func TestEndedSaleIsArchived(t *testing.T) {
 			t.Errorf("reservation %d after archiving: %d %v; want %s", i, r.status, r.body, want)
 		}
 	}
+	// Reconciled from the database alone: its 5 claims are 2 orders paid
+	// and 3 cancelled, nobody over the limit, nothing oversold.
 	report, code := e.reconcileCLI(sale)
-	if code != 0 || report["balanced"] != true {
-		t.Errorf("reconcile of the archived sale: exit %d, %v", code, report)
+	archived, _ := report["archived"].(map[string]any)
+	if code != 0 || report["balanced"] != true || archived["claims"] != float64(5) || report["over_limit_buyers"] != float64(0) {
+		t.Errorf("reconcile of the archived sale: exit %d, %v; want balanced, archived with 5 claims", code, report)
+	}
+	if o, _ := report["orders"].(map[string]any); fmt.Sprint(o["paid"], o["cancelled"]) != "map[count:2 units:2] map[count:3 units:3]" {
+		t.Errorf("archived sale's orders %v; want 2 paid, 3 cancelled", report["orders"])
 	}
 	// A replayed key gets the sale's end, as it would have before.
 	if r := e.reserve(sale, winners[ids[0]], 1, "key-0"); r.code() != "ended" {

@@ -22,8 +22,11 @@ type healDB struct {
 func (d healDB) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
 	return d.sales.Sale(ctx, id)
 }
-func (d healDB) SaleLedger(ctx context.Context, id string) (*seckill.SaleLedger, error) {
-	return d.orders.SaleLedger(ctx, id)
+func (d healDB) OrdersAfter(ctx context.Context, id, after string, limit int) ([]*seckill.Order, error) {
+	return d.orders.OrdersAfter(ctx, id, after, limit)
+}
+func (d healDB) FailedOrdersAfter(ctx context.Context, id, after string, limit int) ([]*seckill.FailedOrder, error) {
+	return d.orders.FailedOrdersAfter(ctx, id, after, limit)
 }
 
 // claimKey derives the key that signs reservation ids from the JWT

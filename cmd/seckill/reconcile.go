@@ -100,20 +100,24 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 	return reconcileSale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
 }
 
-// reconcileSale reconciles a sale, or, for an archived sale (whose Redis
-// side is gone), returns the reconciliation it passed when it was
-// archived.
-func reconcileSale(ctx context.Context, saleID string, db seckill.LedgerStore, stock *redis.Store, now time.Time, opts reconcile.Options) (*reconcile.Report, error) {
+// reconcileSale reconciles a sale; an archived one (whose Redis keys are
+// gone) from the database alone. A sale archived before the database
+// recorded archives answers the reconciliation it passed when archived.
+func reconcileSale(ctx context.Context, saleID string, db seckill.LedgerPages, stock *redis.Store, now time.Time, opts reconcile.Options) (*reconcile.Report, error) {
+	rep, err := reconcile.Reconcile(ctx, saleID, db, stock, now, opts)
+	if err != nil || rep.StockStore.Loaded || rep.Archived != nil {
+		return rep, err
+	}
 	if summary, ok, err := stock.ArchivedSummary(ctx, saleID); err != nil {
 		return nil, err
 	} else if ok {
-		var rep reconcile.Report
-		if err := json.Unmarshal([]byte(summary), &rep); err != nil {
+		var old reconcile.Report
+		if err := json.Unmarshal([]byte(summary), &old); err != nil {
 			return nil, fmt.Errorf("reconcile %s: archived summary: %w", saleID, err)
 		}
-		return &rep, nil
+		return &old, nil
 	}
-	return reconcile.Reconcile(ctx, saleID, db, stock, now, opts)
+	return rep, nil
 }
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {

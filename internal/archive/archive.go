@@ -6,8 +6,9 @@
 // configurable delay past the end. Before that last step the sale is
 // reconciled one final time; a sale that does not balance keeps its keys
 // for an operator, since they are half of the evidence. The database
-// keeps everything; Redis keeps a short summary under the sale's
-// archived key.
+// keeps everything, and records how many claims the keys held, so that
+// it alone reconciles the sale afterwards; Redis keeps a short summary
+// under the sale's archived key.
 package archive
 
 import (
@@ -32,6 +33,8 @@ type Stock interface {
 	// if its outbox is empty and it holds no more reservations than
 	// recorded; else it changes nothing and says why not.
 	ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error)
+	// ReservationCount is the number of reservation records of a sale.
+	ReservationCount(ctx context.Context, saleID string) (int64, error)
 }
 
 // Store is the database side (internal/sqlstore).
@@ -40,6 +43,10 @@ type Store interface {
 	// SaleWork counts a sale's reservations with an order or a failed
 	// order, its orders awaiting payment and its unfinished restores.
 	SaleWork(ctx context.Context, saleID string) (recorded, awaitingPayment, openRestores int64, err error)
+	// RecordArchive records, before the keys go, how many reservation
+	// records (claims) they held: the database alone reconciles the sale
+	// from then on.
+	RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error
 }
 
 // Defaults of Config.
@@ -161,6 +168,13 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 			log.Warn("archive: the sale's Redis keys are kept: its final reconciliation did not pass", "err", err)
 			return false, nil
 		}
+	}
+	claims, err := a.stock.ReservationCount(ctx, saleID)
+	if err != nil {
+		return false, err
+	}
+	if err := a.store.RecordArchive(ctx, saleID, claims, now); err != nil {
+		return false, err
 	}
 	archived, whyNot, err := a.stock.ArchiveSale(ctx, saleID, recorded, summary)
 	if err != nil {

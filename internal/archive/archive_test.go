@@ -18,6 +18,15 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 type fakeStore struct {
 	sales                       map[string]*seckill.Sale
 	recorded, awaiting, restore int64
+	archives                    map[string]int64 // sale -> claims recorded
+}
+
+func (f *fakeStore) RecordArchive(_ context.Context, id string, claims int64, _ time.Time) error {
+	if f.archives == nil {
+		f.archives = map[string]int64{}
+	}
+	f.archives[id] = claims
+	return nil
 }
 
 func (f *fakeStore) Sale(_ context.Context, id string) (*seckill.Sale, error) {
@@ -52,6 +61,12 @@ func (f *fakeStock) DropIdempotency(context.Context, string) (bool, error) {
 	defer f.mu.Unlock()
 	f.idemDrops++
 	return f.idemClosed, nil
+}
+
+func (f *fakeStock) ReservationCount(context.Context, string) (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.res, nil
 }
 
 func (f *fakeStock) ArchiveSale(_ context.Context, id string, recorded int64, summary string) (bool, string, error) {
@@ -114,6 +129,10 @@ func TestArchiveSteps(t *testing.T) {
 	pass(1)
 	if stock.archived["tea"] == "" || len(stock.archived) != 1 {
 		t.Fatalf("archived %v; want tea with a summary", stock.archived)
+	}
+	// The database knows how many claims the keys held.
+	if store.archives["tea"] != 5 {
+		t.Errorf("claims recorded in the database = %v; want tea: 5", store.archives)
 	}
 }
 

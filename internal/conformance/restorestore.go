@@ -1,9 +1,12 @@
 package conformance
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -40,6 +43,7 @@ func RestoreStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore,
 	t.Run("UpdateRestore", func(t *testing.T) { testUpdateRestore(t, newStores) })
 	t.Run("RestoreRequests", func(t *testing.T) { testRestoreRequests(t, newStores) })
 	t.Run("SaleLedger", func(t *testing.T) { testSaleLedger(t, newStores) })
+	t.Run("LedgerPages", func(t *testing.T) { testLedgerPages(t, newStores) })
 	t.Run("RestoreOrdersMatchesOneByOne", func(t *testing.T) { testRestoreOrdersMatchesOneByOne(t, newStores) })
 	t.Run("RestoreOrdersLargeBatch", func(t *testing.T) { testRestoreOrdersLargeBatch(t, newStores) })
 	t.Run("FinishRestores", func(t *testing.T) { testFinishRestores(t, newStores) })
@@ -882,5 +886,159 @@ func testSaleLedger(t *testing.T, newStores restoreStores) {
 		if l, err := ledgers.SaleLedger(ctx, id); !errors.Is(err, seckill.ErrNotFound) {
 			t.Errorf("SaleLedger(%q) = %+v, %v; want ErrNotFound", id, l, err)
 		}
+	}
+}
+
+// testLedgerPages: a sale's ledger read a page at a time (keyset pages by
+// reservation id, the rows of a list of reservations, the totals) is the
+// ledger SaleLedger reads whole; an archive record is kept and replaced.
+func testLedgerPages(t *testing.T, newStores restoreStores) {
+	ctx := t.Context()
+	sales, orders, rs, ledgers := newStores(t)
+	pages, ok := ledgers.(seckill.LedgerPages)
+	if !ok {
+		t.Skip("the ledger store does not read pages")
+	}
+	s := orderSale(t, sales, 20, 100)
+	other := orderSale(t, sales, 5, 100)
+	now := time.Now()
+	evs := orderEvents(s.ID, now, 1, 1, 1, 1, 1, 1, 1, 2, 30)
+	persist(t, orders, s.ID, evs, now)
+	otherEv := persistOne(t, orders, other, now) // not in s's pages
+	if _, err := orders.PayOrder(ctx, evs[0].ReservationID, now); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range evs[1:3] {
+		if _, _, err := rs.RestoreOrder(ctx, e.ReservationID, "operator", now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	parked := orderEvents(s.ID, now, 1)[0]
+	if _, err := rs.ParkRestore(ctx, parked.ReservationID, s.ID, "early", now); err != nil {
+		t.Fatal(err)
+	}
+	lost := orderEvents(s.ID, now, 1)[0]
+	if err := orders.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: lost.ReservationID, SaleID: s.ID,
+		UserID: lost.UserID, Qty: 1, Reason: seckill.ReasonLostInStockStore + ": forgotten", Attempts: 1, CreatedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	whole, err := ledgers.SaleLedger(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := func(ids []string) []string { slices.Sort(ids); return ids }
+	var wantOrders, wantFailed, wantRestores []string
+	for _, o := range whole.Orders {
+		wantOrders = append(wantOrders, o.ReservationID+":"+string(o.Status))
+	}
+	for _, f := range whole.Failed {
+		wantFailed = append(wantFailed, f.ReservationID)
+	}
+	for _, q := range whole.Restores {
+		wantRestores = append(wantRestores, q.ReservationID+":"+string(q.State))
+	}
+	byID(wantOrders)
+	byID(wantFailed)
+	byID(wantRestores)
+	for _, size := range []int{1, 3, 100} {
+		var gotOrders, gotFailed, gotRestores []string
+		for after := ""; ; {
+			page, err := pages.OrdersAfter(ctx, s.ID, after, size)
+			if err != nil {
+				t.Fatalf("OrdersAfter: %v", err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			if len(page) > size {
+				t.Fatalf("OrdersAfter(limit %d) = %d rows", size, len(page))
+			}
+			for _, o := range page {
+				gotOrders = append(gotOrders, o.ReservationID+":"+string(o.Status))
+			}
+			after = page[len(page)-1].ReservationID
+		}
+		for after := ""; ; {
+			page, err := pages.FailedOrdersAfter(ctx, s.ID, after, size)
+			if err != nil {
+				t.Fatalf("FailedOrdersAfter: %v", err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, f := range page {
+				gotFailed = append(gotFailed, f.ReservationID)
+			}
+			after = page[len(page)-1].ReservationID
+		}
+		for after := ""; ; {
+			page, err := pages.RestoresAfter(ctx, s.ID, after, size)
+			if err != nil {
+				t.Fatalf("RestoresAfter: %v", err)
+			}
+			if len(page) == 0 {
+				break
+			}
+			for _, q := range page {
+				gotRestores = append(gotRestores, q.ReservationID+":"+string(q.State))
+			}
+			after = page[len(page)-1].ReservationID
+		}
+		// In order: each page follows the last, by reservation id.
+		if !slices.Equal(gotOrders, wantOrders) || !slices.Equal(gotFailed, wantFailed) || !slices.Equal(gotRestores, wantRestores) {
+			t.Errorf("pages of %d: orders %v, failed %v, restores %v; want %v, %v, %v", size, gotOrders, gotFailed, gotRestores, wantOrders, wantFailed, wantRestores)
+		}
+	}
+
+	some := []string{evs[0].ReservationID, evs[8].ReservationID, parked.ReservationID, otherEv.ReservationID, servicetest.UniqueName("missing_")}
+	l, err := pages.LedgerOf(ctx, s.ID, some)
+	if err != nil {
+		t.Fatalf("LedgerOf: %v", err)
+	}
+	if len(l.Orders) != 1 || l.Orders[0].ReservationID != evs[0].ReservationID || l.Orders[0].Status != seckill.OrderPaid ||
+		len(l.Failed) != 1 || l.Failed[0].ReservationID != evs[8].ReservationID ||
+		len(l.Restores) != 1 || l.Restores[0].ReservationID != parked.ReservationID {
+		t.Errorf("LedgerOf(%v) = %d orders, %d failed, %d restores; want %s paid, %s failed, %s parked (nothing of the other sale)",
+			some, len(l.Orders), len(l.Failed), len(l.Restores), evs[0].ReservationID, evs[8].ReservationID, parked.ReservationID)
+	}
+
+	tot, err := pages.LedgerTotals(ctx, s.ID)
+	if err != nil {
+		t.Fatalf("LedgerTotals: %v", err)
+	}
+	want := seckill.LedgerTotals{
+		Sale:    tot.Sale,
+		Paid:    seckill.LedgerCount{Count: 1, Units: 1},
+		Ordered: seckill.LedgerCount{Count: 5, Units: 6}, Cancelled: seckill.LedgerCount{Count: 2, Units: 2},
+		Failed: seckill.LedgerCount{Count: 2, Units: 31}, LostClaims: seckill.LedgerCount{Count: 1, Units: 1},
+		Parked: 1, RedisPending: 2,
+	}
+	if !reflect.DeepEqual(*tot, want) {
+		t.Errorf("LedgerTotals = %+v; want %+v", *tot, want)
+	}
+	if tot.Sale == nil || tot.Sale.Stock != 20 || tot.Sale.Unsold != 20-7 {
+		t.Errorf("LedgerTotals sale = %+v; want stock 20, unsold 13", tot.Sale)
+	}
+
+	type archiver interface {
+		RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error
+	}
+	if a, ok := ledgers.(archiver); ok {
+		at := now.Truncate(time.Millisecond)
+		for _, claims := range []int64{11, 12} {
+			if err := a.RecordArchive(ctx, s.ID, claims, at); err != nil {
+				t.Fatalf("RecordArchive: %v", err)
+			}
+		}
+		tot, err := pages.LedgerTotals(ctx, s.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tot.Archive == nil || tot.Archive.Claims != 12 || !tot.Archive.ArchivedAt.Equal(at) {
+			t.Errorf("archive after two records = %+v; want the last, 12 claims at %v", tot.Archive, at)
+		}
+	}
+	if _, err := pages.LedgerTotals(ctx, servicetest.UniqueName("missing_")); !errors.Is(err, seckill.ErrNotFound) {
+		t.Errorf("LedgerTotals of an unknown sale: %v; want ErrNotFound", err)
 	}
 }

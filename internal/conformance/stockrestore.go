@@ -235,6 +235,39 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 			}
 			seen[g.ReservationID] = true
 		}
+
+		// In pages: every record once, whatever the page size.
+		for _, count := range []int{7, 1000} {
+			paged := map[string]seckill.ReservationRecord{}
+			err := store.ScanReservations(ctx, sale.ID, count, func(page []seckill.ReservationRecord) error {
+				for _, r := range page {
+					if _, dup := paged[r.ReservationID]; dup {
+						t.Fatalf("ScanReservations(count %d) gave %s twice", count, r.ReservationID)
+					}
+					paged[r.ReservationID] = r
+				}
+				return nil
+			})
+			if err != nil || len(paged) != n {
+				t.Fatalf("ScanReservations(count %d) = %d records, %v; want %d", count, len(paged), err, n)
+			}
+			for _, g := range got {
+				if paged[g.ReservationID] != g {
+					t.Fatalf("ScanReservations(count %d): %+v; want %+v", count, paged[g.ReservationID], g)
+				}
+			}
+		}
+		// By id: those it has, and nothing for an id it has not.
+		ids := []string{reqs[0].ReservationID, reqs[1].ReservationID, seckill.NewReservationID(sale.ID, time.Now()), reqs[n-1].ReservationID}
+		of, err := store.ReservationsOf(ctx, sale.ID, ids)
+		if err != nil || len(of) != 3 {
+			t.Fatalf("ReservationsOf = %d records, %v; want 3", len(of), err)
+		}
+		for _, g := range got {
+			if r, ok := of[g.ReservationID]; ok && r != g {
+				t.Fatalf("ReservationsOf: %+v; want %+v", r, g)
+			}
+		}
 	})
 
 	t.Run("RestockedRoundTrip", func(t *testing.T) {

@@ -22,8 +22,9 @@
 //
 // A heal sets the sale's healing flag (the reserve script then refuses
 // every claim with try_later), waits a moment for the events in flight to
-// land, then reads the database's ledger and the stock store's records
-// and, in one script: adds an active record (its units counted in
+// land, then reads the database's orders and failed orders a page at a
+// time, looks each page up in the stock store's records and, one script
+// call per page: adds an active record (its units counted in
 // `reserved` and in the buyer's limit) for every order Redis forgot, and
 // releases the units of records whose claims the database refused (short
 // stock, over the limit, recorded lost), so that the public `remaining`
@@ -51,8 +52,11 @@ import (
 type Stock interface {
 	ServerID(ctx context.Context) (string, error)
 	SaleState(ctx context.Context, saleID string) (seckill.StockWatch, error)
-	Reservations(ctx context.Context, saleID string) ([]seckill.ReservationRecord, error)
+	ReservationsOf(ctx context.Context, saleID string, ids []string) (map[string]seckill.ReservationRecord, error)
 	BeginHeal(ctx context.Context, sale *seckill.Sale, token string) (recreated bool, err error)
+	// HealPage applies one page of a heal and keeps claims refused;
+	// ApplyHeal applies the last, counts the heal and lets claims in.
+	HealPage(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error)
 	ApplyHeal(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error)
 	AbortHeal(ctx context.Context, saleID, token string) error
 }
@@ -60,7 +64,8 @@ type Stock interface {
 // Database is the part of the database the watcher reads.
 type Database interface {
 	Sale(ctx context.Context, id string) (*seckill.Sale, error)
-	SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error)
+	OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error)
+	FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error)
 }
 
 // Sales lists the sales to watch (the preheat scheduler's loaded sales).
@@ -286,12 +291,16 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		// old died with its node.
 		reason = "a heal was left unfinished"
 	case now.Before(w.suspectUntil):
-		add, release, err := w.plan(ctx, sale.ID)
+		var add, release int
+		err := w.plan(ctx, sale.ID, func(a, r []seckill.ReservationRecord) error {
+			add, release = add+len(a), release+len(r)
+			return nil
+		})
 		if err != nil {
 			return err
 		}
-		if len(add) > 0 || len(release) > 0 {
-			reason = fmt.Sprintf("after a Redis restart or failover, %d orders have no record and %d refused claims hold units", len(add), len(release))
+		if add > 0 || release > 0 {
+			reason = fmt.Sprintf("after a Redis restart or failover, %d orders have no record and %d refused claims hold units", add, release)
 		}
 	}
 	if reason != "" {
@@ -356,14 +365,22 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 		t.Stop()
 		return abort(ctx.Err())
 	}
-	add, release, err := w.plan(ctx, sale.ID)
+	// A page at a time, claims refused throughout; the last call counts
+	// the heal and lets them in.
+	var added, released int
+	err = w.plan(ctx, sale.ID, func(add, release []seckill.ReservationRecord) error {
+		a, r, err := w.stock.HealPage(ctx, sale.ID, token, add, release)
+		added, released = added+a, released+r
+		return err
+	})
 	if err != nil {
 		return abort(err)
 	}
-	added, released, err := w.stock.ApplyHeal(ctx, sale.ID, token, add, release)
+	a, r, err := w.stock.ApplyHeal(ctx, sale.ID, token, nil, nil)
 	if err != nil {
 		return abort(err)
 	}
+	added, released = added+a, released+r
 	w.cfg.Logger.Error("ALERT stock store lost acknowledged writes; sale healed from the database",
 		"sale", sale.ID, "reason", reason, "keys_recreated", recreated,
 		"records_added", added, "refused_claims_released", released)
@@ -380,42 +397,73 @@ func newToken(now time.Time) string {
 	return strconv.FormatInt(now.UnixMilli(), 10) + ":" + hex.EncodeToString(b[:])
 }
 
-// plan compares the database's ledger with the stock store's records:
-// add are the orders ordered or paid without a record, release the active
-// records of claims the database refused.
-func (w *Watcher) plan(ctx context.Context, saleID string) (add, release []seckill.ReservationRecord, err error) {
-	ledger, err := w.db.SaleLedger(ctx, saleID)
-	if err != nil {
-		return nil, nil, err
-	}
-	if ledger == nil {
-		return nil, nil, errors.New("no ledger")
-	}
-	records, err := w.stock.Reservations(ctx, saleID)
-	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
-		return nil, nil, err
-	}
-	recs := make(map[string]seckill.ReservationRecord, len(records))
-	for _, r := range records {
-		recs[r.ReservationID] = r
-	}
-	for _, o := range ledger.Orders {
-		if o == nil || o.Status == seckill.OrderCancelled {
-			continue
+// planPage is how many orders (or failed orders) plan reads at a time.
+const planPage = 1000
+
+// plan compares the database's orders and failed orders with the stock
+// store's records a page at a time, and calls fn with each page's add (the
+// orders ordered or paid without a record) and release (the active
+// records of claims the database refused), when either is not empty.
+func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
+	for after := ""; ; {
+		orders, err := w.db.OrdersAfter(ctx, saleID, after, planPage)
+		if err != nil {
+			return err
 		}
-		if _, ok := recs[o.ReservationID]; !ok {
-			add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+		if len(orders) == 0 {
+			break
+		}
+		after = orders[len(orders)-1].ReservationID
+		ids := make([]string, 0, len(orders))
+		for _, o := range orders {
+			if o.Status != seckill.OrderCancelled {
+				ids = append(ids, o.ReservationID)
+			}
+		}
+		recs, err := w.stock.ReservationsOf(ctx, saleID, ids)
+		if err != nil {
+			return err
+		}
+		var add []seckill.ReservationRecord
+		for _, o := range orders {
+			if _, ok := recs[o.ReservationID]; !ok && o.Status != seckill.OrderCancelled {
+				add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+			}
+		}
+		if len(add) > 0 {
+			if err := fn(add, nil); err != nil {
+				return err
+			}
 		}
 	}
-	for _, f := range ledger.Failed {
-		if f == nil || !refusedByDatabase(f.Reason) {
-			continue
+	for after := ""; ; {
+		failed, err := w.db.FailedOrdersAfter(ctx, saleID, after, planPage)
+		if err != nil || len(failed) == 0 {
+			return err
 		}
-		if r, ok := recs[f.ReservationID]; ok && !r.Restored {
-			release = append(release, r)
+		after = failed[len(failed)-1].ReservationID
+		var ids []string
+		for _, f := range failed {
+			if refusedByDatabase(f.Reason) {
+				ids = append(ids, f.ReservationID)
+			}
+		}
+		recs, err := w.stock.ReservationsOf(ctx, saleID, ids)
+		if err != nil {
+			return err
+		}
+		var release []seckill.ReservationRecord
+		for _, id := range ids {
+			if r, ok := recs[id]; ok && !r.Restored {
+				release = append(release, r)
+			}
+		}
+		if len(release) > 0 {
+			if err := fn(nil, release); err != nil {
+				return err
+			}
 		}
 	}
-	return add, release, nil
 }
 
 // refusedByDatabase reports whether a failed order's claim was refused by

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -44,11 +45,31 @@ func (f *fakeDB) Sale(context.Context, string) (*seckill.Sale, error) {
 	return &s, nil
 }
 
-func (f *fakeDB) SaleLedger(ctx context.Context, id string) (*seckill.SaleLedger, error) {
-	s, _ := f.Sale(ctx, id)
+// The pages are of 2 rows, so that a heal of a few orders takes several.
+const fakePage = 2
+
+func (f *fakeDB) OrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.Order, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return &seckill.SaleLedger{Sale: s, Orders: append([]*seckill.Order(nil), f.orders...), Failed: append([]*seckill.FailedOrder(nil), f.failed...)}, nil
+	return pageAfter(f.orders, func(o *seckill.Order) string { return o.ReservationID }, after, min(limit, fakePage)), nil
+}
+
+func (f *fakeDB) FailedOrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.FailedOrder, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return pageAfter(f.failed, func(o *seckill.FailedOrder) string { return o.ReservationID }, after, min(limit, fakePage)), nil
+}
+
+func pageAfter[T any](rows []*T, id func(*T) string, after string, limit int) []*T {
+	sorted := slices.Clone(rows)
+	slices.SortFunc(sorted, func(a, b *T) int { return strings.Compare(id(a), id(b)) })
+	var out []*T
+	for _, r := range sorted {
+		if id(r) > after && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 type loaded []*seckill.Sale
@@ -193,7 +214,7 @@ func TestHeal(t *testing.T) {
 // failingLedger is a database whose ledger cannot be read.
 type failingLedger struct{ *fakeDB }
 
-func (failingLedger) SaleLedger(context.Context, string) (*seckill.SaleLedger, error) {
+func (failingLedger) OrdersAfter(context.Context, string, string, int) ([]*seckill.Order, error) {
 	return nil, errors.New("database down")
 }
 

@@ -1,7 +1,7 @@
 // Package reconcile checks that a sale's two ledgers agree: the stock
 // store (Redis), which decides every claim, and the database, which is the
-// source of truth for what was sold. It reads both once, writes nothing,
-// and reports oversold units (must be 0), undersold units (tolerated,
+// source of truth for what was sold. It reads both once, a page at a time,
+// writes nothing, and reports oversold units (must be 0), undersold units (tolerated,
 // but each one is a unit nobody can buy) and every reservation that one
 // side knows and the other does not. cmd/seckill serves the Report as
 // `seckill reconcile`, as an admin endpoint and as Prometheus gauges.
@@ -34,6 +34,29 @@
 //  5. A restore request parked longer than the grace for a reservation
 //     the stock store has no record of is restore_for_unknown_reservation:
 //     nothing will ever land to apply it.
+//  6. No buyer's orders ordered or paid hold more than the sale's limit
+//     (else over_limit).
+//
+// # Memory that does not grow with the sale
+//
+// A sale may hold millions of reservations; the comparison holds one page
+// of them. The database's totals are aggregates it computes in one
+// read-only transaction (so equation 2 compares numbers of one moment).
+// Then the stock store's records are read by HSCAN, a page at a time, and
+// each page is looked up in the database (equations 1, 3, 4); then the
+// database's orders, failed orders and restore requests are read by
+// keyset paging on the reservation id and each page looked up in the
+// stock store (one HMGET), which finds what the stock store has no record
+// of (equations 4, 5). The report lists the first Options.MaxDiscrepancies
+// discrepancies (by kind, then reservation id) and counts the rest.
+//
+// # An archived sale
+//
+// Once the archiver dropped an ended sale's Redis keys, the database
+// speaks alone: it recorded, as the keys went, how many reservation
+// records (claims) the stock store held. The report (Archived set) then
+// checks equation 2, nothing oversold, nobody over the limit, and that
+// the orders and failed orders number exactly those claims.
 //
 // # Reading two stores that move
 //
@@ -57,11 +80,11 @@ package reconcile
 
 import (
 	"cmp"
+	"container/heap"
 	"context"
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -79,7 +102,20 @@ type Options struct {
 	// in flight, not missing; a parked restore younger than this may
 	// still meet its reservation. Zero means DefaultInFlightGrace.
 	InFlightGrace time.Duration
+	// PageSize is how many records or rows each read asks for. Zero
+	// means DefaultPageSize.
+	PageSize int
+	// MaxDiscrepancies is how many discrepancies a report lists; the
+	// rest are counted in Report.DiscrepanciesOmitted. Zero means
+	// DefaultMaxDiscrepancies.
+	MaxDiscrepancies int
 }
+
+// Defaults of Options.
+const (
+	DefaultPageSize         = 1000
+	DefaultMaxDiscrepancies = 1000
+)
 
 // Kind names one sort of discrepancy. The values are part of the JSON
 // output and of the admin API: they never change meaning.
@@ -110,6 +146,9 @@ const (
 	// An equation does not hold, or a reservation's two sides disagree
 	// (quantity, status); the detail gives the numbers.
 	KindLedgerMismatch Kind = "ledger_mismatch"
+	// Buyers whose orders ordered or paid hold more than the sale's
+	// per-user limit.
+	KindOverLimit Kind = "over_limit"
 )
 
 // kindRank orders the discrepancy list: sale-wide problems first, then
@@ -118,6 +157,7 @@ var kindRank = map[Kind]int{
 	KindNegativeStock:                0,
 	KindStockStoreLostWrites:         0,
 	KindLedgerMismatch:               1,
+	KindOverLimit:                    1,
 	KindRestoredButOrdered:           2,
 	KindReservationWithoutOrder:      3,
 	KindOrderWithoutReservation:      4,
@@ -264,51 +304,82 @@ type Report struct {
 	LostWrites  LostWrites `json:"stock_store_lost_writes"`
 	Undersold   int64      `json:"undersold"`
 	UndersoldBy Undersold  `json:"undersold_by"`
+	// OverLimitBuyers are buyers holding more than the limit (must be 0).
+	OverLimitBuyers int64 `json:"over_limit_buyers"`
+	// Archived is set when the sale's stock-store keys were archived: the
+	// report is the database's alone (see "An archived sale").
+	Archived *seckill.SaleArchive `json:"archived,omitempty"`
 	// Balanced is OK() at the time of the check: nothing oversold and no
 	// discrepancy (every broken equation is one).
 	Balanced      bool          `json:"balanced"`
 	Discrepancies []Discrepancy `json:"discrepancies"`
+	// DiscrepanciesOmitted counts those beyond Options.MaxDiscrepancies.
+	DiscrepanciesOmitted int64 `json:"discrepancies_omitted,omitempty"`
 }
 
 // OK reports whether the sale passes: nothing oversold (or on offer to be)
 // and nothing unexplained. A command exits non-zero when it is false.
 func (r *Report) OK() bool {
-	return r.Oversold == 0 && r.PotentialOversold == 0 && r.Unexplained.Count == 0 && len(r.Discrepancies) == 0 && !r.LostWrites.Detected
+	return r.Oversold == 0 && r.PotentialOversold == 0 && r.Unexplained.Count == 0 && len(r.Discrepancies) == 0 &&
+		r.DiscrepanciesOmitted == 0 && r.OverLimitBuyers == 0 && !r.LostWrites.Detected
 }
 
-// Reconcile reads one sale's database ledger, then its stock-store side,
-// and compares them (see the package doc for the order and the
-// equations). Errors of either store are returned wrapped; a sale the
+// Reconcile compares one sale's database ledger with its stock-store side
+// (see the package doc for the order of the reads and the equations), a
+// page at a time. Errors of either store are returned wrapped; a sale the
 // database does not know is seckill.ErrNotFound. A sale not loaded in the
-// stock store is not an error: it reconciles against an empty stock store.
-func Reconcile(ctx context.Context, saleID string, db seckill.LedgerStore, stock seckill.StockLedger, now time.Time, opts Options) (*Report, error) {
+// stock store is not an error: it reconciles against an empty stock
+// store, or, once archived, from the database alone.
+func Reconcile(ctx context.Context, saleID string, db seckill.LedgerPages, stock seckill.StockLedger, now time.Time, opts Options) (*Report, error) {
 	if opts.InFlightGrace <= 0 {
 		opts.InFlightGrace = DefaultInFlightGrace
 	}
-	s := snapshot{now: now, grace: opts.InFlightGrace}
-	var err error
+	if opts.PageSize <= 0 {
+		opts.PageSize = DefaultPageSize
+	}
+	if opts.MaxDiscrepancies <= 0 {
+		opts.MaxDiscrepancies = DefaultMaxDiscrepancies
+	}
 	// The database first: see "Reading two stores that move".
-	if s.ledger, err = db.SaleLedger(ctx, saleID); err != nil {
+	tot, err := db.LedgerTotals(ctx, saleID)
+	if err != nil {
 		return nil, fmt.Errorf("reconcile %s: database: %w", saleID, err)
 	}
-	if s.ledger == nil || s.ledger.Sale == nil {
+	if tot == nil || tot.Sale == nil {
 		return nil, fmt.Errorf("reconcile %s: database: %w", saleID, seckill.ErrNotFound)
 	}
-	if s.outboxLen, err = stock.OutboxLen(ctx, saleID); err != nil && !errors.Is(err, seckill.ErrNotFound) {
+	c := newComparison(saleID, tot, now, opts)
+	if c.outboxLen, err = stock.OutboxLen(ctx, saleID); err != nil && !errors.Is(err, seckill.ErrNotFound) {
 		return nil, fmt.Errorf("reconcile %s: outbox: %w", saleID, err)
 	}
-	if s.before, s.loaded, err = readStock(ctx, stock, saleID); err != nil {
+	before, loaded, err := readStock(ctx, stock, saleID)
+	if err != nil {
 		return nil, err
 	}
-	if s.records, err = stock.Reservations(ctx, saleID); err != nil && !errors.Is(err, seckill.ErrNotFound) {
+	if !loaded && tot.Archive != nil {
+		// Archived: the database speaks alone (see "An archived sale").
+		c.r.Archived = tot.Archive
+		if err := c.databasePass(ctx, db, nil); err != nil {
+			return nil, fmt.Errorf("reconcile %s: %w", saleID, err)
+		}
+		return c.finish(before, before, false), nil
+	}
+	// Each page of records is looked up in the database after it was
+	// read, each page of the database's rows in the stock store after.
+	err = stock.ScanReservations(ctx, saleID, opts.PageSize, func(page []seckill.ReservationRecord) error {
+		return c.records(ctx, db, page)
+	})
+	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
 		return nil, fmt.Errorf("reconcile %s: reservations: %w", saleID, err)
 	}
-	var loadedAfter bool
-	if s.after, loadedAfter, err = readStock(ctx, stock, saleID); err != nil {
+	after, loadedAfter, err := readStock(ctx, stock, saleID)
+	if err != nil {
 		return nil, err
 	}
-	s.loaded = s.loaded || loadedAfter
-	return s.report(saleID), nil
+	if err := c.databasePass(ctx, db, stock); err != nil {
+		return nil, fmt.Errorf("reconcile %s: %w", saleID, err)
+	}
+	return c.finish(before, after, loaded || loadedAfter), nil
 }
 
 func readStock(ctx context.Context, stock seckill.StockLedger, saleID string) (seckill.StockLevel, bool, error) {
@@ -322,160 +393,111 @@ func readStock(ctx context.Context, stock seckill.StockLedger, saleID string) (s
 	return lvl, true, nil
 }
 
-// snapshot is what Reconcile read.
-type snapshot struct {
-	now           time.Time
-	grace         time.Duration
-	ledger        *seckill.SaleLedger
-	loaded        bool
-	before, after seckill.StockLevel
-	records       []seckill.ReservationRecord
-	outboxLen     int64
+// comparison is one reconciliation in progress. What it holds does not
+// grow with the sale: the totals, one page, the discrepancies kept (at
+// most twice Options.MaxDiscrepancies) and the unmatched records old
+// enough to need the outbox to explain them (at most its length).
+type comparison struct {
+	r         *Report
+	tot       *seckill.LedgerTotals
+	saleID    string
+	now       time.Time
+	grace     time.Duration
+	pageSize  int
+	keep      int
+	outboxLen int64
+	// young counts the unmatched records younger than the grace; old are
+	// the newest outboxLen unmatched records older than it, oldest on top.
+	young int64
+	old   oldestFirst
 }
 
-// report computes the Report of s. It is pure: tests and callers with
-// their own reads may rely on it doing no I/O.
-func (s *snapshot) report(saleID string) *Report {
-	sale := s.ledger.Sale
+func newComparison(saleID string, tot *seckill.LedgerTotals, now time.Time, opts Options) *comparison {
+	sale := tot.Sale
 	r := &Report{
 		SaleID:        saleID,
-		CheckedAt:     s.now,
-		InFlightGrace: s.grace.String(),
+		CheckedAt:     now,
+		InFlightGrace: opts.InFlightGrace.String(),
 		Stock:         sale.Stock,
-		StockStore: StockStoreSide{
-			Loaded:     s.loaded,
-			Total:      s.after.Total,
-			Reserved:   s.after.Reserved,
-			Remaining:  s.after.Remaining(),
-			StockMoved: s.before != s.after,
-		},
+		Orders:        OrderCounts{Ordered: tally(tot.Ordered), Paid: tally(tot.Paid), Cancelled: tally(tot.Cancelled)},
 		Database:      DatabaseSide{Unsold: sale.Unsold, ImpliedSold: sale.Stock - sale.Unsold},
-		InFlight:      InFlight{OutboxLen: s.outboxLen},
-		Discrepancies: []Discrepancy{},
-	}
-	flag := func(k Kind, id, format string, args ...any) {
-		r.Discrepancies = append(r.Discrepancies, Discrepancy{Kind: k, ReservationID: id, Detail: fmt.Sprintf(format, args...)})
-	}
-
-	// Index both sides by reservation id.
-	orders := map[string]*seckill.Order{}
-	for _, o := range s.ledger.Orders {
-		if o == nil {
-			continue
-		}
-		orders[o.ReservationID] = o
-		switch o.Status {
-		case seckill.OrderPlaced:
-			r.Orders.Ordered.add(o.Qty)
-		case seckill.OrderPaid:
-			r.Orders.Paid.add(o.Qty)
-		case seckill.OrderCancelled:
-			r.Orders.Cancelled.add(o.Qty)
-		default:
-			flag(KindLedgerMismatch, o.ReservationID, "order %s has unknown status %q", o.ID, o.Status)
-		}
+		FailedOrders:  tally(tot.Failed),
+		Restores: RestoreCounts{
+			Parked: tot.Parked, RedisPending: tot.RedisPending, Done: tot.Done, Alerted: tot.Alerted,
+		},
+		OverLimitBuyers: tot.OverLimitBuyers,
+		Discrepancies:   []Discrepancy{},
 	}
 	r.ActiveUnits = r.Orders.Ordered.Units + r.Orders.Paid.Units
-	failed := map[string]*seckill.FailedOrder{}
-	for _, f := range s.ledger.Failed {
-		if f == nil {
-			continue
-		}
-		failed[f.ReservationID] = f
-		r.FailedOrders.add(f.Qty)
+	r.LostWrites.LostClaims = tally(tot.LostClaims)
+	return &comparison{r: r, tot: tot, saleID: saleID, now: now, grace: opts.InFlightGrace, pageSize: opts.PageSize, keep: opts.MaxDiscrepancies}
+}
+
+func tally(c seckill.LedgerCount) Tally { return Tally{Count: c.Count, Units: c.Units} }
+
+// flag records a discrepancy. Past twice the number a report lists, the
+// list is cut back to its first (by kind, then reservation id).
+func (c *comparison) flag(k Kind, id, format string, args ...any) {
+	c.r.Discrepancies = append(c.r.Discrepancies, Discrepancy{Kind: k, ReservationID: id, Detail: fmt.Sprintf(format, args...)})
+	if len(c.r.Discrepancies) >= 2*c.keep {
+		c.trim()
 	}
-	restores := map[string]*seckill.RestoreRequest{}
-	for _, q := range s.ledger.Restores {
-		if q == nil {
-			continue
-		}
-		restores[q.ReservationID] = q
-		switch q.State {
-		case seckill.RestoreStateParked:
-			r.Restores.Parked++
-		case seckill.RestoreStateRedisPending:
-			r.Restores.RedisPending++
-		case seckill.RestoreStateDone:
-			r.Restores.Done++
-		default:
-			flag(KindLedgerMismatch, q.ReservationID, "restore request in unknown state %q", q.State)
-		}
-		if !q.AlertedAt.IsZero() && q.State != seckill.RestoreStateDone {
-			r.Restores.Alerted++
-		}
+}
+
+func (c *comparison) trim() {
+	slices.SortStableFunc(c.r.Discrepancies, func(a, b Discrepancy) int {
+		return cmp.Or(cmp.Compare(kindRank[a.Kind], kindRank[b.Kind]), cmp.Compare(a.ReservationID, b.ReservationID))
+	})
+	if n := len(c.r.Discrepancies); n > c.keep {
+		c.r.DiscrepanciesOmitted += int64(n - c.keep)
+		c.r.Discrepancies = c.r.Discrepancies[:c.keep]
 	}
-	records := map[string]seckill.ReservationRecord{}
-	for _, rec := range s.records {
-		records[rec.ReservationID] = rec
+}
+
+// records checks one page of stock-store records against the database
+// (equations 1, 3 and 4 from the stock store's side).
+func (c *comparison) records(ctx context.Context, db seckill.LedgerPages, page []seckill.ReservationRecord) error {
+	r := c.r
+	ids := make([]string, len(page))
+	for i, rec := range page {
+		ids[i] = rec.ReservationID
 	}
-	for _, rec := range records {
+	l, err := db.LedgerOf(ctx, c.saleID, ids)
+	if err != nil {
+		return fmt.Errorf("database: %w", err)
+	}
+	orders, failed, restores := indexLedger(l)
+	for _, rec := range page {
 		if rec.Restored {
 			r.StockStore.Restored.add(rec.Qty)
 		} else {
 			r.StockStore.Active.add(rec.Qty)
 		}
-	}
-
-	// Equation 1 and the stock store's own bounds.
-	lo, hi := min(s.before.Reserved, s.after.Reserved), max(s.before.Reserved, s.after.Reserved)
-	if sum := r.StockStore.Active.Units; sum < lo || sum > hi {
-		reserved := fmt.Sprint(s.after.Reserved)
-		if lo != hi {
-			reserved = fmt.Sprintf("between %d and %d", lo, hi)
-		}
-		flag(KindLedgerMismatch, "", "stock store: reserved is %s but its %d active reservations hold %d units", reserved, r.StockStore.Active.Count, sum)
-	}
-	if s.loaded && s.after.Total != sale.Stock {
-		flag(KindLedgerMismatch, "", "stock store: total is %d but the sale has %d units on sale", s.after.Total, sale.Stock)
-	}
-	if over := s.after.Reserved - s.after.Total; s.loaded && over > 0 {
-		r.OversoldBy.StockStore = over
-		flag(KindLedgerMismatch, "", "stock store: reserved %d exceeds its total %d: oversold by %d", s.after.Reserved, s.after.Total, over)
-	}
-
-	// Equation 2 and the database's bounds.
-	if r.Database.ImpliedSold != r.ActiveUnits {
-		flag(KindLedgerMismatch, "", "database: stock − unsold = %d − %d = %d but orders ordered or paid hold %d units",
-			sale.Stock, sale.Unsold, r.Database.ImpliedSold, r.ActiveUnits)
-	}
-	if sale.Unsold < 0 {
-		r.OversoldBy.Database = -sale.Unsold
-		flag(KindNegativeStock, "", "database: unsold is %d: the sale row went %d below zero", sale.Unsold, -sale.Unsold)
-	}
-	if over := r.ActiveUnits - sale.Stock; over > 0 {
-		r.OversoldBy.Orders = over
-		flag(KindLedgerMismatch, "", "database: orders ordered or paid hold %d units of %d on sale: oversold by %d", r.ActiveUnits, sale.Stock, over)
-	}
-	r.Oversold = max(r.OversoldBy.Orders, r.OversoldBy.Database, r.OversoldBy.StockStore)
-
-	// Equations 3 and 4, record by record.
-	var unmatched []seckill.ReservationRecord
-	for _, id := range sortedKeys(records) {
-		rec := records[id]
+		id := rec.ReservationID
 		o, f, q := orders[id], failed[id], restores[id]
 		if o != nil && f != nil {
-			flag(KindLedgerMismatch, id, "both an order (%s) and a failed order: a reservation must end as one", o.Status)
+			c.flag(KindLedgerMismatch, id, "both an order (%s) and a failed order: a reservation must end as one", o.Status)
 		}
 		switch {
 		case o != nil:
 			if o.Qty != rec.Qty {
-				flag(KindLedgerMismatch, id, "order has qty %d, stock-store record %d", o.Qty, rec.Qty)
+				c.flag(KindLedgerMismatch, id, "order has qty %d, stock-store record %d", o.Qty, rec.Qty)
 			}
 			switch {
 			case o.Status != seckill.OrderCancelled && rec.Restored:
 				r.PotentialOversold += o.Qty
-				flag(KindRestoredButOrdered, id, "order is %s (qty %d) but the stock store restored it: the units are on offer again (potential oversell)", o.Status, o.Qty)
+				c.flag(KindRestoredButOrdered, id, "order is %s (qty %d) but the stock store restored it: the units are on offer again (potential oversell)", o.Status, o.Qty)
 			case o.Status == seckill.OrderCancelled && !rec.Restored:
 				if q != nil && q.State == seckill.RestoreStateRedisPending {
 					r.UndersoldBy.RestorePending += rec.Qty
 				} else {
 					r.UndersoldBy.LostRestore += rec.Qty
-					flag(KindLostRestore, id, "order cancelled (%s) but the stock store still holds its %d units and %s", orEmpty(o.CancelReason, "no reason"), rec.Qty, restoreState(q))
+					c.flag(KindLostRestore, id, "order cancelled (%s) but the stock store still holds its %d units and %s", orEmpty(o.CancelReason, "no reason"), rec.Qty, restoreState(q))
 				}
 			}
 		case f != nil:
 			if f.Qty != rec.Qty {
-				flag(KindLedgerMismatch, id, "failed order has qty %d, stock-store record %d", f.Qty, rec.Qty)
+				c.flag(KindLedgerMismatch, id, "failed order has qty %d, stock-store record %d", f.Qty, rec.Qty)
 			}
 			switch {
 			case rec.Restored:
@@ -483,100 +505,316 @@ func (s *snapshot) report(saleID string) *Report {
 				r.UndersoldBy.RestorePending += rec.Qty
 			case q != nil && q.State == seckill.RestoreStateDone:
 				r.UndersoldBy.LostRestore += rec.Qty
-				flag(KindLostRestore, id, "failed order refunded (restore done) but the stock store still holds its %d units", rec.Qty)
+				c.flag(KindLostRestore, id, "failed order refunded (restore done) but the stock store still holds its %d units", rec.Qty)
 			default:
 				r.UndersoldBy.FailedOrders += rec.Qty
 			}
 		default:
-			unmatched = append(unmatched, rec)
+			c.unmatched(unmatchedRecord{rec, q})
 		}
 	}
+	return nil
+}
 
-	// In flight: the outbox holds the newest unpersisted records, and
-	// anything younger than the grace may be between outbox and database.
-	slices.SortFunc(unmatched, func(a, b seckill.ReservationRecord) int {
-		return cmp.Or(b.ReservedAt.Compare(a.ReservedAt), cmp.Compare(b.ReservationID, a.ReservationID))
-	})
-	for i, rec := range unmatched {
-		age := s.now.Sub(rec.ReservedAt)
-		if int64(i) < s.outboxLen || (!rec.ReservedAt.IsZero() && age < s.grace) {
-			if !rec.Restored {
-				r.InFlight.add(rec.Qty)
+func indexLedger(l *seckill.SaleLedger) (map[string]*seckill.Order, map[string]*seckill.FailedOrder, map[string]*seckill.RestoreRequest) {
+	orders := map[string]*seckill.Order{}
+	failed := map[string]*seckill.FailedOrder{}
+	restores := map[string]*seckill.RestoreRequest{}
+	if l == nil {
+		return orders, failed, restores
+	}
+	for _, o := range l.Orders {
+		if o != nil {
+			orders[o.ReservationID] = o
+		}
+	}
+	for _, f := range l.Failed {
+		if f != nil {
+			failed[f.ReservationID] = f
+		}
+	}
+	for _, q := range l.Restores {
+		if q != nil {
+			restores[q.ReservationID] = q
+		}
+	}
+	return orders, failed, restores
+}
+
+// unmatchedRecord is a record with no order and no failed order.
+type unmatchedRecord struct {
+	rec seckill.ReservationRecord
+	q   *seckill.RestoreRequest
+}
+
+// newer orders unmatched records newest first, as the outbox holds them.
+func newer(a, b seckill.ReservationRecord) bool {
+	return cmp.Or(a.ReservedAt.Compare(b.ReservedAt), cmp.Compare(a.ReservationID, b.ReservationID)) > 0
+}
+
+// oldestFirst is a heap of unmatched records, the oldest on top.
+type oldestFirst []unmatchedRecord
+
+func (h oldestFirst) Len() int           { return len(h) }
+func (h oldestFirst) Less(i, j int) bool { return newer(h[j].rec, h[i].rec) }
+func (h oldestFirst) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *oldestFirst) Push(x any)        { *h = append(*h, x.(unmatchedRecord)) }
+func (h *oldestFirst) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
+
+// unmatched sorts a record with no order out: in flight (younger than the
+// grace, or among the newest outboxLen of them: the outbox holds the
+// newest unpersisted records, and the young are the newest of all) or
+// unexplained. The young are only counted; of the old, the newest
+// outboxLen are kept until the end, when the number of young is known.
+func (c *comparison) unmatched(u unmatchedRecord) {
+	if age := c.now.Sub(u.rec.ReservedAt); !u.rec.ReservedAt.IsZero() && age < c.grace {
+		c.young++
+		if !u.rec.Restored {
+			c.r.InFlight.add(u.rec.Qty)
+		}
+		return
+	}
+	heap.Push(&c.old, u)
+	if int64(c.old.Len()) > c.outboxLen {
+		c.unexplained(heap.Pop(&c.old).(unmatchedRecord))
+	}
+}
+
+func (c *comparison) unexplained(u unmatchedRecord) {
+	rec, r := u.rec, c.r
+	age := c.now.Sub(rec.ReservedAt)
+	note := ""
+	if u.q != nil {
+		note = "; " + restoreState(u.q)
+	}
+	if rec.Restored {
+		c.flag(KindReservationWithoutOrder, rec.ReservationID, "restored in the stock store (qty %d, reserved %s ago) but never reached the database: the buyer's claim is lost%s", rec.Qty, ageString(rec.ReservedAt, age), note)
+		return
+	}
+	r.Unexplained.add(rec.Qty)
+	r.UndersoldBy.Unexplained += rec.Qty
+	c.flag(KindReservationWithoutOrder, rec.ReservationID, "active in the stock store (qty %d, reserved %s ago, user %s) with no order or failed order, and not in the outbox%s", rec.Qty, ageString(rec.ReservedAt, age), rec.UserID, note)
+}
+
+// databasePass walks the database's orders, failed orders and restore
+// requests by reservation id, a page at a time, and looks each page up in
+// the stock store (equations 4 and 5 from the database's side). stock is
+// nil for an archived sale: then no record is looked for.
+func (c *comparison) databasePass(ctx context.Context, db seckill.LedgerPages, stock seckill.StockLedger) error {
+	r, lw := c.r, &c.r.LostWrites
+	recordsOf := func(ids []string) (map[string]seckill.ReservationRecord, error) {
+		if stock == nil || len(ids) == 0 {
+			return nil, nil
+		}
+		recs, err := stock.ReservationsOf(ctx, c.saleID, ids)
+		if err != nil {
+			return nil, fmt.Errorf("reservations: %w", err)
+		}
+		return recs, nil
+	}
+	for after := ""; ; {
+		page, err := db.OrdersAfter(ctx, c.saleID, after, c.pageSize)
+		if err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].ReservationID
+		ids := make([]string, 0, len(page))
+		for _, o := range page {
+			switch o.Status {
+			case seckill.OrderPlaced, seckill.OrderPaid, seckill.OrderCancelled:
+			default:
+				c.flag(KindLedgerMismatch, o.ReservationID, "order %s has unknown status %q", o.ID, o.Status)
 			}
+			ids = append(ids, o.ReservationID)
+		}
+		if stock == nil {
 			continue
 		}
-		note := ""
-		if q := restores[rec.ReservationID]; q != nil {
-			note = "; " + restoreState(q)
+		recs, err := recordsOf(ids)
+		if err != nil {
+			return err
 		}
-		if rec.Restored {
-			flag(KindReservationWithoutOrder, rec.ReservationID, "restored in the stock store (qty %d, reserved %s ago) but never reached the database: the buyer's claim is lost%s", rec.Qty, ageString(rec.ReservedAt, age), note)
-			continue
-		}
-		r.Unexplained.add(rec.Qty)
-		r.UndersoldBy.Unexplained += rec.Qty
-		flag(KindReservationWithoutOrder, rec.ReservationID, "active in the stock store (qty %d, reserved %s ago, user %s) with no order or failed order, and not in the outbox%s", rec.Qty, ageString(rec.ReservedAt, age), rec.UserID, note)
-	}
-
-	// Equation 4 from the database side.
-	// An order the stock store does not count may be sold again.
-	lw := &r.LostWrites
-	for _, id := range sortedKeys(orders) {
-		if _, ok := records[id]; !ok {
-			o := orders[id]
+		// An order the stock store does not count may be sold again.
+		for _, o := range page {
+			if _, ok := recs[o.ReservationID]; ok {
+				continue
+			}
 			if o.Status != seckill.OrderCancelled {
 				lw.OrdersWithoutReservation.add(o.Qty)
 				r.PotentialOversold += o.Qty
 			}
-			flag(KindOrderWithoutReservation, id, "order %s is %s (qty %d) but the stock store has no record of the reservation", o.ID, o.Status, o.Qty)
+			c.flag(KindOrderWithoutReservation, o.ReservationID, "order %s is %s (qty %d) but the stock store has no record of the reservation", o.ID, o.Status, o.Qty)
 		}
 	}
-	for _, id := range sortedKeys(failed) {
-		f := failed[id]
-		if strings.HasPrefix(f.Reason, seckill.ReasonLostInStockStore) {
-			lw.LostClaims.add(f.Qty)
+	for after := ""; stock != nil; {
+		page, err := db.FailedOrdersAfter(ctx, c.saleID, after, c.pageSize)
+		if err != nil {
+			return fmt.Errorf("database: %w", err)
 		}
-		if _, ok := records[id]; !ok {
-			flag(KindOrderWithoutReservation, id, "failed order (qty %d, %q) but the stock store has no record of the reservation", f.Qty, f.Reason)
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].ReservationID
+		ids := make([]string, len(page))
+		for i, f := range page {
+			ids[i] = f.ReservationID
+		}
+		recs, err := recordsOf(ids)
+		if err != nil {
+			return err
+		}
+		for _, f := range page {
+			if _, ok := recs[f.ReservationID]; !ok {
+				c.flag(KindOrderWithoutReservation, f.ReservationID, "failed order (qty %d, %q) but the stock store has no record of the reservation", f.Qty, f.Reason)
+			}
 		}
 	}
-	if below := r.ActiveUnits - s.after.Reserved; below > 0 {
-		lw.ReservedBelowSold = below
-	}
-	lw.Heals = s.after.Heals
-	lw.Detected = lw.OrdersWithoutReservation.Count > 0 || lw.ReservedBelowSold > 0 || lw.LostClaims.Count > 0 || lw.Heals > 0
-	if lw.Detected {
-		flag(KindStockStoreLostWrites, "", "the stock store lost acknowledged writes: %d orders (%d units) it has no record of, reserved %d below the %d units the database sold, %d claims recorded lost (%d units), %d heals",
-			lw.OrdersWithoutReservation.Count, lw.OrdersWithoutReservation.Units, lw.ReservedBelowSold, r.ActiveUnits, lw.LostClaims.Count, lw.LostClaims.Units, lw.Heals)
-	}
-
-	// Equation 5.
-	for _, id := range sortedKeys(restores) {
-		q := restores[id]
-		if _, ok := records[id]; ok || s.now.Sub(q.CreatedAt) < s.grace {
+	// Equation 5: a restore request parked longer than the grace for a
+	// reservation the stock store has no record of.
+	for after := ""; ; {
+		page, err := db.RestoresAfter(ctx, c.saleID, after, c.pageSize)
+		if err != nil {
+			return fmt.Errorf("database: %w", err)
+		}
+		if len(page) == 0 {
+			break
+		}
+		after = page[len(page)-1].ReservationID
+		var ids []string
+		for _, q := range page {
+			switch q.State {
+			case seckill.RestoreStateParked, seckill.RestoreStateRedisPending, seckill.RestoreStateDone:
+			default:
+				c.flag(KindLedgerMismatch, q.ReservationID, "restore request in unknown state %q", q.State)
+			}
+			if c.now.Sub(q.CreatedAt) >= c.grace {
+				ids = append(ids, q.ReservationID)
+			}
+		}
+		recs, err := recordsOf(ids)
+		if err != nil {
+			return err
+		}
+		var unknown []*seckill.RestoreRequest
+		var unknownIDs []string
+		for _, q := range page {
+			if _, ok := recs[q.ReservationID]; ok || c.now.Sub(q.CreatedAt) < c.grace {
+				continue
+			}
+			unknown, unknownIDs = append(unknown, q), append(unknownIDs, q.ReservationID)
+		}
+		if len(unknown) == 0 {
 			continue
 		}
-		if q.State == seckill.RestoreStateParked || (orders[id] == nil && failed[id] == nil) {
-			flag(KindRestoreForUnknownReservation, id, "restore request %s since %s (%s) for a reservation the stock store has no record of", q.State, q.CreatedAt.UTC().Format(time.RFC3339), orEmpty(q.Reason, "no reason"))
+		l, err := db.LedgerOf(ctx, c.saleID, unknownIDs)
+		if err != nil {
+			return fmt.Errorf("database: %w", err)
 		}
+		orders, failed, _ := indexLedger(l)
+		for _, q := range unknown {
+			id := q.ReservationID
+			if q.State == seckill.RestoreStateParked || (orders[id] == nil && failed[id] == nil) {
+				c.flag(KindRestoreForUnknownReservation, id, "restore request %s since %s (%s) for a reservation the stock store has no record of", q.State, q.CreatedAt.UTC().Format(time.RFC3339), orEmpty(q.Reason, "no reason"))
+			}
+		}
+	}
+	return nil
+}
+
+// finish settles the records kept for the outbox and checks the
+// sale-wide equations. before and after are the stock levels read around
+// the records.
+func (c *comparison) finish(before, after seckill.StockLevel, loaded bool) *Report {
+	r, tot, sale := c.r, c.tot, c.tot.Sale
+	for keep := max(c.outboxLen-c.young, 0); int64(c.old.Len()) > keep; {
+		c.unexplained(heap.Pop(&c.old).(unmatchedRecord))
+	}
+	for _, u := range c.old {
+		if !u.rec.Restored {
+			r.InFlight.add(u.rec.Qty)
+		}
+	}
+	c.old = nil
+	r.InFlight.OutboxLen = c.outboxLen
+	r.StockStore.Loaded = loaded
+	r.StockStore.Total, r.StockStore.Reserved, r.StockStore.Remaining = after.Total, after.Reserved, after.Remaining()
+	r.StockStore.StockMoved = before != after
+
+	if tot.Other.Count > 0 {
+		c.flag(KindLedgerMismatch, "", "database: %d orders (%d units) have an unknown status", tot.Other.Count, tot.Other.Units)
+	}
+	if tot.OtherState > 0 {
+		c.flag(KindLedgerMismatch, "", "database: %d restore requests are in an unknown state", tot.OtherState)
+	}
+	if tot.OverLimitBuyers > 0 {
+		c.flag(KindOverLimit, "", "database: %d buyers hold more than the limit of %d units in orders ordered or paid", tot.OverLimitBuyers, sale.PurchaseLimit)
+	}
+
+	if r.Archived != nil {
+		// An archived sale: the claims the stock store held when its keys
+		// went must each be an order or a failed order.
+		recorded := tot.Ordered.Count + tot.Paid.Count + tot.Cancelled.Count + tot.Other.Count + tot.Failed.Count
+		if recorded != r.Archived.Claims {
+			c.flag(KindLedgerMismatch, "", "database: orders + failed orders = %d but the stock store held %d claims when the sale was archived", recorded, r.Archived.Claims)
+		}
+	} else {
+		// Equation 1 and the stock store's own bounds.
+		lo, hi := min(before.Reserved, after.Reserved), max(before.Reserved, after.Reserved)
+		if sum := r.StockStore.Active.Units; sum < lo || sum > hi {
+			reserved := fmt.Sprint(after.Reserved)
+			if lo != hi {
+				reserved = fmt.Sprintf("between %d and %d", lo, hi)
+			}
+			c.flag(KindLedgerMismatch, "", "stock store: reserved is %s but its %d active reservations hold %d units", reserved, r.StockStore.Active.Count, sum)
+		}
+		if loaded && after.Total != sale.Stock {
+			c.flag(KindLedgerMismatch, "", "stock store: total is %d but the sale has %d units on sale", after.Total, sale.Stock)
+		}
+		if over := after.Reserved - after.Total; loaded && over > 0 {
+			r.OversoldBy.StockStore = over
+			c.flag(KindLedgerMismatch, "", "stock store: reserved %d exceeds its total %d: oversold by %d", after.Reserved, after.Total, over)
+		}
+	}
+
+	// Equation 2 and the database's bounds.
+	if r.Database.ImpliedSold != r.ActiveUnits {
+		c.flag(KindLedgerMismatch, "", "database: stock − unsold = %d − %d = %d but orders ordered or paid hold %d units",
+			sale.Stock, sale.Unsold, r.Database.ImpliedSold, r.ActiveUnits)
+	}
+	if sale.Unsold < 0 {
+		r.OversoldBy.Database = -sale.Unsold
+		c.flag(KindNegativeStock, "", "database: unsold is %d: the sale row went %d below zero", sale.Unsold, -sale.Unsold)
+	}
+	if over := r.ActiveUnits - sale.Stock; over > 0 {
+		r.OversoldBy.Orders = over
+		c.flag(KindLedgerMismatch, "", "database: orders ordered or paid hold %d units of %d on sale: oversold by %d", r.ActiveUnits, sale.Stock, over)
+	}
+	r.Oversold = max(r.OversoldBy.Orders, r.OversoldBy.Database, r.OversoldBy.StockStore)
+
+	lw := &r.LostWrites
+	if below := r.ActiveUnits - after.Reserved; below > 0 && r.Archived == nil {
+		lw.ReservedBelowSold = below
+	}
+	lw.Heals = after.Heals
+	lw.Detected = lw.OrdersWithoutReservation.Count > 0 || lw.ReservedBelowSold > 0 || lw.LostClaims.Count > 0 || lw.Heals > 0
+	if lw.Detected {
+		c.flag(KindStockStoreLostWrites, "", "the stock store lost acknowledged writes: %d orders (%d units) it has no record of, reserved %d below the %d units the database sold, %d claims recorded lost (%d units), %d heals",
+			lw.OrdersWithoutReservation.Count, lw.OrdersWithoutReservation.Units, lw.ReservedBelowSold, r.ActiveUnits, lw.LostClaims.Count, lw.LostClaims.Units, lw.Heals)
 	}
 
 	u := r.UndersoldBy
 	r.Undersold = u.RestorePending + u.LostRestore + u.FailedOrders + u.Unexplained
-	slices.SortStableFunc(r.Discrepancies, func(a, b Discrepancy) int {
-		return cmp.Or(cmp.Compare(kindRank[a.Kind], kindRank[b.Kind]), cmp.Compare(a.ReservationID, b.ReservationID))
-	})
+	c.trim()
 	r.Balanced = r.OK()
 	return r
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
 }
 
 func restoreState(q *seckill.RestoreRequest) string {

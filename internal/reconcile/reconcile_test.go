@@ -28,6 +28,7 @@ type world struct {
 	loaded   bool
 	records  []seckill.ReservationRecord
 	outbox   int64
+	archive  *seckill.SaleArchive
 }
 
 func newWorld(stock int64) *world {
@@ -180,7 +181,7 @@ type fakeLedger struct {
 	calls *[]string
 }
 
-func (f fakeLedger) SaleLedger(_ context.Context, saleID string) (*seckill.SaleLedger, error) {
+func (f fakeLedger) LedgerTotals(_ context.Context, saleID string) (*seckill.LedgerTotals, error) {
 	*f.calls = append(*f.calls, "ledger")
 	if f.err != nil {
 		return nil, f.err
@@ -189,7 +190,99 @@ func (f fakeLedger) SaleLedger(_ context.Context, saleID string) (*seckill.SaleL
 		return nil, seckill.ErrNotFound
 	}
 	s := *f.w.sale
-	return &seckill.SaleLedger{Sale: &s, Orders: f.w.orders, Failed: f.w.failed, Restores: f.w.restores}, nil
+	t := &seckill.LedgerTotals{Sale: &s, Archive: f.w.archive}
+	add := func(c *seckill.LedgerCount, qty int64) { c.Count++; c.Units += qty }
+	held := map[string]int64{}
+	for _, o := range f.w.orders {
+		switch o.Status {
+		case seckill.OrderPlaced:
+			add(&t.Ordered, o.Qty)
+		case seckill.OrderPaid:
+			add(&t.Paid, o.Qty)
+		case seckill.OrderCancelled:
+			add(&t.Cancelled, o.Qty)
+		default:
+			add(&t.Other, o.Qty)
+		}
+		if o.Status == seckill.OrderPlaced || o.Status == seckill.OrderPaid {
+			held[o.UserID] += o.Qty
+		}
+	}
+	for _, n := range held {
+		if n > s.PurchaseLimit {
+			t.OverLimitBuyers++
+		}
+	}
+	for _, fo := range f.w.failed {
+		add(&t.Failed, fo.Qty)
+		if strings.HasPrefix(fo.Reason, seckill.ReasonLostInStockStore) {
+			add(&t.LostClaims, fo.Qty)
+		}
+	}
+	for _, q := range f.w.restores {
+		switch q.State {
+		case seckill.RestoreStateParked:
+			t.Parked++
+		case seckill.RestoreStateRedisPending:
+			t.RedisPending++
+		case seckill.RestoreStateDone:
+			t.Done++
+		default:
+			t.OtherState++
+		}
+		if !q.AlertedAt.IsZero() && q.State != seckill.RestoreStateDone {
+			t.Alerted++
+		}
+	}
+	return t, nil
+}
+
+// pageAfter is the keyset page of rows (by reservation id) after after.
+func pageAfter[T any](rows []*T, id func(*T) string, after string, limit int) []*T {
+	sorted := slices.Clone(rows)
+	slices.SortFunc(sorted, func(a, b *T) int { return strings.Compare(id(a), id(b)) })
+	var out []*T
+	for _, r := range sorted {
+		if id(r) > after && len(out) < limit {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (f fakeLedger) OrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.Order, error) {
+	return pageAfter(f.w.orders, func(o *seckill.Order) string { return o.ReservationID }, after, limit), f.err
+}
+
+func (f fakeLedger) FailedOrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.FailedOrder, error) {
+	return pageAfter(f.w.failed, func(o *seckill.FailedOrder) string { return o.ReservationID }, after, limit), f.err
+}
+
+func (f fakeLedger) RestoresAfter(_ context.Context, _, after string, limit int) ([]*seckill.RestoreRequest, error) {
+	return pageAfter(f.w.restores, func(o *seckill.RestoreRequest) string { return o.ReservationID }, after, limit), f.err
+}
+
+func (f fakeLedger) LedgerOf(_ context.Context, _ string, ids []string) (*seckill.SaleLedger, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	l := &seckill.SaleLedger{}
+	for _, o := range f.w.orders {
+		if slices.Contains(ids, o.ReservationID) {
+			l.Orders = append(l.Orders, o)
+		}
+	}
+	for _, o := range f.w.failed {
+		if slices.Contains(ids, o.ReservationID) {
+			l.Failed = append(l.Failed, o)
+		}
+	}
+	for _, o := range f.w.restores {
+		if slices.Contains(ids, o.ReservationID) {
+			l.Restores = append(l.Restores, o)
+		}
+	}
+	return l, nil
 }
 
 // fakeStock is the stock-store port over a world. levels, if set, are
@@ -224,6 +317,38 @@ func (f *fakeStock) Reservations(context.Context, string) ([]seckill.Reservation
 		return nil, f.err
 	}
 	return slices.Clone(f.w.records), nil
+}
+
+// ScanReservations pages the records newest first, as HSCAN gives
+// them in no particular order.
+func (f *fakeStock) ScanReservations(_ context.Context, _ string, count int, fn func([]seckill.ReservationRecord) error) error {
+	*f.calls = append(*f.calls, "reservations")
+	if f.err != nil {
+		return f.err
+	}
+	recs := slices.Clone(f.w.records)
+	slices.Reverse(recs)
+	for len(recs) > 0 {
+		n := min(count, len(recs))
+		if err := fn(recs[:n]); err != nil {
+			return err
+		}
+		recs = recs[n:]
+	}
+	return nil
+}
+
+func (f *fakeStock) ReservationsOf(_ context.Context, _ string, ids []string) (map[string]seckill.ReservationRecord, error) {
+	if f.err != nil {
+		return nil, f.err
+	}
+	out := map[string]seckill.ReservationRecord{}
+	for _, r := range f.w.records {
+		if slices.Contains(ids, r.ReservationID) {
+			out[r.ReservationID] = r
+		}
+	}
+	return out, nil
 }
 
 func (f *fakeStock) OutboxLen(context.Context, string) (int64, error) {
@@ -711,7 +836,7 @@ func TestWriteTable(t *testing.T) {
 			"KIND                       RESERVATION   DETAIL\n",
 			"restored_but_ordered       tea.paid-000  order is paid",
 			"reservation_without_order  tea.lost-000  active in the stock store (qty 1, reserved 1h0m0s ago, user u-tea.lost-000)",
-			"… and 11 more (--json lists them all)\n",
+			"… and 11 more (--json lists them)\n",
 		} {
 			if !strings.Contains(out, want) {
 				t.Errorf("table lacks %q:\n%s", want, out)
@@ -787,5 +912,113 @@ func TestGauges(t *testing.T) {
 		if got, ok := byName[name]; !ok || got != want {
 			t.Errorf("%s = %v (present %v); want %v", name, got, ok, want)
 		}
+	}
+}
+
+// messy is balanced() with a discrepancy of every kind the pages must
+// agree on: unexplained records older than the outbox's newest (some
+// restored), orders and failed orders the stock store forgot, a lost
+// restore, a restored record whose order is active, a restore request for
+// a reservation nobody has, and an order of an unknown status.
+func messy() *world {
+	w := balanced()
+	for i := range 12 {
+		w.reserve(fmt.Sprintf("tea.lost-%03d", i), 1, now.Add(-time.Duration(10+i)*time.Minute))
+	}
+	w.restoreRedis("tea.lost-003")
+	w.dropRecords("tea.ordered-01")
+	w.dropRecords("tea.failed-002")
+	w.level.Reserved++ // tea.failed-002's unit stays counted
+	w.order("tea.paid-007").Status = seckill.OrderCancelled
+	w.restoreRedis("tea.ordered-040")
+	w.restores = append(w.restores, &seckill.RestoreRequest{ReservationID: "tea.nobody", SaleID: "tea", State: seckill.RestoreStateParked, CreatedAt: now.Add(-time.Hour)})
+	w.order("tea.paid-100").Status = "lost"
+	return w
+}
+
+// The comparison reads both stores a page at a time: any page size gives
+// the report one page gives.
+func TestPagesGiveTheSameReport(t *testing.T) {
+	w := messy()
+	reportWith := func(o Options) *Report {
+		t.Helper()
+		var calls []string
+		r, err := Reconcile(context.Background(), "tea", fakeLedger{w: w, calls: &calls}, &fakeStock{w: w, calls: &calls}, now, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	one := reportWith(Options{PageSize: 100000})
+	if one.OK() || one.Unexplained.Count == 0 || one.LostWrites.OrdersWithoutReservation.Count == 0 || one.PotentialOversold == 0 {
+		t.Fatalf("the messy sale should show every kind of trouble:\n%s", details(one))
+	}
+	for _, size := range []int{1, 7, 100} {
+		if got := reportWith(Options{PageSize: size}); !reflect.DeepEqual(got, one) {
+			t.Errorf("page size %d: report differs from one page's:\n%s\nwant\n%s", size, details(got), details(one))
+		}
+	}
+
+	// A report lists the first discrepancies and counts the rest.
+	capped := reportWith(Options{PageSize: 7, MaxDiscrepancies: 3})
+	if len(capped.Discrepancies) != 3 || !reflect.DeepEqual(capped.Discrepancies, one.Discrepancies[:3]) ||
+		capped.DiscrepanciesOmitted != int64(len(one.Discrepancies)-3) || capped.OK() {
+		t.Errorf("capped at 3: %d listed (%q), %d omitted, OK %v; want the first 3 of %d, the rest omitted, not OK",
+			len(capped.Discrepancies), kinds(capped), capped.DiscrepanciesOmitted, capped.OK(), len(one.Discrepancies))
+	}
+}
+
+// An archived sale (its Redis keys gone) is reconciled from the database
+// alone: its orders and failed orders must number the claims recorded at
+// the archive, nothing oversold, nobody over the limit.
+func TestArchivedSaleFromTheDatabase(t *testing.T) {
+	archived := func() *world {
+		w := balanced()
+		// Settled: what was in flight landed, what was pending is done.
+		for _, id := range []string{"tea.outbox-000", "tea.outbox-001", "tea.outbox-002", "tea.outbox-003"} {
+			w.persist(id, seckill.OrderPaid)
+		}
+		for i := range 6 {
+			w.persist(fmt.Sprintf("tea.recent-%03d", i), seckill.OrderPaid)
+		}
+		w.restores = w.restores[:len(w.restores)-1]
+		w.request("tea.pending-restore").State = seckill.RestoreStateDone
+		w.archive = &seckill.SaleArchive{ArchivedAt: now.Add(-time.Hour), Claims: int64(len(w.records))}
+		w.records, w.loaded, w.outbox = nil, false, 0
+		return w
+	}
+	r := reconcileWorld(t, archived())
+	if !r.OK() || r.Archived == nil || r.Archived.Claims != 247 || r.StockStore.Loaded {
+		t.Fatalf("archived sale: OK %v, archived %+v, loaded %v; want OK, 247 claims, not loaded\n%s", r.OK(), r.Archived, r.StockStore.Loaded, details(r))
+	}
+
+	for _, tt := range []struct {
+		name  string
+		plant func(w *world)
+		want  []string
+	}{
+		{"a claim without its order", func(w *world) { w.archive.Claims++ }, []string{"ledger_mismatch "}},
+		{"a buyer over the limit", func(w *world) {
+			for _, id := range []string{"tea.paid-000", "tea.paid-001", "tea.paid-002"} {
+				w.order(id).UserID = "greedy"
+			}
+		}, []string{"over_limit "}},
+		{"oversold", func(w *world) {
+			w.sale.Unsold -= 60
+			for i := range 60 {
+				id := fmt.Sprintf("tea.extra-%03d", i)
+				w.orders = append(w.orders, &seckill.Order{ID: "o-" + id, ReservationID: id, SaleID: "tea", UserID: "u-" + id, Qty: 1, Status: seckill.OrderPaid})
+			}
+			w.archive.Claims += 60
+		}, []string{"negative_stock ", "ledger_mismatch "}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := archived()
+			tt.plant(w)
+			r := reconcileWorld(t, w)
+			if got := kinds(r); r.OK() || !slices.Equal(got, tt.want) {
+				t.Errorf("kinds = %q (OK %v); want %q\n%s", got, r.OK(), tt.want, details(r))
+			}
+		})
 	}
 }

@@ -9,7 +9,7 @@ import (
 )
 
 // MaxTableDiscrepancies is how many discrepancies WriteTable prints; the
-// JSON output always has them all.
+// JSON output has every one the report kept.
 const MaxTableDiscrepancies = 50
 
 // WriteTable writes r for a person: the numbers, a BALANCED or NOT
@@ -24,13 +24,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	row("sale", "%s", r.SaleID)
 	row("checked at", "%s", r.CheckedAt.UTC().Format(time.RFC3339))
 	row("stock on sale", "%s", units(r.Stock))
-	if r.StockStore.Loaded {
+	switch {
+	case r.Archived != nil && !r.StockStore.Loaded:
+		row("redis", "archived at %s with %d claims: checked from the database alone", r.Archived.ArchivedAt.UTC().Format(time.RFC3339), r.Archived.Claims)
+	case r.StockStore.Loaded:
 		moved := ""
 		if r.StockStore.StockMoved {
 			moved = " (moved while reading)"
 		}
 		row("redis", "total %d, reserved %d, remaining %d%s", r.StockStore.Total, r.StockStore.Reserved, r.StockStore.Remaining, moved)
-	} else {
+	default:
 		row("redis", "sale not loaded")
 	}
 	row("redis records", "active %s, restored %s", tally(r.StockStore.Active), tally(r.StockStore.Restored))
@@ -44,6 +47,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r.Restores.Parked, r.Restores.RedisPending, r.Restores.Done, r.Restores.Alerted)
 	row("in flight", "%s; outbox %d, grace %s", tally(r.InFlight.Tally), r.InFlight.OutboxLen, r.InFlightGrace)
 	row("unexplained", "%s", tally(r.Unexplained))
+	row("buyers over limit", "%d", r.OverLimitBuyers)
 	o := r.OversoldBy
 	row("oversold", "%s (orders %d, database %d, redis %d)", units(r.Oversold), o.Orders, o.Database, o.StockStore)
 	row("potential oversold", "%s (restored but ordered, or ordered without a redis record)", units(r.PotentialOversold))
@@ -72,7 +76,10 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.LostWrites.Detected {
 		why = append(why, "redis lost acknowledged writes")
 	}
-	why = append(why, plural(len(r.Discrepancies), "discrepancy", "discrepancies"))
+	if r.OverLimitBuyers > 0 {
+		why = append(why, plural(int(r.OverLimitBuyers), "buyer", "buyers")+" over the limit")
+	}
+	why = append(why, plural(len(r.Discrepancies)+int(r.DiscrepanciesOmitted), "discrepancy", "discrepancies"))
 	fmt.Fprintf(w, "\nNOT BALANCED: %s\n\n", strings.Join(why, ", "))
 
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
@@ -87,7 +94,12 @@ func (r *Report) WriteTable(w io.Writer) error {
 		return err
 	}
 	if n := len(r.Discrepancies) - MaxTableDiscrepancies; n > 0 {
-		_, err := fmt.Fprintf(w, "… and %d more (--json lists them all)\n", n)
+		if _, err := fmt.Fprintf(w, "… and %d more (--json lists them)\n", n); err != nil {
+			return err
+		}
+	}
+	if r.DiscrepanciesOmitted > 0 {
+		_, err := fmt.Fprintf(w, "… and %d not listed (the report keeps the first %d)\n", r.DiscrepanciesOmitted, len(r.Discrepancies))
 		return err
 	}
 	return nil

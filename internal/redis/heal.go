@@ -123,9 +123,20 @@ func (s *Store) BeginHeal(ctx context.Context, sale *seckill.Sale, token string)
 // heal and lets claims in again. It fails, changing nothing, when the
 // sale's healing flag no longer holds token.
 func (s *Store) ApplyHeal(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error) {
+	return s.applyHeal(ctx, saleID, token, "1", add, release)
+}
+
+// HealPage is ApplyHeal of one page of a large heal: it leaves the sale
+// healing (claims refused), for the next page and the ApplyHeal that
+// ends it.
+func (s *Store) HealPage(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error) {
+	return s.applyHeal(ctx, saleID, token, "0", add, release)
+}
+
+func (s *Store) applyHeal(ctx context.Context, saleID, token, finish string, add, release []seckill.ReservationRecord) (added, released int, err error) {
 	keys := s.keys(saleID)
-	args := make([]string, 0, 2+4*len(add)+3*len(release))
-	args = append(args, token, strconv.Itoa(len(add)))
+	args := make([]string, 0, 3+4*len(add)+3*len(release))
+	args = append(args, token, finish, strconv.Itoa(len(add)))
 	for _, r := range add {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10))
 	}

@@ -5,7 +5,9 @@
 -- KEYS[2]  sk:{sale}:buyers  hash user -> units held
 -- KEYS[3]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
 -- ARGV[1]  heal token that heal_begin.lua set
--- ARGV[2]  n: the number of records to add
+-- ARGV[2]  "1": the last page of the heal (count it, let claims in);
+--          "0": one page of a large heal (the sale stays healing)
+-- ARGV[3]  n: the number of records to add
 -- then n × 4: reservation id, user, qty, reserved_at_ms — orders the
 --          database holds and the stock store has no record of: each is
 --          added as active, with its units counted in `reserved` and the
@@ -15,15 +17,15 @@
 --          over the limit, or the claim was recorded lost): each is marked
 --          restored and its units leave `reserved` and the buyer
 --
--- Then `heals` is incremented and `healing` cleared. Returns {added,
+-- Then, on the last page, `heals` is incremented and `healing` cleared. Returns {added,
 -- released}, or -1 when `healing` no longer holds the token (another heal
 -- took over; nothing changed).
 if redis.call('HGET', KEYS[1], 'healing') ~= ARGV[1] then
   return -1
 end
-local n = tonumber(ARGV[2])
+local n = tonumber(ARGV[3])
 local added, released = 0, 0
-local i = 3
+local i = 4
 for _ = 1, n do
   local id, user, qtys, at = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   if redis.call('HSETNX', KEYS[3], id, 'active:' .. qtys .. ':' .. at .. ':' .. user) == 1 then
@@ -54,6 +56,8 @@ while i <= #ARGV do
   end
   i = i + 3
 end
-redis.call('HINCRBY', KEYS[1], 'heals', 1)
-redis.call('HDEL', KEYS[1], 'healing')
+if ARGV[2] == '1' then
+  redis.call('HINCRBY', KEYS[1], 'heals', 1)
+  redis.call('HDEL', KEYS[1], 'healing')
+end
 return {added, released}

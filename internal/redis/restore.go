@@ -281,53 +281,126 @@ const reservationsScanCount = 1000
 
 // Reservations lists every reservation record of a sale, sorted by
 // reservation id (which sorts by time); none for a sale that has none or
-// is not loaded. It reads the res hash with HSCAN, never in one call, so a
-// sale of millions of reservations does not block Redis; the list is
-// therefore no snapshot: a reservation made or restored during the scan
-// may or may not be in it, or may appear in its earlier state. A malformed
-// record fails the whole call, naming it: reconciliation must not skip
-// what it cannot read.
+// is not loaded. It holds the whole list: for a large sale, use
+// ScanReservations. A malformed record fails the whole call, naming it:
+// reconciliation must not skip what it cannot read.
 func (s *Store) Reservations(ctx context.Context, saleID string) ([]seckill.ReservationRecord, error) {
+	var out []seckill.ReservationRecord
+	index := map[string]int{}
+	err := s.ScanReservations(ctx, saleID, reservationsScanCount, func(page []seckill.ReservationRecord) error {
+		for _, r := range page {
+			if j, ok := index[r.ReservationID]; ok {
+				out[j] = r
+				continue
+			}
+			index[r.ReservationID] = len(out)
+			out = append(out, r)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b seckill.ReservationRecord) int { return strings.Compare(a.ReservationID, b.ReservationID) })
+	return out, nil
+}
+
+// ScanReservations calls fn with the reservation records of a sale, one
+// HSCAN reply (about count records) of one bucket at a time, so that
+// neither Redis nor this process holds a large sale at once; nothing for
+// a sale that is not loaded. The pages are no snapshot: a reservation
+// made or restored during the scan may or may not be in them, or may
+// appear in its earlier state. HSCAN returns an element twice only when
+// the hash shrinks during the scan, and a res hash never shrinks (records
+// are never deleted, only the whole key is); a page repeats no record.
+// A malformed record fails the scan, naming it.
+func (s *Store) ScanReservations(ctx context.Context, saleID string, count int, fn func([]seckill.ReservationRecord) error) error {
 	if !seckill.ValidSaleID(saleID) {
-		return nil, fmt.Errorf("reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+		return fmt.Errorf("reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	if count < 1 {
+		count = reservationsScanCount
 	}
 	bs, err := s.buckets(ctx, saleID)
 	if err != nil {
-		return nil, fmt.Errorf("reservations: %w", err)
+		return fmt.Errorf("reservations: %w", err)
 	}
-	var out []seckill.ReservationRecord
-	// HSCAN may return an element more than once (when the hash is
-	// resized during the scan): the last copy read wins.
-	index := map[string]int{}
+	var page []seckill.ReservationRecord
+	seen := map[string]int{}
 	for _, tag := range bs.tags { // every bucket of the sale
 		key := s.keys(tag)[keyRes]
 		var cursor uint64
 		for {
-			e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(reservationsScanCount).Build()).AsScanEntry()
+			e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(int64(count)).Build()).AsScanEntry()
 			if err != nil {
-				return nil, fmt.Errorf("reservations: %w", classify(err))
+				return fmt.Errorf("reservations: %w", classify(err))
 			}
 			if len(e.Elements)%2 != 0 {
-				return nil, fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
+				return fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
 			}
+			page = page[:0]
+			clear(seen)
 			for i := 0; i < len(e.Elements); i += 2 {
 				r, err := parseRecord(e.Elements[i], e.Elements[i+1])
 				if err != nil {
-					return nil, fmt.Errorf("reservations: sale %s: %w", saleID, err)
+					return fmt.Errorf("reservations: sale %s: %w", saleID, err)
 				}
-				if j, ok := index[r.ReservationID]; ok {
-					out[j] = r
+				if j, ok := seen[r.ReservationID]; ok {
+					page[j] = r
 					continue
 				}
-				index[r.ReservationID] = len(out)
-				out = append(out, r)
+				seen[r.ReservationID] = len(page)
+				page = append(page, r)
+			}
+			if len(page) > 0 {
+				if err := fn(page); err != nil {
+					return err
+				}
 			}
 			if cursor = e.Cursor; cursor == 0 {
 				break
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b seckill.ReservationRecord) int { return strings.Compare(a.ReservationID, b.ReservationID) })
+	return nil
+}
+
+// ReservationsOf reads the records of ids, reservations of saleID, with
+// one HMGET of each bucket's res hash (pipelined), and returns those it
+// found. A malformed record fails the call, naming it.
+func (s *Store) ReservationsOf(ctx context.Context, saleID string, ids []string) (map[string]seckill.ReservationRecord, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("reservations of ids: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	out := make(map[string]seckill.ReservationRecord, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("reservations of ids: %w", err)
+	}
+	cmds := make(rueidis.Commands, 0, len(bs.tags))
+	for _, tag := range bs.tags {
+		cmds = append(cmds, s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(ids...).Build())
+	}
+	for _, res := range s.client.DoMulti(ctx, cmds...) {
+		vals, err := res.ToArray()
+		if err != nil {
+			return nil, fmt.Errorf("reservations of ids: %w", classify(err))
+		}
+		for i, v := range vals {
+			rec, err := v.ToString()
+			if err != nil || i >= len(ids) {
+				continue // nil: not in this bucket
+			}
+			r, err := parseRecord(ids[i], rec)
+			if err != nil {
+				return nil, fmt.Errorf("reservations of ids: sale %s: %w", saleID, err)
+			}
+			out[r.ReservationID] = r
+		}
+	}
 	return out, nil
 }
 

@@ -1,0 +1,252 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// A sale's ledger a page at a time (seckill.LedgerPages), for comparing a
+// sale of millions of reservations with the stock store in the memory of
+// one page: the totals in one read-only transaction (so that they agree
+// with each other), the rows by keyset paging on (sale_id,
+// reservation_id) in byte order, and the rows of a list of reservations.
+
+var _ seckill.LedgerPages = (*OrderStore)(nil)
+
+// byteOrder is what makes a comparison or an ORDER BY of reservation ids
+// byte order in the dialect: MySQL's ids are ascii_bin, SQLite compares
+// TEXT as bytes, PostgreSQL's TEXT follows the database's collation.
+func (st *OrderStore) byteOrder() string {
+	if st.db.dialect == postgresDialect {
+		return ` COLLATE "C"`
+	}
+	return ""
+}
+
+// pageQuery selects columns of table's rows of sale $1 whose reservation
+// id sorts after $2 and before $3, up to $4 of them, by reservation id.
+// A sale's ids all start "<sale>.", so [$2, $3) is a range of the unique
+// index on reservation_id (MySQL and SQLite are told so: they would
+// otherwise take the sale_id index and sort all of the sale's rows for
+// each page); PostgreSQL has indexes of its own in byte order (0008).
+func (st *OrderStore) pageQuery(columns, table, index string) string {
+	b, c := st.db.dialect.bindFrom, st.byteOrder()
+	from, sale := table, `sale_id`
+	switch st.db.dialect {
+	case mysqlDialect:
+		from += ` FORCE INDEX (` + index + `)`
+	case sqliteDialect:
+		sale = `+sale_id` // SQLite's way to say: no index on this one
+	}
+	return `SELECT ` + columns + ` FROM ` + from + ` WHERE ` + sale + ` = ` + b(1) +
+		` AND reservation_id` + c + ` > ` + b(2) + ` AND reservation_id` + c + ` < ` + b(3) +
+		` ORDER BY reservation_id` + c + ` LIMIT ` + b(4)
+}
+
+func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+	if limit < 1 {
+		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, seckill.Errorf(seckill.EINVALID, "limit must be positive"))
+	}
+	// Every id of the sale sorts between "<sale>." and "<sale>/".
+	after = max(after, saleID+".")
+	rows, err := st.db.read.QueryContext(ctx, st.pageQuery(columns, table, index), saleID, after, saleID+"/", limit)
+	if err != nil {
+		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, st.db.classify(err))
+	}
+	out, err := scanAll(rows, scan)
+	if err != nil {
+		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, st.db.classify(err))
+	}
+	return out, nil
+}
+
+// OrdersAfter returns up to limit orders of the sale whose reservation id
+// sorts after after, by reservation id.
+func (st *OrderStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
+	return pageOf(ctx, st, "orders", orderColumns, "orders", "orders_reservation_id_key", saleID, after, limit, scanOrder)
+}
+
+// FailedOrdersAfter is OrdersAfter of failed orders.
+func (st *OrderStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
+	return pageOf(ctx, st, "failed orders", failedOrderSelect, "failed_orders", "PRIMARY", saleID, after, limit, scanFailedOrder)
+}
+
+// RestoresAfter is OrdersAfter of restore requests.
+func (st *OrderStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
+	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", "PRIMARY", saleID, after, limit, scanRestoreRequest)
+}
+
+// LedgerOf returns the orders, failed orders and restore requests of the
+// sale that belong to reservations of ids, in one read-only transaction.
+func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string) (*seckill.SaleLedger, error) {
+	l := &seckill.SaleLedger{}
+	if len(ids) == 0 {
+		return l, nil
+	}
+	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("ledger of %d reservations: begin: %w", len(ids), st.db.classify(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	err = st.eachRowIn(ctx, tx, st.rq.ordersIn, ids, func(rows *sql.Rows) error {
+		o, err := scanOrder(rows)
+		if err == nil && o.SaleID == saleID {
+			l.Orders = append(l.Orders, o)
+		}
+		return err
+	})
+	if err == nil {
+		err = st.eachRowIn(ctx, tx, `SELECT `+failedOrderSelect+` FROM failed_orders WHERE reservation_id IN `, ids, func(rows *sql.Rows) error {
+			f, err := scanFailedOrder(rows)
+			if err == nil && f.SaleID == saleID {
+				l.Failed = append(l.Failed, f)
+			}
+			return err
+		})
+	}
+	if err == nil {
+		err = st.eachRowIn(ctx, tx, `SELECT `+restoreColumns+` FROM restore_requests WHERE reservation_id IN `, ids, func(rows *sql.Rows) error {
+			q, err := scanRestoreRequest(rows)
+			if err == nil && q.SaleID == saleID {
+				l.Restores = append(l.Restores, q)
+			}
+			return err
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("ledger of %d reservations of sale %s: %w", len(ids), saleID, st.db.classify(err))
+	}
+	return l, nil
+}
+
+// LedgerTotals reads the sale and what its ledger adds up to, in one
+// read-only transaction: orders by status, failed orders (and those of
+// claims the stock store lost), restore requests by state, the buyers
+// over the limit and the sale's archive record. Each is an aggregate the
+// database computes: the memory here is the same for any sale.
+func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill.LedgerTotals, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("totals of sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	fail := func(what string, err error) (*seckill.LedgerTotals, error) {
+		return nil, fmt.Errorf("totals of sale %s: %s: %w", saleID, what, st.db.classify(err))
+	}
+	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return fail("begin", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+
+	t := &seckill.LedgerTotals{}
+	t.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("totals of sale %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return fail("sale", err)
+	}
+	b := st.db.dialect.bindFrom
+
+	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*), COALESCE(SUM(qty), 0) FROM orders WHERE sale_id = `+b(1)+` GROUP BY status`, saleID)
+	if err != nil {
+		return fail("orders", err)
+	}
+	for rows.Next() {
+		var status string
+		var c seckill.LedgerCount
+		if err = rows.Scan(&status, &c.Count, &c.Units); err != nil {
+			break
+		}
+		dst := &t.Other
+		switch seckill.OrderStatus(status) {
+		case seckill.OrderPlaced:
+			dst = &t.Ordered
+		case seckill.OrderPaid:
+			dst = &t.Paid
+		case seckill.OrderCancelled:
+			dst = &t.Cancelled
+		}
+		dst.Count, dst.Units = dst.Count+c.Count, dst.Units+c.Units
+	}
+	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
+		return fail("orders", err)
+	}
+
+	lost := seckill.ReasonLostInStockStore
+	isLost := func(i int) string { return `SUBSTR(reason, 1, ` + fmt.Sprint(len(lost)) + `) = ` + b(i) }
+	err = tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(qty), 0),
+		COUNT(CASE WHEN `+isLost(1)+` THEN 1 END), COALESCE(SUM(CASE WHEN `+isLost(2)+` THEN qty END), 0)
+		FROM failed_orders WHERE sale_id = `+b(3), lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
+	if err != nil {
+		return fail("failed orders", err)
+	}
+
+	rows, err = tx.QueryContext(ctx, `SELECT state, COUNT(*), COUNT(alerted_at_ms) FROM restore_requests WHERE sale_id = `+b(1)+` GROUP BY state`, saleID)
+	if err != nil {
+		return fail("restore requests", err)
+	}
+	for rows.Next() {
+		var state string
+		var n, alerted int64
+		if err = rows.Scan(&state, &n, &alerted); err != nil {
+			break
+		}
+		switch seckill.RestoreState(state) {
+		case seckill.RestoreStateParked:
+			t.Parked += n
+		case seckill.RestoreStateRedisPending:
+			t.RedisPending += n
+		case seckill.RestoreStateDone:
+			t.Done += n
+			alerted = 0
+		default:
+			t.OtherState += n
+		}
+		t.Alerted += alerted
+	}
+	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
+		return fail("restore requests", err)
+	}
+
+	err = tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders
+		WHERE sale_id = `+b(1)+` AND status IN (`+b(2)+`, `+b(3)+`) GROUP BY user_id HAVING SUM(qty) > `+b(4)+`) over_limit`,
+		saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
+	if err != nil {
+		return fail("buyers over the limit", err)
+	}
+
+	var a seckill.SaleArchive
+	var at int64
+	err = tx.QueryRowContext(ctx, `SELECT archived_at_ms, claims FROM sale_archives WHERE sale_id = `+b(1), saleID).Scan(&at, &a.Claims)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+	case err != nil:
+		return fail("archive", err)
+	default:
+		a.ArchivedAt = fromMillis(at)
+		t.Archive = &a
+	}
+	return t, nil
+}
+
+// RecordArchive records that the archiver is dropping a sale's stock-store
+// keys, which hold claims reservation records. A later call (the drop did
+// not happen, and a later pass tries again) replaces the record.
+func (st *OrderStore) RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error {
+	b := st.db.dialect.bindFrom
+	res, err := st.db.write.ExecContext(ctx, `UPDATE sale_archives SET archived_at_ms = `+b(1)+`, claims = `+b(2)+` WHERE sale_id = `+b(3), toMillis(at), claims, saleID)
+	if err == nil {
+		var n int64
+		if n, err = res.RowsAffected(); err == nil && n == 0 {
+			_, err = st.db.write.ExecContext(ctx, `INSERT INTO sale_archives (sale_id, archived_at_ms, claims) VALUES (`+b(1)+`, `+b(2)+`, `+b(3)+`)`, saleID, toMillis(at), claims)
+		}
+	}
+	if err != nil && !st.db.isUniqueViolation(err) { // a concurrent pass recorded it
+		return fmt.Errorf("record archive of sale %s: %w", saleID, st.db.classify(err))
+	}
+	return nil
+}

@@ -1,0 +1,50 @@
+package sqlstore
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+)
+
+// TestLedgerPagesSeekTheReservationIndex: each page of a sale's ledger is
+// a range of the reservation id's index read in order, never a sort of
+// every row of the sale (which would make a reconciliation of a large sale
+// cost pages × rows).
+func TestLedgerPagesSeekTheReservationIndex(t *testing.T) {
+	db := openMigrated(t, sqltest.SQLite)
+	st := NewOrderStore(db)
+	for _, tt := range []struct{ table, columns, index string }{
+		{"orders", orderColumns, "orders_reservation_id_key"},
+		{"failed_orders", failedOrderSelect, "PRIMARY"},
+		{"restore_requests", restoreColumns, "PRIMARY"},
+	} {
+		got := sqlitePlan(t, db, st.pageQuery(tt.columns, tt.table, tt.index), "tea", "tea.", "tea/", 10)
+		if !strings.Contains(got, "(reservation_id>? AND reservation_id<?)") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("plan of a page of %s: %s; want a range of the reservation id's index, no sort", tt.table, got)
+		}
+	}
+}
+
+// sqlitePlan is SQLite's EXPLAIN QUERY PLAN of query, its lines joined.
+func sqlitePlan(t *testing.T, db *DB, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.read.QueryContext(t.Context(), "EXPLAIN QUERY PLAN "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "; ")
+}
