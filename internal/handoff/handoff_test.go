@@ -352,7 +352,9 @@ func TestClose(t *testing.T) {
 	f := newFake()
 	b := newHandoff(t, f, Config{})
 	done := make(chan error, 1)
-	go func() { done <- b.Consume(context.Background(), seckill.ConsumeOptions{}, func(context.Context, []seckill.Delivery) {}) }()
+	go func() {
+		done <- b.Consume(context.Background(), seckill.ConsumeOptions{}, func(context.Context, []seckill.Delivery) {})
+	}()
 	if err := b.Close(); err != nil {
 		t.Fatal(err)
 	}
