@@ -276,7 +276,7 @@ func (q *orderQueries) tuples(rows, width int) string {
 //
 // Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
 // cut to the millisecond. An unknown sale is ErrNotFound. An event whose
-// reservation id does not have the shape of an id of saleID, or whose SaleID is not
+// reservation id is not a well-formed id of saleID, or whose SaleID is not
 // saleID, is the caller's mistake: the call fails with EINVALID and writes
 // nothing.
 func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
@@ -288,9 +288,7 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 			seckill.Errorf(seckill.EINVALID, "pay timeout must be positive, got %s", payTimeout))
 	}
 	for i, e := range events {
-		// The writer parsed the events at the broker edge; here only
-		// their shape is checked, as an invariant.
-		if !seckill.IsReservationOf(e.ReservationID, saleID) || e.SaleID != saleID {
+		if sale, ok := seckill.SaleIDOfReservation(e.ReservationID); !ok || sale != saleID || e.SaleID != saleID {
 			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID,
 				seckill.Errorf(seckill.EINVALID, "event %d (reservation %q, sale %q) is not a reservation of sale %s",
 					i, e.ReservationID, e.SaleID, saleID))
@@ -527,14 +525,14 @@ func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, eve
 	for start := 0; start < len(users); start += idChunk {
 		chunk := users[start:min(start+idChunk, len(users))]
 		// Padded like eachRowIn's lists, so that the statement is one of
-		// a few texts, prepared once.
-		n := padLen(len(chunk))
-		args := make([]any, 1+n)
+		// a few prepared texts; a buyer named twice in an IN list still
+		// matches each of their orders once.
+		args := make([]any, 1+padLen(len(chunk)))
 		args[0] = saleID
-		for i := range n {
+		for i := range args[1:] {
 			args[1+i] = chunk[min(i, len(chunk)-1)]
 		}
-		rows, err := st.query(ctx, tx, st.q.heldIn+st.q.list(2, n), args...)
+		rows, err := st.query(ctx, tx, st.q.heldIn+st.q.list(2, len(args)-1), args...)
 		if err != nil {
 			return nil, err
 		}
