@@ -276,7 +276,7 @@ func (q *orderQueries) tuples(rows, width int) string {
 //
 // Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
 // cut to the millisecond. An unknown sale is ErrNotFound. An event whose
-// reservation id is not a well-formed id of saleID, or whose SaleID is not
+// reservation id does not have the shape of an id of saleID, or whose SaleID is not
 // saleID, is the caller's mistake: the call fails with EINVALID and writes
 // nothing.
 func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
@@ -288,7 +288,9 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 			seckill.Errorf(seckill.EINVALID, "pay timeout must be positive, got %s", payTimeout))
 	}
 	for i, e := range events {
-		if sale, ok := seckill.SaleIDOfReservation(e.ReservationID); !ok || sale != saleID || e.SaleID != saleID {
+		// The writer parsed the events at the broker edge; here only
+		// their shape is checked, as an invariant.
+		if !seckill.IsReservationOf(e.ReservationID, saleID) || e.SaleID != saleID {
 			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID,
 				seckill.Errorf(seckill.EINVALID, "event %d (reservation %q, sale %q) is not a reservation of sale %s",
 					i, e.ReservationID, e.SaleID, saleID))
