@@ -29,20 +29,10 @@ type stack struct {
 
 var stacks = []stack{
 	{"redis+rabbitmq+mariadb", func(t testing.TB) func(*Config) {
-		redisURL, amqpURL, dbURL := servicetest.Redis.URL(t), servicetest.RabbitMQ.URL(t), sqltest.MySQL(t)
-		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
-		t.Cleanup(func() { deleteQueue(t, amqpURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
-		return func(c *Config) {
-			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, amqpURL, dbURL, queue, prefix
-		}
+		return externalStack(t, servicetest.RabbitMQ.URL(t), sqltest.MySQL(t))
 	}},
 	{"redis+nats+postgres", func(t testing.TB) func(*Config) {
-		redisURL, natsURL, dbURL := servicetest.Redis.URL(t), servicetest.NATS.URL(t), sqltest.Postgres(t)
-		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
-		t.Cleanup(func() { deleteQueue(t, natsURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
-		return func(c *Config) {
-			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, natsURL, dbURL, queue, prefix
-		}
+		return externalStack(t, servicetest.NATS.URL(t), sqltest.Postgres(t))
 	}},
 	// The embedded broker and database on a real Redis: the relay hands
 	// its batches to the writer (internal/handoff), JetStream keeps the
@@ -52,6 +42,18 @@ var stacks = []stack{
 		t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
 		return func(c *Config) { c.RedisURL, c.RedisKeyPrefix = redisURL, prefix }
 	}},
+}
+
+// externalStack is the shared Redis, the broker at brokerURL and the
+// database at dbURL, under a queue and key prefix of the test's own that
+// are deleted once the engines have closed.
+func externalStack(t testing.TB, brokerURL, dbURL string) func(*Config) {
+	redisURL := servicetest.Redis.URL(t)
+	queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
+	t.Cleanup(func() { deleteQueue(t, brokerURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
+	return func(c *Config) {
+		c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, brokerURL, dbURL, queue, prefix
+	}
 }
 
 // deleteQueue removes a test's queues (RabbitMQ) or streams (NATS) from
