@@ -185,6 +185,15 @@ func SaleIDOfReservation(id string) (string, bool) {
 	return id[:i], true
 }
 
+// IsReservationOf reports whether id has the shape of a reservation id of
+// saleID: the sale id, a dot and 26 characters. It is the cheap invariant
+// check for code inside the process, which holds ids an edge minted or
+// parsed already; ids from outside (a URL, a broker message, a database
+// row) are parsed with SaleIDOfReservation, once, at that edge.
+func IsReservationOf(id, saleID string) bool {
+	return len(id) == len(saleID)+27 && id[len(saleID)] == '.' && id[:len(saleID)] == saleID
+}
+
 // ValidUserID reports whether id can identify a buyer: 1 to MaxUserIDBytes
 // bytes of valid UTF-8 without control characters. User ids come from
 // token subjects and end up in Redis fields, SQL rows and log lines.

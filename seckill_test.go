@@ -24,6 +24,9 @@ func TestReservationIDRoundTrip(t *testing.T) {
 			if !ok || got != sale {
 				t.Fatalf("SaleIDOfReservation(%q) = %q, %v; want %q", id, got, ok, sale)
 			}
+			if !seckill.IsReservationOf(id, sale) || seckill.IsReservationOf(id, sale+"x") || seckill.IsReservationOf(id, sale[1:]) {
+				t.Fatalf("IsReservationOf(%q) does not tell sale %q from its neighbours", id, sale)
+			}
 		}
 	}
 	// Later ids sort after earlier ones.
@@ -42,6 +45,9 @@ func TestSaleIDOfReservationRejects(t *testing.T) {
 	} {
 		if sale, ok := seckill.SaleIDOfReservation(id); ok {
 			t.Errorf("SaleIDOfReservation(%q) accepted, sale %q", id, sale)
+		}
+		if len(id) != 28 && seckill.IsReservationOf(id, "s") {
+			t.Errorf("IsReservationOf(%q, s) accepted an id of the wrong length", id)
 		}
 	}
 }

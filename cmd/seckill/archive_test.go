@@ -74,6 +74,13 @@ func TestEndedSaleIsArchived(t *testing.T) {
 	if kept, _ := e.m.stock.KeptSales(ctx); slices.Contains(kept, sale) {
 		t.Errorf("the archived sale is still listed as kept")
 	}
+	// The operator sees it archived, in the sale's view and in the list.
+	if r := e.admin("GET", "/admin/v1/sales/"+sale, nil); r.body["phase"] != "archived" {
+		t.Errorf("admin view after archiving: phase %v, want archived", r.body["phase"])
+	}
+	if _, phases := e.listSales("ended", 50); phases[sale] != "archived" {
+		t.Errorf("ended list after archiving: phase %q, want archived", phases[sale])
+	}
 	if r := e.do("GET", "/api/v1/sales/"+sale, "", nil); r.status != 200 || r.body["state"] != "ended" || r.body["remaining"] != float64(8) {
 		t.Errorf("sale after archiving: %d %v; want ended with 8 remaining (2 paid of 10)", r.status, r.body)
 	}

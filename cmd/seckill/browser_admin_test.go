@@ -199,8 +199,10 @@ func TestBrowserResolveFailedOrder(t *testing.T) {
 	browser := startChromium(t)
 	op := openTab(t, browser, "operator")
 	op.signInAdmin(e, "/admin", "ops-bob")
-	op.waitFor("the sale in the list", `document.querySelector(`+strconv.Quote(`#sale-list .sale-item[data-sale-id="`+sale+`"]`)+`) !== null`, 30*time.Second)
-	op.do(chromedp.Click(chromedp.CSS(`#sale-list .sale-item[data-sale-id="` + sale + `"]`)))
+	// The sidebar says which sale has failed orders waiting; it opens it.
+	waiting := `#open-failed .sale-item[data-sale-id="` + sale + `"]`
+	op.waitFor("the sale among those with failed orders", `(document.querySelector(`+strconv.Quote(waiting)+`) || {textContent: ""}).textContent.includes("2 open")`, 30*time.Second)
+	op.do(chromedp.Click(chromedp.CSS(waiting)))
 	row := func(id string) string {
 		return `document.querySelector(` + strconv.Quote(`#failed-body tr[data-reservation-id="`+id+`"]`) + `)`
 	}
@@ -237,6 +239,7 @@ func TestBrowserResolveFailedOrder(t *testing.T) {
 	if lvl := e.stock(sale); lvl.Remaining() != 2 {
 		t.Errorf("Redis remaining %d, want 2 (the test's premise)", lvl.Remaining())
 	}
+	op.waitFor("nothing left to resolve in the sidebar", `document.querySelector(`+strconv.Quote(waiting)+`) === null && !document.getElementById("open-failed-none").hidden`, 30*time.Second)
 	op.shot("17-control-room-failed-orders-resolved")
 
 	// The engine agrees: both resolved, the order exists, the metrics count.

@@ -98,6 +98,7 @@ func TestDeployMonitoringCoversTheIssue(t *testing.T) {
 		"seckill_reconcile_outbox_entries", "seckill_reconcile_unrecorded_units",
 		"seckill_orders_persisted_total", "seckill_failed_orders_total",
 		"seckill_reconcile_restores_alerted", "seckill_reconcile_balanced", "seckill_broker_backlog_messages",
+		"seckill_failed_orders_resolved_total",
 	} {
 		if !strings.Contains(all, m) {
 			t.Errorf("dashboard has no query with %s", m)

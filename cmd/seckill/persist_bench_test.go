@@ -5,8 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,121 +22,234 @@ import (
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
 
+// persistRounds is how many rounds BenchmarkOrderPersistence runs; each
+// round persists b.N orders the textbook way and b.N through each pipeline
+// configuration.
+const persistRounds = 5
+
 // BenchmarkOrderPersistence compares, in one run on MariaDB, the
-// per-order-transaction baseline (one transaction per order: the
-// conditional UPDATE … WHERE stock > 0 and the INSERT; 32 concurrent
-// writers) with seckill's whole pipeline (Redis reserve
-// script → outbox → relay → RabbitMQ → order writer, a transaction per
-// batch). Both report orders/s; compare the two in the same run:
+// per-order-transaction baseline with seckill's whole pipeline (Redis
+// reserve script → outbox → relay → RabbitMQ → order writer, a transaction
+// per batch), at the default configuration and at a few others.
+//
+// The baseline is the textbook way, on the same tables: one transaction
+// per order, a conditional stock update and the insert, both prepared
+// once, 32 concurrent writers. Each round gives both sides the same data:
+// a fresh sale of b.N units (limit 1 each) bought by the same b.N buyers,
+// one unit each. The baseline and the pipelines take turns inside each
+// round (the order flips every round), and a pipeline's ratio is the
+// median of its per-round ratios to that round's baseline. CPU per order
+// is reported for this process (getrusage: the baseline's clients, or the
+// pipeline's reserve calls, relay and writer) and for mariadbd, read from
+// /proc when it runs on this machine:
 //
 //	go test -run XXX -bench OrderPersistence -benchtime 5000x ./cmd/seckill
 func BenchmarkOrderPersistence(b *testing.B) {
-	b.Run("per-order-transaction", func(b *testing.B) {
-		ctx := context.Background()
-		url := sqltest.MySQL(b)
-		db, err := sqlstore.Open(ctx, url)
+	ctx := context.Background()
+	baseline := newTextbookWriter(b)
+	configs := []struct {
+		name           string
+		writers, batch int // 0: the default
+	}{
+		{"defaults", 0, 0},
+		{"writers=1/batch=500", 1, 500},
+		{"writers=4/batch=500", 4, 500},
+		{"writers=2/batch=100", 2, 100},
+	}
+	type side struct {
+		run                          func() float64 // orders/s of one round
+		rates, ratios                []float64
+		selfCPU, dbCPU, mqCPU, kvCPU time.Duration
+	}
+	base := &side{run: func() float64 { return baseline.round(b, b.N) }}
+	pipes := make([]*side, len(configs))
+	for i, c := range configs {
+		stack := stacks[0].config(b)
+		e := startEngine(b, func(cfg *Config) {
+			stack(cfg)
+			if c.writers > 0 {
+				cfg.OrderWriters, cfg.OrderBatch = c.writers, c.batch
+			}
+		})
+		// The round's end is watched with a prepared statement, so that
+		// watching costs the database little.
+		unsold, err := rawMySQL(b, e.m.Config.DatabaseURL).PrepareContext(ctx, `SELECT stock FROM sales WHERE id = ?`)
 		if err != nil {
 			b.Fatal(err)
 		}
-		defer db.Close()
-		if err := db.Migrate(ctx); err != nil {
-			b.Fatal(err)
+		pipes[i] = &side{run: func() float64 { return pipelineRound(ctx, b, e, unsold, b.N) }}
+	}
+	all := append([]*side{base}, pipes...)
+	mariadbd, rabbit, redis := procsNamed("mariadbd"), procsNamed("beam.smp"), procsNamed("redis-server")
+	b.ResetTimer()
+	for round := range persistRounds {
+		order := all
+		if round%2 == 1 {
+			order = append([]*side{}, pipes...)
+			order = append(order, base)
 		}
-		sale := benchSale(b, sqlstore.NewSaleStore(db), int64(b.N))
-		// The textbook way, on the same tables: one transaction per order,
-		// a conditional stock update and the insert, 32 connections.
-		raw := rawMySQL(b, url)
-		var n atomic.Int64
-		b.SetParallelism(16) // 32 writers on 2 cores
-		b.ResetTimer()
-		start := time.Now()
-		b.RunParallel(func(pb *testing.PB) {
-			for pb.Next() {
-				i := n.Add(1)
-				id := seckill.NewReservationID(sale.ID, time.Now())
-				ms := time.Now().UnixMilli()
-				tx, err := raw.BeginTx(ctx, nil)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				res, err := tx.ExecContext(ctx, `UPDATE sales SET stock = stock - 1 WHERE id = ? AND stock > 0`, sale.ID)
-				if err == nil {
-					if k, _ := res.RowsAffected(); k != 1 {
-						err = fmt.Errorf("no stock")
-					}
-				}
-				if err == nil {
-					_, err = tx.ExecContext(ctx, `INSERT INTO orders (id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms)
-						VALUES (?, ?, ?, ?, 1, 100, 'ordered', ?, ?, ?, ?)`, seckill.OrderIDOf(id), id, sale.ID, fmt.Sprint("u", i), ms+3600000, ms, ms, ms)
-				}
-				if err == nil {
-					err = tx.Commit()
-				} else {
-					tx.Rollback()
-				}
-				if err != nil {
-					b.Error(err)
-				}
-			}
-		})
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
-	})
-
-	for _, v := range []struct{ writers, batch int }{{2, 100}, {1, 100}, {1, 500}, {2, 500}, {4, 500}} {
-		b.Run(fmt.Sprintf("pipeline/writers=%d/batch=%d", v.writers, v.batch), func(b *testing.B) {
-			benchPipeline(b, v.writers, v.batch)
-		})
+		for _, s := range order {
+			self, db, mq, kv := cpuSelf(), cpuOf(mariadbd), cpuOf(rabbit), cpuOf(redis)
+			s.rates = append(s.rates, s.run())
+			s.selfCPU += cpuSelf() - self
+			s.dbCPU += cpuOf(mariadbd) - db
+			s.mqCPU += cpuOf(rabbit) - mq
+			s.kvCPU += cpuOf(redis) - kv
+		}
+		for _, p := range pipes {
+			p.ratios = append(p.ratios, p.rates[round]/base.rates[round])
+		}
+	}
+	b.StopTimer()
+	perOrder := func(d time.Duration) float64 {
+		return float64(d.Microseconds()) / float64(persistRounds*b.N)
+	}
+	b.ReportMetric(median(base.rates), "baseline-orders/s")
+	b.ReportMetric(perOrder(base.selfCPU), "baseline-client-µs/order")
+	b.ReportMetric(perOrder(base.dbCPU), "baseline-mariadb-µs/order")
+	for i, c := range configs {
+		p := pipes[i]
+		b.ReportMetric(median(p.rates), c.name+"-orders/s")
+		b.ReportMetric(median(p.ratios), c.name+"-ratio")
+		b.ReportMetric(perOrder(p.selfCPU), c.name+"-seckill-µs/order")
+		b.ReportMetric(perOrder(p.dbCPU), c.name+"-mariadb-µs/order")
+		b.ReportMetric(perOrder(p.mqCPU), c.name+"-rabbitmq-µs/order")
+		b.ReportMetric(perOrder(p.kvCPU), c.name+"-redis-µs/order")
+		b.Logf("%s: ratios by round %s", c.name, fmtRatios(p.ratios))
 	}
 }
 
-func benchPipeline(b *testing.B, writers, batch int) {
-	{
-		base := stacks[0].config(b)
-		e := startEngine(b, func(c *Config) { base(c); c.OrderWriters, c.OrderBatch = writers, batch })
-		ctx := context.Background()
-		sale := benchSale(b, sqlstore.NewSaleStore(e.m.db), int64(b.N))
-		if _, err := e.m.stock.Preheat(ctx, sale); err != nil {
+func fmtRatios(xs []float64) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.FormatFloat(x, 'f', 2, 64)
+	}
+	return strings.Join(s, " ")
+}
+
+// pipelineRound reserves n units of a fresh sale through the engine's
+// stock store, the way the combiner sends them (batches of up to 256 per
+// script call), and returns orders/s from the first reserve until the
+// database holds every order.
+func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stmt, n int) float64 {
+	sales := sqlstore.NewSaleStore(e.m.db)
+	sale := benchSale(b, sales, int64(n))
+	if _, err := e.m.stock.Preheat(ctx, sale); err != nil {
+		b.Fatal(err)
+	}
+	start := time.Now()
+	for done := 0; done < n; {
+		k := min(256, n-done)
+		reqs := make([]seckill.ReserveRequest, k)
+		for i := range reqs {
+			reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()),
+				UserID: fmt.Sprint("u", done+i), Qty: 1}
+		}
+		res, err := e.m.stock.Reserve(ctx, sale.ID, reqs)
+		if err != nil {
 			b.Fatal(err)
 		}
-		b.ResetTimer()
-		start := time.Now()
-		// Claims go in the way the combiner sends them: batches of up to
-		// 256 per script call.
-		for done := 0; done < b.N; {
-			n := min(256, b.N-done)
-			reqs := make([]seckill.ReserveRequest, n)
-			for i := range reqs {
-				reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()),
-					UserID: fmt.Sprint("u", done+i), Qty: 1}
+		for _, r := range res {
+			if r.Outcome != seckill.OutcomeReserved {
+				b.Fatalf("reserve: %v", r.Outcome)
 			}
-			res, err := e.m.stock.Reserve(ctx, sale.ID, reqs)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for _, r := range res {
-				if r.Outcome != seckill.OutcomeReserved {
-					b.Fatalf("reserve: %v", r.Outcome)
+		}
+		done += k
+	}
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var left int64
+		if err := unsold.QueryRowContext(ctx, sale.ID).Scan(&left); err != nil {
+			b.Fatal(err)
+		}
+		if left == sale.Stock-int64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d orders persisted", sale.Stock-left, n)
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return float64(n) / time.Since(start).Seconds()
+}
+
+// textbookWriter is the baseline: one transaction per order on a MariaDB
+// database of seckill's schema, through a pool of 32 connections.
+type textbookWriter struct {
+	sales          *sqlstore.SaleStore
+	raw            *sql.DB
+	update, insert *sql.Stmt
+}
+
+func newTextbookWriter(b *testing.B) *textbookWriter {
+	ctx := context.Background()
+	dbURL := sqltest.MySQL(b)
+	db, err := sqlstore.Open(ctx, dbURL)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if err := db.Migrate(ctx); err != nil {
+		b.Fatal(err)
+	}
+	w := &textbookWriter{sales: sqlstore.NewSaleStore(db), raw: rawMySQL(b, dbURL)}
+	if w.update, err = w.raw.PrepareContext(ctx, `UPDATE sales SET stock = stock - 1 WHERE id = ? AND stock > 0`); err != nil {
+		b.Fatal(err)
+	}
+	w.insert, err = w.raw.PrepareContext(ctx, `INSERT INTO orders (id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms)
+		VALUES (?, ?, ?, ?, 1, 100, 'ordered', ?, ?, ?, ?)`)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return w
+}
+
+// round writes n orders of a fresh sale, 32 at a time, and returns
+// orders/s.
+func (w *textbookWriter) round(b *testing.B, n int) float64 {
+	ctx := context.Background()
+	sale := benchSale(b, w.sales, int64(n))
+	var (
+		wg   sync.WaitGroup
+		next = make(chan int)
+	)
+	start := time.Now()
+	for range 32 {
+		wg.Go(func() {
+			for i := range next {
+				if err := w.order(ctx, sale.ID, i); err != nil {
+					b.Error(err)
 				}
 			}
-			done += n
-		}
-		deadline := time.Now().Add(10 * time.Minute)
-		for {
-			s, err := sqlstore.NewSaleStore(e.m.db).Sale(ctx, sale.ID)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if s.Unsold == sale.Stock-int64(b.N) {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("%d of %d orders persisted", sale.Stock-s.Unsold, b.N)
-			}
-			time.Sleep(2 * time.Millisecond)
-		}
-		b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "orders/s")
+		})
 	}
+	for i := range n {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return float64(n) / time.Since(start).Seconds()
+}
+
+func (w *textbookWriter) order(ctx context.Context, sale string, i int) error {
+	id := seckill.NewReservationID(sale, time.Now())
+	ms := time.Now().UnixMilli()
+	tx, err := w.raw.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	res, err := tx.StmtContext(ctx, w.update).ExecContext(ctx, sale)
+	if err != nil {
+		return err
+	}
+	if k, _ := res.RowsAffected(); k != 1 {
+		return fmt.Errorf("no stock")
+	}
+	if _, err = tx.StmtContext(ctx, w.insert).ExecContext(ctx, seckill.OrderIDOf(id), id, sale, fmt.Sprint("u", i), ms+3600000, ms, ms, ms); err != nil {
+		return err
+	}
+	return tx.Commit()
 }
 
 // rawMySQL opens a plain database/sql handle on a mysql:// URL.
@@ -165,4 +282,48 @@ func benchSale(b *testing.B, sales *sqlstore.SaleStore, stock int64) *seckill.Sa
 		b.Fatal(err)
 	}
 	return s
+}
+
+// cpuSelf is the CPU time this process has used.
+func cpuSelf() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procsNamed lists the /proc/<pid>/stat files of the processes of this
+// machine named comm.
+func procsNamed(comm string) []string {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var named []string
+	for _, p := range stats {
+		if c, err := os.ReadFile(filepath.Join(filepath.Dir(p), "comm")); err == nil && strings.TrimSpace(string(c)) == comm {
+			named = append(named, p)
+		}
+	}
+	return named
+}
+
+// cpuOf is the CPU time used by the processes whose stat files are given
+// (0 for those gone).
+func cpuOf(stats []string) time.Duration {
+	var ticks int64
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		// After the name (which may hold spaces): state, then fields
+		// 4…; utime and stime are fields 14 and 15.
+		f := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+1:]))
+		if len(f) < 13 {
+			continue
+		}
+		u, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		ticks += u + st
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // operatorDo is an admin call made as a named operator.
@@ -187,6 +188,12 @@ func TestRemainingNeverAboveUnsold(t *testing.T) {
 			t.Errorf("GET %s: remaining %v, want 5 (the database's unsold)", path, r.body["remaining"])
 		}
 	}
+	r := e.admin("GET", "/admin/v1/sales?state=live", nil)
+	for _, v := range r.body["sales"].([]any) {
+		if v := v.(map[string]any); v["id"] == sale && v["remaining"] != float64(5) {
+			t.Errorf("GET /admin/v1/sales: remaining %v, want 5 (the database's unsold)", v["remaining"])
+		}
+	}
 	resp, err := e.client.Get(e.base + "/sales/" + sale)
 	if err != nil {
 		t.Fatal(err)
@@ -196,6 +203,30 @@ func TestRemainingNeverAboveUnsold(t *testing.T) {
 	if !strings.Contains(string(page), `data-remaining="5"`) {
 		t.Errorf("buyer page does not show remaining 5")
 	}
+}
+
+// TestEndEarlyStopsEveryNode: a sale ended on one node refuses claims on
+// another at once (Redis's window decides), and the other node's public
+// view says ended as soon as the announcement reaches it.
+func TestEndEarlyStopsEveryNode(t *testing.T) {
+	backends := realBackends(t)
+	a, b := startEngine(t, backends), startEngine(t, backends)
+	sale := a.liveSale(10, 1)
+	if r := b.reserve(sale, b.token("before"), 1, ""); r.status != http.StatusAccepted {
+		t.Fatalf("claim on node b before the end: %d %v", r.status, r.body)
+	}
+	if r := b.do("GET", "/api/v1/sales/"+sale, "", nil); r.body["state"] != "live" {
+		t.Fatalf("node b's view before the end: %v", r.body)
+	}
+	if r := a.operatorDo("POST", "/admin/v1/sales/"+sale+"/end", "fay", nil); r.status != http.StatusOK || r.body["changed"] != true {
+		t.Fatalf("end on node a: %d %v", r.status, r.body)
+	}
+	if r := b.reserve(sale, b.token("after"), 1, ""); r.code() != seckill.EENDED {
+		t.Errorf("claim on node b right after the end on a: %d %v, want ended", r.status, r.body)
+	}
+	servicetest.WaitFor(t, 10*time.Second, "node b's public view to say ended", func() bool {
+		return b.do("GET", "/api/v1/sales/"+sale, "", nil).body["state"] == "ended"
+	})
 }
 
 // TestResolveFailedOrders re-drives and refunds failed orders through the

@@ -70,9 +70,8 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("PreheatNeverResetsALiveSale", func(t *testing.T) {
 		t.Parallel()
 		ctx, store := context.Background(), newStore(t)
-		sale := liveStockSale(10, 3)
-		stockPreheat(t, store, sale)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 3, "")), seckill.OutcomeReserved)
+		sale := preheatedSale(t, store, 10, 3)
+		wantReserve(t, store, sale.ID, "u1", 3, "", seckill.OutcomeReserved)
 
 		again := *sale
 		again.Stock, again.PurchaseLimit = 100, 50
@@ -99,8 +98,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("Reserved", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(10, 3)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 10, 3)
 		r := stockRequest(sale.ID, "u1", 2, "")
 		got := stockReserve(t, store, sale.ID, r)
 		want := seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: 2}
@@ -113,8 +111,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("ReplayedWithSameKey", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(10, 5)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 10, 5)
 		first := stockRequest(sale.ID, "u1", 2, "key-1")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 
@@ -127,15 +124,14 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 2)
 
 		// The key belongs to u1 alone: u2 may use the same string.
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u2", 2, "key-1")), seckill.OutcomeReserved)
+		wantReserve(t, store, sale.ID, "u2", 2, "key-1", seckill.OutcomeReserved)
 		wantStockLevel(t, store, sale.ID, 10, 4)
 	})
 
 	t.Run("ReplayedEvenWhenSoldOutOrAtLimit", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(2, 2)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 2, 2)
 		first := stockRequest(sale.ID, "u1", 2, "k")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
@@ -147,9 +143,8 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("KeyReusedWithOtherQty", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(10, 5)
-		stockPreheat(t, store, sale)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "k")), seckill.OutcomeReserved)
+		sale := preheatedSale(t, store, 10, 5)
+		wantReserve(t, store, sale.ID, "u1", 1, "k", seckill.OutcomeReserved)
 		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
 		if got[0] != (seckill.ReserveResult{Outcome: seckill.OutcomeKeyReused}) {
 			t.Fatalf("same key, other qty = %+v; want key reused and nothing else", got[0])
@@ -160,41 +155,38 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("RejectionsAreNotStoredUnderTheKey", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(10, 2)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 10, 2)
 		// Rejected with key k: qty 3 is over the limit of 2.
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 3, "k")), seckill.OutcomeLimitExceeded)
+		wantReserve(t, store, sale.ID, "u1", 3, "k", seckill.OutcomeLimitExceeded)
 		// The same key with another qty is a new decision, not key reused.
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "k")), seckill.OutcomeReserved)
+		wantReserve(t, store, sale.ID, "u1", 1, "k", seckill.OutcomeReserved)
 	})
 
 	t.Run("LimitExceeded", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(100, 3)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 100, 3)
 		// qty over the limit at once
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 4, "")), seckill.OutcomeLimitExceeded)
+		wantReserve(t, store, sale.ID, "u1", 4, "", seckill.OutcomeLimitExceeded)
 		// cumulative: 2 + 1 fit, then 1 more does not, over several calls and keys
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "a")), seckill.OutcomeReserved)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "b")), seckill.OutcomeReserved)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "c")), seckill.OutcomeLimitExceeded)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, "")), seckill.OutcomeLimitExceeded)
+		wantReserve(t, store, sale.ID, "u1", 2, "a", seckill.OutcomeReserved)
+		wantReserve(t, store, sale.ID, "u1", 1, "b", seckill.OutcomeReserved)
+		wantReserve(t, store, sale.ID, "u1", 1, "c", seckill.OutcomeLimitExceeded)
+		wantReserve(t, store, sale.ID, "u1", 1, "", seckill.OutcomeLimitExceeded)
 		// another buyer is unaffected
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u2", 3, "")), seckill.OutcomeReserved)
+		wantReserve(t, store, sale.ID, "u2", 3, "", seckill.OutcomeReserved)
 		wantStockLevel(t, store, sale.ID, 100, 6)
 	})
 
 	t.Run("SoldOut", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(3, 5)
-		stockPreheat(t, store, sale)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "")), seckill.OutcomeReserved)
+		sale := preheatedSale(t, store, 3, 5)
+		wantReserve(t, store, sale.ID, "u1", 2, "", seckill.OutcomeReserved)
 		// 1 unit left: a request for 2 is sold out, one for 1 still fits.
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u2", 2, "")), seckill.OutcomeSoldOut)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u3", 1, "")), seckill.OutcomeReserved)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u4", 1, "")), seckill.OutcomeSoldOut)
+		wantReserve(t, store, sale.ID, "u2", 2, "", seckill.OutcomeSoldOut)
+		wantReserve(t, store, sale.ID, "u3", 1, "", seckill.OutcomeReserved)
+		wantReserve(t, store, sale.ID, "u4", 1, "", seckill.OutcomeSoldOut)
 		wantStockLevel(t, store, sale.ID, 3, 3)
 	})
 
@@ -233,8 +225,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		t.Parallel()
 		o.skipIfUnordered(t)
 		store := newStore(t)
-		sale := liveStockSale(5, 2)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 5, 2)
 		reqs := []seckill.ReserveRequest{
 			stockRequest(sale.ID, "u1", 2, "a"), // reserved: 3 left
 			stockRequest(sale.ID, "u1", 2, "a"), // replay of the one before, within the batch
@@ -269,8 +260,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("EmptyBatch", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(5, 2)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 5, 2)
 		if got := stockReserve(t, store, sale.ID); len(got) != 0 {
 			t.Fatalf("Reserve of no requests = %+v; want none", got)
 		}
@@ -280,34 +270,10 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		t.Parallel()
 		store := newStore(t)
 		const stock, buyers = 200, 2000
-		sale := liveStockSale(stock, 1)
-		stockPreheat(t, store, sale)
-		var (
-			wg       sync.WaitGroup
-			mu       sync.Mutex
-			outcomes = map[seckill.Outcome]int{}
-			ids      = map[string]bool{}
-		)
-		start := make(chan struct{})
-		for i := range buyers {
-			wg.Go(func() {
-				r := stockRequest(sale.ID, fmt.Sprintf("buyer-%d", i), 1, "")
-				<-start
-				res, err := store.Reserve(context.Background(), sale.ID, []seckill.ReserveRequest{r})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					t.Errorf("Reserve: %v", err)
-					return
-				}
-				outcomes[res[0].Outcome]++
-				if res[0].Outcome == seckill.OutcomeReserved {
-					ids[res[0].ReservationID] = true
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
+		sale := preheatedSale(t, store, stock, 1)
+		outcomes, ids := reserveAtOnce(t, store, sale.ID, buyers, func(i int) seckill.ReserveRequest {
+			return stockRequest(sale.ID, fmt.Sprintf("buyer-%d", i), 1, "")
+		})
 		if outcomes[seckill.OutcomeReserved] != stock || outcomes[seckill.OutcomeSoldOut] != buyers-stock || len(ids) != stock {
 			t.Fatalf("%d buyers for %d units: outcomes %v, %d distinct ids; want %d reserved, %d sold out",
 				buyers, stock, outcomes, len(ids), stock, buyers-stock)
@@ -318,33 +284,11 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 	t.Run("ConcurrentRetriesOfOneKeyClaimOnce", func(t *testing.T) {
 		t.Parallel()
 		store := newStore(t)
-		sale := liveStockSale(100, 10) // a limit of 10 would let duplicates through
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 100, 10) // a limit of 10 would let duplicates through
 		const retries = 50
-		var (
-			wg       sync.WaitGroup
-			mu       sync.Mutex
-			outcomes = map[seckill.Outcome]int{}
-			ids      = map[string]bool{}
-		)
-		start := make(chan struct{})
-		for range retries {
-			wg.Go(func() {
-				r := stockRequest(sale.ID, "impatient", 1, "the-one-key")
-				<-start
-				res, err := store.Reserve(context.Background(), sale.ID, []seckill.ReserveRequest{r})
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					t.Errorf("Reserve: %v", err)
-					return
-				}
-				outcomes[res[0].Outcome]++
-				ids[res[0].ReservationID] = true
-			})
-		}
-		close(start)
-		wg.Wait()
+		outcomes, ids := reserveAtOnce(t, store, sale.ID, retries, func(int) seckill.ReserveRequest {
+			return stockRequest(sale.ID, "impatient", 1, "the-one-key")
+		})
 		if outcomes[seckill.OutcomeReserved] != 1 || outcomes[seckill.OutcomeReplayed] != retries-1 || len(ids) != 1 {
 			t.Fatalf("%d retries of one key: outcomes %v, ids %v; want 1 reserved, %d replayed, one id",
 				retries, outcomes, ids, retries-1)
@@ -378,6 +322,56 @@ func stockRequest(saleID, user string, qty int64, key string) seckill.ReserveReq
 		Qty:            qty,
 		IdempotencyKey: key,
 	}
+}
+
+// preheatedSale is a live sale of stock units, limit per buyer, preheated
+// into store.
+func preheatedSale(t *testing.T, store seckill.StockStore, stock, limit int64) *seckill.Sale {
+	t.Helper()
+	sale := liveStockSale(stock, limit)
+	stockPreheat(t, store, sale)
+	return sale
+}
+
+// wantReserve reserves qty for user (with key, if any) alone in a batch
+// and checks the outcome.
+func wantReserve(t *testing.T, store seckill.StockStore, saleID, user string, qty int64, key string, want seckill.Outcome) {
+	t.Helper()
+	wantStockOutcomes(t, stockReserve(t, store, saleID, stockRequest(saleID, user, qty, key)), want)
+}
+
+// reserveAtOnce sends n requests of one each, made by req, from n
+// goroutines released together, and counts their outcomes and the ids of
+// those claimed.
+func reserveAtOnce(t *testing.T, store seckill.StockStore, saleID string, n int, req func(i int) seckill.ReserveRequest) (map[seckill.Outcome]int, map[string]bool) {
+	t.Helper()
+	var (
+		wg       sync.WaitGroup
+		mu       sync.Mutex
+		outcomes = map[seckill.Outcome]int{}
+		ids      = map[string]bool{}
+	)
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			r := req(i)
+			<-start
+			res, err := store.Reserve(context.Background(), saleID, []seckill.ReserveRequest{r})
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("Reserve: %v", err)
+				return
+			}
+			outcomes[res[0].Outcome]++
+			if res[0].Outcome.Claimed() {
+				ids[res[0].ReservationID] = true
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	return outcomes, ids
 }
 
 func stockPreheat(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {

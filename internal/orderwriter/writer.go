@@ -60,7 +60,43 @@ type Writer struct {
 	consumer Consumer
 	cfg      Config
 
+	sales  saleLocks
 	worker startstop.Worker
+}
+
+// saleLocks holds a mutex per sale while anyone holds or waits for it.
+type saleLocks struct {
+	mu    sync.Mutex
+	locks map[string]*saleLock
+}
+
+type saleLock struct {
+	sync.Mutex
+	users int // holders and waiters
+}
+
+// lock waits for sale's mutex and returns its release.
+func (s *saleLocks) lock(sale string) (unlock func()) {
+	s.mu.Lock()
+	if s.locks == nil {
+		s.locks = map[string]*saleLock{}
+	}
+	l := s.locks[sale]
+	if l == nil {
+		l = &saleLock{}
+		s.locks[sale] = l
+	}
+	l.users++
+	s.mu.Unlock()
+	l.Lock()
+	return func() {
+		l.Unlock()
+		s.mu.Lock()
+		if l.users--; l.users == 0 {
+			delete(s.locks, sale)
+		}
+		s.mu.Unlock()
+	}
 }
 
 // New returns a Writer reading from consumer into store.
@@ -128,7 +164,9 @@ func (w *Writer) Stop(ctx context.Context) error {
 // handle persists one batch. Deliveries are grouped by sale, one
 // transaction per sale. A failure while the database is unreachable is
 // waited out without spending the messages' attempts: an outage is not a
-// bad message, and must not fill failed_orders.
+// bad message, and must not fill failed_orders. A batch that fails with
+// the database up is tried again event by event, so that one bad event
+// costs only its own attempt and the others persist.
 func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
 	groups := map[string][]int{} // sale → indexes into batch
 	var order []string
@@ -152,34 +190,52 @@ func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
 			evs[j] = events[i]
 		}
 		outcomes, err := w.persist(ctx, sale, evs)
-		if err != nil {
+		if err == nil {
+			w.settle(sale, batch, idx, evs, outcomes)
+			continue
+		}
+		if len(idx) == 1 || ctx.Err() != nil {
 			for _, i := range idx {
 				batch[i].Retry(err)
 			}
 			continue
 		}
-		var created, dup, rejected int
+		w.cfg.Logger.Warn("order writer: batch failed; persisting its events one by one", "sale", sale, "events", len(evs), "err", err)
 		for j, i := range idx {
-			switch outcomes[j] {
-			case seckill.PersistCreated:
-				created++
-			case seckill.PersistDuplicate:
-				dup++
-			case seckill.PersistRejected:
-				rejected++
-				w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: seckill.ReasonInsufficientStock, Attempts: batch[i].Attempt()})
-			case seckill.PersistOverLimit:
-				rejected++
-				w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: seckill.ReasonOverLimit, Attempts: batch[i].Attempt()})
+			one, err := w.persist(ctx, sale, evs[j:j+1])
+			if err != nil {
+				batch[i].Retry(err)
+				continue
 			}
-			batch[i].Ack()
+			w.settle(sale, batch, []int{i}, evs[j:j+1], one)
 		}
-		if w.cfg.Observe != nil {
-			w.cfg.Observe(created, dup, rejected)
+	}
+}
+
+// settle acknowledges the deliveries batch[idx[j]] whose events evs[j]
+// the store decided (outcomes[j]), alerting on each it refused.
+func (w *Writer) settle(sale string, batch []seckill.Delivery, idx []int, evs []seckill.ReservationEvent, outcomes []seckill.PersistOutcome) {
+	var created, dup, rejected int
+	for j, i := range idx {
+		switch outcomes[j] {
+		case seckill.PersistCreated:
+			created++
+		case seckill.PersistDuplicate:
+			dup++
+		case seckill.PersistRejected:
+			rejected++
+			w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: seckill.ReasonInsufficientStock, Attempts: batch[i].Attempt()})
+		case seckill.PersistOverLimit:
+			rejected++
+			w.alert(&seckill.FailedOrder{ReservationID: evs[j].ReservationID, SaleID: sale, UserID: evs[j].UserID, Qty: evs[j].Qty, Reason: seckill.ReasonOverLimit, Attempts: batch[i].Attempt()})
 		}
-		if created > 0 && w.cfg.AfterPersist != nil {
-			w.cfg.AfterPersist()
-		}
+		batch[i].Ack()
+	}
+	if w.cfg.Observe != nil {
+		w.cfg.Observe(created, dup, rejected)
+	}
+	if created > 0 && w.cfg.AfterPersist != nil {
+		w.cfg.AfterPersist()
 	}
 }
 
@@ -188,7 +244,15 @@ func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
 // growing pause, and no attempt is spent. It returns an error only for a
 // failure with the database up (a bad event, an unknown sale), or when ctx
 // ends.
+//
+// The consumers of this process persist one sale's batches one at a time:
+// two transactions of a sale cannot commit together anyway (its row is
+// locked from the stock update to the commit), and two begun together
+// would have one lose its optimistic lock and redo its reads. Writers in
+// other processes, and a redrive, still meet on the optimistic lock.
 func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
+	unlock := w.sales.lock(sale)
+	defer unlock()
 	pause := w.cfg.OutageBackoff
 	for {
 		outcomes, err := w.store.PersistReservations(ctx, sale, evs, w.cfg.Now(), w.cfg.PayTimeout)

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -49,16 +50,34 @@ type fakeStore struct {
 	down     int            // the database is down for this many pings
 	failRec  bool
 	overUser string // PersistReservations refuses this buyer's events as over the limit
+	badUser  string // PersistReservations fails any batch with this buyer's event
+	inFlight map[string]int
+	overlap  bool          // two PersistReservations of one sale ran at once
+	gate     chan struct{} // if set, PersistReservations waits on it
 }
 
 func newFakeStore() *fakeStore {
-	return &fakeStore{orders: map[string]bool{}, failed: map[string]*seckill.FailedOrder{}, calls: map[string]int{}}
+	return &fakeStore{orders: map[string]bool{}, failed: map[string]*seckill.FailedOrder{}, calls: map[string]int{}, inFlight: map[string]int{}}
 }
 
 func (f *fakeStore) PersistReservations(_ context.Context, sale string, evs []seckill.ReservationEvent, _ time.Time, _ time.Duration) ([]seckill.PersistOutcome, error) {
 	f.mu.Lock()
+	f.inFlight[sale]++
+	f.overlap = f.overlap || f.inFlight[sale] > 1
+	gate := f.gate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.inFlight[sale]--
 	f.calls[sale]++
+	for _, ev := range evs {
+		if ev.UserID == f.badUser {
+			return nil, errors.New("data too long for column user_id")
+		}
+	}
 	if f.down > 0 {
 		return nil, errors.New("connection refused")
 	}
@@ -161,6 +180,81 @@ func TestFailureWithDatabaseUpRetriesOnlyThatSale(t *testing.T) {
 	}
 	if !good.acked {
 		t.Error("an event of another sale was not acked")
+	}
+}
+
+// TestBadEventInABatch: a batch the store refuses with the database up is
+// tried event by event: the bad event is retried, the others persist.
+func TestBadEventInABatch(t *testing.T) {
+	store := newFakeStore()
+	store.badUser = "bad"
+	var created int
+	w := New(store, nil, Config{Observe: func(c, _, _ int) { created += c }})
+	ds := []*delivery{event(t, "a", "u1"), event(t, "a", "bad"), event(t, "a", "u2"), event(t, "a", "u3")}
+	batch := make([]seckill.Delivery, len(ds))
+	for i, d := range ds {
+		batch[i] = d
+	}
+	w.handle(context.Background(), batch)
+	for i, d := range ds {
+		if bad := i == 1; bad && (d.acked || d.retried == nil) || !bad && !d.acked {
+			t.Errorf("delivery %d (user %s): acked=%v retried=%v", i, []string{"u1", "bad", "u2", "u3"}[i], d.acked, d.retried)
+		}
+	}
+	if created != 3 || len(store.orders) != 3 {
+		t.Errorf("created %d, orders %d; want the 3 good events persisted", created, len(store.orders))
+	}
+	if store.calls["a"] != 1+len(ds) {
+		t.Errorf("store called %d times, want the batch once and then each event", store.calls["a"])
+	}
+}
+
+// TestOneSaleOneTransactionAtATime: the consumers of one writer never run
+// two transactions of a sale at once (one would lose its optimistic lock);
+// another sale's transaction goes ahead meanwhile.
+func TestOneSaleOneTransactionAtATime(t *testing.T) {
+	store := newFakeStore()
+	store.gate = make(chan struct{})
+	w := New(store, nil, Config{})
+	var wg sync.WaitGroup
+	var ds []*delivery
+	start := func(sale string) {
+		d := event(t, sale, "u")
+		ds = append(ds, d)
+		wg.Go(func() { w.handle(context.Background(), []seckill.Delivery{d}) })
+	}
+	inFlight := func(sale string) int {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.inFlight[sale]
+	}
+	waiting := func(sale string) int {
+		w.sales.mu.Lock()
+		defer w.sales.mu.Unlock()
+		if l := w.sales.locks[sale]; l != nil {
+			return l.users
+		}
+		return 0
+	}
+	start("a")
+	servicetest.WaitFor(t, 10*time.Second, "the first transaction of a", func() bool { return inFlight("a") == 1 })
+	start("a")
+	servicetest.WaitFor(t, 10*time.Second, "the second batch of a to wait or to start",
+		func() bool { return waiting("a") == 2 || inFlight("a") == 2 })
+	start("b")
+	servicetest.WaitFor(t, 10*time.Second, "b's transaction, while a's are held", func() bool { return inFlight("b") == 1 })
+	close(store.gate)
+	wg.Wait()
+	if store.overlap {
+		t.Error("two transactions of one sale ran at once")
+	}
+	for i, d := range ds {
+		if !d.acked {
+			t.Errorf("delivery %d not acked", i)
+		}
+	}
+	if waiting("a") != 0 || len(w.sales.locks) != 0 {
+		t.Errorf("%d sale locks left after every batch settled, want none", len(w.sales.locks))
 	}
 }
 

@@ -73,11 +73,11 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 }
 
 // Reserve decides reqs for one sale in one script call, atomically and in
-// order; results[i] answers reqs[i]. Requests are checked first, as a
-// guard against bugs upstream (the API validates buyer input before it
-// batches): a batch with a malformed request (qty < 1, an invalid user id
-// or idempotency key, a reservation id of another sale) or over MaxBatch
-// requests is refused whole with an invalid_request error.
+// order; results[i] answers reqs[i]. The HTTP edge validated every field
+// of the requests (internal/httpapi) and minted their ids; Reserve checks
+// only the cheap invariants that keep the script's books right whatever
+// the caller (see validateBatch): a batch that breaks one, or of over
+// MaxBatch requests, is refused whole with an invalid_request error.
 func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
@@ -210,6 +210,13 @@ func (s *Store) saleRateKey(saleID string, c seckill.RateCheck) string {
 		strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(c.Limit.Rate), 10)
 }
 
+// validateBatch checks the invariants the reserve script relies on: a sale
+// id safe inside a hash tag (once per batch), reservation ids of that sale
+// (their shape only: they were minted for it a moment ago, not parsed from
+// outside), a qty the script can count, and user ids, idempotency keys and
+// rate checks of bounded size with no byte that would break a key or a
+// log line. Each is a length or range test or one loop over a short
+// string.
 func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
 	if !seckill.ValidSaleID(saleID) {
 		return seckill.Errorf(seckill.EINVALID, "invalid sale id")
@@ -218,8 +225,8 @@ func validateBatch(saleID string, reqs []seckill.ReserveRequest) error {
 		return seckill.Errorf(seckill.EINVALID, "batch of %d requests is over the limit of %d", len(reqs), MaxBatch)
 	}
 	for i, r := range reqs {
-		switch sale, ok := seckill.SaleIDOfReservation(r.ReservationID); {
-		case !ok || sale != saleID:
+		switch {
+		case !seckill.IsReservationOf(r.ReservationID, saleID):
 			return seckill.Errorf(seckill.EINVALID, "request %d: reservation id %q is not an id of sale %q", i, r.ReservationID, saleID)
 		case !seckill.ValidUserID(r.UserID):
 			return seckill.Errorf(seckill.EINVALID, "request %d: invalid user id", i)

@@ -276,7 +276,7 @@ func (q *orderQueries) tuples(rows, width int) string {
 //
 // Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
 // cut to the millisecond. An unknown sale is ErrNotFound. An event whose
-// reservation id is not a well-formed id of saleID, or whose SaleID is not
+// reservation id does not have the shape of an id of saleID, or whose SaleID is not
 // saleID, is the caller's mistake: the call fails with EINVALID and writes
 // nothing.
 func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
@@ -288,7 +288,9 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 			seckill.Errorf(seckill.EINVALID, "pay timeout must be positive, got %s", payTimeout))
 	}
 	for i, e := range events {
-		if sale, ok := seckill.SaleIDOfReservation(e.ReservationID); !ok || sale != saleID || e.SaleID != saleID {
+		// The writer parsed the events at the broker edge; here only
+		// their shape is checked, as an invariant.
+		if !seckill.IsReservationOf(e.ReservationID, saleID) || e.SaleID != saleID {
 			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID,
 				seckill.Errorf(seckill.EINVALID, "event %d (reservation %q, sale %q) is not a reservation of sale %s",
 					i, e.ReservationID, e.SaleID, saleID))
@@ -524,12 +526,15 @@ func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, eve
 	}
 	for start := 0; start < len(users); start += idChunk {
 		chunk := users[start:min(start+idChunk, len(users))]
-		args := make([]any, 0, len(chunk)+1)
-		args = append(args, saleID)
-		for _, u := range chunk {
-			args = append(args, u)
+		// Padded like eachRowIn's lists, so that the statement is one of
+		// a few prepared texts; a buyer named twice in an IN list still
+		// matches each of their orders once.
+		args := make([]any, 1+padLen(len(chunk)))
+		args[0] = saleID
+		for i := range args[1:] {
+			args[1+i] = chunk[min(i, len(chunk)-1)]
 		}
-		rows, err := tx.QueryContext(ctx, st.q.heldIn+st.q.list(2, len(chunk)), args...)
+		rows, err := st.query(ctx, tx, st.q.heldIn+st.q.list(2, len(args)-1), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -652,7 +657,8 @@ func (st *OrderStore) writerQueries() []string {
 			st.q.insertFailedOrders+st.q.tuples(n, failedOrderWidth))
 	}
 	for n := 1; n <= padLen(idChunk); n *= 2 {
-		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n))
+		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n),
+			st.q.heldIn+st.q.list(2, n))
 	}
 	return qs
 }

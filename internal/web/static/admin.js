@@ -427,12 +427,17 @@
 
   // --- failed orders ---------------------------------------------------------------
 
+  // loadFailed reads the failed orders (the newest 1000) for the sidebar's
+  // count of open ones per sale and for the open sale's table.
   async function loadFailed() {
-    if (!cur) return;
-    const saleID = cur.sale.id;
+    if (!token) return;
+    const saleID = cur ? cur.sale.id : null;
     const r = await admin("GET", "/admin/v1/failed-orders?limit=1000");
-    if (!cur || cur.sale.id !== saleID || r.status !== 200 || !r.body) return;
-    const rows = (r.body.failed_orders || []).filter(function (f) { return f.sale_id === saleID; });
+    if (r.status !== 200 || !r.body) return;
+    const all = r.body.failed_orders || [];
+    renderOpenFailed(all);
+    if (!cur || cur.sale.id !== saleID) return;
+    const rows = all.filter(function (f) { return f.sale_id === saleID; });
     const body = $("failed-body");
     body.textContent = "";
     $("failed-empty").hidden = rows.length > 0;
@@ -459,6 +464,38 @@
       body.append(tr);
     });
   }
+
+  function renderOpenFailed(all) {
+    const counts = {};
+    const order = [];
+    for (const f of all) {
+      if (f.resolution) continue;
+      if (!counts[f.sale_id]) order.push(f.sale_id);
+      counts[f.sale_id] = (counts[f.sale_id] || 0) + 1;
+    }
+    const ul = $("open-failed");
+    ul.textContent = "";
+    $("open-failed-none").hidden = order.length > 0;
+    for (const id of order) {
+      const known = list.items.find(function (v) { return v.id === id; });
+      const li = document.createElement("li");
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "sale-item";
+      b.dataset.saleId = id;
+      const name = document.createElement("span");
+      name.className = "sale-name";
+      name.textContent = known ? known.name : id;
+      const n = document.createElement("span");
+      n.className = "badge bad";
+      n.textContent = counts[id] + " open";
+      b.append(name, n);
+      b.addEventListener("click", function () { open(id); });
+      li.append(b);
+      ul.append(li);
+    }
+  }
+  setInterval(loadFailed, 15000);
 
   function resolutionText(res) {
     if (!res) return "Open";
@@ -879,6 +916,7 @@
   function start() {
     showSignedIn(true);
     loadSales(false);
+    loadFailed();
     sk.syncClock(3).then(function () {
       $("c-start").value = localInputValue(sk.serverNow() + 2 * 60000);
     });
