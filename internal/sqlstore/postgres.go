@@ -62,8 +62,6 @@ var postgresOrderQueries = orderQueries{
 		return errors.As(err, &e) && (e.Code == "40001" || e.Code == "40P01")
 	},
 
-	saleStock:        `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = $1`,
-	heldIn:           `SELECT user_id, qty FROM orders WHERE sale_id = $1 AND status <> 'cancelled' AND user_id IN `,
 	orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 	failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
 	bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = $1`,
