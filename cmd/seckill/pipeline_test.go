@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,12 +292,9 @@ func TestPipeline(t *testing.T) {
 // TestBrokerCutMidSale: the connection to RabbitMQ drops in the middle of
 // the rush and comes back; every claim still becomes exactly one order.
 func TestBrokerCutMidSale(t *testing.T) {
-	amqpURL := servicetest.RabbitMQ.URL(t)
-	u, _ := url.Parse(amqpURL)
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := servicetest.ProxyURL(t, servicetest.RabbitMQ.URL(t))
 	base := stacks[0].config(t)
-	e := startEngine(t, func(c *Config) { base(c); c.BrokerURL = u.String() })
+	e := startEngine(t, func(c *Config) { base(c); c.BrokerURL = viaProxy })
 	sale := e.liveSale(300, 1)
 
 	_, first := e.rush(sale, 150, "before")
@@ -330,12 +326,9 @@ func TestBrokerCutMidSale(t *testing.T) {
 // the sale is created; claims keep being answered from Redis, and once the
 // database is back every one becomes an order, none in failed_orders.
 func TestDatabaseDownForAWhile(t *testing.T) {
-	dbURL := sqltest.MySQL(t)
-	u, _ := url.Parse(dbURL)
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := servicetest.ProxyURL(t, sqltest.MySQL(t))
 	base := stacks[0].config(t)
-	e := startEngine(t, func(c *Config) { base(c); c.DatabaseURL = u.String() })
+	e := startEngine(t, func(c *Config) { base(c); c.DatabaseURL = viaProxy })
 	sale := e.liveSale(200, 1)
 
 	proxy.Cut()

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -349,13 +348,8 @@ func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
 // TestSubscribeRestockedReconnects cuts the subscription's connection and
 // checks that announcements are heard again once Redis is back.
 func TestSubscribeRestockedReconnects(t *testing.T) {
-	u, err := url.Parse(servicetest.Redis.URL(t))
-	if err != nil {
-		t.Fatalf("Redis URL: %v", err)
-	}
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	s := connect(t, u.String())
+	proxy, viaProxy := servicetest.ProxyURL(t, servicetest.Redis.URL(t))
+	s := connect(t, viaProxy)
 	saleID := servicetest.UniqueName("sale_")
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -142,7 +142,10 @@ type orderQueries struct {
 	// reservation $4 if its status is $5.
 	cancelOrder string
 	// expiredOrders selects up to $3 orders of status $1 with
-	// pay_by_ms <= $2, oldest deadline first.
+	// pay_by_ms <= $2, oldest deadline first. No tie-break: the
+	// (status, pay_by_ms) index gives that order and the scan stops at
+	// the limit, where a second key would sort every expired order for
+	// each batch (20,000 of them after a rush that nobody paid for).
 	expiredOrders string
 	// failedOrders selects up to $1 failed orders, newest first.
 	failedOrders string
@@ -192,7 +195,7 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 			WHERE reservation_id = ? AND status = ?`,
 		expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 			WHERE status = ? AND pay_by_ms <= ?
-			ORDER BY pay_by_ms, reservation_id LIMIT ?`,
+			ORDER BY pay_by_ms LIMIT ?`,
 		failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
 	}

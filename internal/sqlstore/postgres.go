@@ -80,7 +80,7 @@ var postgresOrderQueries = orderQueries{
 		WHERE reservation_id = $4 AND status = $5`,
 	expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE status = $1 AND pay_by_ms <= $2
-		ORDER BY pay_by_ms, reservation_id LIMIT $3`,
+		ORDER BY pay_by_ms LIMIT $3`,
 	failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT $1`,
 }
