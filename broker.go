@@ -248,6 +248,16 @@ type Pack struct {
 	Events    []PackedMessage
 }
 
+// Packed returns msgs as events of a pack whose next delivery counts as
+// attempt.
+func Packed(msgs []Message, attempt int) []PackedMessage {
+	out := make([]PackedMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = PackedMessage{Message: m, Attempt: attempt}
+	}
+	return out
+}
+
 // SplitPacks cuts msgs into runs that each fit one pack.
 func SplitPacks(msgs []PackedMessage) [][]PackedMessage {
 	var out [][]PackedMessage

@@ -174,31 +174,14 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 		replica = redistest.StartReplica(t, primary, "--appendonly", "yes")
 	}
 	proxy := servicetest.StartProxy(t, primary.Addr)
-	logs := &syncBuffer{}
-	e := startEngine(t, func(c *Config) {
-		c.RedisURL = "redis://" + proxy.Addr()
-		c.RedisDurability = sc.durability
-		c.LostClaimAfter = 5 * time.Second
-		c.HealInterval = 200 * time.Millisecond
-		c.ReconcileInterval = time.Hour
-	}, func(m *Main) {
-		m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	})
+	e, logs := healingEngine(t, "redis://"+proxy.Addr(), sc.durability)
 	sale := e.liveSale(stock, 1)
 
 	// The rush goes on across the power loss: a first wave of buyers,
 	// the copy of what the disk holds, a second wave (what the loss will
 	// take), the kill, then the rest of the buyers.
-	var acked atomic.Int64
-	outcomes := map[string]int{}
-	var claims []claim
-	wave := func(from, to int) {
-		c, o := e.rushWith(sale, from, to, 12, "b", &acked)
-		claims = append(claims, c...)
-		for k, v := range o {
-			outcomes[k] += v
-		}
-	}
+	w := &waves{e: e, sale: sale}
+	acked, wave := &w.acked, w.run
 	wave(0, stock/3)
 	snap, err := primary.Snapshot()
 	if err != nil {
@@ -237,7 +220,7 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	res := struct {
 		claims   []claim
 		outcomes map[string]int
-	}{claims, outcomes}
+	}{w.claims, w.outcomes}
 	t.Logf("%s: claims acknowledged %d (%d at the copy, %d at the kill); answers %v", sc.name, len(res.claims), atSnap, atKill, res.outcomes)
 
 	// Every buyer told "claimed" tries once more, with a new key.
@@ -251,11 +234,7 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 		}
 	}
 
-	final := e.settle(res.claims, 90*time.Second)
-	counts := map[string]int{}
-	for _, st := range final {
-		counts[st]++
-	}
+	final, counts := e.settleCounted(res.claims, 90*time.Second)
 	ledger, units, overLimit, failedBy := e.tallyLedger(sale, 1)
 	lost := failedBy[seckill.ReasonLostInStockStore]
 	alerts := strings.Count(logs.String(), "ALERT")
@@ -305,6 +284,61 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	if rep.LostWrites.Detected {
 		t.Errorf("%s: reconciliation reports lost writes %+v", sc.name, rep.LostWrites)
 	}
+}
+
+// healingEngine starts an engine on the Redis at redisURL with durability,
+// which notices lost claims within seconds and heals every 200ms; its
+// warnings (and ALERT lines) go to logs.
+func healingEngine(t *testing.T, redisURL, durability string) (*engine, *servicetest.Buffer) {
+	t.Helper()
+	logs := &servicetest.Buffer{}
+	e := startEngine(t, func(c *Config) {
+		c.RedisURL = redisURL
+		c.RedisDurability = durability
+		c.LostClaimAfter = 5 * time.Second
+		c.HealInterval = 200 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+	}, func(m *Main) {
+		m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	})
+	return e, logs
+}
+
+// waves rushes a sale's buyers in waves (rushWith, 12 workers, buyers
+// "b-<n>"), adding up the claims and answers of all of them; acked
+// counts the 202s as they come. Waves may run concurrently.
+type waves struct {
+	e     *engine
+	sale  string
+	acked atomic.Int64
+
+	mu       sync.Mutex
+	claims   []claim
+	outcomes map[string]int
+}
+
+func (w *waves) run(from, to int) {
+	c, o := w.e.rushWith(w.sale, from, to, 12, "b", &w.acked)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.claims = append(w.claims, c...)
+	if w.outcomes == nil {
+		w.outcomes = map[string]int{}
+	}
+	for k, v := range o {
+		w.outcomes[k] += v
+	}
+}
+
+// settleCounted is settle, with how many claims ended in each status.
+func (e *engine) settleCounted(claims []claim, within time.Duration) (final map[string]string, counts map[string]int) {
+	e.t.Helper()
+	final = e.settle(claims, within)
+	counts = map[string]int{}
+	for _, st := range final {
+		counts[st]++
+	}
+	return final, counts
 }
 
 // tallyLedger reads the sale's orders from the database: the units held

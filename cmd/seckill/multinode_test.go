@@ -210,12 +210,19 @@ func (n *node) start() error {
 	return nil
 }
 
-// kill SIGKILLs the current life.
-func (n *node) kill() {
+// end forgets the current life and returns its process (nil if there is
+// none) and the channel closed when it has exited.
+func (n *node) end() (*exec.Cmd, chan struct{}) {
 	n.mu.Lock()
+	defer n.mu.Unlock()
 	cmd, exited := n.cmd, n.exited
 	n.cmd, n.base = nil, ""
-	n.mu.Unlock()
+	return cmd, exited
+}
+
+// kill SIGKILLs the current life.
+func (n *node) kill() {
+	cmd, exited := n.end()
 	if cmd == nil {
 		return
 	}
@@ -226,10 +233,7 @@ func (n *node) kill() {
 // stop ends the current life gracefully (SIGTERM: the relay drains), or
 // kills it if it takes too long.
 func (n *node) stop() {
-	n.mu.Lock()
-	cmd, exited := n.cmd, n.exited
-	n.cmd, n.base = nil, ""
-	n.mu.Unlock()
+	cmd, exited := n.end()
 	if cmd == nil {
 		return
 	}

@@ -349,17 +349,11 @@ func TestRedisOutage(t *testing.T) {
 // TestDatabaseOutage cuts, then blackholes, the network to PostgreSQL
 // (the project's TCP proxy) under a running engine on the shared Redis.
 func TestDatabaseOutage(t *testing.T) {
-	dbURL := sqltest.Postgres(t)
-	u, err := url.Parse(dbURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := servicetest.ProxyURL(t, sqltest.Postgres(t))
 	redisURL, prefix := servicetest.Redis.URL(t), servicetest.UniqueName("sk")
 	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
 	e := startEngine(t, outageConfig(func(c *Config) {
-		c.RedisURL, c.RedisKeyPrefix, c.DatabaseURL = redisURL, prefix, u.String()
+		c.RedisURL, c.RedisKeyPrefix, c.DatabaseURL = redisURL, prefix, viaProxy
 	}))
 	f := e.prepare()
 	for i, outage := range []struct {
@@ -385,17 +379,12 @@ func TestDatabaseOutage(t *testing.T) {
 // readiness check must succeed.
 func TestBrokerOutage(t *testing.T) {
 	amqpURL := servicetest.RabbitMQ.URL(t)
-	u, err := url.Parse(amqpURL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := servicetest.ProxyURL(t, amqpURL)
 	redisURL, prefix := servicetest.Redis.URL(t), servicetest.UniqueName("sk")
 	queue := servicetest.UniqueName("outage_q")
 	t.Cleanup(func() { deleteKeys(t, redisURL, prefix); deleteQueue(t, amqpURL, queue) })
 	e := startEngine(t, outageConfig(func(c *Config) {
-		c.RedisURL, c.RedisKeyPrefix, c.BrokerURL, c.BrokerQueue = redisURL, prefix, u.String(), queue
+		c.RedisURL, c.RedisKeyPrefix, c.BrokerURL, c.BrokerQueue = redisURL, prefix, viaProxy, queue
 	}))
 	f := e.prepare()
 	proxy.Cut()

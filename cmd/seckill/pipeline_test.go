@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/handoff"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/rabbitmq"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -28,21 +28,31 @@ type stack struct {
 
 var stacks = []stack{
 	{"redis+rabbitmq+mariadb", func(t testing.TB) func(*Config) {
-		redisURL, amqpURL, dbURL := servicetest.Redis.URL(t), servicetest.RabbitMQ.URL(t), sqltest.MySQL(t)
-		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
-		t.Cleanup(func() { deleteQueue(t, amqpURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
-		return func(c *Config) {
-			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, amqpURL, dbURL, queue, prefix
-		}
+		return externalStack(t, servicetest.RabbitMQ.URL(t), sqltest.MySQL(t))
 	}},
 	{"redis+nats+postgres", func(t testing.TB) func(*Config) {
-		redisURL, natsURL, dbURL := servicetest.Redis.URL(t), servicetest.NATS.URL(t), sqltest.Postgres(t)
-		queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
-		t.Cleanup(func() { deleteQueue(t, natsURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
-		return func(c *Config) {
-			c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, natsURL, dbURL, queue, prefix
-		}
+		return externalStack(t, servicetest.NATS.URL(t), sqltest.Postgres(t))
 	}},
+	// The embedded broker and database on a real Redis: the relay hands
+	// its batches to the writer (internal/handoff), JetStream keeps the
+	// rest.
+	{"redis+handoff+sqlite", func(t testing.TB) func(*Config) {
+		redisURL, prefix := servicetest.Redis.URL(t), servicetest.UniqueName("sk")
+		t.Cleanup(func() { deleteKeys(t, redisURL, prefix) })
+		return func(c *Config) { c.RedisURL, c.RedisKeyPrefix = redisURL, prefix }
+	}},
+}
+
+// externalStack is the shared Redis, the broker at brokerURL and the
+// database at dbURL, under a queue and key prefix of the test's own that
+// are deleted once the engines have closed.
+func externalStack(t testing.TB, brokerURL, dbURL string) func(*Config) {
+	redisURL := servicetest.Redis.URL(t)
+	queue, prefix := servicetest.UniqueName("seckill_e2e_"), servicetest.UniqueName("sk")
+	t.Cleanup(func() { deleteQueue(t, brokerURL, queue); deleteKeys(t, redisURL, prefix) }) // after the engines close
+	return func(c *Config) {
+		c.RedisURL, c.BrokerURL, c.DatabaseURL, c.BrokerQueue, c.RedisKeyPrefix = redisURL, brokerURL, dbURL, queue, prefix
+	}
 }
 
 // deleteQueue removes a test's queues (RabbitMQ) or streams (NATS) from
@@ -282,12 +292,9 @@ func TestPipeline(t *testing.T) {
 // TestBrokerCutMidSale: the connection to RabbitMQ drops in the middle of
 // the rush and comes back; every claim still becomes exactly one order.
 func TestBrokerCutMidSale(t *testing.T) {
-	amqpURL := servicetest.RabbitMQ.URL(t)
-	u, _ := url.Parse(amqpURL)
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := servicetest.ProxyURL(t, servicetest.RabbitMQ.URL(t))
 	base := stacks[0].config(t)
-	e := startEngine(t, func(c *Config) { base(c); c.BrokerURL = u.String() })
+	e := startEngine(t, func(c *Config) { base(c); c.BrokerURL = viaProxy })
 	sale := e.liveSale(300, 1)
 
 	_, first := e.rush(sale, 150, "before")
@@ -319,12 +326,9 @@ func TestBrokerCutMidSale(t *testing.T) {
 // the sale is created; claims keep being answered from Redis, and once the
 // database is back every one becomes an order, none in failed_orders.
 func TestDatabaseDownForAWhile(t *testing.T) {
-	dbURL := sqltest.MySQL(t)
-	u, _ := url.Parse(dbURL)
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
+	proxy, viaProxy := servicetest.ProxyURL(t, sqltest.MySQL(t))
 	base := stacks[0].config(t)
-	e := startEngine(t, func(c *Config) { base(c); c.DatabaseURL = u.String() })
+	e := startEngine(t, func(c *Config) { base(c); c.DatabaseURL = viaProxy })
 	sale := e.liveSale(200, 1)
 
 	proxy.Cut()
@@ -404,7 +408,16 @@ func TestRelayDiesBeforeAck(t *testing.T) {
 // then lands in failed_orders after 5 attempts, with an alert; the claims
 // around it are unaffected.
 func TestPoisonMessage(t *testing.T) {
-	e := startEngine(t, stacks[0].config(t))
+	for _, st := range []stack{stacks[0], stacks[2]} {
+		t.Run(st.name, func(t *testing.T) { testPoisonMessage(t, st) })
+	}
+}
+
+func testPoisonMessage(t *testing.T, st stack) {
+	e := startEngine(t, st.config(t))
+	if _, handedOff := e.m.broker.(*handoff.Broker); handedOff != (st.name == "redis+handoff+sqlite") {
+		t.Errorf("broker %T on %s", e.m.broker, st.name)
+	}
 	sale := e.liveSale(10, 1)
 	poison := seckill.Message{ID: seckill.NewReservationID(sale, time.Now()), Body: []byte(`{"reservation_id":`)}
 	if err := e.m.broker.Publish(context.Background(), []seckill.Message{poison}); err != nil {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,8 +18,11 @@ import (
 // at once; the sweeper gives every unit back, in batches (one restock
 // announcement per sale per batch, so a few dozen, not 20,000), and the
 // sale reconciles. The time from the deadline to the last unit back in
-// Redis is logged: on this machine's shared cores it is the figure the
-// issue asks to be within 10 s.
+// Redis must be within 10 s plus one sweep interval (the sweeper may have
+// just run when the deadline passed) on a machine that is not
+// overloaded; on one whose load average is above its CPU count the time
+// is logged, not asserted, and the bound rests on the work per batch
+// (internal/paytimeout's TestCancelBatchesConcurrently).
 func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	if testing.Short() {
 		t.Skip("20,000 orders")
@@ -79,8 +84,16 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 		s, err := sales.Sale(ctx, sale)
 		return err == nil && s.Unsold == n
 	})
-	t.Logf("%d expired orders back in stock %v after their deadline (%.0f restores/s); %d restock announcements",
-		n, took.Round(time.Millisecond), n/took.Seconds(), announced.Load())
+	load := loadAverage(t)
+	t.Logf("%d expired orders back in stock %v after their deadline (%.0f restores/s, sweep interval %v, load average %.1f on %d CPUs); %d restock announcements",
+		n, took.Round(time.Millisecond), n/took.Seconds(), e.m.Config.SweepInterval, load, runtime.NumCPU(), announced.Load())
+	if bound := 10*time.Second + e.m.Config.SweepInterval; took > bound {
+		if load <= float64(runtime.NumCPU()) {
+			t.Errorf("%d expired orders took %v to come back; want within %v", n, took.Round(time.Millisecond), bound)
+		} else {
+			t.Logf("over the %v bound, on a machine loaded %.1f on %d CPUs: not asserted", bound, load, runtime.NumCPU())
+		}
+	}
 	if a := announced.Load(); a > n/100 {
 		t.Errorf("%d restock announcements for %d restores: not batched", a, n)
 	}
@@ -88,4 +101,19 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	if code != 0 || report["balanced"] != true {
 		t.Fatalf("reconcile after the restores: exit %d, %v", code, report)
 	}
+}
+
+// loadAverage is the machine's one-minute load average (0 where
+// /proc/loadavg is not there).
+func loadAverage(t *testing.T) float64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	var load float64
+	if _, err := fmt.Sscan(string(b), &load); err != nil {
+		return 0
+	}
+	return load
 }

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,31 +26,11 @@ func TestSentinelFailover(t *testing.T) {
 	sentinels := redistest.StartSentinels(t, primary, 3, 2, 1, redistest.SentinelTiming{
 		DownAfter: time.Second, FailoverTimeout: 3 * time.Second,
 	})
-	logs := &syncBuffer{}
-	e := startEngine(t, func(c *Config) {
-		c.RedisURL = sentinels.URL()
-		c.RedisDurability = "replicas:1"
-		c.LostClaimAfter = 5 * time.Second
-		c.HealInterval = 200 * time.Millisecond
-		c.ReconcileInterval = time.Hour
-	}, func(m *Main) {
-		m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	})
+	e, logs := healingEngine(t, sentinels.URL(), "replicas:1")
 	sale := e.liveSale(stock, 1)
 
-	var acked atomic.Int64
-	var mu sync.Mutex
-	outcomes := map[string]int{}
-	var claims []claim
-	wave := func(from, to int) {
-		c, o := e.rushWith(sale, from, to, 12, "b", &acked)
-		mu.Lock()
-		defer mu.Unlock()
-		claims = append(claims, c...)
-		for k, v := range o {
-			outcomes[k] += v
-		}
-	}
+	w := &waves{e: e, sale: sale}
+	acked, wave := &w.acked, w.run
 	wave(0, stock/3)
 	rushed := make(chan struct{})
 	go func() { defer close(rushed); wave(stock/3, buyers) }()
@@ -95,14 +72,11 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatalf("engine did not follow the new primary %s within 30 s: %d acknowledged at the failover, %d now\n%s", newPrimary, atFailover, acked.Load(), logs.String())
 	}
 	<-rushed
+	claims, outcomes := w.claims, w.outcomes
 	t.Logf("failover: %d acknowledged at the kill, %d when the sentinels agreed on %s (%s after the kill), the old primary was its replica again %s after the failover, the engine acknowledged again at most %s after that (%d acknowledged then); answers %v",
 		atKill, atFailover, newPrimary, failedOver.Sub(killed).Round(time.Millisecond), replicaBack.Round(time.Millisecond), follow.Round(time.Millisecond), atFollow, outcomes)
 
-	final := e.settle(claims, 60*time.Second)
-	counts := map[string]int{}
-	for _, st := range final {
-		counts[st]++
-	}
+	_, counts := e.settleCounted(claims, 60*time.Second)
 	ledger, units, overLimit, failedBy := e.tallyLedger(sale, 1)
 	lost := failedBy[seckill.ReasonLostInStockStore]
 	alerts := strings.Count(logs.String(), "ALERT")

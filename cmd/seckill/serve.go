@@ -23,6 +23,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/guarded"
+	"github.com/seckill-dev/seckill/internal/handoff"
 	"github.com/seckill-dev/seckill/internal/heal"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
@@ -387,7 +388,13 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// An API-only node writes claims to the Redis outbox and never talks
 	// to the broker.
 	if role.relay || role.writer {
-		if m.broker, err = m.openBroker(ctx); err != nil {
+		// The embedded broker is bypassed (handoff) when the relay and the
+		// writer share this process and the outbox is in a real Redis,
+		// as durable as the claims themselves. Over the in-process
+		// store, whose outbox a crash loses, JetStream's files keep
+		// what has left the outbox while the writer catches up.
+		handOff := role.relay && role.writer && cfg.RedisURL != ""
+		if m.broker, err = m.openBroker(ctx, handOff); err != nil {
 			return err
 		}
 	}
@@ -696,8 +703,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 }
 
 // openBroker connects to the configured broker, or starts NATS JetStream
-// in-process with its store under the data dir.
-func (m *Main) openBroker(ctx context.Context) (seckill.Broker, error) {
+// in-process with its store under the data dir, behind a handoff
+// (internal/handoff) if handOff is set.
+func (m *Main) openBroker(ctx context.Context, handOff bool) (seckill.Broker, error) {
 	cfg := &m.Config
 	switch u := cfg.BrokerURL; {
 	case u == "":
@@ -706,7 +714,20 @@ func (m *Main) openBroker(ctx context.Context) (seckill.Broker, error) {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { shutdown(); return nil })
-		return b, nil
+		if !handOff {
+			return b, nil
+		}
+		// The relay and the writer share this process: a batch goes from
+		// one to the other by hand, and the relay acks its outbox
+		// entries once the writer has committed them. JetStream keeps
+		// what cannot be settled at once (retries, dead letters, a
+		// writer that cannot keep up or is stopping).
+		h, err := handoff.New(b, handoff.Config{Logger: m.Logger})
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, func(context.Context) error { return h.Close() })
+		return h, nil
 	case strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://"):
 		b, err := rabbitmq.New(ctx, u, cfg.BrokerQueue, rabbitmq.WithLogger(m.Logger), rabbitmq.WithNamespace(cfg.Namespace), rabbitmq.WithHeartbeat(max(cfg.BrokerAckWait/2, time.Second)))
 		if err != nil {

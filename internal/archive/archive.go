@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -89,18 +90,10 @@ type Archiver struct {
 
 // New returns an Archiver.
 func New(store Store, stock Stock, cfg Config) *Archiver {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.After <= 0 {
-		cfg.After = DefaultAfter
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.Interval, DefaultInterval)
+	defaults.Positive(&cfg.After, DefaultAfter)
+	defaults.Clock(&cfg.Now)
+	defaults.Logger(&cfg.Logger)
 	return &Archiver{store: store, stock: stock, cfg: cfg, idemDropped: map[string]bool{}}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
 // State is where a breaker stands.
@@ -77,15 +78,9 @@ type Breaker struct {
 
 // New returns a closed Breaker.
 func New(cfg Config) *Breaker {
-	if cfg.Threshold <= 0 {
-		cfg.Threshold = DefaultThreshold
-	}
-	if cfg.OpenFor <= 0 {
-		cfg.OpenFor = DefaultOpenFor
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	defaults.Positive(&cfg.Threshold, DefaultThreshold)
+	defaults.Positive(&cfg.OpenFor, DefaultOpenFor)
+	defaults.Clock(&cfg.Now)
 	name := cfg.Name
 	if name == "" {
 		name = "a backend"

@@ -34,6 +34,9 @@ func OrderStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, s
 	t.Run("OverLimit", func(t *testing.T) { testPersistOverLimit(t, newStores) })
 	t.Run("OverLimitCompetingWriters", func(t *testing.T) { testPersistOverLimitCompeting(t, newStores) })
 	t.Run("DuplicatesInBatch", func(t *testing.T) { testPersistDuplicatesInBatch(t, newStores) })
+	t.Run("BadEventsInBatch", func(t *testing.T) { testPersistBadEventsInBatch(t, newStores) })
+	t.Run("OverLimitInsideLargeBatch", func(t *testing.T) { testPersistOverLimitInsideLargeBatch(t, newStores) })
+	t.Run("CompetingBatchesOverLimit", func(t *testing.T) { testPersistCompetingBatchesOverLimit(t, newStores) })
 	t.Run("FailedOrderIsDuplicate", func(t *testing.T) { testPersistFailedOrderIsDuplicate(t, newStores) })
 	t.Run("OrderBlocksFailedOrder", func(t *testing.T) { testOrderBlocksFailedOrder(t, newStores) })
 	t.Run("UnknownSale", func(t *testing.T) { testPersistUnknownSale(t, newStores) })
@@ -417,6 +420,174 @@ func testPersistOverLimitCompeting(t *testing.T, newStores func(*testing.T) (sec
 		if n := held[fmt.Sprintf("user-%d-茶", u)]; n != 1 {
 			t.Errorf("user-%d holds %d orders at limit 1, want 1", u, n)
 		}
+	}
+}
+
+// testPersistBadEventsInBatch: invalid events inside a large batch are
+// refused one by one, into failed_orders; every other event of the batch
+// becomes an order, and only those take stock.
+func testPersistBadEventsInBatch(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
+	ctx := t.Context()
+	sales, orders := newStores(t)
+	s := orderSale(t, sales, 300, 100)
+	now := time.Now()
+	evs := orderEvents(s.ID, now, ones(300)...)
+	bad := map[int]string{7: "bad user id", 150: "qty 0 out of range", 299: "qty out of range"}
+	evs[7].UserID = ""
+	evs[150].Qty = 0
+	evs[299].Qty = seckill.MaxPurchaseLimit + 1
+	out := persist(t, orders, s.ID, evs, now)
+	wantOutcomes(t, out, func(i int) seckill.PersistOutcome {
+		if _, ok := bad[i]; ok {
+			return seckill.PersistRejected
+		}
+		return seckill.PersistCreated
+	})
+	for i, why := range bad {
+		f, err := orders.FailedOrder(ctx, evs[i].ReservationID)
+		if err != nil {
+			t.Errorf("FailedOrder of the event with a %s: %v", why, err)
+		} else if !strings.Contains(f.Reason, "invalid reservation event") {
+			t.Errorf("failed order of the event with a %s: reason %q, want it to say the event is invalid", why, f.Reason)
+		}
+	}
+	// 297 of 300 units went: three more buyers sell the sale out.
+	wantOutcomes(t, persist(t, orders, s.ID, orderEvents(s.ID, now, 1, 1, 1), now), all(seckill.PersistCreated))
+	wantSoldOut(t, orders, s.ID, now)
+	wantOutcomes(t, persist(t, orders, s.ID, evs, now), all(seckill.PersistDuplicate))
+}
+
+// testPersistOverLimitInsideLargeBatch: in a batch of more buyers than one
+// statement asks about, every buyer's limit counts what they held before
+// the batch and what the batch gave them before, wherever in the batch
+// their events are.
+func testPersistOverLimitInsideLargeBatch(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
+	ctx := t.Context()
+	sales, orders := newStores(t)
+	s := newSale()
+	s.Stock, s.PurchaseLimit = 5000, 2
+	if err := sales.CreateSale(ctx, s); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	now := time.Now()
+	as := func(user string, qtys ...int64) []seckill.ReservationEvent {
+		evs := orderEvents(s.ID, now, qtys...)
+		for i := range evs {
+			evs[i].UserID = user
+		}
+		return evs
+	}
+	// carol holds the limit already, dave one unit of it.
+	wantOutcomes(t, persist(t, orders, s.ID, append(as("carol", 2), as("dave", 1)...), now), all(seckill.PersistCreated))
+
+	// 1200 one-unit buyers, and among them: alice three times (the third
+	// is over), bob twice two units (the second is over), carol once (over:
+	// she is past the first 500 buyers of the batch), dave once (fits) and
+	// once more (over).
+	batch := orderEvents(s.ID, now, ones(1200)...)
+	over := map[int]bool{}
+	put := func(i int, e seckill.ReservationEvent, isOver bool) {
+		batch[i] = e
+		over[i] = isOver
+	}
+	alice, bob := as("alice", 1, 1, 1), as("bob", 2, 2)
+	put(3, alice[0], false)
+	put(640, alice[1], false)
+	put(1190, alice[2], true)
+	put(499, bob[0], false)
+	put(500, bob[1], true)
+	put(1100, as("carol", 1)[0], true)
+	dave := as("dave", 1, 1)
+	put(900, dave[0], false)
+	put(901, dave[1], true)
+	out := persist(t, orders, s.ID, batch, now)
+	wantOutcomes(t, out, func(i int) seckill.PersistOutcome {
+		if over[i] {
+			return seckill.PersistOverLimit
+		}
+		return seckill.PersistCreated
+	})
+	for i, isOver := range over {
+		if !isOver {
+			continue
+		}
+		if f, err := orders.FailedOrder(ctx, batch[i].ReservationID); err != nil || !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) {
+			t.Errorf("event %d of %s: failed order %+v, %v; want one over the limit", i, batch[i].UserID, f, err)
+		}
+	}
+	// The stock taken is the batch's orders: 3 units before, then 1200
+	// events less the 4 refused, bob's order of 2 counting twice.
+	got, err := sales.Sale(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.Stock - 3 - (1200 - 4 + 1); got.Unsold != want {
+		t.Errorf("unsold %d after the batch, want %d", got.Unsold, want)
+	}
+}
+
+// testPersistCompetingBatchesOverLimit: writers racing with large batches
+// of the same buyers (each a fresh reservation: a Redis that forgot its
+// buyers) take nobody past the limit, however their transactions
+// interleave.
+func testPersistCompetingBatchesOverLimit(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
+	ctx := t.Context()
+	sales, orders := newStores(t)
+	s := newSale()
+	s.Stock, s.PurchaseLimit = 1000, 1
+	if err := sales.CreateSale(ctx, s); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	now := time.Now()
+	const writers, buyers = 4, 120
+	var (
+		wg    sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make(chan error, writers)
+		evsOf = make([][]seckill.ReservationEvent, writers)
+	)
+	for w := range writers {
+		evsOf[w] = orderEvents(s.ID, now, ones(buyers)...) // user-0 … user-119, in an order of its own
+		rand.Shuffle(buyers, func(a, b int) { evsOf[w][a], evsOf[w][b] = evsOf[w][b], evsOf[w][a] })
+		wg.Go(func() {
+			<-start
+			for from := 0; from < buyers; from += 40 {
+				if _, err := orders.PersistReservations(ctx, s.ID, evsOf[w][from:from+40], now, orderPayTimeout); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("PersistReservations: %v", err)
+	}
+	held := map[string]int{}
+	for _, evs := range evsOf {
+		for _, e := range evs {
+			if _, err := orders.Order(ctx, e.ReservationID); err == nil {
+				held[e.UserID]++
+			} else if !errors.Is(err, seckill.ErrNotFound) {
+				t.Fatal(err)
+			} else if f, err := orders.FailedOrder(ctx, e.ReservationID); err != nil || !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) {
+				t.Errorf("reservation %s has neither an order nor an over-limit failed order (%+v, %v)", e.ReservationID, f, err)
+			}
+		}
+	}
+	for u := range buyers {
+		if n := held[fmt.Sprintf("user-%d-茶", u)]; n != 1 {
+			t.Errorf("user-%d holds %d orders at limit 1, want 1", u, n)
+		}
+	}
+	got, err := sales.Sale(ctx, s.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Unsold != s.Stock-buyers {
+		t.Errorf("unsold %d, want %d: the stock taken is not the orders made", got.Unsold, s.Stock-buyers)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
 // DefaultAfter is how long a forgotten claim stays pending: well above
@@ -54,15 +55,9 @@ type Resolver struct {
 
 // New returns a Resolver for ids minted by ids, recording into store.
 func New(store Store, ids *seckill.ClaimIDs, cfg Config) *Resolver {
-	if cfg.After <= 0 {
-		cfg.After = DefaultAfter
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.After, DefaultAfter)
+	defaults.Clock(&cfg.Now)
+	defaults.Logger(&cfg.Logger)
 	return &Resolver{store: store, ids: ids, cfg: cfg}
 }
 

@@ -288,18 +288,57 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	packed := make([]seckill.PackedMessage, len(msgs))
-	for i, m := range msgs {
-		packed[i] = seckill.PackedMessage{Message: m, Attempt: 1}
-	}
 	var out []*nats.Msg
-	for _, run := range seckill.SplitPacks(packed) {
+	for _, run := range seckill.SplitPacks(seckill.Packed(msgs, 1)) {
 		out = append(out, b.packMsg(run, time.Time{}))
 	}
 	if err := b.send(ctx, b.stream, out); err != nil {
 		return fmt.Errorf("nats: publish: %w", err)
 	}
 	return nil
+}
+
+// Requeue stores events on the work stream as packs that are handed out
+// no sooner than notBefore, each counting as the attempt its Attempt says:
+// the retry copies and crash returns of a broker in front of this one
+// (internal/handoff), stored as this adapter stores its own.
+func (b *Broker) Requeue(ctx context.Context, events []seckill.PackedMessage, notBefore time.Time) error {
+	if b.isClosed() {
+		return fmt.Errorf("nats: requeue: %w", seckill.ErrClosed)
+	}
+	var out []*nats.Msg
+	for _, run := range seckill.SplitPacks(events) {
+		out = append(out, b.packMsg(run, notBefore))
+	}
+	if err := b.send(ctx, b.stream, out); err != nil {
+		return fmt.Errorf("nats: requeue: %w", err)
+	}
+	return nil
+}
+
+// DeadLetter stores letters on the dead-letter stream, as this adapter
+// stores the events that spent their attempts.
+func (b *Broker) DeadLetter(ctx context.Context, letters []seckill.DeadLetter) error {
+	if b.isClosed() {
+		return fmt.Errorf("nats: dead letter: %w", seckill.ErrClosed)
+	}
+	out := make([]*nats.Msg, len(letters))
+	for i, dl := range letters {
+		out[i] = b.deadMsg(dl)
+	}
+	if err := b.send(ctx, b.dead, out); err != nil {
+		return fmt.Errorf("nats: dead letter: %w", err)
+	}
+	return nil
+}
+
+// deadMsg is dl as a message of the dead-letter stream.
+func (b *Broker) deadMsg(dl seckill.DeadLetter) *nats.Msg {
+	return &nats.Msg{Subject: b.deadSub, Data: dl.Message.Body, Header: nats.Header{
+		jetstream.MsgIDHeader: []string{dl.Message.ID},
+		hdrAttempts:           []string{strconv.Itoa(dl.Attempts)},
+		hdrReason:             []string{headerSafe(dl.Reason)},
+	}}
 }
 
 // packMsg is one pack for the work stream, held back until notBefore if
@@ -556,11 +595,7 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seck
 			}
 		}
 		for _, dl := range v.Dead {
-			out = append(out, &nats.Msg{Subject: b.deadSub, Data: dl.Message.Body, Header: nats.Header{
-				jetstream.MsgIDHeader: []string{dl.Message.ID},
-				hdrAttempts:           []string{strconv.Itoa(dl.Attempts)},
-				hdrReason:             []string{headerSafe(dl.Reason)},
-			}})
+			out = append(out, b.deadMsg(dl))
 		}
 		pending = append(pending, settle{raw: r.raw, copies: len(out) - n})
 	}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -31,6 +32,7 @@ var ErrAlreadyCancelled = errors.New("already cancelled")
 const (
 	DefaultInterval      = 5 * time.Second
 	DefaultBatchSize     = 500
+	DefaultConcurrency   = 4
 	DefaultCancelTimeout = 30 * time.Second
 )
 
@@ -68,6 +70,12 @@ type Config struct {
 	// orders[i] as Cancel would. Each call gets up to BatchSize orders and
 	// CancelTimeout.
 	CancelBatch func(ctx context.Context, orders []*seckill.Order) (errs []error)
+	// Concurrency is how many CancelBatch calls run at once: the sweeper
+	// lists that many batches with one ExpiredOrders call and hands them
+	// out together, so that one batch's Redis step and bookkeeping overlap
+	// another's database transaction (those of one sale queue on its
+	// row). Default 4.
+	Concurrency int
 	Now         func() time.Time
 	Logger      *slog.Logger
 	// OnCancelled, if set, is told how many orders each sweep cancelled
@@ -91,6 +99,9 @@ func New(store Store, cfg Config) *Sweeper {
 	}
 	if cfg.BatchSize <= 0 {
 		cfg.BatchSize = DefaultBatchSize
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = DefaultConcurrency
 	}
 	if cfg.CancelTimeout <= 0 {
 		cfg.CancelTimeout = DefaultCancelTimeout
@@ -116,9 +127,9 @@ func (s *Sweeper) cancelInStore(ctx context.Context, o *seckill.Order) error {
 	return err
 }
 
-// Sweep cancels the orders expired by now: batches of BatchSize while
-// batches come back full and every cancel in them succeeded, up to a
-// bound. It returns how many it cancelled; an order a payment won is not
+// Sweep cancels the orders expired by now: lists of BatchSize (times
+// Concurrency, with CancelBatch) while lists come back full and every
+// cancel in them succeeded, up to a bound. It returns how many it cancelled; an order a payment won is not
 // counted and is not an error. A failed cancel does not stop the others;
 // the error reports how many failed and the first cause.
 func (s *Sweeper) Sweep(ctx context.Context) (cancelled int, err error) {
@@ -128,8 +139,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (cancelled int, err error) {
 			s.cfg.OnCancelled(cancelled)
 		}
 	}()
+	page := s.cfg.BatchSize
+	if s.cfg.CancelBatch != nil {
+		page *= s.cfg.Concurrency
+	}
 	for range maxBatchesPerSweep {
-		orders, err := s.store.ExpiredOrders(ctx, now, s.cfg.BatchSize)
+		orders, err := s.store.ExpiredOrders(ctx, now, page)
 		if err != nil {
 			return cancelled, fmt.Errorf("pay timeout: list expired orders: %w", err)
 		}
@@ -140,7 +155,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (cancelled int, err error) {
 		}
 		// A short batch is the end of the backlog. A stopped sweeper
 		// leaves the rest to the next one.
-		if len(orders) < s.cfg.BatchSize || ctx.Err() != nil {
+		if len(orders) < page || ctx.Err() != nil {
 			return cancelled, nil
 		}
 	}
@@ -165,8 +180,9 @@ func (s *Sweeper) cancelAll(ctx context.Context, orders []*seckill.Order) (cance
 	return cancelled, failed, firstErr
 }
 
-// cancelBatches hands the orders to CancelBatch, one call per sale, in
-// the order their sales first appear.
+// cancelBatches hands the orders to CancelBatch in batches of one sale
+// and up to BatchSize orders, in the order their sales first appear,
+// Concurrency calls at a time; it returns when every call has.
 func (s *Sweeper) cancelBatches(ctx context.Context, orders []*seckill.Order) (cancelled, failed int, firstErr error) {
 	bySale := map[string][]*seckill.Order{}
 	var sales []string
@@ -176,20 +192,45 @@ func (s *Sweeper) cancelBatches(ctx context.Context, orders []*seckill.Order) (c
 		}
 		bySale[o.SaleID] = append(bySale[o.SaleID], o)
 	}
+	var batches [][]*seckill.Order
 	for _, sale := range sales {
-		if ctx.Err() != nil {
-			return cancelled, failed, firstErr
+		all := bySale[sale]
+		for start := 0; start < len(all); start += s.cfg.BatchSize {
+			batches = append(batches, all[start:min(start+s.cfg.BatchSize, len(all))])
 		}
-		batch := bySale[sale]
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CancelTimeout)
-		errs := s.cfg.CancelBatch(cctx, batch)
-		cancel()
-		for i, o := range batch {
+	}
+	errs := make([][]error, len(batches))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(s.cfg.Concurrency, len(batches)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				// Detached from ctx: Stop waits for the calls in hand.
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.CancelTimeout)
+				errs[i] = s.cfg.CancelBatch(cctx, batches[i])
+				cancel()
+			}
+		}()
+	}
+	handed := 0
+	for i := range batches {
+		if ctx.Err() != nil {
+			break
+		}
+		next <- i
+		handed++
+	}
+	close(next)
+	wg.Wait()
+	for i, batch := range batches[:handed] {
+		for j, o := range batch {
 			var err error
-			if i < len(errs) {
-				err = errs[i]
+			if j < len(errs[i]) {
+				err = errs[i][j]
 			} else {
-				err = fmt.Errorf("cancel batch answered %d orders of %d", len(errs), len(batch))
+				err = fmt.Errorf("cancel batch answered %d orders of %d", len(errs[i]), len(batch))
 			}
 			s.count(o, err, &cancelled, &failed, &firstErr)
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -49,18 +50,10 @@ type Scheduler struct {
 
 // New returns a Scheduler; call Start to run it.
 func New(sales SaleLister, stock Preheater, cfg Config) *Scheduler {
-	if cfg.Lead <= 0 {
-		cfg.Lead = 10 * time.Minute
-	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = 5 * time.Second
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.Lead, 10*time.Minute)
+	defaults.Positive(&cfg.Interval, 5*time.Second)
+	defaults.Clock(&cfg.Now)
+	defaults.Logger(&cfg.Logger)
 	return &Scheduler{sales: sales, stock: stock, cfg: cfg, loaded: map[string]*seckill.Sale{}}
 }
 

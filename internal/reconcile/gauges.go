@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -132,18 +133,10 @@ var _ prometheus.Collector = (*GaugeWorker)(nil)
 
 // NewGaugeWorker returns a GaugeWorker; register it and call Start.
 func NewGaugeWorker(cfg GaugeConfig) *GaugeWorker {
-	if cfg.Interval <= 0 {
-		cfg.Interval = 30 * time.Second
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultInFlightGrace
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.Interval, 30*time.Second)
+	defaults.Positive(&cfg.Grace, DefaultInFlightGrace)
+	defaults.Clock(&cfg.Now)
+	defaults.Logger(&cfg.Logger)
 	return &GaugeWorker{cfg: cfg, progress: map[string]*progress{}}
 }
 

@@ -534,7 +534,7 @@ func (s *Store) bucketsOf(ctx context.Context, bs *bucketSet, ids []string) ([]s
 	cmds := make(rueidis.Commands, 0, len(ids)*bs.k())
 	for _, id := range ids {
 		for _, tag := range bs.tags {
-			cmds = append(cmds, s.client.B().Hexists().Key(s.keys(tag)[keyRes]).Field(id).Build())
+			cmds = append(cmds, s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(recordFields(id)...).Build())
 		}
 	}
 	replies := s.client.DoMulti(ctx, cmds...)
@@ -542,9 +542,9 @@ func (s *Store) bucketsOf(ctx context.Context, bs *bucketSet, ids []string) ([]s
 	for i := range ids {
 		out[i] = bs.tags[0]
 		for b := bs.k() - 1; b >= 0; b-- {
-			found, err := replies[i*bs.k()+b].AsBool()
+			found, err := anyField(replies[i*bs.k()+b])
 			if err != nil {
-				return nil, classify(err)
+				return nil, err
 			}
 			if found {
 				out[i] = bs.tags[b]
@@ -564,18 +564,32 @@ func (s *Store) bucketOf(ctx context.Context, saleID, reservationID string) (str
 	}
 	cmds := make(rueidis.Commands, bs.k())
 	for b, tag := range bs.tags {
-		cmds[b] = s.client.B().Hexists().Key(s.keys(tag)[keyRes]).Field(reservationID).Build()
+		cmds[b] = s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(recordFields(reservationID)...).Build()
 	}
 	for b, r := range s.client.DoMulti(ctx, cmds...) {
-		found, err := r.AsBool()
+		found, err := anyField(r)
 		if err != nil {
-			return "", classify(err)
+			return "", err
 		}
 		if found {
 			return bs.tags[b], nil
 		}
 	}
 	return saleID, nil
+}
+
+// anyField reports whether an HMGET found any of its fields.
+func anyField(r rueidis.RedisResult) (bool, error) {
+	vals, err := r.ToArray()
+	if err != nil {
+		return false, classify(err)
+	}
+	for _, v := range vals {
+		if !v.IsNil() {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 // inTransit sums the units journalled as moving.

@@ -23,7 +23,7 @@ var (
 	// Both are safe to resend: begin sets a flag, apply checks its token
 	// and HSETNX-es its records.
 	healBeginScript = rueidis.NewLuaScriptRetryable(healBeginLua)
-	healApplyScript = rueidis.NewLuaScript(healApplyLua)
+	healApplyScript = rueidis.NewLuaScript(recordLua + healApplyLua)
 	// KEYS[1] stock hash, ARGV[1] heal token: clear `healing` if it
 	// still holds the token.
 	healAbortScript = rueidis.NewLuaScriptRetryable(`if redis.call('HGET', KEYS[1], 'healing') == ARGV[1] then

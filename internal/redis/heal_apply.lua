@@ -3,7 +3,7 @@
 --
 -- KEYS[1]  sk:{sale}:stock   hash {total, reserved, ..., healing, heals}
 -- KEYS[2]  sk:{sale}:buyers  hash user -> units held
--- KEYS[3]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
+-- KEYS[3]  sk:{sale}:res     hash of reservation records (record.lua)
 -- ARGV[1]  heal token that heal_begin.lua set
 -- ARGV[2]  "1": the last page of the heal (count it, let claims in);
 --          "0": one page of a large heal (the sale stays healing)
@@ -28,7 +28,9 @@ local added, released = 0, 0
 local i = 4
 for _ = 1, n do
   local id, user, qtys, at = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  if redis.call('HSETNX', KEYS[3], id, 'active:' .. qtys .. ':' .. at .. ':' .. user) == 1 then
+  local short = string.match(id, '%.([^.]*)$') or id
+  if redis.call('HEXISTS', KEYS[3], id) == 0 and
+      redis.call('HSETNX', KEYS[3], short, qtys .. '@' .. at .. ':' .. user) == 1 then
     redis.call('HINCRBY', KEYS[1], 'reserved', qtys)
     redis.call('HINCRBY', KEYS[2], user, qtys)
     added = added + 1
@@ -37,9 +39,9 @@ for _ = 1, n do
 end
 while i <= #ARGV do
   local id, user, qtys = ARGV[i], ARGV[i + 1], ARGV[i + 2]
-  local rec = redis.call('HGET', KEYS[3], id)
-  if rec then
-    local status, q, at, u = string.match(rec, '^(%a+):(%d+):(%d+):(.+)$')
+  local field, rec = record_get(KEYS[3], id)
+  if field then
+    local status, q, u, restored = record_parse(rec)
     if status == 'active' then
       local qty = tonumber(q)
       redis.call('HINCRBY', KEYS[1], 'reserved', -qty)
@@ -50,7 +52,7 @@ while i <= #ARGV do
       else
         redis.call('HINCRBY', KEYS[2], u, -qty)
       end
-      redis.call('HSET', KEYS[3], id, 'restored:' .. q .. ':' .. at .. ':' .. u)
+      redis.call('HSET', KEYS[3], field, restored)
       released = released + 1
     end
   end

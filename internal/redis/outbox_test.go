@@ -380,11 +380,17 @@ func testOutboxClaim(t *testing.T, s *Store) {
 	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "dead", 3, 0); err != nil || len(es) != 3 {
 		t.Fatalf("ReadOutbox = %d, %v; want 3", len(es), err)
 	}
+	delivered := time.Now() // at or after the delivery to "dead"
 	// Not idle long enough: a live relay's batch is left alone.
 	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", time.Hour, 10); err != nil || len(es) != 0 {
 		t.Fatalf("ClaimStaleOutbox(min idle 1h) = %v, %v; want none", reservationIDs(es), err)
 	}
-	time.Sleep(150 * time.Millisecond)
+	// The entries are to be idle 100ms for c2, and c2's claim is to
+	// come long enough after the delivery that c3 below can tell the
+	// entries c2 claimed from the one it did not, however slowly the
+	// calls go on a loaded machine.
+	const gap = 500 * time.Millisecond
+	time.Sleep(gap)
 	es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 2)
 	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[:2])) {
 		t.Fatalf("ClaimStaleOutbox(count 2) = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs[:2]))
@@ -394,8 +400,12 @@ func testOutboxClaim(t *testing.T, s *Store) {
 			t.Errorf("claimed entry %d = %+v; want user %s, qty 1", i, e, reqs[i].UserID)
 		}
 	}
-	// Claimed entries are fresh again: not stale for a third relay.
-	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", 100*time.Millisecond, 10); err != nil ||
+	// Claimed entries are fresh again: not stale for a third relay. Its
+	// min idle is the third entry's idle time so far (it has been idle at
+	// least that long), which is gap more than the time since c2 claimed
+	// the other two: they are not stale for it unless this call takes
+	// longer than gap to reach Redis.
+	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", time.Since(delivered).Truncate(time.Millisecond), 10); err != nil ||
 		fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[2:3])) {
 		t.Fatalf("ClaimStaleOutbox by c3 = %v, %v; want only %v", reservationIDs(es), err, requestIDs(reqs[2:3]))
 	}

@@ -15,7 +15,11 @@
 --                            key names the sale; 16 bytes less per keyed
 --                            reservation); entries written before hold the
 --                            whole id, which is read as it is
--- KEYS[4]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
+-- KEYS[4]  sk:{sale}:res     hash of reservation records: the id's last 26
+--                            characters -> "<qty>:<user>" when the id's own
+--                            time is within 2 s of Redis TIME, else
+--                            "<qty>@<reserved_at_ms>:<user>" (record.lua
+--                            has the whole format)
 -- KEYS[5]  sk:{sale}:outbox  stream, one entry per reservation with fields
 --                            reservation_id, user_id, qty, reserved_at_ms
 -- KEYS[6…] sk:{sale}:rl:<key>:<T>:<tolerance>  rate-limit keys, the same
@@ -159,15 +163,43 @@ end
 -- handed out (an undersell), never handed out units it does not count.
 redis.call('HINCRBY', KEYS[1], 'reserved', reserved - before)
 redis.call('HINCRBY', KEYS[1], 'seq', 1)
+-- The millisecond time in the first 48 bits of a reservation id's last
+-- 26 (base32) characters, or nil: a record whose id carries its time
+-- (near enough) need not store it.
+local b32 = {}
+for k = 1, 32 do
+  b32[string.byte('0123456789ABCDEFGHJKMNPQRSTVWXYZ', k)] = k - 1
+end
+local function id_ms(short)
+  if not short or #short ~= 26 then
+    return nil
+  end
+  local v = 0
+  for k = 1, 10 do
+    local d = b32[string.byte(short, k)]
+    if not d then
+      return nil
+    end
+    v = v * 32 + d
+  end
+  return math.floor(v / 4)
+end
+
 local records = {} -- field, value pairs for one HSET of the res hash
 for _, i in ipairs(won) do
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local short = string.match(id, '%.([^.]*)$')
   redis.call('HINCRBY', KEYS[2], user, qtys)
   if key ~= '' then
-    redis.call('HSET', KEYS[3], #user .. ':' .. user .. key, qtys .. ':' .. string.match(id, '%.(.*)$'))
+    redis.call('HSET', KEYS[3], #user .. ':' .. user .. key, qtys .. ':' .. short)
   end
-  records[#records + 1] = id
-  records[#records + 1] = 'active:' .. qtys .. ':' .. now_ms .. ':' .. user
+  local ms = id_ms(short)
+  records[#records + 1] = short or id
+  if ms and math.abs(now - ms) <= 2000 then
+    records[#records + 1] = qtys .. ':' .. user
+  else
+    records[#records + 1] = qtys .. '@' .. now_ms .. ':' .. user
+  end
 end
 redis.call('HSET', KEYS[4], unpack(records))
 for _, i in ipairs(won) do

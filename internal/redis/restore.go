@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -34,10 +33,15 @@ import (
 //go:embed restore.lua
 var restoreLua string
 
+// recordLua reads and rewrites res records; the scripts that do begin with it.
+//
+//go:embed record.lua
+var recordLua string
+
 // Restoring twice changes nothing, so a lost reply may be retried. A
 // retried call may then answer restored=false for the restore its own lost
 // first attempt made; the units are given back once either way.
-var restoreScript = rueidis.NewLuaScriptRetryable(restoreLua)
+var restoreScript = rueidis.NewLuaScriptRetryable(recordLua + restoreLua)
 
 // StatusRestored is a reservation whose units were given back.
 const StatusRestored = "restored"
@@ -341,7 +345,7 @@ func (s *Store) ScanReservations(ctx context.Context, saleID string, count int, 
 			page = page[:0]
 			clear(seen)
 			for i := 0; i < len(e.Elements); i += 2 {
-				r, err := parseRecord(e.Elements[i], e.Elements[i+1])
+				r, err := parseRecord(idOfField(saleID, e.Elements[i]), e.Elements[i+1])
 				if err != nil {
 					return fmt.Errorf("reservations: sale %s: %w", saleID, err)
 				}
@@ -380,9 +384,17 @@ func (s *Store) ReservationsOf(ctx context.Context, saleID string, ids []string)
 	if err != nil {
 		return nil, fmt.Errorf("reservations of ids: %w", err)
 	}
+	// Each id's compact field, then its whole id (a record written before).
+	fields := make([]string, 0, 2*len(ids))
+	of := make([]string, 0, 2*len(ids))
+	for _, id := range ids {
+		for _, f := range recordFields(id) {
+			fields, of = append(fields, f), append(of, id)
+		}
+	}
 	cmds := make(rueidis.Commands, 0, len(bs.tags))
 	for _, tag := range bs.tags {
-		cmds = append(cmds, s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(ids...).Build())
+		cmds = append(cmds, s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(fields...).Build())
 	}
 	for _, res := range s.client.DoMulti(ctx, cmds...) {
 		vals, err := res.ToArray()
@@ -391,10 +403,10 @@ func (s *Store) ReservationsOf(ctx context.Context, saleID string, ids []string)
 		}
 		for i, v := range vals {
 			rec, err := v.ToString()
-			if err != nil || i >= len(ids) {
-				continue // nil: not in this bucket
+			if err != nil || i >= len(of) {
+				continue // nil: not in this bucket, or not under this field
 			}
-			r, err := parseRecord(ids[i], rec)
+			r, err := parseRecord(of[i], rec)
 			if err != nil {
 				return nil, fmt.Errorf("reservations of ids: sale %s: %w", saleID, err)
 			}
@@ -402,34 +414,4 @@ func (s *Store) ReservationsOf(ctx context.Context, saleID string, ids []string)
 		}
 	}
 	return out, nil
-}
-
-// parseRecord decodes one field and value of the res hash, as reserve.lua
-// and restore.lua write them: "<status>:<qty>:<reserved_at_ms>:<user>".
-func parseRecord(id, rec string) (seckill.ReservationRecord, error) {
-	bad := func() (seckill.ReservationRecord, error) {
-		return seckill.ReservationRecord{}, fmt.Errorf("reservation %q: malformed record %q", id, rec)
-	}
-	parts := strings.SplitN(rec, ":", 4)
-	if len(parts) != 4 || parts[3] == "" {
-		return bad()
-	}
-	r := seckill.ReservationRecord{ReservationID: id, UserID: parts[3]}
-	switch parts[0] {
-	case StatusActive:
-	case StatusRestored:
-		r.Restored = true
-	default:
-		return bad()
-	}
-	qty, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || qty < 1 {
-		return bad()
-	}
-	ms, err := strconv.ParseInt(parts[2], 10, 64)
-	if err != nil || ms <= 0 {
-		return bad()
-	}
-	r.Qty, r.ReservedAt = qty, time.UnixMilli(ms).UTC()
-	return r, nil
 }

@@ -3,15 +3,14 @@
 --
 -- KEYS[1]  sk:{sale}:stock   hash {total, reserved, limit, start_ms, end_ms}
 -- KEYS[2]  sk:{sale}:buyers  hash user -> units held
--- KEYS[3]  sk:{sale}:res     hash reservation id -> "<status>:<qty>:<reserved_at_ms>:<user>"
+-- KEYS[3]  sk:{sale}:res     hash of reservation records (record.lua)
 -- ARGV     reservation ids of the sale, one or more (a batch of the
 --          payment-timeout sweeper), handled in order
 --
 -- Returns an array with one integer per reservation id, in order:
 --    1  restored now: `reserved` and the buyer's units went down by qty
 --       and `restored` went up by it (the
---       buyer's field is deleted at 0) and the record reads
---       "restored:<qty>:<reserved_at_ms>:<user>"
+--       buyer's field is deleted at 0) and the record reads restored
 --    0  restored already (by an earlier call or an earlier id of this
 --       one); nothing changed
 --   -1  no record of the reservation; nothing changed
@@ -40,12 +39,11 @@ local before = reserved
 local out = {}
 
 local function restore(id)
-  local rec = redis.call('HGET', KEYS[3], id)
-  if not rec then
+  local field, rec = record_get(KEYS[3], id)
+  if not field then
     return -1
   end
-  -- The user id goes last because it may itself contain ':'.
-  local status, qtys, at, user = string.match(rec, '^(%a+):(%d+):(%d+):(.+)$')
+  local status, qtys, user, restored = record_parse(rec)
   if status == 'restored' then
     return 0
   end
@@ -72,7 +70,7 @@ local function restore(id)
   end
   -- Written now, not with the others, so that the same id later in
   -- this call reads it restored.
-  redis.call('HSET', KEYS[3], id, 'restored:' .. qtys .. ':' .. at .. ':' .. user)
+  redis.call('HSET', KEYS[3], field, restored)
   return 1
 end
 

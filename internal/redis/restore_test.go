@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -32,6 +31,7 @@ func TestStockRestorer(t *testing.T) {
 				{"Inconsistent", testRestoreInconsistent},
 				{"ReservationsSorted", testReservationsSorted},
 				{"ReservationsMalformed", testReservationsMalformed},
+				{"RecordsWrittenBefore", testRecordsWrittenBefore},
 				{"RestockedChannelPerPrefix", func(t *testing.T, s *Store) { testRestockedChannelPerPrefix(t, s, newStore(t)) }},
 			} {
 				t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.test(t, newStore(t)) })
@@ -47,6 +47,85 @@ func hgetall(t *testing.T, s *Store, key string) map[string]string {
 		t.Fatalf("HGETALL %s: %v", key, err)
 	}
 	return m
+}
+
+// plantRecord replaces a reservation's record by rec: under its compact
+// field when rec has the compact form (it starts with a digit or "-"),
+// else under its whole id, as a record written before that form.
+func plantRecord(t *testing.T, s *Store, key, id, rec string) {
+	t.Helper()
+	if err := s.client.Do(context.Background(), s.client.B().Hdel().Key(key).Field(recordFields(id)...).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	field := id
+	if rec != "" && (rec[0] == '-' || rec[0] >= '0' && rec[0] <= '9') {
+		field = recordField(id)
+	}
+	hset(t, s, key, field, rec)
+}
+
+// testRecordsWrittenBefore: records of the form before the compact one
+// (under the whole id, "<status>:<qty>:<ms>:<user>") are still listed,
+// read, restored and released as they were, next to compact ones.
+func testRecordsWrittenBefore(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 5)
+	mustPreheat(t, s, sale)
+	const user = "old:user"
+	reqs := []seckill.ReserveRequest{request(sale.ID, user, 2, ""), request(sale.ID, user, 1, ""), request(sale.ID, "new", 1, "")}
+	if res, err := s.Reserve(ctx, sale.ID, reqs); err != nil || res[2].Outcome != seckill.OutcomeReserved {
+		t.Fatalf("Reserve = %+v, %v", res, err)
+	}
+	key := s.keys(sale.ID)[keyRes]
+	plantRecord(t, s, key, reqs[0].ReservationID, "active:2:1700000000000:"+user)
+	plantRecord(t, s, key, reqs[1].ReservationID, "active:1:1700000000001:"+user)
+
+	got, err := s.Reservations(ctx, sale.ID)
+	if err != nil || len(got) != 3 {
+		t.Fatalf("Reservations = %+v, %v; want 3", got, err)
+	}
+	byID := map[string]seckill.ReservationRecord{}
+	for _, r := range got {
+		byID[r.ReservationID] = r
+	}
+	if r := byID[reqs[0].ReservationID]; r.UserID != user || r.Qty != 2 || r.Restored || !r.ReservedAt.Equal(time.UnixMilli(1700000000000)) {
+		t.Errorf("old record listed as %+v; want %s, qty 2, active, at 1700000000000", r, user)
+	}
+	if r := byID[reqs[2].ReservationID]; r.UserID != "new" || r.Qty != 1 || time.Since(r.ReservedAt) > time.Minute {
+		t.Errorf("compact record listed as %+v; want new, qty 1, reserved just now", r)
+	}
+	of, err := s.ReservationsOf(ctx, sale.ID, requestIDs(reqs))
+	if err != nil || len(of) != 3 || of[reqs[0].ReservationID] != byID[reqs[0].ReservationID] || of[reqs[2].ReservationID] != byID[reqs[2].ReservationID] {
+		t.Errorf("ReservationsOf = %+v, %v; want what Reservations lists", of, err)
+	}
+	if u, qty, status, err := s.Reservation(ctx, reqs[0].ReservationID); err != nil || u != user || qty != 2 || status != StatusActive {
+		t.Errorf("Reservation of an old record = %q, %d, %q, %v", u, qty, status, err)
+	}
+
+	// Restored by the script, an old record keeps its form and field.
+	if restored, err := s.RestoreReservation(ctx, reqs[0].ReservationID); err != nil || !restored {
+		t.Fatalf("RestoreReservation(old) = %v, %v", restored, err)
+	}
+	if rec := hgetall(t, s, key)[reqs[0].ReservationID]; rec != "restored:2:1700000000000:"+user {
+		t.Errorf("old record after restore = %q", rec)
+	}
+	// Released by a heal, too; and a heal adds nothing for an old record.
+	token := "t1"
+	if _, err := s.BeginHeal(ctx, sale, token); err != nil {
+		t.Fatal(err)
+	}
+	added, released, err := s.ApplyHeal(ctx, sale.ID, token,
+		[]seckill.ReservationRecord{{ReservationID: reqs[1].ReservationID, UserID: user, Qty: 1, ReservedAt: time.UnixMilli(1700000000001)}},
+		[]seckill.ReservationRecord{{ReservationID: reqs[1].ReservationID, UserID: user, Qty: 1}})
+	if err != nil || added != 0 || released != 1 {
+		t.Fatalf("ApplyHeal = %d added, %d released, %v; want 0, 1", added, released, err)
+	}
+	if rec := hgetall(t, s, key); rec[reqs[1].ReservationID] != "restored:1:1700000000001:"+user || rec[recordField(reqs[1].ReservationID)] != "" {
+		t.Errorf("old record after a heal released it = %q (compact field %q)", rec[reqs[1].ReservationID], rec[recordField(reqs[1].ReservationID)])
+	}
+	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 1 {
+		t.Errorf("stock after restoring and releasing the old records = %+v, %v; want 1 reserved", lvl, err)
+	}
 }
 
 func hset(t *testing.T, s *Store, key, field, value string) {
@@ -69,15 +148,19 @@ func testRestoredRecord(t *testing.T, s *Store) {
 		t.Fatalf("Reserve = %+v, %v", res, err)
 	}
 	keys := s.keys(sale.ID)
-	recBefore := hgetall(t, s, keys[keyRes])[a.ReservationID]
+	field := recordField(a.ReservationID)
+	recBefore := hgetall(t, s, keys[keyRes])[field]
+	if recBefore != "2:"+user {
+		t.Errorf("record of a reservation = %q under %q; want %q (its id carries its time)", recBefore, field, "2:"+user)
+	}
 	idemBefore := hgetall(t, s, keys[keyIdem])
 
 	if restored, err := s.RestoreReservation(ctx, a.ReservationID); err != nil || !restored {
 		t.Fatalf("RestoreReservation = %v, %v; want true, nil", restored, err)
 	}
 	rec := hgetall(t, s, keys[keyRes])
-	if want := StatusRestored + strings.TrimPrefix(recBefore, StatusActive); rec[a.ReservationID] != want {
-		t.Errorf("record after restore = %q; want %q (was %q)", rec[a.ReservationID], want, recBefore)
+	if want := "-" + recBefore; rec[field] != want {
+		t.Errorf("record after restore = %q; want %q (was %q)", rec[field], want, recBefore)
 	}
 	if gotUser, qty, status, err := s.Reservation(ctx, a.ReservationID); err != nil || gotUser != user || qty != 2 || status != StatusRestored {
 		t.Errorf("Reservation = %q, %d, %q, %v; want %q, 2, %q", gotUser, qty, status, err, user, StatusRestored)
@@ -126,19 +209,31 @@ func testRestoreInconsistent(t *testing.T, s *Store) {
 			}
 		}},
 		{"unknown status", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
-			hset(t, s, keys[keyRes], r.ReservationID, "paused:2:1700000000000:"+r.UserID)
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "paused:2:1700000000000:"+r.UserID)
 		}},
 		{"qty not a number", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
-			hset(t, s, keys[keyRes], r.ReservationID, "active:two:1700000000000:"+r.UserID)
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "active:two:1700000000000:"+r.UserID)
 		}},
 		{"qty 0", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
-			hset(t, s, keys[keyRes], r.ReservationID, "active:0:1700000000000:"+r.UserID)
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "active:0:1700000000000:"+r.UserID)
 		}},
 		{"no user", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
-			hset(t, s, keys[keyRes], r.ReservationID, "active:2:1700000000000:")
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "active:2:1700000000000:")
 		}},
 		{"too few fields", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
-			hset(t, s, keys[keyRes], r.ReservationID, "active:2")
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "active:2")
+		}},
+		{"compact qty 0", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "0:"+r.UserID)
+		}},
+		{"compact no user", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "2:")
+		}},
+		{"compact time empty", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "2@:"+r.UserID)
+		}},
+		{"compact time not a number", func(t *testing.T, keys []string, r seckill.ReserveRequest) {
+			plantRecord(t, s, keys[keyRes], r.ReservationID, "2@x:"+r.UserID)
 		}},
 	}
 	for _, tt := range tests {
@@ -194,12 +289,13 @@ func testReservationsMalformed(t *testing.T, s *Store) {
 	if _, err := s.Reservations(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("Reservations(a{b}): err = %v; want code %s", err, seckill.EINVALID)
 	}
-	for _, rec := range []string{"paused:1:1700000000000:u", "active:x:1700000000000:u", "active:1:-5:u", "active:1:1700000000000:", "active"} {
+	for _, rec := range []string{"paused:1:1700000000000:u", "active:x:1700000000000:u", "active:1:-5:u", "active:1:1700000000000:", "active",
+		"0:u", "1:", "1@:u", "1@-5:u", "-x:u", "--1:u"} {
 		sale := liveSale(10, 5)
 		mustPreheat(t, s, sale)
 		reserveN(t, s, sale.ID, 3)
 		id := seckill.NewReservationID(sale.ID, time.Now())
-		hset(t, s, s.keys(sale.ID)[keyRes], id, rec)
+		plantRecord(t, s, s.keys(sale.ID)[keyRes], id, rec)
 		if got, err := s.Reservations(ctx, sale.ID); err == nil || !strings.Contains(err.Error(), id) {
 			t.Errorf("Reservations with record %q = %d records, %v; want an error naming %s", rec, len(got), err, id)
 		}
@@ -252,13 +348,8 @@ func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
 // TestSubscribeRestockedReconnects cuts the subscription's connection and
 // checks that announcements are heard again once Redis is back.
 func TestSubscribeRestockedReconnects(t *testing.T) {
-	u, err := url.Parse(servicetest.Redis.URL(t))
-	if err != nil {
-		t.Fatalf("Redis URL: %v", err)
-	}
-	proxy := servicetest.StartProxy(t, u.Host)
-	u.Host = proxy.Addr()
-	s := connect(t, u.String())
+	proxy, viaProxy := servicetest.ProxyURL(t, servicetest.Redis.URL(t))
+	s := connect(t, viaProxy)
 	saleID := servicetest.UniqueName("sale_")
 
 	ctx, cancel := context.WithCancel(context.Background())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -348,22 +347,26 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 	if err != nil {
 		return "", 0, "", fmt.Errorf("reservation: %w", err)
 	}
-	rec, err := s.client.Do(ctx, s.client.B().Hget().Key(s.keys(tag)[keyRes]).Field(reservationID).Build()).ToString()
-	if rueidis.IsRedisNil(err) {
-		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
-	} else if err != nil {
+	vals, err := s.client.Do(ctx, s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(recordFields(reservationID)...).Build()).ToArray()
+	if err != nil {
 		return "", 0, "", fmt.Errorf("reservation: %w", classify(err))
 	}
-	// "<status>:<qty>:<reserved_at_ms>:<user>"; the user id goes last
-	// because it may itself contain ':'.
-	parts := strings.SplitN(rec, ":", 4)
-	if len(parts) != 4 {
-		return "", 0, "", fmt.Errorf("reservation %q: malformed record %q", reservationID, rec)
+	for _, v := range vals {
+		rec, err := v.ToString()
+		if err != nil {
+			continue // nil: not under this field
+		}
+		r, err := parseRecord(reservationID, rec)
+		if err != nil {
+			return "", 0, "", err
+		}
+		status = StatusActive
+		if r.Restored {
+			status = StatusRestored
+		}
+		return r.UserID, r.Qty, status, nil
 	}
-	if qty, err = strconv.ParseInt(parts[1], 10, 64); err != nil {
-		return "", 0, "", fmt.Errorf("reservation %q: malformed record %q", reservationID, rec)
-	}
-	return parts[3], qty, parts[0], nil
+	return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 }
 
 // OutboxLen returns the number of entries in a sale's outbox stream: the

@@ -3,6 +3,7 @@ package servicetest
 import (
 	"errors"
 	"net"
+	"net/url"
 	"sync"
 	"testing"
 )
@@ -41,6 +42,20 @@ func StartProxy(t testing.TB, target string) *Proxy {
 		p.wg.Wait()
 	})
 	return p
+}
+
+// ProxyURL starts a Proxy to the host of rawURL (a service's URL, such as
+// redis://…, amqp://… or postgres://…) and returns it with rawURL
+// rewritten to go through it.
+func ProxyURL(t testing.TB, rawURL string) (*Proxy, string) {
+	t.Helper()
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		t.Fatalf("proxy: URL %q has no host (%v)", rawURL, err)
+	}
+	p := StartProxy(t, u.Host)
+	u.Host = p.Addr()
+	return p, u.String()
 }
 
 // Addr is the proxy's "host:port".

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
 // DefaultSafetyInterval is how long a sold-out flag holds without a Clear.
@@ -90,12 +91,8 @@ var _ seckill.Reserver = (*Gate)(nil)
 
 // New returns a Gate in front of next.
 func New(next seckill.Reserver, cfg Config) *Gate {
-	if cfg.SafetyInterval <= 0 {
-		cfg.SafetyInterval = DefaultSafetyInterval
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	defaults.Positive(&cfg.SafetyInterval, DefaultSafetyInterval)
+	defaults.Clock(&cfg.Now)
 	return &Gate{
 		next:     next,
 		replays:  cfg.Replays,

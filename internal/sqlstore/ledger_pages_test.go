@@ -48,3 +48,14 @@ func sqlitePlan(t *testing.T, db *DB, query string, args ...any) string {
 	}
 	return strings.Join(plan, "; ")
 }
+
+// TestExpiredOrdersReadTheIndexInOrder: the sweeper's list of expired
+// orders reads the (status, pay_by_ms) index in order and stops at its
+// limit, never sorting every expired order for each batch.
+func TestExpiredOrdersReadTheIndexInOrder(t *testing.T) {
+	db := openMigrated(t, sqltest.SQLite)
+	got := sqlitePlan(t, db, NewOrderStore(db).q.expiredOrders, "ordered", 1, 500)
+	if !strings.Contains(got, "orders_status_pay_by_idx (status=? AND pay_by_ms<?)") || strings.Contains(got, "TEMP B-TREE") {
+		t.Errorf("plan of the expired-orders list: %s; want the status, pay_by index in order, no sort", got)
+	}
+}

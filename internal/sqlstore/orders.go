@@ -75,9 +75,16 @@ const (
 
 	// idChunk and insertChunk keep statements well under every dialect's
 	// limit on bind parameters (SQLite 32766, MySQL and PostgreSQL 65535):
-	// 500 ids per IN list, 200 rows (at most 11 columns) per INSERT.
+	// 500 ids per IN list (four lists in the writer's read: 2050
+	// parameters), 200 rows (at most 11 columns) per INSERT. New orders,
+	// the bulk of the writer's work, go up to placedChunk rows (5632
+	// parameters) per INSERT, in runs of placedStep rows, so that a batch
+	// of any size up to placedChunk takes at most six statements, and
+	// typically two or three.
 	idChunk     = 500
 	insertChunk = 200
+	placedChunk = 512
+	placedStep  = 32
 
 	// maxReasonBytes bounds stored reasons (cancel reasons, failure
 	// reasons). Longer ones are cut: a reason is a diagnostic, and
@@ -107,13 +114,6 @@ type orderQueries struct {
 	// serialization failure).
 	isTransient func(error) bool
 
-	// saleStock selects stock, version, price_cents, per_user_limit of
-	// sale $1.
-	saleStock string
-	// heldIn selects user_id, qty of the orders of sale $1 not cancelled
-	// whose user_id is IN a list numbered from $2: what each buyer holds
-	// against the per-user limit.
-	heldIn string
 	// orderIDsIn and failedOrderIDsIn select the reservation_id of the
 	// orders (failed orders) whose reservation_id is IN a list.
 	orderIDsIn       string
@@ -142,7 +142,10 @@ type orderQueries struct {
 	// reservation $4 if its status is $5.
 	cancelOrder string
 	// expiredOrders selects up to $3 orders of status $1 with
-	// pay_by_ms <= $2, oldest deadline first.
+	// pay_by_ms <= $2, oldest deadline first. No tie-break: the
+	// (status, pay_by_ms) index gives that order and the scan stops at
+	// the limit, where a second key would sort every expired order for
+	// each batch (20,000 of them after a rush that nobody paid for).
 	expiredOrders string
 	// failedOrders selects up to $1 failed orders, newest first.
 	failedOrders string
@@ -174,8 +177,6 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		bind:        func(int) string { return "?" },
 		isTransient: isTransient,
 
-		saleStock:        `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = ?`,
-		heldIn:           `SELECT user_id, qty FROM orders WHERE sale_id = ? AND status <> 'cancelled' AND user_id IN `,
 		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
 		bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = ?`,
@@ -194,7 +195,7 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 			WHERE reservation_id = ? AND status = ?`,
 		expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 			WHERE status = ? AND pay_by_ms <= ?
-			ORDER BY pay_by_ms, reservation_id LIMIT ?`,
+			ORDER BY pay_by_ms LIMIT ?`,
 		failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
 	}
@@ -276,7 +277,7 @@ func (q *orderQueries) tuples(rows, width int) string {
 //
 // Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
 // cut to the millisecond. An unknown sale is ErrNotFound. An event whose
-// reservation id is not a well-formed id of saleID, or whose SaleID is not
+// reservation id does not have the shape of an id of saleID, or whose SaleID is not
 // saleID, is the caller's mistake: the call fails with EINVALID and writes
 // nothing.
 func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
@@ -288,7 +289,9 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 			seckill.Errorf(seckill.EINVALID, "pay timeout must be positive, got %s", payTimeout))
 	}
 	for i, e := range events {
-		if sale, ok := seckill.SaleIDOfReservation(e.ReservationID); !ok || sale != saleID || e.SaleID != saleID {
+		// The writer parsed the events at the broker edge; here only
+		// their shape is checked, as an invariant.
+		if !seckill.IsReservationOf(e.ReservationID, saleID) || e.SaleID != saleID {
 			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID,
 				seckill.Errorf(seckill.EINVALID, "event %d (reservation %q, sale %q) is not a reservation of sale %s",
 					i, e.ReservationID, e.SaleID, saleID))
@@ -341,43 +344,31 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
-	// The sale first, then the existing rows: where each statement reads
-	// its own snapshot (PostgreSQL's READ COMMITTED), a writer that
-	// commits between the two reads has moved the version read here, and
-	// the stock update below notices.
-	var stock, version, price, limit int64
-	err = st.queryRow(ctx, tx, st.q.saleStock, saleID).Scan(&stock, &version, &price, &limit)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
-	} else if err != nil {
-		return nil, st.conflictOr(err, "read sale stock")
-	}
 	ids := make([]string, 0, len(events))
 	seen := make(map[string]bool, len(events))
+	var users []string
+	seenUser := make(map[string]bool, len(events))
 	for _, e := range events {
 		if !seen[e.ReservationID] {
 			seen[e.ReservationID] = true
 			ids = append(ids, e.ReservationID)
 		}
-	}
-	existing, err := st.existing(ctx, tx, ids)
-	if err != nil {
-		return nil, st.conflictOr(err, "find existing orders")
-	}
-	fresh := make([]string, 0, len(ids))
-	for _, id := range ids {
-		if !existing[id] {
-			fresh = append(fresh, id)
+		// An invalid user id is rejected anyway, and may not even be
+		// text the database accepts as a bind parameter.
+		if !seenUser[e.UserID] && seckill.ValidUserID(e.UserID) {
+			seenUser[e.UserID] = true
+			users = append(users, e.UserID)
 		}
 	}
-	restores, err := st.restoresOf(ctx, tx, fresh)
+	r, err := st.batchReads(ctx, tx, saleID, ids, users)
 	if err != nil {
-		return nil, st.conflictOr(err, "find restore requests")
+		return nil, st.conflictOr(err, "read the sale and the batch's rows")
 	}
-	held, err := st.heldBy(ctx, tx, saleID, events, existing)
-	if err != nil {
-		return nil, st.conflictOr(err, "find units held by the buyers")
+	if !r.saleFound {
+		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
 	}
+	stock, version, price, limit := r.stock, r.version, r.price, r.limit
+	existing, restores, held := r.existing, r.restores, r.held
 
 	var (
 		outcomes = make([]seckill.PersistOutcome, len(events))
@@ -507,43 +498,79 @@ func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *sec
 	return f
 }
 
-// heldBy returns the units each buyer of the fresh events holds in orders
-// of the sale that are not cancelled. It runs after the sale row was read,
-// so an order another writer commits meanwhile moves the version and the
-// stock update of this attempt fails.
-func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, events []seckill.ReservationEvent, existing map[string]bool) (map[string]int64, error) {
-	held := make(map[string]int64)
-	var users []string
-	for _, e := range events {
-		// An invalid user id is rejected anyway, and may not even be
-		// text the database accepts as a bind parameter.
-		if _, ok := held[e.UserID]; !ok && !existing[e.ReservationID] && seckill.ValidUserID(e.UserID) {
-			held[e.UserID] = 0
-			users = append(users, e.UserID)
+// batchRows is what one attempt of PersistReservations reads before it
+// decides: the sale's row, which reservations already have an order, a
+// failed order or a restore request, and the units each buyer holds in
+// orders of the sale that are not cancelled.
+type batchRows struct {
+	saleFound                    bool
+	stock, version, price, limit int64
+	existing                     map[string]bool
+	restores                     map[string]string
+	held                         map[string]int64
+}
+
+// batchReads reads batchRows with one statement per idChunk ids
+// (st.q.batchReads): one round trip where five statements took five. All
+// of a statement's parts read one snapshot; where each statement reads its
+// own (PostgreSQL's READ COMMITTED), the sale's row comes from the first,
+// so a writer that commits before a later one has moved the version read
+// here, and the stock update notices. users are at most as many as ids.
+func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string, ids, users []string) (*batchRows, error) {
+	r := &batchRows{existing: map[string]bool{}, restores: map[string]string{}, held: map[string]int64{}}
+	for start := 0; start < len(ids); start += idChunk {
+		idc := ids[start:min(start+idChunk, len(ids))]
+		var uc []string
+		if start < len(users) {
+			uc = users[start:min(start+idChunk, len(users))]
 		}
-	}
-	for start := 0; start < len(users); start += idChunk {
-		chunk := users[start:min(start+idChunk, len(users))]
-		// Padded like eachRowIn's lists, so that the statement is one of
-		// a few prepared texts; a buyer named twice in an IN list still
-		// matches each of their orders once.
-		args := make([]any, 1+padLen(len(chunk)))
-		args[0] = saleID
-		for i := range args[1:] {
-			args[1+i] = chunk[min(i, len(chunk)-1)]
+		// Both lists padded to a power of two (an IN list does not mind
+		// a value twice; a buyer named twice still matches each of their
+		// orders once), so that few statement texts exist. No buyer has
+		// the empty id, which pads a list with no buyer left.
+		n := padLen(len(idc))
+		args := make([]any, 0, 2+4*n)
+		args = append(args, saleID)
+		for range 3 {
+			for i := range n {
+				args = append(args, idc[min(i, len(idc)-1)])
+			}
 		}
-		rows, err := st.query(ctx, tx, st.q.heldIn+st.q.list(2, len(args)-1), args...)
+		args = append(args, saleID)
+		for i := range n {
+			if len(uc) == 0 {
+				args = append(args, "")
+			} else {
+				args = append(args, uc[min(i, len(uc)-1)])
+			}
+		}
+		rows, err := st.query(ctx, tx, st.q.batchReadsOf(n), args...)
 		if err != nil {
 			return nil, err
 		}
 		for rows.Next() {
-			var user string
-			var qty int64
-			if err := rows.Scan(&user, &qty); err != nil {
+			var (
+				kind       int
+				key, text  string
+				a, b, c, d int64
+			)
+			if err := rows.Scan(&kind, &key, &a, &b, &c, &d, &text); err != nil {
 				rows.Close()
 				return nil, err
 			}
-			held[user] += qty
+			switch kind {
+			case batchRowSale:
+				if start == 0 {
+					r.saleFound = true
+					r.stock, r.version, r.price, r.limit = a, b, c, d
+				}
+			case batchRowOrder, batchRowFailed:
+				r.existing[key] = true
+			case batchRowRestore:
+				r.restores[key] = text
+			case batchRowHeld:
+				r.held[key] += a
+			}
 		}
 		err = rows.Err()
 		rows.Close()
@@ -551,7 +578,31 @@ func (st *OrderStore) heldBy(ctx context.Context, tx *sql.Tx, saleID string, eve
 			return nil, err
 		}
 	}
-	return held, nil
+	return r, nil
+}
+
+// The kinds of row of st.q.batchReads, in its first column.
+const (
+	batchRowSale = iota
+	batchRowOrder
+	batchRowFailed
+	batchRowRestore
+	batchRowHeld
+)
+
+// batchReadsOf is the text of batchReads for lists of n: parameter 1 is
+// the sale, then three lists of the same n reservation ids, the sale
+// again and n buyers. Each row is (kind, key, a, b, c, d, text): the
+// sale's stock, version, price and limit; a reservation with an order or
+// a failed order; a restore request and its reason; a buyer's order not
+// cancelled and its qty.
+func (q *orderQueries) batchReadsOf(n int) string {
+	return `SELECT 0, id, stock, version, price_cents, per_user_limit, '' FROM sales WHERE id = ` + q.bind(1) +
+		` UNION ALL SELECT 1, reservation_id, 0, 0, 0, 0, '' FROM orders WHERE reservation_id IN ` + q.list(2, n) +
+		` UNION ALL SELECT 2, reservation_id, 0, 0, 0, 0, '' FROM failed_orders WHERE reservation_id IN ` + q.list(2+n, n) +
+		` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + q.list(2+2*n, n) +
+		` UNION ALL SELECT 4, user_id, qty, 0, 0, 0, '' FROM orders WHERE sale_id = ` + q.bind(2+3*n) +
+		` AND status <> 'cancelled' AND user_id IN ` + q.list(3+3*n, n)
 }
 
 // existing returns which of ids already have an order or a failed order.
@@ -605,9 +656,9 @@ func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, id
 	return nil
 }
 
-// insertOrders inserts orders with multi-row INSERTs of up to insertChunk
-// rows: those still ordered without a cancel reason, the others with
-// theirs.
+// insertOrders inserts orders with multi-row INSERTs: those still ordered
+// without a cancel reason (up to placedChunk rows each), the others with
+// theirs (up to insertChunk).
 func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
 	var placed, cancelled []*seckill.Order
 	for _, o := range orders {
@@ -627,6 +678,9 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 	} {
 		for start, n := 0, 0; start < len(set.orders); start += n {
 			n = runLen(len(set.orders)-start, insertChunk)
+			if set.width == orderInsertWidth {
+				n = placedRunLen(len(set.orders) - start)
+			}
 			chunk := set.orders[start : start+n]
 			args := make([]any, 0, len(chunk)*set.width)
 			for _, o := range chunk {
@@ -647,16 +701,21 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 // execer is a transaction or a pool.
 // writerQueries lists every statement text PersistReservations runs.
 func (st *OrderStore) writerQueries() []string {
-	qs := []string{st.q.saleStock, st.q.takeStock}
+	qs := []string{st.q.takeStock}
+	for n := placedStep; n <= placedChunk; n += placedStep {
+		qs = append(qs, st.q.insertOrders+st.q.tuples(n, orderInsertWidth))
+	}
+	for n := 1; n < placedStep; n *= 2 {
+		qs = append(qs, st.q.insertOrders+st.q.tuples(n, orderInsertWidth))
+	}
 	for n := 1; n <= insertChunk; n *= 2 {
 		qs = append(qs,
-			st.q.insertOrders+st.q.tuples(n, orderInsertWidth),
 			st.q.insertCancelledOrders+st.q.tuples(n, cancelledInsertWidth),
 			st.q.insertFailedOrders+st.q.tuples(n, failedOrderWidth))
 	}
 	for n := 1; n <= padLen(idChunk); n *= 2 {
 		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n),
-			st.q.heldIn+st.q.list(2, n))
+			st.q.batchReadsOf(n))
 	}
 	return qs
 }
@@ -722,6 +781,16 @@ func runLen(n, limit int) int {
 		r *= 2
 	}
 	return r
+}
+
+// placedRunLen is the length of the next run of n new orders inserted by
+// one statement: a multiple of placedStep up to placedChunk, or below
+// placedStep a power of two.
+func placedRunLen(n int) int {
+	if n >= placedStep {
+		return min(n, placedChunk) / placedStep * placedStep
+	}
+	return runLen(n, placedStep)
 }
 
 // padLen is n rounded up to a power of two.

@@ -469,7 +469,8 @@ func TestOrderSchema(t *testing.T) {
 // writes slower the more it had sold).
 func TestHeldByUsesIndex(t *testing.T) {
 	db := openMigrated(t, sqltest.SQLite)
-	got := sqlitePlan(t, db, NewOrderStore(db).q.heldIn+"(?, ?)", "tea", "u1", "u2")
+	id := seckill.NewReservationID("tea", time.Now())
+	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1), "tea", id, id, id, "tea", "u1")
 	if !strings.Contains(got, "orders_sale_user_idx (sale_id=? AND user_id=?)") {
 		t.Errorf("plan of the held-by read: %s; want a search of orders_sale_user_idx on sale_id and user_id", got)
 	}
@@ -546,5 +547,32 @@ func TestPersistPreparesOnce(t *testing.T) {
 				t.Errorf("%d prepared statements after batches of 1 to 300; want the %d prepared up front, no more", texts, want)
 			}
 		})
+	}
+}
+
+// TestInsertRunsArePrepared: every run a batch of new orders is cut into
+// is one of the statement texts prepared before the first transaction,
+// and the runs cover the batch.
+func TestInsertRunsArePrepared(t *testing.T) {
+	st := &OrderStore{q: &sqliteOrderQueries, rq: &sqliteRestoreQueries}
+	prepared := map[string]bool{}
+	for _, q := range st.writerQueries() {
+		prepared[q] = true
+	}
+	for n := 1; n <= 3*placedChunk; n++ {
+		runs := 0
+		for left := n; left > 0; runs++ {
+			r := placedRunLen(left)
+			if r < 1 || r > left {
+				t.Fatalf("batch of %d: a run of %d with %d left", n, r, left)
+			}
+			if !prepared[st.q.insertOrders+st.q.tuples(r, orderInsertWidth)] {
+				t.Fatalf("batch of %d: a run of %d is not a prepared text", n, r)
+			}
+			left -= r
+		}
+		if n <= placedChunk && runs > 6 {
+			t.Errorf("batch of %d takes %d statements, want at most 6", n, runs)
+		}
 	}
 }

@@ -62,8 +62,6 @@ var postgresOrderQueries = orderQueries{
 		return errors.As(err, &e) && (e.Code == "40001" || e.Code == "40P01")
 	},
 
-	saleStock:        `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = $1`,
-	heldIn:           `SELECT user_id, qty FROM orders WHERE sale_id = $1 AND status <> 'cancelled' AND user_id IN `,
 	orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 	failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
 	bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = $1`,
@@ -82,7 +80,7 @@ var postgresOrderQueries = orderQueries{
 		WHERE reservation_id = $4 AND status = $5`,
 	expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE status = $1 AND pay_by_ms <= $2
-		ORDER BY pay_by_ms, reservation_id LIMIT $3`,
+		ORDER BY pay_by_ms LIMIT $3`,
 	failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT $1`,
 }
