@@ -485,6 +485,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if role.relay {
 		rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
 			Logger: m.Logger, OnPublished: pm.ObserveRelayed, OnReclaimed: pm.ObserveReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
+			// The embedded broker's writer is this binary: events go
+			// compact. An external broker may have writers of an older
+			// version, which read only JSON.
+			CompactEvents: cfg.BrokerURL == "",
 		})
 		rl.Start(context.WithoutCancel(ctx))
 		m.closers = append(m.closers, rl.Stop)
