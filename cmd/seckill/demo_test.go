@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -235,7 +234,7 @@ func TestBenchRushSpreadsOverNodes(t *testing.T) {
 func TestDemoServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr servicetest.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"demo", "--serve", "--stock", "5", "--buyers", "50", "--concurrency", "8", "--lead", "200ms"}, &stdout, &stderr)
@@ -267,22 +266,4 @@ func TestDemoServe(t *testing.T) {
 	if code := <-done; code != 0 {
 		t.Fatalf("demo --serve exited %d:\n%s", code, stderr.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe to read while another goroutine writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

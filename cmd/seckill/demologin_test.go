@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // The demo login mints a token for any name: only `seckill demo` turns it
@@ -31,7 +33,7 @@ func TestDemoLoginOffUnlessAskedFor(t *testing.T) {
 		{"on", http.StatusOK, true},
 	} {
 		t.Run(tc.setting, func(t *testing.T) {
-			logs := &syncBuffer{}
+			logs := &servicetest.Buffer{}
 			e := startEngine(t, func(c *Config) { c.DemoLogin = tc.setting }, func(m *Main) {
 				m.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 			})

@@ -289,9 +289,9 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 // healingEngine starts an engine on the Redis at redisURL with durability,
 // which notices lost claims within seconds and heals every 200ms; its
 // warnings (and ALERT lines) go to logs.
-func healingEngine(t *testing.T, redisURL, durability string) (*engine, *syncBuffer) {
+func healingEngine(t *testing.T, redisURL, durability string) (*engine, *servicetest.Buffer) {
 	t.Helper()
-	logs := &syncBuffer{}
+	logs := &servicetest.Buffer{}
 	e := startEngine(t, func(c *Config) {
 		c.RedisURL = redisURL
 		c.RedisDurability = durability

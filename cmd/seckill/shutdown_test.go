@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -29,8 +28,7 @@ type process struct {
 	base   string
 	exited chan struct{}
 	err    error
-	stderr *strings.Builder
-	mu     sync.Mutex
+	stderr *servicetest.Buffer
 	client *http.Client
 }
 
@@ -53,8 +51,8 @@ func startServe(t *testing.T, env ...string) *process {
 	}
 	tr := &http.Transport{}
 	t.Cleanup(tr.CloseIdleConnections)
-	p := &process{t: t, cmd: cmd, exited: make(chan struct{}), stderr: &strings.Builder{}, client: &http.Client{Transport: tr}}
-	cmd.Stderr = lockedWriter{&p.mu, p.stderr}
+	p := &process{t: t, cmd: cmd, exited: make(chan struct{}), stderr: &servicetest.Buffer{}, client: &http.Client{Transport: tr}}
+	cmd.Stderr = p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -85,22 +83,7 @@ func startServe(t *testing.T, env ...string) *process {
 	return p
 }
 
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
-}
-
-func (p *process) log() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *process) log() string { return p.stderr.String() }
 
 func (p *process) signal(s os.Signal) {
 	p.t.Helper()

@@ -1,12 +1,14 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"io"
 	"mime"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -93,9 +95,32 @@ type reservationRequest struct {
 // decodeReservationRequest decodes a reservation body. Accepted input
 // always yields 1 <= qty <= seckill.MaxPurchaseLimit; a missing or null qty
 // is rejected like a zero.
+//
+// The body every client sends, {"qty":N}, is read into a pooled buffer and
+// parsed by hand (quickQty); anything else, or a body longer than the
+// buffer, goes through encoding/json on the same bytes, so both paths give
+// one answer (FuzzDecodeReservationRequest checks that they agree).
 func decodeReservationRequest(r io.Reader) (qty int64, err error) {
+	buf := bodyBufs.Get().(*[bodyPeek]byte)
+	defer bodyBufs.Put(buf)
+	n, rerr := readUpTo(r, buf[:])
+	if rerr == io.EOF {
+		if q, ok := quickQty(buf[:n]); ok {
+			if q > seckill.MaxPurchaseLimit {
+				return 0, errQtyRange
+			}
+			return q, nil
+		}
+	}
+	var body io.Reader = bytes.NewReader(buf[:n])
+	switch {
+	case rerr == nil: // the buffer is full: the rest follows
+		body = io.MultiReader(body, r)
+	case rerr != io.EOF:
+		body = io.MultiReader(body, errReader{rerr})
+	}
 	var req reservationRequest
-	if err := decodeJSON(r, &req); err != nil {
+	if err := decodeJSON(body, &req); err != nil {
 		return 0, err
 	}
 	if req.Qty < 1 || req.Qty > seckill.MaxPurchaseLimit {
@@ -161,4 +186,63 @@ func parseTime(field, s string) (time.Time, error) {
 		return time.Time{}, seckill.Errorf(seckill.EINVALID, "%s must be an RFC 3339 time, e.g. 2030-01-02T15:04:05Z.", field)
 	}
 	return t.UTC().Truncate(time.Microsecond), nil
+}
+
+// bodyPeek is how much of a reservation body is read before deciding how
+// to parse it: far more than {"qty":N} with any sane spacing.
+const bodyPeek = 256
+
+var bodyBufs = sync.Pool{New: func() any { return new([bodyPeek]byte) }}
+
+// readUpTo reads r into buf until buf is full (nil error), r ends (io.EOF)
+// or fails.
+func readUpTo(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+// errReader replays a read error after the bytes read before it.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }
+
+// quickQty parses the one body shape clients send, {"qty":N} with JSON
+// whitespace anywhere between tokens, N a positive integer of at most 9
+// digits without a leading zero. ok is false for anything else, which
+// encoding/json then judges.
+func quickQty(b []byte) (qty int64, ok bool) {
+	i := skipSpace(b, 0)
+	for _, tok := range []string{"{", `"qty"`, ":"} {
+		if string(b[i:min(len(b), i+len(tok))]) != tok {
+			return 0, false
+		}
+		i = skipSpace(b, i+len(tok))
+	}
+	start := i
+	for i < len(b) && '0' <= b[i] && b[i] <= '9' && i-start < 10 {
+		qty = qty*10 + int64(b[i]-'0')
+		i++
+	}
+	if digits := i - start; digits == 0 || digits > 9 || b[start] == '0' {
+		return 0, false
+	}
+	i = skipSpace(b, i)
+	if i >= len(b) || b[i] != '}' || skipSpace(b, i+1) != len(b) {
+		return 0, false
+	}
+	return qty, true
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }

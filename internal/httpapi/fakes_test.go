@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // In-memory fakes of the ports. Each records its calls so tests can assert
@@ -159,24 +160,6 @@ func (c *clock) Now() time.Time          { return time.Unix(0, c.ns.Load()).UTC(
 func (c *clock) Set(t time.Time)         { c.ns.Store(t.UnixNano()) }
 func (c *clock) Advance(d time.Duration) { c.ns.Add(int64(d)) }
 
-// lockedBuffer collects log output from concurrent handlers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 const (
 	testAdminToken = "admin-token-0123456789abcdefghij"
 	testSaleID     = "tea-2030"
@@ -212,7 +195,7 @@ type env struct {
 	reserver *fakeReserver
 	clock    *clock
 	reg      *prometheus.Registry
-	logs     *lockedBuffer
+	logs     *servicetest.Buffer
 	created  []*seckill.Sale // seen by OnSaleCreated
 	mu       sync.Mutex
 }
@@ -227,7 +210,7 @@ func newEnv(t testing.TB, mod ...func(*Config)) *env {
 		reserver: &fakeReserver{},
 		clock:    &clock{},
 		reg:      prometheus.NewRegistry(),
-		logs:     &lockedBuffer{},
+		logs:     &servicetest.Buffer{},
 	}
 	e.clock.Set(t0)
 	cfg := Config{

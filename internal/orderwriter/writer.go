@@ -8,7 +8,6 @@ package orderwriter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,43 +59,62 @@ type Writer struct {
 	consumer Consumer
 	cfg      Config
 
-	sales  saleLocks
+	sales  saleQueues
 	worker startstop.Worker
 }
 
-// saleLocks holds a mutex per sale while anyone holds or waits for it.
-type saleLocks struct {
-	mu    sync.Mutex
-	locks map[string]*saleLock
+// saleQueues holds, per sale, the batches waiting to be persisted and the
+// mutex of the one transaction of the sale this process runs at a time,
+// while anyone holds or waits for them.
+type saleQueues struct {
+	mu     sync.Mutex
+	queues map[string]*saleQueue
 }
 
-type saleLock struct {
-	sync.Mutex
-	users int // holders and waiters
+type saleQueue struct {
+	run     sync.Mutex // held by the consumer persisting the sale
+	pending []*job     // under saleQueues.mu
+	users   int        // consumers with a job in it; under saleQueues.mu
 }
 
-// lock waits for sale's mutex and returns its release.
-func (s *saleLocks) lock(sale string) (unlock func()) {
+// job is one consumer's events of a sale, and what became of them.
+type job struct {
+	evs      []seckill.ReservationEvent
+	outcomes []seckill.PersistOutcome
+	err      error
+	done     bool // under saleQueue.run
+}
+
+// enqueue adds j to sale's queue and returns the queue and its release.
+func (s *saleQueues) enqueue(sale string, j *job) (*saleQueue, func()) {
 	s.mu.Lock()
-	if s.locks == nil {
-		s.locks = map[string]*saleLock{}
+	defer s.mu.Unlock()
+	if s.queues == nil {
+		s.queues = map[string]*saleQueue{}
 	}
-	l := s.locks[sale]
-	if l == nil {
-		l = &saleLock{}
-		s.locks[sale] = l
+	q := s.queues[sale]
+	if q == nil {
+		q = &saleQueue{}
+		s.queues[sale] = q
 	}
-	l.users++
-	s.mu.Unlock()
-	l.Lock()
-	return func() {
-		l.Unlock()
+	q.users++
+	q.pending = append(q.pending, j)
+	return q, func() {
 		s.mu.Lock()
-		if l.users--; l.users == 0 {
-			delete(s.locks, sale)
+		defer s.mu.Unlock()
+		if q.users--; q.users == 0 {
+			delete(s.queues, sale)
 		}
-		s.mu.Unlock()
 	}
+}
+
+// take empties q's queue.
+func (s *saleQueues) take(q *saleQueue) []*job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	jobs := q.pending
+	q.pending = nil
+	return jobs
 }
 
 // New returns a Writer reading from consumer into store.
@@ -239,20 +257,56 @@ func (w *Writer) settle(sale string, batch []seckill.Delivery, idx []int, evs []
 	}
 }
 
-// persist calls the store, waiting out a database outage: while the
+// persist persists evs of sale, together with the events of this
+// process's other consumers that wait for the sale meanwhile.
+//
+// The consumers of this process persist a sale one transaction at a time:
+// two transactions of a sale cannot commit together anyway (its row is
+// locked from the stock update to the commit), and two begun together
+// would have one lose its optimistic lock and redo its reads. So a
+// consumer whose turn comes persists, in one transaction, every batch of
+// the sale queued by then (its own, if no one did it already): under load
+// the transactions grow with what has arrived, and their fixed cost
+// (round trips, a commit) is paid once for all. If that transaction fails,
+// each batch is tried alone, so that one bad batch fails only itself.
+// Writers in other processes, and a redrive, still meet on the optimistic
+// lock.
+func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
+	mine := &job{evs: evs}
+	q, release := w.sales.enqueue(sale, mine)
+	defer release()
+	q.run.Lock()
+	defer q.run.Unlock()
+	if mine.done {
+		return mine.outcomes, mine.err
+	}
+	jobs := w.sales.take(q)
+	if len(jobs) == 1 {
+		mine.outcomes, mine.err = w.persistOnce(ctx, sale, evs)
+		return mine.outcomes, mine.err
+	}
+	var all []seckill.ReservationEvent
+	for _, j := range jobs {
+		all = append(all, j.evs...)
+	}
+	outcomes, err := w.persistOnce(ctx, sale, all)
+	for _, j := range jobs {
+		if err == nil {
+			j.outcomes, outcomes = outcomes[:len(j.evs):len(j.evs)], outcomes[len(j.evs):]
+		} else {
+			j.outcomes, j.err = w.persistOnce(ctx, sale, j.evs)
+		}
+		j.done = true
+	}
+	return mine.outcomes, mine.err
+}
+
+// persistOnce calls the store, waiting out a database outage: while the
 // database does not answer a ping, the same events are tried again after a
 // growing pause, and no attempt is spent. It returns an error only for a
 // failure with the database up (a bad event, an unknown sale), or when ctx
 // ends.
-//
-// The consumers of this process persist one sale's batches one at a time:
-// two transactions of a sale cannot commit together anyway (its row is
-// locked from the stock update to the commit), and two begun together
-// would have one lose its optimistic lock and redo its reads. Writers in
-// other processes, and a redrive, still meet on the optimistic lock.
-func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
-	unlock := w.sales.lock(sale)
-	defer unlock()
+func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
 	pause := w.cfg.OutageBackoff
 	for {
 		outcomes, err := w.store.PersistReservations(ctx, sale, evs, w.cfg.Now(), w.cfg.PayTimeout)
@@ -287,7 +341,7 @@ func (w *Writer) handleDead(ctx context.Context, batch []seckill.DeadLetter) err
 			ReservationID: dl.Message.ID,
 			Reason:        dl.Reason,
 			Attempts:      dl.Attempts,
-			Payload:       dl.Message.Body,
+			Payload:       seckill.EventJSON(dl.Message.Body), // readable, whatever the layout
 			CreatedAt:     w.cfg.Now(),
 		}
 		if ev, err := decodeEvent(dl.Message); err == nil {
@@ -322,8 +376,8 @@ func (w *Writer) alert(f *seckill.FailedOrder) {
 // can never succeed; it is retried like any failure and so ends in
 // failed_orders with its raw payload for an operator.
 func decodeEvent(m seckill.Message) (seckill.ReservationEvent, error) {
-	var ev seckill.ReservationEvent
-	if err := json.Unmarshal(m.Body, &ev); err != nil {
+	ev, err := seckill.DecodeReservationEvent(m.Body)
+	if err != nil {
 		return ev, fmt.Errorf("decode reservation event: %w", err)
 	}
 	switch {

@@ -211,50 +211,69 @@ func TestBadEventInABatch(t *testing.T) {
 
 // TestOneSaleOneTransactionAtATime: the consumers of one writer never run
 // two transactions of a sale at once (one would lose its optimistic lock);
-// another sale's transaction goes ahead meanwhile.
+// the batches that waited meanwhile go in one transaction; another sale's
+// transaction goes ahead meanwhile. If the joint transaction fails, each
+// batch is tried alone.
 func TestOneSaleOneTransactionAtATime(t *testing.T) {
-	store := newFakeStore()
-	store.gate = make(chan struct{})
-	w := New(store, nil, Config{})
-	var wg sync.WaitGroup
-	var ds []*delivery
-	start := func(sale string) {
-		d := event(t, sale, "u")
-		ds = append(ds, d)
-		wg.Go(func() { w.handle(context.Background(), []seckill.Delivery{d}) })
-	}
-	inFlight := func(sale string) int {
-		store.mu.Lock()
-		defer store.mu.Unlock()
-		return store.inFlight[sale]
-	}
-	waiting := func(sale string) int {
-		w.sales.mu.Lock()
-		defer w.sales.mu.Unlock()
-		if l := w.sales.locks[sale]; l != nil {
-			return l.users
+	for _, withBad := range []bool{false, true} {
+		store := newFakeStore()
+		store.badUser = "bad"
+		store.gate = make(chan struct{})
+		w := New(store, nil, Config{})
+		var wg sync.WaitGroup
+		start := func(sale, user string) *delivery {
+			d := event(t, sale, user)
+			wg.Go(func() { w.handle(context.Background(), []seckill.Delivery{d}) })
+			return d
 		}
-		return 0
-	}
-	start("a")
-	servicetest.WaitFor(t, 10*time.Second, "the first transaction of a", func() bool { return inFlight("a") == 1 })
-	start("a")
-	servicetest.WaitFor(t, 10*time.Second, "the second batch of a to wait or to start",
-		func() bool { return waiting("a") == 2 || inFlight("a") == 2 })
-	start("b")
-	servicetest.WaitFor(t, 10*time.Second, "b's transaction, while a's are held", func() bool { return inFlight("b") == 1 })
-	close(store.gate)
-	wg.Wait()
-	if store.overlap {
-		t.Error("two transactions of one sale ran at once")
-	}
-	for i, d := range ds {
-		if !d.acked {
-			t.Errorf("delivery %d not acked", i)
+		inFlight := func(sale string) int {
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			return store.inFlight[sale]
 		}
-	}
-	if waiting("a") != 0 || len(w.sales.locks) != 0 {
-		t.Errorf("%d sale locks left after every batch settled, want none", len(w.sales.locks))
+		users := func(sale string) int {
+			w.sales.mu.Lock()
+			defer w.sales.mu.Unlock()
+			if q := w.sales.queues[sale]; q != nil {
+				return q.users
+			}
+			return 0
+		}
+		first := start("a", "u1")
+		servicetest.WaitFor(t, 10*time.Second, "the first transaction of a", func() bool { return inFlight("a") == 1 })
+		second := "u2"
+		if withBad {
+			second = "bad"
+		}
+		waiting := []*delivery{start("a", second), start("a", "u3")}
+		servicetest.WaitFor(t, 10*time.Second, "two more batches of a to wait or to start",
+			func() bool { return users("a") == 3 || inFlight("a") > 1 })
+		b := start("b", "u1")
+		servicetest.WaitFor(t, 10*time.Second, "b's transaction, while a's are held", func() bool { return inFlight("b") == 1 })
+		close(store.gate)
+		wg.Wait()
+		if store.overlap {
+			t.Error("two transactions of one sale ran at once")
+		}
+		for i, d := range []*delivery{first, waiting[1], b} {
+			if !d.acked {
+				t.Errorf("delivery %d not acked", i)
+			}
+		}
+		if withBad {
+			if waiting[0].acked || waiting[0].retried == nil {
+				t.Errorf("the bad batch: acked=%v retried=%v; want a retry", waiting[0].acked, waiting[0].retried)
+			}
+			// a1, then a2 and a3 together, then each alone.
+			if store.calls["a"] != 4 {
+				t.Errorf("sale a: %d transactions, want 4", store.calls["a"])
+			}
+		} else if !waiting[0].acked || store.calls["a"] != 2 {
+			t.Errorf("sale a: %d transactions (second batch acked: %v), want 2: the two that waited together", store.calls["a"], waiting[0].acked)
+		}
+		if len(w.sales.queues) != 0 {
+			t.Errorf("%d sale queues left after every batch settled, want none", len(w.sales.queues))
+		}
 	}
 }
 
@@ -379,5 +398,29 @@ func TestStartStop(t *testing.T) {
 	}
 	if err := New(newFakeStore(), c, Config{}).Stop(context.Background()); err != nil {
 		t.Fatal("Stop without Start:", err)
+	}
+}
+
+// TestCompactEvents: events in the compact layout persist like JSON ones,
+// and a compact dead letter is recorded with a JSON payload an operator
+// can read.
+func TestCompactEvents(t *testing.T) {
+	store := newFakeStore()
+	w := New(store, nil, Config{})
+	// The outbox's precision, which the compact layout keeps.
+	at := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	ev := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("a", at), SaleID: "a", UserID: "alice", Qty: 1, ReservedAt: at}
+	d := &delivery{msg: ev.CompactMessage(), attempt: 1}
+	w.handle(context.Background(), []seckill.Delivery{d})
+	if !store.orders[ev.ReservationID] {
+		t.Fatalf("compact event %s not persisted", ev.ReservationID)
+	}
+	dl := seckill.DeadLetter{Message: ev.CompactMessage(), Attempts: 5, Reason: "boom"}
+	if err := w.handleDead(context.Background(), []seckill.DeadLetter{dl}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := ev.Message()
+	if f := store.failed[ev.ReservationID]; f == nil || string(f.Payload) != string(js.Body) || f.UserID != "alice" {
+		t.Fatalf("compact dead letter recorded as %+v; want the JSON payload %s", f, js.Body)
 	}
 }
