@@ -167,10 +167,21 @@ type LedgerPages interface {
 	OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*Order, error)
 	FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*FailedOrder, error)
 	RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*RestoreRequest, error)
-	// LedgerOf returns the orders, failed orders and restore requests of
-	// the sale that belong to reservations of ids (Sale is nil).
-	LedgerOf(ctx context.Context, saleID string, ids []string) (*SaleLedger, error)
+	// LedgerOf returns the rows of parts (orders, failed orders, restore
+	// requests) of the sale that belong to reservations of ids (Sale is
+	// nil).
+	LedgerOf(ctx context.Context, saleID string, ids []string, parts LedgerParts) (*SaleLedger, error)
 }
+
+// LedgerParts names the tables a LedgerOf reads.
+type LedgerParts uint8
+
+const (
+	LedgerOrders LedgerParts = 1 << iota
+	LedgerFailed
+	LedgerRestores
+	LedgerAll = LedgerOrders | LedgerFailed | LedgerRestores
+)
 
 // LedgerCount counts rows and the units they hold.
 type LedgerCount struct {

@@ -991,7 +991,7 @@ func testLedgerPages(t *testing.T, newStores restoreStores) {
 	}
 
 	some := []string{evs[0].ReservationID, evs[8].ReservationID, parked.ReservationID, otherEv.ReservationID, servicetest.UniqueName("missing_")}
-	l, err := pages.LedgerOf(ctx, s.ID, some)
+	l, err := pages.LedgerOf(ctx, s.ID, some, seckill.LedgerAll)
 	if err != nil {
 		t.Fatalf("LedgerOf: %v", err)
 	}
@@ -1000,6 +1000,10 @@ func testLedgerPages(t *testing.T, newStores restoreStores) {
 		len(l.Restores) != 1 || l.Restores[0].ReservationID != parked.ReservationID {
 		t.Errorf("LedgerOf(%v) = %d orders, %d failed, %d restores; want %s paid, %s failed, %s parked (nothing of the other sale)",
 			some, len(l.Orders), len(l.Failed), len(l.Restores), evs[0].ReservationID, evs[8].ReservationID, parked.ReservationID)
+	}
+
+	if l, err := pages.LedgerOf(ctx, s.ID, some, seckill.LedgerOrders); err != nil || len(l.Orders) != 1 || len(l.Failed)+len(l.Restores) != 0 {
+		t.Errorf("LedgerOf(orders only) = %+v, %v; want the one order alone", l, err)
 	}
 
 	tot, err := pages.LedgerTotals(ctx, s.ID)

@@ -64,7 +64,7 @@ func (generated) RestoresAfter(context.Context, string, string, int) ([]*seckill
 	return nil, nil
 }
 
-func (g generated) LedgerOf(_ context.Context, _ string, ids []string) (*seckill.SaleLedger, error) {
+func (g generated) LedgerOf(_ context.Context, _ string, ids []string, _ seckill.LedgerParts) (*seckill.SaleLedger, error) {
 	l := &seckill.SaleLedger{}
 	for _, id := range ids {
 		if i := genIndex(id); i >= 0 && i < g.n {

@@ -85,7 +85,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -365,10 +368,18 @@ func Reconcile(ctx context.Context, saleID string, db seckill.LedgerPages, stock
 		return c.finish(before, before, false), nil
 	}
 	// Each page of records is looked up in the database after it was
-	// read, each page of the database's rows in the stock store after.
-	err = stock.ScanReservations(ctx, saleID, opts.PageSize, func(page []seckill.ReservationRecord) error {
-		return c.records(ctx, db, page)
+	// read, each page of the database's rows in the stock store after;
+	// up to lookups pages at a time, the reads being round trips.
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(lookups)
+	err = stock.ScanReservations(gctx, saleID, opts.PageSize, func(page []seckill.ReservationRecord) error {
+		page = slices.Clone(page) // the scan reuses it
+		g.Go(func() error { return c.records(gctx, db, page) })
+		return nil
 	})
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
 	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
 		return nil, fmt.Errorf("reconcile %s: reservations: %w", saleID, err)
 	}
@@ -406,11 +417,23 @@ type comparison struct {
 	pageSize  int
 	keep      int
 	outboxLen int64
+	// parts are the tables a page of records is looked up in: those the
+	// totals say have rows of the sale (most sales have no failed order
+	// and many no restore, and each is a query per page).
+	parts seckill.LedgerParts
+	// mu guards what follows and r: pages are looked up concurrently,
+	// and each is then weighed under it.
+	mu sync.Mutex
 	// young counts the unmatched records younger than the grace; old are
 	// the newest outboxLen unmatched records older than it, oldest on top.
 	young int64
 	old   oldestFirst
 }
+
+// lookups is how many pages a comparison looks up in the other store at
+// once: each lookup is a round trip or three, and a sale of a million
+// reservations is a thousand pages each way.
+const lookups = 4
 
 func newComparison(saleID string, tot *seckill.LedgerTotals, now time.Time, opts Options) *comparison {
 	sale := tot.Sale
@@ -430,7 +453,14 @@ func newComparison(saleID string, tot *seckill.LedgerTotals, now time.Time, opts
 	}
 	r.ActiveUnits = r.Orders.Ordered.Units + r.Orders.Paid.Units
 	r.LostWrites.LostClaims = tally(tot.LostClaims)
-	return &comparison{r: r, tot: tot, saleID: saleID, now: now, grace: opts.InFlightGrace, pageSize: opts.PageSize, keep: opts.MaxDiscrepancies}
+	parts := seckill.LedgerOrders
+	if tot.Failed.Count > 0 {
+		parts |= seckill.LedgerFailed
+	}
+	if tot.Parked+tot.RedisPending+tot.Done+tot.OtherState > 0 {
+		parts |= seckill.LedgerRestores
+	}
+	return &comparison{r: r, tot: tot, saleID: saleID, now: now, grace: opts.InFlightGrace, pageSize: opts.PageSize, keep: opts.MaxDiscrepancies, parts: parts}
 }
 
 func tally(c seckill.LedgerCount) Tally { return Tally{Count: c.Count, Units: c.Units} }
@@ -462,11 +492,13 @@ func (c *comparison) records(ctx context.Context, db seckill.LedgerPages, page [
 	for i, rec := range page {
 		ids[i] = rec.ReservationID
 	}
-	l, err := db.LedgerOf(ctx, c.saleID, ids)
+	l, err := db.LedgerOf(ctx, c.saleID, ids, c.parts)
 	if err != nil {
 		return fmt.Errorf("database: %w", err)
 	}
 	orders, failed, restores := indexLedger(l)
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	for _, rec := range page {
 		if rec.Restored {
 			r.StockStore.Restored.add(rec.Qty)
@@ -603,11 +635,11 @@ func (c *comparison) unexplained(u unmatchedRecord) {
 
 // databasePass walks the database's orders, failed orders and restore
 // requests by reservation id, a page at a time, and looks each page up in
-// the stock store (equations 4 and 5 from the database's side). stock is
-// nil for an archived sale: then no record is looked for.
+// the stock store (equations 4 and 5 from the database's side), up to
+// lookups pages at once. stock is nil for an archived sale: then no
+// record is looked for.
 func (c *comparison) databasePass(ctx context.Context, db seckill.LedgerPages, stock seckill.StockLedger) error {
-	r, lw := c.r, &c.r.LostWrites
-	recordsOf := func(ids []string) (map[string]seckill.ReservationRecord, error) {
+	recordsOf := func(ctx context.Context, ids []string) (map[string]seckill.ReservationRecord, error) {
 		if stock == nil || len(ids) == 0 {
 			return nil, nil
 		}
@@ -617,116 +649,138 @@ func (c *comparison) databasePass(ctx context.Context, db seckill.LedgerPages, s
 		}
 		return recs, nil
 	}
-	for after := ""; ; {
-		page, err := db.OrdersAfter(ctx, c.saleID, after, c.pageSize)
-		if err != nil {
-			return fmt.Errorf("database: %w", err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		after = page[len(page)-1].ReservationID
-		ids := make([]string, 0, len(page))
-		for _, o := range page {
-			switch o.Status {
-			case seckill.OrderPlaced, seckill.OrderPaid, seckill.OrderCancelled:
-			default:
-				c.flag(KindLedgerMismatch, o.ReservationID, "order %s has unknown status %q", o.ID, o.Status)
+	if err := eachPage(ctx, db.OrdersAfter, c.saleID, c.pageSize, func(o *seckill.Order) string { return o.ReservationID },
+		func(ctx context.Context, page []*seckill.Order, ids []string) error {
+			recs, err := recordsOf(ctx, ids)
+			if err != nil {
+				return err
 			}
-			ids = append(ids, o.ReservationID)
-		}
-		if stock == nil {
-			continue
-		}
-		recs, err := recordsOf(ids)
-		if err != nil {
-			return err
-		}
-		// An order the stock store does not count may be sold again.
-		for _, o := range page {
-			if _, ok := recs[o.ReservationID]; ok {
-				continue
-			}
-			if o.Status != seckill.OrderCancelled {
-				lw.OrdersWithoutReservation.add(o.Qty)
-				r.PotentialOversold += o.Qty
-			}
-			c.flag(KindOrderWithoutReservation, o.ReservationID, "order %s is %s (qty %d) but the stock store has no record of the reservation", o.ID, o.Status, o.Qty)
-		}
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			c.orderPage(page, recs, stock != nil)
+			return nil
+		}); err != nil {
+		return err
 	}
-	for after := ""; stock != nil; {
-		page, err := db.FailedOrdersAfter(ctx, c.saleID, after, c.pageSize)
-		if err != nil {
-			return fmt.Errorf("database: %w", err)
-		}
-		if len(page) == 0 {
-			break
-		}
-		after = page[len(page)-1].ReservationID
-		ids := make([]string, len(page))
-		for i, f := range page {
-			ids[i] = f.ReservationID
-		}
-		recs, err := recordsOf(ids)
-		if err != nil {
+	if stock != nil {
+		if err := eachPage(ctx, db.FailedOrdersAfter, c.saleID, c.pageSize, func(f *seckill.FailedOrder) string { return f.ReservationID },
+			func(ctx context.Context, page []*seckill.FailedOrder, ids []string) error {
+				recs, err := recordsOf(ctx, ids)
+				if err != nil {
+					return err
+				}
+				c.mu.Lock()
+				defer c.mu.Unlock()
+				for _, f := range page {
+					if _, ok := recs[f.ReservationID]; !ok {
+						c.flag(KindOrderWithoutReservation, f.ReservationID, "failed order (qty %d, %q) but the stock store has no record of the reservation", f.Qty, f.Reason)
+					}
+				}
+				return nil
+			}); err != nil {
 			return err
-		}
-		for _, f := range page {
-			if _, ok := recs[f.ReservationID]; !ok {
-				c.flag(KindOrderWithoutReservation, f.ReservationID, "failed order (qty %d, %q) but the stock store has no record of the reservation", f.Qty, f.Reason)
-			}
 		}
 	}
 	// Equation 5: a restore request parked longer than the grace for a
 	// reservation the stock store has no record of.
-	for after := ""; ; {
-		page, err := db.RestoresAfter(ctx, c.saleID, after, c.pageSize)
-		if err != nil {
-			return fmt.Errorf("database: %w", err)
+	return eachPage(ctx, db.RestoresAfter, c.saleID, c.pageSize, func(q *seckill.RestoreRequest) string { return q.ReservationID },
+		func(ctx context.Context, page []*seckill.RestoreRequest, _ []string) error {
+			var old []string
+			for _, q := range page {
+				if c.now.Sub(q.CreatedAt) >= c.grace {
+					old = append(old, q.ReservationID)
+				}
+			}
+			recs, err := recordsOf(ctx, old)
+			if err != nil {
+				return err
+			}
+			var unknown []*seckill.RestoreRequest
+			var unknownIDs []string
+			for _, q := range page {
+				if _, ok := recs[q.ReservationID]; ok || c.now.Sub(q.CreatedAt) < c.grace {
+					continue
+				}
+				unknown, unknownIDs = append(unknown, q), append(unknownIDs, q.ReservationID)
+			}
+			var l *seckill.SaleLedger
+			if len(unknown) > 0 {
+				if l, err = db.LedgerOf(ctx, c.saleID, unknownIDs, seckill.LedgerOrders|seckill.LedgerFailed); err != nil {
+					return fmt.Errorf("database: %w", err)
+				}
+			}
+			orders, failed, _ := indexLedger(l)
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			for _, q := range page {
+				switch q.State {
+				case seckill.RestoreStateParked, seckill.RestoreStateRedisPending, seckill.RestoreStateDone:
+				default:
+					c.flag(KindLedgerMismatch, q.ReservationID, "restore request in unknown state %q", q.State)
+				}
+			}
+			for _, q := range unknown {
+				id := q.ReservationID
+				if q.State == seckill.RestoreStateParked || (orders[id] == nil && failed[id] == nil) {
+					c.flag(KindRestoreForUnknownReservation, id, "restore request %s since %s (%s) for a reservation the stock store has no record of", q.State, q.CreatedAt.UTC().Format(time.RFC3339), orEmpty(q.Reason, "no reason"))
+				}
+			}
+			return nil
+		})
+}
+
+// orderPage weighs one page of orders against their records (c.mu held).
+func (c *comparison) orderPage(page []*seckill.Order, recs map[string]seckill.ReservationRecord, withStock bool) {
+	r, lw := c.r, &c.r.LostWrites
+	for _, o := range page {
+		switch o.Status {
+		case seckill.OrderPlaced, seckill.OrderPaid, seckill.OrderCancelled:
+		default:
+			c.flag(KindLedgerMismatch, o.ReservationID, "order %s has unknown status %q", o.ID, o.Status)
+		}
+		if !withStock {
+			continue
+		}
+		// An order the stock store does not count may be sold again.
+		if _, ok := recs[o.ReservationID]; ok {
+			continue
+		}
+		if o.Status != seckill.OrderCancelled {
+			lw.OrdersWithoutReservation.add(o.Qty)
+			r.PotentialOversold += o.Qty
+		}
+		c.flag(KindOrderWithoutReservation, o.ReservationID, "order %s is %s (qty %d) but the stock store has no record of the reservation", o.ID, o.Status, o.Qty)
+	}
+}
+
+// eachPage reads the keyset pages of one table of the sale in order and
+// hands each to weigh, with its reservation ids, up to lookups at once;
+// it returns when every page has been weighed.
+func eachPage[T any](ctx context.Context, read func(ctx context.Context, saleID, after string, limit int) ([]*T, error), saleID string, size int,
+	idOf func(*T) string, weigh func(ctx context.Context, page []*T, ids []string) error) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(lookups)
+	var err error
+	for after := ""; gctx.Err() == nil; {
+		var page []*T
+		if page, err = read(gctx, saleID, after, size); err != nil {
+			err = fmt.Errorf("database: %w", err)
+			break
 		}
 		if len(page) == 0 {
 			break
 		}
-		after = page[len(page)-1].ReservationID
-		var ids []string
-		for _, q := range page {
-			switch q.State {
-			case seckill.RestoreStateParked, seckill.RestoreStateRedisPending, seckill.RestoreStateDone:
-			default:
-				c.flag(KindLedgerMismatch, q.ReservationID, "restore request in unknown state %q", q.State)
-			}
-			if c.now.Sub(q.CreatedAt) >= c.grace {
-				ids = append(ids, q.ReservationID)
-			}
+		ids := make([]string, len(page))
+		for i, row := range page {
+			ids[i] = idOf(row)
 		}
-		recs, err := recordsOf(ids)
-		if err != nil {
-			return err
-		}
-		var unknown []*seckill.RestoreRequest
-		var unknownIDs []string
-		for _, q := range page {
-			if _, ok := recs[q.ReservationID]; ok || c.now.Sub(q.CreatedAt) < c.grace {
-				continue
-			}
-			unknown, unknownIDs = append(unknown, q), append(unknownIDs, q.ReservationID)
-		}
-		if len(unknown) == 0 {
-			continue
-		}
-		l, err := db.LedgerOf(ctx, c.saleID, unknownIDs)
-		if err != nil {
-			return fmt.Errorf("database: %w", err)
-		}
-		orders, failed, _ := indexLedger(l)
-		for _, q := range unknown {
-			id := q.ReservationID
-			if q.State == seckill.RestoreStateParked || (orders[id] == nil && failed[id] == nil) {
-				c.flag(KindRestoreForUnknownReservation, id, "restore request %s since %s (%s) for a reservation the stock store has no record of", q.State, q.CreatedAt.UTC().Format(time.RFC3339), orEmpty(q.Reason, "no reason"))
-			}
-		}
+		after = ids[len(ids)-1]
+		g.Go(func() error { return weigh(gctx, page, ids) })
 	}
-	return nil
+	if werr := g.Wait(); werr != nil {
+		return werr
+	}
+	return err
 }
 
 // finish settles the records kept for the outbox and checks the

@@ -262,23 +262,23 @@ func (f fakeLedger) RestoresAfter(_ context.Context, _, after string, limit int)
 	return pageAfter(f.w.restores, func(o *seckill.RestoreRequest) string { return o.ReservationID }, after, limit), f.err
 }
 
-func (f fakeLedger) LedgerOf(_ context.Context, _ string, ids []string) (*seckill.SaleLedger, error) {
+func (f fakeLedger) LedgerOf(_ context.Context, _ string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
 	l := &seckill.SaleLedger{}
 	for _, o := range f.w.orders {
-		if slices.Contains(ids, o.ReservationID) {
+		if slices.Contains(ids, o.ReservationID) && parts&seckill.LedgerOrders != 0 {
 			l.Orders = append(l.Orders, o)
 		}
 	}
 	for _, o := range f.w.failed {
-		if slices.Contains(ids, o.ReservationID) {
+		if slices.Contains(ids, o.ReservationID) && parts&seckill.LedgerFailed != 0 {
 			l.Failed = append(l.Failed, o)
 		}
 	}
 	for _, o := range f.w.restores {
-		if slices.Contains(ids, o.ReservationID) {
+		if slices.Contains(ids, o.ReservationID) && parts&seckill.LedgerRestores != 0 {
 			l.Restores = append(l.Restores, o)
 		}
 	}

@@ -81,11 +81,12 @@ func (st *OrderStore) RestoresAfter(ctx context.Context, saleID, after string, l
 	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", "PRIMARY", saleID, after, limit, scanRestoreRequest)
 }
 
-// LedgerOf returns the orders, failed orders and restore requests of the
-// sale that belong to reservations of ids, in one read-only transaction.
-func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string) (*seckill.SaleLedger, error) {
+// LedgerOf returns the rows of parts (orders, failed orders, restore
+// requests) of the sale that belong to reservations of ids, in one
+// read-only transaction.
+func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {
 	l := &seckill.SaleLedger{}
-	if len(ids) == 0 {
+	if len(ids) == 0 || parts == 0 {
 		return l, nil
 	}
 	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
@@ -93,14 +94,16 @@ func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string)
 		return nil, fmt.Errorf("ledger of %d reservations: begin: %w", len(ids), st.db.classify(err))
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	err = st.eachRowIn(ctx, tx, st.rq.ordersIn, ids, func(rows *sql.Rows) error {
-		o, err := scanOrder(rows)
-		if err == nil && o.SaleID == saleID {
-			l.Orders = append(l.Orders, o)
-		}
-		return err
-	})
-	if err == nil {
+	if parts&seckill.LedgerOrders != 0 {
+		err = st.eachRowIn(ctx, tx, st.rq.ordersIn, ids, func(rows *sql.Rows) error {
+			o, err := scanOrder(rows)
+			if err == nil && o.SaleID == saleID {
+				l.Orders = append(l.Orders, o)
+			}
+			return err
+		})
+	}
+	if err == nil && parts&seckill.LedgerFailed != 0 {
 		err = st.eachRowIn(ctx, tx, `SELECT `+failedOrderSelect+` FROM failed_orders WHERE reservation_id IN `, ids, func(rows *sql.Rows) error {
 			f, err := scanFailedOrder(rows)
 			if err == nil && f.SaleID == saleID {
@@ -109,7 +112,7 @@ func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string)
 			return err
 		})
 	}
-	if err == nil {
+	if err == nil && parts&seckill.LedgerRestores != 0 {
 		err = st.eachRowIn(ctx, tx, `SELECT `+restoreColumns+` FROM restore_requests WHERE reservation_id IN `, ids, func(rows *sql.Rows) error {
 			q, err := scanRestoreRequest(rows)
 			if err == nil && q.SaleID == saleID {
