@@ -294,3 +294,46 @@ func TestHold(t *testing.T) {
 		t.Errorf("reserve after a failed heal: %+v, %v; want reserved (claims let in again)", res, err)
 	}
 }
+
+// TestNoHealOfASaleEndedEarly: the preheat scheduler's row of a sale
+// ended early still has the old end; once the sale's keys are gone (the
+// archive took them) the watcher must not see lost writes and rebuild it,
+// alerting, from a database that says it has ended.
+func TestNoHealOfASaleEndedEarly(t *testing.T) {
+	srv := redistest.StartServer(t)
+	ctx := context.Background()
+	stock, err := redis.New(ctx, "redis://"+srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stock.Close()
+	preheated := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	if _, err := stock.Preheat(ctx, preheated); err != nil {
+		t.Fatal(err)
+	}
+	ended := *preheated
+	ended.EndAt = time.Now().Add(-time.Second)
+	db := &fakeDB{sale: ended, orders: []*seckill.Order{{ReservationID: seckill.NewReservationID(ended.ID, time.Now()), UserID: "u1", Qty: 1, Status: seckill.OrderPaid}}}
+	var heals int
+	w := New(stock, db, loaded{preheated}, Config{Settle: 10 * time.Millisecond, OnHeal: func(string, string, int, int) { heals++ }})
+	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	keys := "sk:{" + ended.ID + "}:"
+	if err := raw.Do(ctx, raw.B().Del().Key(keys+"stock", keys+"res", keys+"buyers", keys+"idem").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stock.Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
+		t.Fatalf("stock after the archive: %v, want not found", err)
+	}
+	w.Tick(ctx)
+	if heals != 0 {
+		t.Errorf("%d heals of a sale the database has ended", heals)
+	}
+	if _, err := stock.Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
+		t.Errorf("stock after a tick: %v, want still not found (nothing rebuilt)", err)
+	}
+}
