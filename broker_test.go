@@ -120,3 +120,63 @@ func FuzzDecodePack(f *testing.F) {
 		}
 	})
 }
+
+// TestEventLayouts: an event reads back the same from the compact layout
+// and from JSON (what relays of earlier versions and external brokers
+// carry), and EventJSON turns a compact body into the JSON one.
+func TestEventLayouts(t *testing.T) {
+	e := ReservationEvent{
+		ReservationID: NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "ålice@example", Qty: 3,
+		ReservedAt: time.UnixMilli(1_790_000_000_123).UTC(),
+	}
+	js, err := e.Message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	compact := e.CompactMessage()
+	if compact.ID != e.ReservationID || len(compact.Body) >= len(js.Body) {
+		t.Errorf("compact message %q (%d bytes); want id %s, fewer bytes than the JSON's %d", compact.ID, len(compact.Body), e.ReservationID, len(js.Body))
+	}
+	for name, body := range map[string][]byte{"compact": compact.Body, "json": js.Body} {
+		got, err := DecodeReservationEvent(body)
+		if err != nil || got != e {
+			t.Errorf("%s: decoded %+v, %v; want %+v", name, got, err, e)
+		}
+	}
+	if got := EventJSON(compact.Body); string(got) != string(js.Body) {
+		t.Errorf("EventJSON(compact) = %s; want %s", got, js.Body)
+	}
+	if got := EventJSON([]byte("raw")); string(got) != "raw" {
+		t.Errorf("EventJSON of a non-event = %q; want it unchanged", got)
+	}
+	for _, bad := range [][]byte{compact.Body[:len(compact.Body)-1], append(append([]byte{}, compact.Body...), 0), []byte("SKE1\xff"), []byte(`{"qty":`)} {
+		if _, err := DecodeReservationEvent(bad); !errors.Is(err, ErrBadEvent) {
+			t.Errorf("DecodeReservationEvent(%q) = %v; want ErrBadEvent", bad, err)
+		}
+	}
+}
+
+// FuzzDecodeReservationEvent: any body decodes or fails with ErrBadEvent,
+// and a compact body that decodes encodes to one that decodes alike.
+func FuzzDecodeReservationEvent(f *testing.F) {
+	e := ReservationEvent{ReservationID: "tea.x", SaleID: "tea", UserID: "u", Qty: 1, ReservedAt: time.UnixMilli(5).UTC()}
+	js, _ := e.Message()
+	f.Add(e.CompactMessage().Body)
+	f.Add(js.Body)
+	f.Add([]byte("SKE1"))
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got, err := DecodeReservationEvent(body)
+		if err != nil {
+			if !errors.Is(err, ErrBadEvent) {
+				t.Fatalf("error %v is not ErrBadEvent", err)
+			}
+			return
+		}
+		if strings.HasPrefix(string(body), "SKE1") {
+			again := got.CompactMessage().Body
+			if back, err := DecodeReservationEvent(again); err != nil || back != got {
+				t.Fatalf("re-encoded %q decodes as %+v, %v; want %+v", again, back, err, got)
+			}
+		}
+	})
+}

@@ -8,7 +8,6 @@ package orderwriter
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -342,7 +341,7 @@ func (w *Writer) handleDead(ctx context.Context, batch []seckill.DeadLetter) err
 			ReservationID: dl.Message.ID,
 			Reason:        dl.Reason,
 			Attempts:      dl.Attempts,
-			Payload:       dl.Message.Body,
+			Payload:       seckill.EventJSON(dl.Message.Body), // readable, whatever the layout
 			CreatedAt:     w.cfg.Now(),
 		}
 		if ev, err := decodeEvent(dl.Message); err == nil {
@@ -377,8 +376,8 @@ func (w *Writer) alert(f *seckill.FailedOrder) {
 // can never succeed; it is retried like any failure and so ends in
 // failed_orders with its raw payload for an operator.
 func decodeEvent(m seckill.Message) (seckill.ReservationEvent, error) {
-	var ev seckill.ReservationEvent
-	if err := json.Unmarshal(m.Body, &ev); err != nil {
+	ev, err := seckill.DecodeReservationEvent(m.Body)
+	if err != nil {
 		return ev, fmt.Errorf("decode reservation event: %w", err)
 	}
 	switch {

@@ -400,3 +400,27 @@ func TestStartStop(t *testing.T) {
 		t.Fatal("Stop without Start:", err)
 	}
 }
+
+// TestCompactEvents: events in the compact layout persist like JSON ones,
+// and a compact dead letter is recorded with a JSON payload an operator
+// can read.
+func TestCompactEvents(t *testing.T) {
+	store := newFakeStore()
+	w := New(store, nil, Config{})
+	// The outbox's precision, which the compact layout keeps.
+	at := time.UnixMilli(time.Now().UnixMilli()).UTC()
+	ev := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("a", at), SaleID: "a", UserID: "alice", Qty: 1, ReservedAt: at}
+	d := &delivery{msg: ev.CompactMessage(), attempt: 1}
+	w.handle(context.Background(), []seckill.Delivery{d})
+	if !store.orders[ev.ReservationID] {
+		t.Fatalf("compact event %s not persisted", ev.ReservationID)
+	}
+	dl := seckill.DeadLetter{Message: ev.CompactMessage(), Attempts: 5, Reason: "boom"}
+	if err := w.handleDead(context.Background(), []seckill.DeadLetter{dl}); err != nil {
+		t.Fatal(err)
+	}
+	js, _ := ev.Message()
+	if f := store.failed[ev.ReservationID]; f == nil || string(f.Payload) != string(js.Body) || f.UserID != "alice" {
+		t.Fatalf("compact dead letter recorded as %+v; want the JSON payload %s", f, js.Body)
+	}
+}

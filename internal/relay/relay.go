@@ -75,6 +75,10 @@ type Config struct {
 	Backoff    time.Duration
 	MaxBackoff time.Duration
 	Logger     *slog.Logger
+	// CompactEvents publishes events in the compact layout
+	// (seckill.ReservationEvent.CompactMessage) instead of JSON: only for
+	// a broker whose every writer reads it (this version or later).
+	CompactEvents bool
 	// OnPublished, if set, is told the size of every batch the broker
 	// confirmed (duplicates included), for a metric.
 	OnPublished func(n int)
@@ -452,6 +456,9 @@ type rawEntry struct {
 }
 
 func (r *Relay) message(log *slog.Logger, sale string, e seckill.OutboxEntry) seckill.Message {
+	if e.Err == nil && r.cfg.CompactEvents {
+		return e.Event.CompactMessage()
+	}
 	if e.Err == nil {
 		m, err := e.Event.Message()
 		if err == nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -287,8 +288,8 @@ func wantPublished(t *testing.T, b *fakeBroker, want map[string]seckill.ReserveR
 		}
 	}
 	for _, m := range b.messages() {
-		var ev seckill.ReservationEvent
-		if err := json.Unmarshal(m.Body, &ev); err != nil {
+		ev, err := seckill.DecodeReservationEvent(m.Body)
+		if err != nil {
 			t.Fatalf("message %s: body %s: %v", m.ID, m.Body, err)
 		}
 		r, ok := want[m.ID]
@@ -353,6 +354,27 @@ func TestRelaysEveryReservationOnce(t *testing.T) {
 		}
 		wantOutbox(t, s, a.ID, 0, 0)
 		wantOutbox(t, s, b.ID, 0, 0)
+	})
+}
+
+// TestCompactEvents: with CompactEvents the relay publishes every event in
+// the compact layout, each carrying its reservation.
+func TestCompactEvents(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		a := preheat(t, s, 100)
+		want := reserve(t, s, a.ID, 30)
+		broker := &fakeBroker{}
+		cfg := testConfig(t, "compact")
+		cfg.CompactEvents = true
+		r := New(s, broker, cfg)
+		start(t, r)
+		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
+		wantPublished(t, broker, want)
+		for _, m := range broker.messages() {
+			if !strings.HasPrefix(string(m.Body), "SKE1") {
+				t.Errorf("message %s: body %q; want the compact layout", m.ID, m.Body)
+			}
+		}
 	})
 }
 

@@ -861,7 +861,9 @@ func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now ti
 	}
 	nowMs := toMillis(now)
 	var o *seckill.Order
-	err := st.inTx(ctx, func(tx *sql.Tx) error {
+	// Retried: on MySQL a payment racing a restore of the same order can
+	// be chosen as a deadlock victim, which is not an answer for the buyer.
+	err := st.inRetriedTx(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, st.q.payOrder,
 			string(seckill.OrderPaid), nowMs, reservationID, string(seckill.OrderPlaced), nowMs)
 		if err != nil {
@@ -903,7 +905,7 @@ func (st *OrderStore) CancelOrder(ctx context.Context, reservationID, reason str
 		o       *seckill.Order
 		changed bool
 	)
-	err := st.inTx(ctx, func(tx *sql.Tx) error {
+	err := st.inRetriedTx(ctx, func(tx *sql.Tx) error { // as PayOrder
 		res, err := tx.ExecContext(ctx, st.q.cancelOrder,
 			string(seckill.OrderCancelled), storableText(reason, maxReasonBytes), toMillis(now),
 			reservationID, string(seckill.OrderPlaced))
