@@ -139,6 +139,12 @@ func (e *engine) backlogGauge() (float64, bool) {
 func TestBrokerBacklogMetric(t *testing.T) {
 	for _, st := range stacks {
 		t.Run(st.name, func(t *testing.T) {
+			if strings.Contains(st.name, "handoff") {
+				// The relay hands its batches to the writer in-process and
+				// waits for them to commit: nothing queues in the broker
+				// for the gauge to show.
+				t.Skip("the handoff stack keeps no backlog in the broker")
+			}
 			held := &heldWriter{open: make(chan struct{})}
 			e := startEngine(t, func(c *Config) {
 				st.config(t)(c)

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/reconcile"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // BenchmarkSoak runs a long sale on Redis + RabbitMQ + MariaDB the way
@@ -24,7 +26,9 @@ import (
 // USAGE of its keys), and the reservation latency p50/p99 of the window.
 // The server and the load generator share the process (and the machine's
 // two cores with everything else), so heap and RSS include the
-// generator's few MB.
+// generator's few MB. Once every order has landed, the sale's full
+// reconciliation runs (the archiver's last check), its time and heap
+// printed.
 //
 //	SECKILL_SOAK_RESERVATIONS=1000000 SECKILL_SOAK_RATE=2000 \
 //	go test -run XXX -bench Soak -benchtime 1x -timeout 2h ./cmd/seckill
@@ -117,6 +121,8 @@ func BenchmarkSoak(b *testing.B) {
 	interval := time.Second / time.Duration(rate)
 	soldEvery := max(rate/max(soldRate, 1), 1)
 	lastWindow := began
+	var runPeak uint64
+	var p50s []time.Duration
 	for i := 0; i < total; i++ {
 		next = next.Add(interval)
 		if d := time.Until(next); d > 0 {
@@ -136,7 +142,10 @@ func BenchmarkSoak(b *testing.B) {
 			}
 			lastWindow = time.Now()
 			h := hist.Swap(loadgen.NewHistogram())
-			soakLine(b, ctx, e, sale, time.Since(began), done.Load(), peakHeap.Swap(0), h)
+			peak := peakHeap.Swap(0)
+			runPeak = max(runPeak, peak)
+			p50s = append(p50s, h.Percentile(0.5))
+			soakLine(b, ctx, e, sale, time.Since(began), done.Load(), peak, h)
 		}
 	}
 	b.StopTimer()
@@ -149,6 +158,35 @@ func BenchmarkSoak(b *testing.B) {
 			float64(fp.Total-fp.Keys["idem"])/float64(fp.Reservations))
 	}
 	b.ReportMetric(float64(done.Load())/time.Since(began).Seconds(), "reservations/s")
+	const heapBound = 150e6
+	if len(p50s) > 0 {
+		fmt.Printf("peak heap over the run %.1f MB (bound %.0f MB); p50 last window / first %.2f×\n",
+			float64(runPeak)/1e6, heapBound/1e6, float64(p50s[len(p50s)-1])/float64(max(p50s[0], 1)))
+	}
+	if runPeak > heapBound {
+		b.Errorf("peak heap %.1f MB over the %.0f MB bound", float64(runPeak)/1e6, heapBound/1e6)
+	}
+
+	// The full comparison, as the archiver's last check and the admin
+	// report run it, once every order has landed: in pages, so its heap
+	// is a few MB whatever the sale's size.
+	servicetest.WaitFor(b, 10*time.Minute, "every order persisted", func() bool {
+		c, err := e.m.orders.SaleCounters(ctx, sale)
+		return err == nil && c.Stock-c.Unsold >= done.Load()
+	})
+	var rep *reconcile.Report
+	t0 := time.Now()
+	peak := servicetest.PeakHeap(func() {
+		rep, err = reconcile.Reconcile(ctx, sale, e.m.orders, e.m.stock, time.Now(), reconcile.Options{})
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	fmt.Printf("full reconciliation of %d reservations: %v, peak heap %.1f MB above the start, balanced %v\n",
+		rep.StockStore.Active.Count+rep.StockStore.Restored.Count, time.Since(t0).Round(time.Millisecond), float64(peak)/1e6, rep.Balanced)
+	if !rep.Balanced {
+		b.Errorf("the soaked sale does not reconcile: %d discrepancies, oversold %d", len(rep.Discrepancies), rep.Oversold)
+	}
 	if n := failed.Load(); n > 0 {
 		b.Errorf("%d reservations were not answered 202", n)
 	}
