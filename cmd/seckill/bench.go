@@ -198,6 +198,33 @@ func runBenchEngine(ctx context.Context, c bench.EngineConfig, logger *slog.Logg
 	return m, nil
 }
 
+// Unsettled counts the claims this engine took that are not yet orders or
+// failed orders: its outbox entries (a handed-off batch stays in the
+// outbox until committed) and what waits in its broker. bench waits for 0
+// after each window of a live benchmark.
+func (m *Main) Unsettled(ctx context.Context) (int64, error) {
+	sales, err := m.stock.OutboxSales(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range sales {
+		l, err := m.stock.OutboxLen(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		n += l
+	}
+	if b, ok := m.broker.(backlogReader); ok {
+		l, err := b.Backlog(ctx)
+		if err != nil {
+			return 0, err
+		}
+		n += l
+	}
+	return n, nil
+}
+
 // runBenchCompare is `seckill bench compare`.
 func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o := bench.CompareOptions{Stock: 200, Buyers: 10_000, Concurrency: 64, SQLConns: 64}

@@ -231,16 +231,14 @@ func TestOneBuyerManyTries(t *testing.T) {
 		ids := make(chan string, 50)
 		var wg sync.WaitGroup
 		for range 50 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				r := e.reserve(sale, tok, 1, "click-1")
 				if r.status != http.StatusAccepted {
 					t.Errorf("retry answered %d %v, want the same 202", r.status, r.body)
 				}
 				id, _ := r.body["reservation_id"].(string)
 				ids <- id
-			}()
+			})
 		}
 		wg.Wait()
 		close(ids)
@@ -266,14 +264,12 @@ func TestOneBuyerManyTries(t *testing.T) {
 		codes := map[int]int{}
 		var wg sync.WaitGroup
 		for range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
+			wg.Go(func() {
 				r := e.reserve(sale, tok, 1, "")
 				mu.Lock()
 				codes[r.status]++
 				mu.Unlock()
-			}()
+			})
 		}
 		wg.Wait()
 		if codes[202] != 1 || codes[409] != 19 {

@@ -64,7 +64,20 @@ type Load struct {
 	ServerCPU float64 `json:"server_cpu_us_per_req"`
 	LoadCPU   float64 `json:"loadgen_cpu_us_per_req"`
 	RedisCPU  float64 `json:"redis_cpu_us_per_req,omitempty"`
+	// Backlog is how many claims the engine's pipeline had not yet put in
+	// the database when the window closed, and Settle how long it took
+	// to; the server's and Redis's CPU until then count in the figures
+	// above, so a pipeline that lags is charged for its work all the same.
+	Backlog int64         `json:"backlog,omitempty"`
+	Settle  time.Duration `json:"settle_ns,omitempty"`
 }
+
+// Unsettled counts the claims an engine has taken that are not yet in its
+// database.
+type Unsettled func(ctx context.Context) (int64, error)
+
+// settleWait bounds the wait for a pipeline to catch up after a window.
+const settleWait = 2 * time.Minute
 
 // IsChild reports whether this process was started as the load generator;
 // main then calls ChildMain and exits with its code.
@@ -187,8 +200,10 @@ type Sampler func(ctx context.Context) (time.Duration, error)
 
 // Measure runs spec in a load-generator child (the running executable
 // started again with the child marker), sampling this process's CPU and
-// redis (if set) over the measured window.
-func Measure(ctx context.Context, spec Spec, redis Sampler) (Load, error) {
+// redis (if set) over the measured window. If unsettled is set, the window
+// of the CPU figures closes only once it counts 0 (the engine's pipeline
+// has persisted every claim of the window).
+func Measure(ctx context.Context, spec Spec, redis Sampler, unsettled Unsettled) (Load, error) {
 	exe, err := os.Executable()
 	if err != nil {
 		return Load{}, fmt.Errorf("find the executable to run the load generator: %w", err)
@@ -227,6 +242,13 @@ func Measure(ctx context.Context, spec Spec, redis Sampler) (Load, error) {
 			}
 			cpu0 = cpuSelf()
 		case lineMeasured:
+			if unsettled != nil {
+				if res.Backlog, res.Settle, err = settle(ctx, unsettled); err != nil {
+					_ = cmd.Process.Kill()
+					_ = cmd.Wait()
+					return Load{}, err
+				}
+			}
 			cpu1 = cpuSelf()
 			if redis != nil && redErr == nil {
 				red1, redErr = redis(ctx)
@@ -238,12 +260,39 @@ func Measure(ctx context.Context, spec Spec, redis Sampler) (Load, error) {
 	if err := cmd.Wait(); err != nil {
 		return Load{}, fmt.Errorf("load generator: %w (%s)", err, last)
 	}
+	backlog, took := res.Backlog, res.Settle
 	if err := json.Unmarshal([]byte(last), &res); err != nil {
 		return Load{}, fmt.Errorf("load generator said %q: %w", last, err)
 	}
+	res.Backlog, res.Settle = backlog, took
 	res.ServerCPU = perRequest(cpu1-cpu0, res.Requests)
 	if redis != nil && redErr == nil {
 		res.RedisCPU = perRequest(red1-red0, res.Requests)
 	}
 	return res, nil
+}
+
+// settle waits until unsettled counts 0 and returns what it counted first
+// and how long that took.
+func settle(ctx context.Context, unsettled Unsettled) (backlog int64, took time.Duration, err error) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(ctx, settleWait)
+	defer cancel()
+	for first := true; ; first = false {
+		n, err := unsettled(ctx)
+		if err != nil {
+			return backlog, time.Since(start), fmt.Errorf("count unsettled claims: %w", err)
+		}
+		if first {
+			backlog = n
+		}
+		if n == 0 {
+			return backlog, time.Since(start), nil
+		}
+		select {
+		case <-ctx.Done():
+			return backlog, time.Since(start), fmt.Errorf("%d claims still unsettled after %s: %w", n, settleWait, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
 }

@@ -124,6 +124,23 @@ func (rep *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %-14s %s\n", name+":", d)
 		}
 	}
+	var settled []string
+	for _, name := range rep.Names {
+		if backlog := rep.series(name, func(r Result) float64 { return float64(r.Backlog) }); slices.ContainsFunc(rep.Rounds, func(round []Result) bool {
+			r, ok := find(round, name)
+			return ok && r.Settle > 0
+		}) {
+			took := Median(rep.series(name, func(r Result) float64 { return float64(r.Settle) }))
+			settled = append(settled, fmt.Sprintf("    %-14s %s claims not yet in the database as the window closed, persisted %s later (medians)",
+				name, loadgen.Thousands(int64(Median(backlog))), FmtDur(time.Duration(took))))
+		}
+	}
+	if len(settled) > 0 {
+		fmt.Fprintln(w, "  pipeline catch-up (its CPU counts in server and redis µs):")
+		for _, l := range settled {
+			fmt.Fprintln(w, l)
+		}
+	}
 	if len(rep.Ratios) > 0 {
 		fmt.Fprintln(w, "  ratios of req/s, median of the per-round ratios (each round's in order):")
 		for _, r := range rep.Ratios {

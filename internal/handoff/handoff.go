@@ -281,6 +281,18 @@ func (b *Broker) Ping(ctx context.Context) error {
 	return nil
 }
 
+// Backlog is what waits in the durable broker, if it can tell. A batch in
+// a consumer's hands is not counted: until committed, it is still in the
+// relay's outbox.
+func (b *Broker) Backlog(ctx context.Context) (int64, error) {
+	if d, ok := b.durable.(interface {
+		Backlog(context.Context) (int64, error)
+	}); ok {
+		return d.Backlog(ctx)
+	}
+	return 0, nil
+}
+
 // Close stops the handoff and closes the durable broker. Safe to call
 // twice.
 func (b *Broker) Close() error {

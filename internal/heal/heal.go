@@ -252,6 +252,17 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 	if err != nil {
 		return err
 	}
+	if !now.Before(row.EndAt) {
+		// The loaded list keeps the row as it was preheated: a sale
+		// ended early has ended in the database only, and its keys
+		// going (archived) are no lost writes to rebuild.
+		delete(w.seen, sale.ID)
+		if h, ok := w.held[sale.ID]; ok {
+			delete(w.held, sale.ID)
+			return w.stock.AbortHeal(ctx, sale.ID, h.token)
+		}
+		return nil
+	}
 	prev, seen := w.seen[sale.ID]
 	if st.Buckets > 1 {
 		// A sale spread over stock buckets keeps its records in each

@@ -72,6 +72,24 @@ func pageAfter[T any](rows []*T, id func(*T) string, after string, limit int) []
 	return out
 }
 
+// startStock is a stock store on a private redis-server, and a raw
+// client to it for breaking things; both close when the test ends.
+func startStock(t *testing.T) (*redis.Store, rueidis.Client) {
+	t.Helper()
+	srv := redistest.StartServer(t)
+	stock, err := redis.New(context.Background(), "redis://"+srv.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stock.Close)
+	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(raw.Close)
+	return stock, raw
+}
+
 type loaded []*seckill.Sale
 
 func (l loaded) Loaded() []*seckill.Sale { return l }
@@ -82,18 +100,8 @@ func (l loaded) Loaded() []*seckill.Sale { return l }
 // database refused give their units back, claims are refused while it
 // heals, and each heal is alerted.
 func TestHeal(t *testing.T) {
-	srv := redistest.StartServer(t)
 	ctx := context.Background()
-	stock, err := redis.New(ctx, "redis://"+srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer stock.Close()
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer raw.Close()
+	stock, raw := startStock(t)
 	do := func(args ...string) {
 		t.Helper()
 		if err := raw.Do(ctx, raw.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error(); err != nil {
@@ -292,5 +300,38 @@ func TestHold(t *testing.T) {
 	res, err := stock.Reserve(ctx, other.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(other.ID, time.Now()), UserID: "u1", Qty: 1}})
 	if err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Errorf("reserve after a failed heal: %+v, %v; want reserved (claims let in again)", res, err)
+	}
+}
+
+// TestNoHealOfASaleEndedEarly: the preheat scheduler's row of a sale
+// ended early still has the old end; once the sale's keys are gone (the
+// archive took them) the watcher must not see lost writes and rebuild it,
+// alerting, from a database that says it has ended.
+func TestNoHealOfASaleEndedEarly(t *testing.T) {
+	ctx := context.Background()
+	stock, raw := startStock(t)
+	preheated := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	if _, err := stock.Preheat(ctx, preheated); err != nil {
+		t.Fatal(err)
+	}
+	ended := *preheated
+	ended.EndAt = time.Now().Add(-time.Second)
+	db := &fakeDB{sale: ended, orders: []*seckill.Order{{ReservationID: seckill.NewReservationID(ended.ID, time.Now()), UserID: "u1", Qty: 1, Status: seckill.OrderPaid}}}
+	var heals int
+	w := New(stock, db, loaded{preheated}, Config{Settle: 10 * time.Millisecond, OnHeal: func(string, string, int, int) { heals++ }})
+	keys := "sk:{" + ended.ID + "}:"
+	if err := raw.Do(ctx, raw.B().Del().Key(keys+"stock", keys+"res", keys+"buyers", keys+"idem").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stock.Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
+		t.Fatalf("stock after the archive: %v, want not found", err)
+	}
+	w.Tick(ctx)
+	if heals != 0 {
+		t.Errorf("%d heals of a sale the database has ended", heals)
+	}
+	if _, err := stock.Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
+		t.Errorf("stock after a tick: %v, want still not found (nothing rebuilt)", err)
 	}
 }
