@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -118,13 +120,77 @@ var errBudgetSpent = errors.New("request budget spent")
 // the budget (or its own deadline).
 var errBackendSlow = &seckill.Error{Code: seckill.EUNAVAILABLE, Message: "A backend did not answer in time; retry later."}
 
-// withBudget returns ctx bounded by d (none when d is 0).
-func withBudget(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+// withBudget returns ctx bounded by d from start (none when d is 0). The
+// deadline's timer is made only when something waits on the context (a
+// backend call, or a context derived from it): a request answered from
+// memory, such as a sold-out sale's, pays for neither the timer nor its
+// place among the parent's children.
+func withBudget(ctx context.Context, start time.Time, d time.Duration) (context.Context, context.CancelFunc) {
 	if d <= 0 {
 		return ctx, func() {}
 	}
-	return context.WithTimeoutCause(ctx, d, errBudgetSpent)
+	b := &lazyBudget{parent: ctx, deadline: start.Add(d)}
+	return b, b.stop
 }
+
+// lazyBudget is context.WithDeadlineCause(parent, deadline, errBudgetSpent)
+// made on first need: Done, Err, and Value once the deadline has passed or
+// the budget was stopped (context.Cause reads the cause through Value), all
+// answer from the made context. Before that, the made context would say
+// what parent says, so Value asks parent.
+type lazyBudget struct {
+	parent   context.Context
+	deadline time.Time
+	made     atomic.Bool
+	stopped  atomic.Bool
+
+	mu     sync.Mutex
+	ctx    context.Context // guarded by mu; set once
+	cancel context.CancelFunc
+}
+
+func (b *lazyBudget) make() context.Context {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ctx == nil {
+		b.ctx, b.cancel = context.WithDeadlineCause(b.parent, b.deadline, errBudgetSpent)
+		if b.stopped.Load() {
+			b.cancel()
+		}
+		b.made.Store(true)
+	}
+	return b.ctx
+}
+
+// stop is the CancelFunc: it ends the made context, or the one made later.
+func (b *lazyBudget) stop() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.stopped.Store(true)
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
+func (b *lazyBudget) Deadline() (time.Time, bool) {
+	if d, ok := b.parent.Deadline(); ok && d.Before(b.deadline) {
+		return d, true
+	}
+	return b.deadline, true
+}
+
+func (b *lazyBudget) Done() <-chan struct{} { return b.make().Done() }
+
+func (b *lazyBudget) Err() error { return b.make().Err() }
+
+func (b *lazyBudget) Value(key any) any {
+	if b.made.Load() || b.stopped.Load() || !time.Now().Before(b.deadline) {
+		return b.make().Value(key)
+	}
+	return b.parent.Value(key)
+}
+
+func (b *lazyBudget) String() string { return "httpapi.withBudget(" + b.deadline.String() + ")" }
 
 // clientGone reports whether the request's context ended because the
 // client went away (or the server is closing it), not because its budget

@@ -218,3 +218,50 @@ func median(xs []float64) float64 {
 	sort.Float64s(s)
 	return s[len(s)/2]
 }
+
+// TestLazyBudget: the budget's context answers as
+// context.WithDeadlineCause would, and makes its timer only when waited on.
+func TestLazyBudget(t *testing.T) {
+	type key struct{}
+	parent := context.WithValue(context.Background(), key{}, "v")
+
+	ctx, cancel := withBudget(parent, time.Now(), time.Hour)
+	b := ctx.(*lazyBudget)
+	if ctx.Value(key{}) != "v" {
+		t.Error("a value of the parent is lost")
+	}
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) < 59*time.Minute {
+		t.Errorf("deadline %v, %v; want an hour from now", d, ok)
+	}
+	if b.made.Load() {
+		t.Error("a context was made before anything waited on it")
+	}
+	if ctx.Err() != nil {
+		t.Errorf("Err %v before the deadline", ctx.Err())
+	}
+	cancel()
+	<-ctx.Done()
+	if !errors.Is(ctx.Err(), context.Canceled) || context.Cause(ctx) != context.Canceled {
+		t.Errorf("after cancel: Err %v, Cause %v; want canceled", ctx.Err(), context.Cause(ctx))
+	}
+
+	// A deadline passed with nothing waiting: the cause is still the budget.
+	ctx, cancel = withBudget(parent, time.Now().Add(-time.Second), time.Millisecond)
+	defer cancel()
+	if !errors.Is(context.Cause(ctx), errBudgetSpent) || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		t.Errorf("past the deadline: Cause %v, Err %v; want the budget, deadline exceeded", context.Cause(ctx), ctx.Err())
+	}
+	if clientGone(ctx) {
+		t.Error("a spent budget reads as a client gone")
+	}
+
+	// A child waits on the budget and ends with it.
+	ctx, cancel = withBudget(parent, time.Now(), time.Hour)
+	child, stopChild := context.WithCancel(ctx)
+	defer stopChild()
+	cancel()
+	<-child.Done()
+	if !errors.Is(child.Err(), context.Canceled) {
+		t.Errorf("child Err %v, want canceled", child.Err())
+	}
+}

@@ -419,7 +419,7 @@ func (s *Server) instrumentWith(rm *routeMetrics, route string, h handler) http.
 		start := time.Now()
 		status := 0
 		if budget > 0 {
-			ctx, cancel := withBudget(r.Context(), budget)
+			ctx, cancel := withBudget(r.Context(), start, budget)
 			defer cancel()
 			r = r.WithContext(ctx)
 		}
@@ -498,9 +498,13 @@ func (s *Server) isAdmin(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(h[:], s.adminHash[:]) == 1
 }
 
+var jsonContentType = []string{"application/json"}
+
 // writeBody writes a JSON body with status.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json")
+	// One shared value, not a slice per answer; nothing appends to it in
+	// place (a full slice is copied by append).
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a failed write means the client is gone
 }

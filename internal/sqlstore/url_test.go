@@ -1,9 +1,12 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"net/url"
 	"strings"
 	"testing"
+
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
 
 func TestParseSQLiteURL(t *testing.T) {
@@ -20,7 +23,9 @@ func TestParseSQLiteURL(t *testing.T) {
 		{url: "sqlite://rel/db.sqlite", path: "rel/db.sqlite"},
 		{url: "sqlite::memory:", path: ":memory:"},
 		{url: "sqlite:x.db?_busy_timeout=50&_pragma=cache_size(-4000)", path: "x.db",
-			params: url.Values{"_busy_timeout": {"50"}, "_pragma": {"cache_size(-4000)"}, "_journal_mode": {"WAL"}}},
+			params: url.Values{"_busy_timeout": {"50"}, "_pragma": {"temp_store(memory)", "cache_size(-4000)"}, "_journal_mode": {"WAL"}}},
+		{url: "sqlite:x.db?_pragma=temp_store(file)&_pragma=cache_size(-4000)", path: "x.db",
+			params: url.Values{"_pragma": {"temp_store(file)", "cache_size(-4000)"}}},
 		{url: "sqlite:", wantErr: true},
 		{url: "sqlite://", wantErr: true},
 		{url: "sqlite:?_txlock=deferred", wantErr: true},
@@ -50,6 +55,9 @@ func TestParseSQLiteURL(t *testing.T) {
 	// The defaults are copied, never changed by a URL's parameters.
 	if got := sqliteParams.Get("_busy_timeout"); got != sqliteBusyTimeout {
 		t.Errorf("default _busy_timeout changed to %q", got)
+	}
+	if got := sqliteParams["_pragma"]; len(got) != 1 {
+		t.Errorf("default _pragma changed to %q", got)
 	}
 }
 
@@ -123,4 +131,22 @@ func FuzzParseURL(f *testing.F) {
 			t.Errorf("mysqlConfig(%q) gave db %q addr %q", raw, cfg.DBName, cfg.Addr)
 		}
 	})
+}
+
+// TestSQLitePragmas: the defaults reach the connections of both pools
+// (temp_store 2 is MEMORY), and a URL's pragma adds to them.
+func TestSQLitePragmas(t *testing.T) {
+	db := openDB(t, sqltest.SQLite(t)+"?_pragma=cache_size(-4000)")
+	for name, pool := range map[string]*sql.DB{"write": db.write, "read": db.read} {
+		var tempStore, cacheSize int
+		if err := pool.QueryRowContext(t.Context(), `PRAGMA temp_store`).Scan(&tempStore); err != nil {
+			t.Fatal(err)
+		}
+		if err := pool.QueryRowContext(t.Context(), `PRAGMA cache_size`).Scan(&cacheSize); err != nil {
+			t.Fatal(err)
+		}
+		if tempStore != 2 || cacheSize != -4000 {
+			t.Errorf("%s pool: temp_store %d, cache_size %d; want 2, -4000", name, tempStore, cacheSize)
+		}
+	}
 }
