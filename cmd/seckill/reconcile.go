@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
@@ -134,7 +135,9 @@ func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string)
 		return nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
-	client := &http.Client{Timeout: time.Minute}
+	// Past the route's default budget: the server ends the report first,
+	// with its own error.
+	client := &http.Client{Timeout: httpapi.ReconciliationBudget + time.Minute}
 	resp, err := client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("ask %s (is seckill serve running? or pass --redis-url): %w", serverURL, err)

@@ -81,7 +81,7 @@ type Config struct {
 	ArchiveInterval       time.Duration
 	ShutdownTimeout       time.Duration
 	RequestBudget         time.Duration // every request's backend calls end by then
-	RouteBudgets          string        // "reserve=1s,reconciliation=2500ms"
+	RouteBudgets          string        // "reserve=1s,reconciliation=2m"
 	LogLevel              string
 	Currency              string // ISO 4217 code of sales created without one
 	// Claims that survive Redis losing writes (durability.go).
@@ -165,7 +165,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
-	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
+	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
@@ -648,7 +648,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := &controlRoom{m: m, reg: reg, backlog: backlog, recent: ttlcache.New[*reconcile.Report](1, 1000)}
+	room := &controlRoom{m: m, reg: reg, backlog: backlog, gauges: gauges, recent: ttlcache.New[judged](1, 1000)}
 	pages, err := web.New(web.Config{
 		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,

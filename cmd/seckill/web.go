@@ -11,55 +11,72 @@ import (
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
-// snapshotTTL is how long one reconciliation serves the control room: it
-// reads a sale's whole ledger, too much to do twice a second.
+// snapshotTTL is how long one reading of a sale's counters serves the
+// control room: cheap (a few counters whatever the sale's size), but
+// read at most once per interval however many operators watch.
 const snapshotTTL = 2 * time.Second
 
-// controlRoom builds the control room's view of a sale's pipeline: one
-// (cached) reconciliation gives the outbox, the orders, the failed orders,
-// the parked restores and the verdict; the reservation counters come from
-// this node's metrics.
+// controlRoom builds the control room's live view of a sale's pipeline:
+// the outbox, the units in orders, the failed orders, the parked restores
+// and the verdict come from the sale's counters, judged as the
+// seckill_reconcile_* gauges judge them (reconcile.GaugeWorker.Read); the
+// reservation counters from this node's metrics. The
+// reservation-by-reservation comparison, which costs the sale's size, runs
+// only when the operator asks (Reconcile now: the reconciliation route).
 type controlRoom struct {
 	m   *Main
 	reg prometheus.Gatherer
 	// backlog is the broker's sampled queue depth; nil on a node without
 	// a broker.
 	backlog *backlogSampler
-	// recent keeps each sale's reconciliation for snapshotTTL.
-	recent *ttlcache.Cache[*reconcile.Report]
+	gauges  *reconcile.GaugeWorker
+	// recent keeps each sale's counters for snapshotTTL.
+	recent *ttlcache.Cache[judged]
 }
 
-func (c *controlRoom) report(ctx context.Context, saleID string) (*reconcile.Report, error) {
+// judged is one reading of a sale's counters and the verdict on them.
+type judged struct {
+	reconcile.Counts
+	balanced bool
+}
+
+func (c *controlRoom) counts(ctx context.Context, saleID string) (judged, error) {
 	now := c.m.now()
-	if rep, _, ok := c.recent.Get(saleID, now); ok {
-		return rep, nil
+	if j, _, ok := c.recent.Get(saleID, now); ok {
+		return j, nil
 	}
-	rep, err := reconcile.Reconcile(ctx, saleID, c.m.orders, c.m.stock, now, reconcile.Options{})
+	counts, balanced, err := c.gauges.Read(ctx, saleID)
 	if err != nil {
-		return nil, err
+		return judged{}, err
 	}
-	c.recent.Put(saleID, rep, now.Add(snapshotTTL), now)
-	return rep, nil
+	j := judged{counts, balanced}
+	c.recent.Put(saleID, j, now.Add(snapshotTTL), now)
+	return j, nil
 }
 
 func (c *controlRoom) snapshot(ctx context.Context, saleID string) (web.Snapshot, error) {
 	s := web.EmptySnapshot()
-	rep, err := c.report(ctx, saleID)
+	j, err := c.counts(ctx, saleID)
 	if err != nil {
 		return s, err
 	}
-	s.OutboxLen = rep.InFlight.OutboxLen
-	s.OrdersPersisted = rep.Orders.Ordered.Count + rep.Orders.Paid.Count + rep.Orders.Cancelled.Count
-	s.FailedOrders = rep.FailedOrders.Count
-	s.ParkedRestores = rep.Restores.Parked
+	s.OutboxLen = j.OutboxLen
+	s.OrdersPersisted = j.Sold()
+	s.FailedOrders = j.FailedOrders
+	s.ParkedRestores = j.RestoresParked
 	state := "balanced"
 	switch {
-	case rep.Oversold > 0:
+	case j.Oversold() > 0:
 		state = "oversold"
-	case !rep.Balanced:
+	case !j.balanced:
 		state = "unbalanced"
 	}
-	s.Reconciliation = web.Reconciliation{State: state, Oversold: rep.Oversold, Undersold: rep.Undersold, CheckedAt: rep.CheckedAt}
+	s.Reconciliation = web.Reconciliation{State: state, Oversold: j.Oversold(), CheckedAt: j.CheckedAt}
+	if !j.balanced {
+		// Units Redis holds that the database stopped catching up with
+		// (in flight while it still does).
+		s.Reconciliation.Undersold = j.Unrecorded()
+	}
 	if c.backlog != nil {
 		if n, ok := c.backlog.last(); ok {
 			s.BrokerBacklog = n

@@ -54,10 +54,23 @@ var unbudgeted = map[string]bool{
 }
 
 // DefaultRouteBudgets are the routes whose default differs from
-// DefaultBudget. The reconciliation reads both ledgers of a sale.
+// DefaultBudget. The reconciliation compares both ledgers of a sale
+// reservation by reservation, about 2-3 s per 100,000 reservations: two
+// minutes fit a sale of several million.
 var DefaultRouteBudgets = map[string]time.Duration{
-	"reconciliation": 2500 * time.Millisecond,
+	"reconciliation": ReconciliationBudget,
 }
+
+// ReconciliationBudget is the reconciliation route's default budget.
+const ReconciliationBudget = 2 * time.Minute
+
+// longBudget is the budget beyond which a route's write deadline is moved
+// to its budget plus writeMargin: the HTTP server's WriteTimeout (30 s in
+// serve) would otherwise cut the connection before a long route answers.
+const (
+	longBudget  = 10 * time.Second
+	writeMargin = 10 * time.Second
+)
 
 // RouteNames lists the names RouteBudgets accepts.
 func RouteNames() []string {

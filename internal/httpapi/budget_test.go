@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sort"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -263,5 +265,77 @@ func TestLazyBudget(t *testing.T) {
 	<-child.Done()
 	if !errors.Is(child.Err(), context.Canceled) {
 		t.Errorf("child Err %v, want canceled", child.Err())
+	}
+}
+
+// TestReconciliationBudget: the full reconciliation (about 2-3 s per
+// 100,000 reservations) runs by default under its own long budget, not the
+// 2 s of every other route, still overridable by RouteBudgets; and the
+// server's WriteTimeout does not cut it off before it answers.
+func TestReconciliationBudget(t *testing.T) {
+	if ReconciliationBudget < time.Minute {
+		t.Fatalf("ReconciliationBudget %s: a sale of a million reservations needs about 30 s", ReconciliationBudget)
+	}
+	const route = "GET /admin/v1/sales/{id}/reconciliation"
+	release := make(chan struct{})
+	deadlines := make(chan time.Duration, 1)
+	reconcile := func(ctx context.Context, saleID string) (any, error) {
+		dl, ok := ctx.Deadline()
+		if !ok {
+			return nil, errors.New("no deadline")
+		}
+		deadlines <- time.Until(dl)
+		<-release
+		return map[string]any{"sale_id": saleID, "balanced": true}, nil
+	}
+	e := newEnv(t, func(c *Config) { c.Reconcile = reconcile })
+	if got := e.srv.budgetOf(route); got != ReconciliationBudget {
+		t.Errorf("default budget of %s: %s, want %s", route, got, ReconciliationBudget)
+	}
+	if got := e.srv.budgetOf("GET /api/v1/sales/{id}"); got != DefaultBudget {
+		t.Errorf("default budget of the sale view: %s, want %s", got, DefaultBudget)
+	}
+	over := newEnv(t, func(c *Config) { c.RouteBudgets = map[string]time.Duration{"reconciliation": 5 * time.Second} })
+	if got := over.srv.budgetOf(route); got != 5*time.Second {
+		t.Errorf("overridden budget of %s: %s, want 5s", route, got)
+	}
+
+	// Served with a WriteTimeout far below the budget, the report answered
+	// after it still reaches the client.
+	const writeTimeout = 100 * time.Millisecond
+	ts := httptest.NewUnstartedServer(e.h)
+	ts.Config.WriteTimeout = writeTimeout
+	ts.Start()
+	defer ts.Close()
+	rq, err := http.NewRequest("GET", ts.URL+"/admin/v1/sales/"+testSaleID+"/reconciliation", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rq.Header.Set("Authorization", "Bearer "+testAdminToken)
+	type answer struct {
+		status int
+		body   string
+		err    error
+	}
+	answers := make(chan answer, 1)
+	go func() {
+		resp, err := ts.Client().Do(rq)
+		if err != nil {
+			answers <- answer{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		answers <- answer{resp.StatusCode, string(b), err}
+	}()
+	if left := <-deadlines; left < ReconciliationBudget-time.Minute {
+		t.Errorf("the report's context has %s left, want about %s", left, ReconciliationBudget)
+	}
+	// Past the server's WriteTimeout: the connection's own deadline is
+	// what would cut the answer.
+	time.AfterFunc(3*writeTimeout, func() { close(release) })
+	a := <-answers
+	if a.err != nil || a.status != http.StatusOK || !strings.Contains(a.body, `"balanced":true`) {
+		t.Fatalf("report answered after the WriteTimeout: %d %q %v", a.status, a.body, a.err)
 	}
 }

@@ -415,9 +415,14 @@ func (s *Server) instrumentCounts(route string, h handler) http.Handler {
 
 func (s *Server) instrumentWith(rm *routeMetrics, route string, h handler) http.Handler {
 	budget := s.budgetOf(route)
+	long := budget > longBudget
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		status := 0
+		if long {
+			// Best effort: a writer without deadlines keeps its own.
+			_ = http.NewResponseController(w).SetWriteDeadline(start.Add(budget + writeMargin))
+		}
 		if budget > 0 {
 			ctx, cancel := withBudget(r.Context(), start, budget)
 			defer cancel()

@@ -145,7 +145,7 @@ func (g *GaugeWorker) Refresh(ctx context.Context) {
 	fresh := map[string][]Gauge{}
 	seen := map[string]bool{}
 	for _, s := range g.cfg.Sales() {
-		c, err := g.cfg.Counts(ctx, s.ID)
+		c, balanced, err := g.Read(ctx, s.ID)
 		if err != nil {
 			if ctx.Err() == nil {
 				g.cfg.Logger.Warn("reconciliation counters failed", "sale", s.ID, "err", err)
@@ -153,7 +153,7 @@ func (g *GaugeWorker) Refresh(ctx context.Context) {
 			continue
 		}
 		seen[s.ID] = true
-		fresh[s.ID] = c.Gauges(g.balanced(c))
+		fresh[s.ID] = c.Gauges(balanced)
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -163,6 +163,17 @@ func (g *GaugeWorker) Refresh(ctx context.Context) {
 			delete(g.progress, id)
 		}
 	}
+}
+
+// Read reads one sale's counters and reaches the gauges' verdict on them
+// (see balanced): what the control room's live feed shows, at the cost of
+// a few counters whatever the sale's size.
+func (g *GaugeWorker) Read(ctx context.Context, saleID string) (Counts, bool, error) {
+	c, err := g.cfg.Counts(ctx, saleID)
+	if err != nil {
+		return Counts{}, false, err
+	}
+	return c, g.balanced(c), nil
 }
 
 // balanced is the verdict on one sale's counters: nothing oversold, no
