@@ -229,6 +229,58 @@ func TestEndEarlyStopsEveryNode(t *testing.T) {
 	})
 }
 
+// TestSaleChangesReachEveryScheduler: an operator's changes on node a
+// (an edit of a due sale, added stock, an early end) reach the preheat
+// scheduler's loaded list, which the gauges and heal watch, on a at once
+// and on b within its next passes; the ended sale is listed no more.
+func TestSaleChangesReachEveryScheduler(t *testing.T) {
+	backends := realBackends(t)
+	fast := func(c *Config) { backends(c); c.PreheatInterval = 50 * time.Millisecond }
+	a, b := startEngine(t, fast), startEngine(t, fast)
+	loaded := func(e *engine, id string) *seckill.Sale {
+		for _, s := range e.m.preheat.Loaded() {
+			if s.ID == id {
+				return s
+			}
+		}
+		return nil
+	}
+	now := time.Now()
+	due := a.createSale(10, 1, now.Add(5*time.Minute), now.Add(time.Hour))
+	live := a.liveSale(10, 1)
+	servicetest.WaitFor(t, 10*time.Second, "node b to load both sales", func() bool {
+		return loaded(b, due) != nil && loaded(b, live) != nil
+	})
+
+	if r := a.operatorDo("PATCH", "/admin/v1/sales/"+due, "gil", map[string]any{"stock": 7, "per_user_limit": 2}); r.status != http.StatusOK {
+		t.Fatalf("edit on node a: %d %v", r.status, r.body)
+	}
+	if r := a.operatorDo("POST", "/admin/v1/sales/"+live+"/stock", "gil", map[string]any{"add": 3}); r.status != http.StatusOK {
+		t.Fatalf("add stock on node a: %d %v", r.status, r.body)
+	}
+	if s := loaded(a, due); s == nil || s.Stock != 7 || s.PurchaseLimit != 2 {
+		t.Errorf("node a's row of the edited sale: %+v, want stock 7, limit 2", s)
+	}
+	if s := loaded(a, live); s == nil || s.Stock != 13 {
+		t.Errorf("node a's row after adding stock: %+v, want stock 13", s)
+	}
+	servicetest.WaitFor(t, 10*time.Second, "node b's rows to show the edit and the added stock", func() bool {
+		d, l := loaded(b, due), loaded(b, live)
+		return d != nil && d.Stock == 7 && d.PurchaseLimit == 2 && l != nil && l.Stock == 13
+	})
+
+	if r := a.operatorDo("POST", "/admin/v1/sales/"+live+"/end", "gil", nil); r.status != http.StatusOK || r.body["changed"] != true {
+		t.Fatalf("end on node a: %d %v", r.status, r.body)
+	}
+	if s := loaded(a, live); s != nil {
+		t.Errorf("node a still lists the ended sale: %+v", s)
+	}
+	servicetest.WaitFor(t, 10*time.Second, "node b to drop the ended sale", func() bool { return loaded(b, live) == nil })
+	if loaded(b, due) == nil {
+		t.Error("node b dropped the due sale too")
+	}
+}
+
 // TestResolveFailedOrders re-drives and refunds failed orders through the
 // API: idempotent, refused with the reason when the database cannot take
 // it, audited and counted.

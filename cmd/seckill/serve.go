@@ -168,7 +168,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=2500ms (routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	for _, err := range []error{
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
-		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat"),
+		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
@@ -585,7 +585,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			gate.Clear(s.ID)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
-			m.preheat.SaleCreated(ctx, s)
+			m.preheat.SaleChanged(ctx, s)
 		},
 	})
 	if err != nil {

@@ -253,9 +253,10 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		return err
 	}
 	if !now.Before(row.EndAt) {
-		// The loaded list keeps the row as it was preheated: a sale
-		// ended early has ended in the database only, and its keys
-		// going (archived) are no lost writes to rebuild.
+		// The loaded list may be a preheat pass behind the database: a
+		// sale ended early on another node is still listed with its old
+		// end, and its keys going (archived) are no lost writes to
+		// rebuild.
 		delete(w.seen, sale.ID)
 		if h, ok := w.held[sale.ID]; ok {
 			delete(w.held, sale.ID)

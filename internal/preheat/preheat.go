@@ -3,10 +3,16 @@
 // by default), or at once when it is created nearer its start, or on an
 // operator's demand. Preheating is idempotent, so every API node may run a
 // Scheduler; whichever gets there first loads the sale, and none resets it.
+//
+// Each pass also re-reads the rows of the sales already loaded, so an
+// operator's change on any node (an edit, an early end, added stock)
+// reaches every node's loaded list within one Interval; the node that
+// made the change tells its own Scheduler at once (SaleChanged).
 package preheat
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -20,6 +26,7 @@ import (
 // SaleLister is the part of seckill.SaleStore the scheduler reads.
 type SaleLister interface {
 	SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*seckill.Sale, error)
+	Sale(ctx context.Context, id string) (*seckill.Sale, error)
 }
 
 // Preheater is the part of seckill.StockStore the scheduler writes.
@@ -72,7 +79,7 @@ func (p *Scheduler) Preheat(ctx context.Context, s *seckill.Sale) (created bool,
 		return false, fmt.Errorf("preheat %s: %w", s.ID, err)
 	}
 	p.mu.Lock()
-	p.loaded[s.ID] = s
+	p.keep(s, p.cfg.Now())
 	p.mu.Unlock()
 	if created {
 		p.cfg.Logger.Info("sale preheated", "sale", s.ID, "stock", s.Stock, "start_at", s.StartAt)
@@ -89,6 +96,36 @@ func (p *Scheduler) SaleCreated(ctx context.Context, s *seckill.Sale) {
 	if _, err := p.Preheat(ctx, s); err != nil {
 		p.cfg.Logger.Warn("preheat on create failed; the scheduler retries", "sale", s.ID, "err", err)
 	}
+}
+
+// SaleChanged takes the row of a sale an operator changed on this node:
+// it replaces the loaded row, or drops it if the sale has ended; a sale
+// not loaded yet is preheated if due, as by SaleCreated. Other nodes see
+// the change on their next Tick.
+func (p *Scheduler) SaleChanged(ctx context.Context, s *seckill.Sale) {
+	p.mu.Lock()
+	_, seen := p.loaded[s.ID]
+	if seen {
+		p.keep(s, p.cfg.Now())
+	}
+	p.mu.Unlock()
+	if !seen {
+		p.SaleCreated(ctx, s)
+	}
+}
+
+// keep puts s in the loaded list, or takes it out if it has ended at now;
+// a row older than the one held (a lower Version: every change to a sale
+// raises it) is ignored. p.mu is held.
+func (p *Scheduler) keep(s *seckill.Sale, now time.Time) {
+	if cur, ok := p.loaded[s.ID]; ok && cur.Version > s.Version {
+		return
+	}
+	if !now.Before(s.EndAt) {
+		delete(p.loaded, s.ID)
+		return
+	}
+	p.loaded[s.ID] = s
 }
 
 // Loaded returns the sales this node has preheated or seen preheated and
@@ -108,17 +145,25 @@ func (p *Scheduler) Loaded() []*seckill.Sale {
 	return out
 }
 
-// Tick preheats every due sale that this node has not yet seen loaded.
+// Tick preheats every due sale that this node has not yet seen loaded,
+// and refreshes the rows of those it has: from the list of due sales, or
+// read one by one for the loaded sales the list leaves out (ended early,
+// or preheated by an operator before the lead).
 func (p *Scheduler) Tick(ctx context.Context) error {
 	now := p.cfg.Now()
 	due, err := p.sales.SalesStartingBefore(ctx, now.Add(p.cfg.Lead), now)
 	if err != nil {
 		return fmt.Errorf("preheat: list due sales: %w", err)
 	}
+	listed := make(map[string]bool, len(due))
 	var firstErr error
 	for _, s := range due {
+		listed[s.ID] = true
 		p.mu.Lock()
 		_, seen := p.loaded[s.ID]
+		if seen {
+			p.keep(s, now)
+		}
 		p.mu.Unlock()
 		if seen {
 			continue
@@ -126,6 +171,27 @@ func (p *Scheduler) Tick(ctx context.Context) error {
 		if _, err := p.Preheat(ctx, s); err != nil && firstErr == nil {
 			firstErr = err
 		}
+	}
+	var unlisted []string
+	p.mu.Lock()
+	for id := range p.loaded {
+		if !listed[id] {
+			unlisted = append(unlisted, id)
+		}
+	}
+	p.mu.Unlock()
+	for _, id := range unlisted {
+		s, err := p.sales.Sale(ctx, id)
+		p.mu.Lock()
+		switch {
+		case errors.Is(err, seckill.ErrNotFound):
+			delete(p.loaded, id)
+		case err == nil:
+			p.keep(s, now)
+		case firstErr == nil:
+			firstErr = fmt.Errorf("preheat: refresh sale %s: %w", id, err)
+		}
+		p.mu.Unlock()
 	}
 	return firstErr
 }

@@ -3,6 +3,7 @@ package preheat
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +22,21 @@ func (f *fakeSales) SalesStartingBefore(_ context.Context, t, now time.Time) ([]
 	var out []*seckill.Sale
 	for _, s := range f.sales {
 		if !s.StartAt.After(t) && s.EndAt.After(now) {
-			out = append(out, s)
+			c := *s
+			out = append(out, &c)
 		}
 	}
 	return out, nil
+}
+
+func (f *fakeSales) Sale(_ context.Context, id string) (*seckill.Sale, error) {
+	for _, s := range f.sales {
+		if s.ID == id {
+			c := *s
+			return &c, nil
+		}
+	}
+	return nil, fmt.Errorf("sale %s: %w", id, seckill.ErrNotFound)
 }
 
 type fakeStock struct {
@@ -121,4 +133,104 @@ func TestStartStop(t *testing.T) {
 	if len(p.Loaded()) != 1 {
 		t.Fatal("background loop never preheated the due sale")
 	}
+}
+
+// TestChangesReachTheLoadedList: an operator's change made on another
+// node reaches this node's loaded list on its next tick, from the
+// database's row; one made here (SaleChanged) at once.
+func TestChangesReachTheLoadedList(t *testing.T) {
+	now := time.Date(2026, 8, 20, 8, 0, 0, 0, time.UTC)
+	newSale := func(id string, start time.Duration) *seckill.Sale {
+		return &seckill.Sale{ID: id, Version: 1, Stock: 200, PurchaseLimit: 1, StartAt: now.Add(start), EndAt: now.Add(start + time.Hour)}
+	}
+	tests := []struct {
+		name   string
+		start  time.Duration
+		change func(s *seckill.Sale) // the database's row after the change
+		want   *seckill.Sale         // the loaded row after a tick; nil: not loaded
+	}{
+		{"live, ended early", -30 * time.Minute, func(s *seckill.Sale) { s.EndAt = now.Add(-time.Second) }, nil},
+		{"live, stock added", -30 * time.Minute, func(s *seckill.Sale) { s.Stock += 50 },
+			&seckill.Sale{Stock: 250, EndAt: now.Add(30 * time.Minute)}},
+		{"due, edited", 5 * time.Minute, func(s *seckill.Sale) { s.Stock, s.EndAt = 90, now.Add(20*time.Minute) },
+			&seckill.Sale{Stock: 90, EndAt: now.Add(20 * time.Minute)}},
+		{"due, start moved past the lead", 5 * time.Minute, func(s *seckill.Sale) { s.StartAt, s.EndAt = now.Add(time.Hour), now.Add(3*time.Hour) },
+			&seckill.Sale{Stock: 200, EndAt: now.Add(3 * time.Hour)}},
+		{"preheated ahead, ended early", 2 * time.Hour, func(s *seckill.Sale) { s.StartAt, s.EndAt = now.Add(-time.Second), now.Add(-time.Second) }, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			row := newSale("s", tt.start)
+			db := &fakeSales{sales: []*seckill.Sale{row}}
+			p := New(db, &fakeStock{calls: map[string]int{}, loaded: map[string]bool{}}, Config{Now: func() time.Time { return now }})
+			// Loaded by a tick, or by the operator when not due.
+			if p.Due(row) {
+				if err := p.Tick(ctx); err != nil {
+					t.Fatal(err)
+				}
+			} else if _, err := p.Preheat(ctx, row); err != nil {
+				t.Fatal(err)
+			}
+			if got := p.Loaded(); len(got) != 1 {
+				t.Fatalf("loaded before the change: %d sales, want 1", len(got))
+			}
+			changed := *row
+			tt.change(&changed)
+			changed.Version++
+			db.sales = []*seckill.Sale{&changed}
+			if err := p.Tick(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got := p.Loaded()
+			if tt.want == nil {
+				if len(got) != 0 {
+					t.Fatalf("loaded after the change: %+v, want none", got[0])
+				}
+				return
+			}
+			if len(got) != 1 || got[0].Stock != tt.want.Stock || !got[0].EndAt.Equal(tt.want.EndAt) {
+				t.Fatalf("loaded after the change: %+v, want stock %d, end %v", got, tt.want.Stock, tt.want.EndAt)
+			}
+		})
+	}
+	t.Run("gone from the database", func(t *testing.T) {
+		db := &fakeSales{sales: []*seckill.Sale{newSale("s", 0)}}
+		p := New(db, &fakeStock{calls: map[string]int{}, loaded: map[string]bool{}}, Config{Now: func() time.Time { return now }})
+		if err := p.Tick(context.Background()); err != nil || len(p.Loaded()) != 1 {
+			t.Fatalf("first tick: %v, %d loaded", err, len(p.Loaded()))
+		}
+		db.sales = nil
+		if err := p.Tick(context.Background()); err != nil || len(p.Loaded()) != 0 {
+			t.Fatalf("tick after the row went: %v, %d loaded, want none", err, len(p.Loaded()))
+		}
+	})
+	t.Run("changed on this node", func(t *testing.T) {
+		ctx := context.Background()
+		row := newSale("s", -30*time.Minute)
+		db := &fakeSales{sales: []*seckill.Sale{row}}
+		p := New(db, &fakeStock{calls: map[string]int{}, loaded: map[string]bool{}}, Config{Now: func() time.Time { return now }})
+		if err := p.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		raised := *row
+		raised.Stock, raised.Version = 300, 3
+		p.SaleChanged(ctx, &raised)
+		if got := p.Loaded(); len(got) != 1 || got[0].Stock != 300 {
+			t.Fatalf("loaded after SaleChanged: %+v, want stock 300", got)
+		}
+		// A tick that read the row before the change keeps the newer one.
+		if err := p.Tick(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Loaded(); len(got) != 1 || got[0].Stock != 300 {
+			t.Fatalf("loaded after a tick with an older row: %+v, want stock 300 kept", got)
+		}
+		ended := raised
+		ended.EndAt, ended.Version = now, 4
+		p.SaleChanged(ctx, &ended)
+		if got := p.Loaded(); len(got) != 0 {
+			t.Fatalf("loaded after SaleChanged ended it: %+v, want none", got[0])
+		}
+	})
 }
