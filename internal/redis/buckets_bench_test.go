@@ -117,16 +117,8 @@ func reserveFlat(b *testing.B, s *Store, saleID string, n, batch int) time.Durat
 						Qty:           1,
 					}
 				}
-				res, err := s.Reserve(context.Background(), saleID, reqs)
-				if err != nil {
-					b.Errorf("Reserve: %v", err)
+				if !benchReserve(context.Background(), b, s, saleID, reqs) {
 					return
-				}
-				for _, r := range res {
-					if r.Outcome != seckill.OutcomeReserved {
-						b.Errorf("outcome %s; want reserved", r.Outcome)
-						return
-					}
 				}
 			}
 		})
