@@ -24,8 +24,7 @@ func BenchmarkSQLitePersist(b *testing.B) {
 	const batch, rounds = 110, 5
 	variants := []struct{ name, params string }{
 		{"defaults", ""},
-		{"temp-store-file", "?_pragma=temp_store(file)"}, // the defaults before 2026-12-02
-		{"cache-size-64MiB", "?_pragma=cache_size(-65536)"},
+		{"temp-store-file", "?_pragma=temp_store(file)"}, // the default before 2026-12-02
 		{"sync-full", "?_synchronous=FULL"},
 	}
 	stores := make([]*OrderStore, len(variants))
