@@ -404,23 +404,7 @@ func testPersistOverLimitCompeting(t *testing.T, newStores func(*testing.T) (sec
 	for err := range errs {
 		t.Fatalf("PersistReservations: %v", err)
 	}
-	held := map[string]int{}
-	for _, evs := range evsOf {
-		for _, e := range evs {
-			if _, err := orders.Order(ctx, e.ReservationID); err == nil {
-				held[e.UserID]++
-			} else if !errors.Is(err, seckill.ErrNotFound) {
-				t.Fatal(err)
-			} else if f, err := orders.FailedOrder(ctx, e.ReservationID); err != nil || !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) {
-				t.Errorf("reservation %s has neither an order nor an over-limit failed order (%+v, %v)", e.ReservationID, f, err)
-			}
-		}
-	}
-	for u := range buyers {
-		if n := held[fmt.Sprintf("user-%d-茶", u)]; n != 1 {
-			t.Errorf("user-%d holds %d orders at limit 1, want 1", u, n)
-		}
-	}
+	wantOneOrderEach(t, orders, evsOf, buyers)
 }
 
 // testPersistBadEventsInBatch: invalid events inside a large batch are
@@ -565,23 +549,7 @@ func testPersistCompetingBatchesOverLimit(t *testing.T, newStores func(*testing.
 	for err := range errs {
 		t.Fatalf("PersistReservations: %v", err)
 	}
-	held := map[string]int{}
-	for _, evs := range evsOf {
-		for _, e := range evs {
-			if _, err := orders.Order(ctx, e.ReservationID); err == nil {
-				held[e.UserID]++
-			} else if !errors.Is(err, seckill.ErrNotFound) {
-				t.Fatal(err)
-			} else if f, err := orders.FailedOrder(ctx, e.ReservationID); err != nil || !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) {
-				t.Errorf("reservation %s has neither an order nor an over-limit failed order (%+v, %v)", e.ReservationID, f, err)
-			}
-		}
-	}
-	for u := range buyers {
-		if n := held[fmt.Sprintf("user-%d-茶", u)]; n != 1 {
-			t.Errorf("user-%d holds %d orders at limit 1, want 1", u, n)
-		}
-	}
+	wantOneOrderEach(t, orders, evsOf, buyers)
 	got, err := sales.Sale(ctx, s.ID)
 	if err != nil {
 		t.Fatal(err)
@@ -1150,4 +1118,29 @@ func checkFailedOrder(t *testing.T, got, want *seckill.FailedOrder) {
 		t.Errorf("failed order = %+v, want %+v", *got, *want)
 	}
 	checkStoredTime(t, "failed order CreatedAt", got.CreatedAt, want.CreatedAt)
+}
+
+// wantOneOrderEach checks the outcome of buyers user-0-茶 … user-(buyers-1)-茶
+// racing at limit 1: each of evsOf's reservations is an order or an over-limit
+// failed order, and every buyer holds exactly one order.
+func wantOneOrderEach(t *testing.T, orders seckill.OrderStore, evsOf [][]seckill.ReservationEvent, buyers int) {
+	t.Helper()
+	ctx := t.Context()
+	held := map[string]int{}
+	for _, evs := range evsOf {
+		for _, e := range evs {
+			if _, err := orders.Order(ctx, e.ReservationID); err == nil {
+				held[e.UserID]++
+			} else if !errors.Is(err, seckill.ErrNotFound) {
+				t.Fatal(err)
+			} else if f, err := orders.FailedOrder(ctx, e.ReservationID); err != nil || !strings.HasPrefix(f.Reason, seckill.ReasonOverLimit) {
+				t.Errorf("reservation %s has neither an order nor an over-limit failed order (%+v, %v)", e.ReservationID, f, err)
+			}
+		}
+	}
+	for u := range buyers {
+		if n := held[fmt.Sprintf("user-%d-茶", u)]; n != 1 {
+			t.Errorf("user-%d holds %d orders at limit 1, want 1", u, n)
+		}
+	}
 }
