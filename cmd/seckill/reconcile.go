@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/guarded"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/redis"
@@ -99,6 +101,24 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 	}
 	defer stock.Close()
 	return reconcileSale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+}
+
+// probeLedgers reads the sale's row and its stock, each through its
+// backend's breaker and within budget (the request budget), before a full
+// comparison starts: the reconciliation route's own budget is long enough
+// for a sale of millions, and a backend that is down must get its 503 now,
+// not at the end of that budget. A sale the stock store does not hold is
+// no failure (not preheated yet, or archived).
+func probeLedgers(ctx context.Context, budget time.Duration, saleID string, sales seckill.SaleStore, stock guarded.Stock) error {
+	ctx, cancel := context.WithTimeout(ctx, budget)
+	defer cancel()
+	if _, err := sales.Sale(ctx, saleID); err != nil {
+		return err
+	}
+	if _, err := stock.Stock(ctx, saleID); err != nil && !errors.Is(err, seckill.ErrNotFound) {
+		return err
+	}
+	return nil
 }
 
 // reconcileSale reconciles a sale; an archived one (whose Redis keys are

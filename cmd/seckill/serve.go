@@ -616,6 +616,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		RouteBudgets:   routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
+			if err := probeLedgers(ctx, cfg.RequestBudget, saleID, reqSales, reqStock); err != nil {
+				return nil, err
+			}
 			return reconcileSale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
 		Currency:   cfg.Currency,
