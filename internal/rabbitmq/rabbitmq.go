@@ -534,18 +534,30 @@ func (b *Broker) send(ctx context.Context, out []outgoing) (err error) {
 	// Every return precedes its message's ack on the wire, and the reader
 	// goroutine delivers it before it processes that ack: whatever is not
 	// consumed yet is in the buffer now.
-	for drained := false; !drained; {
-		select {
-		case r := <-pc.returns:
-			noteReturn(r)
-		default:
-			drained = true
-		}
-	}
+	drainReturns(pc.returns, noteReturn)
 	if returned > 0 {
 		return fmt.Errorf("%d of %d messages unroutable, first %q to queue %q: %d %s",
 			returned, len(out), firstReturn.MessageId, firstReturn.RoutingKey, firstReturn.ReplyCode, firstReturn.ReplyText)
 	}
 	healthy = true
 	return nil
+}
+
+// drainReturns hands note every return already buffered in returns and
+// stops when none is left. A channel closed by a connection lost after its
+// confirms arrived has nothing more to give: receiving from it again would
+// yield zero returns for ever, and the publisher would spin in this loop,
+// its relay wedged with the outbox never drained.
+func drainReturns(returns <-chan amqp.Return, note func(amqp.Return)) {
+	for {
+		select {
+		case r, open := <-returns:
+			if !open {
+				return
+			}
+			note(r)
+		default:
+			return
+		}
+	}
 }
