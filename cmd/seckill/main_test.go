@@ -24,5 +24,9 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m,
 		// A rueidis timer that outlives a closed client by a few seconds.
-		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"))
+		goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*call).DelayDo.func1"),
+		goleak.Cleanup(func(code int) {
+			removeSeckillBinary()
+			os.Exit(code)
+		}))
 }

@@ -40,12 +40,14 @@ const (
 )
 
 // buildSeckill builds this command once per test binary run into a
-// temporary directory and returns the binary's path.
+// temporary directory (removed by TestMain when the run ends) and returns
+// the binary's path.
 var buildSeckill = sync.OnceValues(func() (string, error) {
 	dir, err := os.MkdirTemp("", "seckill-bin-")
 	if err != nil {
 		return "", err
 	}
+	seckillBinDir.Store(&dir)
 	bin := filepath.Join(dir, "seckill")
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
@@ -53,6 +55,15 @@ var buildSeckill = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// seckillBinDir is buildSeckill's directory, once it made one.
+var seckillBinDir atomic.Pointer[string]
+
+func removeSeckillBinary() {
+	if dir := seckillBinDir.Load(); dir != nil {
+		_ = os.RemoveAll(*dir)
+	}
+}
 
 func seckillBinary(t *testing.T) string {
 	t.Helper()
