@@ -61,6 +61,18 @@ func orderSale(t *testing.T, sales seckill.SaleStore, stock, priceCents int64) *
 	return s
 }
 
+// limitSale creates a sale of stock units with a purchase limit of limit
+// units per buyer and returns it.
+func limitSale(t *testing.T, sales seckill.SaleStore, stock, limit int64) *seckill.Sale {
+	t.Helper()
+	s := newSale()
+	s.Stock, s.PurchaseLimit = stock, limit
+	if err := sales.CreateSale(t.Context(), s); err != nil {
+		t.Fatalf("CreateSale: %v", err)
+	}
+	return s
+}
+
 // orderEvents returns one event per qty, with fresh reservation ids of the
 // sale, reserved at at (plus i milliseconds for event i).
 func orderEvents(saleID string, at time.Time, qtys ...int64) []seckill.ReservationEvent {
@@ -309,11 +321,7 @@ func testPersistStockShort(t *testing.T, newStores func(*testing.T) (seckill.Sal
 func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
 	ctx := t.Context()
 	sales, orders := newStores(t)
-	s := newSale()
-	s.Stock, s.PurchaseLimit = 10, 2
-	if err := sales.CreateSale(ctx, s); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	s := limitSale(t, sales, 10, 2)
 	now := time.Now()
 	as := func(user string, evs ...seckill.ReservationEvent) []seckill.ReservationEvent {
 		for i := range evs {
@@ -376,11 +384,7 @@ func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.Sale
 func testPersistOverLimitCompeting(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
 	ctx := t.Context()
 	sales, orders := newStores(t)
-	s := newSale()
-	s.Stock, s.PurchaseLimit = 1000, 1
-	if err := sales.CreateSale(ctx, s); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	s := limitSale(t, sales, 1000, 1)
 	now := time.Now()
 	const writers, buyers = 4, 30
 	var wg sync.WaitGroup
@@ -448,11 +452,7 @@ func testPersistBadEventsInBatch(t *testing.T, newStores func(*testing.T) (secki
 func testPersistOverLimitInsideLargeBatch(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
 	ctx := t.Context()
 	sales, orders := newStores(t)
-	s := newSale()
-	s.Stock, s.PurchaseLimit = 5000, 2
-	if err := sales.CreateSale(ctx, s); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	s := limitSale(t, sales, 5000, 2)
 	now := time.Now()
 	as := func(user string, qtys ...int64) []seckill.ReservationEvent {
 		evs := orderEvents(s.ID, now, qtys...)
@@ -517,11 +517,7 @@ func testPersistOverLimitInsideLargeBatch(t *testing.T, newStores func(*testing.
 func testPersistCompetingBatchesOverLimit(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {
 	ctx := t.Context()
 	sales, orders := newStores(t)
-	s := newSale()
-	s.Stock, s.PurchaseLimit = 1000, 1
-	if err := sales.CreateSale(ctx, s); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	s := limitSale(t, sales, 1000, 1)
 	now := time.Now()
 	const writers, buyers = 4, 120
 	var (
