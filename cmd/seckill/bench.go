@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/internal/bench"
+	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/rush"
 )
 
@@ -215,7 +216,7 @@ func (m *Main) Unsettled(ctx context.Context) (int64, error) {
 		}
 		n += l
 	}
-	if b, ok := m.broker.(backlogReader); ok {
+	if b, ok := m.broker.(metrics.BacklogReader); ok {
 		l, err := b.Backlog(ctx)
 		if err != nil {
 			return 0, err

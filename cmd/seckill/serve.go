@@ -400,9 +400,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	// The broker's queue depth, sampled: every node with a broker reports
 	// the same queue, so dashboards take the max.
-	var backlog *backlogSampler
-	if b, ok := m.broker.(backlogReader); ok && cfg.BrokerBacklogInterval > 0 {
-		backlog = newBacklogSampler(b, cfg.BrokerBacklogInterval, m.Logger, m.now)
+	var backlog *metrics.Backlog
+	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.BrokerBacklogInterval > 0 {
+		backlog = metrics.NewBacklog(b, cfg.BrokerBacklogInterval, m.Logger, m.now)
 		reg.MustRegister(backlog)
 		backlog.Start(context.WithoutCancel(ctx))
 		m.closers = append(m.closers, backlog.Stop)

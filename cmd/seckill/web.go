@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/ttlcache"
 	"github.com/seckill-dev/seckill/internal/web"
@@ -28,7 +29,7 @@ type controlRoom struct {
 	reg prometheus.Gatherer
 	// backlog is the broker's sampled queue depth; nil on a node without
 	// a broker.
-	backlog *backlogSampler
+	backlog *metrics.Backlog
 	gauges  *reconcile.GaugeWorker
 	// recent keeps each sale's counters for snapshotTTL.
 	recent *ttlcache.Cache[judged]
@@ -78,7 +79,7 @@ func (c *controlRoom) snapshot(ctx context.Context, saleID string) (web.Snapshot
 		s.Reconciliation.Undersold = j.Unrecorded()
 	}
 	if c.backlog != nil {
-		if n, ok := c.backlog.last(); ok {
+		if n, ok := c.backlog.Last(); ok {
 			s.BrokerBacklog = n
 		}
 	}

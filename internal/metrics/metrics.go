@@ -1,6 +1,7 @@
 // Package metrics holds the engine's own Prometheus collectors: the
 // pipeline counters the wiring feeds from the workers' hooks, the
-// durability counters, and the stock levels read at scrape time. Every
+// durability counters, the stock levels read at scrape time and the
+// broker's backlog, sampled (Backlog). Every
 // other package registers its collectors itself, on the same registry.
 package metrics
 

@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"context"
@@ -11,20 +11,20 @@ import (
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
-// backlogReader is a broker that can tell how many messages wait in it
+// BacklogReader is a broker that can tell how many messages wait in it
 // (rabbitmq.Broker and nats.Broker: Backlog).
-type backlogReader interface {
+type BacklogReader interface {
 	Backlog(ctx context.Context) (int64, error)
 }
 
-// backlogSampler asks the broker for its backlog once per interval, not
+// Backlog asks the broker for its backlog once per interval, not
 // per scrape or per control-room sample: a passive queue declare or a
 // consumer-info request is a round trip to the broker. It exports the last
 // sample as seckill_broker_backlog_messages while that sample is fresh;
 // while the broker cannot answer the gauge is absent rather than a stale
 // number (alert on absent() if that matters).
-type backlogSampler struct {
-	broker   backlogReader
+type Backlog struct {
+	broker   BacklogReader
 	interval time.Duration
 	logger   *slog.Logger
 	now      func() time.Time
@@ -37,8 +37,9 @@ type backlogSampler struct {
 	failed bool      // the last sample failed (logged once per outage)
 }
 
-func newBacklogSampler(b backlogReader, interval time.Duration, logger *slog.Logger, now func() time.Time) *backlogSampler {
-	return &backlogSampler{
+// NewBacklog returns the sampler of b; Start begins sampling.
+func NewBacklog(b BacklogReader, interval time.Duration, logger *slog.Logger, now func() time.Time) *Backlog {
+	return &Backlog{
 		broker: b, interval: interval, logger: logger, now: now,
 		desc: prometheus.NewDesc("seckill_broker_backlog_messages",
 			"Messages waiting in the broker for the order writer (RabbitMQ: ready on the work and retry queues; NATS: the work consumer's pending and unacknowledged), sampled every --broker-backlog-interval. Each message is one relay batch of reservation events.",
@@ -47,7 +48,7 @@ func newBacklogSampler(b backlogReader, interval time.Duration, logger *slog.Log
 }
 
 // Start samples at once and then every interval until Stop.
-func (s *backlogSampler) Start(ctx context.Context) {
+func (s *Backlog) Start(ctx context.Context) {
 	s.w.Start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(s.interval)
 		defer t.Stop()
@@ -63,9 +64,9 @@ func (s *backlogSampler) Start(ctx context.Context) {
 }
 
 // Stop ends the sampling. Safe to call twice.
-func (s *backlogSampler) Stop(ctx context.Context) error { return s.w.Stop(ctx) }
+func (s *Backlog) Stop(ctx context.Context) error { return s.w.Stop(ctx) }
 
-func (s *backlogSampler) sample(ctx context.Context) {
+func (s *Backlog) sample(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, max(s.interval, time.Second))
 	defer cancel()
 	n, err := s.broker.Backlog(ctx)
@@ -81,8 +82,8 @@ func (s *backlogSampler) sample(ctx context.Context) {
 	s.value, s.at, s.failed = n, s.now(), false
 }
 
-// last is the latest sample, if it is fresh (at most three intervals old).
-func (s *backlogSampler) last() (int64, bool) {
+// Last is the latest sample, if it is fresh (at most three intervals old).
+func (s *Backlog) Last() (int64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.at.IsZero() || s.now().Sub(s.at) > 3*s.interval {
@@ -91,10 +92,10 @@ func (s *backlogSampler) last() (int64, bool) {
 	return s.value, true
 }
 
-func (s *backlogSampler) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
+func (s *Backlog) Describe(ch chan<- *prometheus.Desc) { ch <- s.desc }
 
-func (s *backlogSampler) Collect(ch chan<- prometheus.Metric) {
-	if n, ok := s.last(); ok {
+func (s *Backlog) Collect(ch chan<- prometheus.Metric) {
+	if n, ok := s.Last(); ok {
 		ch <- prometheus.MustNewConstMetric(s.desc, prometheus.GaugeValue, float64(n))
 	}
 }
