@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/controlroom"
 	"github.com/seckill-dev/seckill/internal/guarded"
 	"github.com/seckill-dev/seckill/internal/handoff"
 	"github.com/seckill-dev/seckill/internal/heal"
@@ -41,7 +42,6 @@ import (
 	"github.com/seckill-dev/seckill/internal/saleadmin"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
-	"github.com/seckill-dev/seckill/internal/ttlcache"
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
@@ -651,9 +651,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := &controlRoom{m: m, reg: reg, backlog: backlog, gauges: gauges, recent: ttlcache.New[judged](1, 1000)}
+	room := controlroom.New(controlroom.Config{Gauges: gauges, Gatherer: reg, Backlog: backlog, Now: m.now})
 	pages, err := web.New(web.Config{
-		Sales: reqSales, Stock: reqStock, Snapshot: room.snapshot, AdminToken: cfg.AdminToken,
+		Sales: reqSales, Stock: reqStock, Snapshot: room.Snapshot, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 	})
 	if err != nil {

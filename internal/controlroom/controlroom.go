@@ -1,4 +1,12 @@
-package main
+// Package controlroom builds the control room's live view of a sale's
+// pipeline (internal/web draws it): the outbox, the units in orders, the
+// failed orders, the parked restores and the verdict come from the sale's
+// counters, judged as the seckill_reconcile_* gauges judge them
+// (reconcile.GaugeWorker.Read); the reservation counters from this node's
+// metrics; the broker's backlog from its sampler. The
+// reservation-by-reservation comparison, which costs the sale's size, runs
+// only when the operator asks (Reconcile now: the reconciliation route).
+package controlroom
 
 import (
 	"context"
@@ -6,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/ttlcache"
@@ -17,22 +26,29 @@ import (
 // read at most once per interval however many operators watch.
 const snapshotTTL = 2 * time.Second
 
-// controlRoom builds the control room's live view of a sale's pipeline:
-// the outbox, the units in orders, the failed orders, the parked restores
-// and the verdict come from the sale's counters, judged as the
-// seckill_reconcile_* gauges judge them (reconcile.GaugeWorker.Read); the
-// reservation counters from this node's metrics. The
-// reservation-by-reservation comparison, which costs the sale's size, runs
-// only when the operator asks (Reconcile now: the reconciliation route).
-type controlRoom struct {
-	m   *Main
-	reg prometheus.Gatherer
-	// backlog is the broker's sampled queue depth; nil on a node without
+// Config holds the Room's sources; Gauges and Gatherer are required.
+type Config struct {
+	// Gauges reads and judges a sale's counters.
+	Gauges *reconcile.GaugeWorker
+	// Gatherer is this node's registry, for seckill_reservations_total.
+	Gatherer prometheus.Gatherer
+	// Backlog is the broker's sampled queue depth; nil on a node without
 	// a broker.
-	backlog *metrics.Backlog
-	gauges  *reconcile.GaugeWorker
+	Backlog *metrics.Backlog
+	Now     func() time.Time
+}
+
+// Room answers the control room's snapshots of a sale.
+type Room struct {
+	cfg Config
 	// recent keeps each sale's counters for snapshotTTL.
 	recent *ttlcache.Cache[judged]
+}
+
+// New returns the Room of cfg.
+func New(cfg Config) *Room {
+	defaults.Clock(&cfg.Now)
+	return &Room{cfg: cfg, recent: ttlcache.New[judged](1, 1000)}
 }
 
 // judged is one reading of a sale's counters and the verdict on them.
@@ -41,23 +57,24 @@ type judged struct {
 	balanced bool
 }
 
-func (c *controlRoom) counts(ctx context.Context, saleID string) (judged, error) {
-	now := c.m.now()
-	if j, _, ok := c.recent.Get(saleID, now); ok {
+func (r *Room) counts(ctx context.Context, saleID string) (judged, error) {
+	now := r.cfg.Now()
+	if j, _, ok := r.recent.Get(saleID, now); ok {
 		return j, nil
 	}
-	counts, balanced, err := c.gauges.Read(ctx, saleID)
+	counts, balanced, err := r.cfg.Gauges.Read(ctx, saleID)
 	if err != nil {
 		return judged{}, err
 	}
 	j := judged{counts, balanced}
-	c.recent.Put(saleID, j, now.Add(snapshotTTL), now)
+	r.recent.Put(saleID, j, now.Add(snapshotTTL), now)
 	return j, nil
 }
 
-func (c *controlRoom) snapshot(ctx context.Context, saleID string) (web.Snapshot, error) {
+// Snapshot is the sale's view now (web.Config.Snapshot).
+func (r *Room) Snapshot(ctx context.Context, saleID string) (web.Snapshot, error) {
 	s := web.EmptySnapshot()
-	j, err := c.counts(ctx, saleID)
+	j, err := r.counts(ctx, saleID)
 	if err != nil {
 		return s, err
 	}
@@ -78,20 +95,20 @@ func (c *controlRoom) snapshot(ctx context.Context, saleID string) (web.Snapshot
 		// (in flight while it still does).
 		s.Reconciliation.Undersold = j.Unrecorded()
 	}
-	if c.backlog != nil {
-		if n, ok := c.backlog.Last(); ok {
+	if r.cfg.Backlog != nil {
+		if n, ok := r.cfg.Backlog.Last(); ok {
 			s.BrokerBacklog = n
 		}
 	}
-	s.Reservations = c.reservationCounts()
+	s.Reservations = r.reservationCounts()
 	s.ReservationsNodeWide = true
 	return s, nil
 }
 
 // reservationCounts reads seckill_reservations_total by outcome.
-func (c *controlRoom) reservationCounts() map[string]int64 {
+func (r *Room) reservationCounts() map[string]int64 {
 	counts := map[string]int64{}
-	families, err := c.reg.Gather()
+	families, err := r.cfg.Gatherer.Gather()
 	if err != nil {
 		return counts
 	}
