@@ -19,6 +19,7 @@ import (
 	_ "modernc.org/sqlite"
 
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -57,7 +58,7 @@ func TestEmbeddedSurvivesSIGKILL(t *testing.T) {
 	if err := n.start(); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(filepath.Join(dataDir, secretsFile))
+	raw, err := os.ReadFile(filepath.Join(dataDir, secrets.File))
 	if err != nil {
 		t.Fatal(err)
 	}

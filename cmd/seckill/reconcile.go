@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -143,7 +144,7 @@ func reconcileSale(ctx context.Context, saleID string, db seckill.LedgerPages, s
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {
 	if cfg.AdminToken == "" {
-		s, _, err := loadOrCreateSecrets(cfg.DataDir)
+		s, _, err := secrets.LoadOrCreate(cfg.DataDir)
 		if err != nil {
 			return nil, err
 		}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/secrets"
 )
 
 // runSales is `seckill sales list|show|end`: the operator's side of sales
@@ -61,7 +62,7 @@ func runSales(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		serverURL = "http://" + cfg.HTTPAddr
 	}
 	if cfg.AdminToken == "" {
-		s, _, err := loadOrCreateSecrets(cfg.DataDir)
+		s, _, err := secrets.LoadOrCreate(cfg.DataDir)
 		if err != nil {
 			return err
 		}

@@ -40,6 +40,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/relay"
 	"github.com/seckill-dev/seckill/internal/restore"
 	"github.com/seckill-dev/seckill/internal/saleadmin"
+	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/web"
@@ -324,7 +325,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return fmt.Errorf("request budget %s: want a positive duration", cfg.RequestBudget)
 	}
 	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
-		s, generated, err := loadOrCreateSecrets(cfg.DataDir)
+		s, generated, err := secrets.LoadOrCreate(cfg.DataDir)
 		if err != nil {
 			return err
 		}
@@ -336,7 +337,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 		// Secrets are shown once, when they are made; later starts name
 		// only the file, so they do not end up in every log of the process.
-		path := filepath.Join(cfg.DataDir, secretsFile)
+		path := filepath.Join(cfg.DataDir, secrets.File)
 		if generated {
 			fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
 		} else {

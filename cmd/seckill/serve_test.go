@@ -15,6 +15,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
@@ -444,7 +445,7 @@ func TestTokenAndMigrateCommands(t *testing.T) {
 	if code := run(context.Background(), []string{"token", "--user", "bob", "--data-dir", dir}, &out, &errOut); code != 0 {
 		t.Fatalf("token exited %d: %s", code, errOut.String())
 	}
-	s, _, err := loadOrCreateSecrets(dir)
+	s, _, err := secrets.LoadOrCreate(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

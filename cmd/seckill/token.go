@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/secrets"
 )
 
 // runToken prints a buyer JWT. The secret is the configured one, or the
@@ -34,7 +35,7 @@ func runToken(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		return fmt.Errorf("--user must be 1-%d printable characters", seckill.MaxUserIDBytes)
 	}
 	if cfg.JWTSecret == "" {
-		s, _, err := loadOrCreateSecrets(cfg.DataDir)
+		s, _, err := secrets.LoadOrCreate(cfg.DataDir)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,7 @@
-package main
+// Package secrets keeps the secrets of a deployment that configures none:
+// the JWT secret and the admin token are generated on first start and kept
+// in the data directory, so that a restart keeps tokens valid.
+package secrets
 
 import (
 	"crypto/rand"
@@ -11,19 +14,19 @@ import (
 	"path/filepath"
 )
 
-// secrets are generated on first start when none are configured, and kept
-// in the data directory so that a restart keeps tokens valid.
-type secrets struct {
+// Values are the secrets one data directory keeps.
+type Values struct {
 	JWTSecret  string `json:"jwt_secret"`
 	AdminToken string `json:"admin_token"`
 }
 
-const secretsFile = "secrets.json"
+// File is the name of the secrets file in the data directory.
+const File = "secrets.json"
 
-// loadOrCreateSecrets reads dir/secrets.json, creating it with fresh random
+// LoadOrCreate reads dir/secrets.json, creating it with fresh random
 // values when absent. generated is true when the file was written now.
-func loadOrCreateSecrets(dir string) (s secrets, generated bool, err error) {
-	path := filepath.Join(dir, secretsFile)
+func LoadOrCreate(dir string) (s Values, generated bool, err error) {
+	path := filepath.Join(dir, File)
 	b, err := os.ReadFile(path)
 	switch {
 	case err == nil:
@@ -37,7 +40,7 @@ func loadOrCreateSecrets(dir string) (s secrets, generated bool, err error) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return s, false, fmt.Errorf("read secrets: %w", err)
 	}
-	s = secrets{JWTSecret: randomToken(32), AdminToken: randomToken(24)}
+	s = Values{JWTSecret: randomToken(32), AdminToken: randomToken(24)}
 	b, _ = json.MarshalIndent(s, "", "  ")
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return s, false, fmt.Errorf("create data dir: %w", err)
@@ -46,7 +49,7 @@ func loadOrCreateSecrets(dir string) (s secrets, generated bool, err error) {
 	// loser's tokens would be invalid after its restart.
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
-		return loadOrCreateSecrets(dir)
+		return LoadOrCreate(dir)
 	} else if err != nil {
 		return s, false, fmt.Errorf("write secrets: %w", err)
 	}
