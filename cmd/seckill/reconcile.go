@@ -3,16 +3,12 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"net/http"
-	"net/url"
-	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill"
-	"github.com/seckill-dev/seckill/internal/guarded"
+	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/redis"
@@ -101,45 +97,7 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 		return nil, err
 	}
 	defer stock.Close()
-	return reconcileSale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
-}
-
-// probeLedgers reads the sale's row and its stock, each through its
-// backend's breaker and within budget (the request budget), before a full
-// comparison starts: the reconciliation route's own budget is long enough
-// for a sale of millions, and a backend that is down must get its 503 now,
-// not at the end of that budget. A sale the stock store does not hold is
-// no failure (not preheated yet, or archived).
-func probeLedgers(ctx context.Context, budget time.Duration, saleID string, sales seckill.SaleStore, stock guarded.Stock) error {
-	ctx, cancel := context.WithTimeout(ctx, budget)
-	defer cancel()
-	if _, err := sales.Sale(ctx, saleID); err != nil {
-		return err
-	}
-	if _, err := stock.Stock(ctx, saleID); err != nil && !errors.Is(err, seckill.ErrNotFound) {
-		return err
-	}
-	return nil
-}
-
-// reconcileSale reconciles a sale; an archived one (whose Redis keys are
-// gone) from the database alone. A sale archived before the database
-// recorded archives answers the reconciliation it passed when archived.
-func reconcileSale(ctx context.Context, saleID string, db seckill.LedgerPages, stock *redis.Store, now time.Time, opts reconcile.Options) (*reconcile.Report, error) {
-	rep, err := reconcile.Reconcile(ctx, saleID, db, stock, now, opts)
-	if err != nil || rep.StockStore.Loaded || rep.Archived != nil {
-		return rep, err
-	}
-	if summary, ok, err := stock.ArchivedSummary(ctx, saleID); err != nil {
-		return nil, err
-	} else if ok {
-		var old reconcile.Report
-		if err := json.Unmarshal([]byte(summary), &old); err != nil {
-			return nil, fmt.Errorf("reconcile %s: archived summary: %w", saleID, err)
-		}
-		return &old, nil
-	}
-	return rep, nil
+	return reconcile.Sale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
 }
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {
@@ -150,32 +108,14 @@ func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string)
 		}
 		cfg.AdminToken = s.AdminToken
 	}
-	u := strings.TrimRight(serverURL, "/") + "/admin/v1/sales/" + url.PathEscape(saleID) + "/reconciliation"
-	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
 	// Past the route's default budget: the server ends the report first,
 	// with its own error.
-	client := &http.Client{Timeout: httpapi.ReconciliationBudget + time.Minute}
-	resp, err := client.Do(req)
-	if err != nil {
+	admin := apiclient.NewAdmin(apiclient.AdminConfig{URL: serverURL, Token: cfg.AdminToken, Timeout: httpapi.ReconciliationBudget + time.Minute})
+	rep, err := admin.Reconciliation(ctx, saleID)
+	if err != nil && !apiclient.IsAnswer(err) {
 		return nil, fmt.Errorf("ask %s (is seckill serve running? or pass --redis-url): %w", serverURL, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("%s answered %s: %s", u, resp.Status, strings.TrimSpace(string(body)))
-	}
-	var rep reconcile.Report
-	if err := json.Unmarshal(body, &rep); err != nil {
-		return nil, fmt.Errorf("decode report: %w", err)
-	}
-	return &rep, nil
+	return rep, err
 }
 
 // saleCounts reads a sale's reconciliation counters from both stores.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -504,15 +503,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}{sales, m.orders}, m.stock, archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
 		Final: func(ctx context.Context, saleID string) (string, error) {
-			rep, err := reconcile.Reconcile(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
-			if err != nil {
-				return "", err
-			}
-			if !rep.OK() {
-				return "", fmt.Errorf("oversold %d, %d unexplained, %d discrepancies", rep.Oversold, rep.Unexplained.Count, len(rep.Discrepancies))
-			}
-			body, err := json.Marshal(rep)
-			return string(body), err
+			return reconcile.Final(ctx, saleID, m.orders, m.stock, m.now())
 		},
 	})
 	archiver.Start(context.WithoutCancel(ctx))
@@ -617,10 +608,10 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		RouteBudgets:   routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
-			if err := probeLedgers(ctx, cfg.RequestBudget, saleID, reqSales, reqStock); err != nil {
+			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, reqSales, reqStock); err != nil {
 				return nil, err
 			}
-			return reconcileSale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
 		Currency:   cfg.Currency,
 		SalesAdmin: admin,

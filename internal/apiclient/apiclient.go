@@ -1,6 +1,8 @@
 // Package apiclient is a small client of seckill's HTTP API for setting
 // up and checking a sale (create, preheat, read back): the calls around a
-// rush or a benchmark, not its hot path, which internal/loadgen drives.
+// rush or a benchmark, not its hot path, which internal/loadgen drives;
+// and the operator's calls of the admin API (Admin: list, show and end
+// sales, reconcile one) that `seckill sales` and `seckill reconcile` make.
 package apiclient
 
 import (
@@ -42,36 +44,45 @@ func (c *Client) Do(ctx context.Context, method, path, token string, body, out a
 		}
 		rd = bytes.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return 0, err
-	}
+	h := http.Header{}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		h.Set("Content-Type", "application/json")
 	}
 	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
+		h.Set("Authorization", "Bearer "+token)
 	}
-	resp, err := c.hc.Do(req)
+	status, raw, err := send(ctx, c.hc, method, c.base+path, h, rd)
 	if err != nil {
-		return 0, err
+		return status, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
-	if err != nil {
-		return resp.StatusCode, err
-	}
-	if out != nil && resp.StatusCode/100 == 2 && len(raw) > 0 {
+	if out != nil && status/100 == 2 && len(raw) > 0 {
 		if err := json.Unmarshal(raw, out); err != nil {
-			return resp.StatusCode, fmt.Errorf("%s %s: %w", method, path, err)
+			return status, fmt.Errorf("%s %s: %w", method, path, err)
 		}
 	}
-	if out != nil && resp.StatusCode/100 != 2 {
+	if out != nil && status/100 != 2 {
 		if m, ok := out.(*map[string]any); ok {
 			_ = json.Unmarshal(raw, m)
 		}
 	}
-	return resp.StatusCode, nil
+	return status, nil
+}
+
+// send makes one request with header and reads the answer, at most
+// 64 MiB of it (a large sale's reconciliation lists its discrepancies).
+func send(ctx context.Context, hc *http.Client, method, url string, header http.Header, body io.Reader) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header = header
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp.StatusCode, raw, err
 }
 
 // ErrorCode is the code of an API error body ({"error":{"code":…}}), or
