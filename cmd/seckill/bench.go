@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,34 +18,15 @@ import (
 	"github.com/seckill-dev/seckill/internal/rush"
 )
 
-// benchCommands are the subcommands of `seckill bench`.
-var benchCommands = []struct{ name, summary string }{
-	{"rush", "the demo's flash sale against running seckill nodes (--url …, --admin-token, --jwt-secret)"},
-	{"compare", "the same rush against six ways of deducting stock, on --redis-url and --database-url"},
-	{"hello", "a bare net/http handler: the HTTP ceiling of this machine"},
-	{"textbook", "a bare handler doing one EVALSHA of a plain reserve script (and hello, for the ratio)"},
-	{"live", "reservations through the full API on --redis-url (and hello and textbook, for the ratios)"},
-	{"soldout", "the sold-out path through the full API (and hello and textbook, for the ratios)"},
-	{"all", "hello, textbook, live and soldout in sequence, with a ratio table"},
-}
-
-func benchUsage(w io.Writer) {
-	fmt.Fprintln(w, "usage: seckill bench <benchmark> [flags]\n\nbenchmarks:")
-	for _, c := range benchCommands {
-		fmt.Fprintf(w, "  %-9s %s\n", c.name, c.summary)
-	}
-	fmt.Fprintln(w, "\nRun 'seckill bench <benchmark> -h' for its flags. Results are ratios to baselines measured in the same run:\nthe machine is shared and noisy, its absolute numbers are not.")
-}
-
 // runBench is `seckill bench`.
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		benchUsage(stderr)
+		bench.Usage(stderr)
 		return errUsage
 	}
 	switch sub, rest := args[0], args[1:]; sub {
 	case "-h", "--help", "help":
-		benchUsage(stderr)
+		bench.Usage(stderr)
 		return flag.ErrHelp
 	case "rush":
 		return runBenchRush(ctx, rest, stdout, stderr)
@@ -56,7 +36,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runBenchThroughput(ctx, sub, rest, stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "seckill bench: unknown benchmark %q\n\n", sub)
-		benchUsage(stderr)
+		bench.Usage(stderr)
 		return errUsage
 	}
 }
@@ -169,13 +149,7 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(rep)
-	}
-	rep.Print(stdout)
-	return nil
+	return writeReport(stdout, asJSON, rep, func(w io.Writer) error { rep.Print(w); return nil })
 }
 
 // runBenchEngine runs the engine serve runs, as bench asks for it.
@@ -264,17 +238,14 @@ func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Write
 			return err
 		}
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		rep.Print(stdout)
+	if err := writeReport(stdout, asJSON, rep, func(w io.Writer) error {
+		rep.Print(w)
 		if svgPath != "" {
-			fmt.Fprintf(stdout, "  chart written to %s\n", svgPath)
+			fmt.Fprintf(w, "  chart written to %s\n", svgPath)
 		}
+		return nil
+	}); err != nil {
+		return err
 	}
 	return rep.Err()
 }

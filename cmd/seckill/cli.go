@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -136,4 +137,15 @@ func intFlag(fs *flag.FlagSet, p *int, name string, def int, help string) error 
 	}
 	fs.IntVar(p, name, def, help+" ($"+envName(name)+")")
 	return nil
+}
+
+// writeReport prints a subcommand's report: as indented JSON, or as text
+// by table.
+func writeReport(w io.Writer, asJSON bool, v any, table func(io.Writer) error) error {
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(v)
+	}
+	return table(w)
 }

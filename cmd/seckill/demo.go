@@ -2,10 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -100,9 +96,6 @@ func describeBackends(cfg *Config) string {
 		orEmbedded(redactURL(cfg.RedisURL)), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.BrokerURL)))
 }
 
-// errPromiseBroken is returned when a rush oversold or lost a claim.
-var errPromiseBroken = errors.New("promise broken")
-
 // rushAndReport runs the rush, prints its report and judges it.
 func rushAndReport(ctx context.Context, opts rush.Options, name string, asJSON bool, stdout, stderr io.Writer) error {
 	opts.ProgressTo = stderr
@@ -110,19 +103,10 @@ func rushAndReport(ctx context.Context, opts rush.Options, name string, asJSON b
 	if err != nil {
 		return err
 	}
-	if asJSON {
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(rep); err != nil {
-			return err
-		}
-	} else {
-		rep.Print(stdout, name)
+	if err := writeReport(stdout, asJSON, rep, func(w io.Writer) error { rep.Print(w, name); return nil }); err != nil {
+		return err
 	}
-	if !rep.OK {
-		return fmt.Errorf("%w: oversold %d, claimed without an order %d", errPromiseBroken, rep.Oversold, rep.ClaimedWithoutOrder)
-	}
-	return nil
+	return rep.Err()
 }
 
 // registerRushFlags adds the flags of a rush's sale and crowd to fs.
@@ -143,10 +127,4 @@ func registerRushFlags(fs *flag.FlagSet, o *rush.Options) error {
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", o.IdempotencyKeys,
 		"every buyer sends an Idempotency-Key (keyed requests bypass the local sold-out flag)")
 	return nil
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }

@@ -587,6 +587,19 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
+// ErrPromiseBroken is Report.Err's verdict on a rush that oversold or
+// lost a claim.
+var ErrPromiseBroken = errors.New("promise broken")
+
+// Err is nil when the rush kept its promises: nothing oversold, every
+// claim an order.
+func (rep *Report) Err() error {
+	if rep.OK {
+		return nil
+	}
+	return fmt.Errorf("%w: oversold %d, claimed without an order %d", ErrPromiseBroken, rep.Oversold, rep.ClaimedWithoutOrder)
+}
+
 // Print writes the report as text, headed "seckill <name>".
 func (rep *Report) Print(w io.Writer, name string) {
 	mark := func(ok bool) string {
