@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,6 +20,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/archive"
+	"github.com/seckill-dev/seckill/internal/breaker"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/controlroom"
 	"github.com/seckill-dev/seckill/internal/guarded"
@@ -284,6 +285,64 @@ func (m *Main) brokerFor(role string) seckill.Broker {
 	return m.broker
 }
 
+// settings are the values of Config that need parsing. Run parses them
+// all before it opens anything: a bad one fails at once.
+type settings struct {
+	roles              roles
+	ipLimit, userLimit seckill.RateLimit
+	proxies            []netip.Prefix
+	routeBudgets       map[string]time.Duration
+	durability         redis.Durability
+	demoLogin          bool
+}
+
+func (c *Config) parse() (s settings, err error) {
+	if s.ipLimit, _, err = seckill.ParseLimit(c.RateLimitIP); err != nil {
+		return s, fmt.Errorf("rate limit per IP: %w", err)
+	}
+	if s.userLimit, _, err = seckill.ParseLimit(c.RateLimitUser); err != nil {
+		return s, fmt.Errorf("rate limit per user: %w", err)
+	}
+	if s.proxies, err = httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return s, fmt.Errorf("trusted proxies: %w", err)
+	}
+	if !seckill.ValidCurrency(c.Currency) {
+		return s, fmt.Errorf("currency %q: want an ISO 4217 code such as EUR", c.Currency)
+	}
+	if s.roles, err = c.roles(); err != nil {
+		return s, err
+	}
+	if s.routeBudgets, err = httpapi.ParseRouteBudgets(c.RouteBudgets); err != nil {
+		return s, err
+	}
+	if c.RequestBudget <= 0 {
+		return s, fmt.Errorf("request budget %s: want a positive duration", c.RequestBudget)
+	}
+	if s.durability, err = redis.ParseDurability(c.RedisDurability); err != nil {
+		return s, err
+	}
+	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
+		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
+	}
+	s.demoLogin, err = c.demoLogin()
+	return s, err
+}
+
+// wired is what Run's first steps build for the later ones.
+type wired struct {
+	settings
+	reg       *prometheus.Registry
+	pm        *metrics.Pipeline
+	dm        *metrics.Durability
+	sales     *sqlstore.SaleStore
+	reqSales  guarded.Sales // the stores as the request paths see them
+	reqStock  guarded.Stock
+	dbBreaker *breaker.Breaker
+	backlog   *metrics.Backlog // nil without a broker
+	replays   *combiner.Combiner
+	gauges    *reconcile.GaugeWorker
+}
+
 // Run opens every backend, starts the workers and begins serving HTTP. It
 // returns once the engine is ready; Close stops it.
 func (m *Main) Run(ctx context.Context) (err error) {
@@ -292,58 +351,86 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.Close(context.Background())
 		}
 	}()
-	cfg := &m.Config
 	if m.now == nil {
 		m.now = time.Now
 	}
-	// Bad settings fail before anything is opened.
-	ipLimit, _, err := seckill.ParseLimit(cfg.RateLimitIP)
-	if err != nil {
-		return fmt.Errorf("rate limit per IP: %w", err)
-	}
-	userLimit, _, err := seckill.ParseLimit(cfg.RateLimitUser)
-	if err != nil {
-		return fmt.Errorf("rate limit per user: %w", err)
-	}
-	proxies, err := httpapi.ParseTrustedProxies(cfg.TrustedProxies)
-	if err != nil {
-		return fmt.Errorf("trusted proxies: %w", err)
-	}
-	if !seckill.ValidCurrency(cfg.Currency) {
-		return fmt.Errorf("currency %q: want an ISO 4217 code such as EUR", cfg.Currency)
-	}
-	role, err := cfg.roles()
+	set, err := m.Config.parse()
 	if err != nil {
 		return err
 	}
-	routeBudgets, err := httpapi.ParseRouteBudgets(cfg.RouteBudgets)
+	if err := m.useSecrets(); err != nil {
+		return err
+	}
+	if err := m.openStores(ctx, set.durability); err != nil {
+		return err
+	}
+	w := m.observe(set)
+	if err := m.connectBroker(ctx, w); err != nil {
+		return err
+	}
+	// Background workers start in the reverse of their stopping order:
+	// the relay drains the outbox into the broker before the writer stops.
+	m.startPipeline(ctx, w)
+	m.startHousekeeping(ctx, w)
+	// The request path stops before the workers behind it.
+	m.closers = append(m.closers, m.combiner.Stop, w.replays.Stop)
+	w.reg.MustRegister(m.gate)
+	api, err := m.newAPI(w)
 	if err != nil {
 		return err
 	}
-	if cfg.RequestBudget <= 0 {
-		return fmt.Errorf("request budget %s: want a positive duration", cfg.RequestBudget)
+	if w.roles.api {
+		m.followRestocks(ctx, api)
 	}
-	if cfg.JWTSecret == "" || cfg.AdminToken == "" {
-		s, generated, err := secrets.LoadOrCreate(cfg.DataDir)
-		if err != nil {
-			return err
-		}
-		if cfg.JWTSecret == "" {
-			cfg.JWTSecret = s.JWTSecret
-		}
-		if cfg.AdminToken == "" {
-			cfg.AdminToken = s.AdminToken
-		}
-		// Secrets are shown once, when they are made; later starts name
-		// only the file, so they do not end up in every log of the process.
-		path := filepath.Join(cfg.DataDir, secrets.File)
-		if generated {
-			fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
-		} else {
-			fmt.Fprintf(m.Stdout, "using the secrets in %s\n", path)
-		}
+	if err := m.serveHTTP(w, api); err != nil {
+		return err
 	}
+	m.printBanner(w.roles)
+	return nil
+}
 
+// worker is a background worker of the engine (internal/startstop).
+type worker interface {
+	Start(ctx context.Context)
+	Stop(ctx context.Context) error
+}
+
+// start starts w for as long as the engine runs; Close stops it.
+func (m *Main) start(ctx context.Context, w worker) {
+	w.Start(context.WithoutCancel(ctx))
+	m.closers = append(m.closers, w.Stop)
+}
+
+// useSecrets fills the secrets Config leaves empty from the data dir.
+func (m *Main) useSecrets() error {
+	cfg := &m.Config
+	if cfg.JWTSecret != "" && cfg.AdminToken != "" {
+		return nil
+	}
+	s, generated, err := secrets.LoadOrCreate(cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	if cfg.JWTSecret == "" {
+		cfg.JWTSecret = s.JWTSecret
+	}
+	if cfg.AdminToken == "" {
+		cfg.AdminToken = s.AdminToken
+	}
+	// Secrets are shown once, when they are made; later starts name
+	// only the file, so they do not end up in every log of the process.
+	path := filepath.Join(cfg.DataDir, secrets.File)
+	if generated {
+		fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
+	} else {
+		fmt.Fprintf(m.Stdout, "using the secrets in %s\n", path)
+	}
+	return nil
+}
+
+// openStores opens and migrates the database, then the stock store.
+func (m *Main) openStores(ctx context.Context, durability redis.Durability) (err error) {
+	cfg := &m.Config
 	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
 		return err
 	}
@@ -351,19 +438,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.db.Migrate(ctx); err != nil {
 		return err
 	}
-
-	durability, err := redis.ParseDurability(cfg.RedisDurability)
-	if err != nil {
-		return err
-	}
 	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix)}
 	if durability.Mode == redis.DurabilityReplicas {
 		redisOpts = append(redisOpts, redis.WithWaitReplicas(durability.Replicas, cfg.RedisWaitTimeout))
 	}
 	if cfg.RedisURL == "" {
-		if durability.Mode != redis.DurabilityNone {
-			return fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", durability)
-		}
 		m.stock, err = redis.StartEmbedded(ctx, redisOpts...)
 	} else {
 		m.stock, err = redis.New(ctx, cfg.RedisURL, redisOpts...)
@@ -372,72 +451,81 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
-	if err := checkDurability(ctx, m.stock, durability, cfg.RedisConfigCheck, m.Logger); err != nil {
-		return err
-	}
+	m.orders = sqlstore.NewOrderStore(m.db)
+	return checkDurability(ctx, m.stock, durability, cfg.RedisConfigCheck, m.Logger)
+}
 
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	pm := metrics.NewPipeline(reg)
-	dm := metrics.NewDurability(reg)
+// observe builds the metrics registry and the stores as the request
+// paths see them: through their circuit breakers.
+func (m *Main) observe(set settings) *wired {
+	w := &wired{settings: set, reg: prometheus.NewRegistry(), sales: sqlstore.NewSaleStore(m.db)}
+	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	w.pm = metrics.NewPipeline(w.reg)
+	w.dm = metrics.NewDurability(w.reg)
+	var redisBreaker *breaker.Breaker
+	redisBreaker, w.dbBreaker = guarded.NewBreakers(w.reg)
+	w.reqStock = guarded.Stock{Store: m.stock, B: redisBreaker}
+	w.reqSales = guarded.Sales{SaleStore: w.sales, B: w.dbBreaker}
+	return w
+}
 
-	sales := sqlstore.NewSaleStore(m.db)
-	redisBreaker, dbBreaker := guarded.NewBreakers(reg)
-	reqStock := guarded.Stock{Store: m.stock, B: redisBreaker}
-	reqSales := guarded.Sales{SaleStore: sales, B: dbBreaker}
-	// An API-only node writes claims to the Redis outbox and never talks
-	// to the broker.
-	if role.relay || role.writer {
+// connectBroker opens the broker of a node that relays or writes (an
+// API-only node writes claims to the Redis outbox and never talks to the
+// broker) and samples its queue depth.
+func (m *Main) connectBroker(ctx context.Context, w *wired) (err error) {
+	cfg := &m.Config
+	if w.roles.relay || w.roles.writer {
 		// The embedded broker is bypassed (handoff) when the relay and the
 		// writer share this process and the outbox is in a real Redis,
 		// as durable as the claims themselves. Over the in-process
 		// store, whose outbox a crash loses, JetStream's files keep
 		// what has left the outbox while the writer catches up.
-		handOff := role.relay && role.writer && cfg.RedisURL != ""
+		handOff := w.roles.relay && w.roles.writer && cfg.RedisURL != ""
 		if m.broker, err = m.openBroker(ctx, handOff); err != nil {
 			return err
 		}
 	}
-	// The broker's queue depth, sampled: every node with a broker reports
-	// the same queue, so dashboards take the max.
-	var backlog *metrics.Backlog
+	// Every node with a broker reports the same queue, so dashboards take
+	// the max.
 	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.BrokerBacklogInterval > 0 {
-		backlog = metrics.NewBacklog(b, cfg.BrokerBacklogInterval, m.Logger, m.now)
-		reg.MustRegister(backlog)
-		backlog.Start(context.WithoutCancel(ctx))
-		m.closers = append(m.closers, backlog.Stop)
+		w.backlog = metrics.NewBacklog(b, cfg.BrokerBacklogInterval, m.Logger, m.now)
+		w.reg.MustRegister(w.backlog)
+		m.start(ctx, w.backlog)
 	}
+	return nil
+}
 
-	// Background workers start in the reverse of their stopping order:
-	// the relay drains the outbox into the broker before the writer stops.
-	m.preheat = preheat.New(sales, m.stock, preheat.Config{
+// startPipeline starts what takes a claim from the request to an order
+// and back: preheat, the combiners and the sold-out flag, the restorer
+// and the payment-timeout sweeper, the order writer and the relay.
+func (m *Main) startPipeline(ctx context.Context, w *wired) {
+	cfg, pm := &m.Config, w.pm
+	m.preheat = preheat.New(w.sales, m.stock, preheat.Config{
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
-	m.preheat.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, m.preheat.Stop)
-	reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock))
+	m.start(ctx, m.preheat)
+	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock))
 
 	// The combiner and the sold-out flag in front of it exist before the
 	// restorer, which clears the flag when stock comes back; they stop
-	// with the request path, below.
+	// with the request path (Run).
 	// A batch's script call may take as long as a reservation's budget:
 	// every request in it is answered by then anyway.
 	reserveBudget := cfg.RequestBudget
-	if d, ok := routeBudgets["reserve"]; ok {
+	if d, ok := w.routeBudgets["reserve"]; ok {
 		reserveBudget = d
 	}
-	m.combiner = combiner.New(reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
+	m.combiner = combiner.New(w.reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
 		pm.ObserveBatch(size, took, err)
 		if errors.Is(err, redis.ErrNotDurable) {
-			dm.NotDurable.Inc()
+			w.dm.NotDurable.Inc()
 		}
 	}})
 	// Keyed requests on a flagged sale are answered by a lookup of their
 	// earlier reservation, batched per sale like reservations are.
-	replays := combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
-	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: replays})
+	w.replays = combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: w.replays})
 
-	m.orders = sqlstore.NewOrderStore(m.db)
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: pm.ObserveRestoreAlert,
@@ -445,170 +533,141 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		// announcement the restore service publishes.
 		OnRestocked: m.gate.Clear,
 	})
-	m.restorer.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, m.restorer.Stop)
+	m.start(ctx, m.restorer)
 
 	// Every cancel gives the stock back through the one restore path.
-	sweeper := paytimeout.New(m.orders, paytimeout.Config{
+	m.start(ctx, paytimeout.New(m.orders, paytimeout.Config{
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: pm.ObserveTimeouts, Now: m.now,
 		// In batches: one database transaction, one Redis script call
 		// and one restock announcement per sale per batch.
-		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
-			ids := make([]string, len(orders))
-			for i, o := range orders {
-				ids[i] = o.ReservationID
-			}
-			errs := make([]error, len(orders))
-			for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
-				errs[i] = out.Err
-				if out.Err == nil && out.Result == seckill.AlreadyRestored {
-					errs[i] = paytimeout.ErrAlreadyCancelled
-				}
-			}
-			return errs
-		},
-	})
-	sweeper.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, sweeper.Stop)
+		CancelBatch: m.cancelBatch,
+	}))
 
-	if role.writer {
-		writer := orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
+	if w.roles.writer {
+		m.start(ctx, orderwriter.New(m.orders, m.brokerFor("writer"), orderwriter.Config{
 			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
 			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: pm.ObserveForeign},
 			Observe: pm.ObservePersisted, OnFailed: pm.ObserveFailed,
 			AfterPersist: m.restorer.Kick, Now: m.now,
-		})
-		writer.Start(context.WithoutCancel(ctx))
-		m.closers = append(m.closers, writer.Stop)
+		}))
 	}
-
-	if role.relay {
-		rl := relay.New(m.stock, m.brokerFor("relay"), relay.Config{
+	if w.roles.relay {
+		m.start(ctx, relay.New(m.stock, m.brokerFor("relay"), relay.Config{
 			Logger: m.Logger, OnPublished: pm.ObserveRelayed, OnReclaimed: pm.ObserveReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
 			// The embedded broker's writer is this binary: events go
 			// compact. An external broker may have writers of an older
 			// version, which read only JSON.
 			CompactEvents: cfg.BrokerURL == "",
-		})
-		rl.Start(context.WithoutCancel(ctx))
-		m.closers = append(m.closers, rl.Stop)
+		}))
 	}
+}
 
+// cancelBatch cancels unpaid orders of one sale through the restorer
+// (paytimeout.Config.CancelBatch).
+func (m *Main) cancelBatch(ctx context.Context, orders []*seckill.Order) []error {
+	ids := make([]string, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ReservationID
+	}
+	errs := make([]error, len(orders))
+	for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
+		errs[i] = out.Err
+		if out.Err == nil && out.Result == seckill.AlreadyRestored {
+			errs[i] = paytimeout.ErrAlreadyCancelled
+		}
+	}
+	return errs
+}
+
+// startHousekeeping starts what keeps the books and the memory in order:
+// the archiver, the reconciliation gauges and the healer of lost writes.
+func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
+	cfg := &m.Config
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
 	// reconciles one last time.
-	archiver := archive.New(struct {
+	m.start(ctx, archive.New(struct {
 		*sqlstore.SaleStore
 		*sqlstore.OrderStore
-	}{sales, m.orders}, m.stock, archive.Config{
+	}{w.sales, m.orders}, m.stock, archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
 		Final: func(ctx context.Context, saleID string) (string, error) {
 			return reconcile.Final(ctx, saleID, m.orders, m.stock, m.now())
 		},
-	})
-	archiver.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, archiver.Stop)
+	}))
 
 	// The gauges come from counters: a read costs the same whatever the
 	// sale's size. The reservation-by-reservation comparison is on demand.
-	gauges := reconcile.NewGaugeWorker(reconcile.GaugeConfig{
+	w.gauges = reconcile.NewGaugeWorker(reconcile.GaugeConfig{
 		Sales: m.preheat.Loaded, Interval: cfg.ReconcileInterval, Now: m.now, Logger: m.Logger,
 		Counts: func(ctx context.Context, saleID string) (reconcile.Counts, error) {
 			return saleCounts(ctx, saleID, m.orders, m.stock, m.now())
 		},
 	})
-	reg.MustRegister(gauges)
-	gauges.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, gauges.Stop)
+	w.reg.MustRegister(w.gauges)
+	m.start(ctx, w.gauges)
 
 	// Claims that Redis lost are noticed and healed from the database.
-	healer := heal.New(m.stock, healDB{sales, m.orders}, m.preheat, heal.Config{
+	healer := heal.New(m.stock, healDB{w.sales, m.orders}, m.preheat, heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
-		OnHeal: func(string, string, int, int) { dm.Heals.Inc() },
+		OnHeal: func(string, string, int, int) { w.dm.Heals.Inc() },
 	})
 	if cfg.RedisURL == "" {
 		// The embedded store starts empty, even after a SIGKILL that
 		// left orders in SQLite and claims in the broker's stream: every
 		// live sale refuses claims until its first heal (a tick away)
 		// rebuilt it from the database (docs/durability.md).
-		m.holdEmbeddedSales(ctx, healer, sales, cfg.PreheatLead)
+		healer.HoldLive(ctx, w.sales, cfg.PreheatLead)
 	}
-	healer.Start(context.WithoutCancel(ctx))
-	m.closers = append(m.closers, healer.Stop)
-	m.closers = append(m.closers, m.combiner.Stop)
+	m.start(ctx, healer)
+}
 
-	// The sold-out flag answers a sold-out sale without Redis; stock that
-	// comes back (a restore on any node) clears it everywhere.
-	m.closers = append(m.closers, replays.Stop)
-	gate := m.gate
-	reg.MustRegister(gate)
-	// A sale changed on another node (edit, end, added stock) comes on the
-	// same announcement: this node forgets its cached row too, once the
-	// API exists.
-	var forgetSale atomic.Pointer[func(string)]
-	if role.api {
-		subCtx, stopSub := context.WithCancel(context.WithoutCancel(ctx))
-		subDone := make(chan struct{})
-		onRestocked := func(saleID string) {
-			gate.Clear(saleID)
-			if f := forgetSale.Load(); f != nil {
-				(*f)(saleID)
-			}
-		}
-		go func() {
-			defer close(subDone)
-			if err := m.stock.SubscribeRestocked(subCtx, onRestocked); err != nil {
-				m.Logger.Error("restock announcements: subscription ended", "err", err)
-			}
-		}()
-		m.closers = append(m.closers, func(context.Context) error { stopSub(); <-subDone; return nil })
-	}
-
+// newAPI builds the buyer and admin HTTP API.
+func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
+	cfg := &m.Config
 	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { dm.LostClaims.Inc(); pm.ObserveFailed(f) },
+		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
 	})
-
-	var api *httpapi.Server
 	admin, err := saleadmin.New(saleadmin.Config{
-		Store: sales, Live: m.stock, Now: m.now, Logger: m.Logger,
+		Store: w.sales, Live: m.stock, Now: m.now, Logger: m.Logger,
 		OnChanged: func(s *seckill.Sale) {
-			gate.Clear(s.ID)
+			m.gate.Clear(s.ID)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			defer cancel()
 			m.preheat.SaleChanged(ctx, s)
 		},
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	api, err = httpapi.New(httpapi.Config{
-		Sales:          reqSales,
-		Stock:          reqStock,
+	return httpapi.New(httpapi.Config{
+		Sales:          w.reqSales,
+		Stock:          w.reqStock,
 		Preheater:      m.preheat,
-		Reserver:       gate,
+		Reserver:       m.gate,
 		Verifier:       jwt.NewVerifier([]byte(cfg.JWTSecret)),
 		AdminToken:     cfg.AdminToken,
 		Logger:         m.Logger,
-		Registerer:     reg,
-		Gatherer:       reg,
-		Orders:         guarded.Orders{OrderStore: m.orders, B: dbBreaker},
-		Pending:        reqStock,
+		Registerer:     w.reg,
+		Gatherer:       w.reg,
+		Orders:         guarded.Orders{OrderStore: m.orders, B: w.dbBreaker},
+		Pending:        w.reqStock,
 		ClaimIDs:       claimIDs,
 		Lost:           lost,
 		Restorer:       m.restorer,
-		RateLimiter:    reqStock,
+		RateLimiter:    w.reqStock,
 		LimitInReserve: true,
-		RateLimitIP:    ipLimit,
-		RateLimitUser:  userLimit,
-		TrustedProxies: proxies,
+		RateLimitIP:    w.ipLimit,
+		RateLimitUser:  w.userLimit,
+		TrustedProxies: w.proxies,
 		MaxInFlight:    cfg.MaxInFlight,
 		Budget:         cfg.RequestBudget,
-		RouteBudgets:   routeBudgets,
+		RouteBudgets:   w.routeBudgets,
 		Restores:       m.orders,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
-			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, reqSales, reqStock); err != nil {
+			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, w.reqSales, w.reqStock); err != nil {
 				return nil, err
 			}
 			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
@@ -627,48 +686,48 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			m.preheat.SaleCreated(ctx, s)
 		},
 	})
-	if err != nil {
-		return err
-	}
-	forget := api.ForgetSale
-	forgetSale.Store(&forget)
-	demoLogin, err := cfg.demoLogin()
-	if err != nil {
-		return err
-	}
+}
+
+// followRestocks hears the restock announcement: the sold-out flag
+// answers a sold-out sale without Redis, and stock that comes back (a
+// restore on any node) clears it everywhere; a sale changed on another
+// node (edit, end, added stock) comes on the same announcement, and this
+// node forgets its cached row too.
+func (m *Main) followRestocks(ctx context.Context, api *httpapi.Server) {
+	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		err := m.stock.SubscribeRestocked(ctx, func(saleID string) {
+			m.gate.Clear(saleID)
+			api.ForgetSale(saleID)
+		})
+		if err != nil {
+			m.Logger.Error("restock announcements: subscription ended", "err", err)
+		}
+	}()
+	m.closers = append(m.closers, func(context.Context) error { stop(); <-done; return nil })
+}
+
+// serveHTTP starts serving the API and the pages on Config.HTTPAddr.
+func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
+	cfg := &m.Config
 	var mint func(string) (string, error)
-	if demoLogin {
+	if w.demoLogin {
 		m.Logger.Warn("demo login is on: anyone who reaches POST /demo/v1/login can act as any buyer; never use it for a real sale")
 		mint = func(name string) (string, error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := controlroom.New(controlroom.Config{Gauges: gauges, Gatherer: reg, Backlog: backlog, Now: m.now})
+	room := controlroom.New(controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now})
 	pages, err := web.New(web.Config{
-		Sales: reqSales, Stock: reqStock, Snapshot: room.Snapshot, AdminToken: cfg.AdminToken,
+		Sales: w.reqSales, Stock: w.reqStock, Snapshot: room.Snapshot, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 	})
 	if err != nil {
 		return err
 	}
-	// The pages own their few routes; everything else is the API's. A
-	// node without the api role serves only what operators probe.
-	root := http.NewServeMux()
-	if role.api {
-		root.Handle("/", api.Handler())
-		pages.Routes(root)
-	} else {
-		for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
-			root.Handle(path, api.Handler())
-		}
-		body := fmt.Sprintf(`{"error":{"code":"not_found","message":"this node runs the roles %s, not the API"}}`+"\n", strings.ReplaceAll(cfg.Roles, `"`, ""))
-		root.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-			w.Header().Set("Content-Type", "application/json")
-			w.WriteHeader(http.StatusNotFound)
-			_, _ = io.WriteString(w, body)
-		})
-	}
-	m.server = newHTTPServer(httpapi.Harden(root), m.Logger)
+	m.server = newHTTPServer(httpapi.Harden(m.routes(w.roles, api, pages)), m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -689,7 +748,33 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 		return err
 	})
+	return nil
+}
 
+// routes are the pages' few routes and the API's all others. A node
+// without the api role serves only what operators probe.
+func (m *Main) routes(role roles, api *httpapi.Server, pages *web.Handler) http.Handler {
+	root := http.NewServeMux()
+	if role.api {
+		root.Handle("/", api.Handler())
+		pages.Routes(root)
+		return root
+	}
+	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
+		root.Handle(path, api.Handler())
+	}
+	body := fmt.Sprintf(`{"error":{"code":"not_found","message":"this node runs the roles %s, not the API"}}`+"\n", strings.ReplaceAll(m.Config.Roles, `"`, ""))
+	root.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, body)
+	})
+	return root
+}
+
+// printBanner says where the engine listens and on what.
+func (m *Main) printBanner(role roles) {
+	cfg := &m.Config
 	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
 		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
 	if role.api {
@@ -698,7 +783,6 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if !role.api || !role.relay || !role.writer {
 		fmt.Fprintf(m.Stdout, "  roles: %s\n", cfg.Roles)
 	}
-	return nil
 }
 
 // openBroker connects to the configured broker, or starts NATS JetStream
@@ -879,30 +963,5 @@ func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
 		IdleTimeout:       120 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
-}
-
-// holdEmbeddedSales holds (see heal.Watcher.Hold) every sale that is live
-// or due to be preheated. It never stops the engine from starting: a sale
-// it could not hold is healed when its state shows the loss, as with any
-// stock store.
-func (m *Main) holdEmbeddedSales(ctx context.Context, healer *heal.Watcher, sales *sqlstore.SaleStore, lead time.Duration) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if lead <= 0 {
-		lead = 10 * time.Minute
-	}
-	now := m.now()
-	live, err := sales.SalesStartingBefore(ctx, now.Add(lead), now)
-	if err != nil {
-		m.Logger.Warn("embedded store: could not list the live sales to hold until healed", "err", err)
-		return
-	}
-	held, err := healer.Hold(ctx, live)
-	if err != nil {
-		m.Logger.Warn("embedded store: some live sales could not be held until healed", "err", err)
-	}
-	if held > 0 {
-		m.Logger.Info("embedded store: live sales refuse claims until rebuilt from the database", "sales", held)
 	}
 }
