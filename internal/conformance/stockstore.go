@@ -322,7 +322,8 @@ func stockRequest(saleID, user string, qty int64, key string) seckill.ReserveReq
 // into store.
 func preheatedSale(t *testing.T, store seckill.StockStore, stock, limit int64) *seckill.Sale {
 	t.Helper()
-	sale := preheatedSale(t, store, stock, limit)
+	sale := liveStockSale(stock, limit)
+	stockPreheat(t, store, sale)
 	return sale
 }
 
