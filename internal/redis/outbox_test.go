@@ -53,28 +53,25 @@ func reserveN(t *testing.T, s *Store, saleID string, n int) []seckill.ReserveReq
 	return reqs
 }
 
-func streamIDs(es []seckill.OutboxEntry) []string {
-	ids := make([]string, len(es))
-	for i, e := range es {
-		ids[i] = e.StreamID
+// idsOf is the id of each of xs.
+func idsOf[T any](xs []T, id func(T) string) []string {
+	ids := make([]string, len(xs))
+	for i, x := range xs {
+		ids[i] = id(x)
 	}
 	return ids
+}
+
+func streamIDs(es []seckill.OutboxEntry) []string {
+	return idsOf(es, func(e seckill.OutboxEntry) string { return e.StreamID })
 }
 
 func reservationIDs(es []seckill.OutboxEntry) []string {
-	ids := make([]string, len(es))
-	for i, e := range es {
-		ids[i] = e.Event.ReservationID
-	}
-	return ids
+	return idsOf(es, func(e seckill.OutboxEntry) string { return e.Event.ReservationID })
 }
 
 func requestIDs(reqs []seckill.ReserveRequest) []string {
-	ids := make([]string, len(reqs))
-	for i, r := range reqs {
-		ids[i] = r.ReservationID
-	}
-	return ids
+	return idsOf(reqs, func(r seckill.ReserveRequest) string { return r.ReservationID })
 }
 
 func wantCounts(t *testing.T, s *Store, saleID string, wantLen, wantPending int64) {

@@ -289,21 +289,28 @@ func testReservationsMalformed(t *testing.T, s *Store) {
 	}
 }
 
-// testRestockedChannelPerPrefix checks that stores under different key
-// prefixes (two deployments on one Redis) do not hear each other.
-func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	heard := make(chan string, 100)
-	done := make(chan error, 1)
+// subscribeRestocked subscribes s to restock announcements until ctx ends.
+// The ids heard arrive on heard (beyond 100 unread, they are dropped); the
+// subscription's end is sent on done.
+func subscribeRestocked(ctx context.Context, s *Store) (heard chan string, done chan error) {
+	heard, done = make(chan string, 100), make(chan error, 1)
 	go func() {
-		done <- other.SubscribeRestocked(ctx, func(id string) {
+		done <- s.SubscribeRestocked(ctx, func(id string) {
 			select {
 			case heard <- id:
 			default:
 			}
 		})
 	}()
+	return heard, done
+}
+
+// testRestockedChannelPerPrefix checks that stores under different key
+// prefixes (two deployments on one Redis) do not hear each other.
+func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heard, done := subscribeRestocked(ctx, other)
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -340,16 +347,7 @@ func TestSubscribeRestockedReconnects(t *testing.T) {
 	saleID := servicetest.UniqueName("sale_")
 
 	ctx, cancel := context.WithCancel(context.Background())
-	heard := make(chan string, 100)
-	done := make(chan error, 1)
-	go func() {
-		done <- s.SubscribeRestocked(ctx, func(id string) {
-			select {
-			case heard <- id:
-			default:
-			}
-		})
-	}()
+	heard, done := subscribeRestocked(ctx, s)
 	announceUntilHeard := func(what string) {
 		t.Helper()
 		deadline := time.After(15 * time.Second)
