@@ -11,7 +11,6 @@ import (
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/redis"
-	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -93,16 +92,13 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 }
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {
-	if cfg.AdminToken == "" {
-		s, _, err := secrets.LoadOrCreate(cfg.DataDir)
-		if err != nil {
-			return nil, err
-		}
-		cfg.AdminToken = s.AdminToken
+	token, err := cfg.adminToken()
+	if err != nil {
+		return nil, err
 	}
 	// Past the route's default budget: the server ends the report first,
 	// with its own error.
-	admin := apiclient.NewAdmin(apiclient.AdminConfig{URL: serverURL, Token: cfg.AdminToken, Timeout: httpapi.ReconciliationBudget + time.Minute})
+	admin := apiclient.NewAdmin(apiclient.AdminConfig{URL: serverURL, Token: token, Timeout: httpapi.ReconciliationBudget + time.Minute})
 	rep, err := admin.Reconciliation(ctx, saleID)
 	if err != nil && !apiclient.IsAnswer(err) {
 		return nil, fmt.Errorf("ask %s (is seckill serve running? or pass --redis-url): %w", serverURL, err)

@@ -10,7 +10,6 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/salescli"
-	"github.com/seckill-dev/seckill/internal/secrets"
 )
 
 // runSales is `seckill sales list|show|end`: the operator's side of sales
@@ -58,14 +57,11 @@ func runSales(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if serverURL == "" {
 		serverURL = "http://" + cfg.HTTPAddr
 	}
-	if cfg.AdminToken == "" {
-		s, _, err := secrets.LoadOrCreate(cfg.DataDir)
-		if err != nil {
-			return err
-		}
-		cfg.AdminToken = s.AdminToken
+	token, err := cfg.adminToken()
+	if err != nil {
+		return err
 	}
-	admin := apiclient.NewAdmin(apiclient.AdminConfig{URL: serverURL, Token: cfg.AdminToken, Operator: operatorName})
+	admin := apiclient.NewAdmin(apiclient.AdminConfig{URL: serverURL, Token: token, Operator: operatorName})
 	switch sub {
 	case "list":
 		return salescli.List(ctx, admin, state, limit, asJSON, stdout)

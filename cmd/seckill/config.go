@@ -1,0 +1,270 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/archive"
+	"github.com/seckill-dev/seckill/internal/httpapi"
+	"github.com/seckill-dev/seckill/internal/lostclaim"
+	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/secrets"
+	"github.com/seckill-dev/seckill/internal/soldout"
+)
+
+// Config is everything serve needs to know. Each field has a flag and an
+// SECKILL_* environment variable (see Config.register).
+type Config struct {
+	HTTPAddr              string
+	RedisURL              string // empty: embedded in-process server
+	RedisKeyPrefix        string // prefix of every key seckill writes
+	DatabaseURL           string // empty: SQLite under DataDir
+	BrokerURL             string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue           string // queue (RabbitMQ) or stream (NATS) name
+	Namespace             string // the deployment's name on the broker
+	DataDir               string
+	JWTSecret             string // empty: generated and kept in DataDir
+	AdminToken            string // empty: generated and kept in DataDir
+	PreheatLead           time.Duration
+	PreheatInterval       time.Duration
+	MaxBatch              int
+	PayTimeout            time.Duration
+	SweepInterval         time.Duration
+	OrderWriters          int
+	OrderBatch            int
+	RelayClaimIdle        time.Duration
+	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
+	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
+	RestoreRetryInterval  time.Duration
+	RestoreAlertAfter     time.Duration
+	RateLimitIP           string // "20/1m", "5/1s" or "off"
+	RateLimitUser         string
+	TrustedProxies        string // comma-separated IPs/CIDRs
+	MaxInFlight           int
+	SoldOutInterval       time.Duration
+	DemoLogin             string // on or off; only `seckill demo` defaults to on
+	ReconcileInterval     time.Duration
+	ArchiveAfter          time.Duration
+	ArchiveInterval       time.Duration
+	ShutdownTimeout       time.Duration
+	RequestBudget         time.Duration // every request's backend calls end by then
+	RouteBudgets          string        // "reserve=1s,reconciliation=2m"
+	LogLevel              string
+	Currency              string // ISO 4217 code of sales created without one
+	// Claims that survive Redis losing writes (durability.go).
+	LostClaimAfter   time.Duration
+	RedisDurability  string // none, fsync, replicas:N
+	RedisConfigCheck string // on, off (fsync: trust the operator where CONFIG is refused)
+	RedisWaitTimeout time.Duration
+	HealInterval     time.Duration
+	Roles            string // comma-separated: api, relay, writer; "all" or empty: every one
+}
+
+// Takeover defaults: a killed node's outbox entries and broker deliveries
+// reach another node's relay and writer within about 1.5 × the claim idle
+// and the ack wait (the multi-node test asserts under 10 s on both brokers).
+// Both must stay well above a slow publish or batch, or live nodes redo
+// each other's work (harmless: the writer deduplicates, and a slow batch
+// reports progress every third of the ack wait).
+const (
+	DefaultRelayClaimIdle = 3 * time.Second
+	DefaultBrokerAckWait  = 5 * time.Second
+)
+
+// DefaultConfig is the embedded default: no services needed.
+func DefaultConfig() Config {
+	return Config{
+		HTTPAddr:              "127.0.0.1:8080",
+		DataDir:               "./seckill-data",
+		RedisKeyPrefix:        redis.DefaultKeyPrefix,
+		PreheatLead:           10 * time.Minute,
+		PreheatInterval:       5 * time.Second,
+		MaxBatch:              256,
+		BrokerQueue:           "seckill_reservations",
+		Namespace:             "default",
+		PayTimeout:            15 * time.Minute,
+		SweepInterval:         5 * time.Second,
+		OrderWriters:          2,
+		OrderBatch:            500,
+		RelayClaimIdle:        DefaultRelayClaimIdle,
+		BrokerAckWait:         DefaultBrokerAckWait,
+		BrokerBacklogInterval: 5 * time.Second,
+		RestoreRetryInterval:  5 * time.Second,
+		RestoreAlertAfter:     time.Hour,
+		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
+		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
+		MaxInFlight:           httpapi.DefaultMaxInFlight,
+		SoldOutInterval:       soldout.DefaultSafetyInterval,
+		DemoLogin:             "off",
+		ReconcileInterval:     30 * time.Second,
+		ArchiveAfter:          archive.DefaultAfter,
+		ArchiveInterval:       archive.DefaultInterval,
+		ShutdownTimeout:       30 * time.Second,
+		RequestBudget:         httpapi.DefaultBudget,
+		LogLevel:              "info",
+		Currency:              "EUR",
+		LostClaimAfter:        lostclaim.DefaultAfter,
+		RedisDurability:       redis.DurabilityNone,
+		RedisConfigCheck:      "on",
+		RedisWaitTimeout:      redis.DefaultWaitTimeout,
+		HealInterval:          time.Second,
+		Roles:                 "all",
+	}
+}
+
+func (c *Config) register(fs *flag.FlagSet) error {
+	stringFlag(fs, &c.HTTPAddr, "http-addr", c.HTTPAddr, "address to listen on")
+	stringFlag(fs, &c.RedisURL, "redis-url", c.RedisURL, "Redis URL (redis://, rediss://; Cluster is detected); empty runs an in-process Redis-compatible server")
+	stringFlag(fs, &c.RedisKeyPrefix, "redis-key-prefix", c.RedisKeyPrefix, "prefix of every Redis key and channel (several deployments can share one Redis)")
+	stringFlag(fs, &c.DatabaseURL, "database-url", c.DatabaseURL, "database URL (mysql://, postgres://, sqlite:PATH); empty uses SQLite in the data dir")
+	stringFlag(fs, &c.BrokerURL, "broker-url", c.BrokerURL, "message broker URL (amqp:// for RabbitMQ, nats:// for NATS JetStream); empty runs NATS JetStream in-process")
+	stringFlag(fs, &c.BrokerQueue, "broker-queue", c.BrokerQueue, "RabbitMQ queue or NATS JetStream stream carrying reservations")
+	stringFlag(fs, &c.Namespace, "namespace", c.Namespace, "this deployment's name, carried by every broker message; a writer leaves other namespaces' messages alone")
+	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
+	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
+	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
+	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
+	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
+	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
+	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
+	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
+	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
+	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
+	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
+	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
+	for _, err := range []error{
+		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
+		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
+		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
+		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
+		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
+		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
+		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
+		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
+		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
+		durationFlag(fs, &c.ArchiveAfter, "archive-after", c.ArchiveAfter, "how long past its end a settled sale keeps its Redis keys (its idempotency keys go at the end)"),
+		durationFlag(fs, &c.ArchiveInterval, "archive-interval", c.ArchiveInterval, "how often ended sales are checked for archiving"),
+		durationFlag(fs, &c.SoldOutInterval, "soldout-interval", c.SoldOutInterval, "how long this node answers sold_out locally before asking Redis again"),
+		durationFlag(fs, &c.RestoreRetryInterval, "restore-retry-interval", c.RestoreRetryInterval, "how often unfinished restores are retried"),
+		durationFlag(fs, &c.RestoreAlertAfter, "restore-alert-after", c.RestoreAlertAfter, "a restore still waiting for its order this long raises an alert"),
+		durationFlag(fs, &c.RelayClaimIdle, "relay-claim-idle", c.RelayClaimIdle, "outbox entries another relay has held unacknowledged this long are taken over (checked every half of it)"),
+		durationFlag(fs, &c.BrokerAckWait, "broker-ack-wait", c.BrokerAckWait, "a delivery its consumer went silent on goes to another after this long (NATS AckWait; RabbitMQ heartbeat of half of it)"),
+		durationFlag(fs, &c.BrokerBacklogInterval, "broker-backlog-interval", c.BrokerBacklogInterval, "how often the broker's queue depth is sampled for seckill_broker_backlog_messages and the control room"),
+		durationFlag(fs, &c.ShutdownTimeout, "shutdown-timeout", c.ShutdownTimeout, "how long a graceful shutdown may take"),
+		durationFlag(fs, &c.RedisWaitTimeout, "redis-wait-timeout", c.RedisWaitTimeout, "replicas:N durability: how long one batch's WAIT may take before its buyers get 503 try_later"),
+		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
+		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
+		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
+	} {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// roles is what one process runs. Housekeeping (preheat, restore retries,
+// the payment-timeout sweeper, reconciliation gauges) and /metrics,
+// /healthz, /readyz run in every process: each is safe on many nodes.
+type roles struct{ api, relay, writer bool }
+
+func (c *Config) roles() (roles, error) {
+	if c.Roles == "" || c.Roles == "all" {
+		return roles{true, true, true}, nil
+	}
+	var r roles
+	for _, name := range strings.Split(c.Roles, ",") {
+		switch strings.TrimSpace(name) {
+		case "api":
+			r.api = true
+		case "relay":
+			r.relay = true
+		case "writer":
+			r.writer = true
+		default:
+			return r, fmt.Errorf("role %q: want all, or a list of api, relay, writer", name)
+		}
+	}
+	return r, nil
+}
+
+// demoLogin reports whether the buyer page may mint tokens from a name.
+// It is off unless asked for: whoever reaches POST /demo/v1/login can act
+// as any buyer (read, pay and cancel their reservations), even on the
+// embedded default, which may serve small real sales. `seckill demo`
+// turns it on.
+func (c *Config) demoLogin() (bool, error) {
+	switch c.DemoLogin {
+	case "on":
+		return true, nil
+	case "off", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("demo login %q: want on or off", c.DemoLogin)
+}
+
+// databaseURL is the configured URL, or SQLite in the data dir.
+func (c *Config) databaseURL() string {
+	if c.DatabaseURL != "" {
+		return c.DatabaseURL
+	}
+	return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+}
+
+// settings are the values of Config that need parsing. Run parses them
+// all before it opens anything: a bad one fails at once.
+type settings struct {
+	roles              roles
+	ipLimit, userLimit seckill.RateLimit
+	proxies            []netip.Prefix
+	routeBudgets       map[string]time.Duration
+	durability         redis.Durability
+	demoLogin          bool
+}
+
+func (c *Config) parse() (s settings, err error) {
+	if s.ipLimit, _, err = seckill.ParseLimit(c.RateLimitIP); err != nil {
+		return s, fmt.Errorf("rate limit per IP: %w", err)
+	}
+	if s.userLimit, _, err = seckill.ParseLimit(c.RateLimitUser); err != nil {
+		return s, fmt.Errorf("rate limit per user: %w", err)
+	}
+	if s.proxies, err = httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {
+		return s, fmt.Errorf("trusted proxies: %w", err)
+	}
+	if !seckill.ValidCurrency(c.Currency) {
+		return s, fmt.Errorf("currency %q: want an ISO 4217 code such as EUR", c.Currency)
+	}
+	if s.roles, err = c.roles(); err != nil {
+		return s, err
+	}
+	if s.routeBudgets, err = httpapi.ParseRouteBudgets(c.RouteBudgets); err != nil {
+		return s, err
+	}
+	if c.RequestBudget <= 0 {
+		return s, fmt.Errorf("request budget %s: want a positive duration", c.RequestBudget)
+	}
+	if s.durability, err = redis.ParseDurability(c.RedisDurability); err != nil {
+		return s, err
+	}
+	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
+		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
+	}
+	s.demoLogin, err = c.demoLogin()
+	return s, err
+}
+
+// adminToken is the configured admin token, or the one the data dir keeps.
+func (c *Config) adminToken() (string, error) {
+	if c.AdminToken != "" {
+		return c.AdminToken, nil
+	}
+	s, _, err := secrets.LoadOrCreate(c.DataDir)
+	return s.AdminToken, err
+}
