@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -89,8 +88,8 @@ func runBenchRush(ctx context.Context, args []string, stdout, stderr io.Writer) 
 func runBenchThroughput(ctx context.Context, which string, args []string, stdout, stderr io.Writer) error {
 	o := bench.DefaultThroughputOptions()
 	var (
-		asJSON           bool
-		cpuProfile, only string
+		asJSON bool
+		only   string
 	)
 	fs := flagSet("bench "+which, stderr)
 	for _, err := range []error{
@@ -113,7 +112,7 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 	fs.StringVar(&o.RateLimitIP, "rate-limit-ip", o.RateLimitIP, "the engines' limit per client IP (20/1m, 5/1s or off); the -nolimit benchmarks run with none")
 	fs.StringVar(&o.RateLimitUser, "rate-limit-user", o.RateLimitUser, "the engines' limit per buyer (10/1m, 5/1s or off)")
 	fs.BoolVar(&asJSON, "json", false, "print the results as JSON")
-	fs.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the server side (this process: engines and baselines) to this file")
+	fs.StringVar(&o.CPUProfile, "cpuprofile", "", "write a CPU profile of the server side (this process: engines and baselines) to this file")
 	fs.StringVar(&only, "only", "", "comma-separated benchmarks to run instead of the subcommand's set")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -124,17 +123,6 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 	names, err := bench.Names(which, only)
 	if err != nil {
 		return err
-	}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
 	}
 	logger, err := newLogger(stderr, "error")
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,6 +44,9 @@ type ThroughputOptions struct {
 	// block list, decides).
 	RateLimitIP   string
 	RateLimitUser string
+	// CPUProfile, if set, is the file a CPU profile of the server side
+	// (this process: engines and baselines) is written to.
+	CPUProfile string
 }
 
 // Validate refuses settings no benchmark can run with.
@@ -154,6 +158,17 @@ func Throughput(ctx context.Context, names []string, o ThroughputOptions, wire W
 	}
 	if o.Clients == 0 {
 		o.Clients = o.Users
+	}
+	if o.CPUProfile != "" {
+		f, err := os.Create(o.CPUProfile)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return nil, err
+		}
+		defer pprof.StopCPUProfile()
 	}
 	b := &throughputBench{o: o, wire: wire, stderr: stderr, engines: map[string]*benchEngine{}, secret: randomHex(24)}
 	defer b.close()
