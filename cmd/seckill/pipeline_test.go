@@ -375,15 +375,10 @@ func (h *hangAfterPublish) Publish(ctx context.Context, msgs []seckill.Message) 
 func TestRelayDiesBeforeAck(t *testing.T) {
 	cfg := stacks[0].config(t)
 	var dying *hangAfterPublish
-	a := startEngine(t, cfg, func(m *Main) {
-		m.wrapBroker = func(role string, b seckill.Broker) seckill.Broker {
-			if role != "relay" {
-				return b
-			}
-			dying = &hangAfterPublish{Broker: b, release: make(chan struct{})}
-			return dying
-		}
-	})
+	a := startEngine(t, cfg, wrapRole("relay", func(b seckill.Broker) seckill.Broker {
+		dying = &hangAfterPublish{Broker: b, release: make(chan struct{})}
+		return dying
+	}))
 	t.Cleanup(func() { close(dying.release) }) // runs before node A closes
 	sale := a.liveSale(100, 1)
 	_, winners := a.rush(sale, 50, "early") // node A's relay takes these and hangs
