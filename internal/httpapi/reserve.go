@@ -27,11 +27,9 @@ type acceptedResponse struct {
 	PollURL       string `json:"poll_url"`
 }
 
-// The reservation route, the hot path of a flash sale.
-const (
-	reservePath    = "/api/v1/sales/{id}/reservations"
-	reservePattern = "POST " + reservePath
-)
+// reservePattern is the reservation route, the hot path of a flash sale,
+// as routes registers it.
+const reservePattern = "POST /api/v1/sales/{id}/reservations"
 
 // Front returns next behind Harden, with the reservation route served in
 // front of it without going through next: for a mux that has the API's

@@ -338,7 +338,7 @@ func (s *Server) routes() {
 		{"GET", "/admin/v1/sales/{id}", s.handleAdminSale},
 		{"POST", "/admin/v1/sales/{id}/preheat", s.handlePreheat},
 		{"GET", "/api/v1/sales/{id}", s.handlePublicSale},
-		{"POST", reservePath, s.muxReserve},
+		{"POST", "/api/v1/sales/{id}/reservations", s.muxReserve},
 		{"GET", "/metrics", s.handleMetrics()},
 		{"GET", "/healthz", s.handleHealthz},
 		{"GET", "/readyz", s.handleReadyz},
@@ -460,7 +460,12 @@ func soldOutFlag(r seckill.Reserver) func(string) bool {
 // bearerToken returns the token of an "Authorization: Bearer <token>"
 // header. The scheme is case-insensitive (RFC 9110 §11.1).
 func bearerToken(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
+	// The key is canonical already: Get would check that on every call.
+	vals := r.Header["Authorization"]
+	if len(vals) == 0 {
+		return "", false
+	}
+	h := vals[0]
 	const prefix = "Bearer "
 	if len(h) <= len(prefix) || !strings.EqualFold(h[:len(prefix)], prefix) {
 		return "", false
