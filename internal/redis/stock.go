@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -156,22 +157,25 @@ func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs [
 }
 
 // reserveIn runs the reserve script on the key set of tag: a sale, or one
-// bucket of a sale; requests' rate checks, all the same number, are keys of
-// tag's slot.
+// bucket of a sale; requests' rate checks, all the same number, are counted
+// in hashes of tag's slot, one set per distinct limit (saleRateBase).
 func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	per := len(reqs[0].RateChecks)
 	keys := s.keys(tag)
-	if per > 0 {
-		keys = append(make([]string, 0, len(keys)+per*len(reqs)), keys...)
-		for _, r := range reqs {
-			for _, c := range r.RateChecks {
-				keys = append(keys, s.saleRateKey(tag, c))
-			}
-		}
-	}
-	args := make([]string, 0, 4*len(reqs))
+	args := make([]string, 0, 1+(4+2*per)*len(reqs))
+	args = append(args, strconv.Itoa(per))
+	var limits []seckill.RateLimit // KEYS[6…], in order
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
+		for _, c := range r.RateChecks {
+			l := slices.IndexFunc(limits, func(l seckill.RateLimit) bool { return sameLimit(l, c.Limit) })
+			if l < 0 {
+				l = len(limits)
+				limits = append(limits, c.Limit)
+				keys = append(keys, s.saleRateBase(tag, c.Limit))
+			}
+			args = append(args, strconv.Itoa(l+1), c.Key)
+		}
 	}
 	var (
 		msg   rueidis.RedisMessage
@@ -200,14 +204,21 @@ func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.Reserv
 	return results, nil
 }
 
-// saleRateKey is the Redis key counting c within one sale, in the sale's
-// slot so that the reserve script can check it in the same call:
-// <prefix>:{<sale>}:rl:<key>:<interval µs>:<tolerance µs>. The limit is
-// in the name for the reasons rateKey gives.
-func (s *Store) saleRateKey(saleID string, c seckill.RateCheck) string {
-	interval := c.Limit.Interval().Microseconds()
-	return s.prefix + ":{" + saleID + "}:rl:" + rateKeyEscaper.Replace(c.Key) + ":" +
-		strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(c.Limit.Rate), 10)
+// saleRateBase names the hashes that count rate limit l within one sale,
+// in the sale's slot so that the reserve script can check it in the same
+// call: <prefix>:{<sale>}:rl:<interval µs>:<tolerance µs>, and the script
+// adds :<generation> (reserve.lua). The limit is in the name for the
+// reasons rateKey gives.
+func (s *Store) saleRateBase(saleID string, l seckill.RateLimit) string {
+	interval := l.Interval().Microseconds()
+	return s.prefix + ":{" + saleID + "}:rl:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(l.Rate), 10)
+}
+
+// sameLimit reports whether a and b count alike: the same interval and
+// tolerance, so the same state.
+func sameLimit(a, b seckill.RateLimit) bool {
+	ia, ib := a.Interval().Microseconds(), b.Interval().Microseconds()
+	return ia == ib && ia*int64(a.Rate) == ib*int64(b.Rate)
 }
 
 // validateBatch checks the invariants the reserve script relies on: a sale
