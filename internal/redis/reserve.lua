@@ -22,22 +22,22 @@
 --                            has the whole format)
 -- KEYS[5]  sk:{sale}:outbox  stream, one entry per reservation with fields
 --                            reservation_id, user_id, qty, reserved_at_ms
--- KEYS[6…] sk:{sale}:rl:<T>:<tolerance>  one per rate limit the batch's
---          requests are checked against (T and tolerance in microseconds
---          end its name), the base name of the hashes that hold that
---          limit's GCRA state: <base>:<g> for generation g = floor(now /
+-- KEYS[6…] sk:{sale}:rl:<T>:<tolerance>  KEYS[5 + k] is the rate limit of
+--          every request's check k (T and tolerance in microseconds end
+--          its name): the base name of the hashes that hold that limit's
+--          GCRA state, <base>:<g> for generation g = floor(now /
 --          tolerance), field = the limited key ("ip:…", "user:…"), value =
 --          its theoretical arrival time (see ratelimit.lua, whose algorithm
 --          this is). A state written in generation g is at most tolerance
 --          ahead of its write, so it is spent by the start of g + 2: a
 --          check reads generations g and g - 1 only, writes g, and each
 --          hash expires at the start of g + 2. The hashes are keys of the
---          sale's slot that this script derives, not declares.
--- ARGV[1]  R, the rate checks of every request (maybe 0), then per
---          request 4 + 2R values, flat and in order: reservation id, user
---          id, qty (integer >= 1), idempotency key ("" = none), then R
---          pairs of the check's limit (1-based among KEYS[6…]) and its
---          limited key
+--          sale's slot that this script derives, not declares. Checks of
+--          the same limit share its hashes.
+-- ARGV[1]  R, the rate checks of every request (#KEYS - 5, maybe 0), then
+--          per request 4 + R values, flat and in order: reservation id,
+--          user id, qty (integer >= 1), idempotency key ("" = none), and
+--          the limited key of each check
 --
 -- Returns either
 --   an integer outcome code that answers every request of the batch (the sale
@@ -93,20 +93,25 @@ local before = reserved
 -- Each limit's state for the batch's keys is read with one HMGET of each
 -- of the two live generations and written back with one HSET.
 local per = tonumber(ARGV[1])
-local stride = 4 + 2 * per
+local stride = 4 + per
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limits = {} -- limit index -> {T, tolerance, cur (hash), fields, tats, dirty}
-if per > 0 then
-  for l = 6, #KEYS do
-    local ts, tols = string.match(KEYS[l], ':(%d+):(%d+)$')
+local limits = {} -- base name -> {T, tol, g, base, fields, seen, tats, dirty}
+local check = {}  -- check k (0-based) -> its limit
+for k = 0, per - 1 do
+  local base = KEYS[6 + k]
+  local lim = limits[base]
+  if not lim then
+    local ts, tols = string.match(base, ':(%d+):(%d+)$')
     local tol = tonumber(tols)
-    local g = math.floor(now_us / tol)
-    limits[l - 5] = {T = tonumber(ts), tol = tol, g = g, base = KEYS[l], fields = {}, seen = {}, tats = {}, dirty = {}}
+    lim = {T = tonumber(ts), tol = tol, g = math.floor(now_us / tol), base = base, fields = {}, seen = {}, tats = {}, dirty = {}}
+    limits[base] = lim
   end
+  check[k] = lim
+end
+if per > 0 then
   for i = 2, #ARGV, stride do
     for k = 0, per - 1 do
-      local lim = limits[tonumber(ARGV[i + 4 + 2 * k])]
-      local f = ARGV[i + 5 + 2 * k]
+      local lim, f = check[k], ARGV[i + 4 + k]
       if not lim.seen[f] then
         lim.seen[f] = true
         lim.fields[#lim.fields + 1] = f
@@ -114,20 +119,18 @@ if per > 0 then
     end
   end
   for _, lim in pairs(limits) do
-    if #lim.fields > 0 then
-      local cur = redis.call('HMGET', lim.base .. ':' .. lim.g, unpack(lim.fields))
-      local prev = redis.call('HMGET', lim.base .. ':' .. (lim.g - 1), unpack(lim.fields))
-      for n, f in ipairs(lim.fields) do
-        lim.tats[f] = math.max(tonumber(cur[n] or 0), tonumber(prev[n] or 0))
-      end
+    local cur = redis.call('HMGET', lim.base .. ':' .. lim.g, unpack(lim.fields))
+    local prev = redis.call('HMGET', lim.base .. ':' .. (lim.g - 1), unpack(lim.fields))
+    for n, f in ipairs(lim.fields) do
+      lim.tats[f] = math.max(tonumber(cur[n] or 0), tonumber(prev[n] or 0))
     end
   end
 end
 local function rate_refusal(i)
   local next_tat = {}
   for k = 0, per - 1 do
-    local lim = limits[tonumber(ARGV[i + 4 + 2 * k])]
-    local tat = lim.tats[ARGV[i + 5 + 2 * k]]
+    local lim = check[k]
+    local tat = lim.tats[ARGV[i + 4 + k]]
     if tat < now_us then
       tat = now_us
     end
@@ -139,8 +142,7 @@ local function rate_refusal(i)
     next_tat[k] = new_tat
   end
   for k = 0, per - 1 do
-    local lim = limits[tonumber(ARGV[i + 4 + 2 * k])]
-    local f = ARGV[i + 5 + 2 * k]
+    local lim, f = check[k], ARGV[i + 4 + k]
     lim.tats[f] = next_tat[k]
     lim.dirty[f] = true
   end

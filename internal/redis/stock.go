@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"time"
 
@@ -97,13 +96,14 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		}
 		return results, nil
 	}
-	// One script call decides requests that carry the same number of rate
-	// checks (all of them, unless some requests came without an address);
-	// runs of another number go in calls of their own, in order.
+	// One script call decides requests that carry the same rate limits
+	// (all of them, unless some requests came without an address or a
+	// limit changed meanwhile); runs of others go in calls of their own,
+	// in order.
 	results := make([]seckill.ReserveResult, 0, len(reqs))
 	for len(reqs) > 0 {
 		n := 1
-		for n < len(reqs) && len(reqs[n].RateChecks) == len(reqs[0].RateChecks) {
+		for n < len(reqs) && sameLimits(reqs[n].RateChecks, reqs[0].RateChecks) {
 			n++
 		}
 		part, err := s.reserveIn(ctx, saleID, reqs[:n])
@@ -157,24 +157,20 @@ func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs [
 }
 
 // reserveIn runs the reserve script on the key set of tag: a sale, or one
-// bucket of a sale; requests' rate checks, all the same number, are counted
-// in hashes of tag's slot, one set per distinct limit (saleRateBase).
+// bucket of a sale; the requests' rate checks, the same limits in the same
+// order (sameLimits), are counted in hashes of tag's slot (saleRateBase).
 func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
-	per := len(reqs[0].RateChecks)
 	keys := s.keys(tag)
-	args := make([]string, 0, 1+(4+2*per)*len(reqs))
+	for _, c := range reqs[0].RateChecks {
+		keys = append(keys, s.saleRateBase(tag, c.Limit))
+	}
+	per := len(reqs[0].RateChecks)
+	args := make([]string, 0, 1+(4+per)*len(reqs))
 	args = append(args, strconv.Itoa(per))
-	var limits []seckill.RateLimit // KEYS[6…], in order
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 		for _, c := range r.RateChecks {
-			l := slices.IndexFunc(limits, func(l seckill.RateLimit) bool { return sameLimit(l, c.Limit) })
-			if l < 0 {
-				l = len(limits)
-				limits = append(limits, c.Limit)
-				keys = append(keys, s.saleRateBase(tag, c.Limit))
-			}
-			args = append(args, strconv.Itoa(l+1), c.Key)
+			args = append(args, c.Key)
 		}
 	}
 	var (
@@ -214,11 +210,19 @@ func (s *Store) saleRateBase(saleID string, l seckill.RateLimit) string {
 	return s.prefix + ":{" + saleID + "}:rl:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(l.Rate), 10)
 }
 
-// sameLimit reports whether a and b count alike: the same interval and
-// tolerance, so the same state.
-func sameLimit(a, b seckill.RateLimit) bool {
-	ia, ib := a.Interval().Microseconds(), b.Interval().Microseconds()
-	return ia == ib && ia*int64(a.Rate) == ib*int64(b.Rate)
+// sameLimits reports whether two requests' checks count alike, check by
+// check: the same intervals and tolerances, so the same state.
+func sameLimits(a, b []seckill.RateCheck) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		ia, ib := a[k].Limit.Interval().Microseconds(), b[k].Limit.Interval().Microseconds()
+		if ia != ib || ia*int64(a[k].Limit.Rate) != ib*int64(b[k].Limit.Rate) {
+			return false
+		}
+	}
+	return true
 }
 
 // validateBatch checks the invariants the reserve script relies on: a sale

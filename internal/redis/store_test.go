@@ -369,6 +369,15 @@ func testRateChecks(t *testing.T, s *Store) {
 	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Errorf("after raising the limit to 40/1m: %+v, %v; want reserved at once", res, err)
 	}
+	// The same in one batch beside requests still at the old limit: each
+	// is counted under its own.
+	changed := []seckill.ReserveRequest{request(sale.ID, "old1", 1, ""), request(sale.ID, "new", 1, ""), request(sale.ID, "old2", 1, "")}
+	changed[0].RateChecks, changed[2].RateChecks = checks("old1", perMin), checks("old2", perMin)
+	changed[1].RateChecks = checks("new", seckill.RateLimit{Rate: 40, Period: time.Minute})
+	if res, err := s.Reserve(ctx, sale.ID, changed); err != nil || len(res) != 3 || res[0].Outcome != seckill.OutcomeRateLimited ||
+		res[1].Outcome != seckill.OutcomeReserved || res[2].Outcome != seckill.OutcomeRateLimited {
+		t.Errorf("batch across a limit change = %+v, %v; want limited, reserved, limited", res, err)
+	}
 	// Mixed: a request without checks between two with them.
 	mixed := []seckill.ReserveRequest{request(sale.ID, "m1", 1, ""), request(sale.ID, "m2", 1, ""), request(sale.ID, "m3", 1, "")}
 	mixed[0].RateChecks, mixed[2].RateChecks = checks("m1", perMin), checks("m3", perMin)
