@@ -32,6 +32,17 @@ func benchSale() *seckill.Sale {
 	return s
 }
 
+// preheatedBench connects to the Redis at url and preheats a benchSale.
+func preheatedBench(ctx context.Context, b *testing.B, url string) (*Store, *seckill.Sale) {
+	b.Helper()
+	s := connect(b, url)
+	sale := benchSale()
+	if _, err := s.Preheat(ctx, sale); err != nil {
+		b.Fatalf("Preheat: %v", err)
+	}
+	return s, sale
+}
+
 // BenchmarkReserve measures the full reserve path (window, idempotency,
 // limit, stock, record, outbox) on the real Redis, one Reserve call per
 // op, each of `batch` requests.
@@ -40,11 +51,7 @@ func BenchmarkReserve(b *testing.B) {
 	for _, batch := range []int{1, 64} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			ctx := context.Background()
-			s := connect(b, url)
-			sale := benchSale()
-			if _, err := s.Preheat(ctx, sale); err != nil {
-				b.Fatalf("Preheat: %v", err)
-			}
+			s, sale := preheatedBench(ctx, b, url)
 			users := make([]string, benchUsers)
 			for i := range users {
 				users[i] = "user-" + strconv.Itoa(i)
@@ -158,11 +165,7 @@ func BenchmarkReserveRateChecks(b *testing.B) {
 	for _, checks := range []int{0, 2} {
 		b.Run("checks="+strconv.Itoa(checks), func(b *testing.B) {
 			ctx := context.Background()
-			s := connect(b, url)
-			sale := benchSale()
-			if _, err := s.Preheat(ctx, sale); err != nil {
-				b.Fatalf("Preheat: %v", err)
-			}
+			s, sale := preheatedBench(ctx, b, url)
 			reqs := make([]seckill.ReserveRequest, batch)
 			next := 0
 			before, err := s.ServerCPU(ctx)
