@@ -45,11 +45,9 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	// would make this test flaky.
 	t.Run("BatchPublish", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		all := brokerMessages("batch", 1000)
-		if err := b.Publish(ctx, all); err != nil {
-			t.Fatalf("Publish 1000: %v", err)
-		}
+		publish(t, b, all)
 
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{BatchSize: 500}, rec.ackAll)
@@ -68,11 +66,9 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 	t.Run("PublishConsumeBatches", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		msgs := brokerMessages("pc", 250)
-		if err := b.Publish(ctx, msgs); err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
+		publish(t, b, msgs)
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{BatchSize: 100, Linger: 50 * time.Millisecond}, rec.ackAll)
 		dead := newBrokerRecorder()
@@ -102,11 +98,9 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 	t.Run("RedeliveryAfterCrash", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		msgs := brokerMessages("crash", 3)
-		if err := b.Publish(ctx, msgs); err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
+		publish(t, b, msgs)
 		first := newBrokerRecorder()
 		got := make(chan struct{}, 1)
 		stopFirst := runConsumer(t, b, seckill.ConsumeOptions{Linger: 200 * time.Millisecond}, func(ctx context.Context, batch []seckill.Delivery) {
@@ -141,15 +135,13 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 	t.Run("EachDeliverySettlesOnItsOwn", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		msgs := brokerMessages("mixed", 9)
 		index := map[string]int{}
 		for i, m := range msgs {
 			index[m.ID] = i
 		}
-		if err := b.Publish(ctx, msgs); err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
+		publish(t, b, msgs)
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{Linger: 100 * time.Millisecond}, func(ctx context.Context, batch []seckill.Delivery) {
 			rec.record(batch)
@@ -189,11 +181,9 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 	t.Run("BackoffAttemptLimitAndDeadLetter", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		msgs := brokerMessages("poison", 2)
-		if err := b.Publish(ctx, msgs); err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
+		publish(t, b, msgs)
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{}, func(ctx context.Context, batch []seckill.Delivery) {
 			rec.record(batch)
@@ -243,11 +233,9 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 	t.Run("DeadLetterHandlerFailureRetries", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		msgs := brokerMessages("deadretry", 1)
-		if err := b.Publish(ctx, msgs); err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
+		publish(t, b, msgs)
 		stop := runConsumer(t, b, seckill.ConsumeOptions{}, func(ctx context.Context, batch []seckill.Delivery) {
 			for _, d := range batch {
 				d.Retry(errors.New("database down"))
@@ -286,15 +274,13 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 	t.Run("CompetingConsumersShareTheWork", func(t *testing.T) {
 		t.Parallel()
-		ctx, b := context.Background(), newBroker(t)
+		b := newBroker(t)
 		rec := newBrokerRecorder()
 		opts := seckill.ConsumeOptions{BatchSize: 10, Linger: 10 * time.Millisecond}
 		stopA := runConsumer(t, b, opts, rec.ackAll)
 		stopB := runConsumer(t, b, opts, rec.ackAll)
 		msgs := brokerMessages("compete", 200)
-		if err := b.Publish(ctx, msgs); err != nil {
-			t.Fatalf("Publish: %v", err)
-		}
+		publish(t, b, msgs)
 		servicetest.WaitFor(t, brokerPatience, "every message to arrive", func() bool { return rec.seenAll(msgs) })
 		time.Sleep(2 * BrokerAckWait)
 		stopA()
@@ -341,6 +327,14 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 
 // brokerMessages returns n reservation events as messages, with ids and
 // bodies unique to this call.
+// publish publishes msgs on b, failing the test on an error.
+func publish(t *testing.T, b seckill.Broker, msgs []seckill.Message) {
+	t.Helper()
+	if err := b.Publish(context.Background(), msgs); err != nil {
+		t.Fatalf("Publish %d: %v", len(msgs), err)
+	}
+}
+
 func brokerMessages(tag string, n int) []seckill.Message {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	msgs := make([]seckill.Message, n)

@@ -89,6 +89,15 @@ func orderEvents(saleID string, at time.Time, qtys ...int64) []seckill.Reservati
 	return evs
 }
 
+// userEvents returns orderEvents all of one buyer.
+func userEvents(saleID string, at time.Time, user string, qtys ...int64) []seckill.ReservationEvent {
+	evs := orderEvents(saleID, at, qtys...)
+	for i := range evs {
+		evs[i].UserID = user
+	}
+	return evs
+}
+
 // ones returns n quantities of 1.
 func ones(n int) []int64 {
 	q := make([]int64, n)
@@ -301,12 +310,8 @@ func testPersistStockShort(t *testing.T, newStores func(*testing.T) (seckill.Sal
 		t.Errorf("failed order payload %q decodes to %+v, %v; want the event", f.Payload, ev, err)
 	}
 
-	got, err := sales.Sale(ctx, s.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Version != 2 {
-		t.Errorf("sale version = %d, want 2", got.Version)
+	if _, version := saleStock(t, sales, s.ID); version != 2 {
+		t.Errorf("sale version = %d, want 2", version)
 	}
 	wantSoldOut(t, orders, s.ID, now)
 	// A redelivery of the batch: all duplicates, the rejected one included.
@@ -323,19 +328,13 @@ func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.Sale
 	sales, orders := newStores(t)
 	s := limitSale(t, sales, 10, 2)
 	now := time.Now()
-	as := func(user string, evs ...seckill.ReservationEvent) []seckill.ReservationEvent {
-		for i := range evs {
-			evs[i].UserID = user
-		}
-		return evs
-	}
-	first := as("alice", orderEvents(s.ID, now, 1)...)
+	first := userEvents(s.ID, now, "alice", 1)
 	wantOutcomes(t, persist(t, orders, s.ID, first, now), all(seckill.PersistCreated))
 
 	// alice holds 1 of 2: one more fits, the next does not; bob's 2 fit,
 	// his third unit does not; carol's 3 at once do not.
-	batch := append(as("alice", orderEvents(s.ID, now, 1, 1)...), as("bob", orderEvents(s.ID, now, 2, 1)...)...)
-	batch = append(batch, as("carol", orderEvents(s.ID, now, 3)...)...)
+	batch := append(userEvents(s.ID, now, "alice", 1, 1), userEvents(s.ID, now, "bob", 2, 1)...)
+	batch = append(batch, userEvents(s.ID, now, "carol", 3)...)
 	out := persist(t, orders, s.ID, batch, now)
 	want := []seckill.PersistOutcome{seckill.PersistCreated, seckill.PersistOverLimit,
 		seckill.PersistCreated, seckill.PersistOverLimit, seckill.PersistOverLimit}
@@ -367,13 +366,9 @@ func testPersistOverLimit(t *testing.T, newStores func(*testing.T) (seckill.Sale
 	if _, _, err := orders.CancelOrder(ctx, first[0].ReservationID, "test", now); err != nil {
 		t.Fatalf("CancelOrder: %v", err)
 	}
-	s2 := newSale()
-	s2.Stock, s2.PurchaseLimit = 10, 2
-	if err := sales.CreateSale(ctx, s2); err != nil {
-		t.Fatalf("CreateSale: %v", err)
-	}
+	s2 := limitSale(t, sales, 10, 2)
 	// alice's orders of another sale do not count toward this one.
-	other := as("alice", orderEvents(s2.ID, now, 2)...)
+	other := userEvents(s2.ID, now, "alice", 2)
 	wantOutcomes(t, persist(t, orders, s2.ID, other, now), all(seckill.PersistCreated))
 }
 
@@ -455,11 +450,7 @@ func testPersistOverLimitInsideLargeBatch(t *testing.T, newStores func(*testing.
 	s := limitSale(t, sales, 5000, 2)
 	now := time.Now()
 	as := func(user string, qtys ...int64) []seckill.ReservationEvent {
-		evs := orderEvents(s.ID, now, qtys...)
-		for i := range evs {
-			evs[i].UserID = user
-		}
-		return evs
+		return userEvents(s.ID, now, user, qtys...)
 	}
 	// carol holds the limit already, dave one unit of it.
 	wantOutcomes(t, persist(t, orders, s.ID, append(as("carol", 2), as("dave", 1)...), now), all(seckill.PersistCreated))
@@ -501,12 +492,8 @@ func testPersistOverLimitInsideLargeBatch(t *testing.T, newStores func(*testing.
 	}
 	// The stock taken is the batch's orders: 3 units before, then 1200
 	// events less the 4 refused, bob's order of 2 counting twice.
-	got, err := sales.Sale(ctx, s.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := s.Stock - 3 - (1200 - 4 + 1); got.Unsold != want {
-		t.Errorf("unsold %d after the batch, want %d", got.Unsold, want)
+	if unsold, _ := saleStock(t, sales, s.ID); unsold != s.Stock-3-(1200-4+1) {
+		t.Errorf("unsold %d after the batch, want %d", unsold, s.Stock-3-(1200-4+1))
 	}
 }
 
@@ -546,12 +533,8 @@ func testPersistCompetingBatchesOverLimit(t *testing.T, newStores func(*testing.
 		t.Fatalf("PersistReservations: %v", err)
 	}
 	wantOneOrderEach(t, orders, evsOf, buyers)
-	got, err := sales.Sale(ctx, s.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got.Unsold != s.Stock-buyers {
-		t.Errorf("unsold %d, want %d: the stock taken is not the orders made", got.Unsold, s.Stock-buyers)
+	if unsold, _ := saleStock(t, sales, s.ID); unsold != s.Stock-buyers {
+		t.Errorf("unsold %d, want %d: the stock taken is not the orders made", unsold, s.Stock-buyers)
 	}
 }
 

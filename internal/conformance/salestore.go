@@ -327,23 +327,20 @@ func testSaleConcurrentCreate(t *testing.T, store seckill.SaleStore) {
 // times may carry nanoseconds and any zone.
 func checkSale(t *testing.T, got, want *seckill.Sale) {
 	t.Helper()
-	if got.ID != want.ID {
-		t.Errorf("ID = %q, want %q", got.ID, want.ID)
-	}
-	if got.Name != want.Name {
-		t.Errorf("Name = %q, want %q", got.Name, want.Name)
-	}
-	if got.PriceCents != want.PriceCents {
-		t.Errorf("PriceCents = %d, want %d", got.PriceCents, want.PriceCents)
-	}
-	if got.Stock != want.Stock {
-		t.Errorf("Stock = %d, want %d", got.Stock, want.Stock)
-	}
-	if got.PurchaseLimit != want.PurchaseLimit {
-		t.Errorf("PurchaseLimit = %d, want %d", got.PurchaseLimit, want.PurchaseLimit)
-	}
-	if got.Currency != want.Currency {
-		t.Errorf("Currency = %q, want %q", got.Currency, want.Currency)
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"ID", got.ID, want.ID},
+		{"Name", got.Name, want.Name},
+		{"PriceCents", got.PriceCents, want.PriceCents},
+		{"Stock", got.Stock, want.Stock},
+		{"PurchaseLimit", got.PurchaseLimit, want.PurchaseLimit},
+		{"Currency", got.Currency, want.Currency},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s = %#v, want %#v", f.name, f.got, f.want)
+		}
 	}
 	checkStoredTime(t, "StartAt", got.StartAt, want.StartAt)
 	checkStoredTime(t, "EndAt", got.EndAt, want.EndAt)

@@ -19,8 +19,7 @@ func testRestoreReservationsMatchesOneByOne(t *testing.T, newStore func(t *testi
 	store := newStore(t)
 	ctx := context.Background()
 	build := func() (*seckill.Sale, []string) {
-		sale := liveStockSale(10, 4)
-		stockPreheat(t, store, sale)
+		sale := preheatedSale(t, store, 10, 4)
 		reqs := []seckill.ReserveRequest{
 			stockRequest(sale.ID, "u1", 2, ""), stockRequest(sale.ID, "u1", 1, ""),
 			stockRequest(sale.ID, "u2:with:colons", 3, "k"), stockRequest(sale.ID, "u3", 1, ""),

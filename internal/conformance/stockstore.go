@@ -115,12 +115,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		first := stockRequest(sale.ID, "u1", 2, "key-1")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 
-		retry := stockRequest(sale.ID, "u1", 2, "key-1") // a fresh proposed id, as a retrying client sends
-		got := stockReserve(t, store, sale.ID, retry)
-		want := seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: first.ReservationID, Qty: 2}
-		if got[0] != want {
-			t.Fatalf("replay = %+v; want %+v", got[0], want)
-		}
+		wantReplay(t, store, sale.ID, first, "replay")
 		wantStockLevel(t, store, sale.ID, 10, 2)
 
 		// The key belongs to u1 alone: u2 may use the same string.
@@ -190,25 +185,24 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 3, 3)
 	})
 
-	t.Run("NotStarted", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := stockSale(10, 3, time.Now().Add(time.Hour), time.Now().Add(2*time.Hour))
-		stockPreheat(t, store, sale)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, ""), stockRequest(sale.ID, "u2", 1, "k")),
-			seckill.OutcomeNotStarted, seckill.OutcomeNotStarted)
-		wantStockLevel(t, store, sale.ID, 10, 0)
-	})
-
-	t.Run("Ended", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := stockSale(10, 3, time.Now().Add(-2*time.Hour), time.Now().Add(-time.Hour))
-		stockPreheat(t, store, sale)
-		wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, ""), stockRequest(sale.ID, "u2", 1, "k")),
-			seckill.OutcomeEnded, seckill.OutcomeEnded)
-		wantStockLevel(t, store, sale.ID, 10, 0)
-	})
+	for _, tt := range []struct {
+		name       string
+		start, end time.Duration // from now
+		want       seckill.Outcome
+	}{
+		{"NotStarted", time.Hour, 2 * time.Hour, seckill.OutcomeNotStarted},
+		{"Ended", -2 * time.Hour, -time.Hour, seckill.OutcomeEnded},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store := newStore(t)
+			sale := stockSale(10, 3, time.Now().Add(tt.start), time.Now().Add(tt.end))
+			stockPreheat(t, store, sale)
+			wantStockOutcomes(t, stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 1, ""), stockRequest(sale.ID, "u2", 1, "k")),
+				tt.want, tt.want)
+			wantStockLevel(t, store, sale.ID, 10, 0)
+		})
+	}
 
 	t.Run("NotPreheated", func(t *testing.T) {
 		t.Parallel()
@@ -338,6 +332,17 @@ func preheatedSale(t *testing.T, store seckill.StockStore, stock, limit int64) *
 func wantReserve(t *testing.T, store seckill.StockStore, saleID, user string, qty int64, key string, want seckill.Outcome) {
 	t.Helper()
 	wantStockOutcomes(t, stockReserve(t, store, saleID, stockRequest(saleID, user, qty, key)), want)
+}
+
+// wantReplay sends first again, with a fresh proposed id as a retrying
+// client does, and checks that it answers first's reservation.
+func wantReplay(t *testing.T, store seckill.StockStore, saleID string, first seckill.ReserveRequest, what string) {
+	t.Helper()
+	got := stockReserve(t, store, saleID, stockRequest(saleID, first.UserID, first.Qty, first.IdempotencyKey))
+	want := seckill.ReserveResult{Outcome: seckill.OutcomeReplayed, ReservationID: first.ReservationID, Qty: first.Qty}
+	if got[0] != want {
+		t.Fatalf("%s = %+v; want %+v", what, got[0], want)
+	}
 }
 
 // reserveAtOnce sends n requests of one each, made by req, from n

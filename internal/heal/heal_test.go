@@ -72,6 +72,15 @@ func pageAfter[T any](rows []*T, id func(*T) string, after string, limit int) []
 	return out
 }
 
+// reserveOne reserves one unit of sale for user, alone in a batch.
+func reserveOne(ctx context.Context, stock *redis.Store, saleID, user string) (seckill.ReserveResult, error) {
+	res, err := stock.Reserve(ctx, saleID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(saleID, time.Now()), UserID: user, Qty: 1}})
+	if err != nil {
+		return seckill.ReserveResult{}, err
+	}
+	return res[0], nil
+}
+
 // startStock is a stock store on a private redis-server, and a raw
 // client to it for breaking things; both close when the test ends.
 func startStock(t *testing.T) (*redis.Store, rueidis.Client) {
@@ -124,14 +133,7 @@ func TestHeal(t *testing.T) {
 		OnHeal: func(_, reason string, _, _ int) { mu.Lock(); heals = append(heals, reason); mu.Unlock() },
 	})
 
-	reserve := func(user string) (seckill.ReserveResult, error) {
-		t.Helper()
-		res, err := stock.Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: user, Qty: 1}})
-		if err != nil {
-			return seckill.ReserveResult{}, err
-		}
-		return res[0], nil
-	}
+	reserve := func(user string) (seckill.ReserveResult, error) { return reserveOne(ctx, stock, sale.ID, user) }
 	ids := map[string]string{}
 	for _, u := range []string{"u1", "u2", "u3", "u4", "u5"} {
 		r, err := reserve(u)
@@ -254,14 +256,7 @@ func TestHold(t *testing.T) {
 	if err != nil || held != 1 {
 		t.Fatalf("Hold: %d, %v; want 1 (the live sale only)", held, err)
 	}
-	reserve := func(user string) (seckill.ReserveResult, error) {
-		t.Helper()
-		res, err := stock.Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: user, Qty: 1}})
-		if err != nil {
-			return seckill.ReserveResult{}, err
-		}
-		return res[0], nil
-	}
+	reserve := func(user string) (seckill.ReserveResult, error) { return reserveOne(ctx, stock, sale.ID, user) }
 	if _, err := reserve("u9"); !errors.Is(err, redis.ErrHealing) {
 		t.Fatalf("reserve on a held sale: %v; want ErrHealing (try_later)", err)
 	}

@@ -43,38 +43,24 @@ func NewPipeline(reg prometheus.Registerer) *Pipeline {
 			Help:    "Duration of one stock-store script call.",
 			Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14),
 		}),
-		batchErrors: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_reserve_batch_errors_total",
-			Help: "Stock-store script calls that failed (every request in the batch got an error).",
-		}),
+		batchErrors: counter("seckill_reserve_batch_errors_total",
+			"Stock-store script calls that failed (every request in the batch got an error)."),
 		persisted: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_orders_persisted_total",
 			Help: "Reservation events the order writer decided, by result (created, duplicate, rejected).",
 		}, []string{"result"}),
-		failedOrders: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_failed_orders_total",
-			Help: "Claimed reservations recorded in failed_orders: each one needs an operator (alert on any increase).",
-		}),
-		relayed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_outbox_relayed_total",
-			Help: "Outbox entries published to the broker and confirmed.",
-		}),
-		takeovers: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_relay_takeovers_total",
-			Help: "Times this node's relay took over outbox entries another relay (a dead or stuck node) left unacknowledged.",
-		}),
-		reclaimed: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_relay_reclaimed_entries_total",
-			Help: "Outbox entries this node's relay took over from another relay and published again.",
-		}),
-		timedOut: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_orders_timed_out_total",
-			Help: "Orders cancelled because they were not paid in time.",
-		}),
-		restoreAlerts: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_restore_alerts_total",
-			Help: "Restores still waiting for their order after --restore-alert-after: each needs an operator.",
-		}),
+		failedOrders: counter("seckill_failed_orders_total",
+			"Claimed reservations recorded in failed_orders: each one needs an operator (alert on any increase)."),
+		relayed: counter("seckill_outbox_relayed_total",
+			"Outbox entries published to the broker and confirmed."),
+		takeovers: counter("seckill_relay_takeovers_total",
+			"Times this node's relay took over outbox entries another relay (a dead or stuck node) left unacknowledged."),
+		reclaimed: counter("seckill_relay_reclaimed_entries_total",
+			"Outbox entries this node's relay took over from another relay and published again."),
+		timedOut: counter("seckill_orders_timed_out_total",
+			"Orders cancelled because they were not paid in time."),
+		restoreAlerts: counter("seckill_restore_alerts_total",
+			"Restores still waiting for their order after --restore-alert-after: each needs an operator."),
 		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_foreign_events_total",
 			Help: "Reservation events of another deployment's namespace that the order writer found on its queue and left for their owner (two deployments share a queue: give each its own --broker-queue).",
@@ -109,6 +95,12 @@ func (m *Pipeline) ObserveBatch(size int, took time.Duration, err error) {
 	if err != nil {
 		m.batchErrors.Inc()
 	}
+}
+
+// counter is a counter of its name and help alone, as most of the
+// engine's are.
+func counter(name, help string) prometheus.Counter {
+	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
 }
 
 // StockCollector reports the remaining stock of every sale this node has
@@ -163,18 +155,12 @@ type Durability struct {
 // NewDurability registers the durability counters on reg.
 func NewDurability(reg prometheus.Registerer) *Durability {
 	m := &Durability{
-		LostClaims: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_lost_claims_total",
-			Help: "Claimed reservations the stock store forgot and the database never got, recorded failed (lost_in_stock_store): alert on any increase.",
-		}),
-		Heals: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_stock_store_heals_total",
-			Help: "Sales rebuilt from the database after Redis lost acknowledged writes (each also logged ALERT).",
-		}),
-		NotDurable: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "seckill_reserve_batches_not_durable_total",
-			Help: "Reservation batches fewer replicas acknowledged than --redis-durability replicas:N asks (their buyers got 503 try_later).",
-		}),
+		LostClaims: counter("seckill_lost_claims_total",
+			"Claimed reservations the stock store forgot and the database never got, recorded failed (lost_in_stock_store): alert on any increase."),
+		Heals: counter("seckill_stock_store_heals_total",
+			"Sales rebuilt from the database after Redis lost acknowledged writes (each also logged ALERT)."),
+		NotDurable: counter("seckill_reserve_batches_not_durable_total",
+			"Reservation batches fewer replicas acknowledged than --redis-durability replicas:N asks (their buyers got 503 try_later)."),
 	}
 	reg.MustRegister(m.LostClaims, m.NotDurable, m.Heals)
 	return m

@@ -794,14 +794,26 @@ func TestStoreErrors(t *testing.T) {
 	}
 }
 
+// wantTable writes the table of w's reconciliation, checks that it has
+// each of lines, and returns it.
+func wantTable(t *testing.T, w *world, lines ...string) string {
+	t.Helper()
+	var b bytes.Buffer
+	if err := reconcileWorld(t, w).WriteTable(&b); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	for _, want := range lines {
+		if !strings.Contains(out, want) {
+			t.Errorf("table lacks %q:\n%s", want, out)
+		}
+	}
+	return out
+}
+
 func TestWriteTable(t *testing.T) {
 	t.Run("balanced", func(t *testing.T) {
-		var b bytes.Buffer
-		if err := reconcileWorld(t, balanced()).WriteTable(&b); err != nil {
-			t.Fatal(err)
-		}
-		out := b.String()
-		for _, want := range []string{
+		out := wantTable(t, balanced(),
 			"sale                tea\n",
 			"redis               total 250, reserved 216, remaining 34\n",
 			"orders paid         150 (150 units)\n",
@@ -810,11 +822,7 @@ func TestWriteTable(t *testing.T) {
 			"oversold            0 units (orders 0, database 0, redis 0)\n",
 			"undersold           6 units (restore pending 1, lost restore 0, failed orders 5, unexplained 0)\n",
 			"\nBALANCED\n",
-		} {
-			if !strings.Contains(out, want) {
-				t.Errorf("table lacks %q:\n%s", want, out)
-			}
-		}
+		)
 		if strings.Contains(out, "NOT BALANCED") || strings.Contains(out, "KIND") {
 			t.Errorf("balanced table shows discrepancies:\n%s", out)
 		}
@@ -826,22 +834,13 @@ func TestWriteTable(t *testing.T) {
 			w.reserve(fmt.Sprintf("tea.lost-%03d", i), 1, now.Add(-time.Hour))
 		}
 		w.restoreRedis("tea.paid-000")
-		var b bytes.Buffer
-		if err := reconcileWorld(t, w).WriteTable(&b); err != nil {
-			t.Fatal(err)
-		}
-		out := b.String()
-		for _, want := range []string{
+		out := wantTable(t, w,
 			"\nNOT BALANCED: potential oversold 1 unit, 61 discrepancies\n",
 			"KIND                       RESERVATION   DETAIL\n",
 			"restored_but_ordered       tea.paid-000  order is paid",
 			"reservation_without_order  tea.lost-000  active in the stock store (qty 1, reserved 1h0m0s ago, user u-tea.lost-000)",
 			"… and 11 more (--json lists them)\n",
-		} {
-			if !strings.Contains(out, want) {
-				t.Errorf("table lacks %q:\n%s", want, out)
-			}
-		}
+		)
 		if strings.Contains(out, "tea.lost-049") {
 			t.Errorf("table printed past the cap:\n%s", out)
 		}

@@ -13,15 +13,14 @@ import (
 // TestSaleAdmin checks the live copy's side of an operator's changes on
 // every backend.
 func TestSaleAdmin(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			newStore := b.start(t)
-			t.Run("Edit", func(t *testing.T) { t.Parallel(); testEditLive(t, newStore(t)) })
-			t.Run("End", func(t *testing.T) { t.Parallel(); testEndLive(t, newStore(t)) })
-			t.Run("Raise", func(t *testing.T) { t.Parallel(); testRaiseLive(t, newStore(t)) })
-			t.Run("Buckets", func(t *testing.T) { t.Parallel(); testAdminBuckets(t, newStore(t)) })
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		runParallel(t, newStore, []storeTest{
+			{"Edit", testEditLive},
+			{"End", testEndLive},
+			{"Raise", testRaiseLive},
+			{"Buckets", testAdminBuckets},
 		})
-	}
+	})
 }
 
 func reserveOne(t *testing.T, s *Store, sale *seckill.Sale, user string) seckill.Outcome {
@@ -71,8 +70,7 @@ func testEditLive(t *testing.T, s *Store) {
 
 func testEndLive(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 5)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 5))
 	if got := reserveOne(t, s, sale, "u1"); got != seckill.OutcomeReserved {
 		t.Fatalf("reserve before the end: %s", got)
 	}
@@ -103,8 +101,7 @@ func testEndLive(t *testing.T, s *Store) {
 
 func testRaiseLive(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(1, 5)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(1, 5))
 	if got := reserveOne(t, s, sale, "u1"); got != seckill.OutcomeReserved {
 		t.Fatalf("first reserve: %s", got)
 	}

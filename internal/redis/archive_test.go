@@ -14,8 +14,7 @@ import (
 // list of kept sales.
 func testArchive(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 3))
 	if kept, err := s.KeptSales(ctx); err != nil || !slices.Contains(kept, sale.ID) {
 		t.Fatalf("KeptSales = %v, %v; want it to list %s", kept, err, sale.ID)
 	}

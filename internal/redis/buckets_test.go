@@ -19,29 +19,30 @@ import (
 // suites with every sale split into 3 buckets, then the bucket-specific
 // tests, on the embedded server, Redis and a Redis Cluster.
 func TestBuckets(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			newStore := b.start(t)
-			bucketed := func(t *testing.T) *Store {
-				s := newStore(t)
-				s.minBuckets = 3
-				return s
-			}
-			unordered := conformance.UnorderedAcrossBuyers("buyers of different buckets are decided at once, in their buckets")
-			t.Run("Conformance", func(t *testing.T) {
-				conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return bucketed(t) }, unordered)
-			})
-			t.Run("RestoreConformance", func(t *testing.T) {
-				conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return bucketed(t) }, unordered)
-			})
-			t.Run("Rush", func(t *testing.T) { t.Parallel(); testBucketRush(t, newStore(t)) })
-			t.Run("OneHotBucket", func(t *testing.T) { t.Parallel(); testOneHotBucket(t, newStore(t)) })
-			t.Run("CrashMidMove", func(t *testing.T) { t.Parallel(); testCrashMidMove(t, newStore(t)) })
-			t.Run("Replays", func(t *testing.T) { t.Parallel(); testBucketReplays(t, newStore(t)) })
-			t.Run("Archive", func(t *testing.T) { t.Parallel(); testArchive(t, bucketed(t)) })
-			t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, bucketed(t)) })
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		bucketed := func(t *testing.T) *Store {
+			s := newStore(t)
+			s.minBuckets = 3
+			return s
+		}
+		unordered := conformance.UnorderedAcrossBuyers("buyers of different buckets are decided at once, in their buckets")
+		t.Run("Conformance", func(t *testing.T) {
+			conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return bucketed(t) }, unordered)
 		})
-	}
+		t.Run("RestoreConformance", func(t *testing.T) {
+			conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return bucketed(t) }, unordered)
+		})
+		runParallel(t, newStore, []storeTest{
+			{"Rush", testBucketRush},
+			{"OneHotBucket", testOneHotBucket},
+			{"CrashMidMove", testCrashMidMove},
+			{"Replays", testBucketReplays},
+		})
+		runParallel(t, bucketed, []storeTest{
+			{"Archive", testArchive},
+			{"Counters", testCounters},
+		})
+	})
 }
 
 // usersOf returns n user ids whose home bucket in bs is b (b < 0: any).
@@ -139,6 +140,29 @@ func rush(t *testing.T, s *Store, saleID string, users []string, tries, batch in
 	return res
 }
 
+// wantNoPhantoms fails the test if any buyer heard sold_out while a unit
+// was still to be had.
+func (r rushResult) wantNoPhantoms(t *testing.T) {
+	t.Helper()
+	if r.phantoms != 0 {
+		t.Errorf("%d calls answered sold_out before a call that then reserved was sent (up to %s before its answer); want none", r.phantoms, r.worstPhantom)
+	}
+}
+
+// preheatBuckets preheats a live sale of stock units and limit split into
+// 3 buckets, and returns it with its buckets.
+func preheatBuckets(t *testing.T, s *Store, stock, limit int64) (*seckill.Sale, *bucketSet) {
+	t.Helper()
+	sale := liveSale(stock, limit)
+	sale.Buckets = 3
+	mustPreheat(t, s, sale)
+	bs, err := s.buckets(context.Background(), sale.ID)
+	if err != nil || bs.k() != 3 {
+		t.Fatalf("buckets = %v, %v; want 3", bs, err)
+	}
+	return sale, bs
+}
+
 func wantLevel(t *testing.T, s *Store, saleID string, total, reserved int64) {
 	t.Helper()
 	lvl, err := s.Stock(context.Background(), saleID)
@@ -152,13 +176,7 @@ func wantLevel(t *testing.T, s *Store, saleID string, total, reserved int64) {
 // in the outboxes, and the sold-out answers all after the last sale.
 func testBucketRush(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(300, 2)
-	sale.Buckets = 3
-	mustPreheat(t, s, sale)
-	bs, err := s.buckets(ctx, sale.ID)
-	if err != nil || bs.k() != 3 {
-		t.Fatalf("buckets = %v, %v; want 3", bs, err)
-	}
+	sale, bs := preheatBuckets(t, s, 300, 2)
 	r := rush(t, s, sale.ID, usersOf(bs, -1, 400, "u"), 3, 16)
 	if r.outcomes[seckill.OutcomeReserved] != 300 {
 		t.Errorf("outcomes %v; want 300 reserved", r.outcomes)
@@ -172,9 +190,7 @@ func testBucketRush(t *testing.T, s *Store) {
 	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 300 {
 		t.Errorf("OutboxLen = %d, %v; want 300 over the buckets", n, err)
 	}
-	if r.phantoms != 0 {
-		t.Errorf("%d calls answered sold_out before a call that then reserved was sent (up to %s before its answer); want none", r.phantoms, r.worstPhantom)
-	}
+	r.wantNoPhantoms(t)
 	registered, err := s.OutboxSales(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -195,19 +211,14 @@ func testBucketRush(t *testing.T, s *Store) {
 // the other buckets' units in, and nobody hears sold_out before the end.
 func testOneHotBucket(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(300, 1)
-	sale.Buckets = 3
-	mustPreheat(t, s, sale)
-	bs, _ := s.buckets(ctx, sale.ID)
+	sale, bs := preheatBuckets(t, s, 300, 1)
 	users := usersOf(bs, 0, 500, "hot")
 	r := rush(t, s, sale.ID, users, 1, 8)
 	t.Logf("one hot bucket: %v in %s; phantom sold-outs %d (worst %s)", r.outcomes, r.took, r.phantoms, r.worstPhantom)
 	if r.outcomes[seckill.OutcomeReserved] != 300 || r.outcomes[seckill.OutcomeSoldOut] != 200 {
 		t.Errorf("outcomes %v; want 300 reserved, 200 sold out", r.outcomes)
 	}
-	if r.phantoms != 0 {
-		t.Errorf("%d calls answered sold_out before a call that then reserved was sent (up to %s before its answer); want none", r.phantoms, r.worstPhantom)
-	}
+	r.wantNoPhantoms(t)
 	states, err := s.readBuckets(ctx, bs)
 	if err != nil {
 		t.Fatal(err)
@@ -226,10 +237,7 @@ func testOneHotBucket(t *testing.T, s *Store) {
 // move: the units sell.
 func testCrashMidMove(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(30, 1)
-	sale.Buckets = 3
-	mustPreheat(t, s, sale)
-	bs, _ := s.buckets(ctx, sale.ID)
+	sale, bs := preheatBuckets(t, s, 30, 1)
 	users := usersOf(bs, 1, 40, "c")
 	// Bucket 1 holds 10 units; its 11th buyer makes the rebalance, which
 	// crashes after taking units out of the donor.
@@ -287,9 +295,7 @@ func testCrashMidMove(t *testing.T, s *Store) {
 // every buyer's key in their home bucket.
 func testBucketReplays(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(30, 2)
-	sale.Buckets = 3
-	mustPreheat(t, s, sale)
+	sale, _ := preheatBuckets(t, s, 30, 2)
 	var reqs, again []seckill.ReserveRequest
 	for i := range 12 {
 		r := request(sale.ID, fmt.Sprintf("buyer-%d", i), 1, fmt.Sprintf("key-%d", i))

@@ -62,8 +62,7 @@ func TestWaitReplicas(t *testing.T) {
 	})
 
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "a", 1, "")}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Fatalf("Reserve with the replica up = %+v, %v; want reserved", res, err)
 	}

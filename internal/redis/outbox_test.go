@@ -16,27 +16,19 @@ import (
 // backend: the registry, reading with a consumer group, re-reading,
 // claiming, acking and counting.
 func TestOutboxRelaySide(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			newStore := b.start(t)
-			for _, tt := range []struct {
-				name string
-				test func(t *testing.T, s *Store)
-			}{
-				{"Registry", testOutboxRegistry},
-				{"Forget", testOutboxForget},
-				{"ReadAck", testOutboxReadAck},
-				{"AckOnlyDelivered", testOutboxAckOnlyDelivered},
-				{"Block", testOutboxBlock},
-				{"ReadPending", testOutboxReadPending},
-				{"Claim", testOutboxClaim},
-				{"Malformed", testOutboxMalformed},
-				{"InvalidArgs", testOutboxInvalidArgs},
-			} {
-				t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.test(t, newStore(t)) })
-			}
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		runParallel(t, newStore, []storeTest{
+			{"Registry", testOutboxRegistry},
+			{"Forget", testOutboxForget},
+			{"ReadAck", testOutboxReadAck},
+			{"AckOnlyDelivered", testOutboxAckOnlyDelivered},
+			{"Block", testOutboxBlock},
+			{"ReadPending", testOutboxReadPending},
+			{"Claim", testOutboxClaim},
+			{"Malformed", testOutboxMalformed},
+			{"InvalidArgs", testOutboxInvalidArgs},
 		})
-	}
+	})
 }
 
 const testGroup = "relay"
@@ -61,28 +53,25 @@ func reserveN(t *testing.T, s *Store, saleID string, n int) []seckill.ReserveReq
 	return reqs
 }
 
-func streamIDs(es []seckill.OutboxEntry) []string {
-	ids := make([]string, len(es))
-	for i, e := range es {
-		ids[i] = e.StreamID
+// idsOf is the id of each of xs.
+func idsOf[T any](xs []T, id func(T) string) []string {
+	ids := make([]string, len(xs))
+	for i, x := range xs {
+		ids[i] = id(x)
 	}
 	return ids
+}
+
+func streamIDs(es []seckill.OutboxEntry) []string {
+	return idsOf(es, func(e seckill.OutboxEntry) string { return e.StreamID })
 }
 
 func reservationIDs(es []seckill.OutboxEntry) []string {
-	ids := make([]string, len(es))
-	for i, e := range es {
-		ids[i] = e.Event.ReservationID
-	}
-	return ids
+	return idsOf(es, func(e seckill.OutboxEntry) string { return e.Event.ReservationID })
 }
 
 func requestIDs(reqs []seckill.ReserveRequest) []string {
-	ids := make([]string, len(reqs))
-	for i, r := range reqs {
-		ids[i] = r.ReservationID
-	}
-	return ids
+	return idsOf(reqs, func(r seckill.ReserveRequest) string { return r.ReservationID })
 }
 
 func wantCounts(t *testing.T, s *Store, saleID string, wantLen, wantPending int64) {
@@ -201,8 +190,7 @@ func testOutboxForget(t *testing.T, s *Store) {
 
 func testOutboxReadAck(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	// Reading before anything was reserved creates the group; the entries
 	// reserved afterwards are then all delivered.
 	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
@@ -267,8 +255,7 @@ func testOutboxReadAck(t *testing.T, s *Store) {
 // one acked under another group, stays.
 func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	reserveN(t, s, sale.ID, 2)
 	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
 	if err != nil || len(es) != 1 {
@@ -303,8 +290,7 @@ func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
 
 func testOutboxBlock(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	const block = 300 * time.Millisecond
 	start := time.Now()
 	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, block)
@@ -334,8 +320,7 @@ func testOutboxBlock(t *testing.T, s *Store) {
 
 func testOutboxReadPending(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	// No group yet: nothing pending, and no error.
 	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
 		t.Fatalf("ReadPendingOutbox before any read = %v, %v; want none", es, err)
@@ -371,8 +356,7 @@ func testOutboxReadPending(t *testing.T, s *Store) {
 
 func testOutboxClaim(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 0, 10); err != nil || len(es) != 0 {
 		t.Fatalf("ClaimStaleOutbox without a group = %v, %v; want none", es, err)
 	}
@@ -440,8 +424,7 @@ func testOutboxClaim(t *testing.T, s *Store) {
 // returned with an error, not dropped, so the relay can move it on.
 func testOutboxMalformed(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 1))
 	key := s.keys(sale.ID)[keyOutbox]
 	good := map[string]string{
 		OutboxReservationID: seckill.NewReservationID(sale.ID, time.Now()),

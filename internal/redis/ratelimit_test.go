@@ -16,17 +16,14 @@ import (
 // TestRateLimiter runs the rate limiter's conformance suite, and what only
 // Redis can show, on miniredis, Redis and a Redis Cluster.
 func TestRateLimiter(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			newStore := b.start(t)
-			t.Run("Conformance", func(t *testing.T) {
-				conformance.RateLimiter(t, func(t *testing.T) seckill.RateLimiter { return newStore(t) })
-			})
-			t.Run("KeyExpiresWithItsBurst", func(t *testing.T) { t.Parallel(); testRateKeyExpires(t, newStore(t)) })
-			t.Run("NodesThatDisagree", func(t *testing.T) { t.Parallel(); testRateLimitNodesDisagree(t, newStore(t)) })
-			t.Run("KeyTooLong", func(t *testing.T) {
-				t.Parallel()
-				s := newStore(t)
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		t.Run("Conformance", func(t *testing.T) {
+			conformance.RateLimiter(t, func(t *testing.T) seckill.RateLimiter { return newStore(t) })
+		})
+		runParallel(t, newStore, []storeTest{
+			{"KeyExpiresWithItsBurst", testRateKeyExpires},
+			{"NodesThatDisagree", testRateLimitNodesDisagree},
+			{"KeyTooLong", func(t *testing.T, s *Store) {
 				limit := seckill.RateLimit{Rate: 1, Period: time.Second}
 				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes), limit); err != nil {
 					t.Errorf("key of %d bytes: %v", MaxRateKeyBytes, err)
@@ -34,9 +31,9 @@ func TestRateLimiter(t *testing.T) {
 				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes+1), limit); seckill.ErrorCode(err) != seckill.EINVALID {
 					t.Errorf("key of %d bytes: err = %v; want code %s", MaxRateKeyBytes+1, err, seckill.EINVALID)
 				}
-			})
+			}},
 		})
-	}
+	})
 }
 
 // testRateKeyExpires checks the state of a key lives no longer than it

@@ -14,8 +14,7 @@ import (
 // zero outcome where the script would go on to the limit and stock.
 func testReplays(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(3, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(3, 3))
 	first := []seckill.ReserveRequest{
 		request(sale.ID, "alice", 2, "k1"),
 		request(sale.ID, "bob:with:colons", 1, "k2"),
@@ -65,8 +64,7 @@ func testReplays(t *testing.T, s *Store) {
 // still replay, through the script and through Replays.
 func testCompactIdempotency(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 3))
 	r := request(sale.ID, "alice", 1, "k1")
 	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil {
 		t.Fatal(err)

@@ -17,27 +17,19 @@ import (
 // TestStockRestorer runs the restore and ledger suite on every backend,
 // and the checks of what restoring does to this store's keys.
 func TestStockRestorer(t *testing.T) {
-	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			newStore := b.start(t)
-			t.Run("Conformance", func(t *testing.T) {
-				conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return newStore(t) })
-			})
-			for _, tt := range []struct {
-				name string
-				test func(t *testing.T, s *Store)
-			}{
-				{"RestoredRecord", testRestoredRecord},
-				{"Inconsistent", testRestoreInconsistent},
-				{"ReservationsSorted", testReservationsSorted},
-				{"ReservationsMalformed", testReservationsMalformed},
-				{"RecordsWrittenBefore", testRecordsWrittenBefore},
-				{"RestockedChannelPerPrefix", func(t *testing.T, s *Store) { testRestockedChannelPerPrefix(t, s, newStore(t)) }},
-			} {
-				t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.test(t, newStore(t)) })
-			}
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		t.Run("Conformance", func(t *testing.T) {
+			conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return newStore(t) })
 		})
-	}
+		runParallel(t, newStore, []storeTest{
+			{"RestoredRecord", testRestoredRecord},
+			{"Inconsistent", testRestoreInconsistent},
+			{"ReservationsSorted", testReservationsSorted},
+			{"ReservationsMalformed", testReservationsMalformed},
+			{"RecordsWrittenBefore", testRecordsWrittenBefore},
+			{"RestockedChannelPerPrefix", func(t *testing.T, s *Store) { testRestockedChannelPerPrefix(t, s, newStore(t)) }},
+		})
+	})
 }
 
 func hgetall(t *testing.T, s *Store, key string) map[string]string {
@@ -69,8 +61,7 @@ func plantRecord(t *testing.T, s *Store, key, id, rec string) {
 // read, restored and released as they were, next to compact ones.
 func testRecordsWrittenBefore(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 5)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 5))
 	const user = "old:user"
 	reqs := []seckill.ReserveRequest{request(sale.ID, user, 2, ""), request(sale.ID, user, 1, ""), request(sale.ID, "new", 1, "")}
 	if res, err := s.Reserve(ctx, sale.ID, reqs); err != nil || res[2].Outcome != seckill.OutcomeReserved {
@@ -140,8 +131,7 @@ func hset(t *testing.T, s *Store, key, field, value string) {
 // goes down, and is deleted at 0.
 func testRestoredRecord(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(10, 5)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(10, 5))
 	const user = "user:with:colons"
 	a, b := request(sale.ID, user, 2, "k"), request(sale.ID, user, 1, "")
 	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{a, b}); err != nil || res[1].Outcome != seckill.OutcomeReserved {
@@ -237,8 +227,7 @@ func testRestoreInconsistent(t *testing.T, s *Store) {
 		}},
 	}
 	for _, tt := range tests {
-		sale := liveSale(10, 5)
-		mustPreheat(t, s, sale)
+		sale := mustPreheat(t, s, liveSale(10, 5))
 		r := request(sale.ID, "u1", 2, "")
 		if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("Reserve = %+v, %v", res, err)
@@ -263,8 +252,7 @@ func testRestoreInconsistent(t *testing.T, s *Store) {
 
 func testReservationsSorted(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(100, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(100, 1))
 	reqs := reserveN(t, s, sale.ID, 50)
 	got, err := s.Reservations(ctx, sale.ID)
 	if err != nil {
@@ -291,8 +279,7 @@ func testReservationsMalformed(t *testing.T, s *Store) {
 	}
 	for _, rec := range []string{"paused:1:1700000000000:u", "active:x:1700000000000:u", "active:1:-5:u", "active:1:1700000000000:", "active",
 		"0:u", "1:", "1@:u", "1@-5:u", "-x:u", "--1:u"} {
-		sale := liveSale(10, 5)
-		mustPreheat(t, s, sale)
+		sale := mustPreheat(t, s, liveSale(10, 5))
 		reserveN(t, s, sale.ID, 3)
 		id := seckill.NewReservationID(sale.ID, time.Now())
 		plantRecord(t, s, s.keys(sale.ID)[keyRes], id, rec)
@@ -302,21 +289,28 @@ func testReservationsMalformed(t *testing.T, s *Store) {
 	}
 }
 
-// testRestockedChannelPerPrefix checks that stores under different key
-// prefixes (two deployments on one Redis) do not hear each other.
-func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	heard := make(chan string, 100)
-	done := make(chan error, 1)
+// subscribeRestocked subscribes s to restock announcements until ctx ends.
+// The ids heard arrive on heard (beyond 100 unread, they are dropped); the
+// subscription's end is sent on done.
+func subscribeRestocked(ctx context.Context, s *Store) (heard chan string, done chan error) {
+	heard, done = make(chan string, 100), make(chan error, 1)
 	go func() {
-		done <- other.SubscribeRestocked(ctx, func(id string) {
+		done <- s.SubscribeRestocked(ctx, func(id string) {
 			select {
 			case heard <- id:
 			default:
 			}
 		})
 	}()
+	return heard, done
+}
+
+// testRestockedChannelPerPrefix checks that stores under different key
+// prefixes (two deployments on one Redis) do not hear each other.
+func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	heard, done := subscribeRestocked(ctx, other)
 	defer func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -353,16 +347,7 @@ func TestSubscribeRestockedReconnects(t *testing.T) {
 	saleID := servicetest.UniqueName("sale_")
 
 	ctx, cancel := context.WithCancel(context.Background())
-	heard := make(chan string, 100)
-	done := make(chan error, 1)
-	go func() {
-		done <- s.SubscribeRestocked(ctx, func(id string) {
-			select {
-			case heard <- id:
-			default:
-			}
-		})
-	}()
+	heard, done := subscribeRestocked(ctx, s)
 	announceUntilHeard := func(what string) {
 		t.Helper()
 		deadline := time.After(15 * time.Second)

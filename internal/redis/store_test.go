@@ -115,31 +115,53 @@ func wantMode(t *testing.T, s *Store, want rueidis.ClientMode) {
 	}
 }
 
-func TestStore(t *testing.T) {
+// onBackends runs test in a subtest per backend, with that backend's
+// constructor of stores.
+func onBackends(t *testing.T, test func(t *testing.T, newStore func(*testing.T) *Store)) {
+	t.Helper()
 	for _, b := range backends {
-		t.Run(b.name, func(t *testing.T) {
-			newStore := b.start(t)
-			t.Run("Conformance", func(t *testing.T) {
-				conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return newStore(t) })
-			})
-			t.Run("Outbox", func(t *testing.T) { t.Parallel(); testOutbox(t, newStore(t)) })
-			t.Run("ReservationRecord", func(t *testing.T) { t.Parallel(); testReservationRecord(t, newStore(t)) })
-			t.Run("BuyersNeverExpire", func(t *testing.T) { t.Parallel(); testBuyersNeverExpire(t, newStore(t)) })
-			t.Run("FullBatch", func(t *testing.T) { t.Parallel(); testFullBatch(t, newStore(t)) })
-			t.Run("RateChecks", func(t *testing.T) { t.Parallel(); testRateChecks(t, newStore(t)) })
-			t.Run("Replays", func(t *testing.T) { t.Parallel(); testReplays(t, newStore(t)) })
-			t.Run("CompactIdempotency", func(t *testing.T) { t.Parallel(); testCompactIdempotency(t, newStore(t)) })
-			t.Run("Archive", func(t *testing.T) { t.Parallel(); testArchive(t, newStore(t)) })
-			t.Run("Counters", func(t *testing.T) { t.Parallel(); testCounters(t, newStore(t)) })
-			t.Run("InvalidInput", func(t *testing.T) { t.Parallel(); testInvalidInput(t, newStore(t)) })
-			t.Run("Ping", func(t *testing.T) {
-				t.Parallel()
-				if err := newStore(t).Ping(context.Background()); err != nil {
+		t.Run(b.name, func(t *testing.T) { test(t, b.start(t)) })
+	}
+}
+
+// storeTest is a test of one store, by name.
+type storeTest struct {
+	name string
+	test func(t *testing.T, s *Store)
+}
+
+// runParallel runs each of tests in a parallel subtest, on a store of its
+// own from newStore.
+func runParallel(t *testing.T, newStore func(*testing.T) *Store, tests []storeTest) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) { t.Parallel(); tt.test(t, newStore(t)) })
+	}
+}
+
+func TestStore(t *testing.T) {
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		t.Run("Conformance", func(t *testing.T) {
+			conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return newStore(t) })
+		})
+		runParallel(t, newStore, []storeTest{
+			{"Outbox", testOutbox},
+			{"ReservationRecord", testReservationRecord},
+			{"BuyersNeverExpire", testBuyersNeverExpire},
+			{"FullBatch", testFullBatch},
+			{"RateChecks", testRateChecks},
+			{"Replays", testReplays},
+			{"CompactIdempotency", testCompactIdempotency},
+			{"Archive", testArchive},
+			{"Counters", testCounters},
+			{"InvalidInput", testInvalidInput},
+			{"Ping", func(t *testing.T, s *Store) {
+				if err := s.Ping(context.Background()); err != nil {
 					t.Fatalf("Ping: %v", err)
 				}
-			})
+			}},
 		})
-	}
+	})
 }
 
 func liveSale(stock, limit int64) *seckill.Sale {
@@ -153,11 +175,13 @@ func liveSale(stock, limit int64) *seckill.Sale {
 	}
 }
 
-func mustPreheat(t *testing.T, s *Store, sale *seckill.Sale) {
+// mustPreheat preheats sale and returns it.
+func mustPreheat(t *testing.T, s *Store, sale *seckill.Sale) *seckill.Sale {
 	t.Helper()
 	if _, err := s.Preheat(context.Background(), sale); err != nil {
 		t.Fatalf("Preheat: %v", err)
 	}
+	return sale
 }
 
 func request(saleID, user string, qty int64, key string) seckill.ReserveRequest {
@@ -168,8 +192,7 @@ func request(saleID, user string, qty int64, key string) seckill.ReserveRequest 
 // outbox with its id, user, qty and time.
 func testOutbox(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(5, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(5, 3))
 	before := time.Now().Add(-time.Second).UnixMilli()
 	reqs := []seckill.ReserveRequest{
 		request(sale.ID, "alice", 2, "k"),
@@ -226,8 +249,7 @@ func testOutbox(t *testing.T, s *Store) {
 
 func testReservationRecord(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(5, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(5, 3))
 	reqs := []seckill.ReserveRequest{
 		request(sale.ID, "user:with:colons", 2, "k"),
 		request(sale.ID, "u2", 4, ""), // rejected: no record
@@ -250,8 +272,7 @@ func testReservationRecord(t *testing.T, s *Store) {
 // while the sale lives, no key of it may carry a TTL.
 func testBuyersNeverExpire(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(5, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(5, 3))
 	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")}); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
@@ -271,8 +292,7 @@ func testBuyersNeverExpire(t *testing.T, s *Store) {
 // script's table unpacking to its limit.
 func testFullBatch(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(MaxBatch, 1)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(MaxBatch, 1))
 	reqs := make([]seckill.ReserveRequest, MaxBatch)
 	for i := range reqs {
 		reqs[i] = request(sale.ID, "u"+strconv.Itoa(i), 1, "k")
@@ -302,8 +322,7 @@ func testFullBatch(t *testing.T, s *Store) {
 // of requests with and without checks share a batch.
 func testRateChecks(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit))
 	perMin := seckill.RateLimit{Rate: 20, Period: time.Minute}
 	loose := seckill.RateLimit{Rate: 1_000_000, Period: time.Second}
 	ip := "ip:" + servicetest.UniqueName("198.51.100.")
@@ -365,8 +384,7 @@ func testRateChecks(t *testing.T, s *Store) {
 
 func testInvalidInput(t *testing.T, s *Store) {
 	ctx := context.Background()
-	sale := liveSale(5, 3)
-	mustPreheat(t, s, sale)
+	sale := mustPreheat(t, s, liveSale(5, 3))
 	good := request(sale.ID, "u1", 1, "")
 	tests := []struct {
 		name   string
@@ -414,8 +432,7 @@ func TestClusterSpreadsSales(t *testing.T) {
 	s := connect(t, c.URL())
 	ctx := context.Background()
 	for range 30 {
-		sale := liveSale(5, 1)
-		mustPreheat(t, s, sale)
+		sale := mustPreheat(t, s, liveSale(5, 1))
 		res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")})
 		if err != nil || res[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("Reserve = %+v, %v", res, err)

@@ -7,16 +7,22 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
+// placeOrders places n orders of sale tea, each with its reservation
+// active in the stock store, and returns their reservation ids.
+func placeOrders(store *fakeStore, stock *fakeStock, c *clock, n int) []string {
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = seckill.NewReservationID("tea", c.t)
+		store.orders[ids[i]], stock.active[ids[i]] = seckill.OrderPlaced, true
+	}
+	return ids
+}
+
 // TestRestoreAll: a batch answers each reservation as Restore would, with
 // one database call, one Redis call and one announcement for the batch.
 func TestRestoreAll(t *testing.T) {
 	svc, store, stock, c, _ := setup(t)
-	var ids []string
-	for range 3 {
-		id := seckill.NewReservationID("tea", c.t)
-		store.orders[id], stock.active[id] = seckill.OrderPlaced, true
-		ids = append(ids, id)
-	}
+	ids := placeOrders(store, stock, c, 3)
 	paid := seckill.NewReservationID("tea", c.t)
 	store.orders[paid], stock.active[paid] = seckill.OrderPaid, true
 	noOrder := seckill.NewReservationID("tea", c.t)
@@ -51,12 +57,7 @@ func TestRestoreAll(t *testing.T) {
 // loop finishes them in one batch once Redis is back.
 func TestRestoreAllRedisDown(t *testing.T) {
 	svc, store, stock, c, _ := setup(t)
-	var ids []string
-	for range 4 {
-		id := seckill.NewReservationID("tea", c.t)
-		store.orders[id], stock.active[id] = seckill.OrderPlaced, true
-		ids = append(ids, id)
-	}
+	ids := placeOrders(store, stock, c, 4)
 	stock.down = true
 	for i, o := range svc.RestoreAll(context.Background(), "tea", ids, "payment timeout") {
 		if o.Result != seckill.Restored || o.Err != nil {

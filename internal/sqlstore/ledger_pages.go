@@ -95,36 +95,36 @@ func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string,
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	if parts&seckill.LedgerOrders != 0 {
-		err = st.eachRowIn(ctx, tx, st.rq.ordersIn, ids, func(rows *sql.Rows) error {
-			o, err := scanOrder(rows)
-			if err == nil && o.SaleID == saleID {
-				l.Orders = append(l.Orders, o)
-			}
-			return err
-		})
+		l.Orders, err = saleRowsIn(ctx, st, tx, st.rq.ordersIn, ids, saleID, scanOrder,
+			func(o *seckill.Order) string { return o.SaleID })
 	}
 	if err == nil && parts&seckill.LedgerFailed != 0 {
-		err = st.eachRowIn(ctx, tx, `SELECT `+failedOrderSelect+` FROM failed_orders WHERE reservation_id IN `, ids, func(rows *sql.Rows) error {
-			f, err := scanFailedOrder(rows)
-			if err == nil && f.SaleID == saleID {
-				l.Failed = append(l.Failed, f)
-			}
-			return err
-		})
+		l.Failed, err = saleRowsIn(ctx, st, tx, `SELECT `+failedOrderSelect+` FROM failed_orders WHERE reservation_id IN `, ids, saleID, scanFailedOrder,
+			func(f *seckill.FailedOrder) string { return f.SaleID })
 	}
 	if err == nil && parts&seckill.LedgerRestores != 0 {
-		err = st.eachRowIn(ctx, tx, `SELECT `+restoreColumns+` FROM restore_requests WHERE reservation_id IN `, ids, func(rows *sql.Rows) error {
-			q, err := scanRestoreRequest(rows)
-			if err == nil && q.SaleID == saleID {
-				l.Restores = append(l.Restores, q)
-			}
-			return err
-		})
+		l.Restores, err = saleRowsIn(ctx, st, tx, `SELECT `+restoreColumns+` FROM restore_requests WHERE reservation_id IN `, ids, saleID, scanRestoreRequest,
+			func(q *seckill.RestoreRequest) string { return q.SaleID })
 	}
 	if err != nil {
 		return nil, fmt.Errorf("ledger of %d reservations of sale %s: %w", len(ids), saleID, st.db.classify(err))
 	}
 	return l, nil
+}
+
+// saleRowsIn reads the rows that head (a SELECT … WHERE reservation_id IN)
+// finds for ids, keeping those of sale saleID.
+func saleRowsIn[T any](ctx context.Context, st *OrderStore, tx *sql.Tx, head string, ids []string, saleID string,
+	scan func(interface{ Scan(...any) error }) (*T, error), saleOf func(*T) string) ([]*T, error) {
+	var out []*T
+	err := st.eachRowIn(ctx, tx, head, ids, func(rows *sql.Rows) error {
+		r, err := scan(rows)
+		if err == nil && saleOf(r) == saleID {
+			out = append(out, r)
+		}
+		return err
+	})
+	return out, err
 }
 
 // LedgerTotals reads the sale and what its ledger adds up to, in one

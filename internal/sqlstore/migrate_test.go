@@ -52,6 +52,20 @@ func schemaSnapshot(t *testing.T, db *DB) []string {
 	return out
 }
 
+// wantIndexes checks, on every dialect, that the migrated schema has each
+// of indexes.
+func wantIndexes(t *testing.T, indexes ...string) {
+	t.Helper()
+	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
+		schema := strings.Join(schemaSnapshot(t, db), "\n")
+		for _, idx := range indexes {
+			if !strings.Contains(schema, idx) {
+				t.Errorf("schema has no %s", idx)
+			}
+		}
+	})
+}
+
 // appliedVersions lists schema_migrations, checking each row's name.
 func appliedVersions(t *testing.T, db *DB) []int64 {
 	t.Helper()

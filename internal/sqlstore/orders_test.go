@@ -18,15 +18,12 @@ import (
 // TestOrderStore runs the conformance suite on one database per dialect,
 // shared by its subtests, as the suite allows.
 func TestOrderStore(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			sales, orders := NewSaleStore(db), NewOrderStore(db)
-			conformance.OrderStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore) {
-				return sales, orders
-			})
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		sales := NewSaleStore(db)
+		conformance.OrderStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore) {
+			return sales, st
 		})
-	}
+	})
 }
 
 // createSale creates a sale of stock units at 100 cents each.
@@ -78,6 +75,17 @@ func events(saleID string, qtys ...int64) []seckill.ReservationEvent {
 	return evs
 }
 
+// persist persists evs of a sale, due to be paid within a minute, failing
+// the test on an error.
+func persist(t *testing.T, st *OrderStore, saleID string, evs []seckill.ReservationEvent) []seckill.PersistOutcome {
+	t.Helper()
+	out, err := st.PersistReservations(t.Context(), saleID, evs, time.Now(), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func outcomesString(out []seckill.PersistOutcome) string {
 	names := map[seckill.PersistOutcome]string{seckill.PersistCreated: "created", seckill.PersistDuplicate: "duplicate", seckill.PersistRejected: "rejected"}
 	var s []string
@@ -91,43 +99,32 @@ func outcomesString(out []seckill.PersistOutcome) string {
 // cannot see: stock taken exactly, one version bump per writing call, none
 // for a call of duplicates only, and rejected events in failed_orders.
 func TestPersistTakesStock(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			createSale(t, db, "tea", 5)
-			evs := events("tea", 2, 2, 2, 1)
-			out, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, want := outcomesString(out), "created created rejected created"; got != want {
-				t.Errorf("outcomes %q, want %q", got, want)
-			}
-			wantSale(t, db, "tea", 0, 2)
-			if n := countRows(t, db, "orders", "tea"); n != 3 {
-				t.Errorf("%d orders, want 3", n)
-			}
-			if n := countRows(t, db, "failed_orders", "tea"); n != 1 {
-				t.Errorf("%d failed orders, want 1", n)
-			}
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		createSale(t, db, "tea", 5)
+		evs := events("tea", 2, 2, 2, 1)
+		out := persist(t, st, "tea", evs)
+		if got, want := outcomesString(out), "created created rejected created"; got != want {
+			t.Errorf("outcomes %q, want %q", got, want)
+		}
+		wantSale(t, db, "tea", 0, 2)
+		if n := countRows(t, db, "orders", "tea"); n != 3 {
+			t.Errorf("%d orders, want 3", n)
+		}
+		if n := countRows(t, db, "failed_orders", "tea"); n != 1 {
+			t.Errorf("%d failed orders, want 1", n)
+		}
 
-			// Redelivered: nothing written, not even a version bump.
-			if _, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			wantSale(t, db, "tea", 0, 2)
-			// All rejected: stock untouched, but the read it rested on is
-			// checked by a version bump.
-			if _, err := st.PersistReservations(t.Context(), "tea", events("tea", 1), time.Now(), time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			wantSale(t, db, "tea", 0, 3)
-			if n := countRows(t, db, "failed_orders", "tea"); n != 2 {
-				t.Errorf("%d failed orders, want 2", n)
-			}
-		})
-	}
+		// Redelivered: nothing written, not even a version bump.
+		persist(t, st, "tea", evs)
+		wantSale(t, db, "tea", 0, 2)
+		// All rejected: stock untouched, but the read it rested on is
+		// checked by a version bump.
+		persist(t, st, "tea", events("tea", 1))
+		wantSale(t, db, "tea", 0, 3)
+		if n := countRows(t, db, "failed_orders", "tea"); n != 2 {
+			t.Errorf("%d failed orders, want 2", n)
+		}
+	})
 }
 
 // TestPersistRetriesVersionConflict: a writer that commits between a
@@ -135,75 +132,64 @@ func TestPersistTakesStock(t *testing.T) {
 // over in a new transaction, sees the new stock, and succeeds. SQLite is
 // left out: with one writer at a time its reads cannot go stale.
 func TestPersistRetriesVersionConflict(t *testing.T) {
-	for _, d := range dialects[1:] {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			createSale(t, db, "tea", 3)
-			other := NewOrderStore(db)
-			var attempts []int
-			st.beforeTakeStock = func(attempt int) {
-				attempts = append(attempts, attempt)
-				if attempt == 1 {
-					// A competing writer takes 2 of the 3 units meanwhile.
-					out, err := other.PersistReservations(t.Context(), "tea", events("tea", 2), time.Now(), time.Minute)
-					if err != nil || out[0] != seckill.PersistCreated {
-						t.Errorf("competing writer: %v, %v", out, err)
-					}
+	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
+		createSale(t, db, "tea", 3)
+		other := NewOrderStore(db)
+		var attempts []int
+		st.beforeTakeStock = func(attempt int) {
+			attempts = append(attempts, attempt)
+			if attempt == 1 {
+				// A competing writer takes 2 of the 3 units meanwhile.
+				out, err := other.PersistReservations(t.Context(), "tea", events("tea", 2), time.Now(), time.Minute)
+				if err != nil || out[0] != seckill.PersistCreated {
+					t.Errorf("competing writer: %v, %v", out, err)
 				}
 			}
-			out, err := st.PersistReservations(t.Context(), "tea", events("tea", 1, 1), time.Now(), time.Minute)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got, want := outcomesString(out), "created rejected"; got != want {
-				t.Errorf("outcomes %q, want %q (decided on the stock left after the competitor)", got, want)
-			}
-			if fmt.Sprint(attempts) != "[1 2]" {
-				t.Errorf("attempts %v, want [1 2]", attempts)
-			}
-			if got := st.Conflicts(); got != 1 {
-				t.Errorf("Conflicts() = %d, want 1 (the first attempt rolled back)", got)
-			}
-			if got := other.Conflicts(); got != 0 {
-				t.Errorf("the competitor's Conflicts() = %d, want 0", got)
-			}
-			wantSale(t, db, "tea", 0, 3)
-		})
-	}
+		}
+		out := persist(t, st, "tea", events("tea", 1, 1))
+		if got, want := outcomesString(out), "created rejected"; got != want {
+			t.Errorf("outcomes %q, want %q (decided on the stock left after the competitor)", got, want)
+		}
+		if fmt.Sprint(attempts) != "[1 2]" {
+			t.Errorf("attempts %v, want [1 2]", attempts)
+		}
+		if got := st.Conflicts(); got != 1 {
+			t.Errorf("Conflicts() = %d, want 1 (the first attempt rolled back)", got)
+		}
+		if got := other.Conflicts(); got != 0 {
+			t.Errorf("the competitor's Conflicts() = %d, want 0", got)
+		}
+		wantSale(t, db, "tea", 0, 3)
+	})
 }
 
 // TestPersistGivesUp: a call that loses every round returns an error
 // after its attempts, having written nothing.
 func TestPersistGivesUp(t *testing.T) {
-	for _, d := range dialects[1:] {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			st.maxAttempts, st.maxBackoff = 3, time.Millisecond
-			createSale(t, db, "tea", 3)
-			q := orderQueriesOf(db.dialect)
-			var calls atomic.Int32
-			st.beforeTakeStock = func(int) {
-				calls.Add(1)
-				if _, err := db.write.ExecContext(t.Context(), `UPDATE sales SET version = version + 1 WHERE id = `+q.bind(1), "tea"); err != nil {
-					t.Error(err)
-				}
+	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
+		st.maxAttempts, st.maxBackoff = 3, time.Millisecond
+		createSale(t, db, "tea", 3)
+		q := orderQueriesOf(db.dialect)
+		var calls atomic.Int32
+		st.beforeTakeStock = func(int) {
+			calls.Add(1)
+			if _, err := db.write.ExecContext(t.Context(), `UPDATE sales SET version = version + 1 WHERE id = `+q.bind(1), "tea"); err != nil {
+				t.Error(err)
 			}
-			evs := events("tea", 1)
-			_, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
-			if !errors.Is(err, errConflict) {
-				t.Fatalf("PersistReservations = %v, want a conflict", err)
-			}
-			if calls.Load() != 3 {
-				t.Errorf("%d attempts, want 3", calls.Load())
-			}
-			wantSale(t, db, "tea", 3, 4)
-			if _, err := st.Order(t.Context(), evs[0].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
-				t.Errorf("Order after giving up = %v, want ErrNotFound", err)
-			}
-		})
-	}
+		}
+		evs := events("tea", 1)
+		_, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
+		if !errors.Is(err, errConflict) {
+			t.Fatalf("PersistReservations = %v, want a conflict", err)
+		}
+		if calls.Load() != 3 {
+			t.Errorf("%d attempts, want 3", calls.Load())
+		}
+		wantSale(t, db, "tea", 3, 4)
+		if _, err := st.Order(t.Context(), evs[0].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
+			t.Errorf("Order after giving up = %v, want ErrNotFound", err)
+		}
+	})
 }
 
 // TestPersistRetriesUniqueViolation: rows for the same reservations
@@ -211,105 +197,91 @@ func TestPersistGivesUp(t *testing.T) {
 // make the inserts fail on the unique key; the call starts over and then
 // counts them as duplicates.
 func TestPersistRetriesUniqueViolation(t *testing.T) {
-	for _, d := range dialects[1:] {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			createSale(t, db, "tea", 1)
-			evs := events("tea", 1, 1, 1) // created, rejected, created-by-other
-			q := orderQueriesOf(db.dialect)
-			st.beforeTakeStock = func(attempt int) {
-				if attempt != 1 {
-					return
-				}
-				// A dead letter of evs[1] recorded meanwhile, and an order
-				// of evs[2] inserted behind the store's back.
-				if err := NewOrderStore(db).RecordFailedOrder(t.Context(), &seckill.FailedOrder{
-					ReservationID: evs[1].ReservationID, SaleID: "tea", Reason: "dead letter", Attempts: 5,
-				}); err != nil {
-					t.Error(err)
-				}
-				_, err := db.write.ExecContext(t.Context(), q.insertOrders+q.tuples(1, orderInsertWidth),
-					seckill.OrderIDOf(evs[2].ReservationID), evs[2].ReservationID, "tea", "u2", 1, 100, "ordered", 0, 0, 0, 0)
-				if err != nil {
-					t.Error(err)
-				}
+	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
+		createSale(t, db, "tea", 1)
+		evs := events("tea", 1, 1, 1) // created, rejected, created-by-other
+		q := orderQueriesOf(db.dialect)
+		st.beforeTakeStock = func(attempt int) {
+			if attempt != 1 {
+				return
 			}
-			out, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
+			// A dead letter of evs[1] recorded meanwhile, and an order
+			// of evs[2] inserted behind the store's back.
+			if err := NewOrderStore(db).RecordFailedOrder(t.Context(), &seckill.FailedOrder{
+				ReservationID: evs[1].ReservationID, SaleID: "tea", Reason: "dead letter", Attempts: 5,
+			}); err != nil {
+				t.Error(err)
+			}
+			_, err := db.write.ExecContext(t.Context(), q.insertOrders+q.tuples(1, orderInsertWidth),
+				seckill.OrderIDOf(evs[2].ReservationID), evs[2].ReservationID, "tea", "u2", 1, 100, "ordered", 0, 0, 0, 0)
 			if err != nil {
-				t.Fatal(err)
+				t.Error(err)
 			}
-			if got, want := outcomesString(out), "created duplicate duplicate"; got != want {
-				t.Errorf("outcomes %q, want %q", got, want)
-			}
-			// Version 1, +1 by the dead letter (which fails the store's
-			// optimistic update), +1 by the order taken on the retry.
-			wantSale(t, db, "tea", 0, 3)
-			if f, err := st.FailedOrder(t.Context(), evs[1].ReservationID); err != nil || f.Reason != "dead letter" {
-				t.Errorf("failed order of evs[1] = %+v, %v; want the dead letter's", f, err)
-			}
-		})
-	}
+		}
+		out := persist(t, st, "tea", evs)
+		if got, want := outcomesString(out), "created duplicate duplicate"; got != want {
+			t.Errorf("outcomes %q, want %q", got, want)
+		}
+		// Version 1, +1 by the dead letter (which fails the store's
+		// optimistic update), +1 by the order taken on the retry.
+		wantSale(t, db, "tea", 0, 3)
+		if f, err := st.FailedOrder(t.Context(), evs[1].ReservationID); err != nil || f.Reason != "dead letter" {
+			t.Errorf("failed order of evs[1] = %+v, %v; want the dead letter's", f, err)
+		}
+	})
 }
 
 // TestPersistInvalidEvents: events the writer should never send. Bad user
 // ids and quantities are rejected into failed_orders (their text made
 // storable); events of another sale fail the call, writing nothing.
 func TestPersistInvalidEvents(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			ctx := t.Context()
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			createSale(t, db, "tea", 100)
-			evs := events("tea", 0, -5, seckill.MaxPurchaseLimit+1, 1, 1, 1)
-			evs[3].UserID = ""
-			evs[4].UserID = "bad\x00\xff" + strings.Repeat("長", 200)
-			out, err := st.PersistReservations(ctx, "tea", evs, time.Now(), time.Minute)
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		ctx := t.Context()
+		createSale(t, db, "tea", 100)
+		evs := events("tea", 0, -5, seckill.MaxPurchaseLimit+1, 1, 1, 1)
+		evs[3].UserID = ""
+		evs[4].UserID = "bad\x00\xff" + strings.Repeat("長", 200)
+		out := persist(t, st, "tea", evs)
+		if got, want := outcomesString(out), "rejected rejected rejected rejected rejected created"; got != want {
+			t.Errorf("outcomes %q, want %q", got, want)
+		}
+		wantSale(t, db, "tea", 99, 2)
+		for _, e := range evs[:5] {
+			f, err := st.FailedOrder(ctx, e.ReservationID)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got, want := outcomesString(out), "rejected rejected rejected rejected rejected created"; got != want {
-				t.Errorf("outcomes %q, want %q", got, want)
+			if !strings.HasPrefix(f.Reason, "invalid reservation event") || f.Qty != e.Qty {
+				t.Errorf("failed order = %+v, want reason 'invalid reservation event…', qty %d", f, e.Qty)
 			}
-			wantSale(t, db, "tea", 99, 2)
-			for _, e := range evs[:5] {
-				f, err := st.FailedOrder(ctx, e.ReservationID)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !strings.HasPrefix(f.Reason, "invalid reservation event") || f.Qty != e.Qty {
-					t.Errorf("failed order = %+v, want reason 'invalid reservation event…', qty %d", f, e.Qty)
-				}
-				if !utf8.ValidString(f.UserID) || len(f.UserID) > maxFailedTextBytes || strings.ContainsRune(f.UserID, 0) {
-					t.Errorf("stored user id %q is not storable text", f.UserID)
-				}
+			if !utf8.ValidString(f.UserID) || len(f.UserID) > maxFailedTextBytes || strings.ContainsRune(f.UserID, 0) {
+				t.Errorf("stored user id %q is not storable text", f.UserID)
 			}
+		}
 
-			for name, mutate := range map[string]func(*seckill.ReservationEvent){
-				"other sale's reservation": func(e *seckill.ReservationEvent) { e.ReservationID = seckill.NewReservationID("coffee", time.Now()) },
-				"other sale id":            func(e *seckill.ReservationEvent) { e.SaleID = "coffee" },
-				"malformed reservation id": func(e *seckill.ReservationEvent) { e.ReservationID = "tea.nope" },
-			} {
-				bad := events("tea", 1, 1)
-				mutate(&bad[1])
-				_, err := st.PersistReservations(ctx, "tea", bad, time.Now(), time.Minute)
-				if code := seckill.ErrorCode(err); code != seckill.EINVALID {
-					t.Errorf("%s: PersistReservations = %v, want EINVALID", name, err)
-				}
-				if _, err := st.Order(ctx, bad[0].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
-					t.Errorf("%s: the good event was persisted: %v", name, err)
-				}
+		for name, mutate := range map[string]func(*seckill.ReservationEvent){
+			"other sale's reservation": func(e *seckill.ReservationEvent) { e.ReservationID = seckill.NewReservationID("coffee", time.Now()) },
+			"other sale id":            func(e *seckill.ReservationEvent) { e.SaleID = "coffee" },
+			"malformed reservation id": func(e *seckill.ReservationEvent) { e.ReservationID = "tea.nope" },
+		} {
+			bad := events("tea", 1, 1)
+			mutate(&bad[1])
+			_, err := st.PersistReservations(ctx, "tea", bad, time.Now(), time.Minute)
+			if code := seckill.ErrorCode(err); code != seckill.EINVALID {
+				t.Errorf("%s: PersistReservations = %v, want EINVALID", name, err)
 			}
-			if _, err := st.PersistReservations(ctx, "tea", events("tea", 1), time.Now(), 0); seckill.ErrorCode(err) != seckill.EINVALID {
-				t.Errorf("PersistReservations(pay timeout 0) = %v, want EINVALID", err)
+			if _, err := st.Order(ctx, bad[0].ReservationID); !errors.Is(err, seckill.ErrNotFound) {
+				t.Errorf("%s: the good event was persisted: %v", name, err)
 			}
-			if _, err := st.PersistReservations(ctx, "no such sale", nil, time.Now(), time.Minute); !errors.Is(err, seckill.ErrNotFound) {
-				t.Errorf("PersistReservations(malformed sale id) = %v, want ErrNotFound", err)
-			}
-			wantSale(t, db, "tea", 99, 2)
-		})
-	}
+		}
+		if _, err := st.PersistReservations(ctx, "tea", events("tea", 1), time.Now(), 0); seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Errorf("PersistReservations(pay timeout 0) = %v, want EINVALID", err)
+		}
+		if _, err := st.PersistReservations(ctx, "no such sale", nil, time.Now(), time.Minute); !errors.Is(err, seckill.ErrNotFound) {
+			t.Errorf("PersistReservations(malformed sale id) = %v, want ErrNotFound", err)
+		}
+		wantSale(t, db, "tea", 99, 2)
+	})
 }
 
 // TestFailedOrderText: a failed order is never refused over its text:
@@ -317,70 +289,60 @@ func TestPersistInvalidEvents(t *testing.T) {
 // Keys are compared byte for byte ("x" and "x " are two reservations, even
 // under MySQL's padding collations); unkeyable ids are EINVALID.
 func TestFailedOrderText(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			ctx := t.Context()
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			f := &seckill.FailedOrder{
-				ReservationID: "x",
-				SaleID:        strings.Repeat("s", 300),
-				UserID:        "u\x00\xfe",
-				Reason:        strings.Repeat("茶", 1000) + "\xff",
-				Payload:       []byte("\x00\xff"),
+	onDialects(t, dialects, func(t *testing.T, _ *DB, st *OrderStore) {
+		ctx := t.Context()
+		f := &seckill.FailedOrder{
+			ReservationID: "x",
+			SaleID:        strings.Repeat("s", 300),
+			UserID:        "u\x00\xfe",
+			Reason:        strings.Repeat("茶", 1000) + "\xff",
+			Payload:       []byte("\x00\xff"),
+		}
+		if err := st.RecordFailedOrder(ctx, f); err != nil {
+			t.Fatal(err)
+		}
+		got, err := st.FailedOrder(ctx, "x")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.Repeat("茶", maxReasonBytes/3); got.Reason != want {
+			t.Errorf("reason of %d bytes stored as %d bytes, want cut to %d", len(f.Reason), len(got.Reason), len(want))
+		}
+		if got.SaleID != strings.Repeat("s", maxFailedTextBytes) || got.UserID != "u\uFFFD\uFFFD" {
+			t.Errorf("stored sale id %d bytes, user id %q", len(got.SaleID), got.UserID)
+		}
+		if string(got.Payload) != "\x00\xff" {
+			t.Errorf("payload %q, want it byte for byte", got.Payload)
+		}
+		if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: "x ", Reason: "r"}); err != nil {
+			t.Errorf("RecordFailedOrder(%q) after %q: %v", "x ", "x", err)
+		}
+		if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: "x", Reason: "r"}); !errors.Is(err, seckill.ErrDuplicate) {
+			t.Errorf("second RecordFailedOrder(x) = %v, want ErrDuplicate", err)
+		}
+		for _, id := range []string{"", strings.Repeat("r", 256), "\xff", "a\x00"} {
+			if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: id, Reason: "r"}); seckill.ErrorCode(err) != seckill.EINVALID {
+				t.Errorf("RecordFailedOrder(%q) = %v, want EINVALID", id, err)
 			}
-			if err := st.RecordFailedOrder(ctx, f); err != nil {
-				t.Fatal(err)
-			}
-			got, err := st.FailedOrder(ctx, "x")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := strings.Repeat("茶", maxReasonBytes/3); got.Reason != want {
-				t.Errorf("reason of %d bytes stored as %d bytes, want cut to %d", len(f.Reason), len(got.Reason), len(want))
-			}
-			if got.SaleID != strings.Repeat("s", maxFailedTextBytes) || got.UserID != "u\uFFFD\uFFFD" {
-				t.Errorf("stored sale id %d bytes, user id %q", len(got.SaleID), got.UserID)
-			}
-			if string(got.Payload) != "\x00\xff" {
-				t.Errorf("payload %q, want it byte for byte", got.Payload)
-			}
-			if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: "x ", Reason: "r"}); err != nil {
-				t.Errorf("RecordFailedOrder(%q) after %q: %v", "x ", "x", err)
-			}
-			if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: "x", Reason: "r"}); !errors.Is(err, seckill.ErrDuplicate) {
-				t.Errorf("second RecordFailedOrder(x) = %v, want ErrDuplicate", err)
-			}
-			for _, id := range []string{"", strings.Repeat("r", 256), "\xff", "a\x00"} {
-				if err := st.RecordFailedOrder(ctx, &seckill.FailedOrder{ReservationID: id, Reason: "r"}); seckill.ErrorCode(err) != seckill.EINVALID {
-					t.Errorf("RecordFailedOrder(%q) = %v, want EINVALID", id, err)
-				}
-			}
-		})
-	}
+		}
+	})
 }
 
 // TestCancelReasonText: cancel reasons are cut and cleaned like failure
 // reasons.
 func TestCancelReasonText(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			createSale(t, db, "tea", 1)
-			evs := events("tea", 1)
-			if _, err := st.PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			o, changed, err := st.CancelOrder(t.Context(), evs[0].ReservationID, "a\x00"+strings.Repeat("b", 3000), time.Now())
-			if err != nil || !changed {
-				t.Fatalf("CancelOrder = %v, %v", changed, err)
-			}
-			if want := "a\uFFFD" + strings.Repeat("b", maxReasonBytes-4); o.CancelReason != want {
-				t.Errorf("cancel reason stored as %q…, %d bytes; want %d", o.CancelReason[:8], len(o.CancelReason), len(want))
-			}
-		})
-	}
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		createSale(t, db, "tea", 1)
+		evs := events("tea", 1)
+		persist(t, st, "tea", evs)
+		o, changed, err := st.CancelOrder(t.Context(), evs[0].ReservationID, "a\x00"+strings.Repeat("b", 3000), time.Now())
+		if err != nil || !changed {
+			t.Fatalf("CancelOrder = %v, %v", changed, err)
+		}
+		if want := "a\uFFFD" + strings.Repeat("b", maxReasonBytes-4); o.CancelReason != want {
+			t.Errorf("cancel reason stored as %q…, %d bytes; want %d", o.CancelReason[:8], len(o.CancelReason), len(want))
+		}
+	})
 }
 
 func TestListLimits(t *testing.T) {
@@ -458,16 +420,7 @@ func TestSQLitePersistTwoHandles(t *testing.T) {
 
 // TestOrderSchema: the order tables have the indexes their queries need.
 func TestOrderSchema(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			schema := strings.Join(schemaSnapshot(t, openMigrated(t, d.url)), "\n")
-			for _, idx := range []string{"orders_status_pay_by_idx", "orders_sale_user_idx", "failed_orders_created_idx", "failed_orders_sale_id_idx"} {
-				if !strings.Contains(schema, idx) {
-					t.Errorf("schema has no %s", idx)
-				}
-			}
-		})
-	}
+	wantIndexes(t, "orders_status_pay_by_idx", "orders_sale_user_idx", "failed_orders_created_idx", "failed_orders_sale_id_idx")
 }
 
 // TestHeldByUsesIndex: the per-buyer read of every batch seeks the buyers'
@@ -505,15 +458,11 @@ func TestStorableText(t *testing.T) {
 }
 
 func TestFailedOrderResolver(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			orders := NewOrderStore(db)
-			conformance.FailedOrderResolver(t, func(*testing.T) conformance.ResolverStores {
-				return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: orders, Restores: orders, Resolver: orders}
-			})
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		conformance.FailedOrderResolver(t, func(*testing.T) conformance.ResolverStores {
+			return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: st, Restores: st, Resolver: st}
 		})
-	}
+	})
 }
 
 // TestPersistPreparesOnce: the writer's statements are prepared once, and
@@ -521,39 +470,35 @@ func TestFailedOrderResolver(t *testing.T) {
 // of power-of-two rows, IN lists padded to a power of two), each batch's
 // orders landing intact.
 func TestPersistPreparesOnce(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			st := NewOrderStore(db)
-			createSale(t, db, "prep", 100_000)
-			want := len(st.writerQueries())
-			total := 0
-			for n := 1; n <= 300; n += 37 {
-				qtys := make([]int64, n)
-				for i := range qtys {
-					qtys[i] = 1
-				}
-				out, err := st.PersistReservations(t.Context(), "prep", events("prep", qtys...), time.Now(), time.Minute)
-				if err != nil {
-					t.Fatalf("batch of %d: %v", n, err)
-				}
-				for i, o := range out {
-					if o != seckill.PersistCreated {
-						t.Fatalf("batch of %d: event %d %v", n, i, o)
-					}
-				}
-				total += n
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		createSale(t, db, "prep", 100_000)
+		want := len(st.writerQueries())
+		total := 0
+		for n := 1; n <= 300; n += 37 {
+			qtys := make([]int64, n)
+			for i := range qtys {
+				qtys[i] = 1
 			}
-			if got := countRows(t, db, "orders", "prep"); got != total {
-				t.Errorf("%d orders; want %d", got, total)
+			out, err := st.PersistReservations(t.Context(), "prep", events("prep", qtys...), time.Now(), time.Minute)
+			if err != nil {
+				t.Fatalf("batch of %d: %v", n, err)
 			}
-			texts := 0
-			st.stmts.Range(func(any, any) bool { texts++; return true })
-			if texts != want {
-				t.Errorf("%d prepared statements after batches of 1 to 300; want the %d prepared up front, no more", texts, want)
+			for i, o := range out {
+				if o != seckill.PersistCreated {
+					t.Fatalf("batch of %d: event %d %v", n, i, o)
+				}
 			}
-		})
-	}
+			total += n
+		}
+		if got := countRows(t, db, "orders", "prep"); got != total {
+			t.Errorf("%d orders; want %d", got, total)
+		}
+		texts := 0
+		st.stmts.Range(func(any, any) bool { texts++; return true })
+		if texts != want {
+			t.Errorf("%d prepared statements after batches of 1 to 300; want the %d prepared up front, no more", texts, want)
+		}
+	})
 }
 
 // TestInsertRunsArePrepared: every run a batch of new orders is cut into

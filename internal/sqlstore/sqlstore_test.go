@@ -22,11 +22,14 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// dialects lists every dialect with the way to get a fresh database of it.
-var dialects = []struct {
+// testDialect is a dialect with the way to get a fresh database of it.
+type testDialect struct {
 	name string
 	url  func(testing.TB) string
-}{
+}
+
+// dialects lists every dialect; dialects[1:] are the ones with a server.
+var dialects = []testDialect{
 	{"sqlite", sqltest.SQLite},
 	{"mysql", sqltest.MySQL},
 	{"postgres", sqltest.Postgres},
@@ -55,6 +58,18 @@ func openMigrated(t *testing.T, url func(testing.TB) string) *DB {
 		t.Fatalf("Migrate: %v", err)
 	}
 	return db
+}
+
+// onDialects runs test in a subtest per dialect of ds, each on a fresh
+// migrated database with an order store on it.
+func onDialects(t *testing.T, ds []testDialect, test func(t *testing.T, db *DB, st *OrderStore)) {
+	t.Helper()
+	for _, d := range ds {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			test(t, db, NewOrderStore(db))
+		})
+	}
 }
 
 func TestSaleStore(t *testing.T) {
@@ -112,29 +127,19 @@ func TestCreateSaleClock(t *testing.T) {
 // TestStockNeverNegative: the schema itself refuses to take stock below
 // zero or above what was put on sale, whatever the code above it does.
 func TestStockNeverNegative(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			s := &seckill.Sale{ID: "tea", Name: "tea", Stock: 2, PurchaseLimit: 1,
-				StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
-			if err := NewSaleStore(db).CreateSale(t.Context(), s); err != nil {
-				t.Fatal(err)
+	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
+		createSale(t, db, "tea", 2)
+		where := " WHERE id = " + orderQueriesOf(db.dialect).bind(1)
+		for _, set := range []string{"stock = stock - 3", "stock = stock + 1"} {
+			_, err := db.write.ExecContext(t.Context(), "UPDATE sales SET "+set+where, "tea")
+			if err == nil {
+				t.Errorf("UPDATE sales SET %s succeeded on a sale of 2, want a check violation", set)
 			}
-			ph := "?"
-			if d.name == "postgres" {
-				ph = "$1"
-			}
-			for _, set := range []string{"stock = stock - 3", "stock = stock + 1"} {
-				_, err := db.write.ExecContext(t.Context(), "UPDATE sales SET "+set+" WHERE id = "+ph, "tea")
-				if err == nil {
-					t.Errorf("UPDATE sales SET %s succeeded on a sale of 2, want a check violation", set)
-				}
-			}
-			if _, err := db.write.ExecContext(t.Context(), "UPDATE sales SET stock = stock - 2 WHERE id = "+ph, "tea"); err != nil {
-				t.Errorf("selling the whole stock: %v", err)
-			}
-		})
-	}
+		}
+		if _, err := db.write.ExecContext(t.Context(), "UPDATE sales SET stock = stock - 2"+where, "tea"); err != nil {
+			t.Errorf("selling the whole stock: %v", err)
+		}
+	})
 }
 
 // TestSQLiteWritersNeverLocked: two handles on one file (as two processes
@@ -277,11 +282,8 @@ func TestCanceledContext(t *testing.T) {
 }
 
 func TestSaleAdmin(t *testing.T) {
-	for _, d := range dialects {
-		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
-			store := NewSaleStore(db)
-			conformance.SaleAdmin(t, func(*testing.T) conformance.SaleAdminStore { return store })
-		})
-	}
+	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
+		store := NewSaleStore(db)
+		conformance.SaleAdmin(t, func(*testing.T) conformance.SaleAdminStore { return store })
+	})
 }

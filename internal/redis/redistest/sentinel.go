@@ -160,21 +160,57 @@ func (s *Sentinels) Master(ctx context.Context, addr string) (string, error) {
 func (s *Sentinels) WaitFailover(ctx context.Context, old string) (string, error) {
 	var last string
 	for {
-		agreed := ""
-		for _, addr := range s.Addrs {
-			m, err := s.Master(ctx, addr)
-			if err != nil || m == old || (agreed != "" && m != agreed) {
-				agreed, last = "", fmt.Sprintf("%s: %s %v", addr, m, err)
-				break
-			}
-			agreed = m
-		}
-		if agreed != "" {
+		agreed, why := s.agreedMaster(ctx)
+		if agreed != "" && agreed != old {
 			return agreed, nil
 		}
+		if agreed == old {
+			why = "still " + old
+		}
+		last = why
 		select {
 		case <-ctx.Done():
 			return "", fmt.Errorf("no failover from %s: %w (last %s)\n%s", old, ctx.Err(), last, s.logTail(0))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// agreedMaster is the primary every sentinel names, or "" and why not.
+func (s *Sentinels) agreedMaster(ctx context.Context) (string, string) {
+	agreed := ""
+	for _, addr := range s.Addrs {
+		m, err := s.Master(ctx, addr)
+		if err != nil || (agreed != "" && m != agreed) {
+			return "", fmt.Sprintf("%s: %s %v", addr, m, err)
+		}
+		agreed = m
+	}
+	return agreed, ""
+}
+
+// WaitReplicated waits until the sentinels agree on a primary that reports
+// n online replicas, and returns that primary. It is not necessarily the
+// one they named last: on a loaded machine a busy primary can miss
+// down-after and be failed over again, so the topology is whatever the
+// sentinels settle on.
+func (s *Sentinels) WaitReplicated(ctx context.Context, n int) (string, error) {
+	var last string
+	for {
+		if m, why := s.agreedMaster(ctx); m == "" {
+			last = why
+		} else if info, ok := replicated(ctx, m, n); ok {
+			return m, nil
+		} else {
+			last = fmt.Sprintf("%s: INFO replication %q", m, info)
+		}
+		select {
+		case <-ctx.Done():
+			tails := ""
+			for i := range s.Addrs {
+				tails += "\n" + s.Addrs[i] + ":\n" + s.logTail(i)
+			}
+			return "", fmt.Errorf("no primary with %d online replicas: %w (last %s)%s", n, ctx.Err(), last, tails)
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
@@ -198,24 +234,14 @@ func (s *Sentinels) logTail(i int) string {
 	return string(data)
 }
 
-// WaitReplicas waits until the server at addr reports n connected
-// replicas whose link is online.
-func WaitReplicas(ctx context.Context, addr string, n int) error {
-	var info string
-	for {
-		c, err := dial(ctx, addr)
-		if err == nil {
-			info, _ = c.Do(ctx, c.B().Info().Section("replication").Build()).ToString()
-			c.Close()
-			online := strings.Count(info, "state=online")
-			if containsLine(info, "role:master") && online >= n {
-				return nil
-			}
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %d replicas not online: %w (last INFO replication %q)", addr, n, ctx.Err(), info)
-		case <-time.After(50 * time.Millisecond):
-		}
+// replicated reports whether addr is a primary with n online replicas,
+// with its INFO replication.
+func replicated(ctx context.Context, addr string, n int) (string, bool) {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return err.Error(), false
 	}
+	defer c.Close()
+	info, _ := c.Do(ctx, c.B().Info().Section("replication").Build()).ToString()
+	return info, containsLine(info, "role:master") && strings.Count(info, "state=online") >= n
 }
