@@ -114,6 +114,19 @@ func (h *heldWriter) Consume(ctx context.Context, opts seckill.ConsumeOptions, h
 
 func (h *heldWriter) release() { h.once.Do(func() { close(h.open) }) }
 
+// wrapRole is a hook that has wrap wrap the broker of role ("relay" or
+// "writer") and leaves the other role's as it is.
+func wrapRole(role string, wrap func(seckill.Broker) seckill.Broker) func(*Main) {
+	return func(m *Main) {
+		m.wrapBroker = func(r string, b seckill.Broker) seckill.Broker {
+			if r != role {
+				return b
+			}
+			return wrap(b)
+		}
+	}
+}
+
 // backlogGauge reads seckill_broker_backlog_messages from /metrics; false
 // while it is not exported.
 func (e *engine) backlogGauge() (float64, bool) {
@@ -149,15 +162,7 @@ func TestBrokerBacklogMetric(t *testing.T) {
 			e := startEngine(t, func(c *Config) {
 				st.config(t)(c)
 				c.BrokerBacklogInterval = 100 * time.Millisecond
-			}, func(m *Main) {
-				m.wrapBroker = func(role string, b seckill.Broker) seckill.Broker {
-					if role == "writer" {
-						held.Broker = b
-						return held
-					}
-					return b
-				}
-			})
+			}, wrapRole("writer", func(b seckill.Broker) seckill.Broker { held.Broker = b; return held }))
 			t.Cleanup(held.release)
 			sale := e.liveSale(5, 5)
 			for i := range 3 {

@@ -249,15 +249,7 @@ func (tb *browserTab) signIn(name string) {
 // sees the sale sold out; a double click buys once.
 func TestBrowserBuyer(t *testing.T) {
 	relay := &heldRelay{open: make(chan struct{})}
-	e := startWebEngine(t, func(m *Main) {
-		m.wrapBroker = func(role string, b seckill.Broker) seckill.Broker {
-			if role == "relay" {
-				relay.Broker = b
-				return relay
-			}
-			return b
-		}
-	})
+	e := startWebEngine(t, wrapRole("relay", func(b seckill.Broker) seckill.Broker { relay.Broker = b; return relay }))
 	t.Cleanup(relay.release)
 	start := time.Now().Add(8 * time.Second)
 	sale := e.createSale(1, 1, start, start.Add(time.Hour))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,39 +101,26 @@ func (e *engine) settle(claims []claim, within time.Duration) map[string]string 
 	e.t.Helper()
 	final := map[string]string{}
 	var mu sync.Mutex
-	var wg sync.WaitGroup
-	ch := make(chan claim)
 	deadline := time.Now().Add(within)
-	for range 16 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for c := range ch {
-				last := ""
-				for time.Now().Before(deadline) {
-					r := e.do("GET", "/api/v1/reservations/"+c.id, c.tok, nil)
-					st, _ := r.body["status"].(string)
-					if st == "ordered" || st == "failed" {
-						if reason, _ := r.body["reason"].(string); reason != "" {
-							st += " " + reason
-						}
-						last = st
-						break
-					}
-					last = fmt.Sprintf("%d %v", r.status, r.body)
-					time.Sleep(100 * time.Millisecond)
+	fanOut(16, slices.Values(claims), func(c claim) {
+		last := ""
+		for time.Now().Before(deadline) {
+			r := e.do("GET", "/api/v1/reservations/"+c.id, c.tok, nil)
+			st, _ := r.body["status"].(string)
+			if st == "ordered" || st == "failed" {
+				if reason, _ := r.body["reason"].(string); reason != "" {
+					st += " " + reason
 				}
-				mu.Lock()
-				final[c.id] = last
-				mu.Unlock()
+				last = st
+				break
 			}
-		}()
-	}
-	for _, c := range claims {
-		ch <- c
-	}
-	close(ch)
-	wg.Wait()
+			last = fmt.Sprintf("%d %v", r.status, r.body)
+			time.Sleep(100 * time.Millisecond)
+		}
+		mu.Lock()
+		final[c.id] = last
+		mu.Unlock()
+	})
 	return final
 }
 

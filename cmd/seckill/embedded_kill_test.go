@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -220,36 +221,25 @@ func TestEmbeddedSurvivesSIGKILL(t *testing.T) {
 
 	// Every buyer told "claimed" polls until ordered or failed.
 	final := map[string]string{}
-	var pollers sync.WaitGroup
-	ch := make(chan claim)
-	for range 16 {
-		pollers.Go(func() {
-			for cl := range ch {
-				last := ""
-				for ctx.Err() == nil {
-					a := c.do(0, "GET", "/api/v1/reservations/"+cl.id, tokens[cl.buyer], nil)
-					st, _ := a.body["status"].(string)
-					if st == "ordered" || st == "failed" {
-						last = st
-						break
-					}
-					last = fmt.Sprintf("%s %v %v", a.key(), a.body, a.err)
-					select {
-					case <-time.After(100 * time.Millisecond):
-					case <-ctx.Done():
-					}
-				}
-				mu.Lock()
-				final[cl.id] = last
-				mu.Unlock()
+	fanOut(16, slices.Values(claims), func(cl claim) {
+		last := ""
+		for ctx.Err() == nil {
+			a := c.do(0, "GET", "/api/v1/reservations/"+cl.id, tokens[cl.buyer], nil)
+			st, _ := a.body["status"].(string)
+			if st == "ordered" || st == "failed" {
+				last = st
+				break
 			}
-		})
-	}
-	for _, cl := range claims {
-		ch <- cl
-	}
-	close(ch)
-	pollers.Wait()
+			last = fmt.Sprintf("%s %v %v", a.key(), a.body, a.err)
+			select {
+			case <-time.After(100 * time.Millisecond):
+			case <-ctx.Done():
+			}
+		}
+		mu.Lock()
+		final[cl.id] = last
+		mu.Unlock()
+	})
 	statuses := map[string]int{}
 	for _, st := range final {
 		statuses[st]++

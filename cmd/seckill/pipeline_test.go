@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -140,41 +141,28 @@ func (e *engine) rush(sale string, buyers int, prefix string) (outcomes map[stri
 func (e *engine) awaitOrders(winners map[string]string, within time.Duration) {
 	e.t.Helper()
 	deadline := time.Now().Add(within)
-	ids := make(chan string)
 	var (
-		wg      sync.WaitGroup
 		mu      sync.Mutex
 		missing []string
 	)
-	for range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for id := range ids {
-				for {
-					r := e.do("GET", "/api/v1/reservations/"+id, winners[id], nil)
-					if r.body["status"] == "ordered" {
-						if r.body["order_id"] != seckill.OrderIDOf(id) || r.body["pay_by"] == nil {
-							e.t.Errorf("ordered reservation %s: %v", id, r.body)
-						}
-						break
-					}
-					if r.body["status"] == "failed" || time.Now().After(deadline) {
-						mu.Lock()
-						missing = append(missing, fmt.Sprintf("%s: %d %v", id, r.status, r.body))
-						mu.Unlock()
-						break
-					}
-					time.Sleep(50 * time.Millisecond)
+	fanOut(32, maps.Keys(winners), func(id string) {
+		for {
+			r := e.do("GET", "/api/v1/reservations/"+id, winners[id], nil)
+			if r.body["status"] == "ordered" {
+				if r.body["order_id"] != seckill.OrderIDOf(id) || r.body["pay_by"] == nil {
+					e.t.Errorf("ordered reservation %s: %v", id, r.body)
 				}
+				return
 			}
-		}()
-	}
-	for id := range winners {
-		ids <- id
-	}
-	close(ids)
-	wg.Wait()
+			if r.body["status"] == "failed" || time.Now().After(deadline) {
+				mu.Lock()
+				missing = append(missing, fmt.Sprintf("%s: %d %v", id, r.status, r.body))
+				mu.Unlock()
+				return
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
 	if len(missing) > 0 {
 		e.t.Fatalf("%d of %d claims did not become orders, e.g. %s", len(missing), len(winners), missing[0])
 	}
@@ -375,15 +363,10 @@ func (h *hangAfterPublish) Publish(ctx context.Context, msgs []seckill.Message) 
 func TestRelayDiesBeforeAck(t *testing.T) {
 	cfg := stacks[0].config(t)
 	var dying *hangAfterPublish
-	a := startEngine(t, cfg, func(m *Main) {
-		m.wrapBroker = func(role string, b seckill.Broker) seckill.Broker {
-			if role != "relay" {
-				return b
-			}
-			dying = &hangAfterPublish{Broker: b, release: make(chan struct{})}
-			return dying
-		}
-	})
+	a := startEngine(t, cfg, wrapRole("relay", func(b seckill.Broker) seckill.Broker {
+		dying = &hangAfterPublish{Broker: b, release: make(chan struct{})}
+		return dying
+	}))
 	t.Cleanup(func() { close(dying.release) }) // runs before node A closes
 	sale := a.liveSale(100, 1)
 	_, winners := a.rush(sale, 50, "early") // node A's relay takes these and hangs

@@ -231,22 +231,6 @@ func TestRestoreResellReconcile(t *testing.T) {
 	t.Logf("seckill reconcile --sale %s:\n%s", sale, table.String())
 }
 
-// holdWriter keeps the order writer from consuming until released, so a
-// restore can arrive before its reservation reaches the database.
-type holdWriter struct {
-	seckill.Broker
-	release chan struct{}
-}
-
-func (h *holdWriter) Consume(ctx context.Context, opts seckill.ConsumeOptions, handle func(context.Context, []seckill.Delivery)) error {
-	select {
-	case <-h.release:
-	case <-ctx.Done():
-		return nil
-	}
-	return h.Broker.Consume(ctx, opts, handle)
-}
-
 // TestRestoreBeforeTheOrder: restores that arrive while the reservation is
 // still in the outbox or the broker are parked, and applied when the order
 // lands (the order is created cancelled); a restore of a reservation that
@@ -254,19 +238,11 @@ func (h *holdWriter) Consume(ctx context.Context, opts seckill.ConsumeOptions, h
 // alert.
 func TestRestoreBeforeTheOrder(t *testing.T) {
 	clk := &testClock{}
-	hold := &holdWriter{release: make(chan struct{})}
-	var once sync.Once
-	release := func() { once.Do(func() { close(hold.release) }) }
-	t.Cleanup(release)
-	e := startEngine(t, fastRestores(stacks[1].config(t)), clk.hook(), func(m *Main) {
-		m.wrapBroker = func(role string, b seckill.Broker) seckill.Broker {
-			if role != "writer" {
-				return b
-			}
-			hold.Broker = b
-			return hold
-		}
-	})
+	// The writer consumes nothing until released, so that the restores
+	// arrive before their reservations reach the database.
+	hold := &heldWriter{open: make(chan struct{})}
+	t.Cleanup(hold.release)
+	e := startEngine(t, fastRestores(stacks[1].config(t)), clk.hook(), wrapRole("writer", func(b seckill.Broker) seckill.Broker { hold.Broker = b; return hold }))
 	sale := e.liveSale(5, 1)
 	_, winners := e.rush(sale, 5, "early")
 	if len(winners) != 5 {
@@ -295,7 +271,7 @@ func TestRestoreBeforeTheOrder(t *testing.T) {
 		t.Fatalf("restore of a reservation that never existed: %d %v, want 202 parked", r.status, r.body)
 	}
 
-	release()
+	hold.release()
 	delete(winners, first)
 	e.awaitOrders(winners, time.Minute)
 	var (

@@ -684,7 +684,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			_, _ = io.WriteString(w, body)
 		})
 	}
-	m.server = newHTTPServer(httpapi.Harden(root), m.Logger)
+	front := httpapi.Harden(root)
+	if role.api {
+		front = api.Front(root) // the reservation route skips both muxes
+	}
+	m.server = newHTTPServer(front, m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}

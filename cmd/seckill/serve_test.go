@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"iter"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -81,6 +82,25 @@ func realBackends(t testing.TB) func(*Config) {
 	dbURL := sqltest.MySQL(t)
 	t.Cleanup(func() { deleteKeys(t, redisURL, prefix) }) // after the engine closes
 	return func(c *Config) { c.RedisURL, c.DatabaseURL, c.RedisKeyPrefix = redisURL, dbURL, prefix }
+}
+
+// fanOut calls do with each of items, from workers goroutines at once, and
+// returns when every call has.
+func fanOut[T any](workers int, items iter.Seq[T], do func(T)) {
+	ch := make(chan T)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for it := range ch {
+				do(it)
+			}
+		})
+	}
+	for it := range items {
+		ch <- it
+	}
+	close(ch)
+	wg.Wait()
 }
 
 type reply struct {

@@ -118,6 +118,9 @@ var errConflict = errors.New("lost to a concurrent writer")
 type orderQueries struct {
 	// bind returns the i-th (1-based) bind parameter: '?' or '$i'.
 	bind func(i int) string
+	// heldSum is the SQL of the units a buyer's orders hold, SUM(qty), as
+	// a BIGINT (PostgreSQL's SUM of a BIGINT is a NUMERIC).
+	heldSum string
 	// isTransient recognises an error after which the database has rolled
 	// the transaction back and trying it again may succeed (a deadlock, a
 	// serialization failure).
@@ -185,6 +188,7 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 	return orderQueries{
 		bind:        func(int) string { return "?" },
 		isTransient: isTransient,
+		heldSum:     `SUM(qty)`,
 
 		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
@@ -639,15 +643,18 @@ const (
 // the sale, then three lists of the same n reservation ids, the sale
 // again and n buyers. Each row is (kind, key, a, b, c, d, text): the
 // sale's stock, version, price and limit; a reservation with an order or
-// a failed order; a restore request and its reason; a buyer's order not
-// cancelled and its qty.
+// a failed order; a restore request and its reason; a buyer and the units
+// of their orders not cancelled. The sum is the database's: a buyer who
+// bought again and again (the limit allows) is one row, not one per order,
+// which in a rush that sells 100,000 units to 10,000 buyers was most of
+// the rows read.
 func (q *orderQueries) batchReadsOf(n int) string {
 	return `SELECT 0, id, stock, version, price_cents, per_user_limit, '' FROM sales WHERE id = ` + q.bind(1) +
 		` UNION ALL SELECT 1, reservation_id, 0, 0, 0, 0, '' FROM orders WHERE reservation_id IN ` + q.list(2, n) +
 		` UNION ALL SELECT 2, reservation_id, 0, 0, 0, 0, '' FROM failed_orders WHERE reservation_id IN ` + q.list(2+n, n) +
 		` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + q.list(2+2*n, n) +
-		` UNION ALL SELECT 4, user_id, qty, 0, 0, 0, '' FROM orders WHERE sale_id = ` + q.bind(2+3*n) +
-		` AND status <> 'cancelled' AND user_id IN ` + q.list(3+3*n, n)
+		` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + q.bind(2+3*n) +
+		` AND status <> 'cancelled' AND user_id IN ` + q.list(3+3*n, n) + ` GROUP BY user_id`
 }
 
 // existing returns which of ids already have an order or a failed order.
