@@ -356,7 +356,14 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix)}
+	// A reserve of this process wakes its relay (if it runs one) at once.
+	relayWake := make(chan struct{}, 1)
+	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
+		select {
+		case relayWake <- struct{}{}:
+		default: // a wake is pending already
+		}
+	})}
 	if durability.Mode == redis.DurabilityReplicas {
 		redisOpts = append(redisOpts, redis.WithWaitReplicas(durability.Replicas, cfg.RedisWaitTimeout))
 	}
@@ -489,6 +496,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 			// compact. An external broker may have writers of an older
 			// version, which read only JSON.
 			CompactEvents: cfg.BrokerURL == "",
+			Wake:          relayWake,
 		})
 		rl.Start(context.WithoutCancel(ctx))
 		m.closers = append(m.closers, rl.Stop)

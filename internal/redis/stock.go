@@ -94,6 +94,7 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		if err != nil {
 			return nil, fmt.Errorf("reserve: %w", err)
 		}
+		s.appended(results)
 		return results, nil
 	}
 	// One script call decides requests that carry the same rate limits
@@ -113,7 +114,23 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		results = append(results, part...)
 		reqs = reqs[n:]
 	}
+	s.appended(results)
 	return results, nil
+}
+
+// appended tells the WithOnOutboxAppend hook of a Reserve whose results
+// claimed units (a replay appends nothing, but is rare enough that a
+// spurious wake costs nothing worth a finer test).
+func (s *Store) appended(results []seckill.ReserveResult) {
+	if s.onAppend == nil {
+		return
+	}
+	for _, r := range results {
+		if r.Outcome.Claimed() {
+			s.onAppend()
+			return
+		}
+	}
 }
 
 // reserveBucketsLimited decides the rate checks of a sale split over
