@@ -26,6 +26,9 @@ type ReservationEvent struct {
 
 // Message encodes e as a broker message whose ID is the reservation id.
 func (e ReservationEvent) Message() (Message, error) {
+	if body, ok := appendEventJSON(make([]byte, 0, eventJSONLen(e)), e); ok {
+		return Message{ID: e.ReservationID, Body: body}, nil
+	}
 	body, err := json.Marshal(e)
 	if err != nil {
 		return Message{}, fmt.Errorf("encode reservation event: %w", err)
@@ -66,6 +69,9 @@ var ErrBadEvent = errors.New("malformed reservation event")
 func DecodeReservationEvent(body []byte) (ReservationEvent, error) {
 	var e ReservationEvent
 	if !bytes.HasPrefix(body, []byte(eventMagic)) {
+		if fast, ok := decodeEventJSON(body); ok {
+			return fast, nil
+		}
 		if err := json.Unmarshal(body, &e); err != nil {
 			return e, fmt.Errorf("%w: %w", ErrBadEvent, err)
 		}

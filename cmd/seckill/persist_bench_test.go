@@ -61,11 +61,11 @@ func BenchmarkOrderPersistence(b *testing.B) {
 		{"writers=2/batch=1000", 2, 1000},
 	}
 	type side struct {
-		run                          func(n int) (rate, perTx float64) // one round of n orders
-		rates, ratios, perTx         []float64
+		run                          func(n int) (rate, perTx, rollbacks float64) // one round of n orders
+		rates, ratios, perTx, rolled []float64
 		selfCPU, dbCPU, mqCPU, kvCPU time.Duration
 	}
-	base := &side{run: func(n int) (float64, float64) { return baseline.round(b, n), 1 }}
+	base := &side{run: func(n int) (float64, float64, float64) { return baseline.round(b, n), 1, 0 }}
 	pipes := make([]*side, len(configs))
 	for i, c := range configs {
 		stack := stacks[0].config(b)
@@ -81,7 +81,7 @@ func BenchmarkOrderPersistence(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		pipes[i] = &side{run: func(n int) (float64, float64) { return pipelineRound(ctx, b, e, unsold, n) }}
+		pipes[i] = &side{run: func(n int) (float64, float64, float64) { return pipelineRound(ctx, b, e, unsold, n) }}
 	}
 	all := append([]*side{base}, pipes...)
 	mariadbd, rabbit, redis := procsNamed("mariadbd"), procsNamed("beam.smp"), procsNamed("redis-server")
@@ -97,8 +97,8 @@ func BenchmarkOrderPersistence(b *testing.B) {
 		}
 		for _, s := range order {
 			self, db, mq, kv := cpuSelf(), cpuOf(mariadbd), cpuOf(rabbit), cpuOf(redis)
-			rate, perTx := s.run(b.N)
-			s.rates, s.perTx = append(s.rates, rate), append(s.perTx, perTx)
+			rate, perTx, rolled := s.run(b.N)
+			s.rates, s.perTx, s.rolled = append(s.rates, rate), append(s.perTx, perTx), append(s.rolled, rolled)
 			s.selfCPU += cpuSelf() - self
 			s.dbCPU += cpuOf(mariadbd) - db
 			s.mqCPU += cpuOf(rabbit) - mq
@@ -124,7 +124,8 @@ func BenchmarkOrderPersistence(b *testing.B) {
 		b.ReportMetric(perOrder(p.dbCPU), c.name+"-mariadb-µs/order")
 		b.ReportMetric(perOrder(p.mqCPU), c.name+"-rabbitmq-µs/order")
 		b.ReportMetric(perOrder(p.kvCPU), c.name+"-redis-µs/order")
-		b.Logf("%s: ratios by round %s", c.name, fmtRatios(p.ratios))
+		b.ReportMetric(median(p.rolled), c.name+"-rollbacks/round")
+		b.Logf("%s: ratios by round %s; rollbacks by round %s", c.name, fmtRatios(p.ratios), fmtRatios(p.rolled))
 	}
 }
 
@@ -139,13 +140,15 @@ func fmtRatios(xs []float64) string {
 // pipelineRound reserves n units of a fresh sale through the engine's
 // stock store, the way the combiner sends them (batches of up to 256 per
 // script call), and returns orders/s from the first reserve until the
-// database holds every order, and the orders per writer's transaction.
-func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stmt, n int) (rate, perTx float64) {
+// database holds every order, the orders per writer's committed
+// transaction and the writer's transactions rolled back on a conflict.
+func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stmt, n int) (rate, perTx, rollbacks float64) {
 	sales := sqlstore.NewSaleStore(e.m.db)
 	sale := benchSale(b, sales, int64(n))
 	if _, err := e.m.stock.Preheat(ctx, sale); err != nil {
 		b.Fatal(err)
 	}
+	conflicts := e.m.orders.Conflicts()
 	start := time.Now()
 	for done := 0; done < n; {
 		k := min(256, n-done)
@@ -174,7 +177,7 @@ func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stm
 		if left == sale.Stock-int64(n) {
 			rate = float64(n) / time.Since(start).Seconds()
 			// A new sale is at version 1.
-			return rate, float64(n) / float64(max(version-1, 1))
+			return rate, float64(n) / float64(max(version-1, 1)), float64(e.m.orders.Conflicts() - conflicts)
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("%d of %d orders persisted", sale.Stock-left, n)
@@ -263,7 +266,7 @@ func (w *textbookWriter) order(ctx context.Context, sale string, i int) error {
 }
 
 // rawMySQL opens a plain database/sql handle on a mysql:// URL.
-func rawMySQL(b *testing.B, rawURL string) *sql.DB {
+func rawMySQL(b testing.TB, rawURL string) *sql.DB {
 	b.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {

@@ -94,6 +94,9 @@ type wired struct {
 	reqStock  guarded.Stock
 	dbBreaker *breaker.Breaker
 	backlog   *metrics.Backlog // nil without a broker
+	// relayWake is signalled after every reserve of this process: it
+	// wakes this process's relay (if it runs one) at once.
+	relayWake chan struct{}
 	replays   *combiner.Combiner
 	gauges    *reconcile.GaugeWorker
 }
@@ -116,10 +119,11 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.useSecrets(); err != nil {
 		return err
 	}
-	if err := m.openStores(ctx, set.durability); err != nil {
+	w := &wired{settings: set, relayWake: make(chan struct{}, 1)}
+	if err := m.openStores(ctx, w); err != nil {
 		return err
 	}
-	w := m.observe(set)
+	m.observe(w)
 	if err := m.connectBroker(ctx, w); err != nil {
 		return err
 	}
@@ -184,8 +188,8 @@ func (m *Main) useSecrets() error {
 }
 
 // openStores opens and migrates the database, then the stock store.
-func (m *Main) openStores(ctx context.Context, durability redis.Durability) (err error) {
-	cfg := &m.Config
+func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
+	cfg, durability := &m.Config, w.durability
 	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
 		return err
 	}
@@ -193,7 +197,12 @@ func (m *Main) openStores(ctx context.Context, durability redis.Durability) (err
 	if err := m.db.Migrate(ctx); err != nil {
 		return err
 	}
-	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix)}
+	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
+		select {
+		case w.relayWake <- struct{}{}:
+		default: // a wake is pending already
+		}
+	})}
 	if durability.Mode == redis.DurabilityReplicas {
 		redisOpts = append(redisOpts, redis.WithWaitReplicas(durability.Replicas, cfg.RedisWaitTimeout))
 	}
@@ -212,8 +221,8 @@ func (m *Main) openStores(ctx context.Context, durability redis.Durability) (err
 
 // observe builds the metrics registry and the stores as the request
 // paths see them: through their circuit breakers.
-func (m *Main) observe(set settings) *wired {
-	w := &wired{settings: set, reg: prometheus.NewRegistry(), sales: sqlstore.NewSaleStore(m.db)}
+func (m *Main) observe(w *wired) {
+	w.reg, w.sales = prometheus.NewRegistry(), sqlstore.NewSaleStore(m.db)
 	w.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	w.pm = metrics.NewPipeline(w.reg)
 	w.dm = metrics.NewDurability(w.reg)
@@ -221,7 +230,6 @@ func (m *Main) observe(set settings) *wired {
 	redisBreaker, w.dbBreaker = guarded.NewBreakers(w.reg)
 	w.reqStock = guarded.Stock{Store: m.stock, B: redisBreaker}
 	w.reqSales = guarded.Sales{SaleStore: w.sales, B: w.dbBreaker}
-	return w
 }
 
 // connectBroker opens the broker of a node that relays or writes (an
@@ -313,6 +321,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			// compact. An external broker may have writers of an older
 			// version, which read only JSON.
 			CompactEvents: cfg.BrokerURL == "",
+			Wake:          w.relayWake,
 		}))
 	}
 }
@@ -482,7 +491,7 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	if err != nil {
 		return err
 	}
-	m.server = newHTTPServer(httpapi.Harden(m.routes(w.roles, api, pages)), m.Logger)
+	m.server = newHTTPServer(m.routes(w.roles, api, pages), m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -506,14 +515,15 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	return nil
 }
 
-// routes are the pages' few routes and the API's all others. A node
-// without the api role serves only what operators probe.
+// routes are the pages' few routes and the API's all others, hardened;
+// the reservation route skips both muxes. A node without the api role
+// serves only what operators probe.
 func (m *Main) routes(role roles, api *httpapi.Server, pages *web.Handler) http.Handler {
 	root := http.NewServeMux()
 	if role.api {
 		root.Handle("/", api.Handler())
 		pages.Routes(root)
-		return root
+		return api.Front(root)
 	}
 	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 		root.Handle(path, api.Handler())
@@ -524,7 +534,7 @@ func (m *Main) routes(role roles, api *httpapi.Server, pages *web.Handler) http.
 		w.WriteHeader(http.StatusNotFound)
 		_, _ = io.WriteString(w, body)
 	})
-	return root
+	return httpapi.Harden(root)
 }
 
 // printBanner says where the engine listens and on what.

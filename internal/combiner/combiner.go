@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
 // The combiner decides one request at a time for its callers.
@@ -67,12 +68,8 @@ type call struct {
 
 // New returns a Combiner in front of store.
 func New(store BatchReserver, cfg Config) *Combiner {
-	if cfg.MaxBatch <= 0 {
-		cfg.MaxBatch = 256
-	}
-	if cfg.CallTimeout <= 0 {
-		cfg.CallTimeout = 2 * time.Second
-	}
+	defaults.Positive(&cfg.MaxBatch, 256)
+	defaults.Positive(&cfg.CallTimeout, 2*time.Second)
 	return &Combiner{store: store, cfg: cfg, lanes: make(map[string]*lane)}
 }
 

@@ -56,6 +56,7 @@ func TestBudgetEndsHangingCalls(t *testing.T) {
 		}
 	}
 	assertMetric(t, e, `seckill_http_degraded_total{reason="unavailable",route="GET /api/v1/sales/{id}"} 1`)
+	assertMetric(t, e, `seckill_http_degraded_total{reason="unavailable",route="POST /api/v1/sales/{id}/reservations"} 1`)
 }
 
 type reserverFunc func(ctx context.Context) (seckill.ReserveResult, error)

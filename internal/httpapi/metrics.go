@@ -176,9 +176,11 @@ func (m *metrics) route(route string) *routeMetrics {
 	}
 }
 
-func (rm *routeMetrics) observe(status int, took time.Duration) {
+// observe counts an answer of status, and its latency since start unless
+// the route observes its own.
+func (rm *routeMetrics) observe(status int, start time.Time) {
 	if rm.duration != nil {
-		rm.duration.Observe(took.Seconds())
+		rm.duration.Observe(time.Since(start).Seconds())
 	}
 	if status < 100 || status >= len(rm.byStatus) {
 		rm.requests.WithLabelValues(strconv.Itoa(status)).Inc()

@@ -131,50 +131,51 @@ func newGuard(cfg Config, reg prometheus.Registerer, logger *slog.Logger, now fu
 	return g, nil
 }
 
-// protect puts the guard in front of the reservation handler. Its own
+// protect is the guard in front of the reservation handler. Its own
 // answers (503, 429, 401) are counted in seckill_reservations_total like
 // the handler's.
-func (s *Server) protect(next handler) handler {
+func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) int {
 	g := s.guard
-	return func(w http.ResponseWriter, r *http.Request) int {
-		start := time.Now()
-		if n := g.inFlight.Add(1); g.maxInFlight > 0 && n > g.maxInFlight {
-			// Shed at once rather than queue: a queued request would time
-			// out anyway, after holding memory and a connection.
-			g.inFlight.Add(-1)
-			s.metrics.reservation(outOverloaded, time.Since(start))
-			return errOverloaded.write(w)
-		}
-		defer g.inFlight.Add(-1)
-		if g.inReserve {
-			return next(w, r) // the handler sends the limits along (rateChecks)
-		}
-		if !g.ip.limit.IsZero() {
-			// A peer without an IP (a Unix socket) has no IP limit.
-			if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
-				if retry, limited := g.check(r.Context(), &g.ip, ipRateKey(addr)); limited {
-					s.metrics.reservation(outRateLimited, time.Since(start))
-					return writeRateLimited(w, retry)
-				}
-			}
-		}
-		if !g.user.limit.IsZero() {
-			uid, err := s.buyer(r)
-			if err != nil {
-				o, status := s.fail(w, r, err)
-				s.metrics.reservation(o, time.Since(start))
-				return status
-			}
-			if retry, limited := g.check(r.Context(), &g.user, "user:"+uid); limited {
-				s.metrics.reservation(outRateLimited, time.Since(start))
+	if n := g.inFlight.Add(1); g.maxInFlight > 0 && n > g.maxInFlight {
+		// Shed at once rather than queue: a queued request would time
+		// out anyway, after holding memory and a connection.
+		g.inFlight.Add(-1)
+		s.metrics.reservation(outOverloaded, time.Since(c.start))
+		return errOverloaded.write(w)
+	}
+	defer g.inFlight.Add(-1)
+	if g.inReserve {
+		return s.handleReserve(w, r, c) // the handler sends the limits along (rateChecks)
+	}
+	// The limiter's calls are backend calls: the budget bounds them.
+	r, stop := s.withReserveBudget(r, c.start)
+	defer stop()
+	c.budgeted = true
+	if !g.ip.limit.IsZero() {
+		// A peer without an IP (a Unix socket) has no IP limit.
+		if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
+			if retry, limited := g.check(r.Context(), &g.ip, ipRateKey(addr)); limited {
+				s.metrics.reservation(outRateLimited, time.Since(c.start))
 				return writeRateLimited(w, retry)
 			}
-			// The handler's own s.buyer call then costs no second
-			// signature check.
-			r = r.WithContext(withVerifiedBuyer(r.Context(), uid))
 		}
-		return next(w, r)
 	}
+	if !g.user.limit.IsZero() {
+		uid, err := s.buyer(r)
+		if err != nil {
+			o, status := s.fail(w, r, err)
+			s.metrics.reservation(o, time.Since(c.start))
+			return status
+		}
+		if retry, limited := g.check(r.Context(), &g.user, "user:"+uid); limited {
+			s.metrics.reservation(outRateLimited, time.Since(c.start))
+			return writeRateLimited(w, retry)
+		}
+		// The handler's own s.buyer call then costs no second
+		// signature check.
+		c.userID = uid
+	}
+	return s.handleReserve(w, r, c)
 }
 
 // rateChecks are the limits a reservation request of uid must pass, for
@@ -269,20 +270,6 @@ func writeRateLimited(w http.ResponseWriter, retry time.Duration) int {
 func retryAfterSeconds(d time.Duration) string {
 	secs := (d + time.Second - 1) / time.Second
 	return strconv.FormatInt(max(int64(secs), 1), 10)
-}
-
-// verifiedBuyerKey carries the user id the guard verified to the handler.
-type verifiedBuyerKey struct{}
-
-func withVerifiedBuyer(ctx context.Context, uid string) context.Context {
-	return context.WithValue(ctx, verifiedBuyerKey{}, uid)
-}
-
-// verifiedBuyer returns the user id the guard already verified for this
-// request, if any. Only the server sets it; a client cannot.
-func verifiedBuyer(ctx context.Context) (string, bool) {
-	uid, ok := ctx.Value(verifiedBuyerKey{}).(string)
-	return uid, ok
 }
 
 // blockList remembers, per rate-limit key, until when the limiter refuses

@@ -441,3 +441,64 @@ type echoReserver struct{}
 func (echoReserver) Reserve(_ context.Context, _ string, r seckill.ReserveRequest) (seckill.ReserveResult, error) {
 	return seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: r.Qty}, nil
 }
+
+// TestReservationFrontMatchesMux: the reservation route served in front of
+// the mux answers every request as the mux's route would (status, body,
+// the sale the Reserver is asked about), and takes only the plain path:
+// escaped, odd or other-method paths go the long way.
+func TestReservationFrontMatchesMux(t *testing.T) {
+	var asked []string
+	e := newEnv(t, func(c *Config) {
+		c.Reserver = saleRecorder(func(saleID string) { asked = append(asked, saleID) })
+	})
+	tok := "Bearer " + buyerToken(t, "ann")
+	longWay := Harden(e.srv.mux)
+	for _, tc := range []struct {
+		method, path string
+		front        bool // answered in front of the mux, without next
+	}{
+		{"POST", "/api/v1/sales/" + testSaleID + "/reservations", true},
+		{"POST", "/api/v1/sales/Sale_1-x/reservations", true},
+		{"POST", "/api/v1/sales/%74est/reservations", false}, // escaped: the mux unescapes it
+		{"POST", "/api/v1/sales/x%2Fy/reservations", false},  // an escaped slash in the id
+		{"POST", "/api/v1/sales/a.b/reservations", false},    // not a sale id
+		{"POST", "/api/v1/sales/../reservations", true},      // not canonical: Harden refuses it
+		{"POST", "/api/v1/sales//reservations", true},        // empty id: Harden refuses it
+		{"POST", "/api/v1/sales/x/reservations/", false},     // another path
+		{"POST", "/api/v1/sales/x/y/reservations", false},    // two segments
+		{"GET", "/api/v1/sales/" + testSaleID + "/reservations", false},
+		{"PUT", "/api/v1/sales/" + testSaleID + "/reservations", false},
+		{"POST", "/api/v1/sales/" + strings.Repeat("s", 65) + "/reservations", false},
+	} {
+		answer := func(h http.Handler) (int, string, []string) {
+			asked = nil
+			r := newRequest(tc.method, tc.path, `{"qty":1}`)
+			r.Header.Set("Authorization", tok)
+			w := newRecorder()
+			h.ServeHTTP(w, r)
+			return w.Code, w.Body.String(), asked
+		}
+		nexts := 0
+		front := e.srv.Front(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			nexts++
+			e.srv.mux.ServeHTTP(w, r)
+		}))
+		gotStatus, gotBody, gotAsked := answer(front)
+		wantStatus, wantBody, wantAsked := answer(longWay)
+		if gotStatus != wantStatus || gotBody != wantBody || strings.Join(gotAsked, ",") != strings.Join(wantAsked, ",") {
+			t.Errorf("%s %s: front answered %d %s (asked %q), the mux %d %s (asked %q)",
+				tc.method, tc.path, gotStatus, gotBody, gotAsked, wantStatus, wantBody, wantAsked)
+		}
+		if took := nexts == 0; took != tc.front {
+			t.Errorf("%s %s: answered in front of the mux %v, want %v", tc.method, tc.path, took, tc.front)
+		}
+	}
+}
+
+// saleRecorder answers every reservation sold out, telling f the sale.
+type saleRecorder func(saleID string)
+
+func (f saleRecorder) Reserve(_ context.Context, saleID string, _ seckill.ReserveRequest) (seckill.ReserveResult, error) {
+	f(saleID)
+	return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
+}

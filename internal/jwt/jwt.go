@@ -3,13 +3,22 @@
 // A buyer token is a standard JWT whose `sub` claim is the user id. Any
 // issuer holding the shared secret can mint tokens: only registered claims
 // are read, nothing specific to this project. Verification is strict
-// (HS256 only, `exp` required) and cheap: one parser is built once and
-// reused by every call, so it can run on every buy request.
+// (HS256 only, `exp` required, canonical base64url) and cheap: a token is
+// verified once and then answered from a cache until it expires, and the
+// first sight of a token in the form issuers send (see hs256Headers)
+// skips the library's header decoding and the allocations of its HMAC.
 package jwt
 
 import (
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"hash"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	gojwt "github.com/golang-jwt/jwt/v5"
@@ -29,11 +38,33 @@ const MaxTokenBytes = 4096
 
 var validMethods = []string{gojwt.SigningMethodHS256.Alg()}
 
+// segments decodes the token's base64url segments: canonical spellings
+// only (no padding, zero trailing bits), so that one signature has one
+// spelling and a token changed in its last character's spare bits is
+// refused, not taken for the original.
+var segments = base64.RawURLEncoding.Strict()
+
+// hs256Headers are the header segments HS256 issuers send: the JSON
+// objects {"alg":"HS256","typ":"JWT"} (golang-jwt, jsonwebtoken, jose),
+// {"typ":"JWT","alg":"HS256"} and {"alg":"HS256"}, base64url-encoded. A
+// token with one of them is verified without decoding its header; any
+// other header goes through the library's parser.
+var hs256Headers = func() []string {
+	var hs []string
+	for _, h := range []string{`{"alg":"HS256","typ":"JWT"}`, `{"typ":"JWT","alg":"HS256"}`, `{"alg":"HS256"}`} {
+		hs = append(hs, base64.RawURLEncoding.EncodeToString([]byte(h)))
+	}
+	return hs
+}()
+
 // Verifier checks buyer tokens. It is safe for concurrent use.
 type Verifier struct {
 	secret []byte
 	key    any // secret, boxed once: boxing a slice per call allocates
 	parser *gojwt.Parser
+	// validator judges the claims of a token verified without parser, by
+	// the parser's own rules.
+	validator *gojwt.Validator
 	// keyFunc is built once: a closure per call would allocate on the hot path.
 	keyFunc gojwt.Keyfunc
 	now     func() time.Time
@@ -41,6 +72,8 @@ type Verifier struct {
 	// hammering "buy" sends the same token again and again, and a hit costs
 	// a map lookup instead of base64, JSON and an HMAC.
 	verified *ttlcache.Cache[string]
+	// macs holds HMAC-SHA256 states keyed with secret, and their buffers.
+	macs sync.Pool
 }
 
 // The cache holds at most cacheShards × cacheShardMax tokens (a few
@@ -65,6 +98,7 @@ func newVerifier(secret []byte, now func() time.Time) *Verifier {
 		gojwt.WithValidMethods(validMethods),
 		gojwt.WithExpirationRequired(),
 		gojwt.WithLeeway(Leeway),
+		gojwt.WithStrictDecoding(),
 	}
 	if now != nil {
 		opts = append(opts, gojwt.WithTimeFunc(now))
@@ -72,10 +106,11 @@ func newVerifier(secret []byte, now func() time.Time) *Verifier {
 		now = time.Now
 	}
 	v := &Verifier{
-		secret:   append([]byte(nil), secret...),
-		parser:   gojwt.NewParser(opts...),
-		now:      now,
-		verified: ttlcache.New[string](cacheShards, cacheShardMax),
+		secret:    append([]byte(nil), secret...),
+		parser:    gojwt.NewParser(opts...),
+		validator: gojwt.NewValidator(opts...),
+		now:       now,
+		verified:  ttlcache.New[string](cacheShards, cacheShardMax),
 	}
 	v.key = v.secret
 	v.keyFunc = func(t *gojwt.Token) (any, error) {
@@ -86,8 +121,14 @@ func newVerifier(secret []byte, now func() time.Time) *Verifier {
 		}
 		return v.key, nil
 	}
+	v.macs.New = func() any { return &macState{mac: hmac.New(sha256.New, v.secret)} }
 	return v
 }
+
+var (
+	errInvalid = seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+	errExpired = seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
+)
 
 // Verify checks token and returns the user id it carries. Every failure is
 // a *seckill.Error with code EUNAUTHORIZED whose message is safe to show.
@@ -99,18 +140,18 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "A bearer token is required.")
 	}
 	if len(token) > MaxTokenBytes {
-		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+		return "", errInvalid
 	}
 	now := v.now()
 	if user, _, ok := v.verified.Get(token, now); ok {
 		return user, nil
 	}
-	var claims strictClaims
-	if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
+	claims, err := v.parse(token)
+	if err != nil {
 		if errors.Is(err, gojwt.ErrTokenExpired) {
-			return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
+			return "", errExpired
 		}
-		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+		return "", errInvalid
 	}
 	if !seckill.ValidUserID(claims.Subject) {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token subject.")
@@ -120,6 +161,60 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 	// answer: the token is kept until it expires, plus the leeway.
 	v.verified.Put(token, claims.Subject, claims.ExpiresAt.Add(Leeway), now)
 	return claims.Subject, nil
+}
+
+// parse verifies token's signature and judges its claims, by the rules of
+// v.parser. A token whose header is one of hs256Headers says nothing its
+// header segment does not: its signature and claims are checked here, the
+// way the parser checks them (the same claims type and json.Unmarshal,
+// the same Validator); any other goes through the parser.
+func (v *Verifier) parse(token string) (*strictClaims, error) {
+	head, rest, _ := strings.Cut(token, ".")
+	if !slices.Contains(hs256Headers, head) {
+		var claims strictClaims
+		if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
+			return nil, err
+		}
+		return &claims, nil
+	}
+	payload, sig, ok := strings.Cut(rest, ".")
+	if !ok || strings.IndexByte(sig, '.') >= 0 {
+		return nil, gojwt.ErrTokenMalformed
+	}
+	st := v.macs.Get().(*macState)
+	defer v.macs.Put(st)
+	st.buf = append(st.buf[:0], token...)
+	text := st.buf[:len(head)+1+len(payload)]
+	// The canonical encoding of the MAC equals the signature as sent
+	// exactly when the signature decodes strictly to the MAC.
+	st.mac.Reset()
+	st.mac.Write(text)
+	st.enc = segments.AppendEncode(st.enc[:0], st.mac.Sum(st.sum[:0]))
+	if !hmac.Equal(st.enc, st.buf[len(text)+1:]) {
+		return nil, gojwt.ErrTokenSignatureInvalid
+	}
+	var err error
+	if st.payload, err = segments.AppendDecode(st.payload[:0], st.buf[len(head)+1:len(text)]); err != nil {
+		return nil, gojwt.ErrTokenMalformed
+	}
+	claims := new(strictClaims)
+	if err := json.Unmarshal(st.payload, claims); err != nil {
+		return nil, gojwt.ErrTokenMalformed
+	}
+	if err := v.validator.Validate(claims); err != nil {
+		return nil, err
+	}
+	return claims, nil
+}
+
+// macState is an HMAC-SHA256 keyed with the Verifier's secret and the
+// buffers of one verification, reused through the pool.
+type macState struct {
+	mac     hash.Hash
+	buf     []byte // the token
+	sum     [sha256.Size]byte
+	enc     []byte // the MAC, base64url
+	payload []byte // the decoded claims
 }
 
 // strictClaims are the registered claims, with their times held to RFC
@@ -132,19 +227,40 @@ type strictClaims struct {
 
 var errDateNotNumber = errors.New("exp, nbf and iat must be JSON numbers")
 
+// UnmarshalJSON reads the claims in one pass: RegisteredClaims' fields
+// under their own names (matched as encoding/json matches them), the
+// times kept raw to see that they are numbers, then read as the library
+// reads them. JSON null leaves a time unset, as it does a *NumericDate.
 func (c *strictClaims) UnmarshalJSON(b []byte) error {
-	var times struct {
+	var raw struct {
+		Issuer        string             `json:"iss"`
+		Subject       string             `json:"sub"`
+		Audience      gojwt.ClaimStrings `json:"aud"`
 		Exp, Nbf, Iat json.RawMessage
+		ID            string `json:"jti"`
 	}
-	if err := json.Unmarshal(b, &times); err != nil {
+	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	for _, raw := range []json.RawMessage{times.Exp, times.Nbf, times.Iat} {
-		if len(raw) > 0 && raw[0] == '"' {
+	c.Issuer, c.Subject, c.Audience, c.ID = raw.Issuer, raw.Subject, raw.Audience, raw.ID
+	for _, t := range []struct {
+		raw json.RawMessage
+		to  **gojwt.NumericDate
+	}{{raw.Exp, &c.ExpiresAt}, {raw.Nbf, &c.NotBefore}, {raw.Iat, &c.IssuedAt}} {
+		*t.to = nil
+		switch {
+		case len(t.raw) == 0 || string(t.raw) == "null":
+			continue
+		case t.raw[0] == '"':
 			return errDateNotNumber
 		}
+		d := new(gojwt.NumericDate)
+		if err := d.UnmarshalJSON(t.raw); err != nil {
+			return err
+		}
+		*t.to = d
 	}
-	return json.Unmarshal(b, &c.RegisteredClaims)
+	return nil
 }
 
 // Sign returns an HS256 token for userID that expires ttl after now. It is

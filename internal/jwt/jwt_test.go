@@ -1,9 +1,13 @@
 package jwt
 
 import (
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
+	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -328,4 +332,221 @@ func TestCacheIsBounded(t *testing.T) {
 	if total > cacheShards*cacheShardMax {
 		t.Fatalf("cache holds %d tokens, more than its bound %d", total, cacheShards*cacheShardMax)
 	}
+}
+
+// TestSignatureSpareBitsRefused: the 43rd character of an HS256 signature
+// carries 2 bits the 32 bytes do not use. A token whose last character
+// differs only there decodes, leniently, to the same signature: the
+// library alone accepts it as the token it was copied from. It is
+// refused, as any other change to the token is.
+func TestSignatureSpareBitsRefused(t *testing.T) {
+	tok, err := Sign(secret, "u1", time.Hour, t0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+	last := strings.IndexByte(alphabet, tok[len(tok)-1])
+	lenient := gojwt.NewParser(gojwt.WithValidMethods(validMethods), gojwt.WithTimeFunc(at(t0)))
+	keyFunc := func(*gojwt.Token) (any, error) { return secret, nil }
+	tried := 0
+	for spare := 1; spare < 4; spare++ {
+		alias := tok[:len(tok)-1] + string(alphabet[last^spare])
+		if _, err := lenient.Parse(alias, keyFunc); err != nil {
+			t.Fatalf("the lenient library refused the alias %q (%v): the test no longer shows what it means to", alias, err)
+		}
+		tried++
+		wantUnauthorized(t, newVerifier(secret, at(t0)), alias)
+	}
+	if tried != 3 {
+		t.Fatalf("tried %d aliases, want 3", tried)
+	}
+	if uid, err := newVerifier(secret, at(t0)).Verify(tok); err != nil || uid != "u1" {
+		t.Fatalf("the token itself: Verify = %q, %v", uid, err)
+	}
+}
+
+// libraryVerdict is what the library's own parser, with the Verifier's
+// options, says of token at now: the user, or whether it refused it as
+// expired or otherwise.
+func libraryVerdict(token string, now time.Time) (user string, expired, ok bool) {
+	p := gojwt.NewParser(gojwt.WithValidMethods(validMethods), gojwt.WithExpirationRequired(),
+		gojwt.WithLeeway(Leeway), gojwt.WithStrictDecoding(), gojwt.WithTimeFunc(at(now)))
+	var claims twoPassClaims
+	_, err := p.ParseWithClaims(token, &claims, func(*gojwt.Token) (any, error) { return secret, nil })
+	if err != nil {
+		return "", errors.Is(err, gojwt.ErrTokenExpired), false
+	}
+	if !seckill.ValidUserID(claims.Subject) {
+		return "", false, false
+	}
+	return claims.Subject, false, true
+}
+
+// twoPassClaims are strictClaims as they were first written: the times
+// checked in a pass of their own, then the library's RegisteredClaims read
+// by encoding/json.
+type twoPassClaims struct {
+	gojwt.RegisteredClaims
+}
+
+func (c *twoPassClaims) UnmarshalJSON(b []byte) error {
+	var times struct {
+		Exp, Nbf, Iat json.RawMessage
+	}
+	if err := json.Unmarshal(b, &times); err != nil {
+		return err
+	}
+	for _, raw := range []json.RawMessage{times.Exp, times.Nbf, times.Iat} {
+		if len(raw) > 0 && raw[0] == '"' {
+			return errDateNotNumber
+		}
+	}
+	return json.Unmarshal(b, &c.RegisteredClaims)
+}
+
+// agree fails t when v and the library judge token differently.
+func agree(t *testing.T, token string) {
+	t.Helper()
+	wantUser, wantExpired, wantOK := libraryVerdict(token, t0)
+	user, err := newVerifier(secret, at(t0)).Verify(token)
+	switch {
+	case wantOK && (err != nil || user != wantUser):
+		t.Fatalf("token %q: Verify = %q, %v; the library accepts it for %q", token, user, err, wantUser)
+	case !wantOK && err == nil:
+		t.Fatalf("token %q: Verify accepted it for %q; the library refuses it", token, user)
+	case !wantOK && wantExpired != strings.Contains(seckill.ErrorMessage(err), "expired"):
+		t.Fatalf("token %q: refused with %q; the library's refusal is expired=%v", token, seckill.ErrorMessage(err), wantExpired)
+	}
+}
+
+// signedToken signs header.claims (both raw JSON) with secret.
+func signedToken(header, claims string) string {
+	text := b64(header) + "." + b64(claims)
+	mac := hmac.New(sha256.New, secret)
+	mac.Write([]byte(text))
+	return text + "." + base64.RawURLEncoding.EncodeToString(mac.Sum(nil))
+}
+
+// TestAgreesWithLibrary: tokens verified without the library's parser (a
+// header of hs256Headers) get its verdict, whatever their claims; other
+// headers go through it.
+func TestAgreesWithLibrary(t *testing.T) {
+	exp, past, soon := itoa(t0.Add(time.Hour).Unix()), itoa(t0.Add(-time.Hour).Unix()), itoa(t0.Add(-Leeway/2).Unix())
+	headers := []string{
+		`{"alg":"HS256","typ":"JWT"}`, `{"typ":"JWT","alg":"HS256"}`, `{"alg":"HS256"}`,
+		`{"alg":"HS256","typ":"JWT","kid":"k1"}`, `{"alg":"HS256","typ":"JWT"} `, `{"alg":"HS512","typ":"JWT"}`,
+		`{"alg":"none"}`, `{"alg":"hs256"}`, `{"ALG":"HS256"}`, `["alg","HS256"]`, `{"alg":"HS256","alg":"none"}`,
+	}
+	claims := []string{
+		`{"sub":"u1","exp":` + exp + `}`,
+		`{"exp":` + exp + `,"sub":"u1","iat":` + itoa(t0.Unix()) + `}`,
+		`{"sub":"u1","exp":` + past + `}`,
+		`{"sub":"u1","exp":` + soon + `}`, // within the leeway
+		`{"sub":"u1","exp":` + exp + `.75}`,
+		`{"sub":"u1","exp":1e11}`,
+		`{"sub":"u1","exp":-1}`,
+		`{"sub":"u1","exp":null}`,
+		`{"sub":"u1"}`,
+		`{"sub":"u1","exp":"` + exp + `"}`,
+		`{"sub":"u1","exp":` + exp + `,"nbf":` + exp + `}`,
+		`{"sub":"u1","exp":` + exp + `,"nbf":` + itoa(t0.Add(Leeway/2).Unix()) + `}`,
+		`{"sub":"u1","exp":` + exp + `,"aud":"shop"}`,
+		`{"sub":"u1","exp":` + exp + `,"aud":["a","b"]}`,
+		`{"sub":"u1","exp":` + exp + `,"aud":7}`,
+		`{"sub":"u1","exp":` + exp + `,"iss":7}`,
+		`{"sub":"u1","exp":` + exp + `,"jti":{}}`,
+		`{"sub":7,"exp":` + exp + `}`,
+		`{"sub":"","exp":` + exp + `}`,
+		`{"sub":"u1","sub":"u2","exp":` + exp + `}`,
+		`{"SUB":"u1","EXP":` + exp + `}`,
+		`{"sub":"u1","exp":` + exp + `,"exp":` + past + `}`,
+		`{"sub":"u1","exp":` + past + `,"exp":` + exp + `}`,
+		`{"sub":"u1","exp":` + exp + `,"exp":null}`,
+		`{"sub":"u1","exp":null,"exp":` + exp + `}`,
+		`{"sub":"u1","Exp":` + exp + `,"nbf":null,"iat":null}`,
+		`{"sub":"u1","exp":` + exp + `,"nbf":"0"}`,
+		`{"sub":"u1","exp":` + exp + `,"iat":true}`,
+		`{"sub":"u1","exp":[` + exp + `]}`,
+		`{"sub":"u1","exp":{}}`,
+		`{"sub":null,"exp":` + exp + `}`,
+		`{"sub":"u1","exp":` + exp + `,"aud":null,"iss":null,"jti":null}`,
+		`{"sub":"u1","exp":` + exp + `,"aud":[7]}`,
+		`{"sub":"u1","exp":` + exp + `,"\u0065xp":` + past + `}`,
+		`{"sub":"u1","\u017Fub":"u2","exp":` + exp + `}`,
+		`{"sub":"u1","exp":` + exp + `} `,
+		`{"sub":"u1","exp":` + exp + `}x`,
+		`{"sub":"u1","exp":` + exp + `,"x":{"y":[1,2,{"z":null}]}}`,
+		`{"sub":"u\u0031","exp":` + exp + `}`,
+		`[]`, `null`, `"u1"`, ``, `{`,
+	}
+	for _, h := range headers {
+		for _, c := range claims {
+			agree(t, signedToken(h, c))
+		}
+	}
+	// Changed after signing: each of the three segments, and the dots.
+	good := signedToken(headers[0], claims[0])
+	parts := strings.Split(good, ".")
+	for _, tok := range []string{
+		parts[0] + "." + b64(`{"sub":"u2","exp":`+exp+`}`) + "." + parts[2],
+		parts[0] + "." + parts[1] + "." + flip(parts[2]),
+		parts[0] + "." + parts[1] + "." + parts[2][:len(parts[2])-1],
+		parts[0] + "." + parts[1] + "." + parts[2] + "A",
+		parts[0] + "." + parts[1] + "." + parts[2] + "=",
+		parts[0] + "." + parts[1] + "." + parts[2] + ".",
+		parts[0] + "." + parts[1] + "=." + parts[2],
+		parts[0] + "." + parts[1],
+		parts[0] + ".." + parts[2],
+		"." + parts[1] + "." + parts[2],
+	} {
+		agree(t, tok)
+	}
+}
+
+// FuzzAgreesWithLibrary: for any claims JSON under any header, signed or
+// not, the Verifier and the library's parser give the same verdict.
+func FuzzAgreesWithLibrary(f *testing.F) {
+	exp := itoa(t0.Add(time.Hour).Unix())
+	f.Add(`{"alg":"HS256","typ":"JWT"}`, `{"sub":"u1","exp":`+exp+`}`, true)
+	f.Add(`{"alg":"HS256"}`, `{"sub":"u1","exp":`+exp+`,"aud":["x"]}`, true)
+	f.Add(`{"alg":"HS256","typ":"JWT"}`, `{"sub":"u1","exp":1}`, false)
+	f.Fuzz(func(t *testing.T, header, claims string, signed bool) {
+		tok := signedToken(header, claims)
+		if !signed {
+			tok = tok[:strings.LastIndexByte(tok, '.')+1] + flip(tok[strings.LastIndexByte(tok, '.')+1:])
+		}
+		agree(t, tok)
+	})
+}
+
+// BenchmarkVerifyFirstSight is a token's first verification, which the
+// cache does not answer: the library's parser against the Verifier's own
+// path for the headers of hs256Headers.
+func BenchmarkVerifyFirstSight(b *testing.B) {
+	v := NewVerifier(secret)
+	toks := make([]string, 1024)
+	for i := range toks {
+		tok, err := Sign(secret, "user-"+itoa(int64(i)), time.Hour, time.Now())
+		if err != nil {
+			b.Fatal(err)
+		}
+		toks[i] = tok
+	}
+	b.Run("library", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			var claims strictClaims
+			if _, err := v.parser.ParseWithClaims(toks[i%len(toks)], &claims, v.keyFunc); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verifier", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := range b.N {
+			if _, err := v.parse(toks[i%len(toks)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -94,24 +95,12 @@ type Sweeper struct {
 
 // New returns a Sweeper over store; call Start to run it.
 func New(store Store, cfg Config) *Sweeper {
-	if cfg.Interval <= 0 {
-		cfg.Interval = DefaultInterval
-	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = DefaultBatchSize
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = DefaultConcurrency
-	}
-	if cfg.CancelTimeout <= 0 {
-		cfg.CancelTimeout = DefaultCancelTimeout
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.Interval, DefaultInterval)
+	defaults.Positive(&cfg.BatchSize, DefaultBatchSize)
+	defaults.Positive(&cfg.Concurrency, DefaultConcurrency)
+	defaults.Positive(&cfg.CancelTimeout, DefaultCancelTimeout)
+	defaults.Clock(&cfg.Now)
+	defaults.Logger(&cfg.Logger)
 	s := &Sweeper{store: store, cfg: cfg}
 	if s.cfg.Cancel == nil {
 		s.cfg.Cancel = s.cancelInStore

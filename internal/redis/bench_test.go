@@ -32,6 +32,17 @@ func benchSale() *seckill.Sale {
 	return s
 }
 
+// preheatedBench connects to the Redis at url and preheats a benchSale.
+func preheatedBench(ctx context.Context, b *testing.B, url string) (*Store, *seckill.Sale) {
+	b.Helper()
+	s := connect(b, url)
+	sale := benchSale()
+	if _, err := s.Preheat(ctx, sale); err != nil {
+		b.Fatalf("Preheat: %v", err)
+	}
+	return s, sale
+}
+
 // BenchmarkReserve measures the full reserve path (window, idempotency,
 // limit, stock, record, outbox) on the real Redis, one Reserve call per
 // op, each of `batch` requests.
@@ -40,11 +51,7 @@ func BenchmarkReserve(b *testing.B) {
 	for _, batch := range []int{1, 64} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			ctx := context.Background()
-			s := connect(b, url)
-			sale := benchSale()
-			if _, err := s.Preheat(ctx, sale); err != nil {
-				b.Fatalf("Preheat: %v", err)
-			}
+			s, sale := preheatedBench(ctx, b, url)
 			users := make([]string, benchUsers)
 			for i := range users {
 				users[i] = "user-" + strconv.Itoa(i)
@@ -142,4 +149,49 @@ func benchReserve(ctx context.Context, b *testing.B, s *Store, saleID string, re
 		}
 	}
 	return true
+}
+
+// BenchmarkReserveRateChecks is what the rate limits cost Redis inside the
+// reserve script: batches of 32 requests from distinct addresses and
+// buyers, with no checks and with the API's two (address, buyer), one
+// call at a time. redis-cpu-µs/req is the server's CPU (INFO, so other
+// clients of a shared Redis count too) per request:
+//
+//	go test -run '^$' -bench ReserveRateChecks -benchtime 2000x ./internal/redis
+func BenchmarkReserveRateChecks(b *testing.B) {
+	url := servicetest.Redis.URL(b)
+	const batch = 32
+	limit := seckill.RateLimit{Rate: 100_000, Period: time.Minute}
+	for _, checks := range []int{0, 2} {
+		b.Run("checks="+strconv.Itoa(checks), func(b *testing.B) {
+			ctx := context.Background()
+			s, sale := preheatedBench(ctx, b, url)
+			reqs := make([]seckill.ReserveRequest, batch)
+			next := 0
+			before, err := s.ServerCPU(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ResetTimer()
+			for range b.N {
+				for i := range reqs {
+					u := strconv.Itoa(next % 10_000)
+					next++
+					reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "user-" + u, Qty: 1}
+					if checks > 0 {
+						reqs[i].RateChecks = []seckill.RateCheck{{Key: "ip:10.0." + u, Limit: limit}, {Key: "user:user-" + u, Limit: limit}}
+					}
+				}
+				if !benchReserve(ctx, b, s, sale.ID, reqs) {
+					return
+				}
+			}
+			b.StopTimer()
+			after, err := s.ServerCPU(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64((after-before).Microseconds())/float64(b.N*batch), "redis-cpu-µs/req")
+		})
+	}
 }

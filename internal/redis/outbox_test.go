@@ -22,6 +22,7 @@ func TestOutboxRelaySide(t *testing.T) {
 			{"Forget", testOutboxForget},
 			{"ReadAck", testOutboxReadAck},
 			{"AckOnlyDelivered", testOutboxAckOnlyDelivered},
+			{"AckOutOfOrder", testOutboxAckOutOfOrder},
 			{"Block", testOutboxBlock},
 			{"ReadPending", testOutboxReadPending},
 			{"Claim", testOutboxClaim},
@@ -285,6 +286,45 @@ func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
 	wantCounts(t, s, sale.ID, 1, 0)
 	if rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(rest) != 1 || rest[0].StreamID != undelivered {
 		t.Fatalf("ReadOutbox = %v, %v; want the undelivered entry %s", streamIDs(rest), err, undelivered)
+	}
+}
+
+// testOutboxAckOutOfOrder: a batch acked while an older one is still
+// pending goes, and the older one and the entries never delivered stay
+// (the ack trims the stream below the oldest pending entry only).
+func testOutboxAckOutOfOrder(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(10, 1)
+	mustPreheat(t, s, sale)
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+		t.Fatalf("ReadOutbox of an empty outbox = %v, %v; want none", es, err)
+	}
+	reqs := reserveN(t, s, sale.ID, 7)
+	older, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0)
+	if err != nil || len(older) != 3 {
+		t.Fatalf("ReadOutbox by c1 = %d entries, %v; want 3", len(older), err)
+	}
+	newer, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c2", 3, 0)
+	if err != nil || len(newer) != 3 {
+		t.Fatalf("ReadOutbox by c2 = %d entries, %v; want 3", len(newer), err)
+	}
+	wantCounts(t, s, sale.ID, 7, 6)
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(newer)); err != nil {
+		t.Fatalf("AckOutbox of the newer batch: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 4, 3)
+	// Part of the older batch, not its first entry.
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(older[1:])); err != nil {
+		t.Fatalf("AckOutbox of the older batch's tail: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 2, 1)
+	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(older[:1])); err != nil {
+		t.Fatalf("AckOutbox of the older batch's head: %v", err)
+	}
+	wantCounts(t, s, sale.ID, 1, 0)
+	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	if err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(requestIDs(reqs[6:])) {
+		t.Fatalf("ReadOutbox = %v, %v; want the entry never delivered, %v", reservationIDs(rest), err, requestIDs(reqs[6:]))
 	}
 }
 

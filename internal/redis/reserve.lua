@@ -22,13 +22,22 @@
 --                            has the whole format)
 -- KEYS[5]  sk:{sale}:outbox  stream, one entry per reservation with fields
 --                            reservation_id, user_id, qty, reserved_at_ms
--- KEYS[6…] sk:{sale}:rl:<key>:<T>:<tolerance>  rate-limit keys, the same
---          number R for every request (R = (#KEYS - 5) / requests, maybe 0):
---          request j's are KEYS[5 + (j-1)*R + 1 … 5 + j*R]; each holds a GCRA
---          theoretical arrival time (see ratelimit.lua, whose algorithm this
---          is), T and tolerance in microseconds are the end of its name
--- ARGV     4 per request, flat and in order:
---          reservation id, user id, qty (integer >= 1), idempotency key ("" = none)
+-- KEYS[6…] sk:{sale}:rl:<T>:<tolerance>  KEYS[5 + k] is the rate limit of
+--          every request's check k (T and tolerance in microseconds end
+--          its name): the base name of the hashes that hold that limit's
+--          GCRA state, <base>:<g> for generation g = floor(now /
+--          tolerance), field = the limited key ("ip:…", "user:…"), value =
+--          its theoretical arrival time (see ratelimit.lua, whose algorithm
+--          this is). A state written in generation g is at most tolerance
+--          ahead of its write, so it is spent by the start of g + 2: a
+--          check reads generations g and g - 1 only, writes g, and each
+--          hash expires at the start of g + 2. The hashes are keys of the
+--          sale's slot that this script derives, not declares. Checks of
+--          the same limit share its hashes.
+-- ARGV[1]  R, the rate checks of every request (#KEYS - 5, maybe 0), then
+--          per request 4 + R values, flat and in order: reservation id,
+--          user id, qty (integer >= 1), idempotency key ("" = none), and
+--          the limited key of each check
 --
 -- Returns either
 --   an integer outcome code that answers every request of the batch (the sale
@@ -47,9 +56,13 @@
 -- retry after stock was restored, or after the buyer freed their limit, may
 -- now legitimately succeed.
 --
--- The stock hash and TIME are read once per batch, `reserved` and the res
--- hash are written once per batch; per request the script reads the buyer's
--- fields and, for a reservation, writes them and one outbox entry.
+-- The stock hash, TIME, the buyers' holdings and each rate limit's state
+-- are read once per batch, and `reserved`, the holdings, the res hash and
+-- the rate states written once per batch; per request the script calls
+-- Redis only for an idempotency key and for the reservation's outbox
+-- entry. (Each call from Lua costs about a microsecond of Redis beyond the
+-- command's own work: with a GET and a SET per check and an HGET and an
+-- HINCRBY per buyer, the two rate limits were a third of the script.)
 
 local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing')
 if not stock[1] then
@@ -77,44 +90,91 @@ local before = reserved
 
 -- Rate limits, checked before anything else of a request: a refused
 -- request counts against none of its keys, an allowed one against all.
-local per = (#KEYS - 5) / (#ARGV / 4)
+-- Each limit's state for the batch's keys is read with one HMGET of each
+-- of the two live generations and written back with one HSET.
+local per = tonumber(ARGV[1])
+local stride = 4 + per
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local tats = {} -- rate key -> its TAT after this batch's requests
-local function rate_refusal(j)
-  local base = 5 + (j - 1) * per
+local limits = {} -- base name -> {T, tol, g, base, fields, seen, tats, dirty}
+local check = {}  -- check k (0-based) -> its limit
+for k = 0, per - 1 do
+  local base = KEYS[6 + k]
+  local lim = limits[base]
+  if not lim then
+    local ts, tols = string.match(base, ':(%d+):(%d+)$')
+    local tol = tonumber(tols)
+    lim = {T = tonumber(ts), tol = tol, g = math.floor(now_us / tol), base = base, fields = {}, seen = {}, tats = {}, dirty = {}}
+    limits[base] = lim
+  end
+  check[k] = lim
+end
+if per > 0 then
+  for i = 2, #ARGV, stride do
+    for k = 0, per - 1 do
+      local lim, f = check[k], ARGV[i + 4 + k]
+      if not lim.seen[f] then
+        lim.seen[f] = true
+        lim.fields[#lim.fields + 1] = f
+      end
+    end
+  end
+  for _, lim in pairs(limits) do
+    local cur = redis.call('HMGET', lim.base .. ':' .. lim.g, unpack(lim.fields))
+    local prev = redis.call('HMGET', lim.base .. ':' .. (lim.g - 1), unpack(lim.fields))
+    for n, f in ipairs(lim.fields) do
+      lim.tats[f] = math.max(tonumber(cur[n] or 0), tonumber(prev[n] or 0))
+    end
+  end
+end
+local function rate_refusal(i)
   local next_tat = {}
-  for k = 1, per do
-    local key = KEYS[base + k]
-    local ts, tols = string.match(key, ':(%d+):(%d+)$')
-    local tat = tats[key] or tonumber(redis.call('GET', key) or 0)
+  for k = 0, per - 1 do
+    local lim = check[k]
+    local tat = lim.tats[ARGV[i + 4 + k]]
     if tat < now_us then
       tat = now_us
     end
-    local new_tat = tat + tonumber(ts)
-    local allow_at = new_tat - tonumber(tols)
+    local new_tat = tat + lim.T
+    local allow_at = new_tat - lim.tol
     if allow_at > now_us then
-      return {8, k - 1, allow_at - now_us}
+      return {8, k, allow_at - now_us}
     end
     next_tat[k] = new_tat
   end
-  for k = 1, per do
-    tats[KEYS[base + k]] = next_tat[k]
+  for k = 0, per - 1 do
+    local lim, f = check[k], ARGV[i + 4 + k]
+    lim.tats[f] = next_tat[k]
+    lim.dirty[f] = true
   end
   return nil
 end
 
+-- What each buyer of the batch holds, read at once.
+local users, held = {}, {} -- held: user -> units held so far
+for i = 2, #ARGV, stride do
+  local user = ARGV[i + 1]
+  if not held[user] then
+    held[user] = true
+    users[#users + 1] = user
+  end
+end
+local had = redis.call('HMGET', KEYS[2], unpack(users))
+for n, user in ipairs(users) do
+  held[user] = tonumber(had[n] or '0')
+end
+
 -- Decide every request first, reading Redis only. What earlier requests of
 -- this batch changed is kept in these tables until the writes below.
-local held = {}    -- user -> units held so far
 local claimed = {} -- idempotency field -> "<qty>:<reservation id>"
 local won = {}     -- ARGV offsets of the requests that reserved, in order
+local bought = {}  -- users whose held changed, in order
 local out = {}
-for i = 1, #ARGV, 4 do
+for i = 2, #ARGV, stride do
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local qty = tonumber(qtys)
   local answer
   if per > 0 then
-    answer = rate_refusal((i + 3) / 4)
+    answer = rate_refusal(i)
   end
   local field
   if not answer and key ~= '' then
@@ -134,7 +194,7 @@ for i = 1, #ARGV, 4 do
     end
   end
   if not answer then
-    local h = held[user] or tonumber(redis.call('HGET', KEYS[2], user) or '0')
+    local h = held[user]
     if h + qty > limit then
       answer = 4
     elseif reserved + qty > total then
@@ -142,6 +202,7 @@ for i = 1, #ARGV, 4 do
     else
       reserved = reserved + qty
       held[user] = h + qty
+      bought[#bought + 1] = user
       if field then
         claimed[field] = qtys .. ':' .. id
       end
@@ -151,8 +212,17 @@ for i = 1, #ARGV, 4 do
   end
   out[#out + 1] = answer
 end
-for key, tat in pairs(tats) do
-  redis.call('SET', key, string.format('%.0f', tat), 'PX', math.ceil((tat - now_us) / 1000))
+for _, lim in pairs(limits) do
+  local writes = {}
+  for f in pairs(lim.dirty) do
+    writes[#writes + 1] = f
+    writes[#writes + 1] = string.format('%.0f', lim.tats[f])
+  end
+  if #writes > 0 then
+    local cur = lim.base .. ':' .. lim.g
+    redis.call('HSET', cur, unpack(writes))
+    redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((lim.g + 2) * lim.tol / 1000)))
+  end
 end
 if #won == 0 then
   return out
@@ -185,11 +255,19 @@ local function id_ms(short)
   return math.floor(v / 4)
 end
 
+local holdings = {} -- user, units pairs for one HSET of the buyers hash
+for _, user in ipairs(bought) do
+  if held[user] then
+    holdings[#holdings + 1] = user
+    holdings[#holdings + 1] = string.format('%.0f', held[user])
+    held[user] = nil -- each buyer once
+  end
+end
+redis.call('HSET', KEYS[2], unpack(holdings))
 local records = {} -- field, value pairs for one HSET of the res hash
 for _, i in ipairs(won) do
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
   local short = string.match(id, '%.([^.]*)$')
-  redis.call('HINCRBY', KEYS[2], user, qtys)
   if key ~= '' then
     redis.call('HSET', KEYS[3], #user .. ':' .. user .. key, qtys .. ':' .. short)
   end

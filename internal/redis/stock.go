@@ -94,15 +94,17 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		if err != nil {
 			return nil, fmt.Errorf("reserve: %w", err)
 		}
+		s.appended(results)
 		return results, nil
 	}
-	// One script call decides requests that carry the same number of rate
-	// checks (all of them, unless some requests came without an address);
-	// runs of another number go in calls of their own, in order.
+	// One script call decides requests that carry the same rate limits
+	// (all of them, unless some requests came without an address or a
+	// limit changed meanwhile); runs of others go in calls of their own,
+	// in order.
 	results := make([]seckill.ReserveResult, 0, len(reqs))
 	for len(reqs) > 0 {
 		n := 1
-		for n < len(reqs) && len(reqs[n].RateChecks) == len(reqs[0].RateChecks) {
+		for n < len(reqs) && sameLimits(reqs[n].RateChecks, reqs[0].RateChecks) {
 			n++
 		}
 		part, err := s.reserveIn(ctx, saleID, reqs[:n])
@@ -112,7 +114,23 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		results = append(results, part...)
 		reqs = reqs[n:]
 	}
+	s.appended(results)
 	return results, nil
+}
+
+// appended tells the WithOnOutboxAppend hook of a Reserve whose results
+// claimed units (a replay appends nothing, but is rare enough that a
+// spurious wake costs nothing worth a finer test).
+func (s *Store) appended(results []seckill.ReserveResult) {
+	if s.onAppend == nil {
+		return
+	}
+	for _, r := range results {
+		if r.Outcome.Claimed() {
+			s.onAppend()
+			return
+		}
+	}
 }
 
 // reserveBucketsLimited decides the rate checks of a sale split over
@@ -156,22 +174,21 @@ func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs [
 }
 
 // reserveIn runs the reserve script on the key set of tag: a sale, or one
-// bucket of a sale; requests' rate checks, all the same number, are keys of
-// tag's slot.
+// bucket of a sale; the requests' rate checks, the same limits in the same
+// order (sameLimits), are counted in hashes of tag's slot (saleRateBase).
 func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
-	per := len(reqs[0].RateChecks)
 	keys := s.keys(tag)
-	if per > 0 {
-		keys = append(make([]string, 0, len(keys)+per*len(reqs)), keys...)
-		for _, r := range reqs {
-			for _, c := range r.RateChecks {
-				keys = append(keys, s.saleRateKey(tag, c))
-			}
-		}
+	for _, c := range reqs[0].RateChecks {
+		keys = append(keys, s.saleRateBase(tag, c.Limit))
 	}
-	args := make([]string, 0, 4*len(reqs))
+	per := len(reqs[0].RateChecks)
+	args := make([]string, 0, 1+(4+per)*len(reqs))
+	args = append(args, strconv.Itoa(per))
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
+		for _, c := range r.RateChecks {
+			args = append(args, c.Key)
+		}
 	}
 	var (
 		msg   rueidis.RedisMessage
@@ -200,14 +217,29 @@ func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.Reserv
 	return results, nil
 }
 
-// saleRateKey is the Redis key counting c within one sale, in the sale's
-// slot so that the reserve script can check it in the same call:
-// <prefix>:{<sale>}:rl:<key>:<interval µs>:<tolerance µs>. The limit is
-// in the name for the reasons rateKey gives.
-func (s *Store) saleRateKey(saleID string, c seckill.RateCheck) string {
-	interval := c.Limit.Interval().Microseconds()
-	return s.prefix + ":{" + saleID + "}:rl:" + rateKeyEscaper.Replace(c.Key) + ":" +
-		strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(c.Limit.Rate), 10)
+// saleRateBase names the hashes that count rate limit l within one sale,
+// in the sale's slot so that the reserve script can check it in the same
+// call: <prefix>:{<sale>}:rl:<interval µs>:<tolerance µs>, and the script
+// adds :<generation> (reserve.lua). The limit is in the name for the
+// reasons rateKey gives.
+func (s *Store) saleRateBase(saleID string, l seckill.RateLimit) string {
+	interval := l.Interval().Microseconds()
+	return s.prefix + ":{" + saleID + "}:rl:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(l.Rate), 10)
+}
+
+// sameLimits reports whether two requests' checks count alike, check by
+// check: the same intervals and tolerances, so the same state.
+func sameLimits(a, b []seckill.RateCheck) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k := range a {
+		ia, ib := a[k].Limit.Interval().Microseconds(), b[k].Limit.Interval().Microseconds()
+		if ia != ib || ia*int64(a[k].Limit.Rate) != ib*int64(b[k].Limit.Rate) {
+			return false
+		}
+	}
+	return true
 }
 
 // validateBatch checks the invariants the reserve script relies on: a sale

@@ -88,6 +88,9 @@ type Store struct {
 	// (WithWaitReplicas).
 	waitReplicas int
 	waitTimeout  time.Duration
+	// onAppend, if set, is told of every Reserve that appended claims to
+	// an outbox (WithOnOutboxAppend).
+	onAppend func()
 
 	// afterMoveOut, if set, runs between a move's two steps; tests use it
 	// to crash a rebalance halfway.
@@ -111,6 +114,14 @@ type options struct {
 	prefix       string
 	waitReplicas int
 	waitTimeout  time.Duration
+	onAppend     func()
+}
+
+// WithOnOutboxAppend calls fn after every Reserve call that claimed units,
+// and so appended to an outbox: a relay of this process wakes on it
+// instead of finding the entries at its next poll. fn must not block.
+func WithOnOutboxAppend(fn func()) Option {
+	return func(o *options) { o.onAppend = fn }
 }
 
 // WithKeyPrefix replaces DefaultKeyPrefix, so tests (or two deployments
@@ -186,7 +197,7 @@ func newStore(ctx context.Context, copt rueidis.ClientOption, o options, srv *mi
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))
 	}
-	s := &Store{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout}
+	s := &Store{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout, onAppend: o.onAppend}
 	if s.waitReplicas > 0 && s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
 	}

@@ -150,6 +150,7 @@ func TestStore(t *testing.T) {
 			{"BuyersNeverExpire", testBuyersNeverExpire},
 			{"FullBatch", testFullBatch},
 			{"RateChecks", testRateChecks},
+			{"RateGenerations", testRateGenerations},
 			{"Replays", testReplays},
 			{"CompactIdempotency", testCompactIdempotency},
 			{"Archive", testArchive},
@@ -368,6 +369,15 @@ func testRateChecks(t *testing.T, s *Store) {
 	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Errorf("after raising the limit to 40/1m: %+v, %v; want reserved at once", res, err)
 	}
+	// The same in one batch beside requests still at the old limit: each
+	// is counted under its own.
+	changed := []seckill.ReserveRequest{request(sale.ID, "old1", 1, ""), request(sale.ID, "new", 1, ""), request(sale.ID, "old2", 1, "")}
+	changed[0].RateChecks, changed[2].RateChecks = checks("old1", perMin), checks("old2", perMin)
+	changed[1].RateChecks = checks("new", seckill.RateLimit{Rate: 40, Period: time.Minute})
+	if res, err := s.Reserve(ctx, sale.ID, changed); err != nil || len(res) != 3 || res[0].Outcome != seckill.OutcomeRateLimited ||
+		res[1].Outcome != seckill.OutcomeReserved || res[2].Outcome != seckill.OutcomeRateLimited {
+		t.Errorf("batch across a limit change = %+v, %v; want limited, reserved, limited", res, err)
+	}
 	// Mixed: a request without checks between two with them.
 	mixed := []seckill.ReserveRequest{request(sale.ID, "m1", 1, ""), request(sale.ID, "m2", 1, ""), request(sale.ID, "m3", 1, "")}
 	mixed[0].RateChecks, mixed[2].RateChecks = checks("m1", perMin), checks("m3", perMin)
@@ -379,6 +389,71 @@ func testRateChecks(t *testing.T, s *Store) {
 	bad.RateChecks = []seckill.RateCheck{{Key: "", Limit: perMin}}
 	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{bad}); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("empty rate key: err %v; want %s", err, seckill.EINVALID)
+	}
+}
+
+// testRateGenerations: the reserve script keeps each limit's state in
+// hashes of two live generations (reserve.lua). A state written in the
+// previous generation still counts; the current generation's hash expires
+// by the end of the next one, so no state outlives two tolerances.
+func testRateGenerations(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
+	mustPreheat(t, s, sale)
+	limit := seckill.RateLimit{Rate: 20, Period: time.Minute}
+	interval, tol := limit.Interval().Microseconds(), limit.Interval().Microseconds()*20
+	base := s.saleRateBase(sale.ID, limit)
+	redisMicros := func() int64 {
+		t.Helper()
+		tm, err := s.client.Do(ctx, s.client.B().Time().Build()).AsStrSlice()
+		if err != nil || len(tm) != 2 {
+			t.Fatalf("TIME = %v, %v", tm, err)
+		}
+		sec, _ := strconv.ParseInt(tm[0], 10, 64)
+		us, _ := strconv.ParseInt(tm[1], 10, 64)
+		return sec*1_000_000 + us
+	}
+	for attempt := 0; ; attempt++ {
+		// An address whose burst is spent, as the previous generation
+		// wrote it a moment ago.
+		ip := "ip:" + servicetest.UniqueName("203.0.113.")
+		now := redisMicros()
+		g := now / tol
+		prev := base + ":" + strconv.FormatInt(g-1, 10)
+		if err := s.client.Do(ctx, s.client.B().Hset().Key(prev).FieldValue().FieldValue(ip, strconv.FormatInt(now+tol, 10)).Build()).Error(); err != nil {
+			t.Fatalf("HSET: %v", err)
+		}
+		req := request(sale.ID, "gen"+strconv.Itoa(attempt), 1, "")
+		req.RateChecks = []seckill.RateCheck{{Key: ip, Limit: limit}}
+		res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req})
+		if err != nil {
+			t.Fatalf("Reserve: %v", err)
+		}
+		if redisMicros()/tol != g {
+			if attempt < 3 {
+				continue // the generation turned meanwhile: the script read others
+			}
+			t.Fatal("the generation turned in every attempt")
+		}
+		if res[0].Outcome != seckill.OutcomeRateLimited || res[0].RetryAfter <= 0 || res[0].RetryAfter > time.Duration(interval)*time.Microsecond {
+			t.Fatalf("with a spent burst in the previous generation: %+v; want rate limited, retry within %s", res[0], limit.Interval())
+		}
+		// An allowed request writes the current generation, which expires
+		// once every state in it is spent.
+		other := request(sale.ID, "gen-other"+strconv.Itoa(attempt), 1, "")
+		other.RateChecks = []seckill.RateCheck{{Key: ip + "-other", Limit: limit}}
+		if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{other}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+			t.Fatalf("a fresh address: %+v, %v; want reserved", res, err)
+		}
+		cur := base + ":" + strconv.FormatInt(g, 10)
+		if redisMicros()/tol != g && attempt < 3 {
+			continue
+		}
+		ttl, err := s.client.Do(ctx, s.client.B().Pttl().Key(cur).Build()).AsInt64()
+		if err != nil || ttl <= 0 || ttl > 2*tol/1000 {
+			t.Fatalf("PTTL %s = %d, %v; want in (0, %d] ms", cur, ttl, err, 2*tol/1000)
+		}
+		return
 	}
 }
 

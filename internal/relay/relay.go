@@ -69,6 +69,12 @@ type Config struct {
 	// PollInterval is the pause between passes that found nothing;
 	// default 50ms.
 	PollInterval time.Duration
+	// Wake, if set, ends an idle relay's pause at once: the stock store
+	// of this process signals it when a reserve call appends to an outbox
+	// (redis.WithOnOutboxAppend), so entries made here are relayed
+	// without waiting out PollInterval. A relay in another process still
+	// finds them at its next poll.
+	Wake <-chan struct{}
 	// Backoff is the first pause before a sale whose Publish or Redis call
 	// failed is tried again; it doubles up to MaxBackoff. Defaults 100ms
 	// and 5s.
@@ -242,6 +248,7 @@ func (r *Relay) run(ctx context.Context) {
 		case <-ctx.Done():
 		case <-t.C:
 		case <-wake:
+		case <-r.cfg.Wake:
 		}
 		t.Stop()
 	}

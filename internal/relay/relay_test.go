@@ -718,3 +718,58 @@ func TestMalformedEntryPublishedRaw(t *testing.T) {
 		t.Errorf("acked %v; want every entry once published", out.acked)
 	}
 }
+
+// passCounter is an Outbox that counts the relay's reads of new entries
+// that came back empty: after one, the relay is idle.
+type passCounter struct {
+	Outbox
+	empty atomic.Int64
+}
+
+func (o *passCounter) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
+	es, err := o.Outbox.ReadOutbox(ctx, saleID, group, consumer, count, block)
+	if err == nil && len(es) == 0 {
+		o.empty.Add(1)
+	}
+	return es, err
+}
+
+// TestWakeEndsTheIdlePause: an idle relay whose poll would come after an
+// hour relays new entries at once when Wake is signalled, which the stock
+// store does on every reserve that appends to an outbox
+// (redis.WithOnOutboxAppend).
+func TestWakeEndsTheIdlePause(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	url := servicetest.Redis.URL(t)
+	prefix := servicetest.UniqueName("t")
+	s, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix), redis.WithOnOutboxAppend(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, url, prefix)
+	})
+	sale := preheat(t, s, 100)
+	out := &passCounter{Outbox: s}
+	broker := &fakeBroker{}
+	cfg := testConfig(t, "wake")
+	cfg.PollInterval = time.Hour
+	cfg.Wake = wake
+	r := New(out, broker, cfg)
+	start(t, r)
+	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
+	// Only a wake brings the next pass within the test's time.
+	want := reserve(t, s, sale.ID, 7)
+	servicetest.WaitFor(t, 10*time.Second, "the reservations published", func() bool { return broker.publishedCount() >= len(want) })
+	wantPublished(t, broker, want)
+	servicetest.WaitFor(t, 10*time.Second, "the outbox acknowledged", func() bool {
+		n, err := s.OutboxPending(context.Background(), sale.ID, "relay")
+		return err == nil && n == 0
+	})
+}

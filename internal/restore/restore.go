@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -80,24 +81,12 @@ type Service struct {
 
 // New returns a Service.
 func New(store Store, stock Stock, cfg Config) *Service {
-	if cfg.RetryInterval <= 0 {
-		cfg.RetryInterval = 5 * time.Second
-	}
-	if cfg.AlertAfter <= 0 {
-		cfg.AlertAfter = time.Hour
-	}
-	if cfg.BatchSize <= 0 {
-		cfg.BatchSize = 500
-	}
-	if cfg.RedisTimeout <= 0 {
-		cfg.RedisTimeout = 500 * time.Millisecond
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Positive(&cfg.RetryInterval, 5*time.Second)
+	defaults.Positive(&cfg.AlertAfter, time.Hour)
+	defaults.Positive(&cfg.BatchSize, 500)
+	defaults.Positive(&cfg.RedisTimeout, 500*time.Millisecond)
+	defaults.Clock(&cfg.Now)
+	defaults.Logger(&cfg.Logger)
 	return &Service{store: store, stock: stock, cfg: cfg, kick: make(chan struct{}, 1)}
 }
 

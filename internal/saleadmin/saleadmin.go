@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
 // Store is the database side (internal/sqlstore).
@@ -62,12 +63,8 @@ func New(cfg Config) (*Service, error) {
 		return nil, errors.New("saleadmin: Config.Store and Config.Live are required")
 	}
 	s := &Service{store: cfg.Store, live: cfg.Live, onChanged: cfg.OnChanged, now: cfg.Now, logger: cfg.Logger}
-	if s.now == nil {
-		s.now = time.Now
-	}
-	if s.logger == nil {
-		s.logger = slog.New(slog.DiscardHandler)
-	}
+	defaults.Clock(&s.now)
+	defaults.Logger(&s.logger)
 	return s, nil
 }
 

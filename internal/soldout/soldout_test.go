@@ -295,27 +295,19 @@ func TestMetrics(t *testing.T) {
 // gatherFlags returns the per-sale seckill_soldout_flag gauge by sale.
 func gatherFlags(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, mf := range mfs {
-		if mf.GetName() != "seckill_soldout_flag" {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "sale" {
-					out[l.GetValue()] = m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return out
+	return gatherBy(t, reg, "seckill_soldout_flag", "sale")
 }
 
+// gather returns each metric family's value (counter or gauge) by name.
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	return gatherBy(t, reg, "", "")
+}
+
+// gatherBy returns the values (counter or gauge) of reg's metrics of the
+// family named family (every family if ""), each keyed by its label's
+// value, or by its family's name where label is "" or absent.
+func gatherBy(t *testing.T, reg *prometheus.Registry, family, label string) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -323,8 +315,17 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 	}
 	out := map[string]float64{}
 	for _, mf := range mfs {
+		if family != "" && mf.GetName() != family {
+			continue
+		}
 		for _, m := range mf.GetMetric() {
-			out[mf.GetName()] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			key := mf.GetName()
+			for _, l := range m.GetLabel() {
+				if label != "" && l.GetName() == label {
+					key = l.GetValue()
+				}
+			}
+			out[key] = m.GetCounter().GetValue() + m.GetGauge().GetValue()
 		}
 	}
 	return out

@@ -153,6 +153,12 @@ func TestPersistRetriesVersionConflict(t *testing.T) {
 		if fmt.Sprint(attempts) != "[1 2]" {
 			t.Errorf("attempts %v, want [1 2]", attempts)
 		}
+		if got := st.Conflicts(); got != 1 {
+			t.Errorf("Conflicts() = %d, want 1 (the first attempt rolled back)", got)
+		}
+		if got := other.Conflicts(); got != 0 {
+			t.Errorf("the competitor's Conflicts() = %d, want 0", got)
+		}
 		wantSale(t, db, "tea", 0, 3)
 	})
 }

@@ -55,6 +55,8 @@ var postgresDialect = &dialect{
 // postgresOrderQueries is the order store's SQL on PostgreSQL.
 var postgresOrderQueries = orderQueries{
 	bind: func(i int) string { return "$" + strconv.Itoa(i) },
+	// A NUMERIC sum would turn the whole UNION's column into NUMERIC.
+	heldSum: `CAST(SUM(qty) AS BIGINT)`,
 	isTransient: func(err error) bool {
 		var e *pgconn.PgError
 		// serialization_failure (under a stricter default isolation than

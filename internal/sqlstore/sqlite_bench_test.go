@@ -64,15 +64,7 @@ func BenchmarkSQLitePersist(b *testing.B) {
 				work[k] = batchOf()
 			}
 			before := cpuTime()
-			for _, evs := range work {
-				out, err := st.PersistReservations(b.Context(), "tea", evs, time.Now(), time.Minute)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if out[0] != seckill.PersistCreated {
-					b.Fatalf("outcome %v, want created", out[0])
-				}
-			}
+			persistAll(b, st, work)
 			cpu[i] = append(cpu[i], float64((cpuTime()-before).Microseconds())/float64(perRound*batch))
 		}
 	}
@@ -84,6 +76,21 @@ func BenchmarkSQLitePersist(b *testing.B) {
 		}
 		b.ReportMetric(median(cpu[i]), "cpu-µs/order:"+v.name)
 		b.ReportMetric(median(ratios), "ratio:"+v.name)
+	}
+}
+
+// persistAll persists each batch of new orders of sale "tea" in a call of
+// its own.
+func persistAll(b *testing.B, st *OrderStore, work [][]seckill.ReservationEvent) {
+	b.Helper()
+	for _, evs := range work {
+		out, err := st.PersistReservations(b.Context(), "tea", evs, time.Now(), time.Minute)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if out[0] != seckill.PersistCreated {
+			b.Fatalf("outcome %v, want created", out[0])
+		}
 	}
 }
 
@@ -99,4 +106,43 @@ func median(xs []float64) float64 {
 	s := slices.Clone(xs)
 	slices.Sort(s)
 	return s[len(s)/2]
+}
+
+// BenchmarkSQLitePersistRepeatBuyers is the writer's SQLite path in the
+// shape of `seckill bench live`: batches of 110 new orders of one sale
+// from 10,000 buyers who each buy again and again (a limit no buyer
+// reaches), so every batch's limit check finds its buyers' earlier orders.
+// b.N batches, cpu-µs/order the process CPU per order:
+//
+//	go test -run '^$' -bench SQLitePersistRepeatBuyers -benchtime 500x ./internal/sqlstore
+func BenchmarkSQLitePersistRepeatBuyers(b *testing.B) {
+	const batch, buyers = 110, 10_000
+	db, err := Open(b.Context(), sqltest.SQLite(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	s := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: seckill.MaxSaleStock, PurchaseLimit: seckill.MaxPurchaseLimit,
+		StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
+	if err := NewSaleStore(db).CreateSale(b.Context(), s); err != nil {
+		b.Fatal(err)
+	}
+	st := NewOrderStore(db)
+	work := make([][]seckill.ReservationEvent, b.N)
+	next := 0
+	for k := range work {
+		work[k] = make([]seckill.ReservationEvent, batch)
+		for j := range work[k] {
+			work[k][j] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()),
+				SaleID: "tea", UserID: fmt.Sprintf("u%d", next%buyers), Qty: 1, ReservedAt: time.Now()}
+			next++
+		}
+	}
+	b.ResetTimer()
+	before := cpuTime()
+	persistAll(b, st, work)
+	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N*batch), "cpu-µs/order")
 }
