@@ -42,10 +42,10 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Stock is the part of the stock store (internal/redis) the watcher uses.
@@ -102,9 +102,7 @@ type Watcher struct {
 	seen         map[string]seckill.StockWatch
 	held         map[string]heldSale // by Hold, until their first heal
 
-	startOnce, stopOnce sync.Once
-	cancel              context.CancelFunc
-	done                chan struct{}
+	worker startstop.Worker
 }
 
 // New returns a Watcher; Start runs it.
@@ -160,44 +158,22 @@ type heldSale struct {
 	token string
 }
 
-// Start runs the watcher until Stop (or ctx ends).
+// Start runs the watcher until Stop (or ctx ends): a tick at once, then
+// one every Interval.
 func (w *Watcher) Start(ctx context.Context) {
-	w.startOnce.Do(func() {
-		ctx, w.cancel = context.WithCancel(ctx)
-		w.done = make(chan struct{})
-		go func() {
-			defer close(w.done)
-			t := time.NewTicker(w.cfg.Interval)
-			defer t.Stop()
-			for {
-				w.Tick(ctx)
-				select {
-				case <-ctx.Done():
-					return
-				case <-t.C:
-				}
-			}
-		}()
+	w.worker.Start(ctx, func(ctx context.Context) {
+		w.Tick(ctx)
+		startstop.Every(ctx, w.cfg.Interval, nil, w.Tick)
 	})
 }
 
 // Stop ends the watcher, waiting for a heal in progress (which, cut
 // short, lets claims in again). Safe to call twice, and without Start.
 func (w *Watcher) Stop(ctx context.Context) error {
-	w.stopOnce.Do(func() {
-		if w.cancel != nil {
-			w.cancel()
-		}
-	})
-	if w.done == nil {
-		return nil
+	if err := w.worker.Stop(ctx); err != nil {
+		return fmt.Errorf("heal watcher: stop: %w", err)
 	}
-	select {
-	case <-w.done:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("heal watcher: stop: %w", ctx.Err())
-	}
+	return nil
 }
 
 // Tick looks at every loaded sale once, healing those that lost writes.

@@ -50,16 +50,8 @@ func NewBacklog(b BacklogReader, interval time.Duration, logger *slog.Logger, no
 // Start samples at once and then every interval until Stop.
 func (s *Backlog) Start(ctx context.Context) {
 	s.w.Start(ctx, func(ctx context.Context) {
-		t := time.NewTicker(s.interval)
-		defer t.Stop()
-		for {
-			s.sample(ctx)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
+		s.sample(ctx)
+		startstop.Every(ctx, s.interval, nil, s.sample)
 	})
 }
 
