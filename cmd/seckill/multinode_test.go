@@ -757,7 +757,8 @@ func multiNodeRush(t *testing.T, bin, redisURL, brokerURL, queue, dbURL string) 
 		t.Fatal("nobody was answered sold_out")
 	}
 	// waitFlags waits for every node's flag to be seen at on after
-	// since(i), and checks that came within 1 s of base(i).
+	// since(i), and checks that came within 1 s of base(i) (wantWithin: on
+	// a machine loaded past its CPUs the lateness is logged instead).
 	waitFlags := func(what string, on bool, since, base func(i int) time.Time) {
 		t.Helper()
 		for i, n := range c.nodes {
@@ -765,13 +766,11 @@ func multiNodeRush(t *testing.T, bin, redisURL, brokerURL, queue, dbURL string) 
 				if at := flagAt(i, on, since(i)); !at.IsZero() {
 					took := max(0, at.Sub(base(i)))
 					t.Logf("%s: %s %s after %s", n.name, what, took.Round(time.Millisecond), map[bool]string{true: "the sell-out (or its restart)", false: "the restore"}[on])
-					if took > time.Second {
-						t.Errorf("%s: %s %s late; want within 1s", n.name, what, took)
-					}
+					wantWithin(t, n.name+": "+what, took, time.Second)
 					break
 				}
-				if time.Since(base(i)) > 5*time.Second {
-					t.Errorf("%s: %s: not seen within 5s", n.name, what)
+				if time.Since(base(i)) > 30*time.Second {
+					t.Errorf("%s: %s: not seen within 30s", n.name, what)
 					break
 				}
 				time.Sleep(10 * time.Millisecond)

@@ -87,13 +87,7 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	load := loadAverage(t)
 	t.Logf("%d expired orders back in stock %v after their deadline (%.0f restores/s, sweep interval %v, load average %.1f on %d CPUs); %d restock announcements",
 		n, took.Round(time.Millisecond), n/took.Seconds(), e.m.Config.SweepInterval, load, runtime.NumCPU(), announced.Load())
-	if bound := 10*time.Second + e.m.Config.SweepInterval; took > bound {
-		if load <= float64(runtime.NumCPU()) {
-			t.Errorf("%d expired orders took %v to come back; want within %v", n, took.Round(time.Millisecond), bound)
-		} else {
-			t.Logf("over the %v bound, on a machine loaded %.1f on %d CPUs: not asserted", bound, load, runtime.NumCPU())
-		}
-	}
+	wantWithin(t, fmt.Sprintf("%d expired orders back in stock", n), took, 10*time.Second+e.m.Config.SweepInterval)
 	if a := announced.Load(); a > n/100 {
 		t.Errorf("%d restock announcements for %d restores: not batched", a, n)
 	}
@@ -101,6 +95,21 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	if code != 0 || report["balanced"] != true {
 		t.Fatalf("reconcile after the restores: exit %d, %v", code, report)
 	}
+}
+
+// wantWithin fails the test when took is over bound, unless the machine
+// is loaded past its CPUs (then wall-clock latency is queueing for a core,
+// and the overrun is logged, not asserted).
+func wantWithin(t *testing.T, what string, took, bound time.Duration) {
+	t.Helper()
+	if took <= bound {
+		return
+	}
+	if load := loadAverage(t); load > float64(runtime.NumCPU()) {
+		t.Logf("%s after %v, over the %v bound, on a machine loaded %.1f on %d CPUs: not asserted", what, took.Round(time.Millisecond), bound, load, runtime.NumCPU())
+		return
+	}
+	t.Errorf("%s after %v; want within %v", what, took.Round(time.Millisecond), bound)
 }
 
 // loadAverage is the machine's one-minute load average (0 where
