@@ -455,7 +455,7 @@ func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.Restore
 	if limit < 1 {
 		return nil, fmt.Errorf("restore requests: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.rq.requestsByState, string(state), limit)
+	rows, err := st.readQuery(ctx, st.rq.requestsByState, string(state), limit)
 	if err != nil {
 		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
 	}
