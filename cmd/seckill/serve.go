@@ -321,9 +321,27 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			// compact. An external broker may have writers of an older
 			// version, which read only JSON.
 			CompactEvents: cfg.BrokerURL == "",
+			Linger:        relayLinger(m.broker),
 			Wake:          w.relayWake,
 		}))
 	}
+}
+
+// handoffLinger is the relay's Linger over a handoff: the least time
+// between the starts of two batches while claims keep coming, so that
+// under load a batch holds what some milliseconds bring. A claim waits
+// for its order at most that much longer; its buyer polls every 2 s.
+const handoffLinger = 20 * time.Millisecond
+
+// relayLinger is the relay's Linger on broker: handoffLinger over a
+// handoff, whose Publish is the writer's transaction (a commit per batch
+// whatever its size), none over a real broker, whose writers batch what
+// they consume by themselves.
+func relayLinger(broker seckill.Broker) time.Duration {
+	if _, ok := broker.(*handoff.Broker); ok {
+		return handoffLinger
+	}
+	return 0
 }
 
 // cancelBatch cancels unpaid orders of one sale through the restorer

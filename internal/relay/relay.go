@@ -69,6 +69,15 @@ type Config struct {
 	// PollInterval is the pause between passes that found nothing;
 	// default 50ms.
 	PollInterval time.Duration
+	// Linger, if set, is the least time from the start of a pass that
+	// found entries, but no full batch, to the start of the next: under
+	// load each batch then holds what arrived in that time instead of the
+	// few entries appended while the last Publish ran. It is for a broker
+	// whose Publish is the order writer's transaction (internal/handoff),
+	// where a batch costs a commit whatever its size. The first entry
+	// after an idle spell is read at once; a relay that is stopping does
+	// not linger. Default 0: the next pass starts at once.
+	Linger time.Duration
 	// Wake, if set, ends an idle relay's pause at once: the stock store
 	// of this process signals it when a reserve call appends to an outbox
 	// (redis.WithOnOutboxAppend), so entries made here are relayed
@@ -224,6 +233,7 @@ func (r *Relay) run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		draining := isClosed(stopping)
+		started := time.Now()
 		found, wait := r.pass(ctx, log, idle && !draining)
 		if ctx.Err() != nil {
 			log.Warn("relay abandoned before its outboxes were drained", "err", ctx.Err())
@@ -231,6 +241,15 @@ func (r *Relay) run(ctx context.Context) {
 		}
 		if found > 0 {
 			idle = false
+			if d := r.cfg.Linger - time.Since(started); d > 0 && found < r.cfg.BatchSize && !draining {
+				t.Reset(d)
+				select {
+				case <-ctx.Done():
+				case <-t.C:
+				case <-stopping:
+				}
+				t.Stop()
+			}
 			continue
 		}
 		idle = true

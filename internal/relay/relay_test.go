@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 type fakeBroker struct {
 	mu        sync.Mutex
 	batches   [][]seckill.Message
+	at        []time.Time // when each of batches was published
 	fail      error
 	failed    int
 	published int
@@ -51,6 +52,7 @@ func (b *fakeBroker) Publish(ctx context.Context, msgs []seckill.Message) error 
 		return b.fail
 	}
 	b.batches = append(b.batches, slices.Clone(msgs))
+	b.at = append(b.at, time.Now())
 	b.published += len(msgs)
 	return nil
 }
@@ -772,4 +774,62 @@ func TestWakeEndsTheIdlePause(t *testing.T) {
 		n, err := s.OutboxPending(context.Background(), sale.ID, "relay")
 		return err == nil && n == 0
 	})
+}
+
+// TestLingerGathersABatch: under Linger, the pass after one that found
+// entries starts no sooner than Linger after it, however soon a wake
+// comes, so the entries appended meanwhile go in one batch; the first
+// entry after an idle spell goes at once (a wake, not a poll, brings it
+// within the test's time).
+func TestLingerGathersABatch(t *testing.T) {
+	wake := make(chan struct{}, 1)
+	url := servicetest.Redis.URL(t)
+	prefix := servicetest.UniqueName("t")
+	s, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix), redis.WithOnOutboxAppend(func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}))
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, url, prefix)
+	})
+	sale := preheat(t, s, 100)
+	out := &passCounter{Outbox: s}
+	broker := &fakeBroker{}
+	const linger = time.Second
+	cfg := testConfig(t, "linger")
+	cfg.PollInterval = time.Hour
+	cfg.Linger = linger
+	cfg.Wake = wake
+	r := New(out, broker, cfg)
+	start(t, r)
+	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
+	first := reserve(t, s, sale.ID, 1)
+	servicetest.WaitFor(t, 10*time.Second, "the first reservation published", func() bool { return broker.publishedCount() >= 1 })
+	rest := merge(reserve(t, s, sale.ID, 3), reserve(t, s, sale.ID, 4))
+	servicetest.WaitFor(t, 10*time.Second, "the others published", func() bool { return broker.publishedCount() >= 8 })
+	wantPublished(t, broker, merge(first, rest))
+	broker.mu.Lock()
+	defer broker.mu.Unlock()
+	if len(broker.batches) != 2 || len(broker.batches[1]) != 7 {
+		t.Errorf("published batches of %v; want 1 then 7", batchSizes(broker.batches))
+	}
+	// The second pass began at least linger after the first began, which
+	// was before its publish.
+	if gap := broker.at[len(broker.at)-1].Sub(broker.at[0]); gap < linger/2 {
+		t.Errorf("the second batch came %s after the first; want about %s (Linger)", gap, linger)
+	}
+}
+
+func batchSizes(batches [][]seckill.Message) []int {
+	n := make([]int, len(batches))
+	for i, b := range batches {
+		n[i] = len(b)
+	}
+	return n
 }
