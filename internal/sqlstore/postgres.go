@@ -143,18 +143,9 @@ func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, 
 	}, nil
 }
 
-// openPostgres accepts any URL pgx does (postgres:// or postgresql://,
-// with libpq parameters such as sslmode or search_path).
-func openPostgres(rawURL string) (*DB, error) {
-	db, err := postgresPool(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	setServerPool(db)
-	return &DB{dialect: postgresDialect, write: db, read: db}, nil
-}
-
-// postgresPool opens an unsized pool on a PostgreSQL URL.
+// postgresPool opens an unsized pool on a PostgreSQL URL: any URL pgx
+// accepts (postgres:// or postgresql://, with libpq parameters such as
+// sslmode or search_path).
 func postgresPool(rawURL string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {

@@ -18,23 +18,11 @@ import (
 
 var sqliteDialect = &dialect{
 	name: "sqlite",
-	q: queries{
-		createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+	q: qmarkQueries(`CREATE TABLE IF NOT EXISTS schema_migrations (
 			version       INTEGER NOT NULL PRIMARY KEY,
 			name          TEXT    NOT NULL,
 			applied_at_ms INTEGER NOT NULL
-		) STRICT`,
-		migrationApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
-		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
-
-		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
-		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
-			WHERE start_at_ms <= ? AND end_at_ms > ?
-			ORDER BY start_at_ms, id`,
-	},
+		) STRICT`),
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		return errors.As(err, &e) &&
