@@ -176,6 +176,30 @@ func (db *DB) now() time.Time {
 	return time.Now()
 }
 
+// querier is a pool or a transaction, for queryAll.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryAll runs query on q and scans every row it returns with scan. Its
+// errors are the driver's, for the caller to classify and wrap.
+func queryAll[T any](ctx context.Context, q querier, scan func(interface{ Scan(...any) error }) (*T, error), query string, args ...any) ([]*T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // isUniqueViolation reports whether err is the dialect's unique-key
 // violation.
 func (db *DB) isUniqueViolation(err error) bool {
