@@ -102,26 +102,19 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, r, keep), seckill.OutcomeReserved, seckill.OutcomeReserved)
 		const restorers = 20
 		var (
-			wg      sync.WaitGroup
 			mu      sync.Mutex
 			answers = map[bool]int{}
 		)
-		start := make(chan struct{})
-		for range restorers {
-			wg.Go(func() {
-				<-start
-				restored, err := store.RestoreReservation(context.Background(), r.ReservationID)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					t.Errorf("RestoreReservation: %v", err)
-					return
-				}
-				answers[restored]++
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(restorers, func(int) {
+			restored, err := store.RestoreReservation(context.Background(), r.ReservationID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("RestoreReservation: %v", err)
+				return
+			}
+			answers[restored]++
+		})
 		if answers[true] != 1 || answers[false] != restorers-1 {
 			t.Fatalf("%d concurrent restores of one reservation: %d restored, %d already restored; want 1 and %d",
 				restorers, answers[true], answers[false], restorers-1)

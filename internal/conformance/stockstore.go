@@ -351,31 +351,27 @@ func wantReplay(t *testing.T, store seckill.StockStore, saleID string, first sec
 func reserveAtOnce(t *testing.T, store seckill.StockStore, saleID string, n int, req func(i int) seckill.ReserveRequest) (map[seckill.Outcome]int, map[string]bool) {
 	t.Helper()
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
 		outcomes = map[seckill.Outcome]int{}
 		ids      = map[string]bool{}
+		reqs     = make([]seckill.ReserveRequest, n)
 	)
-	start := make(chan struct{})
 	for i := range n {
-		wg.Go(func() {
-			r := req(i)
-			<-start
-			res, err := store.Reserve(context.Background(), saleID, []seckill.ReserveRequest{r})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				t.Errorf("Reserve: %v", err)
-				return
-			}
-			outcomes[res[0].Outcome]++
-			if res[0].Outcome.Claimed() {
-				ids[res[0].ReservationID] = true
-			}
-		})
+		reqs[i] = req(i)
 	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) {
+		res, err := store.Reserve(context.Background(), saleID, []seckill.ReserveRequest{reqs[i]})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errorf("Reserve: %v", err)
+			return
+		}
+		outcomes[res[0].Outcome]++
+		if res[0].Outcome.Claimed() {
+			ids[res[0].ReservationID] = true
+		}
+	})
 	return outcomes, ids
 }
 
