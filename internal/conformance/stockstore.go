@@ -147,43 +147,46 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 1)
 	})
 
-	t.Run("RejectionsAreNotStoredUnderTheKey", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 2)
-		// Rejected with key k: qty 3 is over the limit of 2.
-		wantReserve(t, store, sale.ID, "u1", 3, "k", seckill.OutcomeLimitExceeded)
-		// The same key with another qty is a new decision, not key reused.
-		wantReserve(t, store, sale.ID, "u1", 1, "k", seckill.OutcomeReserved)
-	})
-
-	t.Run("LimitExceeded", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 100, 3)
-		// qty over the limit at once
-		wantReserve(t, store, sale.ID, "u1", 4, "", seckill.OutcomeLimitExceeded)
-		// cumulative: 2 + 1 fit, then 1 more does not, over several calls and keys
-		wantReserve(t, store, sale.ID, "u1", 2, "a", seckill.OutcomeReserved)
-		wantReserve(t, store, sale.ID, "u1", 1, "b", seckill.OutcomeReserved)
-		wantReserve(t, store, sale.ID, "u1", 1, "c", seckill.OutcomeLimitExceeded)
-		wantReserve(t, store, sale.ID, "u1", 1, "", seckill.OutcomeLimitExceeded)
-		// another buyer is unaffected
-		wantReserve(t, store, sale.ID, "u2", 3, "", seckill.OutcomeReserved)
-		wantStockLevel(t, store, sale.ID, 100, 6)
-	})
-
-	t.Run("SoldOut", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 3, 5)
-		wantReserve(t, store, sale.ID, "u1", 2, "", seckill.OutcomeReserved)
-		// 1 unit left: a request for 2 is sold out, one for 1 still fits.
-		wantReserve(t, store, sale.ID, "u2", 2, "", seckill.OutcomeSoldOut)
-		wantReserve(t, store, sale.ID, "u3", 1, "", seckill.OutcomeReserved)
-		wantReserve(t, store, sale.ID, "u4", 1, "", seckill.OutcomeSoldOut)
-		wantStockLevel(t, store, sale.ID, 3, 3)
-	})
+	// Runs of one-request batches on a fresh live sale: each request's
+	// outcome, then the units reserved.
+	for _, tt := range []struct {
+		name         string
+		stock, limit int64
+		steps        []reserveStep
+		reserved     int64
+	}{
+		{"RejectionsAreNotStoredUnderTheKey", 10, 2, []reserveStep{
+			{"u1", 3, "k", seckill.OutcomeLimitExceeded}, // qty 3 is over the limit of 2
+			// The same key with another qty is a new decision, not key reused.
+			{"u1", 1, "k", seckill.OutcomeReserved},
+		}, 1},
+		{"LimitExceeded", 100, 3, []reserveStep{
+			{"u1", 4, "", seckill.OutcomeLimitExceeded}, // qty over the limit at once
+			// cumulative: 2 + 1 fit, then 1 more does not, over several calls and keys
+			{"u1", 2, "a", seckill.OutcomeReserved},
+			{"u1", 1, "b", seckill.OutcomeReserved},
+			{"u1", 1, "c", seckill.OutcomeLimitExceeded},
+			{"u1", 1, "", seckill.OutcomeLimitExceeded},
+			{"u2", 3, "", seckill.OutcomeReserved}, // another buyer is unaffected
+		}, 6},
+		{"SoldOut", 3, 5, []reserveStep{
+			{"u1", 2, "", seckill.OutcomeReserved},
+			// 1 unit left: a request for 2 is sold out, one for 1 still fits.
+			{"u2", 2, "", seckill.OutcomeSoldOut},
+			{"u3", 1, "", seckill.OutcomeReserved},
+			{"u4", 1, "", seckill.OutcomeSoldOut},
+		}, 3},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			store := newStore(t)
+			sale := preheatedSale(t, store, tt.stock, tt.limit)
+			for _, s := range tt.steps {
+				wantReserve(t, store, sale.ID, s.user, s.qty, s.key, s.want)
+			}
+			wantStockLevel(t, store, sale.ID, tt.stock, tt.reserved)
+		})
+	}
 
 	for _, tt := range []struct {
 		name       string
@@ -325,6 +328,14 @@ func preheatedSale(t *testing.T, store seckill.StockStore, stock, limit int64) *
 	sale := liveStockSale(stock, limit)
 	stockPreheat(t, store, sale)
 	return sale
+}
+
+// reserveStep is one request of wantReserve and the outcome it must get.
+type reserveStep struct {
+	user string
+	qty  int64
+	key  string
+	want seckill.Outcome
 }
 
 // wantReserve reserves qty for user (with key, if any) alone in a batch
