@@ -362,12 +362,7 @@ func TestListLimits(t *testing.T) {
 // order, the stock sells exactly out, and no writer sees "database is
 // locked".
 func TestSQLitePersistTwoHandles(t *testing.T) {
-	url := sqltest.SQLite(t)
-	a := openDB(t, url)
-	if err := a.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	b := openDB(t, url)
+	a, b := twoSQLiteHandles(t)
 	createSale(t, a, "tea", 200)
 	evs := events("tea", make([]int64, 200)...)
 	for i := range evs {
