@@ -95,10 +95,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		}
 	})
 
-	t.Run("Reserved", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 3)
+	onLiveSale(t, "Reserved", newStore, 10, 3, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		r := stockRequest(sale.ID, "u1", 2, "")
 		got := stockReserve(t, store, sale.ID, r)
 		want := seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: 2}
@@ -108,10 +105,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 2)
 	})
 
-	t.Run("ReplayedWithSameKey", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 5)
+	onLiveSale(t, "ReplayedWithSameKey", newStore, 10, 5, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		first := stockRequest(sale.ID, "u1", 2, "key-1")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 
@@ -123,10 +117,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 4)
 	})
 
-	t.Run("ReplayedEvenWhenSoldOutOrAtLimit", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 2, 2)
+	onLiveSale(t, "ReplayedEvenWhenSoldOutOrAtLimit", newStore, 2, 2, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		first := stockRequest(sale.ID, "u1", 2, "k")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
@@ -135,10 +126,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		}
 	})
 
-	t.Run("KeyReusedWithOtherQty", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 5)
+	onLiveSale(t, "KeyReusedWithOtherQty", newStore, 10, 5, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		wantReserve(t, store, sale.ID, "u1", 1, "k", seckill.OutcomeReserved)
 		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
 		if got[0] != (seckill.ReserveResult{Outcome: seckill.OutcomeKeyReused}) {
@@ -177,10 +165,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 			{"u4", 1, "", seckill.OutcomeSoldOut},
 		}, 3},
 	} {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			store := newStore(t)
-			sale := preheatedSale(t, store, tt.stock, tt.limit)
+		onLiveSale(t, tt.name, newStore, tt.stock, tt.limit, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 			for _, s := range tt.steps {
 				wantReserve(t, store, sale.ID, s.user, s.qty, s.key, s.want)
 			}
@@ -254,10 +239,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 5, 5)
 	})
 
-	t.Run("EmptyBatch", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 5, 2)
+	onLiveSale(t, "EmptyBatch", newStore, 5, 2, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		if got := stockReserve(t, store, sale.ID); len(got) != 0 {
 			t.Fatalf("Reserve of no requests = %+v; want none", got)
 		}
@@ -278,10 +260,8 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, stock, stock)
 	})
 
-	t.Run("ConcurrentRetriesOfOneKeyClaimOnce", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 100, 10) // a limit of 10 would let duplicates through
+	onLiveSale(t, "ConcurrentRetriesOfOneKeyClaimOnce", newStore, 100, 10, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
+		// The limit of 10 would let duplicates through: only the key holds them back.
 		const retries = 50
 		outcomes, ids := reserveAtOnce(t, store, sale.ID, retries, func(int) seckill.ReserveRequest {
 			return stockRequest(sale.ID, "impatient", 1, "the-one-key")
@@ -328,6 +308,17 @@ func preheatedSale(t *testing.T, store seckill.StockStore, stock, limit int64) *
 	sale := liveStockSale(stock, limit)
 	stockPreheat(t, store, sale)
 	return sale
+}
+
+// onLiveSale runs test as a parallel subtest named name, on a store of its
+// own with a live sale of stock units and a per-buyer limit preheated.
+func onLiveSale[S seckill.StockStore](t *testing.T, name string, newStore func(*testing.T) S, stock, limit int64, test func(t *testing.T, store S, sale *seckill.Sale)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		test(t, store, preheatedSale(t, store, stock, limit))
+	})
 }
 
 // reserveStep is one request of wantReserve and the outcome it must get.
