@@ -20,6 +20,8 @@ var mysqlDialect = &dialect{
 			name          VARCHAR(255) NOT NULL,
 			applied_at_ms BIGINT       NOT NULL
 		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`),
+	orders:   &mysqlOrderQueries,
+	restores: &mysqlRestoreQueries,
 	isUniqueViolation: func(err error) bool {
 		var e *mysql.MySQLError
 		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.

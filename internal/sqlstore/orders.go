@@ -62,8 +62,8 @@ var _ seckill.OrderStore = (*OrderStore)(nil)
 func NewOrderStore(db *DB) *OrderStore {
 	return &OrderStore{
 		db:          db,
-		q:           orderQueriesOf(db.dialect),
-		rq:          restoreQueriesOf(db.dialect),
+		q:           db.dialect.orders,
+		rq:          db.dialect.restores,
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
 	}
@@ -212,19 +212,6 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
 	}
-}
-
-// orderQueriesOf returns the order SQL of a dialect.
-func orderQueriesOf(d *dialect) *orderQueries {
-	switch d {
-	case sqliteDialect:
-		return &sqliteOrderQueries
-	case mysqlDialect:
-		return &mysqlOrderQueries
-	case postgresDialect:
-		return &postgresOrderQueries
-	}
-	panic("sqlstore: no order queries for dialect " + d.name)
 }
 
 // list returns "(p, p, …)": n bind parameters numbered from first.

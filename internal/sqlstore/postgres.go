@@ -32,6 +32,8 @@ var postgresDialect = &dialect{
 			WHERE start_at_ms <= $1 AND end_at_ms > $2
 			ORDER BY start_at_ms, id`,
 	},
+	orders:   &postgresOrderQueries,
+	restores: &postgresRestoreQueries,
 	isUniqueViolation: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505" // unique_violation

@@ -136,19 +136,6 @@ func qmarkRestoreQueries(forUpdate string) restoreQueries {
 	}
 }
 
-// restoreQueriesOf returns the restore SQL of a dialect.
-func restoreQueriesOf(d *dialect) *restoreQueries {
-	switch d {
-	case sqliteDialect:
-		return &sqliteRestoreQueries
-	case mysqlDialect:
-		return &mysqlRestoreQueries
-	case postgresDialect:
-		return &postgresRestoreQueries
-	}
-	panic("sqlstore: no restore queries for dialect " + d.name)
-}
-
 // stateRank orders restore states: a request only ever moves forward.
 var stateRank = map[seckill.RestoreState]int{
 	seckill.RestoreStateParked:       0,

@@ -23,6 +23,8 @@ var sqliteDialect = &dialect{
 			name          TEXT    NOT NULL,
 			applied_at_ms INTEGER NOT NULL
 		) STRICT`),
+	orders:   &sqliteOrderQueries,
+	restores: &sqliteRestoreQueries,
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		return errors.As(err, &e) &&

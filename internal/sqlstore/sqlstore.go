@@ -212,6 +212,10 @@ func (db *DB) isUniqueViolation(err error) bool {
 type dialect struct {
 	name string
 	q    queries
+	// orders and restores are the order store's SQL (orders.go,
+	// restore.go).
+	orders   *orderQueries
+	restores *restoreQueries
 	// isUniqueViolation recognises the driver's unique-key violation.
 	isUniqueViolation func(error) bool
 	// isUnavailable recognises the driver's own ways of saying that the
