@@ -35,7 +35,7 @@ func TestEmbeddedConformance(t *testing.T) {
 
 // newExternal returns a broker on a fresh stream of the external server,
 // deleting its streams when the test ends.
-func newExternal(t *testing.T, url string, opts ...Option) *Broker {
+func newExternal(t testing.TB, url string, opts ...Option) *Broker {
 	t.Helper()
 	stream := servicetest.UniqueName("seckill_test_")
 	b, err := New(context.Background(), url, stream, append(suiteOptions(), opts...)...)
@@ -68,7 +68,7 @@ func newExternal(t *testing.T, url string, opts ...Option) *Broker {
 	return b
 }
 
-func newEmbedded(t *testing.T, dir string, opts ...Option) *Broker {
+func newEmbedded(t testing.TB, dir string, opts ...Option) *Broker {
 	t.Helper()
 	b, shutdown, err := StartEmbedded(context.Background(), dir, "seckill", append(suiteOptions(), opts...)...)
 	if err != nil {
@@ -239,66 +239,13 @@ func TestPublishFailsWhileServerDown(t *testing.T) {
 // round of acks per batch of 100, on the external server and the embedded
 // one.
 func BenchmarkPublish(b *testing.B) {
-	targets := []struct {
-		name string
-		open func(b *testing.B) *Broker
-	}{
-		{"External", func(b *testing.B) *Broker {
-			url := servicetest.NATS.URL(b)
-			br, err := New(context.Background(), url, servicetest.UniqueName("seckill_bench_"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				br.Close()
-				nc, err := nats.Connect(url)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				defer nc.Close()
-				js, _ := jetstream.New(nc)
-				for _, s := range []string{br.stream, br.dead} {
-					if err := js.DeleteStream(context.Background(), s); err != nil {
-						b.Error(err)
-					}
-				}
-			})
-			return br
-		}},
-		{"Embedded", func(b *testing.B) *Broker {
-			br, shutdown, err := StartEmbedded(context.Background(), b.TempDir(), "seckill")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(shutdown)
-			return br
-		}},
-	}
-	for _, target := range targets {
-		for _, batch := range []int{1, 100} {
-			name := target.name + "/AckEach"
-			if batch > 1 {
-				name = fmt.Sprintf("%s/AckPerBatch%d", target.name, batch)
-			}
-			b.Run(name, func(b *testing.B) {
-				br := target.open(b)
-				ctx := context.Background()
-				b.ResetTimer()
-				for sent := 0; sent < b.N; {
-					n := min(batch, b.N-sent)
-					// Fresh ids: a repeated Nats-Msg-Id would be
-					// deduplicated, which is cheaper than a store.
-					if err := br.Publish(ctx, messages("bench", n)); err != nil {
-						b.Fatal(err)
-					}
-					sent += n
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
-			})
-		}
-	}
+	b.Run("External", func(b *testing.B) {
+		url := servicetest.NATS.URL(b)
+		conformance.BrokerPublish(b, "Ack", func(b *testing.B) seckill.Broker { return newExternal(b, url) })
+	})
+	b.Run("Embedded", func(b *testing.B) {
+		conformance.BrokerPublish(b, "Ack", func(b *testing.B) seckill.Broker { return newEmbedded(b, b.TempDir()) })
+	})
 }
 
 func TestNamespaces(t *testing.T) {

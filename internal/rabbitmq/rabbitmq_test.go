@@ -222,28 +222,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 // confirm round per batch of 100, on persistent messages to a quorum queue.
 func BenchmarkPublish(b *testing.B) {
 	amqpURL := servicetest.RabbitMQ.URL(b)
-	for _, batch := range []int{1, 100} {
-		name := "ConfirmEach"
-		if batch > 1 {
-			name = fmt.Sprintf("ConfirmPerBatch%d", batch)
-		}
-		b.Run(name, func(b *testing.B) {
-			br := newTestBroker(b, amqpURL, amqpURL)
-			ctx := context.Background()
-			msgs := messages("bench", batch)
-			b.ResetTimer()
-			sent := 0
-			for sent < b.N {
-				n := min(batch, b.N-sent)
-				if err := br.Publish(ctx, msgs[:n]); err != nil {
-					b.Fatal(err)
-				}
-				sent += n
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
-		})
-	}
+	conformance.BrokerPublish(b, "Confirm", func(b *testing.B) seckill.Broker { return newTestBroker(b, amqpURL, amqpURL) })
 }
 
 func TestNamespaces(t *testing.T) {
