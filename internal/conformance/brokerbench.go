@@ -25,7 +25,7 @@ func BrokerPublish(b *testing.B, round string, newBroker func(b *testing.B) seck
 		b.Run(name, func(b *testing.B) {
 			br := newBroker(b)
 			ctx := context.Background()
-			msgs := brokerMessages("bench", b.N)
+			msgs := BrokerMessages("bench", b.N)
 			b.ResetTimer()
 			for sent := 0; sent < b.N; {
 				n := min(batch, b.N-sent)

@@ -78,15 +78,6 @@ func newEmbedded(t testing.TB, dir string, opts ...Option) *Broker {
 	return b
 }
 
-func messages(tag string, n int) []seckill.Message {
-	msgs := make([]seckill.Message, n)
-	for i := range msgs {
-		id := seckill.NewReservationID("nats_"+tag, time.Now())
-		msgs[i] = seckill.Message{ID: id, Body: []byte(`{"reservation_id":"` + id + `"}`)}
-	}
-	return msgs
-}
-
 // collector consumes from b, acking everything, and counts deliveries.
 type collector struct {
 	mu       sync.Mutex
@@ -135,7 +126,7 @@ func (c *collector) get() map[string][]int {
 func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	msgs := messages("restart", 10)
+	msgs := conformance.BrokerMessages("restart", 10)
 	b, shutdown, err := StartEmbedded(ctx, dir, "seckill", suiteOptions()...)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +153,7 @@ func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 func TestDuplicatePublishStoredOnce(t *testing.T) {
 	b := newEmbedded(t, t.TempDir())
 	ctx := context.Background()
-	msgs := messages("dup", 5)
+	msgs := conformance.BrokerMessages("dup", 5)
 	for range 2 {
 		if err := b.Publish(ctx, msgs); err != nil {
 			t.Fatalf("Publish: %v", err)
@@ -183,7 +174,7 @@ func TestDuplicatePublishStoredOnce(t *testing.T) {
 func TestSlowHandlerKeepsItsBatch(t *testing.T) {
 	ackWait := 300 * time.Millisecond
 	b := newEmbedded(t, t.TempDir(), WithAckWait(ackWait))
-	if err := b.Publish(context.Background(), messages("slow", 3)); err != nil {
+	if err := b.Publish(context.Background(), conformance.BrokerMessages("slow", 3)); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	var once sync.Once
@@ -223,14 +214,14 @@ func TestPublishFailsWhileServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Publish(context.Background(), messages("up", 3)); err != nil {
+	if err := b.Publish(context.Background(), conformance.BrokerMessages("up", 3)); err != nil {
 		t.Fatalf("Publish while up: %v", err)
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := b.Publish(ctx, messages("down", 3)); err == nil {
+	if err := b.Publish(ctx, conformance.BrokerMessages("down", 3)); err == nil {
 		t.Fatal("Publish with the server down = nil; want an error")
 	}
 }
@@ -266,7 +257,7 @@ func TestNamespaces(t *testing.T) {
 func TestOneMessagePerPublish(t *testing.T) {
 	b := newEmbedded(t, t.TempDir())
 	ctx := context.Background()
-	if err := b.Publish(ctx, messages("pack", 300)); err != nil {
+	if err := b.Publish(ctx, conformance.BrokerMessages("pack", 300)); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	info, err := b.js.Stream(ctx, b.stream)
@@ -293,7 +284,7 @@ func TestBacklog(t *testing.T) {
 		t.Fatalf("Backlog of a new stream = %d, %v; want 0", n, err)
 	}
 	for i := range 3 {
-		if err := b.Publish(ctx, messages(fmt.Sprint("backlog", i), 10)); err != nil {
+		if err := b.Publish(ctx, conformance.BrokerMessages(fmt.Sprint("backlog", i), 10)); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}
