@@ -169,6 +169,17 @@ func Every(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn
 	}
 }
 
+// Closed reports, without waiting, whether ch is closed: whether the stop
+// (or close) it signals has begun.
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
 // Sleep pauses for d, or until ctx ends: it returns nil once d has passed
 // and ctx.Err() if ctx ended first. A d of zero or less does not wait, and
 // returns ctx.Err().

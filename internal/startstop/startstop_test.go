@@ -181,3 +181,14 @@ func TestSleep(t *testing.T) {
 		t.Fatalf("Sleep(-1s) = %v, want nil", err)
 	}
 }
+
+func TestClosed(t *testing.T) {
+	ch := make(chan struct{})
+	if Closed(ch) {
+		t.Fatal("Closed of an open channel = true")
+	}
+	close(ch)
+	if !Closed(ch) {
+		t.Fatal("Closed of a closed channel = false")
+	}
+}
