@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"math"
 	"strconv"
@@ -23,11 +22,8 @@ import (
 // removed by ArchiveSale), so a restarted node still finds the ended
 // sales whose keys are left.
 
-//go:embed archive.lua
-var archiveLua string
-
 // Archiving twice changes nothing, so a lost reply may be retried.
-var archiveScript = rueidis.NewLuaScriptRetryable(archiveLua)
+var archiveScript = rueidis.NewLuaScriptRetryable(lua("archive.lua"))
 
 func (s *Store) salesRegistryKey() string { return s.prefix + ":sales" }
 

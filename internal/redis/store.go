@@ -22,7 +22,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -39,17 +38,11 @@ import (
 )
 
 var (
-	//go:embed preheat.lua
-	preheatLua string
-	//go:embed reserve.lua
-	reserveLua string
-)
-
-// Scripts are shared by every Store: the SHA-1 is computed once, and
-// rueidis falls back from EVALSHA to EVAL on a node that has not seen it.
-var (
 	// Preheat is idempotent, so a lost reply may be retried.
-	preheatScript = rueidis.NewLuaScriptRetryable(preheatLua)
+	preheatScript = rueidis.NewLuaScriptRetryable(lua("stock_write.lua", "preheat.lua"))
+	// The reserve script's source is also sent by hand, with a WAIT
+	// behind it (durability.go).
+	reserveLua = lua("reserve.lua")
 	// Reserve is never retried by the client: without an idempotency key a
 	// resent batch would reserve twice.
 	reserveScript = rueidis.NewLuaScript(reserveLua)
