@@ -161,19 +161,13 @@ type heldSale struct {
 // Start runs the watcher until Stop (or ctx ends): a tick at once, then
 // one every Interval.
 func (w *Watcher) Start(ctx context.Context) {
-	w.worker.Start(ctx, func(ctx context.Context) {
-		w.Tick(ctx)
-		startstop.Every(ctx, w.cfg.Interval, nil, w.Tick)
-	})
+	w.worker.StartEvery(ctx, w.cfg.Interval, w.Tick)
 }
 
 // Stop ends the watcher, waiting for a heal in progress (which, cut
 // short, lets claims in again). Safe to call twice, and without Start.
 func (w *Watcher) Stop(ctx context.Context) error {
-	if err := w.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("heal watcher: stop: %w", err)
-	}
-	return nil
+	return w.worker.StopNamed(ctx, "heal watcher")
 }
 
 // Tick looks at every loaded sale once, healing those that lost writes.
@@ -265,7 +259,7 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		// A restore gives units back to the database first, then to
 		// Redis: one that ran between the two reads looks the same for
 		// a moment. A loss stays.
-		sleep(ctx, 50*time.Millisecond)
+		_ = startstop.Sleep(ctx, 50*time.Millisecond) // a ctx ended fails the read below
 		if _, sold, st, err = w.read(ctx, sale.ID); err != nil {
 			return err
 		}
@@ -308,15 +302,6 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 // node takes it over.
 const staleHeal = 10 * time.Second
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // read reads the sale's database row, then its stock hash.
 func (w *Watcher) read(ctx context.Context, saleID string) (*seckill.Sale, int64, seckill.StockWatch, error) {
 	row, err := w.db.Sale(ctx, saleID)
@@ -346,12 +331,8 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 		}
 		return fmt.Errorf("heal %s: %w", sale.ID, err)
 	}
-	t := time.NewTimer(w.cfg.Settle)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-		return abort(ctx.Err())
+	if err := startstop.Sleep(ctx, w.cfg.Settle); err != nil {
+		return abort(err)
 	}
 	// A page at a time, claims refused throughout; the last call counts
 	// the heal and lets them in.
