@@ -374,63 +374,63 @@ const planPage = 1000
 // orders ordered or paid without a record) and release (the active
 // records of claims the database refused), when either is not empty.
 func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
-	for after := ""; ; {
-		orders, err := w.db.OrdersAfter(ctx, saleID, after, planPage)
-		if err != nil {
-			return err
-		}
-		if len(orders) == 0 {
-			break
-		}
-		after = orders[len(orders)-1].ReservationID
-		ids := make([]string, 0, len(orders))
-		for _, o := range orders {
-			if o.Status != seckill.OrderCancelled {
-				ids = append(ids, o.ReservationID)
+	live := func(o *seckill.Order) bool { return o.Status != seckill.OrderCancelled }
+	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, func(o *seckill.Order) string { return o.ReservationID }, live,
+		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
+			var add []seckill.ReservationRecord
+			for _, o := range orders {
+				if _, ok := recs[o.ReservationID]; !ok && live(o) {
+					add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+				}
 			}
-		}
-		recs, err := w.stock.ReservationsOf(ctx, saleID, ids)
-		if err != nil {
-			return err
-		}
-		var add []seckill.ReservationRecord
-		for _, o := range orders {
-			if _, ok := recs[o.ReservationID]; !ok && o.Status != seckill.OrderCancelled {
-				add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+			if len(add) == 0 {
+				return nil
 			}
-		}
-		if len(add) > 0 {
-			if err := fn(add, nil); err != nil {
-				return err
-			}
-		}
+			return fn(add, nil)
+		})
+	if err != nil {
+		return err
 	}
+	refused := func(f *seckill.FailedOrder) bool { return refusedByDatabase(f.Reason) }
+	return eachPage(ctx, w, w.db.FailedOrdersAfter, saleID, func(f *seckill.FailedOrder) string { return f.ReservationID }, refused,
+		func(failed []*seckill.FailedOrder, recs map[string]seckill.ReservationRecord) error {
+			var release []seckill.ReservationRecord
+			for _, f := range failed {
+				if r, ok := recs[f.ReservationID]; ok && refused(f) && !r.Restored {
+					release = append(release, r)
+				}
+			}
+			if len(release) == 0 {
+				return nil
+			}
+			return fn(nil, release)
+		})
+}
+
+// eachPage reads one table of the sale a keyset page of planPage rows at
+// a time, in order, until a page comes back empty or an error. For each
+// page it reads the stock store's records of the rows that lookUp picks,
+// and hands fn the page with them.
+func eachPage[T any](ctx context.Context, w *Watcher, read func(ctx context.Context, saleID, after string, limit int) ([]*T, error),
+	saleID string, idOf func(*T) string, lookUp func(*T) bool, fn func(page []*T, recs map[string]seckill.ReservationRecord) error) error {
 	for after := ""; ; {
-		failed, err := w.db.FailedOrdersAfter(ctx, saleID, after, planPage)
-		if err != nil || len(failed) == 0 {
+		page, err := read(ctx, saleID, after, planPage)
+		if err != nil || len(page) == 0 {
 			return err
 		}
-		after = failed[len(failed)-1].ReservationID
-		var ids []string
-		for _, f := range failed {
-			if refusedByDatabase(f.Reason) {
-				ids = append(ids, f.ReservationID)
+		after = idOf(page[len(page)-1])
+		ids := make([]string, 0, len(page))
+		for _, row := range page {
+			if lookUp(row) {
+				ids = append(ids, idOf(row))
 			}
 		}
 		recs, err := w.stock.ReservationsOf(ctx, saleID, ids)
 		if err != nil {
 			return err
 		}
-		var release []seckill.ReservationRecord
-		for _, id := range ids {
-			if r, ok := recs[id]; ok && !r.Restored {
-				release = append(release, r)
-			}
-		}
-		if len(release) > 0 {
-			if err := fn(nil, release); err != nil {
-				return err
-			}
+		if err := fn(page, recs); err != nil {
+			return err
 		}
 	}
 }

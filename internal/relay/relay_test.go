@@ -221,6 +221,17 @@ func stop(t *testing.T, r *Relay) {
 	}
 }
 
+// startBrokerDown starts a relay on s whose broker fails every Publish
+// until told otherwise, and returns once a Publish has failed.
+func startBrokerDown(t *testing.T, s Outbox) (*Relay, *fakeBroker) {
+	t.Helper()
+	broker := &fakeBroker{}
+	broker.setFail(errors.New("broker unreachable"))
+	r := start(t, s, broker, testConfig(t, "r1"))
+	servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+	return r, broker
+}
+
 func stopWithin(r *Relay, d time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
@@ -434,9 +445,7 @@ func TestBrokerOutage(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		sale := preheat(t, s, 1000)
 		want := reserve(t, s, sale.ID, 130)
-		broker := &fakeBroker{}
-		broker.setFail(errors.New("broker unreachable"))
-		r := start(t, s, broker, testConfig(t, "r1"))
+		r, broker := startBrokerDown(t, s)
 		servicetest.WaitFor(t, 30*time.Second, "several failed Publish calls", func() bool { return broker.failedCalls() >= 5 })
 		more := reserve(t, s, sale.ID, 20) // the API goes on reserving meanwhile
 		servicetest.WaitFor(t, 30*time.Second, "more failed Publish calls", func() bool { return broker.failedCalls() >= 10 })
@@ -550,10 +559,7 @@ func TestStopDrains(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		a, b := preheat(t, s, 1000), preheat(t, s, 1000)
 		want := merge(reserve(t, s, a.ID, 400), reserve(t, s, b.ID, 100))
-		broker := &fakeBroker{}
-		broker.setFail(errors.New("broker unreachable"))
-		r := start(t, s, broker, testConfig(t, "r1"))
-		servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		r, broker := startBrokerDown(t, s)
 		stopped := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -588,10 +594,7 @@ func TestStopGivesUp(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		sale := preheat(t, s, 1000)
 		reserve(t, s, sale.ID, 20)
-		broker := &fakeBroker{}
-		broker.setFail(errors.New("broker unreachable"))
-		r := start(t, s, broker, testConfig(t, "r1"))
-		servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		r, _ := startBrokerDown(t, s)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if err := r.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {

@@ -151,7 +151,7 @@ func (w *Worker) StartEvery(ctx context.Context, interval time.Duration, fn func
 
 // Every calls fn every interval, and at once whenever wake delivers (a nil
 // wake never does), until ctx ends. It does not call fn at first: a loop
-// that should work at once calls fn itself before Every.
+// that should work at once calls fn itself before Every (StartEvery does).
 func Every(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn func(ctx context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
