@@ -232,7 +232,7 @@ func (r *Relay) run(ctx context.Context) {
 	t.Stop()
 	defer t.Stop()
 	for {
-		draining := isClosed(stopping)
+		draining := startstop.Closed(stopping)
 		started := time.Now()
 		found, wait := r.pass(ctx, log, idle && !draining)
 		if ctx.Err() != nil {
@@ -531,13 +531,4 @@ func (r *Relay) empty(ctx context.Context, log *slog.Logger) bool {
 		}
 	}
 	return true
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

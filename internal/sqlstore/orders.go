@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // OrderStore is the seckill.OrderStore of a DB: orders and failed orders,
@@ -37,12 +38,11 @@ type OrderStore struct {
 	// back every batch, and building them was a quarter of the writer's
 	// CPU in the persistence benchmark's profile.
 	texts sync.Map
-	// readStmts holds statements run often on the read pool, prepared on
-	// first use (query text → *sql.Stmt): the restore retry pass lists
-	// restore requests after every batch the writer persists, and parsing
-	// its two queries each time was 3.6 % of the server's CPU in `seckill
-	// bench live`.
-	readStmts sync.Map
+	// reads is the read pool with its statements prepared once: the
+	// restore retry pass lists restore requests after every batch the
+	// writer persists, and parsing its two queries each time was 3.6 % of
+	// the server's CPU in `seckill bench live`.
+	reads preparedPool
 
 	// maxAttempts bounds the transactions one PersistReservations call
 	// tries while it loses to concurrent writers; maxBackoff caps the
@@ -68,8 +68,8 @@ var _ seckill.OrderStore = (*OrderStore)(nil)
 func NewOrderStore(db *DB) *OrderStore {
 	return &OrderStore{
 		db:          db,
-		q:           orderQueriesOf(db.dialect),
-		rq:          restoreQueriesOf(db.dialect),
+		q:           db.dialect.orders,
+		rq:          db.dialect.restores,
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
 	}
@@ -220,19 +220,6 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 	}
 }
 
-// orderQueriesOf returns the order SQL of a dialect.
-func orderQueriesOf(d *dialect) *orderQueries {
-	switch d {
-	case sqliteDialect:
-		return &sqliteOrderQueries
-	case mysqlDialect:
-		return &mysqlOrderQueries
-	case postgresDialect:
-		return &postgresOrderQueries
-	}
-	panic("sqlstore: no order queries for dialect " + d.name)
-}
-
 // list returns "(p, p, …)": n bind parameters numbered from first.
 func (q *orderQueries) list(first, n int) string {
 	var b strings.Builder
@@ -380,15 +367,7 @@ func (st *OrderStore) Conflicts() int64 { return st.conflicts.Load() }
 // out instead of colliding again.
 func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 	d := min(st.maxBackoff, time.Millisecond<<min(attempt-1, 20))
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return startstop.Sleep(ctx, d/2+rand.N(d/2+1))
 }
 
 // persist is one attempt of PersistReservations: one transaction.
@@ -816,15 +795,23 @@ func (st *OrderStore) exec(ctx context.Context, tx *sql.Tx, query string, args .
 	return tx.ExecContext(ctx, query, args...)
 }
 
-// readQuery runs query on the read pool, prepared once if it can be.
-func (st *OrderStore) readQuery(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	v, ok := st.readStmts.Load(query)
+// preparedPool runs queries on a pool prepared, each text prepared once
+// on first use (query text → *sql.Stmt, which prepares it again on each
+// connection it meets); a text the database refuses to prepare runs
+// unprepared.
+type preparedPool struct {
+	db    *sql.DB
+	stmts sync.Map
+}
+
+func (p *preparedPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	v, ok := p.stmts.Load(query)
 	if !ok {
-		s, err := st.db.read.PrepareContext(ctx, query)
+		s, err := p.db.PrepareContext(ctx, query)
 		if err != nil {
-			return st.db.read.QueryContext(ctx, query, args...)
+			return p.db.QueryContext(ctx, query, args...)
 		}
-		if v, ok = st.readStmts.LoadOrStore(query, s); ok {
+		if v, ok = p.stmts.LoadOrStore(query, s); ok {
 			s.Close()
 		}
 	}
@@ -912,16 +899,24 @@ func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed 
 
 // Order returns the order of a reservation; ErrNotFound when none.
 func (st *OrderStore) Order(ctx context.Context, reservationID string) (*seckill.Order, error) {
-	if !validReservationID(reservationID) {
-		return nil, fmt.Errorf("order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	return byReservation(ctx, st, "order", validReservationID, scanOrder, st.q.order, reservationID)
+}
+
+// byReservation reads the row (named what in errors) that query selects
+// by reservation id: ErrNotFound when there is none, or when valid says
+// the id could not have one.
+func byReservation[T any](ctx context.Context, st *OrderStore, what string, valid func(string) bool,
+	scan func(interface{ Scan(...any) error }) (*T, error), query, reservationID string) (*T, error) {
+	if !valid(reservationID) {
+		return nil, fmt.Errorf("%s of reservation %q: %w", what, reservationID, seckill.ErrNotFound)
 	}
-	o, err := scanOrder(st.db.read.QueryRowContext(ctx, st.q.order, reservationID))
+	v, err := scan(st.db.read.QueryRowContext(ctx, query, reservationID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, seckill.ErrNotFound)
+		return nil, fmt.Errorf("%s of reservation %s: %w", what, reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, st.db.classify(err))
+		return nil, fmt.Errorf("%s of reservation %s: %w", what, reservationID, st.db.classify(err))
 	}
-	return o, nil
+	return v, nil
 }
 
 // PayOrder moves an ordered order whose PayBy is after now to paid. An
@@ -1033,20 +1028,8 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 	if limit < 1 {
 		return nil, fmt.Errorf("expired orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
+	orders, err := queryAll(ctx, st.db.read, scanOrder, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
-	}
-	defer rows.Close()
-	var orders []*seckill.Order
-	for rows.Next() {
-		o, err := scanOrder(rows)
-		if err != nil {
-			return nil, fmt.Errorf("expired orders: %w", err)
-		}
-		orders = append(orders, o)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
 	}
 	return orders, nil
@@ -1055,16 +1038,7 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 // FailedOrder returns the failed order of a reservation; ErrNotFound when
 // none.
 func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error) {
-	if !validFailedKey(reservationID) {
-		return nil, fmt.Errorf("failed order of reservation %q: %w", reservationID, seckill.ErrNotFound)
-	}
-	f, err := scanFailedOrder(st.db.read.QueryRowContext(ctx, st.q.failedOrder, reservationID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, seckill.ErrNotFound)
-	} else if err != nil {
-		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, st.db.classify(err))
-	}
-	return f, nil
+	return byReservation(ctx, st, "failed order", validFailedKey, scanFailedOrder, st.q.failedOrder, reservationID)
 }
 
 // RecordFailedOrder stores f unless its reservation already has a failed
@@ -1131,20 +1105,8 @@ func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.F
 	if limit < 1 {
 		return nil, fmt.Errorf("failed orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.q.failedOrders, limit)
+	failed, err := queryAll(ctx, st.db.read, scanFailedOrder, st.q.failedOrders, limit)
 	if err != nil {
-		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
-	}
-	defer rows.Close()
-	var failed []*seckill.FailedOrder
-	for rows.Next() {
-		f, err := scanFailedOrder(rows)
-		if err != nil {
-			return nil, fmt.Errorf("failed orders: %w", err)
-		}
-		failed = append(failed, f)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
 	}
 	return failed, nil
