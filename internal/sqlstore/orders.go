@@ -70,6 +70,7 @@ func NewOrderStore(db *DB) *OrderStore {
 		db:          db,
 		q:           db.dialect.orders,
 		rq:          db.dialect.restores,
+		reads:       preparedPool{db: db.read},
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
 	}
