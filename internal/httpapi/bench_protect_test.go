@@ -43,6 +43,21 @@ func benchChain(b *testing.B, sale *seckill.Sale) (*env, *soldout.Gate, *redis.S
 // benchChainWith is benchChain with mod applied to the Server's Config.
 func benchChainWith(b *testing.B, sale *seckill.Sale, mod func(*Config)) (*env, *soldout.Gate, *redis.Store) {
 	b.Helper()
+	store := benchRedis(b)
+	if _, err := store.Preheat(context.Background(), sale); err != nil {
+		b.Fatalf("Preheat: %v", err)
+	}
+	comb := combiner.New(store, combiner.Config{})
+	b.Cleanup(func() { _ = comb.Stop(context.Background()) })
+	gate := soldout.New(comb, soldout.Config{})
+	e := newEnv(b, func(c *Config) { c.Reserver = gate }, mod)
+	return e, gate, store
+}
+
+// benchRedis is a store on a fresh key prefix of the real Redis; the
+// prefix's keys go when b ends.
+func benchRedis(b *testing.B) *redis.Store {
+	b.Helper()
 	url := servicetest.Redis.URL(b)
 	prefix := servicetest.UniqueName("bench")
 	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
@@ -55,14 +70,7 @@ func benchChainWith(b *testing.B, sale *seckill.Sale, mod func(*Config)) (*env, 
 			b.Errorf("delete bench keys under %s: %v", prefix, err)
 		}
 	})
-	if _, err := store.Preheat(context.Background(), sale); err != nil {
-		b.Fatalf("Preheat: %v", err)
-	}
-	comb := combiner.New(store, combiner.Config{})
-	b.Cleanup(func() { _ = comb.Stop(context.Background()) })
-	gate := soldout.New(comb, soldout.Config{})
-	e := newEnv(b, func(c *Config) { c.Reserver = gate }, mod)
-	return e, gate, store
+	return store
 }
 
 // deleteKeys unlinks every key under prefix; the shared Redis is never
@@ -166,19 +174,7 @@ func BenchmarkReservePath(b *testing.B) {
 // Compare with internal/redis BenchmarkAllowRefused, the Redis call each
 // request would cost without it.
 func BenchmarkBlockedClient(b *testing.B) {
-	url := servicetest.Redis.URL(b)
-	prefix := servicetest.UniqueName("bench")
-	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
-	if err != nil {
-		b.Fatalf("redis.New: %v", err)
-	}
-	b.Cleanup(func() {
-		store.Close()
-		if err := deleteKeys(url, prefix); err != nil {
-			b.Errorf("delete bench keys: %v", err)
-		}
-	})
-	limiter := &countingLimiter{next: store}
+	limiter := &countingLimiter{next: benchRedis(b)}
 	e := newEnv(b, func(c *Config) {
 		c.Reserver = echoReserver{}
 		c.RateLimiter, c.RateLimitIP = limiter, seckill.RateLimit{Rate: 1, Period: time.Hour}
