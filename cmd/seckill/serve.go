@@ -304,7 +304,9 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: pm.ObserveTimeouts, Now: m.now,
 		// In batches: one database transaction, one Redis script call
 		// and one restock announcement per sale per batch.
-		CancelBatch: m.cancelBatch,
+		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
+			return m.restorer.CancelOrders(ctx, orders, paytimeout.Reason, paytimeout.ErrAlreadyCancelled)
+		},
 	}))
 
 	if w.roles.writer {
@@ -325,23 +327,6 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			Wake:          w.relayWake,
 		}))
 	}
-}
-
-// cancelBatch cancels unpaid orders of one sale through the restorer
-// (paytimeout.Config.CancelBatch).
-func (m *Main) cancelBatch(ctx context.Context, orders []*seckill.Order) []error {
-	ids := make([]string, len(orders))
-	for i, o := range orders {
-		ids[i] = o.ReservationID
-	}
-	errs := make([]error, len(orders))
-	for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
-		errs[i] = out.Err
-		if out.Err == nil && out.Result == seckill.AlreadyRestored {
-			errs[i] = paytimeout.ErrAlreadyCancelled
-		}
-	}
-	return errs
 }
 
 // startHousekeeping starts what keeps the books and the memory in order:

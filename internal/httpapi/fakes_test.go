@@ -206,15 +206,8 @@ func admin() string { return "Bearer " + testAdminToken }
 // {"error":{"code","message"}} with nothing else in it.
 func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code string) {
 	t.Helper()
-	if w.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("Content-Type = %q, want application/json", ct)
-	}
 	var got map[string]map[string]string
-	dec := json.NewDecoder(bytes.NewReader(w.Body.Bytes()))
-	dec.DisallowUnknownFields()
+	dec := wantJSON(t, w, status)
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("error body %q is not {\"error\":{…}}: %v", w.Body, err)
 	}
@@ -240,8 +233,9 @@ func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code stri
 	}
 }
 
-// decode unmarshals a success body into v, strictly.
-func decode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
+// wantJSON asserts an answer's status and JSON Content-Type, and returns a
+// strict decoder (no unknown fields) of its body.
+func wantJSON(t *testing.T, w *httptest.ResponseRecorder, status int) *json.Decoder {
 	t.Helper()
 	if w.Code != status {
 		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
@@ -251,6 +245,13 @@ func decode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(w.Body.Bytes()))
 	dec.DisallowUnknownFields()
+	return dec
+}
+
+// decode unmarshals a success body into v, strictly.
+func decode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
+	t.Helper()
+	dec := wantJSON(t, w, status)
 	if err := dec.Decode(v); err != nil {
 		t.Fatalf("decode %s: %v", w.Body, err)
 	}
