@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/soldout"
 )
@@ -66,42 +65,11 @@ func benchRedis(b *testing.B) *redis.Store {
 	}
 	b.Cleanup(func() {
 		store.Close()
-		if err := deleteKeys(url, prefix); err != nil {
+		if err := redistest.DeletePrefix(url, prefix); err != nil {
 			b.Errorf("delete bench keys under %s: %v", prefix, err)
 		}
 	})
 	return store
-}
-
-// deleteKeys unlinks every key under prefix; the shared Redis is never
-// flushed.
-func deleteKeys(url, prefix string) error {
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		return err
-	}
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx := context.Background()
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return err
-		}
-		if len(e.Elements) > 0 {
-			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
-				return err
-			}
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return nil
-		}
-	}
 }
 
 func liveBenchSale(stock, limit int64) *seckill.Sale {
