@@ -147,22 +147,7 @@ func BenchmarkBlockedClient(b *testing.B) {
 		c.Reserver = echoReserver{}
 		c.RateLimiter, c.RateLimitIP = limiter, seckill.RateLimit{Rate: 1, Period: time.Hour}
 	})
-	tok := "Bearer " + buyerToken(b, "blocked")
-	path := "/api/v1/sales/" + testSaleID + "/reservations"
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r := newRequest("POST", path, `{"qty":1}`)
-			r.Header.Set("Authorization", tok)
-			w := newRecorder()
-			e.h.ServeHTTP(w, r)
-			if w.Code != http.StatusTooManyRequests && w.Code != http.StatusAccepted {
-				b.Errorf("status %d", w.Code)
-				return
-			}
-		}
-	})
+	benchReservations(b, e, "Bearer "+buyerToken(b, "blocked"), http.StatusTooManyRequests, http.StatusAccepted)
 	b.ReportMetric(float64(limiter.calls.Load())/float64(b.N), "limiter-calls/op")
 }
 
