@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,16 +16,9 @@ import (
 // copy in line, each idempotent, so a failed call can simply be made again.
 
 var (
-	//go:embed sale_edit.lua
-	saleEditLua string
-	//go:embed sale_end.lua
-	saleEndLua string
-	//go:embed sale_raise.lua
-	saleRaiseLua string
-
-	saleEditScript  = rueidis.NewLuaScriptRetryable(saleEditLua)
-	saleEndScript   = rueidis.NewLuaScriptRetryable(saleEndLua)
-	saleRaiseScript = rueidis.NewLuaScriptRetryable(saleRaiseLua)
+	saleEditScript  = rueidis.NewLuaScriptRetryable(lua("stock_write.lua", "sale_edit.lua"))
+	saleEndScript   = rueidis.NewLuaScriptRetryable(lua("sale_end.lua"))
+	saleRaiseScript = rueidis.NewLuaScriptRetryable(lua("sale_raise.lua"))
 )
 
 // ErrSaleStarted is returned by EditSale when the live copy refuses the

@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -56,17 +55,10 @@ import (
 // bucket found no unreserved unit, no unit in transit, and no change.
 
 var (
-	//go:embed move_out.lua
-	moveOutLua string
-	//go:embed move_in.lua
-	moveInLua string
-)
-
-var (
 	// Never retried by the client: a lost reply is settled by the journal.
-	moveOutScript = rueidis.NewLuaScript(moveOutLua)
+	moveOutScript = rueidis.NewLuaScript(lua("move_out.lua"))
 	// Applying a move twice changes nothing (movesin), so it may be retried.
-	moveInScript = rueidis.NewLuaScriptRetryable(moveInLua)
+	moveInScript = rueidis.NewLuaScriptRetryable(lua("move_in.lua"))
 )
 
 const (

@@ -418,13 +418,9 @@ func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
 		}
 		tags = bs.tags
 	}
-	var total int64
-	for _, tag := range tags {
-		n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(tag)[keyOutbox]).Build()).AsInt64()
-		if err != nil {
-			return 0, fmt.Errorf("outbox len: %w", classify(err))
-		}
-		total += n
+	n, err := s.sumOver(ctx, tags, func(keys []string) rueidis.Completed { return s.client.B().Xlen().Key(keys[keyOutbox]).Build() })
+	if err != nil {
+		return 0, fmt.Errorf("outbox len: %w", err)
 	}
-	return total, nil
+	return n, nil
 }
