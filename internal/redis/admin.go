@@ -53,16 +53,7 @@ func (s *Store) EditSale(ctx context.Context, sale *seckill.Sale) error {
 				return fmt.Errorf("edit sale: %w", err)
 			}
 		}
-		args := []string{
-			strconv.FormatInt(bucketShare(sale.Stock, k, b), 10),
-			strconv.FormatInt(sale.PurchaseLimit, 10),
-			strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
-			strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
-		}
-		if b == 0 && k > 1 {
-			args = append(args, strconv.FormatInt(k, 10))
-		}
-		n, err := saleEditScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], args).AsInt64()
+		n, err := saleEditScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], stockArgs(sale, k, b)).AsInt64()
 		if err != nil {
 			return fmt.Errorf("edit sale: %w", classify(err))
 		}

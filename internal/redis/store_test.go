@@ -67,13 +67,13 @@ var backends = []backend{
 	}},
 }
 
-// connect returns a store on url under a fresh key prefix, and deletes
-// every key under that prefix when the test ends: the shared Redis is
-// never flushed.
-func connect(t testing.TB, url string) *Store {
+// connect returns a store on url (with opts) under a fresh key prefix,
+// and deletes every key under that prefix when the test ends: the shared
+// Redis is never flushed.
+func connect(t testing.TB, url string, opts ...Option) *Store {
 	t.Helper()
 	prefix := servicetest.UniqueName("t")
-	s, err := New(context.Background(), url, WithKeyPrefix(prefix))
+	s, err := New(context.Background(), url, append(opts, WithKeyPrefix(prefix))...)
 	if err != nil {
 		t.Fatalf("New(%s): %v", url, err)
 	}
