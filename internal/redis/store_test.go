@@ -86,7 +86,6 @@ func connect(t testing.TB, url string, opts ...Option) *Store {
 	return s
 }
 
-
 func wantMode(t *testing.T, s *Store, want rueidis.ClientMode) {
 	t.Helper()
 	if got := s.client.Mode(); got != want {
