@@ -79,33 +79,11 @@ func connect(t testing.TB, url string, opts ...Option) *Store {
 	}
 	t.Cleanup(func() {
 		defer s.Close()
-		if err := deletePrefix(context.Background(), s.client, prefix); err != nil {
+		if err := redistest.DeletePrefix(url, prefix); err != nil {
 			t.Errorf("delete test keys under %s: %v", prefix, err)
 		}
 	})
 	return s
-}
-
-func deletePrefix(ctx context.Context, client rueidis.Client, prefix string) error {
-	for _, node := range client.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				return err
-			}
-			for _, k := range e.Elements {
-				// Through the top client, which routes each key to its slot.
-				if err := client.Do(ctx, client.B().Unlink().Key(k).Build()).Error(); err != nil {
-					return err
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
-	return nil
 }
 
 func wantMode(t *testing.T, s *Store, want rueidis.ClientMode) {
