@@ -161,7 +161,7 @@ func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) i
 		}
 	}
 	if !g.user.limit.IsZero() {
-		uid, err := s.buyer(r)
+		uid, err := s.buyerAt(r, c.start)
 		if err != nil {
 			o, status := s.fail(w, r, err)
 			s.metrics.reservation(o, time.Since(c.start))

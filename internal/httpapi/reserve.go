@@ -113,7 +113,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	userID := c.userID
 	if userID == "" {
 		var err error
-		if userID, err = s.buyer(r); err != nil {
+		if userID, err = s.buyerAt(r, c.start); err != nil {
 			return s.fail(w, r, err)
 		}
 	}
