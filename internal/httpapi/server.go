@@ -182,6 +182,7 @@ type Server struct {
 	adminHash     [sha256.Size]byte
 	adminEnabled  bool
 	now           func() time.Time
+	wallClock     bool // now is time.Now (Config.Now unset)
 	logger        *slog.Logger
 	ready         func(ctx context.Context) error
 	onSaleCreated func(*seckill.Sale)
@@ -268,7 +269,7 @@ func New(cfg Config) (*Server, error) {
 		s.adminEnabled = true
 	}
 	if s.now == nil {
-		s.now = time.Now
+		s.now, s.wallClock = time.Now, true
 	}
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
