@@ -188,10 +188,7 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 // Start runs a Pass at once, then one every Interval, until Stop. A
 // second Start, or a Start after Stop, does nothing.
 func (a *Archiver) Start(ctx context.Context) {
-	a.worker.Start(ctx, func(ctx context.Context) {
-		a.passAndLog(ctx)
-		startstop.Every(ctx, a.cfg.Interval, nil, a.passAndLog)
-	})
+	a.worker.StartEvery(ctx, a.cfg.Interval, a.passAndLog)
 }
 
 func (a *Archiver) passAndLog(ctx context.Context) {
@@ -203,8 +200,5 @@ func (a *Archiver) passAndLog(ctx context.Context) {
 // Stop ends the loop after the pass in hand and waits for it, or for ctx.
 // Safe to call twice, and without Start.
 func (a *Archiver) Stop(ctx context.Context) error {
-	if err := a.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("archive: stop: %w", err)
-	}
-	return nil
+	return a.worker.StopNamed(ctx, "archive")
 }

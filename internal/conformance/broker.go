@@ -46,7 +46,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	t.Run("BatchPublish", func(t *testing.T) {
 		t.Parallel()
 		b := newBroker(t)
-		all := brokerMessages("batch", 1000)
+		all := BrokerMessages("batch", 1000)
 		publish(t, b, all)
 
 		rec := newBrokerRecorder()
@@ -67,7 +67,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	t.Run("PublishConsumeBatches", func(t *testing.T) {
 		t.Parallel()
 		b := newBroker(t)
-		msgs := brokerMessages("pc", 250)
+		msgs := BrokerMessages("pc", 250)
 		publish(t, b, msgs)
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{BatchSize: 100, Linger: 50 * time.Millisecond}, rec.ackAll)
@@ -99,7 +99,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	t.Run("RedeliveryAfterCrash", func(t *testing.T) {
 		t.Parallel()
 		b := newBroker(t)
-		msgs := brokerMessages("crash", 3)
+		msgs := BrokerMessages("crash", 3)
 		publish(t, b, msgs)
 		first := newBrokerRecorder()
 		got := make(chan struct{}, 1)
@@ -136,7 +136,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	t.Run("EachDeliverySettlesOnItsOwn", func(t *testing.T) {
 		t.Parallel()
 		b := newBroker(t)
-		msgs := brokerMessages("mixed", 9)
+		msgs := BrokerMessages("mixed", 9)
 		index := map[string]int{}
 		for i, m := range msgs {
 			index[m.ID] = i
@@ -182,7 +182,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	t.Run("BackoffAttemptLimitAndDeadLetter", func(t *testing.T) {
 		t.Parallel()
 		b := newBroker(t)
-		msgs := brokerMessages("poison", 2)
+		msgs := BrokerMessages("poison", 2)
 		publish(t, b, msgs)
 		rec := newBrokerRecorder()
 		stop := runConsumer(t, b, seckill.ConsumeOptions{}, func(ctx context.Context, batch []seckill.Delivery) {
@@ -234,7 +234,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 	t.Run("DeadLetterHandlerFailureRetries", func(t *testing.T) {
 		t.Parallel()
 		b := newBroker(t)
-		msgs := brokerMessages("deadretry", 1)
+		msgs := BrokerMessages("deadretry", 1)
 		publish(t, b, msgs)
 		stop := runConsumer(t, b, seckill.ConsumeOptions{}, func(ctx context.Context, batch []seckill.Delivery) {
 			for _, d := range batch {
@@ -279,7 +279,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 		opts := seckill.ConsumeOptions{BatchSize: 10, Linger: 10 * time.Millisecond}
 		stopA := runConsumer(t, b, opts, rec.ackAll)
 		stopB := runConsumer(t, b, opts, rec.ackAll)
-		msgs := brokerMessages("compete", 200)
+		msgs := BrokerMessages("compete", 200)
 		publish(t, b, msgs)
 		servicetest.WaitFor(t, brokerPatience, "every message to arrive", func() bool { return rec.seenAll(msgs) })
 		time.Sleep(2 * BrokerAckWait)
@@ -311,7 +311,7 @@ func Broker(t *testing.T, newBroker func(t *testing.T) seckill.Broker) {
 		if err := b.Close(); err != nil {
 			t.Fatalf("second Close: %v", err)
 		}
-		if err := b.Publish(ctx, brokerMessages("closed", 1)); err == nil {
+		if err := b.Publish(ctx, BrokerMessages("closed", 1)); err == nil {
 			t.Error("Publish after Close = nil; want an error")
 		}
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -335,7 +335,9 @@ func publish(t *testing.T, b seckill.Broker, msgs []seckill.Message) {
 	}
 }
 
-func brokerMessages(tag string, n int) []seckill.Message {
+// BrokerMessages returns n reservation events of a sale "brk_"+tag, each
+// under a fresh reservation id, as the relay publishes them.
+func BrokerMessages(tag string, n int) []seckill.Message {
 	now := time.Now().UTC().Truncate(time.Millisecond)
 	msgs := make([]seckill.Message, n)
 	for i := range msgs {
@@ -550,7 +552,7 @@ func BrokerNamespaces(t *testing.T, newPair func(t *testing.T) (mine, theirs sec
 	t.Helper()
 	ctx := context.Background()
 	mine, theirs := newPair(t)
-	ours, others := brokerMessages("ns_mine", 5), brokerMessages("ns_theirs", 7)
+	ours, others := BrokerMessages("ns_mine", 5), BrokerMessages("ns_theirs", 7)
 	if err := theirs.Publish(ctx, others); err != nil {
 		t.Fatalf("Publish theirs: %v", err)
 	}

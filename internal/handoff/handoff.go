@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Durable is the broker a handoff falls back on: a seckill.Broker that can
@@ -127,14 +128,7 @@ func New(durable Durable, cfg Config) (*Broker, error) {
 	return &Broker{durable: durable, cfg: cfg, offers: make(chan *offer), closed: make(chan struct{})}, nil
 }
 
-func (b *Broker) isClosed() bool {
-	select {
-	case <-b.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Broker) isClosed() bool { return startstop.Closed(b.closed) }
 
 // Publish hands msgs to a consumer of this process and returns once it has
 // settled them, or stores them on the durable broker (see the package

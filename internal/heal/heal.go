@@ -161,19 +161,13 @@ type heldSale struct {
 // Start runs the watcher until Stop (or ctx ends): a tick at once, then
 // one every Interval.
 func (w *Watcher) Start(ctx context.Context) {
-	w.worker.Start(ctx, func(ctx context.Context) {
-		w.Tick(ctx)
-		startstop.Every(ctx, w.cfg.Interval, nil, w.Tick)
-	})
+	w.worker.StartEvery(ctx, w.cfg.Interval, w.Tick)
 }
 
 // Stop ends the watcher, waiting for a heal in progress (which, cut
 // short, lets claims in again). Safe to call twice, and without Start.
 func (w *Watcher) Stop(ctx context.Context) error {
-	if err := w.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("heal watcher: stop: %w", err)
-	}
-	return nil
+	return w.worker.StopNamed(ctx, "heal watcher")
 }
 
 // Tick looks at every loaded sale once, healing those that lost writes.
@@ -265,7 +259,7 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		// A restore gives units back to the database first, then to
 		// Redis: one that ran between the two reads looks the same for
 		// a moment. A loss stays.
-		sleep(ctx, 50*time.Millisecond)
+		_ = startstop.Sleep(ctx, 50*time.Millisecond) // a ctx ended fails the read below
 		if _, sold, st, err = w.read(ctx, sale.ID); err != nil {
 			return err
 		}
@@ -308,15 +302,6 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 // node takes it over.
 const staleHeal = 10 * time.Second
 
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-	}
-}
-
 // read reads the sale's database row, then its stock hash.
 func (w *Watcher) read(ctx context.Context, saleID string) (*seckill.Sale, int64, seckill.StockWatch, error) {
 	row, err := w.db.Sale(ctx, saleID)
@@ -346,12 +331,8 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 		}
 		return fmt.Errorf("heal %s: %w", sale.ID, err)
 	}
-	t := time.NewTimer(w.cfg.Settle)
-	select {
-	case <-t.C:
-	case <-ctx.Done():
-		t.Stop()
-		return abort(ctx.Err())
+	if err := startstop.Sleep(ctx, w.cfg.Settle); err != nil {
+		return abort(err)
 	}
 	// A page at a time, claims refused throughout; the last call counts
 	// the heal and lets them in.
@@ -393,63 +374,63 @@ const planPage = 1000
 // orders ordered or paid without a record) and release (the active
 // records of claims the database refused), when either is not empty.
 func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
-	for after := ""; ; {
-		orders, err := w.db.OrdersAfter(ctx, saleID, after, planPage)
-		if err != nil {
-			return err
-		}
-		if len(orders) == 0 {
-			break
-		}
-		after = orders[len(orders)-1].ReservationID
-		ids := make([]string, 0, len(orders))
-		for _, o := range orders {
-			if o.Status != seckill.OrderCancelled {
-				ids = append(ids, o.ReservationID)
+	live := func(o *seckill.Order) bool { return o.Status != seckill.OrderCancelled }
+	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, func(o *seckill.Order) string { return o.ReservationID }, live,
+		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
+			var add []seckill.ReservationRecord
+			for _, o := range orders {
+				if _, ok := recs[o.ReservationID]; !ok && live(o) {
+					add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+				}
 			}
-		}
-		recs, err := w.stock.ReservationsOf(ctx, saleID, ids)
-		if err != nil {
-			return err
-		}
-		var add []seckill.ReservationRecord
-		for _, o := range orders {
-			if _, ok := recs[o.ReservationID]; !ok && o.Status != seckill.OrderCancelled {
-				add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+			if len(add) == 0 {
+				return nil
 			}
-		}
-		if len(add) > 0 {
-			if err := fn(add, nil); err != nil {
-				return err
-			}
-		}
+			return fn(add, nil)
+		})
+	if err != nil {
+		return err
 	}
+	refused := func(f *seckill.FailedOrder) bool { return refusedByDatabase(f.Reason) }
+	return eachPage(ctx, w, w.db.FailedOrdersAfter, saleID, func(f *seckill.FailedOrder) string { return f.ReservationID }, refused,
+		func(failed []*seckill.FailedOrder, recs map[string]seckill.ReservationRecord) error {
+			var release []seckill.ReservationRecord
+			for _, f := range failed {
+				if r, ok := recs[f.ReservationID]; ok && refused(f) && !r.Restored {
+					release = append(release, r)
+				}
+			}
+			if len(release) == 0 {
+				return nil
+			}
+			return fn(nil, release)
+		})
+}
+
+// eachPage reads one table of the sale a keyset page of planPage rows at
+// a time, in order, until a page comes back empty or an error. For each
+// page it reads the stock store's records of the rows that lookUp picks,
+// and hands fn the page with them.
+func eachPage[T any](ctx context.Context, w *Watcher, read func(ctx context.Context, saleID, after string, limit int) ([]*T, error),
+	saleID string, idOf func(*T) string, lookUp func(*T) bool, fn func(page []*T, recs map[string]seckill.ReservationRecord) error) error {
 	for after := ""; ; {
-		failed, err := w.db.FailedOrdersAfter(ctx, saleID, after, planPage)
-		if err != nil || len(failed) == 0 {
+		page, err := read(ctx, saleID, after, planPage)
+		if err != nil || len(page) == 0 {
 			return err
 		}
-		after = failed[len(failed)-1].ReservationID
-		var ids []string
-		for _, f := range failed {
-			if refusedByDatabase(f.Reason) {
-				ids = append(ids, f.ReservationID)
+		after = idOf(page[len(page)-1])
+		ids := make([]string, 0, len(page))
+		for _, row := range page {
+			if lookUp(row) {
+				ids = append(ids, idOf(row))
 			}
 		}
 		recs, err := w.stock.ReservationsOf(ctx, saleID, ids)
 		if err != nil {
 			return err
 		}
-		var release []seckill.ReservationRecord
-		for _, id := range ids {
-			if r, ok := recs[id]; ok && !r.Restored {
-				release = append(release, r)
-			}
-		}
-		if len(release) > 0 {
-			if err := fn(nil, release); err != nil {
-				return err
-			}
+		if err := fn(page, recs); err != nil {
+			return err
 		}
 	}
 }

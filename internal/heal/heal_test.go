@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -51,25 +50,13 @@ const fakePage = 2
 func (f *fakeDB) OrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.Order, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return pageAfter(f.orders, func(o *seckill.Order) string { return o.ReservationID }, after, min(limit, fakePage)), nil
+	return servicetest.PageAfter(f.orders, func(o *seckill.Order) string { return o.ReservationID }, after, min(limit, fakePage)), nil
 }
 
 func (f *fakeDB) FailedOrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.FailedOrder, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return pageAfter(f.failed, func(o *seckill.FailedOrder) string { return o.ReservationID }, after, min(limit, fakePage)), nil
-}
-
-func pageAfter[T any](rows []*T, id func(*T) string, after string, limit int) []*T {
-	sorted := slices.Clone(rows)
-	slices.SortFunc(sorted, func(a, b *T) int { return strings.Compare(id(a), id(b)) })
-	var out []*T
-	for _, r := range sorted {
-		if id(r) > after && len(out) < limit {
-			out = append(out, r)
-		}
-	}
-	return out
+	return servicetest.PageAfter(f.failed, func(o *seckill.FailedOrder) string { return o.ReservationID }, after, min(limit, fakePage)), nil
 }
 
 // reserveOne reserves one unit of sale for user, alone in a batch.

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Call identifies one operation of a run.
@@ -197,16 +199,5 @@ func storeMax(a *atomic.Int64, v int64) {
 
 // sleepUntil waits until t or until ctx ends (then it returns ctx.Err()).
 func sleepUntil(ctx context.Context, t time.Time) error {
-	d := time.Until(t)
-	if d <= 0 {
-		return ctx.Err()
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return startstop.Sleep(ctx, time.Until(t))
 }

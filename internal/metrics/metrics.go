@@ -46,10 +46,8 @@ func NewPipeline(reg prometheus.Registerer) *Pipeline {
 		}),
 		batchErrors: counter("seckill_reserve_batch_errors_total",
 			"Stock-store script calls that failed (every request in the batch got an error)."),
-		persisted: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_orders_persisted_total",
-			Help: "Reservation events the order writer decided, by result (created, duplicate, rejected).",
-		}, []string{"result"}),
+		persisted: counterVec("seckill_orders_persisted_total",
+			"Reservation events the order writer decided, by result (created, duplicate, rejected).", "result"),
 		failedOrders: counter("seckill_failed_orders_total",
 			"Claimed reservations recorded in failed_orders: each one needs an operator (alert on any increase)."),
 		relayed: counter("seckill_outbox_relayed_total",
@@ -62,10 +60,8 @@ func NewPipeline(reg prometheus.Registerer) *Pipeline {
 			"Orders cancelled because they were not paid in time."),
 		restoreAlerts: counter("seckill_restore_alerts_total",
 			"Restores still waiting for their order after --restore-alert-after: each needs an operator."),
-		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "seckill_foreign_events_total",
-			Help: "Reservation events of another deployment's namespace that the order writer found on its queue and left for their owner (two deployments share a queue: give each its own --broker-queue).",
-		}, []string{"namespace"}),
+		foreign: counterVec("seckill_foreign_events_total",
+			"Reservation events of another deployment's namespace that the order writer found on its queue and left for their owner (two deployments share a queue: give each its own --broker-queue).", "namespace"),
 	}
 	reg.MustRegister(m.batchSize, m.batchDuration, m.batchErrors, m.persisted, m.failedOrders, m.relayed, m.takeovers, m.reclaimed, m.timedOut, m.restoreAlerts, m.foreign)
 	return m
@@ -102,6 +98,10 @@ func (m *Pipeline) ObserveBatch(size int, took time.Duration, err error) {
 // engine's are.
 func counter(name, help string) prometheus.Counter {
 	return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
 // StockCollector reports the remaining stock of every sale this node has

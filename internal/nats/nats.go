@@ -53,6 +53,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Headers on dead-letter copies.
@@ -254,14 +255,7 @@ func newBroker(ctx context.Context, nc *nats.Conn, stream string, cfg config) (*
 	return b, nil
 }
 
-func (b *Broker) isClosed() bool {
-	select {
-	case <-b.closed:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Broker) isClosed() bool { return startstop.Closed(b.closed) }
 
 // Close flushes pending acks and closes the connection. Safe to call twice.
 func (b *Broker) Close() error {

@@ -35,7 +35,7 @@ func TestEmbeddedConformance(t *testing.T) {
 
 // newExternal returns a broker on a fresh stream of the external server,
 // deleting its streams when the test ends.
-func newExternal(t *testing.T, url string, opts ...Option) *Broker {
+func newExternal(t testing.TB, url string, opts ...Option) *Broker {
 	t.Helper()
 	stream := servicetest.UniqueName("seckill_test_")
 	b, err := New(context.Background(), url, stream, append(suiteOptions(), opts...)...)
@@ -68,7 +68,7 @@ func newExternal(t *testing.T, url string, opts ...Option) *Broker {
 	return b
 }
 
-func newEmbedded(t *testing.T, dir string, opts ...Option) *Broker {
+func newEmbedded(t testing.TB, dir string, opts ...Option) *Broker {
 	t.Helper()
 	b, shutdown, err := StartEmbedded(context.Background(), dir, "seckill", append(suiteOptions(), opts...)...)
 	if err != nil {
@@ -76,15 +76,6 @@ func newEmbedded(t *testing.T, dir string, opts ...Option) *Broker {
 	}
 	t.Cleanup(shutdown)
 	return b
-}
-
-func messages(tag string, n int) []seckill.Message {
-	msgs := make([]seckill.Message, n)
-	for i := range msgs {
-		id := seckill.NewReservationID("nats_"+tag, time.Now())
-		msgs[i] = seckill.Message{ID: id, Body: []byte(`{"reservation_id":"` + id + `"}`)}
-	}
-	return msgs
 }
 
 // collector consumes from b, acking everything, and counts deliveries.
@@ -135,7 +126,7 @@ func (c *collector) get() map[string][]int {
 func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
 	ctx := context.Background()
-	msgs := messages("restart", 10)
+	msgs := conformance.BrokerMessages("restart", 10)
 	b, shutdown, err := StartEmbedded(ctx, dir, "seckill", suiteOptions()...)
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +153,7 @@ func TestEmbeddedKeepsMessagesAcrossRestart(t *testing.T) {
 func TestDuplicatePublishStoredOnce(t *testing.T) {
 	b := newEmbedded(t, t.TempDir())
 	ctx := context.Background()
-	msgs := messages("dup", 5)
+	msgs := conformance.BrokerMessages("dup", 5)
 	for range 2 {
 		if err := b.Publish(ctx, msgs); err != nil {
 			t.Fatalf("Publish: %v", err)
@@ -183,7 +174,7 @@ func TestDuplicatePublishStoredOnce(t *testing.T) {
 func TestSlowHandlerKeepsItsBatch(t *testing.T) {
 	ackWait := 300 * time.Millisecond
 	b := newEmbedded(t, t.TempDir(), WithAckWait(ackWait))
-	if err := b.Publish(context.Background(), messages("slow", 3)); err != nil {
+	if err := b.Publish(context.Background(), conformance.BrokerMessages("slow", 3)); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	var once sync.Once
@@ -223,14 +214,14 @@ func TestPublishFailsWhileServerDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if err := b.Publish(context.Background(), messages("up", 3)); err != nil {
+	if err := b.Publish(context.Background(), conformance.BrokerMessages("up", 3)); err != nil {
 		t.Fatalf("Publish while up: %v", err)
 	}
 	ns.Shutdown()
 	ns.WaitForShutdown()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	if err := b.Publish(ctx, messages("down", 3)); err == nil {
+	if err := b.Publish(ctx, conformance.BrokerMessages("down", 3)); err == nil {
 		t.Fatal("Publish with the server down = nil; want an error")
 	}
 }
@@ -239,66 +230,13 @@ func TestPublishFailsWhileServerDown(t *testing.T) {
 // round of acks per batch of 100, on the external server and the embedded
 // one.
 func BenchmarkPublish(b *testing.B) {
-	targets := []struct {
-		name string
-		open func(b *testing.B) *Broker
-	}{
-		{"External", func(b *testing.B) *Broker {
-			url := servicetest.NATS.URL(b)
-			br, err := New(context.Background(), url, servicetest.UniqueName("seckill_bench_"))
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(func() {
-				br.Close()
-				nc, err := nats.Connect(url)
-				if err != nil {
-					b.Error(err)
-					return
-				}
-				defer nc.Close()
-				js, _ := jetstream.New(nc)
-				for _, s := range []string{br.stream, br.dead} {
-					if err := js.DeleteStream(context.Background(), s); err != nil {
-						b.Error(err)
-					}
-				}
-			})
-			return br
-		}},
-		{"Embedded", func(b *testing.B) *Broker {
-			br, shutdown, err := StartEmbedded(context.Background(), b.TempDir(), "seckill")
-			if err != nil {
-				b.Fatal(err)
-			}
-			b.Cleanup(shutdown)
-			return br
-		}},
-	}
-	for _, target := range targets {
-		for _, batch := range []int{1, 100} {
-			name := target.name + "/AckEach"
-			if batch > 1 {
-				name = fmt.Sprintf("%s/AckPerBatch%d", target.name, batch)
-			}
-			b.Run(name, func(b *testing.B) {
-				br := target.open(b)
-				ctx := context.Background()
-				b.ResetTimer()
-				for sent := 0; sent < b.N; {
-					n := min(batch, b.N-sent)
-					// Fresh ids: a repeated Nats-Msg-Id would be
-					// deduplicated, which is cheaper than a store.
-					if err := br.Publish(ctx, messages("bench", n)); err != nil {
-						b.Fatal(err)
-					}
-					sent += n
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
-			})
-		}
-	}
+	b.Run("External", func(b *testing.B) {
+		url := servicetest.NATS.URL(b)
+		conformance.BrokerPublish(b, "Ack", func(b *testing.B) seckill.Broker { return newExternal(b, url) })
+	})
+	b.Run("Embedded", func(b *testing.B) {
+		conformance.BrokerPublish(b, "Ack", func(b *testing.B) seckill.Broker { return newEmbedded(b, b.TempDir()) })
+	})
 }
 
 func TestNamespaces(t *testing.T) {
@@ -319,7 +257,7 @@ func TestNamespaces(t *testing.T) {
 func TestOneMessagePerPublish(t *testing.T) {
 	b := newEmbedded(t, t.TempDir())
 	ctx := context.Background()
-	if err := b.Publish(ctx, messages("pack", 300)); err != nil {
+	if err := b.Publish(ctx, conformance.BrokerMessages("pack", 300)); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	info, err := b.js.Stream(ctx, b.stream)
@@ -346,7 +284,7 @@ func TestBacklog(t *testing.T) {
 		t.Fatalf("Backlog of a new stream = %d, %v; want 0", n, err)
 	}
 	for i := range 3 {
-		if err := b.Publish(ctx, messages(fmt.Sprint("backlog", i), 10)); err != nil {
+		if err := b.Publish(ctx, conformance.BrokerMessages(fmt.Sprint("backlog", i), 10)); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}

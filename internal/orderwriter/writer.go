@@ -166,17 +166,14 @@ func (w *Writer) loop(ctx context.Context, name string, fn func(context.Context)
 			return
 		}
 		w.cfg.Logger.Error("order writer: consumer stopped; restarting", "loop", name, "err", err)
-		sleep(ctx, time.Second)
+		_ = startstop.Sleep(ctx, time.Second) // the loop ends if ctx did
 	}
 }
 
 // Stop ends consumption after the batches in hand are settled. Safe to
 // call twice, and without Start.
 func (w *Writer) Stop(ctx context.Context) error {
-	if err := w.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("order writer: stop: %w", err)
-	}
-	return nil
+	return w.worker.StopNamed(ctx, "order writer")
 }
 
 // handle persists one batch. Deliveries are grouped by sale, one
@@ -326,7 +323,7 @@ func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.Res
 			return nil, err
 		}
 		w.cfg.Logger.Warn("order writer: database unreachable; holding the batch", "sale", sale, "events", len(evs), "err", err)
-		if !sleep(ctx, pause) {
+		if startstop.Sleep(ctx, pause) != nil {
 			return nil, err
 		}
 		pause = min(pause*2, 5*time.Second)
@@ -394,16 +391,4 @@ func decodeEvent(m seckill.Message) (seckill.ReservationEvent, error) {
 		return ev, fmt.Errorf("reservation event %s: id does not belong to sale %s", ev.ReservationID, ev.SaleID)
 	}
 	return ev, nil
-}
-
-// sleep waits d or until ctx ends; it reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

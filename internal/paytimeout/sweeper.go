@@ -246,10 +246,7 @@ func (s *Sweeper) count(o *seckill.Order, err error, cancelled, failed *int, fir
 // Start runs a first Sweep, then one every Interval, until Stop. A second
 // Start, or a Start after Stop, does nothing.
 func (s *Sweeper) Start(ctx context.Context) {
-	s.worker.Start(ctx, func(ctx context.Context) {
-		s.sweepAndLog(ctx)
-		startstop.Every(ctx, s.cfg.Interval, nil, s.sweepAndLog)
-	})
+	s.worker.StartEvery(ctx, s.cfg.Interval, s.sweepAndLog)
 }
 
 func (s *Sweeper) sweepAndLog(ctx context.Context) {
@@ -264,8 +261,5 @@ func (s *Sweeper) sweepAndLog(ctx context.Context) {
 // Stop ends the loop after the cancel in hand and waits for it, or for
 // ctx. Safe to call twice, and without Start.
 func (s *Sweeper) Stop(ctx context.Context) error {
-	if err := s.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("pay timeout: stop: %w", err)
-	}
-	return nil
+	return s.worker.StopNamed(ctx, "pay timeout")
 }

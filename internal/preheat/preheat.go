@@ -199,10 +199,7 @@ func (p *Scheduler) Tick(ctx context.Context) error {
 // Start runs a first Tick, then one every Interval, until Stop. A second
 // Start, or a Start after Stop, does nothing.
 func (p *Scheduler) Start(ctx context.Context) {
-	p.worker.Start(ctx, func(ctx context.Context) {
-		p.tickAndLog(ctx)
-		startstop.Every(ctx, p.cfg.Interval, nil, p.tickAndLog)
-	})
+	p.worker.StartEvery(ctx, p.cfg.Interval, p.tickAndLog)
 }
 
 func (p *Scheduler) tickAndLog(ctx context.Context) {
@@ -214,8 +211,5 @@ func (p *Scheduler) tickAndLog(ctx context.Context) {
 // Stop ends the background loop and waits for it. Safe to call twice, and
 // without Start.
 func (p *Scheduler) Stop(ctx context.Context) error {
-	if err := p.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("preheat: stop: %w", err)
-	}
-	return nil
+	return p.worker.StopNamed(ctx, "preheat")
 }

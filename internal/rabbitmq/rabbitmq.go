@@ -37,6 +37,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Headers the adapter sets on the copies it republishes.
@@ -341,14 +342,7 @@ func (b *Broker) waitConn(ctx context.Context) (*amqp.Connection, error) {
 	}
 }
 
-func (b *Broker) isClosed() bool {
-	select {
-	case <-b.done:
-		return true
-	default:
-		return false
-	}
-}
+func (b *Broker) isClosed() bool { return startstop.Closed(b.done) }
 
 // Close closes the connection and stops reconnecting. Consumers return
 // seckill.ErrClosed. Safe to call twice.

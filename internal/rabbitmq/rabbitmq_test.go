@@ -46,35 +46,35 @@ func newTestBroker(t testing.TB, dialURL, adminURL string, opts ...Option) *Brok
 	return b
 }
 
+// dialChannel opens a channel on a connection of its own to url; closing
+// the connection closes the channel too.
+func dialChannel(url string) (*amqp.Connection, *amqp.Channel, error) {
+	conn, err := amqp.Dial(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("dial: %w", err)
+	}
+	ch, err := conn.Channel()
+	if err != nil {
+		conn.Close()
+		return nil, nil, fmt.Errorf("channel: %w", err)
+	}
+	return conn, ch, nil
+}
+
 func deleteQueues(t testing.TB, adminURL string, b *Broker) {
 	t.Helper()
-	conn, err := amqp.Dial(adminURL)
+	conn, ch, err := dialChannel(adminURL)
 	if err != nil {
-		t.Errorf("cleanup: dial: %v", err)
+		t.Errorf("cleanup: %v", err)
 		return
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Errorf("cleanup: channel: %v", err)
-		return
-	}
-	defer ch.Close()
 	for _, q := range b.topology() {
 		if _, err := ch.QueueDelete(q.name, false, false, false); err != nil {
 			t.Errorf("cleanup: delete queue %s: %v", q.name, err)
 			return
 		}
 	}
-}
-
-func messages(tag string, n int) []seckill.Message {
-	msgs := make([]seckill.Message, n)
-	for i := range msgs {
-		id := seckill.NewReservationID("rmq_"+tag, time.Now())
-		msgs[i] = seckill.Message{ID: id, Body: []byte(`{"reservation_id":"` + id + `"}`)}
-	}
-	return msgs
 }
 
 // TestPublishToMissingQueueFails: a message the broker cannot route is
@@ -84,22 +84,18 @@ func TestPublishToMissingQueueFails(t *testing.T) {
 	amqpURL := servicetest.RabbitMQ.URL(t)
 	b := newTestBroker(t, amqpURL, amqpURL)
 	ctx := context.Background()
-	if err := b.Publish(ctx, messages("routed", 3)); err != nil {
+	if err := b.Publish(ctx, conformance.BrokerMessages("routed", 3)); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	conn, err := amqp.Dial(amqpURL)
+	conn, ch, err := dialChannel(amqpURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	if _, err := ch.QueueDelete(b.queue, false, false, false); err != nil {
 		t.Fatal(err)
 	}
-	err = b.Publish(ctx, messages("lost", 5))
+	err = b.Publish(ctx, conformance.BrokerMessages("lost", 5))
 	if err == nil {
 		t.Fatal("Publish to a deleted queue = nil; want an error")
 	}
@@ -151,7 +147,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 				return
 			default:
 			}
-			msgs := messages(fmt.Sprintf("cut%d", i), 20)
+			msgs := conformance.BrokerMessages(fmt.Sprintf("cut%d", i), 20)
 			pctx, pcancel := context.WithTimeout(ctx, 5*time.Second)
 			err := b.Publish(pctx, msgs)
 			pcancel()
@@ -178,7 +174,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 	// During the outage, a publish fails, and fails fast.
 	for time.Since(outageStart) < time.Second {
 		start := time.Now()
-		err := b.Publish(context.Background(), messages("outage", 1))
+		err := b.Publish(context.Background(), conformance.BrokerMessages("outage", 1))
 		if err == nil {
 			t.Fatal("Publish during the outage = nil; want an error")
 		}
@@ -222,28 +218,7 @@ func TestConnectionCutMidSale(t *testing.T) {
 // confirm round per batch of 100, on persistent messages to a quorum queue.
 func BenchmarkPublish(b *testing.B) {
 	amqpURL := servicetest.RabbitMQ.URL(b)
-	for _, batch := range []int{1, 100} {
-		name := "ConfirmEach"
-		if batch > 1 {
-			name = fmt.Sprintf("ConfirmPerBatch%d", batch)
-		}
-		b.Run(name, func(b *testing.B) {
-			br := newTestBroker(b, amqpURL, amqpURL)
-			ctx := context.Background()
-			msgs := messages("bench", batch)
-			b.ResetTimer()
-			sent := 0
-			for sent < b.N {
-				n := min(batch, b.N-sent)
-				if err := br.Publish(ctx, msgs[:n]); err != nil {
-					b.Fatal(err)
-				}
-				sent += n
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "msg/s")
-		})
-	}
+	conformance.BrokerPublish(b, "Confirm", func(b *testing.B) seckill.Broker { return newTestBroker(b, amqpURL, amqpURL) })
 }
 
 func TestNamespaces(t *testing.T) {
@@ -264,18 +239,14 @@ func TestNamespaces(t *testing.T) {
 func TestOneMessagePerPublish(t *testing.T) {
 	amqpURL := servicetest.RabbitMQ.URL(t)
 	b := newTestBroker(t, amqpURL, amqpURL)
-	if err := b.Publish(context.Background(), messages("pack", 300)); err != nil {
+	if err := b.Publish(context.Background(), conformance.BrokerMessages("pack", 300)); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
-	conn, err := amqp.Dial(amqpURL)
+	conn, ch, err := dialChannel(amqpURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	ch, err := conn.Channel()
-	if err != nil {
-		t.Fatal(err)
-	}
 	defer ch.Close()
 	q, err := ch.QueueDeclarePassive(b.queue, true, false, false, false, amqp.Table{"x-queue-type": "quorum"})
 	if err != nil {
@@ -296,7 +267,7 @@ func TestBacklog(t *testing.T) {
 		t.Fatalf("Backlog of a new queue = %d, %v; want 0", n, err)
 	}
 	for i := range 3 {
-		if err := b.Publish(ctx, messages(fmt.Sprint("backlog", i), 10)); err != nil {
+		if err := b.Publish(ctx, conformance.BrokerMessages(fmt.Sprint("backlog", i), 10)); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 	}

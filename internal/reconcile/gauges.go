@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -195,18 +194,12 @@ func (g *GaugeWorker) balanced(c Counts) bool {
 // Start runs Refresh at once, then every Interval, until Stop. A second
 // Start, or a Start after Stop, does nothing.
 func (g *GaugeWorker) Start(ctx context.Context) {
-	g.worker.Start(ctx, func(ctx context.Context) {
-		g.Refresh(ctx)
-		startstop.Every(ctx, g.cfg.Interval, nil, g.Refresh)
-	})
+	g.worker.StartEvery(ctx, g.cfg.Interval, g.Refresh)
 }
 
 // Stop ends the refresher. Safe to call twice, and without Start.
 func (g *GaugeWorker) Stop(ctx context.Context) error {
-	if err := g.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("reconcile gauges: stop: %w", err)
-	}
-	return nil
+	return g.worker.StopNamed(ctx, "reconcile gauges")
 }
 
 // Describe sends nothing: an unchecked collector (the gauges appear once

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 var now = time.Date(2030, 1, 1, 12, 30, 0, 0, time.UTC)
@@ -237,29 +238,16 @@ func (f fakeLedger) LedgerTotals(_ context.Context, saleID string) (*seckill.Led
 	return t, nil
 }
 
-// pageAfter is the keyset page of rows (by reservation id) after after.
-func pageAfter[T any](rows []*T, id func(*T) string, after string, limit int) []*T {
-	sorted := slices.Clone(rows)
-	slices.SortFunc(sorted, func(a, b *T) int { return strings.Compare(id(a), id(b)) })
-	var out []*T
-	for _, r := range sorted {
-		if id(r) > after && len(out) < limit {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
 func (f fakeLedger) OrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.Order, error) {
-	return pageAfter(f.w.orders, func(o *seckill.Order) string { return o.ReservationID }, after, limit), f.err
+	return servicetest.PageAfter(f.w.orders, func(o *seckill.Order) string { return o.ReservationID }, after, limit), f.err
 }
 
 func (f fakeLedger) FailedOrdersAfter(_ context.Context, _, after string, limit int) ([]*seckill.FailedOrder, error) {
-	return pageAfter(f.w.failed, func(o *seckill.FailedOrder) string { return o.ReservationID }, after, limit), f.err
+	return servicetest.PageAfter(f.w.failed, func(o *seckill.FailedOrder) string { return o.ReservationID }, after, limit), f.err
 }
 
 func (f fakeLedger) RestoresAfter(_ context.Context, _, after string, limit int) ([]*seckill.RestoreRequest, error) {
-	return pageAfter(f.w.restores, func(o *seckill.RestoreRequest) string { return o.ReservationID }, after, limit), f.err
+	return servicetest.PageAfter(f.w.restores, func(o *seckill.RestoreRequest) string { return o.ReservationID }, after, limit), f.err
 }
 
 func (f fakeLedger) LedgerOf(_ context.Context, _ string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {

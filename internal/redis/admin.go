@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -17,16 +16,9 @@ import (
 // copy in line, each idempotent, so a failed call can simply be made again.
 
 var (
-	//go:embed sale_edit.lua
-	saleEditLua string
-	//go:embed sale_end.lua
-	saleEndLua string
-	//go:embed sale_raise.lua
-	saleRaiseLua string
-
-	saleEditScript  = rueidis.NewLuaScriptRetryable(saleEditLua)
-	saleEndScript   = rueidis.NewLuaScriptRetryable(saleEndLua)
-	saleRaiseScript = rueidis.NewLuaScriptRetryable(saleRaiseLua)
+	saleEditScript  = rueidis.NewLuaScriptRetryable(lua("stock_write.lua", "sale_edit.lua"))
+	saleEndScript   = rueidis.NewLuaScriptRetryable(lua("sale_end.lua"))
+	saleRaiseScript = rueidis.NewLuaScriptRetryable(lua("sale_raise.lua"))
 )
 
 // ErrSaleStarted is returned by EditSale when the live copy refuses the
@@ -61,16 +53,7 @@ func (s *Store) EditSale(ctx context.Context, sale *seckill.Sale) error {
 				return fmt.Errorf("edit sale: %w", err)
 			}
 		}
-		args := []string{
-			strconv.FormatInt(bucketShare(sale.Stock, k, b), 10),
-			strconv.FormatInt(sale.PurchaseLimit, 10),
-			strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
-			strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
-		}
-		if b == 0 && k > 1 {
-			args = append(args, strconv.FormatInt(k, 10))
-		}
-		n, err := saleEditScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], args).AsInt64()
+		n, err := saleEditScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], stockArgs(sale, k, b)).AsInt64()
 		if err != nil {
 			return fmt.Errorf("edit sale: %w", classify(err))
 		}

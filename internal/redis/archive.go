@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"math"
 	"strconv"
@@ -23,11 +22,8 @@ import (
 // removed by ArchiveSale), so a restarted node still finds the ended
 // sales whose keys are left.
 
-//go:embed archive.lua
-var archiveLua string
-
 // Archiving twice changes nothing, so a lost reply may be retried.
-var archiveScript = rueidis.NewLuaScriptRetryable(archiveLua)
+var archiveScript = rueidis.NewLuaScriptRetryable(lua("archive.lua"))
 
 func (s *Store) salesRegistryKey() string { return s.prefix + ":sales" }
 
@@ -90,11 +86,21 @@ func (s *Store) ReservationCount(ctx context.Context, saleID string) (int64, err
 	if err != nil {
 		return 0, fmt.Errorf("reservation count: %w", err)
 	}
+	n, err := s.sumOver(ctx, tags, func(keys []string) rueidis.Completed { return s.client.B().Hlen().Key(keys[keyRes]).Build() })
+	if err != nil {
+		return 0, fmt.Errorf("reservation count: %w", err)
+	}
+	return n, nil
+}
+
+// sumOver adds up one integer reply per key set of tags (a sale's, or
+// each of its buckets'); count builds the command for one key set.
+func (s *Store) sumOver(ctx context.Context, tags []string, count func(keys []string) rueidis.Completed) (int64, error) {
 	var total int64
 	for _, tag := range tags {
-		n, err := s.client.Do(ctx, s.client.B().Hlen().Key(s.keys(tag)[keyRes]).Build()).AsInt64()
+		n, err := s.client.Do(ctx, count(s.keys(tag))).AsInt64()
 		if err != nil {
-			return 0, fmt.Errorf("reservation count: %w", classify(err))
+			return 0, classify(err)
 		}
 		total += n
 	}

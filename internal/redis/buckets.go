@@ -3,7 +3,6 @@ package redis
 import (
 	"context"
 	"crypto/rand"
-	_ "embed"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
@@ -56,17 +55,10 @@ import (
 // bucket found no unreserved unit, no unit in transit, and no change.
 
 var (
-	//go:embed move_out.lua
-	moveOutLua string
-	//go:embed move_in.lua
-	moveInLua string
-)
-
-var (
 	// Never retried by the client: a lost reply is settled by the journal.
-	moveOutScript = rueidis.NewLuaScript(moveOutLua)
+	moveOutScript = rueidis.NewLuaScript(lua("move_out.lua"))
 	// Applying a move twice changes nothing (movesin), so it may be retried.
-	moveInScript = rueidis.NewLuaScriptRetryable(moveInLua)
+	moveInScript = rueidis.NewLuaScriptRetryable(lua("move_in.lua"))
 )
 
 const (
@@ -190,17 +182,28 @@ func (s *Store) preheatBuckets(ctx context.Context, sale *seckill.Sale) error {
 		if err := s.register(ctx, bs.tags[b]); err != nil {
 			return err
 		}
-		args := []string{
-			strconv.FormatInt(bucketShare(sale.Stock, k, b), 10),
-			strconv.FormatInt(sale.PurchaseLimit, 10),
-			strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
-			strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
-		}
-		if err := preheatScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], args).Error(); err != nil {
+		if err := preheatScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], stockArgs(sale, k, b)).Error(); err != nil {
 			return classify(err)
 		}
 	}
 	return nil
+}
+
+// stockArgs is the ARGV of stock_write.lua (so of preheat.lua and
+// sale_edit.lua) for bucket b of sale in k buckets: the bucket's share of
+// the stock, the per-user limit, the window and, for bucket 0 of several,
+// the bucket count.
+func stockArgs(sale *seckill.Sale, k int64, b int) []string {
+	args := []string{
+		strconv.FormatInt(bucketShare(sale.Stock, k, b), 10),
+		strconv.FormatInt(sale.PurchaseLimit, 10),
+		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
+		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
+	}
+	if b == 0 && k > 1 {
+		args = append(args, strconv.FormatInt(k, 10))
+	}
+	return args
 }
 
 func bucketShare(stock, k int64, b int) int64 {

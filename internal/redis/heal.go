@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"slices"
 	"strconv"
@@ -15,15 +14,10 @@ import (
 )
 
 var (
-	//go:embed heal_begin.lua
-	healBeginLua string
-	//go:embed heal_apply.lua
-	healApplyLua string
-
 	// Both are safe to resend: begin sets a flag, apply checks its token
 	// and HSETNX-es its records.
-	healBeginScript = rueidis.NewLuaScriptRetryable(healBeginLua)
-	healApplyScript = rueidis.NewLuaScript(recordLua + healApplyLua)
+	healBeginScript = rueidis.NewLuaScriptRetryable(lua("heal_begin.lua"))
+	healApplyScript = rueidis.NewLuaScript(lua("record.lua", "heal_apply.lua"))
 	// KEYS[1] stock hash, ARGV[1] heal token: clear `healing` if it
 	// still holds the token.
 	healAbortScript = rueidis.NewLuaScriptRetryable(`if redis.call('HGET', KEYS[1], 'healing') == ARGV[1] then

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"slices"
@@ -27,17 +26,10 @@ import (
 // touches it.
 
 var (
-	//go:embed outbox_ack.lua
-	outboxAckLua string
-	//go:embed outbox_forget.lua
-	outboxForgetLua string
-)
-
-var (
 	// Acking twice is harmless (the second XACK finds nothing pending),
 	// so a lost reply may be retried.
-	outboxAckScript    = rueidis.NewLuaScriptRetryable(outboxAckLua)
-	outboxForgetScript = rueidis.NewLuaScriptRetryable(outboxForgetLua)
+	outboxAckScript    = rueidis.NewLuaScriptRetryable(lua("outbox_ack.lua"))
+	outboxForgetScript = rueidis.NewLuaScriptRetryable(lua("outbox_forget.lua"))
 )
 
 // forgetGrace is how long after its window ends a sale stays registered

@@ -86,6 +86,15 @@ func wantCounts(t *testing.T, s *Store, saleID string, wantLen, wantPending int6
 	}
 }
 
+// ackWant acks ids for testGroup and checks the counts after it.
+func ackWant(t *testing.T, s *Store, saleID string, ids []string, wantLen, wantPending int64) {
+	t.Helper()
+	if err := s.AckOutbox(context.Background(), saleID, testGroup, ids); err != nil {
+		t.Fatalf("AckOutbox(%v): %v", ids, err)
+	}
+	wantCounts(t, s, saleID, wantLen, wantPending)
+}
+
 func testOutboxRegistry(t *testing.T, s *Store) {
 	ctx := context.Background()
 	if got, err := s.OutboxSales(ctx); err != nil || len(got) != 0 {
@@ -224,20 +233,11 @@ func testOutboxReadAck(t *testing.T, s *Store) {
 	}
 	wantCounts(t, s, sale.ID, 5, 5)
 
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(first)); err != nil {
-		t.Fatalf("AckOutbox: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 2, 2)
+	ackWant(t, s, sale.ID, streamIDs(first), 2, 2)
 	// Acking again (a relay that lost the reply, or one that reclaimed
 	// the entries) changes nothing.
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(first)); err != nil {
-		t.Fatalf("AckOutbox again: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 2, 2)
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(rest)); err != nil {
-		t.Fatalf("AckOutbox: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 0, 0)
+	ackWant(t, s, sale.ID, streamIDs(first), 2, 2)
+	ackWant(t, s, sale.ID, streamIDs(rest), 0, 0)
 	if err := s.AckOutbox(ctx, sale.ID, testGroup, nil); err != nil {
 		t.Fatalf("AckOutbox of nothing: %v", err)
 	}
@@ -280,10 +280,7 @@ func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
 		}
 		wantCounts(t, s, sale.ID, 2, 1)
 	}
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, []string{es[0].StreamID, undelivered}); err != nil {
-		t.Fatalf("AckOutbox: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 1, 0)
+	ackWant(t, s, sale.ID, []string{es[0].StreamID, undelivered}, 1, 0)
 	if rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(rest) != 1 || rest[0].StreamID != undelivered {
 		t.Fatalf("ReadOutbox = %v, %v; want the undelivered entry %s", streamIDs(rest), err, undelivered)
 	}
@@ -309,19 +306,11 @@ func testOutboxAckOutOfOrder(t *testing.T, s *Store) {
 		t.Fatalf("ReadOutbox by c2 = %d entries, %v; want 3", len(newer), err)
 	}
 	wantCounts(t, s, sale.ID, 7, 6)
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(newer)); err != nil {
-		t.Fatalf("AckOutbox of the newer batch: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 4, 3)
-	// Part of the older batch, not its first entry.
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(older[1:])); err != nil {
-		t.Fatalf("AckOutbox of the older batch's tail: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 2, 1)
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(older[:1])); err != nil {
-		t.Fatalf("AckOutbox of the older batch's head: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 1, 0)
+	// The newer batch; then part of the older batch, not its first
+	// entry; then that first entry.
+	ackWant(t, s, sale.ID, streamIDs(newer), 4, 3)
+	ackWant(t, s, sale.ID, streamIDs(older[1:]), 2, 1)
+	ackWant(t, s, sale.ID, streamIDs(older[:1]), 1, 0)
 	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
 	if err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(requestIDs(reqs[6:])) {
 		t.Fatalf("ReadOutbox = %v, %v; want the entry never delivered, %v", reservationIDs(rest), err, requestIDs(reqs[6:]))
@@ -454,10 +443,7 @@ func testOutboxClaim(t *testing.T, s *Store) {
 		t.Fatalf("ClaimStaleOutbox of everything stale = %v, %v; want the 3 delivered entries", reservationIDs(es), err)
 	}
 	wantCounts(t, s, sale.ID, 4, 3)
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(es)); err != nil {
-		t.Fatalf("AckOutbox: %v", err)
-	}
-	wantCounts(t, s, sale.ID, 1, 0)
+	ackWant(t, s, sale.ID, streamIDs(es), 1, 0)
 }
 
 // testOutboxMalformed checks that an entry that cannot be decoded is

@@ -7,6 +7,7 @@
 -- ARGV[4]  window end (exclusive), Unix milliseconds
 -- ARGV[5]  optional: the sale's number of stock buckets (bucket 0 only;
 --          see buckets.go), stored as `buckets`
+-- (written by stock_write.lua, which this script begins with)
 --
 -- Returns 1 when this call loaded the sale, 0 when it was already loaded.
 -- An existing stock hash is never touched: a second preheat of a live sale
@@ -15,10 +16,5 @@
 if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
-redis.call('HSET', KEYS[1],
-  'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
-  'start_ms', ARGV[3], 'end_ms', ARGV[4])
-if ARGV[5] then
-  redis.call('HSET', KEYS[1], 'buckets', ARGV[5])
-end
+stock_write(KEYS[1])
 return 1

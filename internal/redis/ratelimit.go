@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,13 +12,10 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-//go:embed ratelimit.lua
-var rateLimitLua string
-
 // A lost reply is not retried: that would count the request twice. The
 // caller decides what an unanswered limiter means (the API lets the
 // request through).
-var rateLimitScript = rueidis.NewLuaScript(rateLimitLua)
+var rateLimitScript = rueidis.NewLuaScript(lua("ratelimit.lua"))
 
 // MaxRateKeyBytes bounds a rate-limit key ("ip:…", "user:<user id>").
 const MaxRateKeyBytes = 256

@@ -2,7 +2,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -30,18 +29,10 @@ import (
 // broadcast to every node of a Cluster, so a subscriber on any node hears
 // every announcement.
 
-//go:embed restore.lua
-var restoreLua string
-
-// recordLua reads and rewrites res records; the scripts that do begin with it.
-//
-//go:embed record.lua
-var recordLua string
-
 // Restoring twice changes nothing, so a lost reply may be retried. A
 // retried call may then answer restored=false for the restore its own lost
 // first attempt made; the units are given back once either way.
-var restoreScript = rueidis.NewLuaScriptRetryable(recordLua + restoreLua)
+var restoreScript = rueidis.NewLuaScriptRetryable(lua("record.lua", "restore.lua"))
 
 // StatusRestored is a reservation whose units were given back.
 const StatusRestored = "restored"

@@ -8,6 +8,7 @@
 -- ARGV[4]  window end (exclusive), Unix milliseconds
 -- ARGV[5]  optional: the sale's number of stock buckets (bucket 0 only;
 --          see buckets.go), stored as `buckets`
+-- (written by stock_write.lua, which this script begins with)
 --
 -- A sale of several buckets runs this on each bucket with its share,
 -- bucket 0 last (as preheat does).
@@ -25,10 +26,5 @@ if cur[1] then
     return 0
   end
 end
-redis.call('HSET', KEYS[1],
-  'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
-  'start_ms', ARGV[3], 'end_ms', ARGV[4])
-if ARGV[5] then
-  redis.call('HSET', KEYS[1], 'buckets', ARGV[5])
-end
+stock_write(KEYS[1])
 return 1

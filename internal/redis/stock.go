@@ -44,28 +44,20 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 	if err := s.keep(ctx, sale.ID); err != nil { // for the archiver, once it ends
 		return false, fmt.Errorf("preheat: %w", err)
 	}
-	keys := s.keys(sale.ID)
-	args := []string{
-		strconv.FormatInt(sale.Stock, 10),
-		strconv.FormatInt(sale.PurchaseLimit, 10),
-		strconv.FormatInt(sale.StartAt.UnixMilli(), 10),
-		strconv.FormatInt(sale.EndAt.UnixMilli(), 10),
-	}
 	if s.minBuckets > sale.BucketCount() {
 		cp := *sale
 		cp.Buckets = s.minBuckets
 		sale = &cp
 	}
-	if k := sale.BucketCount(); k > 1 {
+	k := sale.BucketCount()
+	if k > 1 {
 		// The other buckets first: bucket 0, loaded last with the bucket
 		// count, is what makes the sale live.
 		if err := s.preheatBuckets(ctx, sale); err != nil {
 			return false, fmt.Errorf("preheat: %w", err)
 		}
-		args[0] = strconv.FormatInt(bucketShare(sale.Stock, k, 0), 10)
-		args = append(args, strconv.FormatInt(k, 10))
 	}
-	n, err := preheatScript.Exec(ctx, s.client, keys[:1], args).AsInt64()
+	n, err := preheatScript.Exec(ctx, s.client, s.keys(sale.ID)[:1], stockArgs(sale, k, 0)).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("preheat: %w", classify(err))
 	}
@@ -425,13 +417,9 @@ func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
 		}
 		tags = bs.tags
 	}
-	var total int64
-	for _, tag := range tags {
-		n, err := s.client.Do(ctx, s.client.B().Xlen().Key(s.keys(tag)[keyOutbox]).Build()).AsInt64()
-		if err != nil {
-			return 0, fmt.Errorf("outbox len: %w", classify(err))
-		}
-		total += n
+	n, err := s.sumOver(ctx, tags, func(keys []string) rueidis.Completed { return s.client.B().Xlen().Key(keys[keyOutbox]).Build() })
+	if err != nil {
+		return 0, fmt.Errorf("outbox len: %w", err)
 	}
-	return total, nil
+	return n, nil
 }

@@ -22,7 +22,6 @@ package redis
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"io"
@@ -39,17 +38,11 @@ import (
 )
 
 var (
-	//go:embed preheat.lua
-	preheatLua string
-	//go:embed reserve.lua
-	reserveLua string
-)
-
-// Scripts are shared by every Store: the SHA-1 is computed once, and
-// rueidis falls back from EVALSHA to EVAL on a node that has not seen it.
-var (
 	// Preheat is idempotent, so a lost reply may be retried.
-	preheatScript = rueidis.NewLuaScriptRetryable(preheatLua)
+	preheatScript = rueidis.NewLuaScriptRetryable(lua("stock_write.lua", "preheat.lua"))
+	// The reserve script's source is also sent by hand, with a WAIT
+	// behind it (durability.go).
+	reserveLua = lua("reserve.lua")
 	// Reserve is never retried by the client: without an idempotency key a
 	// resent batch would reserve twice.
 	reserveScript = rueidis.NewLuaScript(reserveLua)
@@ -140,20 +133,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	copt, err := rueidis.ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redis: %w", err)
-	}
-	// Client-side caching needs CLIENT TRACKING, which miniredis lacks,
-	// and the store reads nothing that could be served from a cache.
-	copt.DisableCache = true
-	if o.waitReplicas > 0 {
-		// Each reserve batch takes a dedicated connection for its
-		// script + WAIT. The combiner keeps one batch per sale in flight,
-		// but nothing else should open hundreds of connections at once.
-		copt.BlockingPoolSize = durablePoolSize
-	}
-	return newStore(ctx, copt, o, nil)
+	return newStore(ctx, url, o, nil)
 }
 
 // StartEmbedded starts an in-process Redis-compatible server (miniredis) on
@@ -169,11 +149,7 @@ func StartEmbedded(ctx context.Context, opts ...Option) (*Store, error) {
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("redis: start embedded: %w", err)
 	}
-	copt := rueidis.ClientOption{
-		InitAddress:  []string{srv.Addr()},
-		DisableCache: true,
-	}
-	s, err := newStore(ctx, copt, o, srv)
+	s, err := newStore(ctx, "redis://"+srv.Addr(), o, srv)
 	if err != nil {
 		srv.Close()
 		return nil, err
@@ -192,7 +168,21 @@ func buildOptions(opts []Option) (options, error) {
 	return o, nil
 }
 
-func newStore(ctx context.Context, copt rueidis.ClientOption, o options, srv *miniredis.Miniredis) (*Store, error) {
+// newStore connects to the Redis at url (srv's, for an embedded store).
+func newStore(ctx context.Context, url string, o options, srv *miniredis.Miniredis) (*Store, error) {
+	copt, err := rueidis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redis: %w", err)
+	}
+	// Client-side caching needs CLIENT TRACKING, which miniredis lacks,
+	// and the store reads nothing that could be served from a cache.
+	copt.DisableCache = true
+	if o.waitReplicas > 0 {
+		// Each reserve batch takes a dedicated connection for its
+		// script + WAIT. The combiner keeps one batch per sale in flight,
+		// but nothing else should open hundreds of connections at once.
+		copt.BlockingPoolSize = durablePoolSize
+	}
 	client, err := rueidis.NewClient(copt)
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))

@@ -223,7 +223,7 @@ func (r *Relay) run(ctx context.Context) {
 	t.Stop()
 	defer t.Stop()
 	for {
-		draining := isClosed(stopping)
+		draining := startstop.Closed(stopping)
 		found, wait := r.pass(ctx, log, idle && !draining)
 		if ctx.Err() != nil {
 			log.Warn("relay abandoned before its outboxes were drained", "err", ctx.Err())
@@ -512,13 +512,4 @@ func (r *Relay) empty(ctx context.Context, log *slog.Logger) bool {
 		}
 	}
 	return true
-}
-
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
 }

@@ -121,20 +121,24 @@ var backends = []struct {
 		t.Cleanup(s.Close)
 		return s
 	}},
-	{"Redis", func(t *testing.T) *redis.Store {
-		t.Helper()
-		url := servicetest.Redis.URL(t)
-		prefix := servicetest.UniqueName("t")
-		s, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
-		if err != nil {
-			t.Fatalf("redis.New: %v", err)
-		}
-		t.Cleanup(func() {
-			s.Close()
-			deletePrefix(t, url, prefix)
-		})
-		return s
-	}},
+	{"Redis", func(t *testing.T) *redis.Store { return openRedis(t) }},
+}
+
+// openRedis returns a store on a fresh key prefix of the shared Redis, and
+// deletes the prefix's keys when the test ends.
+func openRedis(t *testing.T, opts ...redis.Option) *redis.Store {
+	t.Helper()
+	url := servicetest.Redis.URL(t)
+	prefix := servicetest.UniqueName("t")
+	s, err := redis.New(context.Background(), url, append([]redis.Option{redis.WithKeyPrefix(prefix)}, opts...)...)
+	if err != nil {
+		t.Fatalf("redis.New: %v", err)
+	}
+	t.Cleanup(func() {
+		s.Close()
+		deletePrefix(t, url, prefix)
+	})
+	return s
 }
 
 // deletePrefix removes the test's keys from the shared Redis, which is
@@ -199,16 +203,52 @@ func testConfig(t *testing.T, consumer string) Config {
 	}
 }
 
-// start starts r and makes sure it is stopped before the test's store
-// closes.
-func start(t *testing.T, r *Relay) {
+// start starts a relay and makes sure it is stopped before the test's
+// store closes.
+func start(t *testing.T, out Outbox, broker seckill.Broker, cfg Config) *Relay {
 	t.Helper()
+	r := New(out, broker, cfg)
 	r.Start(context.Background())
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_ = r.Stop(ctx)
-	})
+	t.Cleanup(func() { _ = stopWithin(r, 10*time.Second) })
+	return r
+}
+
+// stop stops r, failing the test unless it drains within 10 s.
+func stop(t *testing.T, r *Relay) {
+	t.Helper()
+	if err := stopWithin(r, 10*time.Second); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+}
+
+// startBrokerDown starts a relay on s whose broker fails every Publish
+// until told otherwise, and returns once a Publish has failed.
+func startBrokerDown(t *testing.T, s Outbox) (*Relay, *fakeBroker) {
+	t.Helper()
+	broker := &fakeBroker{}
+	broker.setFail(errors.New("broker unreachable"))
+	r := start(t, s, broker, testConfig(t, "r1"))
+	servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+	return r, broker
+}
+
+func stopWithin(r *Relay, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return r.Stop(ctx)
+}
+
+// crashBeforeAck runs a relay under cfg that dies (its context ends) once
+// the broker has confirmed its first batch and before it acks it. It
+// returns the relay dead; its Stop is the caller's.
+func crashBeforeAck(t *testing.T, s Outbox, broker *fakeBroker, cfg Config) *Relay {
+	t.Helper()
+	ctx, kill := context.WithCancel(context.Background())
+	r := New(s, broker, cfg)
+	r.beforeAck = kill
+	r.Start(ctx)
+	<-ctx.Done()
+	return r
 }
 
 func preheat(t *testing.T, s *redis.Store, stock int64) *seckill.Sale {
@@ -324,8 +364,7 @@ func TestRelaysEveryReservationOnce(t *testing.T) {
 		cfg := testConfig(t, "r1")
 		cfg.Block = 50 * time.Millisecond // idle reads wait for entries
 		cfg.OnPublished = func(n int) { onPublished.Add(int64(n)) }
-		r := New(s, broker, cfg)
-		start(t, r)
+		r := start(t, s, broker, cfg)
 		var during []map[string]seckill.ReserveRequest
 		for range 5 {
 			during = append(during, reserve(t, s, a.ID, 37), reserve(t, s, b.ID, 11))
@@ -333,11 +372,7 @@ func TestRelaysEveryReservationOnce(t *testing.T) {
 		}
 		want := merge(append(during, before)...)
 		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.Stop(ctx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
+		stop(t, r)
 		if dups := wantPublished(t, broker, want); dups != 0 {
 			t.Errorf("%d duplicates in normal operation; want 0", dups)
 		}
@@ -366,8 +401,7 @@ func TestCompactEvents(t *testing.T) {
 		broker := &fakeBroker{}
 		cfg := testConfig(t, "compact")
 		cfg.CompactEvents = true
-		r := New(s, broker, cfg)
-		start(t, r)
+		start(t, s, broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
 		wantPublished(t, broker, want)
 		for _, m := range broker.messages() {
@@ -391,8 +425,7 @@ func TestRelayIsFairAcrossSales(t *testing.T) {
 		broker := &fakeBroker{}
 		cfg := testConfig(t, "r1")
 		cfg.BatchSize = 20
-		r := New(s, broker, cfg)
-		start(t, r)
+		start(t, s, broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "the small sale's reservation", func() bool { return broker.counts()[id] > 0 })
 		broker.mu.Lock()
 		call := slices.IndexFunc(broker.batches, func(b []seckill.Message) bool {
@@ -412,10 +445,7 @@ func TestBrokerOutage(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		sale := preheat(t, s, 1000)
 		want := reserve(t, s, sale.ID, 130)
-		broker := &fakeBroker{}
-		broker.setFail(errors.New("broker unreachable"))
-		r := New(s, broker, testConfig(t, "r1"))
-		start(t, r)
+		r, broker := startBrokerDown(t, s)
 		servicetest.WaitFor(t, 30*time.Second, "several failed Publish calls", func() bool { return broker.failedCalls() >= 5 })
 		more := reserve(t, s, sale.ID, 20) // the API goes on reserving meanwhile
 		servicetest.WaitFor(t, 30*time.Second, "more failed Publish calls", func() bool { return broker.failedCalls() >= 10 })
@@ -435,11 +465,7 @@ func TestBrokerOutage(t *testing.T) {
 		broker.setFail(nil)
 		want = merge(want, more)
 		servicetest.WaitFor(t, 30*time.Second, "everything published after recovery", func() bool { return broker.publishedCount() >= len(want) })
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := r.Stop(ctx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
+		stop(t, r)
 		if dups := wantPublished(t, broker, want); dups != 0 {
 			t.Errorf("%d duplicates; want 0 (a failed Publish stored nothing here)", dups)
 		}
@@ -459,20 +485,14 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 
 		cfg := testConfig(t, "doomed")
 		cfg.BatchSize = 500
-		ctx, kill := context.WithCancel(context.Background())
-		doomed := New(s, broker, cfg)
-		doomed.beforeAck = kill
 		// The entries' idle time counts from their delivery to the doomed
 		// relay, which comes after this instant (and before the crash).
 		startedAt := time.Now()
-		doomed.Start(ctx)
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		<-ctx.Done()
-		if err := doomed.Stop(stopCtx); err == nil {
+		doomed := crashBeforeAck(t, s, broker, cfg)
+		if err := stopWithin(doomed, 10*time.Second); err == nil {
 			t.Error("Stop of the killed relay = nil; want an error: it never drained")
 		}
-		if err := doomed.Stop(stopCtx); err == nil {
+		if err := stopWithin(doomed, 10*time.Second); err == nil {
 			t.Error("second Stop of the killed relay = nil; want the same error")
 		}
 		if n := broker.publishedCount(); n != len(want) {
@@ -491,15 +511,12 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 			takeovers.Add(1)
 			reclaimed.Add(int64(n))
 		}
-		heir := New(s, broker, heirCfg)
-		start(t, heir)
+		heir := start(t, s, broker, heirCfg)
 		servicetest.WaitFor(t, 30*time.Second, "everything published again", func() bool { return broker.publishedCount() >= 30+len(want) })
 		if took := time.Since(startedAt); took < 300*time.Millisecond {
 			t.Errorf("the entries were reclaimed %s after the doomed relay started; want no sooner than ClaimMinIdle (300ms) after their delivery: a live relay's batch must be left alone", took)
 		}
-		if err := heir.Stop(stopCtx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
+		stop(t, heir)
 		if dups := wantPublished(t, broker, want); dups != 30 {
 			t.Errorf("%d duplicates; want exactly the 30 of the batch the dead relay never acked", dups)
 		}
@@ -524,21 +541,11 @@ func TestRestartUnderSameName(t *testing.T) {
 		broker := &fakeBroker{}
 		cfg := testConfig(t, "r1")
 		cfg.ClaimMinIdle = time.Hour
-		ctx, kill := context.WithCancel(context.Background())
-		first := New(s, broker, cfg)
-		first.beforeAck = kill
-		first.Start(ctx)
-		<-ctx.Done()
-		_ = first.Stop(context.Background())
+		_ = crashBeforeAck(t, s, broker, cfg).Stop(context.Background())
 
-		again := New(s, broker, cfg)
-		start(t, again)
+		again := start(t, s, broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "the batch published again", func() bool { return broker.publishedCount() >= 20 })
-		stopCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := again.Stop(stopCtx); err != nil {
-			t.Fatalf("Stop: %v", err)
-		}
+		stop(t, again)
 		if dups := wantPublished(t, broker, want); dups != 10 {
 			t.Errorf("%d duplicates; want 10", dups)
 		}
@@ -552,11 +559,7 @@ func TestStopDrains(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		a, b := preheat(t, s, 1000), preheat(t, s, 1000)
 		want := merge(reserve(t, s, a.ID, 400), reserve(t, s, b.ID, 100))
-		broker := &fakeBroker{}
-		broker.setFail(errors.New("broker unreachable"))
-		r := New(s, broker, testConfig(t, "r1"))
-		start(t, r)
-		servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		r, broker := startBrokerDown(t, s)
 		stopped := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -591,11 +594,7 @@ func TestStopGivesUp(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		sale := preheat(t, s, 1000)
 		reserve(t, s, sale.ID, 20)
-		broker := &fakeBroker{}
-		broker.setFail(errors.New("broker unreachable"))
-		r := New(s, broker, testConfig(t, "r1"))
-		start(t, r)
-		servicetest.WaitFor(t, 30*time.Second, "a failed Publish", func() bool { return broker.failedCalls() >= 1 })
+		r, _ := startBrokerDown(t, s)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if err := r.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -687,13 +686,8 @@ func TestMalformedEntryPublishedRaw(t *testing.T) {
 		{StreamID: "3-0", Event: good},
 	}}
 	broker := &fakeBroker{}
-	r := New(out, broker, testConfig(t, "r1"))
-	start(t, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := r.Stop(ctx); err != nil {
-		t.Fatalf("Stop: %v", err)
-	}
+	r := start(t, out, broker, testConfig(t, "r1"))
+	stop(t, r)
 	msgs := broker.messages()
 	if len(msgs) != 3 {
 		t.Fatalf("published %d messages; want 3", len(msgs))
@@ -740,29 +734,19 @@ func (o *passCounter) ReadOutbox(ctx context.Context, saleID, group, consumer st
 // (redis.WithOnOutboxAppend).
 func TestWakeEndsTheIdlePause(t *testing.T) {
 	wake := make(chan struct{}, 1)
-	url := servicetest.Redis.URL(t)
-	prefix := servicetest.UniqueName("t")
-	s, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix), redis.WithOnOutboxAppend(func() {
+	s := openRedis(t, redis.WithOnOutboxAppend(func() {
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
 	}))
-	if err != nil {
-		t.Fatalf("redis.New: %v", err)
-	}
-	t.Cleanup(func() {
-		s.Close()
-		deletePrefix(t, url, prefix)
-	})
 	sale := preheat(t, s, 100)
 	out := &passCounter{Outbox: s}
 	broker := &fakeBroker{}
 	cfg := testConfig(t, "wake")
 	cfg.PollInterval = time.Hour
 	cfg.Wake = wake
-	r := New(out, broker, cfg)
-	start(t, r)
+	start(t, out, broker, cfg)
 	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
 	// Only a wake brings the next pass within the test's time.
 	want := reserve(t, s, sale.ID, 7)

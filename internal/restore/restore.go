@@ -251,8 +251,5 @@ func (s *Service) Start(ctx context.Context) {
 // Stop ends the retry loop after the pass in hand. Safe to call twice, and
 // without Start.
 func (s *Service) Stop(ctx context.Context) error {
-	if err := s.worker.Stop(ctx); err != nil {
-		return fmt.Errorf("restore: stop: %w", err)
-	}
-	return nil
+	return s.worker.StopNamed(ctx, "restore")
 }

@@ -3,7 +3,8 @@
 // default. A test whose service is unreachable skips with a message naming
 // the service, unless SECKILL_TEST_REQUIRE_SERVICES=1 (as in CI), when it
 // fails instead, so that CI can never pass by skipping. It also holds the
-// one way tests wait for a condition (WaitFor, Eventually).
+// one way tests wait for a condition (WaitFor, Eventually), and the keyset
+// page of in-memory ledger fakes (PageAfter).
 package servicetest
 
 import (

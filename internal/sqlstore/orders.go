@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // OrderStore is the seckill.OrderStore of a DB: orders and failed orders,
@@ -374,15 +375,7 @@ func (st *OrderStore) Conflicts() int64 { return st.conflicts.Load() }
 // out instead of colliding again.
 func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 	d := min(st.maxBackoff, time.Millisecond<<min(attempt-1, 20))
-	d = d/2 + rand.N(d/2+1)
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return startstop.Sleep(ctx, d/2+rand.N(d/2+1))
 }
 
 // persist is one attempt of PersistReservations: one transaction.

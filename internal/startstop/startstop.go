@@ -9,10 +9,14 @@
 //     for its own ctx. Drain instead asks the loop to finish by itself
 //     (Stopping is closed) and cancels only when its ctx ends. Both are
 //     safe to call twice, concurrently, and without Start.
+//
+// A loop waits with Every (a tick, or a wake) and Sleep (a pause that ends
+// with its context).
 package startstop
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -81,6 +85,15 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return wait(ctx, done)
 }
 
+// StopNamed is Stop for a worker called name: its error says whose stop
+// it was ("<name>: stop: …"), as a worker's own Stop returns it.
+func (w *Worker) StopNamed(ctx context.Context, name string) error {
+	if err := w.Stop(ctx); err != nil {
+		return fmt.Errorf("%s: stop: %w", name, err)
+	}
+	return nil
+}
+
 // Drain closes Stopping and waits for the loop to return by itself. If ctx
 // ends first, it cancels the loop's context, waits for the loop to return,
 // and returns ctx.Err().
@@ -127,9 +140,18 @@ func wait(ctx context.Context, done <-chan struct{}) error {
 	}
 }
 
+// StartEvery starts a loop that calls fn at once, then every interval
+// (see Every), until Stop. It reports whether it started, as Start does.
+func (w *Worker) StartEvery(ctx context.Context, interval time.Duration, fn func(ctx context.Context)) bool {
+	return w.Start(ctx, func(ctx context.Context) {
+		fn(ctx)
+		Every(ctx, interval, nil, fn)
+	})
+}
+
 // Every calls fn every interval, and at once whenever wake delivers (a nil
 // wake never does), until ctx ends. It does not call fn at first: a loop
-// that should work at once calls fn itself before Every.
+// that should work at once calls fn itself before Every (StartEvery does).
 func Every(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn func(ctx context.Context)) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -144,5 +166,33 @@ func Every(ctx context.Context, interval time.Duration, wake <-chan struct{}, fn
 			return
 		}
 		fn(ctx)
+	}
+}
+
+// Closed reports, without waiting, whether ch is closed: whether the stop
+// (or close) it signals has begun.
+func Closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// Sleep pauses for d, or until ctx ends: it returns nil once d has passed
+// and ctx.Err() if ctx ended first. A d of zero or less does not wait, and
+// returns ctx.Err().
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

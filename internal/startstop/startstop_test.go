@@ -133,3 +133,62 @@ func TestEveryRunsOnTicksAndWakes(t *testing.T) {
 		t.Fatalf("%d calls, want 3 then none after the context ended", n)
 	}
 }
+
+func TestStopNamedSaysWhose(t *testing.T) {
+	var w Worker
+	release := make(chan struct{})
+	w.Start(context.Background(), func(context.Context) { <-release }) // ignores cancel
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := w.StopNamed(ctx, "archive")
+	if !errors.Is(err, context.Canceled) || err.Error() != "archive: stop: context canceled" {
+		t.Fatalf("StopNamed = %v, want \"archive: stop: context canceled\"", err)
+	}
+	close(release)
+	if err := w.StopNamed(context.Background(), "archive"); err != nil {
+		t.Fatalf("second StopNamed: %v", err)
+	}
+}
+
+func TestStartEveryRunsAtOnce(t *testing.T) {
+	var w Worker
+	calls := make(chan struct{})
+	w.StartEvery(context.Background(), time.Hour, func(ctx context.Context) {
+		select {
+		case calls <- struct{}{}:
+		case <-ctx.Done():
+		}
+	})
+	<-calls // long before the first tick
+	if err := w.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSleep(t *testing.T) {
+	if err := Sleep(context.Background(), time.Millisecond); err != nil {
+		t.Fatalf("Sleep = %v, want nil once d passed", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := Sleep(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep with ctx ended = %v, want context.Canceled", err)
+	}
+	if err := Sleep(ctx, 0); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Sleep(0) with ctx ended = %v, want context.Canceled", err)
+	}
+	if err := Sleep(context.Background(), -time.Second); err != nil {
+		t.Fatalf("Sleep(-1s) = %v, want nil", err)
+	}
+}
+
+func TestClosed(t *testing.T) {
+	ch := make(chan struct{})
+	if Closed(ch) {
+		t.Fatal("Closed of an open channel = true")
+	}
+	close(ch)
+	if !Closed(ch) {
+		t.Fatal("Closed of a closed channel = false")
+	}
+}

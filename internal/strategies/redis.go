@@ -79,19 +79,17 @@ func OpenRedis(ctx context.Context, url string, opts ...RedisOption) (*Redis, er
 	for _, o := range opts {
 		o(r)
 	}
-	var opt rueidis.ClientOption
 	if url == "" {
 		r.mini = miniredis.NewMiniRedis()
 		if err := r.mini.StartAddr("127.0.0.1:0"); err != nil {
 			return nil, fmt.Errorf("start embedded redis: %w", err)
 		}
 		r.url = "redis://" + r.mini.Addr()
-		opt.InitAddress = []string{r.mini.Addr()}
-	} else {
-		var err error
-		if opt, err = rueidis.ParseURL(url); err != nil {
-			return nil, fmt.Errorf("redis: %w", err)
-		}
+	}
+	opt, err := rueidis.ParseURL(r.url)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("redis: %w", err)
 	}
 	opt.DisableCache = true
 	c, err := rueidis.NewClient(opt)

@@ -41,33 +41,25 @@ type Kind struct {
 	Store string
 	// Racy is true for the strategy expected to oversell.
 	Racy bool
-	open func(ctx context.Context, db *SQL, r *Redis, stock int64) (Strategy, error)
+	// The strategy's constructor, a method of the backend Store names.
+	onSQL   func(db *SQL, ctx context.Context, stock int64) (Strategy, error)
+	onRedis func(r *Redis, ctx context.Context, stock int64) (Strategy, error)
 }
 
 // Kinds lists the strategies in the order of the comparison table.
 var Kinds = []Kind{
 	{Name: "naive-sql", Description: "SQL: SELECT stock, then UPDATE stock = stock - 1 (no lock)", Store: "sql", Racy: true,
-		open: func(ctx context.Context, db *SQL, _ *Redis, stock int64) (Strategy, error) {
-			return db.Naive(ctx, stock)
-		}},
+		onSQL: (*SQL).Naive},
 	{Name: "sql-conditional", Description: "SQL: UPDATE … SET stock = stock - 1 WHERE stock > 0", Store: "sql",
-		open: func(ctx context.Context, db *SQL, _ *Redis, stock int64) (Strategy, error) {
-			return db.Conditional(ctx, stock)
-		}},
+		onSQL: (*SQL).Conditional},
 	{Name: "sql-optimistic", Description: "SQL: read stock and version, UPDATE … WHERE version = ?, retry on conflict", Store: "sql",
-		open: func(ctx context.Context, db *SQL, _ *Redis, stock int64) (Strategy, error) {
-			return db.Optimistic(ctx, stock)
-		}},
+		onSQL: (*SQL).Optimistic},
 	{Name: "redis-lock", Description: "Redis: lock (SET NX PX), GET then SET the stock, owner-checked release", Store: "redis",
-		open: func(ctx context.Context, _ *SQL, r *Redis, stock int64) (Strategy, error) { return r.Lock(ctx, stock) }},
+		onRedis: (*Redis).Lock},
 	{Name: "redis-lua", Description: "Redis: one Lua call (EVALSHA) per request", Store: "redis",
-		open: func(ctx context.Context, _ *SQL, r *Redis, stock int64) (Strategy, error) {
-			return r.LuaPerRequest(ctx, stock)
-		}},
+		onRedis: (*Redis).LuaPerRequest},
 	{Name: "seckill", Description: "Redis: seckill's reserve script, batched by the request combiner", Store: "redis",
-		open: func(ctx context.Context, _ *SQL, r *Redis, stock int64) (Strategy, error) {
-			return r.Seckill(ctx, stock)
-		}},
+		onRedis: (*Redis).Seckill},
 }
 
 // KindByName returns the strategy called name.
@@ -86,13 +78,18 @@ func (k Kind) Open(ctx context.Context, db *SQL, r *Redis, stock int64) (Strateg
 	if stock < 1 {
 		return nil, fmt.Errorf("%s: stock must be at least 1", k.Name)
 	}
+	var s Strategy
+	var err error
 	switch {
 	case k.Store == "sql" && db == nil:
 		return nil, fmt.Errorf("%s: needs a SQL database", k.Name)
-	case k.Store == "redis" && r == nil:
+	case k.Store == "sql":
+		s, err = k.onSQL(db, ctx, stock)
+	case r == nil:
 		return nil, fmt.Errorf("%s: needs Redis", k.Name)
+	default:
+		s, err = k.onRedis(r, ctx, stock)
 	}
-	s, err := k.open(ctx, db, r, stock)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", k.Name, err)
 	}

@@ -1,17 +1,18 @@
-// Package redistest starts private Redis servers for tests: a Redis
-// Cluster of three masters built from the installed redis-server, in the
-// test's temporary directory, on free ports, gone when the test ends.
+// Package redistest starts private Redis servers for tests, built from the
+// installed redis-server in the test's temporary directory on free ports
+// and gone when the test ends: a standalone server that can be killed and
+// started again (with replicas), Sentinels watching it, and a Redis Cluster
+// of three masters. All three start and stop their processes, wait for
+// them and explain a failed start through the same few helpers below.
 package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -20,164 +21,65 @@ import (
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
-// Cluster is a running private Redis Cluster.
-type Cluster struct {
-	// Addrs are the host:port of the masters; Addrs[i] serves the i-th
-	// third of the hash slots.
-	Addrs []string
-}
+// startTimeout bounds how long a server, a replica link, a set of
+// sentinels or a cluster may take to become ready.
+const startTimeout = 30 * time.Second
 
-// URL returns a redis:// URL naming every master as a seed node.
-func (c *Cluster) URL() string {
-	u := "redis://" + c.Addrs[0]
-	for i, a := range c.Addrs[1:] {
-		sep := "&"
-		if i == 0 {
-			sep = "?"
-		}
-		u += sep + "addr=" + a
-	}
-	return u
-}
-
-const (
-	masters      = 3
-	startTimeout = 30 * time.Second
-)
-
-// StartCluster starts a Redis Cluster of three masters without replicas
-// and waits until it reports cluster_state:ok. Every process is killed when
-// the test ends. Without a redis-server on PATH the test skips (or fails,
-// when servicetest.Required).
-func StartCluster(t testing.TB) *Cluster {
+// redisServer returns the path of the installed redis-server, which what
+// (as "Redis Cluster") needs. Without it the test skips, or fails when
+// servicetest.Required.
+func redisServer(t testing.TB, what string) string {
 	t.Helper()
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		if servicetest.Required() {
-			t.Fatalf("Redis Cluster is required (SECKILL_TEST_REQUIRE_SERVICES=1) but redis-server is not installed: %v", err)
+			t.Fatalf("%s is required (SECKILL_TEST_REQUIRE_SERVICES=1) but redis-server is not installed: %v", what, err)
 		}
-		t.Skipf("skipping: Redis Cluster needs redis-server on PATH: %v", err)
+		t.Skipf("skipping: %s needs redis-server on PATH: %v", what, err)
 	}
-	dir := t.TempDir()
-	// Ports picked free may be taken by someone else before redis-server
-	// binds them; a fresh set usually works.
-	for attempt := 1; ; attempt++ {
-		c, err := start(t, bin, filepath.Join(dir, strconv.Itoa(attempt)))
-		if err == nil {
-			return c
-		}
-		if attempt == 3 {
-			t.Fatalf("redistest: start Redis Cluster: %v", err)
-		}
-		t.Logf("redistest: start Redis Cluster (attempt %d): %v", attempt, err)
-	}
+	return bin
 }
 
-func start(t testing.TB, bin, dir string) (*Cluster, error) {
-	ports, err := freePorts(2 * masters) // a client port and a bus port each
-	if err != nil {
+// process is one redis-server (or sentinel) this package started.
+type process struct {
+	cmd *exec.Cmd
+	// done is closed once the process has exited, with err set to why.
+	done chan struct{}
+	err  error
+}
+
+// startProcess starts bin with args and watches for its exit.
+func startProcess(bin string, args ...string) (*process, error) {
+	cmd := exec.Command(bin, args...)
+	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	var procs []*exec.Cmd
-	var waits []chan struct{}
-	exited := make(chan error, masters) // a node that quit early failed to start
-	stop := func() {
-		for i, p := range procs {
-			_ = p.Process.Kill()
-			<-waits[i]
-		}
-	}
-	c := &Cluster{}
-	for i := range masters {
-		port, bus := ports[2*i], ports[2*i+1]
-		nodeDir := filepath.Join(dir, "node"+strconv.Itoa(i))
-		if err := os.MkdirAll(nodeDir, 0o755); err != nil {
-			stop()
-			return nil, err
-		}
-		cmd := exec.Command(bin,
-			"--bind", "127.0.0.1", "--port", strconv.Itoa(port),
-			"--cluster-enabled", "yes", "--cluster-port", strconv.Itoa(bus),
-			"--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "5000",
-			"--dir", nodeDir, "--logfile", "redis.log",
-			"--save", "", "--appendonly", "no", "--protected-mode", "no")
-		if err := cmd.Start(); err != nil {
-			stop()
-			return nil, err
-		}
-		done := make(chan struct{})
-		go func() {
-			err := cmd.Wait()
-			exited <- fmt.Errorf("redis-server on port %d exited: %v", port, err)
-			close(done)
-		}()
-		procs, waits = append(procs, cmd), append(waits, done)
-		c.Addrs = append(c.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
-	}
-	if err := join(c.Addrs, ports, exited); err != nil {
-		stop()
-		return nil, fmt.Errorf("%w\n%s", err, logTails(dir))
-	}
-	t.Cleanup(stop)
-	return c, nil
+	p := &process{cmd: cmd, done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	return p, nil
 }
 
-// join gives each master a third of the slots, introduces them to each
-// other and waits until every node sees all slots covered.
-func join(addrs []string, ports []int, exited <-chan error) error {
-	tctx, tcancel := context.WithTimeoutCause(context.Background(), startTimeout,
-		fmt.Errorf("cluster not ready within %s", startTimeout))
-	defer tcancel()
-	ctx, cancel := context.WithCancelCause(tctx)
-	defer cancel(nil)
-	go func() { // a node that quits now failed to start: stop waiting for it
+// kill ends the process with SIGKILL (no shutdown, no final fsync) and
+// waits until it has exited.
+func (p *process) kill() {
+	_ = p.cmd.Process.Kill()
+	<-p.done
+}
+
+// errExited is poll's answer when the process it watched quit.
+var errExited = errors.New("exited")
+
+// poll calls ready every interval until it reports true (poll returns
+// nil), the process exited closes (errExited; nil waits on no process) or
+// ctx ends (its cause).
+func poll(ctx context.Context, interval time.Duration, exited <-chan struct{}, ready func() bool) error {
+	for !ready() {
 		select {
-		case err := <-exited:
-			cancel(err)
+		case <-exited:
+			return errExited
 		case <-ctx.Done():
-		}
-	}()
-	clients := make([]rueidis.Client, len(addrs))
-	defer func() {
-		for _, c := range clients {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	for i, addr := range addrs {
-		c, err := dial(ctx, addr)
-		if err != nil {
-			return err
-		}
-		clients[i] = c
-	}
-	const slots = 16384
-	for i, c := range clients {
-		lo, hi := i*slots/len(clients), (i+1)*slots/len(clients)-1
-		if err := c.Do(ctx, c.B().Arbitrary("CLUSTER", "ADDSLOTSRANGE").Args(strconv.Itoa(lo), strconv.Itoa(hi)).Build()).Error(); err != nil {
-			return fmt.Errorf("%s: cluster addslotsrange: %w", addrs[i], err)
-		}
-	}
-	for i := 1; i < len(addrs); i++ {
-		err := clients[0].Do(ctx, clients[0].B().Arbitrary("CLUSTER", "MEET").
-			Args("127.0.0.1", strconv.Itoa(ports[2*i]), strconv.Itoa(ports[2*i+1])).Build()).Error()
-		if err != nil {
-			return fmt.Errorf("cluster meet %s: %w", addrs[i], err)
-		}
-	}
-	for i, c := range clients {
-		for {
-			info, err := c.Do(ctx, c.B().ClusterInfo().Build()).ToString()
-			if err == nil && strings.Contains(info, "cluster_state:ok") &&
-				strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(addrs))) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return fmt.Errorf("%s: no cluster_state:ok: %w (last CLUSTER INFO %q, %v)", addrs[i], context.Cause(ctx), info, err)
-			case <-time.After(50 * time.Millisecond):
-			}
+			return context.Cause(ctx)
+		case <-time.After(interval):
 		}
 	}
 	return nil
@@ -186,24 +88,26 @@ func join(addrs []string, ports []int, exited <-chan error) error {
 // dial connects to one node directly (not as a Cluster client), retrying
 // while the server starts.
 func dial(ctx context.Context, addr string) (rueidis.Client, error) {
-	for {
-		c, err := rueidis.NewClient(rueidis.ClientOption{
+	var err error
+	var c rueidis.Client
+	perr := poll(ctx, 20*time.Millisecond, nil, func() bool {
+		c, err = rueidis.NewClient(rueidis.ClientOption{
 			InitAddress:       []string{addr},
 			ForceSingleClient: true,
 			DisableCache:      true,
 		})
 		if err == nil {
 			if err = c.Do(ctx, c.B().Ping().Build()).Error(); err == nil {
-				return c, nil
+				return true
 			}
 			c.Close()
 		}
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("%s: redis-server did not answer: %w (%v)", addr, context.Cause(ctx), err)
-		case <-time.After(20 * time.Millisecond):
-		}
+		return false
+	})
+	if perr != nil {
+		return nil, fmt.Errorf("%s: redis-server did not answer: %w (%v)", addr, perr, err)
 	}
+	return c, nil
 }
 
 // freePorts returns n distinct ports that were free a moment ago.
@@ -226,19 +130,11 @@ func freePorts(n int) ([]int, error) {
 	return ports, nil
 }
 
-// logTails returns the end of every node's log, to explain a failed start.
-func logTails(dir string) string {
-	logs, _ := filepath.Glob(filepath.Join(dir, "node*", "redis.log"))
-	var b strings.Builder
-	for _, l := range logs {
-		data, err := os.ReadFile(l)
-		if err != nil {
-			continue
-		}
-		if len(data) > 2000 {
-			data = data[len(data)-2000:]
-		}
-		fmt.Fprintf(&b, "--- %s\n%s\n", l, data)
+// logTail returns the end of the log at path, to explain a failed start.
+func logTail(path string) string {
+	data, _ := os.ReadFile(path)
+	if len(data) > 2000 {
+		data = data[len(data)-2000:]
 	}
-	return b.String()
+	return string(data)
 }

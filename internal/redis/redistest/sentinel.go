@@ -2,18 +2,16 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // Sentinels are private Redis Sentinels (redis-server --sentinel) watching
@@ -25,8 +23,7 @@ type Sentinels struct {
 	MasterSet string
 
 	mu    sync.Mutex
-	procs []*exec.Cmd
-	done  []chan struct{}
+	procs []*process
 	dirs  []string
 }
 
@@ -57,13 +54,7 @@ type SentinelTiming struct {
 // redis-server the test skips (or fails, when servicetest.Required).
 func StartSentinels(t testing.TB, primary *Server, n, quorum, wantReplicas int, timing SentinelTiming) *Sentinels {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if servicetest.Required() {
-			t.Fatalf("redis-server (redis-server --sentinel) is required (SECKILL_TEST_REQUIRE_SERVICES=1) but not installed: %v", err)
-		}
-		t.Skipf("skipping: Redis Sentinel needs redis-server on PATH: %v", err)
-	}
+	bin := redisServer(t, "Redis Sentinel")
 	if timing.DownAfter <= 0 {
 		timing.DownAfter = time.Second
 	}
@@ -95,33 +86,29 @@ sentinel parallel-syncs %s 1
 		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(bin, path, "--sentinel")
-		if err := cmd.Start(); err != nil {
+		p, err := startProcess(bin, path, "--sentinel")
+		if err != nil {
 			t.Fatalf("redistest: start sentinel: %v", err)
 		}
-		done := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(done) }()
 		s.mu.Lock()
-		s.procs, s.done, s.dirs = append(s.procs, cmd), append(s.done, done), append(s.dirs, dir)
+		s.procs, s.dirs = append(s.procs, p), append(s.dirs, dir)
 		s.mu.Unlock()
 		s.Addrs = append(s.Addrs, net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[i])))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
 	for i, addr := range s.Addrs {
-		for {
-			m, err := s.masterInfo(ctx, addr)
-			if err == nil && m["num-slaves"] == strconv.Itoa(wantReplicas) &&
-				m["num-other-sentinels"] == strconv.Itoa(n-1) && !strings.Contains(m["flags"], "down") {
-				break
-			}
-			select {
-			case <-s.done[i]:
-				t.Fatalf("redistest: sentinel %s exited at start: %s", addr, s.logTail(i))
-			case <-ctx.Done():
-				t.Fatalf("redistest: sentinel %s not ready (want %d replicas, %d other sentinels): %v %v\n%s", addr, wantReplicas, n-1, m, err, s.logTail(i))
-			case <-time.After(50 * time.Millisecond):
-			}
+		var m map[string]string
+		perr := poll(ctx, 50*time.Millisecond, s.procs[i].done, func() bool {
+			m, err = s.masterInfo(ctx, addr)
+			return err == nil && m["num-slaves"] == strconv.Itoa(wantReplicas) &&
+				m["num-other-sentinels"] == strconv.Itoa(n-1) && !strings.Contains(m["flags"], "down")
+		})
+		switch {
+		case errors.Is(perr, errExited):
+			t.Fatalf("redistest: sentinel %s exited at start: %s", addr, s.logTail(i))
+		case perr != nil:
+			t.Fatalf("redistest: sentinel %s not ready (want %d replicas, %d other sentinels): %v %v\n%s", addr, wantReplicas, n-1, m, err, s.logTail(i))
 		}
 	}
 	return s
@@ -158,22 +145,17 @@ func (s *Sentinels) Master(ctx context.Context, addr string) (string, error) {
 // WaitFailover waits until every sentinel names a primary other than old
 // and returns it.
 func (s *Sentinels) WaitFailover(ctx context.Context, old string) (string, error) {
-	var last string
-	for {
-		agreed, why := s.agreedMaster(ctx)
-		if agreed != "" && agreed != old {
-			return agreed, nil
-		}
+	var agreed, last string
+	if err := poll(ctx, 50*time.Millisecond, nil, func() bool {
+		agreed, last = s.agreedMaster(ctx)
 		if agreed == old {
-			why = "still " + old
+			last = "still " + old
 		}
-		last = why
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("no failover from %s: %w (last %s)\n%s", old, ctx.Err(), last, s.logTail(0))
-		case <-time.After(50 * time.Millisecond):
-		}
+		return agreed != "" && agreed != old
+	}); err != nil {
+		return "", fmt.Errorf("no failover from %s: %w (last %s)\n%s", old, err, last, s.logTail(0))
 	}
+	return agreed, nil
 }
 
 // agreedMaster is the primary every sentinel names, or "" and why not.
@@ -195,53 +177,41 @@ func (s *Sentinels) agreedMaster(ctx context.Context) (string, string) {
 // down-after and be failed over again, so the topology is whatever the
 // sentinels settle on.
 func (s *Sentinels) WaitReplicated(ctx context.Context, n int) (string, error) {
-	var last string
-	for {
-		if m, why := s.agreedMaster(ctx); m == "" {
-			last = why
-		} else if info, ok := replicated(ctx, m, n); ok {
-			return m, nil
-		} else {
-			last = fmt.Sprintf("%s: INFO replication %q", m, info)
+	var m, last string
+	if err := poll(ctx, 50*time.Millisecond, nil, func() bool {
+		if m, last = s.agreedMaster(ctx); m == "" {
+			return false
 		}
-		select {
-		case <-ctx.Done():
-			tails := ""
-			for i := range s.Addrs {
-				tails += "\n" + s.Addrs[i] + ":\n" + s.logTail(i)
-			}
-			return "", fmt.Errorf("no primary with %d online replicas: %w (last %s)%s", n, ctx.Err(), last, tails)
-		case <-time.After(50 * time.Millisecond):
+		info, ok := replicated(ctx, m, n)
+		last = fmt.Sprintf("%s: INFO replication %q", m, info)
+		return ok
+	}); err != nil {
+		tails := ""
+		for i := range s.Addrs {
+			tails += "\n" + s.Addrs[i] + ":\n" + s.logTail(i)
 		}
+		return "", fmt.Errorf("no primary with %d online replicas: %w (last %s)%s", n, err, last, tails)
 	}
+	return m, nil
 }
 
 func (s *Sentinels) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for i, p := range s.procs {
-		_ = p.Process.Kill()
-		<-s.done[i]
+	for _, p := range s.procs {
+		p.kill()
 	}
-	s.procs, s.done = nil, nil
+	s.procs = nil
 }
 
-func (s *Sentinels) logTail(i int) string {
-	data, _ := os.ReadFile(filepath.Join(s.dirs[i], "sentinel.log"))
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return string(data)
-}
+func (s *Sentinels) logTail(i int) string { return logTail(filepath.Join(s.dirs[i], "sentinel.log")) }
 
 // replicated reports whether addr is a primary with n online replicas,
 // with its INFO replication.
 func replicated(ctx context.Context, addr string, n int) (string, bool) {
-	c, err := dial(ctx, addr)
+	info, err := infoOf(ctx, addr, "replication")
 	if err != nil {
 		return err.Error(), false
 	}
-	defer c.Close()
-	info, _ := c.Do(ctx, c.B().Info().Section("replication").Build()).ToString()
 	return info, containsLine(info, "role:master") && strings.Count(info, "state=online") >= n
 }

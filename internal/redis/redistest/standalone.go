@@ -2,17 +2,16 @@ package redistest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
-
-	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // Server is a private standalone redis-server that a test may stop and
@@ -32,8 +31,7 @@ type Server struct {
 	args []string
 
 	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
+	proc *process // nil while stopped
 }
 
 // StartServer starts a redis-server with args (e.g. "--appendonly",
@@ -42,13 +40,7 @@ type Server struct {
 // skips (or fails, when servicetest.Required).
 func StartServer(t testing.TB, args ...string) *Server {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
-		if servicetest.Required() {
-			t.Fatalf("redis-server is required (SECKILL_TEST_REQUIRE_SERVICES=1) but not installed: %v", err)
-		}
-		t.Skipf("skipping: needs redis-server on PATH: %v", err)
-	}
+	bin := redisServer(t, "a private redis-server")
 	for attempt := 1; ; attempt++ {
 		ports, err := freePorts(1)
 		if err != nil {
@@ -71,41 +63,33 @@ func StartServer(t testing.TB, args ...string) *Server {
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd != nil {
+	if s.proc != nil {
 		return fmt.Errorf("redis-server on %s is running", s.Addr)
 	}
-	args := append([]string{
+	p, err := startProcess(s.bin, append([]string{
 		"--bind", "127.0.0.1", "--port", strconv.Itoa(s.port), "--dir", s.Dir,
 		"--logfile", "redis.log", "--protected-mode", "no", "--save", "",
-	}, s.args...)
-	cmd := exec.Command(s.bin, args...)
-	if err := cmd.Start(); err != nil {
+	}, s.args...)...)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	s.cmd, s.done = cmd, done
+	s.proc = p
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	for {
-		c, err := dial(ctx, s.Addr)
-		if err == nil {
-			// Answering PING while loading the AOF is not ready yet.
-			info, ierr := c.Do(ctx, c.B().Info().Section("persistence").Build()).ToString()
-			c.Close()
-			if ierr == nil && !containsLine(info, "loading:1") {
-				return nil
-			}
-		}
-		select {
-		case <-done:
-			s.cmd = nil
-			return fmt.Errorf("redis-server on %s exited at start: %s", s.Addr, s.logTail())
-		case <-ctx.Done():
-			return fmt.Errorf("redis-server on %s not ready: %v", s.Addr, err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	// Answering PING while loading the AOF is not ready yet.
+	perr := poll(ctx, 20*time.Millisecond, p.done, func() bool {
+		var info string
+		info, err = infoOf(ctx, s.Addr, "persistence")
+		return err == nil && !containsLine(info, "loading:1")
+	})
+	switch {
+	case errors.Is(perr, errExited):
+		s.proc = nil
+		return fmt.Errorf("redis-server on %s exited at start: %s", s.Addr, logTail(filepath.Join(s.Dir, "redis.log")))
+	case perr != nil:
+		return fmt.Errorf("redis-server on %s not ready: %v", s.Addr, err)
 	}
+	return nil
 }
 
 // URL is the server's redis:// URL.
@@ -128,12 +112,11 @@ func (s *Server) Restart(t testing.TB) {
 func (s *Server) Kill() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.cmd == nil {
+	if s.proc == nil {
 		return
 	}
-	_ = s.cmd.Process.Kill()
-	<-s.done
-	s.cmd = nil
+	s.proc.kill()
+	s.proc = nil
 }
 
 // Snapshot copies the server's directory (as the disk would hold it now)
@@ -182,31 +165,13 @@ func copyTree(src, dst string) error {
 	})
 }
 
-func (s *Server) logTail() string {
-	data, _ := os.ReadFile(filepath.Join(s.Dir, "redis.log"))
-	if len(data) > 2000 {
-		data = data[len(data)-2000:]
-	}
-	return string(data)
-}
-
+// containsLine reports whether line is one of text's lines (INFO ends
+// them with \r\n).
 func containsLine(text, line string) bool {
-	for len(text) > 0 {
-		i := 0
-		for i < len(text) && text[i] != '\n' {
-			i++
-		}
-		l := text[:i]
-		if len(l) > 0 && l[len(l)-1] == '\r' {
-			l = l[:len(l)-1]
-		}
-		if l == line {
+	for l := range strings.Lines(text) {
+		if strings.TrimRight(l, "\r\n") == line {
 			return true
 		}
-		if i == len(text) {
-			break
-		}
-		text = text[i+1:]
 	}
 	return false
 }
@@ -219,19 +184,23 @@ func StartReplica(t testing.TB, primary *Server, args ...string) *Server {
 	r := StartServer(t, append([]string{"--replicaof", host, port}, args...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 	defer cancel()
-	for {
-		c, err := dial(ctx, r.Addr)
-		if err == nil {
-			info, _ := c.Do(ctx, c.B().Info().Section("replication").Build()).ToString()
-			c.Close()
-			if containsLine(info, "master_link_status:up") {
-				return r
-			}
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("replica %s: link to %s not up: %v", r.Addr, primary.Addr, err)
-		case <-time.After(20 * time.Millisecond):
-		}
+	var err error
+	if perr := poll(ctx, 20*time.Millisecond, nil, func() bool {
+		var info string
+		info, err = infoOf(ctx, r.Addr, "replication")
+		return containsLine(info, "master_link_status:up")
+	}); perr != nil {
+		t.Fatalf("replica %s: link to %s not up: %v", r.Addr, primary.Addr, err)
 	}
+	return r
+}
+
+// infoOf is the INFO section of the server at addr.
+func infoOf(ctx context.Context, addr, section string) (string, error) {
+	c, err := dial(ctx, addr)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	return c.Do(ctx, c.B().Info().Section(section).Build()).ToString()
 }
