@@ -48,32 +48,26 @@ type SaleEdit struct {
 // Apply returns a copy of s with the edit's fields set, validated.
 func (e SaleEdit) Apply(s *Sale) (*Sale, error) {
 	c := *s
-	if e.Name != nil {
-		c.Name = *e.Name
-	}
-	if e.PriceCents != nil {
-		c.PriceCents = *e.PriceCents
-	}
-	if e.Currency != nil {
-		c.Currency = *e.Currency
-	}
+	applyField(&c.Name, e.Name)
+	applyField(&c.PriceCents, e.PriceCents)
+	applyField(&c.Currency, e.Currency)
 	if e.Stock != nil {
-		c.Stock = *e.Stock
-		c.Unsold = *e.Stock
+		c.Stock, c.Unsold = *e.Stock, *e.Stock // nothing is sold before the start
 	}
-	if e.PurchaseLimit != nil {
-		c.PurchaseLimit = *e.PurchaseLimit
-	}
-	if e.StartAt != nil {
-		c.StartAt = *e.StartAt
-	}
-	if e.EndAt != nil {
-		c.EndAt = *e.EndAt
-	}
+	applyField(&c.PurchaseLimit, e.PurchaseLimit)
+	applyField(&c.StartAt, e.StartAt)
+	applyField(&c.EndAt, e.EndAt)
 	if err := c.Validate(); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// applyField sets *dst to an edit's field v, unless v is nil (unchanged).
+func applyField[T any](dst, v *T) {
+	if v != nil {
+		*dst = *v
+	}
 }
 
 // Empty reports whether the edit changes nothing.

@@ -93,6 +93,37 @@ func TestSaleValidate(t *testing.T) {
 	}
 }
 
+// TestSaleEditApply: an edit sets exactly its given fields on a copy (a
+// new stock is all unsold), and an edit that makes the sale invalid is
+// refused.
+func TestSaleEditApply(t *testing.T) {
+	start := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	orig := &seckill.Sale{ID: "tea", Name: "Tea gift set", PriceCents: 1999, Currency: "EUR", Stock: 200, Unsold: 200,
+		PurchaseLimit: 1, StartAt: start, EndAt: start.Add(time.Hour)}
+	keep := *orig
+	name, price, currency, stock, limit := "Green tea", int64(2999), "USD", int64(300), int64(2)
+	end := start.Add(2 * time.Hour)
+	got, err := seckill.SaleEdit{Name: &name, PriceCents: &price, Currency: &currency, Stock: &stock, PurchaseLimit: &limit, EndAt: &end}.Apply(orig)
+	if err != nil {
+		t.Fatalf("Apply: %v", err)
+	}
+	want := keep
+	want.Name, want.PriceCents, want.Currency, want.Stock, want.Unsold, want.PurchaseLimit, want.EndAt = name, price, currency, stock, stock, limit, end
+	if *got != want {
+		t.Errorf("Apply = %+v; want %+v", *got, want)
+	}
+	if *orig != keep {
+		t.Errorf("Apply changed the sale it was given: %+v", *orig)
+	}
+	if got, err := (seckill.SaleEdit{}).Apply(orig); err != nil || *got != keep {
+		t.Errorf("empty edit: Apply = %+v, %v; want the sale unchanged", got, err)
+	}
+	zero := int64(0)
+	if _, err := (seckill.SaleEdit{Stock: &zero}).Apply(orig); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("edit to stock 0: Apply error = %v; want EINVALID", err)
+	}
+}
+
 func TestSaleState(t *testing.T) {
 	start := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
 	s := seckill.Sale{StartAt: start, EndAt: start.Add(time.Hour)}

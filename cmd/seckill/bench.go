@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/internal/bench"
+	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/rush"
 )
@@ -92,7 +93,7 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 		only   string
 	)
 	fs := flagSet("bench "+which, stderr)
-	for _, err := range []error{
+	if err := errors.Join(
 		durationFlag(fs, &o.Duration, "duration", o.Duration, "how long each benchmark is measured"),
 		durationFlag(fs, &o.Warmup, "warmup", o.Warmup, "unmeasured load before each benchmark"),
 		intFlag(fs, &o.Concurrency, "concurrency", o.Concurrency, "keep-alive connections, each with one request in flight"),
@@ -100,10 +101,8 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 		intFlag(fs, &o.Users, "users", o.Users, "distinct buyers (tokens) of the live and soldout benchmarks"),
 		intFlag(fs, &o.Clients, "clients", o.Clients, "distinct client addresses the buyers come from (X-Forwarded-For of a trusted proxy); 0: one per buyer"),
 		intFlag(fs, &o.Rounds, "rounds", o.Rounds, "run the sequence this many times, interleaved; ratios are medians of the per-round ratios"),
-	} {
-		if err != nil {
-			return err
-		}
+	); err != nil {
+		return err
 	}
 	stringFlag(fs, &o.RedisURL, "redis-url", "", "Redis of textbook, live and soldout; empty runs an in-process one "+
 		"(live and soldout write under a key prefix of their own, deleted afterwards)")
@@ -132,7 +131,7 @@ func runBenchThroughput(ctx context.Context, which string, args []string, stdout
 		StartEngine: func(ctx context.Context, c bench.EngineConfig) (bench.Engine, error) {
 			return runBenchEngine(ctx, c, logger)
 		},
-		Server: func(h http.Handler) *http.Server { return newHTTPServer(h, logger) },
+		Server: func(h http.Handler) *http.Server { return httpapi.NewHTTPServer(h, logger) },
 	}, stderr)
 	if err != nil {
 		return err
@@ -166,26 +165,13 @@ func runBenchEngine(ctx context.Context, c bench.EngineConfig, logger *slog.Logg
 // outbox until committed) and what waits in its broker. bench waits for 0
 // after each window of a live benchmark.
 func (m *Main) Unsettled(ctx context.Context) (int64, error) {
-	sales, err := m.stock.OutboxSales(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for _, id := range sales {
-		l, err := m.stock.OutboxLen(ctx, id)
-		if err != nil {
-			return 0, err
-		}
+	n, err := m.stock.OutboxTotal(ctx)
+	if b, ok := m.broker.(metrics.BacklogReader); ok && err == nil {
+		var l int64
+		l, err = b.Backlog(ctx)
 		n += l
 	}
-	if b, ok := m.broker.(metrics.BacklogReader); ok {
-		l, err := b.Backlog(ctx)
-		if err != nil {
-			return 0, err
-		}
-		n += l
-	}
-	return n, nil
+	return n, err
 }
 
 // runBenchCompare is `seckill bench compare`.
@@ -201,15 +187,13 @@ func runBenchCompare(ctx context.Context, args []string, stdout, stderr io.Write
 	fs.StringVar(&only, "strategies", "", "comma-separated strategies to run (default all): "+strings.Join(bench.StrategyNames(), ", "))
 	fs.StringVar(&svgPath, "svg", "", "write a bar chart of the results to this SVG file")
 	fs.BoolVar(&asJSON, "json", false, "print the results as JSON")
-	for _, err := range []error{
+	if err := errors.Join(
 		intFlag(fs, &o.Stock, "stock", o.Stock, "units on sale"),
 		intFlag(fs, &o.Buyers, "buyers", o.Buyers, "buyers, one request each"),
 		intFlag(fs, &o.Concurrency, "concurrency", o.Concurrency, "buyers in flight at once"),
 		intFlag(fs, &o.SQLConns, "sql-conns", o.SQLConns, "database connections of the SQL strategies (SQLite: at most 8)"),
-	} {
-		if err != nil {
-			return err
-		}
+	); err != nil {
+		return err
 	}
 	if err := parse(fs, args); err != nil {
 		return err

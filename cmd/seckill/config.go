@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"net/netip"
@@ -138,7 +139,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
-	for _, err := range []error{
+	return errors.Join(
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
@@ -161,12 +162,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
-	} {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	)
 }
 
 // roles is what one process runs. Housekeeping (preheat, restore retries,
@@ -252,6 +248,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if s.durability, err = redis.ParseDurability(c.RedisDurability); err != nil {
 		return s, err
+	}
+	if c.RedisConfigCheck != "on" && c.RedisConfigCheck != "off" {
+		return s, fmt.Errorf("redis config check %q: want on or off", c.RedisConfigCheck)
 	}
 	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
 		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)

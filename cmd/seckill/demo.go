@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
 	"time"
 
+	"github.com/seckill-dev/seckill/internal/redact"
 	"github.com/seckill-dev/seckill/internal/rush"
 )
 
@@ -93,7 +95,7 @@ func demoConfig() Config {
 // describeBackends names the backends of cfg for the report.
 func describeBackends(cfg *Config) string {
 	return fmt.Sprintf("redis %s, database %s, broker %s",
-		orEmbedded(redactURL(cfg.RedisURL)), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.BrokerURL)))
+		redact.URLOr(cfg.RedisURL, "embedded"), redact.URL(cfg.databaseURL()), redact.URLOr(cfg.BrokerURL, "embedded"))
 }
 
 // rushAndReport runs the rush, prints its report and judges it.
@@ -111,7 +113,7 @@ func rushAndReport(ctx context.Context, opts rush.Options, name string, asJSON b
 
 // registerRushFlags adds the flags of a rush's sale and crowd to fs.
 func registerRushFlags(fs *flag.FlagSet, o *rush.Options) error {
-	for _, err := range []error{
+	if err := errors.Join(
 		intFlag(fs, &o.Stock, "stock", o.Stock, "units on sale"),
 		intFlag(fs, &o.Buyers, "buyers", o.Buyers, "simulated buyers, released at the start instant"),
 		intFlag(fs, &o.Concurrency, "concurrency", o.Concurrency, "buyers in flight at once (one keep-alive connection each)"),
@@ -119,10 +121,8 @@ func registerRushFlags(fs *flag.FlagSet, o *rush.Options) error {
 		durationFlag(fs, &o.Lead, "lead", o.Lead, "the sale starts this long after it is created"),
 		durationFlag(fs, &o.OrderTimeout, "order-timeout", o.OrderTimeout, "how long after the start every claim may take to become an order"),
 		durationFlag(fs, &o.PollInterval, "poll-interval", o.PollInterval, "how often a buyer polls a claimed reservation"),
-	} {
-		if err != nil {
-			return err
-		}
+	); err != nil {
+		return err
 	}
 	fs.BoolVar(&o.IdempotencyKeys, "idempotency-keys", o.IdempotencyKeys,
 		"every buyer sends an Idempotency-Key (keyed requests bypass the local sold-out flag)")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/seckill-dev/seckill/internal/redact"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -24,6 +25,6 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if err := db.Migrate(ctx); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "database %s is up to date\n", redactURL(cfg.databaseURL()))
+	fmt.Fprintf(stdout, "database %s is up to date\n", redact.URL(cfg.databaseURL()))
 	return nil
 }

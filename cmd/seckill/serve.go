@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
@@ -34,6 +33,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/preheat"
 	"github.com/seckill-dev/seckill/internal/rabbitmq"
 	"github.com/seckill-dev/seckill/internal/reconcile"
+	"github.com/seckill-dev/seckill/internal/redact"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/relay"
 	"github.com/seckill-dev/seckill/internal/restore"
@@ -41,6 +41,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/startstop"
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
@@ -216,7 +217,7 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	}
 	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
 	m.orders = sqlstore.NewOrderStore(m.db)
-	return checkDurability(ctx, m.stock, durability, cfg.RedisConfigCheck, m.Logger)
+	return m.stock.CheckDurability(ctx, durability, cfg.RedisConfigCheck == "off", m.Logger)
 }
 
 // observe builds the metrics registry and the stores as the request
@@ -303,7 +304,9 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 		Interval: cfg.SweepInterval, Logger: m.Logger, OnCancelled: pm.ObserveTimeouts, Now: m.now,
 		// In batches: one database transaction, one Redis script call
 		// and one restock announcement per sale per batch.
-		CancelBatch: m.cancelBatch,
+		CancelBatch: func(ctx context.Context, orders []*seckill.Order) []error {
+			return m.restorer.CancelOrders(ctx, orders, paytimeout.Reason, paytimeout.ErrAlreadyCancelled)
+		},
 	}))
 
 	if w.roles.writer {
@@ -326,23 +329,6 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	}
 }
 
-// cancelBatch cancels unpaid orders of one sale through the restorer
-// (paytimeout.Config.CancelBatch).
-func (m *Main) cancelBatch(ctx context.Context, orders []*seckill.Order) []error {
-	ids := make([]string, len(orders))
-	for i, o := range orders {
-		ids[i] = o.ReservationID
-	}
-	errs := make([]error, len(orders))
-	for i, out := range m.restorer.RestoreAll(ctx, orders[0].SaleID, ids, paytimeout.Reason) {
-		errs[i] = out.Err
-		if out.Err == nil && out.Result == seckill.AlreadyRestored {
-			errs[i] = paytimeout.ErrAlreadyCancelled
-		}
-	}
-	return errs
-}
-
 // startHousekeeping starts what keeps the books and the memory in order:
 // the archiver, the reconciliation gauges and the healer of lost writes.
 func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
@@ -350,10 +336,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
 	// reconciles one last time.
-	m.start(ctx, archive.New(struct {
-		*sqlstore.SaleStore
-		*sqlstore.OrderStore
-	}{w.sales, m.orders}, m.stock, archive.Config{
+	m.start(ctx, archive.New(dbStores{w.sales, m.orders}, m.stock, archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
 		Final: func(ctx context.Context, saleID string) (string, error) {
 			return reconcile.Final(ctx, saleID, m.orders, m.stock, m.now())
@@ -372,7 +355,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	m.start(ctx, w.gauges)
 
 	// Claims that Redis lost are noticed and healed from the database.
-	healer := heal.New(m.stock, healDB{w.sales, m.orders}, m.preheat, heal.Config{
+	healer := heal.New(m.stock, dbStores{w.sales, m.orders}, m.preheat, heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
 		OnHeal: func(string, string, int, int) { w.dm.Heals.Inc() },
 	})
@@ -389,7 +372,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 // newAPI builds the buyer and admin HTTP API.
 func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	cfg := &m.Config
-	claimIDs := seckill.NewClaimIDs(claimKey(cfg.JWTSecret))
+	claimIDs := seckill.NewClaimIDs(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
 		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
@@ -458,10 +441,8 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 // node (edit, end, added stock) comes on the same announcement, and this
 // node forgets its cached row too.
 func (m *Main) followRestocks(ctx context.Context, api *httpapi.Server) {
-	ctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var w startstop.Worker
+	w.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
 		err := m.stock.SubscribeRestocked(ctx, func(saleID string) {
 			m.gate.Clear(saleID)
 			api.ForgetSale(saleID)
@@ -469,8 +450,8 @@ func (m *Main) followRestocks(ctx context.Context, api *httpapi.Server) {
 		if err != nil {
 			m.Logger.Error("restock announcements: subscription ended", "err", err)
 		}
-	}()
-	m.closers = append(m.closers, func(context.Context) error { stop(); <-done; return nil })
+	})
+	m.closers = append(m.closers, w.Stop)
 }
 
 // serveHTTP starts serving the API and the pages on Config.HTTPAddr.
@@ -491,7 +472,7 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	if err != nil {
 		return err
 	}
-	m.server = newHTTPServer(m.routes(w.roles, api, pages), m.Logger)
+	m.server = httpapi.NewHTTPServer(m.routes(w.roles, api, pages), m.Logger)
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -528,12 +509,7 @@ func (m *Main) routes(role roles, api *httpapi.Server, pages *web.Handler) http.
 	for _, path := range []string{"/metrics", "/healthz", "/readyz"} {
 		root.Handle(path, api.Handler())
 	}
-	body := fmt.Sprintf(`{"error":{"code":"not_found","message":"this node runs the roles %s, not the API"}}`+"\n", strings.ReplaceAll(m.Config.Roles, `"`, ""))
-	root.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusNotFound)
-		_, _ = io.WriteString(w, body)
-	})
+	root.Handle("/", httpapi.NotTheAPI(m.Config.Roles))
 	return httpapi.Harden(root)
 }
 
@@ -541,7 +517,7 @@ func (m *Main) routes(role roles, api *httpapi.Server, pages *web.Handler) http.
 func (m *Main) printBanner(role roles) {
 	cfg := &m.Config
 	fmt.Fprintf(m.Stdout, "seckill listening on http://%s (database %s, redis %s, broker %s)\n",
-		m.listener.Addr(), redactURL(cfg.databaseURL()), orEmbedded(redactURL(cfg.RedisURL)), orEmbedded(redactURL(cfg.BrokerURL)))
+		m.listener.Addr(), redact.URL(cfg.databaseURL()), redact.URLOr(cfg.RedisURL, "embedded"), redact.URLOr(cfg.BrokerURL, "embedded"))
 	if role.api {
 		fmt.Fprintf(m.Stdout, "  control room: http://%s/admin\n", m.listener.Addr())
 	}
@@ -591,7 +567,7 @@ func (m *Main) openBroker(ctx context.Context, handOff bool) (seckill.Broker, er
 		m.closers = append(m.closers, func(context.Context) error { return b.Close() })
 		return b, nil
 	default:
-		return nil, fmt.Errorf("broker URL %q: want amqp://, amqps://, nats:// or tls://", redactURL(u))
+		return nil, fmt.Errorf("broker URL %q: want amqp://, amqps://, nats:// or tls://", redact.URL(u))
 	}
 }
 
@@ -692,21 +668,10 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: l})), nil
 }
 
-// redactURL hides a password in a URL so it can be printed; a URL that
-// does not parse is not printed at all.
-func redactURL(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(malformed URL)"
-	}
-	return u.Redacted()
-}
-
-func orEmbedded(s string) string {
-	if s == "" {
-		return "embedded"
-	}
-	return s
+// dbStores is the database as the archiver and the heal watcher read it.
+type dbStores struct {
+	*sqlstore.SaleStore
+	*sqlstore.OrderStore
 }
 
 // replayLookup gives the Redis idempotency lookup the shape the request
@@ -715,18 +680,4 @@ type replayLookup struct{ stock *redis.Store }
 
 func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return l.stock.Replays(ctx, saleID, reqs)
-}
-
-// newHTTPServer is the engine's HTTP server around h; bench serves its
-// baselines with the same settings, so that they are compared alike.
-func newHTTPServer(h http.Handler, logger *slog.Logger) *http.Server {
-	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       10 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       120 * time.Second,
-		MaxHeaderBytes:    16 << 10,
-		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
-	}
 }

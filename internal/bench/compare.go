@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/redact"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/strategies"
 )
@@ -106,7 +107,7 @@ func Compare(ctx context.Context, o CompareOptions, stderr io.Writer) (*CompareR
 			return nil, err
 		}
 		defer db.Close()
-		rep.Database = db.Dialect() + " " + redacted(dbURL)
+		rep.Database = db.Dialect() + " " + redact.URL(dbURL)
 	}
 	if needs["redis"] {
 		var err error
@@ -114,7 +115,7 @@ func Compare(ctx context.Context, o CompareOptions, stderr io.Writer) (*CompareR
 			return nil, err
 		}
 		defer rd.Close()
-		rep.Redis = orEmbedded(redacted(o.RedisURL))
+		rep.Redis = redact.URLOr(o.RedisURL, "embedded")
 		if rd.Embedded() {
 			rep.Redis = "embedded (miniredis, in-process)"
 		}

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"runtime/pprof"
 	"slices"
@@ -21,6 +20,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/redact"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/strategies"
 )
@@ -182,9 +182,9 @@ func Throughput(ctx context.Context, names []string, o ThroughputOptions, wire W
 	rep := &Report{
 		Header: []string{
 			fmt.Sprintf("seckill bench: %d connections from a separate load-generator process, %s, %s measured after %s warm-up, %d interleaved round(s); redis %s",
-				o.Concurrency, mode, loadgen.FormatDuration(o.Duration), loadgen.FormatDuration(o.Warmup), o.Rounds, orEmbedded(redacted(o.RedisURL))),
+				o.Concurrency, mode, loadgen.FormatDuration(o.Duration), loadgen.FormatDuration(o.Warmup), o.Rounds, redact.URLOr(o.RedisURL, "embedded")),
 			fmt.Sprintf("  engines: database %s, broker %s; rate limits ip %s, user %s; %s buyers from %s client addresses",
-				orDefault(redacted(o.DatabaseURL), "SQLite (temporary)"), orEmbedded(redacted(o.BrokerURL)), o.RateLimitIP, o.RateLimitUser,
+				redact.URLOr(o.DatabaseURL, "SQLite (temporary)"), redact.URLOr(o.BrokerURL, "embedded"), o.RateLimitIP, o.RateLimitUser,
 				loadgen.Thousands(int64(o.Users)), loadgen.Thousands(int64(o.Clients))),
 			"  CPU µs per request over the measured window (for an engine with a pipeline, until it has persisted the window's claims): server (this process, getrusage), load generator (its process, getrusage), Redis (INFO, the whole server: other clients count too)",
 		},
@@ -226,24 +226,6 @@ func Throughput(ctx context.Context, names []string, o ThroughputOptions, wire W
 		}
 	}
 	return rep, nil
-}
-
-// redacted hides a password in a URL so it can be printed; a URL that
-// does not parse is not printed at all.
-func redacted(raw string) string {
-	if u, err := url.Parse(raw); err == nil {
-		return u.Redacted()
-	}
-	return "(malformed URL)"
-}
-
-func orEmbedded(s string) string { return orDefault(s, "embedded") }
-
-func orDefault(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 func randomHex(n int) string {

@@ -508,26 +508,21 @@ func testPersistCompetingBatchesOverLimit(t *testing.T, newStores func(*testing.
 	now := time.Now()
 	const writers, buyers = 4, 120
 	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
 		errs  = make(chan error, writers)
 		evsOf = make([][]seckill.ReservationEvent, writers)
 	)
 	for w := range writers {
 		evsOf[w] = orderEvents(s.ID, now, ones(buyers)...) // user-0 … user-119, in an order of its own
 		rand.Shuffle(buyers, func(a, b int) { evsOf[w][a], evsOf[w][b] = evsOf[w][b], evsOf[w][a] })
-		wg.Go(func() {
-			<-start
-			for from := 0; from < buyers; from += 40 {
-				if _, err := orders.PersistReservations(ctx, s.ID, evsOf[w][from:from+40], now, orderPayTimeout); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
 	}
-	close(start)
-	wg.Wait()
+	atOnce(writers, func(w int) {
+		for from := 0; from < buyers; from += 40 {
+			if _, err := orders.PersistReservations(ctx, s.ID, evsOf[w][from:from+40], now, orderPayTimeout); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
 	close(errs)
 	for err := range errs {
 		t.Fatalf("PersistReservations: %v", err)
@@ -669,38 +664,33 @@ func testPersistCompetingWriters(t *testing.T, newStores func(*testing.T) (secki
 		work[i%writers] = append(work[i%writers], i)
 		work[(i+3)%writers] = append(work[(i+3)%writers], i)
 	}
+	for w := range writers {
+		rand.Shuffle(len(work[w]), func(a, b int) { work[w][a], work[w][b] = work[w][b], work[w][a] })
+	}
 	var (
-		wg       sync.WaitGroup
-		start    = make(chan struct{})
 		mu       sync.Mutex
 		outcomes = make([][]seckill.PersistOutcome, len(evs))
 		errs     []error
 	)
-	for w := range writers {
-		rand.Shuffle(len(work[w]), func(a, b int) { work[w][a], work[w][b] = work[w][b], work[w][a] })
-		wg.Go(func() {
-			<-start
-			for from := 0; from < len(work[w]); from += batchSize {
-				idx := work[w][from:min(from+batchSize, len(work[w]))]
-				batch := make([]seckill.ReservationEvent, len(idx))
-				for j, i := range idx {
-					batch[j] = evs[i]
-				}
-				out, err := orders.PersistReservations(ctx, s.ID, batch, now, orderPayTimeout)
-				mu.Lock()
-				if err != nil {
-					errs = append(errs, fmt.Errorf("writer %d: %w", w, err))
-				} else {
-					for j, i := range idx {
-						outcomes[i] = append(outcomes[i], out[j])
-					}
-				}
-				mu.Unlock()
+	atOnce(writers, func(w int) {
+		for from := 0; from < len(work[w]); from += batchSize {
+			idx := work[w][from:min(from+batchSize, len(work[w]))]
+			batch := make([]seckill.ReservationEvent, len(idx))
+			for j, i := range idx {
+				batch[j] = evs[i]
 			}
-		})
-	}
-	close(start)
-	wg.Wait()
+			out, err := orders.PersistReservations(ctx, s.ID, batch, now, orderPayTimeout)
+			mu.Lock()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("writer %d: %w", w, err))
+			} else {
+				for j, i := range idx {
+					outcomes[i] = append(outcomes[i], out[j])
+				}
+			}
+			mu.Unlock()
+		}
+	})
 	for _, err := range errs[:min(len(errs), 5)] {
 		t.Errorf("PersistReservations: %v", err)
 	}
@@ -839,38 +829,11 @@ func testPayCancelRace(t *testing.T, newStores func(*testing.T) (seckill.SaleSto
 	now := time.Now()
 	for round := range 3 {
 		e := persistOne(t, orders, s, now)
-		const n = 50
-		var (
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-			paid    = make([]error, n)
-			changed = make([]bool, n)
-		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				if i%2 == 0 {
-					_, paid[i] = orders.PayOrder(ctx, e.ReservationID, now.Add(time.Second))
-				} else {
-					_, changed[i], paid[i] = orders.CancelOrder(ctx, e.ReservationID, "buyer", now.Add(time.Second))
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-
-		var payWins, cancelWins int
-		for i := range n {
-			err := paid[i]
-			switch {
-			case i%2 == 0 && err == nil:
-				payWins++
-			case i%2 == 1 && err == nil && changed[i]:
-				cancelWins++
-			case err != nil && seckill.ErrorCode(err) != seckill.ESTATECONFLICT:
-				t.Errorf("round %d, call %d: %v, want nil or ESTATECONFLICT", round, i, err)
-			}
-		}
+		race := payRace(t, round, orders, e.ReservationID, now.Add(time.Second), func(at time.Time) (bool, error) {
+			_, changed, err := orders.CancelOrder(ctx, e.ReservationID, "buyer", at)
+			return changed, err
+		})
+		payWins, cancelWins, paid, changed := race.payWins, race.otherWins, race.errs, race.changed
 		o, err := orders.Order(ctx, e.ReservationID)
 		if err != nil {
 			t.Fatal(err)
@@ -883,7 +846,7 @@ func testPayCancelRace(t *testing.T, newStores func(*testing.T) (seckill.SaleSto
 		case cancelWins == 1 && o.Status != seckill.OrderCancelled:
 			t.Errorf("round %d: a cancel won but the order is %s", round, o.Status)
 		}
-		for i := range n {
+		for i := range paid {
 			// The losers saw the winner: after a payment every cancel
 			// conflicts; after a cancel every other cancel is unchanged.
 			if i%2 == 1 && !changed[i] && (paid[i] == nil) != (o.Status == seckill.OrderCancelled) {
@@ -891,6 +854,43 @@ func testPayCancelRace(t *testing.T, newStores func(*testing.T) (seckill.SaleSto
 			}
 		}
 	}
+}
+
+// payRaceResult is what payRace saw: per call (even calls pay, odd
+// calls are the other kind) its error and whether it changed the order,
+// and how many of each kind won.
+type payRaceResult struct {
+	errs               []error
+	changed            []bool
+	payWins, otherWins int
+}
+
+// payRace races 25 payments of one order, at at, against 25 calls of
+// other (a cancel or a restore), all at once. A payment wins when it
+// succeeds, another call when it changes the order; an error other than
+// ESTATECONFLICT fails the test.
+func payRace(t *testing.T, round int, orders seckill.OrderStore, reservationID string, at time.Time, other func(at time.Time) (changed bool, err error)) payRaceResult {
+	t.Helper()
+	const n = 50
+	r := payRaceResult{errs: make([]error, n), changed: make([]bool, n)}
+	atOnce(n, func(i int) {
+		if i%2 == 0 {
+			_, r.errs[i] = orders.PayOrder(t.Context(), reservationID, at)
+		} else {
+			r.changed[i], r.errs[i] = other(at)
+		}
+	})
+	for i, err := range r.errs {
+		switch {
+		case i%2 == 0 && err == nil:
+			r.payWins++
+		case i%2 == 1 && err == nil && r.changed[i]:
+			r.otherWins++
+		case err != nil && seckill.ErrorCode(err) != seckill.ESTATECONFLICT:
+			t.Errorf("round %d, call %d: %v, want nil or ESTATECONFLICT", round, i, err)
+		}
+	}
+	return r
 }
 
 func testOrderNotFound(t *testing.T, newStores func(*testing.T) (seckill.SaleStore, seckill.OrderStore)) {

@@ -180,19 +180,12 @@ func testConcurrentRestores(t *testing.T, newStores restoreStores) {
 		unsold, version := saleStock(t, sales, s.ID)
 		const n = 20
 		var (
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
 			changed = make([]bool, n)
 			errs    = make([]error, n)
 		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				_, changed[i], errs[i] = rs.RestoreOrder(ctx, e.ReservationID, fmt.Sprintf("restore %d", i), now.Add(time.Second))
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(n, func(i int) {
+			_, changed[i], errs[i] = rs.RestoreOrder(ctx, e.ReservationID, fmt.Sprintf("restore %d", i), now.Add(time.Second))
+		})
 		wins, winner := 0, -1
 		for i := range n {
 			if errs[i] != nil {
@@ -223,37 +216,11 @@ func testRestorePayRace(t *testing.T, newStores restoreStores) {
 	for round := range 3 {
 		e := persistOne(t, orders, s, now)
 		unsold, version := saleStock(t, sales, s.ID)
-		const n = 50
-		var (
-			wg      sync.WaitGroup
-			start   = make(chan struct{})
-			errs    = make([]error, n)
-			changed = make([]bool, n)
-		)
-		for i := range n {
-			wg.Go(func() {
-				<-start
-				if i%2 == 0 {
-					_, errs[i] = orders.PayOrder(ctx, e.ReservationID, now.Add(time.Second))
-				} else {
-					_, changed[i], errs[i] = rs.RestoreOrder(ctx, e.ReservationID, "buyer", now.Add(time.Second))
-				}
-			})
-		}
-		close(start)
-		wg.Wait()
-
-		var payWins, restoreWins int
-		for i := range n {
-			switch err := errs[i]; {
-			case i%2 == 0 && err == nil:
-				payWins++
-			case i%2 == 1 && err == nil && changed[i]:
-				restoreWins++
-			case err != nil && seckill.ErrorCode(err) != seckill.ESTATECONFLICT:
-				t.Errorf("round %d, call %d: %v, want nil or ESTATECONFLICT", round, i, err)
-			}
-		}
+		race := payRace(t, round, orders, e.ReservationID, now.Add(time.Second), func(at time.Time) (bool, error) {
+			_, changed, err := rs.RestoreOrder(ctx, e.ReservationID, "buyer", at)
+			return changed, err
+		})
+		payWins, restoreWins, errs := race.payWins, race.otherWins, race.errs
 		if payWins+restoreWins != 1 {
 			t.Fatalf("round %d: %d payments and %d restores won, want exactly one winner", round, payWins, restoreWins)
 		}
@@ -268,7 +235,7 @@ func testRestorePayRace(t *testing.T, newStores restoreStores) {
 				t.Errorf("round %d: request after a restore won = %+v, %v; want redis_pending", round, r, err)
 			}
 		}
-		for i := range n {
+		for i := range errs {
 			// The losers saw the winner: after a payment every restore
 			// conflicts; after a restore every payment does, and every
 			// other restore is unchanged.
@@ -371,19 +338,12 @@ func testRestoreFailedOrder(t *testing.T, newStores restoreStores) {
 	unsold, version = saleStock(t, sales, s.ID)
 	const n = 10
 	var (
-		wg      sync.WaitGroup
-		start   = make(chan struct{})
 		changes = make([]bool, n)
 		errs    = make([]error, n)
 	)
-	for i := range n {
-		wg.Go(func() {
-			<-start
-			_, changes[i], errs[i] = rs.RestoreOrder(ctx, dead.ReservationID, "refund", at)
-		})
-	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) {
+		_, changes[i], errs[i] = rs.RestoreOrder(ctx, dead.ReservationID, "refund", at)
+	})
 	wins := 0
 	for i := range n {
 		if errs[i] != nil {

@@ -3,7 +3,6 @@ package conformance
 import (
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -282,8 +281,6 @@ func testSaleConcurrentCreate(t *testing.T, store seckill.SaleStore) {
 	const n = 20
 	id := servicetest.UniqueName("race_")
 	var (
-		wg    sync.WaitGroup
-		start = make(chan struct{})
 		errs  = make([]error, n)
 		sales = make([]*seckill.Sale, n)
 	)
@@ -292,13 +289,8 @@ func testSaleConcurrentCreate(t *testing.T, store seckill.SaleStore) {
 		s.ID = id
 		s.Name = "contender " + string(rune('A'+i))
 		sales[i] = s
-		wg.Go(func() {
-			<-start
-			errs[i] = store.CreateSale(ctx, s)
-		})
 	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) { errs[i] = store.CreateSale(ctx, sales[i]) })
 
 	winner := -1
 	for i, err := range errs {

@@ -61,10 +61,7 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 
 	t.Run("RestoreReservationsMatchesOneByOne", func(t *testing.T) { testRestoreReservationsMatchesOneByOne(t, newStore) })
 
-	t.Run("RestoreFreesOnlyItsOwnUnits", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 3)
+	onLiveSale(t, "RestoreFreesOnlyItsOwnUnits", newStore, 10, 3, func(t *testing.T, store RestoringStockStore, sale *seckill.Sale) {
 		a, b := stockRequest(sale.ID, "u1", 2, ""), stockRequest(sale.ID, "u1", 1, "")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, a, b), seckill.OutcomeReserved, seckill.OutcomeReserved)
 		wantRestore(t, store, a.ReservationID, true)
@@ -75,10 +72,7 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 		wantStockLevel(t, store, sale.ID, 10, 3)
 	})
 
-	t.Run("SecondRestoreChangesNothing", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 5)
+	onLiveSale(t, "SecondRestoreChangesNothing", newStore, 10, 5, func(t *testing.T, store RestoringStockStore, sale *seckill.Sale) {
 		r, other := stockRequest(sale.ID, "u1", 2, ""), stockRequest(sale.ID, "u1", 1, "")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, r, other), seckill.OutcomeReserved, seckill.OutcomeReserved)
 		wantRestore(t, store, r.ReservationID, true)
@@ -94,34 +88,24 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 		wantReserve(t, store, sale.ID, "u1", 4, "", seckill.OutcomeReserved)
 	})
 
-	t.Run("ConcurrentRestoresRestoreOnce", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 5)
+	onLiveSale(t, "ConcurrentRestoresRestoreOnce", newStore, 10, 5, func(t *testing.T, store RestoringStockStore, sale *seckill.Sale) {
 		r, keep := stockRequest(sale.ID, "u1", 2, ""), stockRequest(sale.ID, "u2", 3, "")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, r, keep), seckill.OutcomeReserved, seckill.OutcomeReserved)
 		const restorers = 20
 		var (
-			wg      sync.WaitGroup
 			mu      sync.Mutex
 			answers = map[bool]int{}
 		)
-		start := make(chan struct{})
-		for range restorers {
-			wg.Go(func() {
-				<-start
-				restored, err := store.RestoreReservation(context.Background(), r.ReservationID)
-				mu.Lock()
-				defer mu.Unlock()
-				if err != nil {
-					t.Errorf("RestoreReservation: %v", err)
-					return
-				}
-				answers[restored]++
-			})
-		}
-		close(start)
-		wg.Wait()
+		atOnce(restorers, func(int) {
+			restored, err := store.RestoreReservation(context.Background(), r.ReservationID)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				t.Errorf("RestoreReservation: %v", err)
+				return
+			}
+			answers[restored]++
+		})
 		if answers[true] != 1 || answers[false] != restorers-1 {
 			t.Fatalf("%d concurrent restores of one reservation: %d restored, %d already restored; want 1 and %d",
 				restorers, answers[true], answers[false], restorers-1)
@@ -132,10 +116,7 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 		wantReserve(t, store, sale.ID, "u1", 5, "", seckill.OutcomeReserved)
 	})
 
-	t.Run("ReplayedKeyKeepsTheRestoredReservation", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 2)
+	onLiveSale(t, "ReplayedKeyKeepsTheRestoredReservation", newStore, 10, 2, func(t *testing.T, store RestoringStockStore, sale *seckill.Sale) {
 		first := stockRequest(sale.ID, "u1", 2, "k")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 		wantRestore(t, store, first.ReservationID, true)

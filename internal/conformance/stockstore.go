@@ -95,10 +95,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		}
 	})
 
-	t.Run("Reserved", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 3)
+	onLiveSale(t, "Reserved", newStore, 10, 3, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		r := stockRequest(sale.ID, "u1", 2, "")
 		got := stockReserve(t, store, sale.ID, r)
 		want := seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: 2}
@@ -108,10 +105,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 2)
 	})
 
-	t.Run("ReplayedWithSameKey", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 5)
+	onLiveSale(t, "ReplayedWithSameKey", newStore, 10, 5, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		first := stockRequest(sale.ID, "u1", 2, "key-1")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 
@@ -123,10 +117,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 4)
 	})
 
-	t.Run("ReplayedEvenWhenSoldOutOrAtLimit", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 2, 2)
+	onLiveSale(t, "ReplayedEvenWhenSoldOutOrAtLimit", newStore, 2, 2, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		first := stockRequest(sale.ID, "u1", 2, "k")
 		wantStockOutcomes(t, stockReserve(t, store, sale.ID, first), seckill.OutcomeReserved)
 		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
@@ -135,10 +126,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		}
 	})
 
-	t.Run("KeyReusedWithOtherQty", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 5)
+	onLiveSale(t, "KeyReusedWithOtherQty", newStore, 10, 5, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		wantReserve(t, store, sale.ID, "u1", 1, "k", seckill.OutcomeReserved)
 		got := stockReserve(t, store, sale.ID, stockRequest(sale.ID, "u1", 2, "k"))
 		if got[0] != (seckill.ReserveResult{Outcome: seckill.OutcomeKeyReused}) {
@@ -147,43 +135,43 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 10, 1)
 	})
 
-	t.Run("RejectionsAreNotStoredUnderTheKey", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 10, 2)
-		// Rejected with key k: qty 3 is over the limit of 2.
-		wantReserve(t, store, sale.ID, "u1", 3, "k", seckill.OutcomeLimitExceeded)
-		// The same key with another qty is a new decision, not key reused.
-		wantReserve(t, store, sale.ID, "u1", 1, "k", seckill.OutcomeReserved)
-	})
-
-	t.Run("LimitExceeded", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 100, 3)
-		// qty over the limit at once
-		wantReserve(t, store, sale.ID, "u1", 4, "", seckill.OutcomeLimitExceeded)
-		// cumulative: 2 + 1 fit, then 1 more does not, over several calls and keys
-		wantReserve(t, store, sale.ID, "u1", 2, "a", seckill.OutcomeReserved)
-		wantReserve(t, store, sale.ID, "u1", 1, "b", seckill.OutcomeReserved)
-		wantReserve(t, store, sale.ID, "u1", 1, "c", seckill.OutcomeLimitExceeded)
-		wantReserve(t, store, sale.ID, "u1", 1, "", seckill.OutcomeLimitExceeded)
-		// another buyer is unaffected
-		wantReserve(t, store, sale.ID, "u2", 3, "", seckill.OutcomeReserved)
-		wantStockLevel(t, store, sale.ID, 100, 6)
-	})
-
-	t.Run("SoldOut", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 3, 5)
-		wantReserve(t, store, sale.ID, "u1", 2, "", seckill.OutcomeReserved)
-		// 1 unit left: a request for 2 is sold out, one for 1 still fits.
-		wantReserve(t, store, sale.ID, "u2", 2, "", seckill.OutcomeSoldOut)
-		wantReserve(t, store, sale.ID, "u3", 1, "", seckill.OutcomeReserved)
-		wantReserve(t, store, sale.ID, "u4", 1, "", seckill.OutcomeSoldOut)
-		wantStockLevel(t, store, sale.ID, 3, 3)
-	})
+	// Runs of one-request batches on a fresh live sale: each request's
+	// outcome, then the units reserved.
+	for _, tt := range []struct {
+		name         string
+		stock, limit int64
+		steps        []reserveStep
+		reserved     int64
+	}{
+		{"RejectionsAreNotStoredUnderTheKey", 10, 2, []reserveStep{
+			{"u1", 3, "k", seckill.OutcomeLimitExceeded}, // qty 3 is over the limit of 2
+			// The same key with another qty is a new decision, not key reused.
+			{"u1", 1, "k", seckill.OutcomeReserved},
+		}, 1},
+		{"LimitExceeded", 100, 3, []reserveStep{
+			{"u1", 4, "", seckill.OutcomeLimitExceeded}, // qty over the limit at once
+			// cumulative: 2 + 1 fit, then 1 more does not, over several calls and keys
+			{"u1", 2, "a", seckill.OutcomeReserved},
+			{"u1", 1, "b", seckill.OutcomeReserved},
+			{"u1", 1, "c", seckill.OutcomeLimitExceeded},
+			{"u1", 1, "", seckill.OutcomeLimitExceeded},
+			{"u2", 3, "", seckill.OutcomeReserved}, // another buyer is unaffected
+		}, 6},
+		{"SoldOut", 3, 5, []reserveStep{
+			{"u1", 2, "", seckill.OutcomeReserved},
+			// 1 unit left: a request for 2 is sold out, one for 1 still fits.
+			{"u2", 2, "", seckill.OutcomeSoldOut},
+			{"u3", 1, "", seckill.OutcomeReserved},
+			{"u4", 1, "", seckill.OutcomeSoldOut},
+		}, 3},
+	} {
+		onLiveSale(t, tt.name, newStore, tt.stock, tt.limit, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
+			for _, s := range tt.steps {
+				wantReserve(t, store, sale.ID, s.user, s.qty, s.key, s.want)
+			}
+			wantStockLevel(t, store, sale.ID, tt.stock, tt.reserved)
+		})
+	}
 
 	for _, tt := range []struct {
 		name       string
@@ -251,10 +239,7 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, 5, 5)
 	})
 
-	t.Run("EmptyBatch", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 5, 2)
+	onLiveSale(t, "EmptyBatch", newStore, 5, 2, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
 		if got := stockReserve(t, store, sale.ID); len(got) != 0 {
 			t.Fatalf("Reserve of no requests = %+v; want none", got)
 		}
@@ -275,10 +260,8 @@ func StockStore(t *testing.T, newStore func(t *testing.T) seckill.StockStore, op
 		wantStockLevel(t, store, sale.ID, stock, stock)
 	})
 
-	t.Run("ConcurrentRetriesOfOneKeyClaimOnce", func(t *testing.T) {
-		t.Parallel()
-		store := newStore(t)
-		sale := preheatedSale(t, store, 100, 10) // a limit of 10 would let duplicates through
+	onLiveSale(t, "ConcurrentRetriesOfOneKeyClaimOnce", newStore, 100, 10, func(t *testing.T, store seckill.StockStore, sale *seckill.Sale) {
+		// The limit of 10 would let duplicates through: only the key holds them back.
 		const retries = 50
 		outcomes, ids := reserveAtOnce(t, store, sale.ID, retries, func(int) seckill.ReserveRequest {
 			return stockRequest(sale.ID, "impatient", 1, "the-one-key")
@@ -327,6 +310,25 @@ func preheatedSale(t *testing.T, store seckill.StockStore, stock, limit int64) *
 	return sale
 }
 
+// onLiveSale runs test as a parallel subtest named name, on a store of its
+// own with a live sale of stock units and a per-buyer limit preheated.
+func onLiveSale[S seckill.StockStore](t *testing.T, name string, newStore func(*testing.T) S, stock, limit int64, test func(t *testing.T, store S, sale *seckill.Sale)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) {
+		t.Parallel()
+		store := newStore(t)
+		test(t, store, preheatedSale(t, store, stock, limit))
+	})
+}
+
+// reserveStep is one request of wantReserve and the outcome it must get.
+type reserveStep struct {
+	user string
+	qty  int64
+	key  string
+	want seckill.Outcome
+}
+
 // wantReserve reserves qty for user (with key, if any) alone in a batch
 // and checks the outcome.
 func wantReserve(t *testing.T, store seckill.StockStore, saleID, user string, qty int64, key string, want seckill.Outcome) {
@@ -351,31 +353,27 @@ func wantReplay(t *testing.T, store seckill.StockStore, saleID string, first sec
 func reserveAtOnce(t *testing.T, store seckill.StockStore, saleID string, n int, req func(i int) seckill.ReserveRequest) (map[seckill.Outcome]int, map[string]bool) {
 	t.Helper()
 	var (
-		wg       sync.WaitGroup
 		mu       sync.Mutex
 		outcomes = map[seckill.Outcome]int{}
 		ids      = map[string]bool{}
+		reqs     = make([]seckill.ReserveRequest, n)
 	)
-	start := make(chan struct{})
 	for i := range n {
-		wg.Go(func() {
-			r := req(i)
-			<-start
-			res, err := store.Reserve(context.Background(), saleID, []seckill.ReserveRequest{r})
-			mu.Lock()
-			defer mu.Unlock()
-			if err != nil {
-				t.Errorf("Reserve: %v", err)
-				return
-			}
-			outcomes[res[0].Outcome]++
-			if res[0].Outcome.Claimed() {
-				ids[res[0].ReservationID] = true
-			}
-		})
+		reqs[i] = req(i)
 	}
-	close(start)
-	wg.Wait()
+	atOnce(n, func(i int) {
+		res, err := store.Reserve(context.Background(), saleID, []seckill.ReserveRequest{reqs[i]})
+		mu.Lock()
+		defer mu.Unlock()
+		if err != nil {
+			t.Errorf("Reserve: %v", err)
+			return
+		}
+		outcomes[res[0].Outcome]++
+		if res[0].Outcome.Claimed() {
+			ids[res[0].ReservationID] = true
+		}
+	})
 	return outcomes, ids
 }
 

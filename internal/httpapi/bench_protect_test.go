@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/soldout"
 )
@@ -43,18 +42,7 @@ func benchChain(b *testing.B, sale *seckill.Sale) (*env, *soldout.Gate, *redis.S
 // benchChainWith is benchChain with mod applied to the Server's Config.
 func benchChainWith(b *testing.B, sale *seckill.Sale, mod func(*Config)) (*env, *soldout.Gate, *redis.Store) {
 	b.Helper()
-	url := servicetest.Redis.URL(b)
-	prefix := servicetest.UniqueName("bench")
-	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
-	if err != nil {
-		b.Fatalf("redis.New: %v", err)
-	}
-	b.Cleanup(func() {
-		store.Close()
-		if err := deleteKeys(url, prefix); err != nil {
-			b.Errorf("delete bench keys under %s: %v", prefix, err)
-		}
-	})
+	store := benchRedis(b)
 	if _, err := store.Preheat(context.Background(), sale); err != nil {
 		b.Fatalf("Preheat: %v", err)
 	}
@@ -65,35 +53,23 @@ func benchChainWith(b *testing.B, sale *seckill.Sale, mod func(*Config)) (*env, 
 	return e, gate, store
 }
 
-// deleteKeys unlinks every key under prefix; the shared Redis is never
-// flushed.
-func deleteKeys(url, prefix string) error {
-	opt, err := rueidis.ParseURL(url)
+// benchRedis is a store on a fresh key prefix of the real Redis; the
+// prefix's keys go when b ends.
+func benchRedis(b *testing.B) *redis.Store {
+	b.Helper()
+	url := servicetest.Redis.URL(b)
+	prefix := servicetest.UniqueName("bench")
+	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
 	if err != nil {
-		return err
+		b.Fatalf("redis.New: %v", err)
 	}
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		return err
-	}
-	defer c.Close()
-	ctx := context.Background()
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			return err
+	b.Cleanup(func() {
+		store.Close()
+		if err := redistest.DeletePrefix(url, prefix); err != nil {
+			b.Errorf("delete bench keys under %s: %v", prefix, err)
 		}
-		if len(e.Elements) > 0 {
-			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
-				return err
-			}
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return nil
-		}
-	}
+	})
+	return store
 }
 
 func liveBenchSale(stock, limit int64) *seckill.Sale {
@@ -166,39 +142,12 @@ func BenchmarkReservePath(b *testing.B) {
 // Compare with internal/redis BenchmarkAllowRefused, the Redis call each
 // request would cost without it.
 func BenchmarkBlockedClient(b *testing.B) {
-	url := servicetest.Redis.URL(b)
-	prefix := servicetest.UniqueName("bench")
-	store, err := redis.New(context.Background(), url, redis.WithKeyPrefix(prefix))
-	if err != nil {
-		b.Fatalf("redis.New: %v", err)
-	}
-	b.Cleanup(func() {
-		store.Close()
-		if err := deleteKeys(url, prefix); err != nil {
-			b.Errorf("delete bench keys: %v", err)
-		}
-	})
-	limiter := &countingLimiter{next: store}
+	limiter := &countingLimiter{next: benchRedis(b)}
 	e := newEnv(b, func(c *Config) {
 		c.Reserver = echoReserver{}
 		c.RateLimiter, c.RateLimitIP = limiter, seckill.RateLimit{Rate: 1, Period: time.Hour}
 	})
-	tok := "Bearer " + buyerToken(b, "blocked")
-	path := "/api/v1/sales/" + testSaleID + "/reservations"
-	b.ReportAllocs()
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		for pb.Next() {
-			r := newRequest("POST", path, `{"qty":1}`)
-			r.Header.Set("Authorization", tok)
-			w := newRecorder()
-			e.h.ServeHTTP(w, r)
-			if w.Code != http.StatusTooManyRequests && w.Code != http.StatusAccepted {
-				b.Errorf("status %d", w.Code)
-				return
-			}
-		}
-	})
+	benchReservations(b, e, "Bearer "+buyerToken(b, "blocked"), http.StatusTooManyRequests, http.StatusAccepted)
 	b.ReportMetric(float64(limiter.calls.Load())/float64(b.N), "limiter-calls/op")
 }
 

@@ -14,12 +14,13 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 	"github.com/seckill-dev/seckill/internal/jwt"
 )
 
 // hangingStock is a stock store that answers only when its caller gives up,
 // as a blackholed Redis does to a client without deadlines.
-type hangingStock struct{ *fakeStock }
+type hangingStock struct{ Preheater }
 
 func (hangingStock) Stock(ctx context.Context, _ string) (seckill.StockLevel, error) {
 	<-ctx.Done()
@@ -33,13 +34,13 @@ func TestBudgetEndsHangingCalls(t *testing.T) {
 	const budget = 150 * time.Millisecond
 	e := newEnv(t, func(c *Config) {
 		c.Budget = budget
-		c.Stock = hangingStock{newFakeStock()}
+		c.Stock = hangingStock{fakestore.NewStock()}
 		c.Reserver = reserverFunc(func(ctx context.Context) (seckill.ReserveResult, error) {
 			<-ctx.Done()
 			return seckill.ReserveResult{}, ctx.Err()
 		})
 	})
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	for _, r := range []req{
 		{method: "GET", path: "/api/v1/sales/" + testSaleID},
 		{method: "POST", path: "/api/v1/sales/" + testSaleID + "/reservations", body: `{"qty":1}`, auth: "Bearer " + buyerToken(t, "ann")},
@@ -71,9 +72,9 @@ func TestRouteBudgets(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
 		c.Budget = time.Hour
 		c.RouteBudgets = map[string]time.Duration{"sale": 100 * time.Millisecond}
-		c.Stock = hangingStock{newFakeStock()}
+		c.Stock = hangingStock{fakestore.NewStock()}
 	})
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	start := time.Now()
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
 	if took := time.Since(start); took > 2*time.Second {
@@ -90,7 +91,7 @@ func TestRouteBudgets(t *testing.T) {
 	assertMetric(t, e, `seckill_http_requests_total{route="GET /api/v1/sales/{id}",status="499"} 1`)
 
 	for _, bad := range []map[string]time.Duration{{"nope": time.Second}, {"sale": 0}} {
-		cfg := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
+		cfg := Config{Sales: fakestore.NewSales(), Stock: fakestore.NewStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
 		if _, err := New(cfg); err != nil {
 			t.Fatalf("New without route budgets: %v", err)
 		}
@@ -114,8 +115,8 @@ func TestRouteBudgets(t *testing.T) {
 // no good copy to fall back on, it is a 503.
 func TestStaleSaleView(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.SaleCacheTTL = time.Millisecond })
-	e.sales.put(testSale())
-	e.stock.levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 20}
+	e.sales.Put(testSale())
+	e.stock.Levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 20}
 	var v saleView
 	decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
 	if v.Stale || v.Remaining != 180 {
@@ -132,25 +133,25 @@ func TestStaleSaleView(t *testing.T) {
 		{"both down", down, down},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			e.stock.mu.Lock()
-			e.stock.levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 50}
-			e.stock.err = nil
-			e.stock.mu.Unlock()
-			e.sales.mu.Lock()
-			e.sales.err = nil
-			e.sales.mu.Unlock()
+			e.stock.Mu.Lock()
+			e.stock.Levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 50}
+			e.stock.Err = nil
+			e.stock.Mu.Unlock()
+			e.sales.Mu.Lock()
+			e.sales.Err = nil
+			e.sales.Mu.Unlock()
 			e.clock.Set(e.clock.Now().Add(time.Second)) // past the cache TTL
 			decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
 			// Now break what the case breaks.
-			e.stock.mu.Lock()
-			e.stock.err = c.stock
+			e.stock.Mu.Lock()
+			e.stock.Err = c.stock
 			if c.stock != nil {
-				e.stock.levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 20}
+				e.stock.Levels[testSaleID] = seckill.StockLevel{Total: 200, Reserved: 20}
 			}
-			e.stock.mu.Unlock()
-			e.sales.mu.Lock()
-			e.sales.err = c.sales
-			e.sales.mu.Unlock()
+			e.stock.Mu.Unlock()
+			e.sales.Mu.Lock()
+			e.sales.Err = c.sales
+			e.sales.Mu.Unlock()
 			e.clock.Set(e.clock.Now().Add(3 * time.Second))
 			v = saleView{}
 			decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
@@ -164,7 +165,7 @@ func TestStaleSaleView(t *testing.T) {
 	// A sale never seen while its backends were up has no copy to serve.
 	other := testSale()
 	other.ID = "other-sale"
-	e.sales.put(other)
+	e.sales.Put(other)
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/other-sale"}), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
 }
 

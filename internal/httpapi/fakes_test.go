@@ -17,96 +17,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // In-memory fakes of the ports. Each records its calls so tests can assert
 // what the API did, and did not, touch.
-
-type fakeSales struct {
-	mu        sync.Mutex
-	sales     map[string]*seckill.Sale
-	err       error // returned by every call when set
-	saleCalls atomic.Int64
-	created   []*seckill.Sale
-}
-
-func newFakeSales() *fakeSales { return &fakeSales{sales: map[string]*seckill.Sale{}} }
-
-func (f *fakeSales) CreateSale(_ context.Context, s *seckill.Sale) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return f.err
-	}
-	if _, ok := f.sales[s.ID]; ok {
-		return seckill.ErrDuplicate
-	}
-	s.Unsold = s.Stock // as the real store: nothing sold yet
-	c := *s
-	f.sales[s.ID] = &c
-	f.created = append(f.created, &c)
-	return nil
-}
-
-func (f *fakeSales) Sale(_ context.Context, id string) (*seckill.Sale, error) {
-	f.saleCalls.Add(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	s, ok := f.sales[id]
-	if !ok {
-		return nil, seckill.ErrNotFound
-	}
-	c := *s
-	return &c, nil
-}
-
-func (f *fakeSales) put(s *seckill.Sale) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	c := *s
-	f.sales[s.ID] = &c
-}
-
-type fakeStock struct {
-	mu       sync.Mutex
-	levels   map[string]seckill.StockLevel
-	preheats []string
-	err      error
-}
-
-func newFakeStock() *fakeStock { return &fakeStock{levels: map[string]seckill.StockLevel{}} }
-
-func (f *fakeStock) Preheat(_ context.Context, s *seckill.Sale) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return false, f.err
-	}
-	f.preheats = append(f.preheats, s.ID)
-	if _, ok := f.levels[s.ID]; ok {
-		return false, nil
-	}
-	f.levels[s.ID] = seckill.StockLevel{Total: s.Stock}
-	return true, nil
-}
-
-func (f *fakeStock) Stock(_ context.Context, id string) (seckill.StockLevel, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return seckill.StockLevel{}, f.err
-	}
-	l, ok := f.levels[id]
-	if !ok {
-		return seckill.StockLevel{}, seckill.ErrNotFound
-	}
-	return l, nil
-}
 
 type reserveCall struct {
 	saleID string
@@ -190,8 +107,8 @@ type env struct {
 	t        testing.TB
 	srv      *Server
 	h        http.Handler
-	sales    *fakeSales
-	stock    *fakeStock
+	sales    *fakestore.Sales
+	stock    *fakestore.Stock
 	reserver *fakeReserver
 	clock    *clock
 	reg      *prometheus.Registry
@@ -205,8 +122,8 @@ func newEnv(t testing.TB, mod ...func(*Config)) *env {
 	t.Helper()
 	e := &env{
 		t:        t,
-		sales:    newFakeSales(),
-		stock:    newFakeStock(),
+		sales:    fakestore.NewSales(),
+		stock:    fakestore.NewStock(),
 		reserver: &fakeReserver{},
 		clock:    &clock{},
 		reg:      prometheus.NewRegistry(),
@@ -289,15 +206,8 @@ func admin() string { return "Bearer " + testAdminToken }
 // {"error":{"code","message"}} with nothing else in it.
 func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code string) {
 	t.Helper()
-	if w.Code != status {
-		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
-	}
-	if ct := w.Header().Get("Content-Type"); ct != "application/json" {
-		t.Fatalf("Content-Type = %q, want application/json", ct)
-	}
 	var got map[string]map[string]string
-	dec := json.NewDecoder(bytes.NewReader(w.Body.Bytes()))
-	dec.DisallowUnknownFields()
+	dec := wantJSON(t, w, status)
 	if err := dec.Decode(&got); err != nil {
 		t.Fatalf("error body %q is not {\"error\":{…}}: %v", w.Body, err)
 	}
@@ -323,8 +233,9 @@ func wantError(t *testing.T, w *httptest.ResponseRecorder, status int, code stri
 	}
 }
 
-// decode unmarshals a success body into v, strictly.
-func decode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
+// wantJSON asserts an answer's status and JSON Content-Type, and returns a
+// strict decoder (no unknown fields) of its body.
+func wantJSON(t *testing.T, w *httptest.ResponseRecorder, status int) *json.Decoder {
 	t.Helper()
 	if w.Code != status {
 		t.Fatalf("status = %d, want %d; body %s", w.Code, status, w.Body)
@@ -334,6 +245,13 @@ func decode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
 	}
 	dec := json.NewDecoder(bytes.NewReader(w.Body.Bytes()))
 	dec.DisallowUnknownFields()
+	return dec
+}
+
+// decode unmarshals a success body into v, strictly.
+func decode(t *testing.T, w *httptest.ResponseRecorder, status int, v any) {
+	t.Helper()
+	dec := wantJSON(t, w, status)
 	if err := dec.Decode(v); err != nil {
 		t.Fatalf("decode %s: %v", w.Body, err)
 	}

@@ -169,7 +169,7 @@ func FuzzPathIDs(f *testing.F) {
 		f.Add(s)
 	}
 	e := newEnv(f)
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	tok := "Bearer " + buyerToken(f, "fuzz")
 	f.Fuzz(func(t *testing.T, id string) {
 		if seckill.ValidSaleID(id) {

@@ -151,8 +151,8 @@ func TestHostileInput(t *testing.T) {
 			if n := e.reserver.count(); n != 0 {
 				t.Fatalf("hostile input reached the reserver %d times", n)
 			}
-			if len(e.sales.created) != 0 {
-				t.Fatalf("hostile input created a sale: %+v", e.sales.created[0])
+			if len(e.sales.Created) != 0 {
+				t.Fatalf("hostile input created a sale: %+v", e.sales.Created[0])
 			}
 		})
 	}
@@ -328,21 +328,7 @@ func TestSlowlorisIsCutOff(t *testing.T) {
 // or a redirect, and reserve nothing.
 func TestHostileWire(t *testing.T) {
 	e := protectedEnv(t)
-	srv := &http.Server{Handler: Harden(e.h), MaxHeaderBytes: 16 << 10, ReadHeaderTimeout: 5 * time.Second}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan struct{})
-	go func() { defer close(done); _ = srv.Serve(JSONErrorListener(ln)) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			srv.Close()
-		}
-		<-done
-	})
+	addr := startServer(t, Harden(e.h), 5*time.Second, 0)
 	tok := buyerToken(t, "mallory")
 	reserve := func(extra string) string {
 		return "POST /api/v1/sales/" + testSaleID + "/reservations HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " + tok +
@@ -363,7 +349,7 @@ func TestHostileWire(t *testing.T) {
 		{"unknown transfer encoding", "POST /api/v1/sales/" + testSaleID + "/reservations HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			conn, err := net.Dial("tcp", ln.Addr().String())
+			conn, err := net.Dial("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -396,7 +382,7 @@ func TestHostileWire(t *testing.T) {
 		t.Fatalf("hostile input reached the reserver %d times", n)
 	}
 	// A sound request on the same server still gets its answer untouched.
-	resp, err := http.Get("http://" + ln.Addr().String() + "/healthz")
+	resp, err := http.Get("http://" + addr + "/healthz")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,8 +44,8 @@ func TestForgottenClaimIsNeverNotFound(t *testing.T) {
 			OnLost: func(*seckill.FailedOrder) { lost++ },
 		})
 	})
-	e.sales.put(testSale())
-	e.stock.levels[testSaleID] = seckill.StockLevel{Total: 10}
+	e.sales.Put(testSale())
+	e.stock.Levels[testSaleID] = seckill.StockLevel{Total: 10}
 	e.reserver.set(func(_ string, r seckill.ReserveRequest) (seckill.ReserveResult, error) {
 		return seckill.ReserveResult{Outcome: seckill.OutcomeReserved, ReservationID: r.ReservationID, Qty: r.Qty}, nil
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -447,7 +448,7 @@ func TestNewRejectsBadProtection(t *testing.T) {
 		"invalid IPLimit":           func(c *Config) { c.RateLimiter, c.RateLimitIP = limiterFunc(nil), seckill.RateLimit{Rate: 1} },
 		"invalid prefix":            func(c *Config) { c.TrustedProxies = []netip.Prefix{{}} },
 	} {
-		c := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
+		c := Config{Sales: fakestore.NewSales(), Stock: fakestore.NewStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
 		mod(&c)
 		if _, err := New(c); err == nil {
 			t.Errorf("%s: New succeeded; want an error", name)
@@ -509,7 +510,7 @@ func TestAdminRoutesThroughGuard(t *testing.T) {
 	e := newEnv(t, func(c *Config) {
 		c.RateLimiter, c.RateLimitIP, c.RateLimitUser, c.MaxInFlight = embeddedLimiter(t), DefaultRateLimitIP, DefaultRateLimitUser, 8
 	})
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	buyer := "Bearer " + buyerToken(t, "alice")
 	adminRoutes := []req{
 		{method: "POST", path: "/admin/v1/sales", body: `{"name":"x","price_cents":1,"stock":1,"per_user_limit":1,"start_at":"2030-01-01T00:00:00Z","end_at":"2030-01-02T00:00:00Z"}`},

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 	"github.com/seckill-dev/seckill/internal/jwt"
 )
 
@@ -39,33 +40,23 @@ func newFakeOrders() *fakeOrders {
 }
 
 func (f *fakeOrders) Order(_ context.Context, id string) (*seckill.Order, error) {
-	f.calls.Add(1)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	o, ok := f.orders[id]
-	if !ok {
-		return nil, seckill.ErrNotFound
-	}
-	c := *o
-	return &c, nil
+	return lookup(f, f.orders, id)
 }
 
 func (f *fakeOrders) FailedOrder(_ context.Context, id string) (*seckill.FailedOrder, error) {
+	return lookup(f, f.failed, id)
+}
+
+// lookup is a read of the fake: counted, failing with f.err when set, and
+// a copy of the row, so that the caller's changes never reach the store.
+func lookup[T any](f *fakeOrders, rows map[string]*T, id string) (*T, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.err != nil {
 		return nil, f.err
 	}
-	fo, ok := f.failed[id]
-	if !ok {
-		return nil, seckill.ErrNotFound
-	}
-	c := *fo
-	return &c, nil
+	return fakestore.Copy(rows, id)
 }
 
 func (f *fakeOrders) FailedOrders(_ context.Context, limit int) ([]*seckill.FailedOrder, error) {
@@ -85,19 +76,10 @@ func (f *fakeOrders) FailedOrders(_ context.Context, limit int) ([]*seckill.Fail
 }
 
 func (f *fakeOrders) PayOrder(_ context.Context, id string, now time.Time) (*seckill.Order, error) {
-	f.calls.Add(1)
-	f.writes.Add(1)
-	if f.beforeWrite != nil {
-		f.beforeWrite(id)
-	}
-	f.mu.Lock()
+	o, err := f.beginWrite(id)
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	o, ok := f.orders[id]
-	if !ok {
-		return nil, seckill.ErrNotFound
+	if err != nil {
+		return nil, err
 	}
 	if o.Status != seckill.OrderPlaced || !now.Before(o.PayBy) {
 		return nil, seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
@@ -108,19 +90,10 @@ func (f *fakeOrders) PayOrder(_ context.Context, id string, now time.Time) (*sec
 }
 
 func (f *fakeOrders) CancelOrder(_ context.Context, id, reason string, now time.Time) (*seckill.Order, bool, error) {
-	f.calls.Add(1)
-	f.writes.Add(1)
-	if f.beforeWrite != nil {
-		f.beforeWrite(id)
-	}
-	f.mu.Lock()
+	o, err := f.beginWrite(id)
 	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, false, f.err
-	}
-	o, ok := f.orders[id]
-	if !ok {
-		return nil, false, seckill.ErrNotFound
+	if err != nil {
+		return nil, false, err
 	}
 	switch o.Status {
 	case seckill.OrderCancelled:
@@ -132,6 +105,26 @@ func (f *fakeOrders) CancelOrder(_ context.Context, id, reason string, now time.
 	o.Status, o.CancelReason, o.UpdatedAt = seckill.OrderCancelled, reason, now
 	c := *o
 	return &c, true, nil
+}
+
+// beginWrite starts PayOrder and CancelOrder: counted, beforeWrite run,
+// then, under f.mu (which it leaves locked for the caller to unlock), the
+// order found.
+func (f *fakeOrders) beginWrite(id string) (*seckill.Order, error) {
+	f.calls.Add(1)
+	f.writes.Add(1)
+	if f.beforeWrite != nil {
+		f.beforeWrite(id)
+	}
+	f.mu.Lock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	o, ok := f.orders[id]
+	if !ok {
+		return nil, seckill.ErrNotFound
+	}
+	return o, nil
 }
 
 // Restore is the restore service's contract on top of the fake: a
@@ -822,7 +815,7 @@ func TestReservationRoutesOptional(t *testing.T) {
 		t.Fatal("reservation metrics registered without the routes")
 	}
 
-	full := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
+	full := Config{Sales: fakestore.NewSales(), Stock: fakestore.NewStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
 	for name, mod := range map[string]func(*Config){
 		"orders only":  func(c *Config) { c.Orders = newFakeOrders() },
 		"pending only": func(c *Config) { c.Pending = &fakePending{} },

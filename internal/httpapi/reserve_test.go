@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func TestReserveAccepted(t *testing.T) {
 		t.Fatalf("answer = %+v, want %+v", got, want)
 	}
 	// The hot path reads no sale row.
-	if n := e.sales.saleCalls.Load(); n != 0 {
+	if n := e.sales.SaleCalls.Load(); n != 0 {
 		t.Fatalf("sale store read %d times on a successful reservation, want 0", n)
 	}
 }
@@ -97,7 +98,7 @@ func TestReserveOutcomes(t *testing.T) {
 				return seckill.ReserveResult{Outcome: c.outcome}, nil
 			})
 			wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), c.status, c.code)
-			if n := e.sales.saleCalls.Load(); n != 0 {
+			if n := e.sales.SaleCalls.Load(); n != 0 {
 				t.Fatalf("sale store read %d times, want 0", n)
 			}
 			assertMetric(t, e, `seckill_reservations_total{outcome="`+c.code+`"} 1`)
@@ -118,37 +119,37 @@ func TestReserveNotStarted(t *testing.T) {
 	t.Run("scheduled sale", func(t *testing.T) {
 		e := newEnv(t)
 		e.reserver.set(notStarted)
-		e.sales.put(testSale())
+		e.sales.Put(testSale())
 		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.ENOTSTARTED)
 	})
 	t.Run("sale over but never loaded", func(t *testing.T) {
 		e := newEnv(t)
 		e.reserver.set(notStarted)
-		e.sales.put(testSale())
+		e.sales.Put(testSale())
 		e.clock.Set(testSale().EndAt)
 		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.EENDED)
 	})
 	t.Run("a flood of garbage ids reads each once per TTL", func(t *testing.T) {
 		e := newEnv(t)
 		e.reserver.set(notStarted)
-		e.sales.put(testSale())
+		e.sales.Put(testSale())
 		for range 50 {
 			wantError(t, e.reserve("bob", "garbage-1", `{"qty":1}`, nil), http.StatusNotFound, seckill.ESALENOTFOUND)
 			wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.ENOTSTARTED)
 		}
-		if n := e.sales.saleCalls.Load(); n != 2 {
+		if n := e.sales.SaleCalls.Load(); n != 2 {
 			t.Fatalf("sale store reads = %d, want 2 (one per id)", n)
 		}
 		e.clock.Advance(DefaultSaleCacheTTL)
 		e.reserve("bob", "garbage-1", `{"qty":1}`, nil)
-		if n := e.sales.saleCalls.Load(); n != 3 {
+		if n := e.sales.SaleCalls.Load(); n != 3 {
 			t.Fatalf("sale store reads after the TTL = %d, want 3", n)
 		}
 	})
 	t.Run("sale store down", func(t *testing.T) {
 		e := newEnv(t)
 		e.reserver.set(notStarted)
-		e.sales.err = errors.New("dial tcp 10.0.0.7:3306: connection refused")
+		e.sales.Err = errors.New("dial tcp 10.0.0.7:3306: connection refused")
 		w := e.reserve("bob", testSaleID, `{"qty":1}`, nil)
 		wantError(t, w, http.StatusInternalServerError, seckill.EINTERNAL)
 		if strings.Contains(w.Body.String(), "10.0.0.7") {
@@ -419,17 +420,25 @@ func TestWriteAcceptedFastPathMatchesEncodingJSON(t *testing.T) {
 
 func BenchmarkReserve(b *testing.B) {
 	e := newEnv(b, func(c *Config) { c.Reserver = echoReserver{} })
-	tok := "Bearer " + buyerToken(b, "bench-user")
+	benchReservations(b, e, "Bearer "+buyerToken(b, "bench-user"), http.StatusAccepted)
+}
+
+// benchReservations posts one-unit reservations with the token tok to e's
+// handler from b's parallel goroutines; an answer whose status is not one
+// of want fails b.
+func benchReservations(b *testing.B, e *env, tok string, want ...int) {
 	path := "/api/v1/sales/" + testSaleID + "/reservations"
 	b.ReportAllocs()
+	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
 			r := newRequest("POST", path, `{"qty":1}`)
 			r.Header.Set("Authorization", tok)
 			w := newRecorder()
 			e.h.ServeHTTP(w, r)
-			if w.Code != http.StatusAccepted {
-				b.Fatalf("status %d", w.Code)
+			if !slices.Contains(want, w.Code) {
+				b.Errorf("status %d", w.Code)
+				return
 			}
 		}
 	})

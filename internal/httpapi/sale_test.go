@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 )
 
 const saleBody = `{"id":"tea-2030","name":"Tea gift set","price_cents":9900,"stock":200,"per_user_limit":1,` +
@@ -29,8 +30,8 @@ func TestCreateSale(t *testing.T) {
 	if loc := w.Header().Get("Location"); loc != "/admin/v1/sales/"+testSaleID {
 		t.Fatalf("Location = %q", loc)
 	}
-	if len(e.sales.created) != 1 || *e.sales.created[0] != want {
-		t.Fatalf("stored %+v, want %+v", e.sales.created, want)
+	if len(e.sales.Created) != 1 || *e.sales.Created[0] != want {
+		t.Fatalf("stored %+v, want %+v", e.sales.Created, want)
 	}
 	if len(e.created) != 1 || *e.created[0] != want {
 		t.Fatalf("OnSaleCreated saw %+v, want one call with %+v", e.created, want)
@@ -127,8 +128,8 @@ func TestCreateSaleRejects(t *testing.T) {
 				r.headers = map[string][]string{"Content-Type": {c.contentType}}
 			}
 			wantError(t, e.do(r), c.status, c.code)
-			if len(e.sales.created) != 0 {
-				t.Fatalf("stored a rejected sale: %+v", e.sales.created[0])
+			if len(e.sales.Created) != 0 {
+				t.Fatalf("stored a rejected sale: %+v", e.sales.Created[0])
 			}
 		})
 	}
@@ -142,7 +143,7 @@ func TestCreateSaleRejects(t *testing.T) {
 
 func TestCreateSaleStoreFailure(t *testing.T) {
 	e := newEnv(t)
-	e.sales.err = errors.New("database is locked")
+	e.sales.Err = errors.New("database is locked")
 	w := e.do(req{method: "POST", path: "/admin/v1/sales", body: saleBody, auth: admin()})
 	wantError(t, w, http.StatusInternalServerError, seckill.EINTERNAL)
 	if !strings.Contains(e.logs.String(), "database is locked") {
@@ -170,9 +171,9 @@ func TestAdminAuth(t *testing.T) {
 		for name, auth := range auths {
 			t.Run(rt.method+" "+rt.path+"/"+name, func(t *testing.T) {
 				e := newEnv(t)
-				e.sales.put(testSale())
+				e.sales.Put(testSale())
 				wantError(t, e.do(req{method: rt.method, path: rt.path, body: rt.body, auth: auth}), http.StatusUnauthorized, seckill.EUNAUTHORIZED)
-				if len(e.sales.created) != 0 || len(e.stock.preheats) != 0 || e.sales.saleCalls.Load() != 0 {
+				if len(e.sales.Created) != 0 || len(e.stock.Preheats) != 0 || e.sales.SaleCalls.Load() != 0 {
 					t.Fatal("an unauthorised admin call touched a store")
 				}
 			})
@@ -188,7 +189,7 @@ func TestAdminAuth(t *testing.T) {
 
 func TestAdminGetSale(t *testing.T) {
 	e := newEnv(t)
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	var got seckill.Sale
 	decode(t, e.do(req{method: "GET", path: "/admin/v1/sales/" + testSaleID, auth: admin()}), http.StatusOK, &got)
 	if got != *testSale() {
@@ -200,7 +201,7 @@ func TestAdminGetSale(t *testing.T) {
 
 func TestPreheat(t *testing.T) {
 	e := newEnv(t)
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	path := "/admin/v1/sales/" + testSaleID + "/preheat"
 	for i, wantCreated := range []bool{true, false} {
 		var got preheatResponse
@@ -212,7 +213,7 @@ func TestPreheat(t *testing.T) {
 	}
 	wantError(t, e.do(req{method: "POST", path: "/admin/v1/sales/nope/preheat", auth: admin()}), http.StatusNotFound, seckill.ESALENOTFOUND)
 
-	e.stock.err = seckill.Errorf(seckill.EUNAVAILABLE, "Stock store unreachable.")
+	e.stock.Err = seckill.Errorf(seckill.EUNAVAILABLE, "Stock store unreachable.")
 	wantError(t, e.do(req{method: "POST", path: path, auth: admin()}), http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
 }
 
@@ -226,12 +227,12 @@ func (p *recordingPreheater) Preheat(_ context.Context, s *seckill.Sale) (bool, 
 func TestPreheatUsesPreheater(t *testing.T) {
 	p := &recordingPreheater{}
 	e := newEnv(t, func(c *Config) { c.Preheater = p })
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	if w := e.do(req{method: "POST", path: "/admin/v1/sales/" + testSaleID + "/preheat", auth: admin()}); w.Code != http.StatusOK {
 		t.Fatalf("status %d: %s", w.Code, w.Body)
 	}
-	if len(p.ids) != 1 || p.ids[0] != testSaleID || len(e.stock.preheats) != 0 {
-		t.Fatalf("preheater saw %v, stock store saw %v; want the preheater only", p.ids, e.stock.preheats)
+	if len(p.ids) != 1 || p.ids[0] != testSaleID || len(e.stock.Preheats) != 0 {
+		t.Fatalf("preheater saw %v, stock store saw %v; want the preheater only", p.ids, e.stock.Preheats)
 	}
 }
 
@@ -256,10 +257,10 @@ func TestPublicSale(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			e := newEnv(t)
-			e.sales.put(s)
+			e.sales.Put(s)
 			e.clock.Set(c.now)
 			if c.level != nil {
-				e.stock.levels[s.ID] = *c.level
+				e.stock.Levels[s.ID] = *c.level
 			}
 			var got saleView
 			decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + s.ID}), http.StatusOK, &got)
@@ -276,27 +277,27 @@ func TestPublicSaleErrors(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/nope"}), http.StatusNotFound, seckill.ESALENOTFOUND)
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/%7Bx%7D"}), http.StatusNotFound, seckill.ESALENOTFOUND)
-	e.sales.put(testSale())
-	e.stock.err = errors.New("redis down")
+	e.sales.Put(testSale())
+	e.stock.Err = errors.New("redis down")
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusInternalServerError, seckill.EINTERNAL)
 }
 
 func TestPublicSaleCache(t *testing.T) {
 	e := newEnv(t)
-	e.sales.put(testSale())
+	e.sales.Put(testSale())
 	get := func(id string) int { return e.do(req{method: "GET", path: "/api/v1/sales/" + id}).Code }
 	for range 20 {
 		if get(testSaleID) != 200 || get("ghost") != 404 {
 			t.Fatal("unexpected status")
 		}
 	}
-	if n := e.sales.saleCalls.Load(); n != 2 {
+	if n := e.sales.SaleCalls.Load(); n != 2 {
 		t.Fatalf("sale store reads = %d, want 2 (the sale and the not-found, once each)", n)
 	}
 	// Within the TTL a change in the database is not seen; after it, it is.
 	changed := testSale()
 	changed.Name = "Renamed"
-	e.sales.put(changed)
+	e.sales.Put(changed)
 	e.clock.Advance(DefaultSaleCacheTTL - time.Millisecond)
 	var v saleView
 	decode(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusOK, &v)
@@ -323,18 +324,18 @@ func TestCreateSaleClearsCachedNotFound(t *testing.T) {
 
 // blockingSales holds every read until released, counting them.
 type blockingSales struct {
-	fakeSales
+	fakestore.Sales
 	release chan struct{}
 }
 
 func (b *blockingSales) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
 	<-b.release
-	return b.fakeSales.Sale(ctx, id)
+	return b.Sales.Sale(ctx, id)
 }
 
 func TestSaleCacheSharesConcurrentLoads(t *testing.T) {
-	bs := &blockingSales{fakeSales: *newFakeSales(), release: make(chan struct{})}
-	bs.put(testSale())
+	bs := &blockingSales{Sales: *fakestore.NewSales(), release: make(chan struct{})}
+	bs.Put(testSale())
 	var c clock
 	c.Set(t0)
 	cache := newSaleCache(bs.Sale, time.Second, c.Now)
@@ -358,31 +359,31 @@ func TestSaleCacheSharesConcurrentLoads(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	if n := bs.saleCalls.Load(); n != 1 {
+	if n := bs.SaleCalls.Load(); n != 1 {
 		t.Fatalf("sale store reads = %d for 16 concurrent gets, want 1", n)
 	}
 }
 
 func TestSaleCacheDoesNotKeepFailures(t *testing.T) {
-	f := newFakeSales()
-	f.put(testSale())
-	f.err = errors.New("timeout")
+	f := fakestore.NewSales()
+	f.Put(testSale())
+	f.Err = errors.New("timeout")
 	var c clock
 	c.Set(t0)
 	cache := newSaleCache(f.Sale, time.Second, c.Now)
 	if _, err := cache.get(context.Background(), testSaleID); err == nil {
 		t.Fatal("want the load error")
 	}
-	f.mu.Lock()
-	f.err = nil
-	f.mu.Unlock()
+	f.Mu.Lock()
+	f.Err = nil
+	f.Mu.Unlock()
 	if s, err := cache.get(context.Background(), testSaleID); err != nil || s.ID != testSaleID {
 		t.Fatalf("after recovery: %v, %v; want the sale", s, err)
 	}
 }
 
 func TestSaleCacheBounded(t *testing.T) {
-	f := newFakeSales()
+	f := fakestore.NewSales()
 	var c clock
 	c.Set(t0)
 	cache := newSaleCache(f.Sale, time.Second, c.Now)

@@ -12,11 +12,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 	"github.com/seckill-dev/seckill/internal/jwt"
 )
 
 func TestNewRequiresDependencies(t *testing.T) {
-	full := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
+	full := Config{Sales: fakestore.NewSales(), Stock: fakestore.NewStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret)}
 	for name, mod := range map[string]func(*Config){
 		"Sales":    func(c *Config) { c.Sales = nil },
 		"Stock":    func(c *Config) { c.Stock = nil },
@@ -41,7 +42,7 @@ func TestNewRequiresDependencies(t *testing.T) {
 
 func TestNewReportsDuplicateRegistration(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	c := Config{Sales: newFakeSales(), Stock: newFakeStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret), Registerer: reg}
+	c := Config{Sales: fakestore.NewSales(), Stock: fakestore.NewStock(), Reserver: &fakeReserver{}, Verifier: jwt.NewVerifier(testSecret), Registerer: reg}
 	if _, err := New(c); err != nil {
 		t.Fatal(err)
 	}

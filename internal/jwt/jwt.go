@@ -293,3 +293,13 @@ func Sign(secret []byte, userID string, ttl time.Duration, now time.Time) (strin
 	}
 	return s, nil
 }
+
+// DeriveKey derives from an HS256 secret the key of another purpose: the
+// nodes of a deployment share the secret already, and since the derived
+// key is not the secret, nothing it signs can ever pass as a token's
+// signature.
+func DeriveKey(secret []byte, purpose string) []byte {
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte(purpose))
+	return m.Sum(nil)
+}

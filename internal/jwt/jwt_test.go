@@ -1,6 +1,7 @@
 package jwt
 
 import (
+	"bytes"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/rsa"
@@ -549,4 +550,22 @@ func BenchmarkVerifyFirstSight(b *testing.B) {
 			}
 		}
 	})
+}
+
+func TestDeriveKey(t *testing.T) {
+	secret := []byte("deployment secret")
+	k := DeriveKey(secret, "seckill reservation ids v1")
+	if !bytes.Equal(k, DeriveKey(secret, "seckill reservation ids v1")) {
+		t.Fatal("DeriveKey is not deterministic")
+	}
+	if bytes.Equal(k, secret) || bytes.Equal(k, DeriveKey(secret, "other purpose")) || bytes.Equal(k, DeriveKey([]byte("other secret"), "seckill reservation ids v1")) {
+		t.Fatal("DeriveKey: want a key of its own per secret and purpose")
+	}
+	// The reservation ids of running deployments are signed with it: it
+	// must not change. HMAC-SHA256(secret, purpose):
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("seckill reservation ids v1"))
+	if want := m.Sum(nil); !bytes.Equal(k, want) {
+		t.Fatalf("DeriveKey = %x, want %x", k, want)
+	}
 }

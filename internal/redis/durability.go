@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -114,6 +115,23 @@ func (s *Store) reserveDurable(ctx context.Context, keys, args []string) (rueidi
 		return err
 	})
 	return msg, acked, err
+}
+
+// CheckDurability is the check at start for d: fsync needs CheckFsync to
+// pass, unless the server refuses CONFIG and trustOperator is set (the
+// operator vouches that it runs appendonly yes and appendfsync always,
+// --redis-config-check off), which is logged as a warning. The other modes
+// need no check.
+func (s *Store) CheckDurability(ctx context.Context, d Durability, trustOperator bool, logger *slog.Logger) error {
+	if d.Mode != DurabilityFsync {
+		return nil
+	}
+	err := s.CheckFsync(ctx)
+	if errors.Is(err, ErrConfigRefused) && trustOperator {
+		logger.Warn("redis durability fsync: CONFIG is refused; trusting the operator that Redis runs appendonly yes and appendfsync always (--redis-config-check off)", "err", err)
+		return nil
+	}
+	return err
 }
 
 // CheckFsync verifies that every primary runs appendonly yes and

@@ -43,11 +43,7 @@ func durableStore(t *testing.T) (*Store, *redistest.Server, *redistest.Server) {
 	t.Helper()
 	primary := redistest.StartServer(t)
 	replica := redistest.StartReplica(t, primary)
-	s, err := New(context.Background(), "redis://"+primary.Addr, WithWaitReplicas(1, 3*time.Second)) // a replica on a loaded machine may lag well past 200ms
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := connect(t, primary.URL(), WithWaitReplicas(1, 3*time.Second)) // a replica on a loaded machine may lag well past 200ms
 	return s, primary, replica
 }
 
@@ -110,13 +106,8 @@ func TestCheckFsync(t *testing.T) {
 		{[]string{"--rename-command", "CONFIG", `""`}, "refused CONFIG"},
 	} {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
-			srv := redistest.StartServer(t, tt.args...)
-			s, err := New(context.Background(), "redis://"+srv.Addr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer s.Close()
-			err = s.CheckFsync(context.Background())
+			s := connect(t, redistest.StartServer(t, tt.args...).URL())
+			err := s.CheckFsync(context.Background())
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("CheckFsync: %v; want nil", err)
@@ -138,16 +129,8 @@ func TestCheckFsync(t *testing.T) {
 func BenchmarkReserveDurability(b *testing.B) {
 	primary := redistest.StartServer(b)
 	redistest.StartReplica(b, primary)
-	none, err := New(context.Background(), "redis://"+primary.Addr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer none.Close()
-	durable, err := New(context.Background(), "redis://"+primary.Addr, WithWaitReplicas(1, time.Second))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer durable.Close()
+	none := connect(b, primary.URL())
+	durable := connect(b, primary.URL(), WithWaitReplicas(1, time.Second))
 	for _, batch := range []int{1, 16} {
 		b.Run("batch="+strconv.Itoa(batch), func(b *testing.B) {
 			const calls = 4000

@@ -65,6 +65,24 @@ func (s *Store) OutboxSales(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
+// OutboxTotal is the entries of every outbox OutboxSales lists: claims not
+// yet relayed, or relayed and not yet acknowledged.
+func (s *Store) OutboxTotal(ctx context.Context) (int64, error) {
+	sales, err := s.OutboxSales(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for _, id := range sales {
+		l, err := s.OutboxLen(ctx, id)
+		if err != nil {
+			return 0, err
+		}
+		n += l
+	}
+	return n, nil
+}
+
 // ForgetOutbox removes a sale from the registry of outboxes when its
 // outbox is empty and it can take no more reservations: it is not loaded,
 // or its window ended more than a minute ago. forgotten reports whether it

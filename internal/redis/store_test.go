@@ -67,45 +67,23 @@ var backends = []backend{
 	}},
 }
 
-// connect returns a store on url under a fresh key prefix, and deletes
-// every key under that prefix when the test ends: the shared Redis is
-// never flushed.
-func connect(t testing.TB, url string) *Store {
+// connect returns a store on url (with opts) under a fresh key prefix,
+// and deletes every key under that prefix when the test ends: the shared
+// Redis is never flushed.
+func connect(t testing.TB, url string, opts ...Option) *Store {
 	t.Helper()
 	prefix := servicetest.UniqueName("t")
-	s, err := New(context.Background(), url, WithKeyPrefix(prefix))
+	s, err := New(context.Background(), url, append(opts, WithKeyPrefix(prefix))...)
 	if err != nil {
 		t.Fatalf("New(%s): %v", url, err)
 	}
 	t.Cleanup(func() {
 		defer s.Close()
-		if err := deletePrefix(context.Background(), s.client, prefix); err != nil {
+		if err := redistest.DeletePrefix(url, prefix); err != nil {
 			t.Errorf("delete test keys under %s: %v", prefix, err)
 		}
 	})
 	return s
-}
-
-func deletePrefix(ctx context.Context, client rueidis.Client, prefix string) error {
-	for _, node := range client.Nodes() {
-		var cursor uint64
-		for {
-			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
-			if err != nil {
-				return err
-			}
-			for _, k := range e.Elements {
-				// Through the top client, which routes each key to its slot.
-				if err := client.Do(ctx, client.B().Unlink().Key(k).Build()).Error(); err != nil {
-					return err
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
-	return nil
 }
 
 func wantMode(t *testing.T, s *Store, want rueidis.ClientMode) {

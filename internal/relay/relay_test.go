@@ -13,11 +13,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -136,44 +136,11 @@ func openRedis(t *testing.T, opts ...redis.Option) *redis.Store {
 	}
 	t.Cleanup(func() {
 		s.Close()
-		deletePrefix(t, url, prefix)
+		if err := redistest.DeletePrefix(url, prefix); err != nil {
+			t.Errorf("delete test keys: %v", err)
+		}
 	})
 	return s
-}
-
-// deletePrefix removes the test's keys from the shared Redis, which is
-// never flushed.
-func deletePrefix(t *testing.T, url, prefix string) {
-	t.Helper()
-	opt, err := rueidis.ParseURL(url)
-	if err != nil {
-		t.Fatalf("parse %s: %v", url, err)
-	}
-	opt.DisableCache = true
-	c, err := rueidis.NewClient(opt)
-	if err != nil {
-		t.Errorf("delete test keys: %v", err)
-		return
-	}
-	defer c.Close()
-	ctx := context.Background()
-	var cursor uint64
-	for {
-		e, err := c.Do(ctx, c.B().Scan().Cursor(cursor).Match(prefix+":*").Count(1000).Build()).AsScanEntry()
-		if err != nil {
-			t.Errorf("delete test keys: %v", err)
-			return
-		}
-		if len(e.Elements) > 0 {
-			if err := c.Do(ctx, c.B().Unlink().Key(e.Elements...).Build()).Error(); err != nil {
-				t.Errorf("delete test keys: %v", err)
-				return
-			}
-		}
-		if cursor = e.Cursor; cursor == 0 {
-			return
-		}
-	}
 }
 
 func forEachBackend(t *testing.T, test func(t *testing.T, s *redis.Store)) {

@@ -119,3 +119,22 @@ func (s *Service) redisSteps(ctx context.Context, saleID string, ids []string) {
 // maxRedisBatch caps the reservations of one restore script call (the
 // Redis store's own limit is higher).
 const maxRedisBatch = 500
+
+// CancelOrders restores the reservations of orders, all of one sale, for
+// reason through RestoreAll, and answers each order as a canceller does
+// (paytimeout.Config.CancelBatch): nil once restored, alreadyDone where
+// an earlier restore got there first, else the error.
+func (s *Service) CancelOrders(ctx context.Context, orders []*seckill.Order, reason string, alreadyDone error) []error {
+	ids := make([]string, len(orders))
+	for i, o := range orders {
+		ids[i] = o.ReservationID
+	}
+	errs := make([]error, len(orders))
+	for i, out := range s.RestoreAll(ctx, orders[0].SaleID, ids, reason) {
+		errs[i] = out.Err
+		if out.Err == nil && out.Result == seckill.AlreadyRestored {
+			errs[i] = alreadyDone
+		}
+	}
+	return errs
+}

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/seckill-dev/seckill"
@@ -49,6 +50,29 @@ func TestRestoreAll(t *testing.T) {
 	}
 	if r := store.request(noOrder); r.State != seckill.RestoreStateParked {
 		t.Errorf("request without an order is %s; want parked", r.State)
+	}
+}
+
+// TestCancelOrders: each order is answered as a canceller answers it:
+// nil once restored, the caller's alreadyDone for one restored before,
+// the conflict for a paid one.
+func TestCancelOrders(t *testing.T) {
+	svc, store, stock, c, _ := setup(t)
+	ids := placeOrders(store, stock, c, 2)
+	paid := seckill.NewReservationID("tea", c.t)
+	store.orders[paid], stock.active[paid] = seckill.OrderPaid, true
+	ids = append(ids, paid, ids[0])
+	orders := make([]*seckill.Order, len(ids))
+	for i, id := range ids {
+		orders[i] = &seckill.Order{ReservationID: id, SaleID: "tea"}
+	}
+	already := errors.New("already cancelled")
+	errs := svc.CancelOrders(context.Background(), orders, "payment timeout", already)
+	if len(errs) != 4 || errs[0] != nil || errs[1] != nil || errs[3] != already {
+		t.Fatalf("errs = %v; want nil, nil, a conflict, already", errs)
+	}
+	if seckill.ErrorCode(errs[2]) != seckill.ESTATECONFLICT {
+		t.Errorf("paid order: %v; want ESTATECONFLICT", errs[2])
 	}
 }
 

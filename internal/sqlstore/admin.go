@@ -177,11 +177,7 @@ func (st *SaleStore) ListSales(ctx context.Context, f seckill.SaleFilter) (*seck
 	}
 	// One more than asked: whether there is a next page.
 	q += " ORDER BY start_at_ms DESC, id DESC LIMIT " + arg(f.Limit+1)
-	rows, err := st.db.read.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("list sales: %w", err)
-	}
-	sales, err := scanAll(rows, scanSale)
+	sales, err := queryAll(ctx, st.db.read, scanSale, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sales: %w", err)
 	}
@@ -420,19 +416,11 @@ func (st *SaleStore) AuditLog(ctx context.Context, saleID string, limit int) ([]
 		return nil, fmt.Errorf("audit log: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
 	q := adminQueriesOf(st.db.dialect)
-	var (
-		rows *sql.Rows
-		err  error
-	)
-	if saleID == "" {
-		rows, err = st.db.read.QueryContext(ctx, q.auditAll, limit)
-	} else {
-		rows, err = st.db.read.QueryContext(ctx, q.auditOfSale, saleID, limit)
+	query, args := q.auditAll, []any{limit}
+	if saleID != "" {
+		query, args = q.auditOfSale, []any{saleID, limit}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("audit log: %w", err)
-	}
-	entries, err := scanAll(rows, scanAudit)
+	entries, err := queryAll(ctx, st.db.read, scanAudit, query, args...)
 	if err != nil {
 		return nil, fmt.Errorf("audit log: %w", err)
 	}

@@ -54,11 +54,7 @@ func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, in
 	}
 	// Every id of the sale sorts between "<sale>." and "<sale>/".
 	after = max(after, saleID+".")
-	rows, err := st.db.read.QueryContext(ctx, st.pageQuery(columns, table, index), saleID, after, saleID+"/", limit)
-	if err != nil {
-		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, st.db.classify(err))
-	}
-	out, err := scanAll(rows, scan)
+	out, err := queryAll(ctx, st.db.read, scan, st.pageQuery(columns, table, index), saleID, after, saleID+"/", limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, st.db.classify(err))
 	}

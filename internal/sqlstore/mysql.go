@@ -15,23 +15,13 @@ import (
 
 var mysqlDialect = &dialect{
 	name: "mysql",
-	q: queries{
-		createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+	q: qmarkQueries(`CREATE TABLE IF NOT EXISTS schema_migrations (
 			version       BIGINT       NOT NULL PRIMARY KEY,
 			name          VARCHAR(255) NOT NULL,
 			applied_at_ms BIGINT       NOT NULL
-		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`,
-		migrationApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
-		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
-
-		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
-		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
-			WHERE start_at_ms <= ? AND end_at_ms > ?
-			ORDER BY start_at_ms, id`,
-	},
+		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`),
+	orders:   &mysqlOrderQueries,
+	restores: &mysqlRestoreQueries,
 	isUniqueViolation: func(err error) bool {
 		var e *mysql.MySQLError
 		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.
@@ -136,15 +126,6 @@ func mysqlConfig(rawURL string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-func openMySQL(rawURL string) (*DB, error) {
-	db, err := mysqlPool(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	setServerPool(db)
-	return &DB{dialect: mysqlDialect, write: db, read: db}, nil
-}
-
 // mysqlPool opens an unsized pool on a MySQL URL.
 func mysqlPool(rawURL string) (*sql.DB, error) {
 	cfg, err := mysqlConfig(rawURL)
@@ -165,13 +146,3 @@ func mysqlPool(rawURL string) (*sql.DB, error) {
 type quietDriver struct{}
 
 func (quietDriver) Print(...any) {}
-
-// setServerPool sizes the pool of a client-server database. Connections
-// are recycled so that a failed-over server or a load balancer's idle cut
-// is not noticed as errors.
-func setServerPool(db *sql.DB) {
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
-	db.SetConnMaxIdleTime(5 * time.Minute)
-	db.SetConnMaxLifetime(30 * time.Minute)
-}

@@ -63,8 +63,8 @@ var _ seckill.OrderStore = (*OrderStore)(nil)
 func NewOrderStore(db *DB) *OrderStore {
 	return &OrderStore{
 		db:          db,
-		q:           orderQueriesOf(db.dialect),
-		rq:          restoreQueriesOf(db.dialect),
+		q:           db.dialect.orders,
+		rq:          db.dialect.restores,
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
 	}
@@ -213,19 +213,6 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
 			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
 	}
-}
-
-// orderQueriesOf returns the order SQL of a dialect.
-func orderQueriesOf(d *dialect) *orderQueries {
-	switch d {
-	case sqliteDialect:
-		return &sqliteOrderQueries
-	case mysqlDialect:
-		return &mysqlOrderQueries
-	case postgresDialect:
-		return &postgresOrderQueries
-	}
-	panic("sqlstore: no order queries for dialect " + d.name)
 }
 
 // list returns "(p, p, …)": n bind parameters numbered from first.
@@ -884,16 +871,24 @@ func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed 
 
 // Order returns the order of a reservation; ErrNotFound when none.
 func (st *OrderStore) Order(ctx context.Context, reservationID string) (*seckill.Order, error) {
-	if !validReservationID(reservationID) {
-		return nil, fmt.Errorf("order of reservation %q: %w", reservationID, seckill.ErrNotFound)
+	return byReservation(ctx, st, "order", validReservationID, scanOrder, st.q.order, reservationID)
+}
+
+// byReservation reads the row (named what in errors) that query selects
+// by reservation id: ErrNotFound when there is none, or when valid says
+// the id could not have one.
+func byReservation[T any](ctx context.Context, st *OrderStore, what string, valid func(string) bool,
+	scan func(interface{ Scan(...any) error }) (*T, error), query, reservationID string) (*T, error) {
+	if !valid(reservationID) {
+		return nil, fmt.Errorf("%s of reservation %q: %w", what, reservationID, seckill.ErrNotFound)
 	}
-	o, err := scanOrder(st.db.read.QueryRowContext(ctx, st.q.order, reservationID))
+	v, err := scan(st.db.read.QueryRowContext(ctx, query, reservationID))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, seckill.ErrNotFound)
+		return nil, fmt.Errorf("%s of reservation %s: %w", what, reservationID, seckill.ErrNotFound)
 	} else if err != nil {
-		return nil, fmt.Errorf("order of reservation %s: %w", reservationID, st.db.classify(err))
+		return nil, fmt.Errorf("%s of reservation %s: %w", what, reservationID, st.db.classify(err))
 	}
-	return o, nil
+	return v, nil
 }
 
 // PayOrder moves an ordered order whose PayBy is after now to paid. An
@@ -1005,20 +1000,8 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 	if limit < 1 {
 		return nil, fmt.Errorf("expired orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
+	orders, err := queryAll(ctx, st.db.read, scanOrder, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
 	if err != nil {
-		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
-	}
-	defer rows.Close()
-	var orders []*seckill.Order
-	for rows.Next() {
-		o, err := scanOrder(rows)
-		if err != nil {
-			return nil, fmt.Errorf("expired orders: %w", err)
-		}
-		orders = append(orders, o)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
 	}
 	return orders, nil
@@ -1027,16 +1010,7 @@ func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit in
 // FailedOrder returns the failed order of a reservation; ErrNotFound when
 // none.
 func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error) {
-	if !validFailedKey(reservationID) {
-		return nil, fmt.Errorf("failed order of reservation %q: %w", reservationID, seckill.ErrNotFound)
-	}
-	f, err := scanFailedOrder(st.db.read.QueryRowContext(ctx, st.q.failedOrder, reservationID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, seckill.ErrNotFound)
-	} else if err != nil {
-		return nil, fmt.Errorf("failed order of reservation %s: %w", reservationID, st.db.classify(err))
-	}
-	return f, nil
+	return byReservation(ctx, st, "failed order", validFailedKey, scanFailedOrder, st.q.failedOrder, reservationID)
 }
 
 // RecordFailedOrder stores f unless its reservation already has a failed
@@ -1103,20 +1077,8 @@ func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.F
 	if limit < 1 {
 		return nil, fmt.Errorf("failed orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.q.failedOrders, limit)
+	failed, err := queryAll(ctx, st.db.read, scanFailedOrder, st.q.failedOrders, limit)
 	if err != nil {
-		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
-	}
-	defer rows.Close()
-	var failed []*seckill.FailedOrder
-	for rows.Next() {
-		f, err := scanFailedOrder(rows)
-		if err != nil {
-			return nil, fmt.Errorf("failed orders: %w", err)
-		}
-		failed = append(failed, f)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
 	}
 	return failed, nil

@@ -40,7 +40,7 @@ func createSale(t *testing.T, db *DB, id string, stock int64) *seckill.Sale {
 // saleRow reads the unsold stock and version of a sale.
 func saleRow(t *testing.T, db *DB, id string) (stock, version int64) {
 	t.Helper()
-	q := orderQueriesOf(db.dialect)
+	q := db.dialect.orders
 	err := db.read.QueryRowContext(t.Context(), `SELECT stock, version FROM sales WHERE id = `+q.bind(1), id).Scan(&stock, &version)
 	if err != nil {
 		t.Fatalf("read sale %s: %v", id, err)
@@ -51,7 +51,7 @@ func saleRow(t *testing.T, db *DB, id string) (stock, version int64) {
 // countRows counts the rows of table (orders or failed_orders) of a sale.
 func countRows(t *testing.T, db *DB, table, saleID string) int {
 	t.Helper()
-	q := orderQueriesOf(db.dialect)
+	q := db.dialect.orders
 	var n int
 	if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM `+table+` WHERE sale_id = `+q.bind(1), saleID).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
@@ -169,7 +169,7 @@ func TestPersistGivesUp(t *testing.T) {
 	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
 		st.maxAttempts, st.maxBackoff = 3, time.Millisecond
 		createSale(t, db, "tea", 3)
-		q := orderQueriesOf(db.dialect)
+		q := db.dialect.orders
 		var calls atomic.Int32
 		st.beforeTakeStock = func(int) {
 			calls.Add(1)
@@ -200,7 +200,7 @@ func TestPersistRetriesUniqueViolation(t *testing.T) {
 	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
 		createSale(t, db, "tea", 1)
 		evs := events("tea", 1, 1, 1) // created, rejected, created-by-other
-		q := orderQueriesOf(db.dialect)
+		q := db.dialect.orders
 		st.beforeTakeStock = func(attempt int) {
 			if attempt != 1 {
 				return
@@ -362,12 +362,7 @@ func TestListLimits(t *testing.T) {
 // order, the stock sells exactly out, and no writer sees "database is
 // locked".
 func TestSQLitePersistTwoHandles(t *testing.T) {
-	url := sqltest.SQLite(t)
-	a := openDB(t, url)
-	if err := a.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	b := openDB(t, url)
+	a, b := twoSQLiteHandles(t)
 	createSale(t, a, "tea", 200)
 	evs := events("tea", make([]int64, 200)...)
 	for i := range evs {

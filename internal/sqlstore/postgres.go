@@ -32,6 +32,8 @@ var postgresDialect = &dialect{
 			WHERE start_at_ms <= $1 AND end_at_ms > $2
 			ORDER BY start_at_ms, id`,
 	},
+	orders:   &postgresOrderQueries,
+	restores: &postgresRestoreQueries,
 	isUniqueViolation: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505" // unique_violation
@@ -143,18 +145,9 @@ func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, 
 	}, nil
 }
 
-// openPostgres accepts any URL pgx does (postgres:// or postgresql://,
-// with libpq parameters such as sslmode or search_path).
-func openPostgres(rawURL string) (*DB, error) {
-	db, err := postgresPool(rawURL)
-	if err != nil {
-		return nil, err
-	}
-	setServerPool(db)
-	return &DB{dialect: postgresDialect, write: db, read: db}, nil
-}
-
-// postgresPool opens an unsized pool on a PostgreSQL URL.
+// postgresPool opens an unsized pool on a PostgreSQL URL: any URL pgx
+// accepts (postgres:// or postgresql://, with libpq parameters such as
+// sslmode or search_path).
 func postgresPool(rawURL string) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {

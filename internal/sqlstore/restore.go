@@ -136,19 +136,6 @@ func qmarkRestoreQueries(forUpdate string) restoreQueries {
 	}
 }
 
-// restoreQueriesOf returns the restore SQL of a dialect.
-func restoreQueriesOf(d *dialect) *restoreQueries {
-	switch d {
-	case sqliteDialect:
-		return &sqliteRestoreQueries
-	case mysqlDialect:
-		return &mysqlRestoreQueries
-	case postgresDialect:
-		return &postgresRestoreQueries
-	}
-	panic("sqlstore: no restore queries for dialect " + d.name)
-}
-
 // stateRank orders restore states: a request only ever moves forward.
 var stateRank = map[seckill.RestoreState]int{
 	seckill.RestoreStateParked:       0,
@@ -433,16 +420,7 @@ func (st *OrderStore) inRetriedTx(ctx context.Context, fn func(*sql.Tx) error) e
 // RestoreRequest returns the restore request of a reservation;
 // ErrNotFound when none.
 func (st *OrderStore) RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error) {
-	if !validReservationID(reservationID) {
-		return nil, fmt.Errorf("restore request of reservation %q: %w", reservationID, seckill.ErrNotFound)
-	}
-	r, err := scanRestoreRequest(st.db.read.QueryRowContext(ctx, st.rq.request, reservationID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, seckill.ErrNotFound)
-	} else if err != nil {
-		return nil, fmt.Errorf("restore request of reservation %s: %w", reservationID, st.db.classify(err))
-	}
-	return r, nil
+	return byReservation(ctx, st, "restore request", validReservationID, scanRestoreRequest, st.rq.request, reservationID)
 }
 
 // RestoreRequests lists up to limit requests in state, oldest first (by
@@ -455,11 +433,7 @@ func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.Restore
 	if limit < 1 {
 		return nil, fmt.Errorf("restore requests: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	rows, err := st.db.read.QueryContext(ctx, st.rq.requestsByState, string(state), limit)
-	if err != nil {
-		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
-	}
-	rs, err := scanAll(rows, scanRestoreRequest)
+	rs, err := queryAll(ctx, st.db.read, scanRestoreRequest, st.rq.requestsByState, string(state), limit)
 	if err != nil {
 		return nil, fmt.Errorf("restore requests %s: %w", state, st.db.classify(err))
 	}
@@ -541,39 +515,16 @@ func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.S
 	} else if err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
 	}
-	if l.Orders, err = queryAll(ctx, tx, st.rq.saleOrders, saleID, scanOrder); err != nil {
+	if l.Orders, err = queryAll(ctx, tx, scanOrder, st.rq.saleOrders, saleID); err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
 	}
-	if l.Failed, err = queryAll(ctx, tx, st.rq.saleFailedOrders, saleID, scanFailedOrder); err != nil {
+	if l.Failed, err = queryAll(ctx, tx, scanFailedOrder, st.rq.saleFailedOrders, saleID); err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
 	}
-	if l.Restores, err = queryAll(ctx, tx, st.rq.saleRequests, saleID, scanRestoreRequest); err != nil {
+	if l.Restores, err = queryAll(ctx, tx, scanRestoreRequest, st.rq.saleRequests, saleID); err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
 	}
 	return l, nil
-}
-
-// queryAll runs query with one argument and scans every row.
-func queryAll[T any](ctx context.Context, tx *sql.Tx, query string, arg any, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
-	rows, err := tx.QueryContext(ctx, query, arg)
-	if err != nil {
-		return nil, err
-	}
-	return scanAll(rows, scan)
-}
-
-// scanAll scans every row of rows and closes them.
-func scanAll[T any](rows *sql.Rows, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
-	defer rows.Close()
-	var out []*T
-	for rows.Next() {
-		v, err := scan(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, v)
-	}
-	return out, rows.Err()
 }
 
 // scanRestoreRequest reads the columns of restoreColumns.

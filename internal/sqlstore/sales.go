@@ -66,21 +66,9 @@ func (st *SaleStore) Sale(ctx context.Context, id string) (*seckill.Sale, error)
 // by StartAt then ID. Both bounds are compared at millisecond precision,
 // the precision of stored times.
 func (st *SaleStore) SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*seckill.Sale, error) {
-	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.q.salesStartingBefore, toMillis(t), toMillis(now))
+	sales, err := queryAll(ctx, st.db.read, scanSale, st.db.dialect.q.salesStartingBefore, toMillis(t), toMillis(now))
 	if err != nil {
 		return nil, fmt.Errorf("list sales starting before %s: %w", t.UTC().Format(time.RFC3339Nano), st.db.classify(err))
-	}
-	defer rows.Close()
-	var sales []*seckill.Sale
-	for rows.Next() {
-		s, err := scanSale(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list sales starting before: %w", err)
-		}
-		sales = append(sales, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("list sales starting before: %w", st.db.classify(err))
 	}
 	return sales, nil
 }

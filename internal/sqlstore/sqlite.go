@@ -18,23 +18,13 @@ import (
 
 var sqliteDialect = &dialect{
 	name: "sqlite",
-	q: queries{
-		createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+	q: qmarkQueries(`CREATE TABLE IF NOT EXISTS schema_migrations (
 			version       INTEGER NOT NULL PRIMARY KEY,
 			name          TEXT    NOT NULL,
 			applied_at_ms INTEGER NOT NULL
-		) STRICT`,
-		migrationApplied: `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
-		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
-
-		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
-		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
-			WHERE start_at_ms <= ? AND end_at_ms > ?
-			ORDER BY start_at_ms, id`,
-	},
+		) STRICT`),
+	orders:   &sqliteOrderQueries,
+	restores: &sqliteRestoreQueries,
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		return errors.As(err, &e) &&
@@ -161,28 +151,27 @@ func openSQLite(rawURL string) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	if path == ":memory:" {
-		// One connection, never closed: the database lives and dies with
-		// it. No WAL for memory databases.
+	memory := path == ":memory:"
+	var write *sql.DB
+	if memory {
+		// No WAL for memory databases.
 		params.Del("_journal_mode")
-		db, err := sql.Open("sqlite", path+"?"+params.Encode())
-		if err != nil {
-			return nil, err
-		}
-		db.SetMaxOpenConns(1)
-		db.SetMaxIdleConns(1)
-		db.SetConnMaxLifetime(0)
-		db.SetConnMaxIdleTime(0)
-		return &DB{dialect: sqliteDialect, write: db, read: db}, nil
+		write, err = sql.Open("sqlite", path+"?"+params.Encode())
+	} else {
+		write, err = sqliteFile(path, params)
 	}
-	write, err := sqliteFile(path, params)
 	if err != nil {
 		return nil, err
 	}
+	// One write connection, never closed. A memory database lives and
+	// dies with it, and serves the reads too.
 	write.SetMaxOpenConns(1)
 	write.SetMaxIdleConns(1)
 	write.SetConnMaxLifetime(0)
 	write.SetConnMaxIdleTime(0)
+	if memory {
+		return &DB{dialect: sqliteDialect, write: write, read: write}, nil
+	}
 
 	// Readers never write, and never need the journal mode set again
 	// (it is a property of the file, set by the writer).

@@ -61,9 +61,9 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	case "sqlite":
 		db, err = openSQLite(rawURL)
 	case "mysql":
-		db, err = openMySQL(rawURL)
+		db, err = openServer(mysqlDialect, mysqlPool, rawURL)
 	case "postgres", "postgresql":
-		db, err = openPostgres(rawURL)
+		db, err = openServer(postgresDialect, postgresPool, rawURL)
 	default:
 		return nil, fmt.Errorf("open database: unsupported url scheme %q (want sqlite:, mysql:// or postgres://)", scheme)
 	}
@@ -75,6 +75,22 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 		return nil, fmt.Errorf("open %s database: %w", db.dialect.name, err)
 	}
 	return db, nil
+}
+
+// openServer opens a client-server database (MySQL/MariaDB, PostgreSQL)
+// with pool, one sized pool for reads and writes. Connections are recycled
+// so that a failed-over server or a load balancer's idle cut is not
+// noticed as errors.
+func openServer(d *dialect, pool func(rawURL string) (*sql.DB, error), rawURL string) (*DB, error) {
+	db, err := pool(rawURL)
+	if err != nil {
+		return nil, err
+	}
+	db.SetMaxOpenConns(32)
+	db.SetMaxIdleConns(32)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	db.SetConnMaxLifetime(30 * time.Minute)
+	return &DB{dialect: d, write: db, read: db}, nil
 }
 
 // MaxSQLitePool caps the connections of an OpenPool on SQLite.
@@ -160,6 +176,30 @@ func (db *DB) now() time.Time {
 	return time.Now()
 }
 
+// querier is a pool or a transaction, for queryAll.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryAll runs query on q and scans every row it returns with scan. Its
+// errors are the driver's, for the caller to classify and wrap.
+func queryAll[T any](ctx context.Context, q querier, scan func(interface{ Scan(...any) error }) (*T, error), query string, args ...any) ([]*T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
+}
+
 // isUniqueViolation reports whether err is the dialect's unique-key
 // violation.
 func (db *DB) isUniqueViolation(err error) bool {
@@ -172,6 +212,10 @@ func (db *DB) isUniqueViolation(err error) bool {
 type dialect struct {
 	name string
 	q    queries
+	// orders and restores are the order store's SQL (orders.go,
+	// restore.go).
+	orders   *orderQueries
+	restores *restoreQueries
 	// isUniqueViolation recognises the driver's unique-key violation.
 	isUniqueViolation func(error) bool
 	// isUnavailable recognises the driver's own ways of saying that the
@@ -206,6 +250,24 @@ type queries struct {
 	// salesStartingBefore selects saleColumns where start_at_ms <= $1 and
 	// end_at_ms > $2.
 	salesStartingBefore string
+}
+
+// qmarkQueries is the SQL of the dialects whose placeholders are '?'
+// (SQLite, MySQL/MariaDB); only the migrations table's DDL differs.
+func qmarkQueries(createMigrationsTable string) queries {
+	return queries{
+		createMigrationsTable: createMigrationsTable,
+		migrationApplied:      `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
+		recordMigration:       `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
+
+		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
+		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
+			WHERE start_at_ms <= ? AND end_at_ms > ?
+			ORDER BY start_at_ms, id`,
+	}
 }
 
 // saleColumns is the column list every sale query selects, in scanSale's

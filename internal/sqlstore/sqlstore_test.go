@@ -60,6 +60,18 @@ func openMigrated(t *testing.T, url func(testing.TB) string) *DB {
 	return db
 }
 
+// twoSQLiteHandles opens two handles, as two processes would have, on one
+// fresh SQLite file that a has migrated.
+func twoSQLiteHandles(t *testing.T) (a, b *DB) {
+	t.Helper()
+	url := sqltest.SQLite(t)
+	a = openDB(t, url)
+	if err := a.Migrate(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return a, openDB(t, url)
+}
+
 // onDialects runs test in a subtest per dialect of ds, each on a fresh
 // migrated database with an order store on it.
 func onDialects(t *testing.T, ds []testDialect, test func(t *testing.T, db *DB, st *OrderStore)) {
@@ -129,7 +141,7 @@ func TestCreateSaleClock(t *testing.T) {
 func TestStockNeverNegative(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
 		createSale(t, db, "tea", 2)
-		where := " WHERE id = " + orderQueriesOf(db.dialect).bind(1)
+		where := " WHERE id = " + db.dialect.orders.bind(1)
 		for _, set := range []string{"stock = stock - 3", "stock = stock + 1"} {
 			_, err := db.write.ExecContext(t.Context(), "UPDATE sales SET "+set+where, "tea")
 			if err == nil {
@@ -147,12 +159,7 @@ func TestStockNeverNegative(t *testing.T) {
 // locked": writes queue on each handle's one write connection, and between
 // handles on busy_timeout with transactions that take the lock up front.
 func TestSQLiteWritersNeverLocked(t *testing.T) {
-	url := sqltest.SQLite(t)
-	a := openDB(t, url)
-	if err := a.Migrate(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	b := openDB(t, url)
+	a, b := twoSQLiteHandles(t)
 	const goroutines, each = 8, 25
 	var (
 		wg   sync.WaitGroup

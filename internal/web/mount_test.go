@@ -14,29 +14,6 @@ import (
 	"github.com/seckill-dev/seckill/internal/jwt"
 )
 
-// The ports httpapi needs beyond what the pages read.
-
-func (f *fakeSales) CreateSale(_ context.Context, s *seckill.Sale) error {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.sales[s.ID]; ok {
-		return seckill.ErrDuplicate
-	}
-	c := *s
-	f.sales[s.ID] = &c
-	return nil
-}
-
-func (f *fakeStock) Preheat(_ context.Context, s *seckill.Sale) (bool, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if _, ok := f.levels[s.ID]; ok {
-		return false, nil
-	}
-	f.levels[s.ID] = seckill.StockLevel{Total: s.Stock}
-	return true, nil
-}
-
 type soldOutReserver struct{}
 
 func (soldOutReserver) Reserve(context.Context, string, seckill.ReserveRequest) (seckill.ReserveResult, error) {

@@ -16,61 +16,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/fakestore"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-type fakeSales struct {
-	mu    sync.Mutex
-	sales map[string]*seckill.Sale
-	err   error
-}
-
-func (f *fakeSales) Sale(_ context.Context, id string) (*seckill.Sale, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return nil, f.err
-	}
-	s, ok := f.sales[id]
-	if !ok {
-		return nil, seckill.ErrNotFound
-	}
-	c := *s
-	return &c, nil
-}
-
-type fakeStock struct {
-	mu     sync.Mutex
-	levels map[string]seckill.StockLevel
-	err    error
-}
-
-func (f *fakeStock) Stock(_ context.Context, id string) (seckill.StockLevel, error) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.err != nil {
-		return seckill.StockLevel{}, f.err
-	}
-	l, ok := f.levels[id]
-	if !ok {
-		return l, seckill.ErrNotFound
-	}
-	return l, nil
-}
-
-func (f *fakeStock) set(id string, l seckill.StockLevel) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.levels[id] = l
-}
 
 // fixture is a Handler on fakes, served by an httptest server.
 type fixture struct {
 	h     *Handler
 	srv   *httptest.Server
-	sales *fakeSales
-	stock *fakeStock
+	sales *fakestore.Sales
+	stock *fakestore.Stock
 }
 
 const testAdminToken = "admin-token-for-tests"
@@ -80,12 +36,11 @@ var testStart = time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
 func newFixture(t *testing.T, mutate func(*Config)) *fixture {
 	t.Helper()
 	f := &fixture{
-		sales: &fakeSales{sales: map[string]*seckill.Sale{
-			"tea": {ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, Unsold: 200, PurchaseLimit: 2,
-				StartAt: testStart, EndAt: testStart.Add(time.Hour)},
-		}},
-		stock: &fakeStock{levels: map[string]seckill.StockLevel{}},
+		sales: fakestore.NewSales(),
+		stock: fakestore.NewStock(),
 	}
+	f.sales.Put(&seckill.Sale{ID: "tea", Name: "Tea gift set", PriceCents: 9900, Stock: 200, Unsold: 200, PurchaseLimit: 2,
+		StartAt: testStart, EndAt: testStart.Add(time.Hour)})
 	cfg := Config{Sales: f.sales, Stock: f.stock, AdminToken: testAdminToken}
 	if mutate != nil {
 		mutate(&cfg)
@@ -144,10 +99,10 @@ func (f *fixture) do(t *testing.T, method, path, auth, body string, header ...st
 }
 
 func TestNewRequiresStores(t *testing.T) {
-	if _, err := New(Config{Stock: &fakeStock{}}); err == nil {
+	if _, err := New(Config{Stock: &fakestore.Stock{}}); err == nil {
 		t.Error("New without Sales succeeded")
 	}
-	if _, err := New(Config{Sales: &fakeSales{}}); err == nil {
+	if _, err := New(Config{Sales: &fakestore.Sales{}}); err == nil {
 		t.Error("New without Stock succeeded")
 	}
 }
@@ -245,9 +200,9 @@ func TestDemoLogin(t *testing.T) {
 
 func TestBuyerPage(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Currency = "EUR" })
-	f.sales.sales["xss"] = &seckill.Sale{ID: "xss", Name: `<script>alert(1)</script> & "tea"`, PriceCents: 5,
+	f.sales.Rows["xss"] = &seckill.Sale{ID: "xss", Name: `<script>alert(1)</script> & "tea"`, PriceCents: 5,
 		Stock: 3, PurchaseLimit: 1, StartAt: testStart, EndAt: testStart.Add(time.Hour)}
-	f.stock.set("tea", seckill.StockLevel{Total: 200, Reserved: 50})
+	f.stock.Set("tea", seckill.StockLevel{Total: 200, Reserved: 50})
 
 	a := f.do(t, "GET", "/sales/tea", "", "")
 	if a.status != 200 || a.header.Get("Content-Type") != "text/html; charset=utf-8" {
@@ -279,9 +234,9 @@ func TestBuyerPage(t *testing.T) {
 			t.Errorf("GET %s: %d", path, a.status)
 		}
 	}
-	f.sales.mu.Lock()
-	f.sales.err = errors.New("database down")
-	f.sales.mu.Unlock()
+	f.sales.Mu.Lock()
+	f.sales.Err = errors.New("database down")
+	f.sales.Mu.Unlock()
 	a = f.do(t, "GET", "/sales/tea", "", "")
 	if a.status != 503 || strings.Contains(string(a.body), "database") {
 		t.Errorf("sale store down: %d %s", a.status, a.body)
@@ -623,7 +578,7 @@ func TestEventsStream(t *testing.T) {
 			return s, nil
 		}
 	})
-	f.stock.set("tea", seckill.StockLevel{Total: 200, Reserved: 0})
+	f.stock.Set("tea", seckill.StockLevel{Total: 200, Reserved: 0})
 
 	r, done := f.openEvents(t, "tea")
 	defer done()
@@ -649,7 +604,7 @@ func TestEventsStream(t *testing.T) {
 	}
 
 	// A rush: stock falls and the counters climb.
-	f.stock.set("tea", seckill.StockLevel{Total: 200, Reserved: 120})
+	f.stock.Set("tea", seckill.StockLevel{Total: 200, Reserved: 120})
 	mu.Lock()
 	snap.Reservations["reserved"] = 120
 	snap.Reservations["sold_out"] = 40
@@ -715,9 +670,9 @@ func TestEventsWhenReadsFail(t *testing.T) {
 	if p.Outbox != nil || p.Orders != nil || len(p.Problems) != 1 {
 		t.Errorf("a failed snapshot must show n/a and say so: %+v", p)
 	}
-	f.stock.mu.Lock()
-	f.stock.err = errors.New("redis down")
-	f.stock.mu.Unlock()
+	f.stock.Mu.Lock()
+	f.stock.Err = errors.New("redis down")
+	f.stock.Mu.Unlock()
 	p = nextSample(t, r)
 	if p.Remaining != nil || len(p.Problems) != 2 {
 		t.Errorf("stock down: %+v", p)
@@ -756,7 +711,7 @@ func TestSeriesSetForgets(t *testing.T) {
 // timeouts meant for ordinary answers; a live feed must outlast both.
 func TestEventsOutliveServerTimeouts(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.EventInterval = 50 * time.Millisecond })
-	f.stock.set("tea", seckill.StockLevel{Total: 200})
+	f.stock.Set("tea", seckill.StockLevel{Total: 200})
 	srv := httptest.NewUnstartedServer(f.h)
 	srv.Config.ReadTimeout = 300 * time.Millisecond
 	srv.Config.WriteTimeout = 300 * time.Millisecond
@@ -775,9 +730,9 @@ func TestEventsOutliveServerTimeouts(t *testing.T) {
 // database's unsold units.
 func TestBuyerPageCurrencyPerSale(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.Currency = "EUR" })
-	f.sales.sales["yen"] = &seckill.Sale{ID: "yen", Name: "Matcha", PriceCents: 120000, Currency: "JPY",
+	f.sales.Rows["yen"] = &seckill.Sale{ID: "yen", Name: "Matcha", PriceCents: 120000, Currency: "JPY",
 		Stock: 10, Unsold: 4, PurchaseLimit: 1, StartAt: testStart, EndAt: testStart.Add(time.Hour)}
-	f.stock.set("yen", seckill.StockLevel{Total: 10, Reserved: 2})
+	f.stock.Set("yen", seckill.StockLevel{Total: 10, Reserved: 2})
 	body := string(f.do(t, "GET", "/sales/yen", "", "").body)
 	for _, want := range []string{`data-currency="JPY"`, `data-remaining="4"`} {
 		if !strings.Contains(body, want) {
@@ -791,18 +746,18 @@ func TestBuyerPageCurrencyPerSale(t *testing.T) {
 // as it changes.
 func TestEventsRemainingCappedByUnsold(t *testing.T) {
 	f := newFixture(t, func(c *Config) { c.EventInterval = 30 * time.Millisecond })
-	f.sales.mu.Lock()
-	f.sales.sales["tea"].Unsold = 150
-	f.sales.mu.Unlock()
-	f.stock.set("tea", seckill.StockLevel{Total: 200, Reserved: 3}) // Redis says 197
+	f.sales.Mu.Lock()
+	f.sales.Rows["tea"].Unsold = 150
+	f.sales.Mu.Unlock()
+	f.stock.Set("tea", seckill.StockLevel{Total: 200, Reserved: 3}) // Redis says 197
 	r, done := f.openEvents(t, "tea")
 	defer done()
 	if p := nextSample(t, r); *p.Remaining != 150 || *p.Total != 200 {
 		t.Errorf("remaining %d of %d, want 150 (the unsold units) of 200", *p.Remaining, *p.Total)
 	}
-	f.sales.mu.Lock()
-	f.sales.sales["tea"].Unsold = 300
-	f.sales.mu.Unlock()
+	f.sales.Mu.Lock()
+	f.sales.Rows["tea"].Unsold = 300
+	f.sales.Mu.Unlock()
 	deadline := time.Now().Add(5 * time.Second)
 	for p := nextSample(t, r); *p.Remaining != 197; p = nextSample(t, r) {
 		if time.Now().After(deadline) {

@@ -1,8 +1,8 @@
-package main
+package redact
 
 import "testing"
 
-func TestRedactURL(t *testing.T) {
+func TestURL(t *testing.T) {
 	for raw, want := range map[string]string{
 		"":                                    "",
 		"sqlite:./seckill-data/seckill.db":    "sqlite:./seckill-data/seckill.db",
@@ -12,8 +12,8 @@ func TestRedactURL(t *testing.T) {
 		"postgres://u:p%40ss@h/db?sslmode=no": "postgres://u:xxxxx@h/db?sslmode=no",
 		"redis://u:pa ss@h\x7f":               "(malformed URL)",
 	} {
-		if got := redactURL(raw); got != want {
-			t.Errorf("redactURL(%q) = %q, want %q", raw, got, want)
+		if got := URL(raw); got != want {
+			t.Errorf("URL(%q) = %q, want %q", raw, got, want)
 		}
 	}
 }
