@@ -153,7 +153,9 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 		return nil
 	}
 	run := func(d time.Duration) (loadgen.Result, error) {
-		return loadgen.Run(ctx, loadgen.Options{Workers: spec.Concurrency, Duration: d, Rate: float64(spec.Rate)}, op)
+		// Every connection makes a call in every window, however the
+		// machine schedules this process.
+		return loadgen.Run(ctx, loadgen.Options{Workers: spec.Concurrency, Duration: d, MinCalls: int64(spec.Concurrency), Rate: float64(spec.Rate)}, op)
 	}
 	if spec.Warmup > 0 {
 		if _, err := run(spec.Warmup); err != nil {

@@ -161,7 +161,7 @@ func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) i
 		}
 	}
 	if !g.user.limit.IsZero() {
-		uid, err := s.buyer(r)
+		uid, err := s.buyerAt(r, c.start)
 		if err != nil {
 			o, status := s.fail(w, r, err)
 			s.metrics.reservation(o, time.Since(c.start))
@@ -178,12 +178,11 @@ func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) i
 	return s.handleReserve(w, r, c)
 }
 
-// rateChecks are the limits a reservation request of uid must pass, for
+// rateChecks are the limits a reservation request of uid made at now must pass, for
 // the Reserver to decide in its stock-store call. A key refused recently
 // is answered from the block list instead (limited true), without a call:
 // the stock store would refuse it too until then.
-func (g *guard) rateChecks(r *http.Request, uid string) (checks []seckill.RateCheck, retry time.Duration, limited bool) {
-	now := g.now()
+func (g *guard) rateChecks(r *http.Request, uid string, now time.Time) (checks []seckill.RateCheck, retry time.Duration, limited bool) {
 	if !g.ip.limit.IsZero() {
 		// A peer without an IP (a Unix socket) has no IP limit.
 		if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {

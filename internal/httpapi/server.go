@@ -170,6 +170,7 @@ type Server struct {
 	preheater     Preheater
 	reserver      seckill.Reserver
 	verifier      TokenVerifier
+	verifierAt    verifierAt // verifier, if it is one
 	orders        OrderStore
 	pending       PendingStore
 	lost          LostClaims
@@ -181,6 +182,7 @@ type Server struct {
 	adminHash     [sha256.Size]byte
 	adminEnabled  bool
 	now           func() time.Time
+	wallClock     bool // now is time.Now (Config.Now unset)
 	logger        *slog.Logger
 	ready         func(ctx context.Context) error
 	onSaleCreated func(*seckill.Sale)
@@ -230,6 +232,7 @@ func New(cfg Config) (*Server, error) {
 		reserver:      cfg.Reserver,
 		soldOut:       soldOutFlag(cfg.Reserver),
 		verifier:      cfg.Verifier,
+		verifierAt:    asVerifierAt(cfg.Verifier),
 		orders:        cfg.Orders,
 		pending:       cfg.Pending,
 		lost:          cfg.Lost,
@@ -266,7 +269,7 @@ func New(cfg Config) (*Server, error) {
 		s.adminEnabled = true
 	}
 	if s.now == nil {
-		s.now = time.Now
+		s.now, s.wallClock = time.Now, true
 	}
 	if s.budget <= 0 {
 		s.budget = DefaultBudget
@@ -448,6 +451,11 @@ func (s *Server) settle(rm *routeMetrics, route string, w http.ResponseWriter, r
 	rm.observe(*status, start)
 }
 
+func asVerifierAt(v TokenVerifier) verifierAt {
+	va, _ := v.(verifierAt)
+	return va
+}
+
 // soldOutFlag is r's way to answer a flagged sale before the request is
 // decoded, if it has one (soldout.Gate does).
 func soldOutFlag(r seckill.Reserver) func(string) bool {
@@ -475,12 +483,30 @@ func bearerToken(r *http.Request) (string, bool) {
 }
 
 // buyer returns the user id of the request's buyer token.
-func (s *Server) buyer(r *http.Request) (string, error) {
+func (s *Server) buyer(r *http.Request) (string, error) { return s.buyerAt(r, time.Time{}) }
+
+// verifierAt is a TokenVerifier that can take the time from its caller
+// (jwt.Verifier's VerifyAt), so that a request reads the clock once.
+type verifierAt interface {
+	VerifyAt(token string, now time.Time) (userID string, err error)
+}
+
+// buyerAt is buyer for a request that read the clock at now; the zero now
+// leaves the time to the verifier.
+func (s *Server) buyerAt(r *http.Request, now time.Time) (string, error) {
 	tok, ok := bearerToken(r)
 	if !ok {
 		return "", errNoBuyerToken
 	}
-	uid, err := s.verifier.Verify(tok)
+	var (
+		uid string
+		err error
+	)
+	if s.verifierAt != nil && !now.IsZero() {
+		uid, err = s.verifierAt.VerifyAt(tok, now)
+	} else {
+		uid, err = s.verifier.Verify(tok)
+	}
 	if err != nil {
 		if seckill.ErrorCode(err) != seckill.EUNAUTHORIZED {
 			return "", errInvalidToken

@@ -48,6 +48,12 @@ type Options struct {
 	// no call starts (or, at a fixed rate, is due) after it; 0 means no
 	// limit.
 	Duration time.Duration
+	// MinCalls is how many calls a closed-loop run with a Duration starts
+	// however late it is: a run on a machine so loaded that its goroutines
+	// were not scheduled before Duration ran out still measures something
+	// (over the time it took), instead of reporting no calls. (At a fixed
+	// rate the calls due in the window are made, late, anyway.)
+	MinCalls int64
 	// Rate, if positive, is the fixed arrival rate in calls per second:
 	// call i is due at start + i/Rate whatever happened to the calls
 	// before it, and its latency is measured from then. Zero means a
@@ -156,7 +162,7 @@ func Run(ctx context.Context, opts Options, op Op) (Result, error) {
 				}
 				began := time.Now()
 				if opts.Rate == 0 {
-					if !end.IsZero() && !began.Before(end) {
+					if !end.IsZero() && !began.Before(end) && seq >= opts.MinCalls {
 						return
 					}
 					intended = began

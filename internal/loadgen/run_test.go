@@ -100,6 +100,23 @@ func TestFixedRateDurationBoundsTheSchedule(t *testing.T) {
 	}
 }
 
+func TestMinCallsOutlastAStarvedWindow(t *testing.T) {
+	// A closed-loop run whose window had passed before its goroutines ran
+	// (here: it started an hour ago) makes no call, unless MinCalls asks
+	// for some; then it makes exactly those.
+	for _, min := range []int64{0, 3} {
+		var n atomic.Int64
+		res, err := Run(context.Background(), Options{Workers: 2, Duration: time.Second, MinCalls: min,
+			Start: time.Now().Add(-time.Hour)}, func(context.Context, Call) error { n.Add(1); return nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Calls != min || n.Load() != min {
+			t.Errorf("MinCalls %d: %d calls (%d seen)", min, res.Calls, n.Load())
+		}
+	}
+}
+
 func TestClosedLoopCountsAndWorkers(t *testing.T) {
 	var (
 		inFlight, most atomic.Int64
