@@ -243,3 +243,74 @@ func TestSplitStatements(t *testing.T) {
 		}
 	}
 }
+
+// TestMigration0009KeepsOrders: a database that holds orders when it is
+// upgraded to 0009 (which rebuilds the orders table's keys) keeps every
+// one of them as it was, and the new key still refuses what the old ones
+// did: a second order for a reservation, and an order id that is not its
+// reservation's.
+func TestMigration0009KeepsOrders(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			ctx := t.Context()
+			db := openDB(t, d.url(t))
+			ms, err := loadMigrations(d.name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			i := 0
+			for i < len(ms) && ms[i].version < 9 {
+				i++
+			}
+			if i == len(ms) || ms[i].version != 9 {
+				t.Fatal("no migration 0009")
+			}
+			// A connection for each step only: SQLite's writer pool has
+			// one connection, which the stores below need too.
+			migrate := func(ms []migration) {
+				t.Helper()
+				conn, err := db.write.Conn(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer conn.Close()
+				if err := db.migrate(ctx, conn, ms); err != nil {
+					t.Fatal(err)
+				}
+			}
+			migrate(ms[:i])
+			createSale(t, db, "tea", 10)
+			evs := events("tea", 1, 2, 3)
+			if got := outcomesString(persist(t, NewOrderStore(db), "tea", evs)); got != "created created created" {
+				t.Fatalf("before 0009: %s", got)
+			}
+			before := map[string]*seckill.Order{}
+			for _, e := range evs {
+				o, err := NewOrderStore(db).Order(ctx, e.ReservationID)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[e.ReservationID] = o
+			}
+
+			migrate(ms[i:])
+			st := NewOrderStore(db)
+			for id, want := range before {
+				if got, err := st.Order(ctx, id); err != nil || !reflect.DeepEqual(got, want) {
+					t.Errorf("after 0009 order %s = %+v, %v; before %+v", id, got, err, want)
+				}
+			}
+			if got := outcomesString(persist(t, st, "tea", append(evs[:1:1], events("tea", 4)...))); got != "duplicate created" {
+				t.Errorf("after 0009, an ordered reservation and a new one: %s; want duplicate created", got)
+			}
+			if stock, _ := saleRow(t, db, "tea"); stock != 0 {
+				t.Errorf("stock %d after 10 units ordered; want 0", stock)
+			}
+			q := db.dialect.orders
+			_, err = db.write.ExecContext(ctx, `UPDATE orders SET id = 'o-x' WHERE reservation_id = `+q.bind(1), evs[1].ReservationID)
+			if err == nil {
+				t.Error("an order id that is not its reservation's was stored")
+			}
+		})
+	}
+}
