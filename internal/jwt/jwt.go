@@ -166,7 +166,15 @@ func (v *Verifier) VerifyAt(token string, now time.Time) (userID string, err err
 	// WithExpirationRequired guarantees ExpiresAt; a not-before in the
 	// future was refused above, so from here on only expiry can change the
 	// answer: the token is kept until it expires, plus the leeway.
-	v.verified.Put(token, claims.Subject, claims.ExpiresAt.Add(Leeway), now)
+	//
+	// The key and the user id are kept in one allocation, the id right
+	// after the token: a hit reads the stored token to compare it, and the
+	// caller reads the id next, which is then in the same cache line as
+	// the token's end instead of a line of its own elsewhere in the heap.
+	// With thousands of buyers the cache is out of the CPU's caches, and
+	// a line missed costs more than the rest of the lookup.
+	kept := token + claims.Subject
+	v.verified.Put(kept[:len(token)], kept[len(token):], claims.ExpiresAt.Add(Leeway), now)
 	return claims.Subject, nil
 }
 

@@ -320,6 +320,63 @@ func TestCacheHonoursExpiry(t *testing.T) {
 	}
 }
 
+// TestCacheAnswersEachTokenItsOwn: with many tokens cached, a hit gives
+// each one its own subject (the id is kept beside the token in one
+// allocation), every request still checks expiry against its own time,
+// and a token that is not one of them byte for byte (another secret, the
+// claims or the signature changed) is verified afresh and refused while
+// the genuine one sits in the cache.
+func TestCacheAnswersEachTokenItsOwn(t *testing.T) {
+	clock := t0
+	v := newVerifier(secret, func() time.Time { return clock })
+	toks := make([]string, 500)
+	for i := range toks {
+		tok, err := Sign(secret, fmt.Sprint("user-", i), time.Duration(i+1)*time.Minute, t0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		toks[i] = tok
+	}
+	for round := range 2 { // the first verifies and caches, the second hits
+		for i, tok := range toks {
+			// A copy of the bytes, as each request brings its own.
+			if uid, err := v.VerifyAt(string([]byte(tok)), t0); err != nil || uid != fmt.Sprint("user-", i) {
+				t.Fatalf("round %d, token %d: VerifyAt = %q, %v", round, i, uid, err)
+			}
+		}
+	}
+	if n := v.verified.Len(); n != len(toks) {
+		t.Fatalf("cache holds %d tokens, want %d", n, len(toks))
+	}
+	// Expiry, per request: token i lives i+1 minutes plus the leeway.
+	clock = t0.Add(10*time.Minute + Leeway)
+	for i, tok := range toks {
+		uid, err := v.VerifyAt(tok, clock)
+		if alive := i >= 10; alive != (err == nil) {
+			t.Fatalf("token %d at t0+10m+leeway: VerifyAt = %q, %v; want accepted %v", i, uid, err, alive)
+		}
+	}
+	clock = t0
+	exp := t0.Add(time.Hour).Unix()
+	genuine := mint(t, gojwt.SigningMethodHS256, secret, gojwt.MapClaims{"sub": "u1", "exp": exp})
+	if uid, err := v.Verify(genuine); err != nil || uid != "u1" {
+		t.Fatalf("Verify = %q, %v", uid, err)
+	}
+	parts := strings.Split(genuine, ".")
+	for name, tok := range map[string]string{
+		"other secret":    mint(t, gojwt.SigningMethodHS256, []byte("another-secret-another-secret-!!"), gojwt.MapClaims{"sub": "u1", "exp": exp}),
+		"tampered claims": parts[0] + "." + b64(`{"sub":"u2","exp":`+itoa(exp)+`}`) + "." + parts[2],
+		"tampered sig":    parts[0] + "." + parts[1] + "." + flip(parts[2]),
+		"prefix":          genuine[:len(genuine)-1],
+		"longer":          genuine + "A",
+	} {
+		t.Run(name, func(t *testing.T) { wantUnauthorized(t, v, tok) })
+	}
+	if uid, err := v.Verify(genuine); err != nil || uid != "u1" {
+		t.Fatalf("the genuine token after the forgeries: Verify = %q, %v", uid, err)
+	}
+}
+
 func TestCacheIsBounded(t *testing.T) {
 	secret := []byte("cache-secret-0123456789abcdef")
 	v := NewVerifier(secret)
