@@ -264,6 +264,71 @@ func TestWallClockJumpBack(t *testing.T) {
 	}
 }
 
+// TestAnswerSoldOutAt: a Gate on the wall clock judges the flag at the
+// caller's time (no clock read of its own) unless that time is older than
+// the flag, and counts a local answer only when it gives one; a Gate on a
+// clock of its own ignores the caller's time.
+func TestAnswerSoldOutAt(t *testing.T) {
+	stock := newStock(map[string]int64{"tea": 0})
+	g := New(stock, Config{SafetyInterval: time.Minute})
+	for _, c := range []struct {
+		name string
+		at   time.Duration // from the flagging
+		want bool
+	}{
+		{"at once", 0, true},
+		{"within the interval", 30 * time.Second, true},
+		{"past the interval", 2 * time.Minute, false},
+		// Read before the flag was set (a request that started before
+		// another flagged the sale again): judged by the Gate's clock,
+		// and the flag is kept.
+		{"the caller's time is older than the flag", -2 * time.Minute, true},
+	} {
+		reserve(t, g, "tea", 1, "")
+		hits := g.Hits()
+		if got := g.AnswerSoldOutAt("tea", time.Now().Add(c.at)); got != c.want {
+			t.Fatalf("%s: AnswerSoldOutAt = %v, want %v", c.name, got, c.want)
+		}
+		if n := g.Hits() - hits; (n == 1) != c.want {
+			t.Fatalf("%s: %d local answers counted, want one per sold-out answer", c.name, n)
+		}
+		if g.SoldOut("tea") != c.want {
+			t.Fatalf("%s: the flag is kept %v, want %v", c.name, !c.want, c.want)
+		}
+	}
+	// The stampede's case: requests read the clock, then one of them
+	// flags the sale again (until = its own now + the interval) before
+	// the others look. Their times are older than the flag by a little;
+	// the flag holds for them all, and none drops it.
+	quick := New(stock, Config{SafetyInterval: 50 * time.Millisecond})
+	reserve(t, quick, "tea", 1, "")
+	started := time.Now()
+	time.Sleep(5 * time.Millisecond)
+	reserve(t, quick, "tea", 1, "") // flags again, as the first of a wave
+	for range 3 {
+		if !quick.AnswerSoldOutAt("tea", started) {
+			t.Fatal("a request that read the clock just before the sale was flagged again was not answered sold out")
+		}
+	}
+	if !quick.SoldOut("tea") {
+		t.Fatal("a request's older time dropped the flag")
+	}
+	if g.AnswerSoldOutAt("cake", time.Now()) {
+		t.Fatal("a sale never flagged was answered sold out")
+	}
+
+	clk := newClock()
+	own := New(stock, Config{Now: clk.Now})
+	reserve(t, own, "tea", 1, "")
+	if !own.AnswerSoldOutAt("tea", clk.Now().Add(time.Hour)) {
+		t.Fatal("a Gate on its own clock judged the flag by the caller's time")
+	}
+	clk.Advance(2 * DefaultSafetyInterval)
+	if own.AnswerSoldOutAt("tea", clk.Now().Add(-2*DefaultSafetyInterval)) {
+		t.Fatal("a Gate on its own clock judged the flag by the caller's time")
+	}
+}
+
 func TestMetrics(t *testing.T) {
 	stock := newStock(map[string]int64{"tea": 0, "cake": 0, "pie": 5})
 	clk := newClock()
