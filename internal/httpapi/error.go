@@ -86,7 +86,7 @@ func writeErrorBody(w http.ResponseWriter, status int, body []byte) {
 			h.Set("Retry-After", defaultRetryAfter)
 		}
 	}
-	writeBody(w, status, body)
+	writeBodyTo(w, h, status, body)
 }
 
 // writeError answers err and logs it when it is internal, never with

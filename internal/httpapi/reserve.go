@@ -45,7 +45,7 @@ func (s *Server) reserveFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if saleID, ok := reservationSale(r); ok {
 			r.Pattern = reservePattern // as the mux would set it
-			s.serveReserve(w, r, saleID)
+			s.serveReserve(w, r, saleID, true)
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -71,14 +71,15 @@ func reservationSale(r *http.Request) (string, bool) {
 
 // muxReserve is the reservation route as the mux finds it.
 func (s *Server) muxReserve(w http.ResponseWriter, r *http.Request) int {
-	return s.serveReserve(w, r, r.PathValue("id"))
+	return s.serveReserve(w, r, r.PathValue("id"), false)
 }
 
 // serveReserve is the reservation route's instrumentation: instrument's,
 // but with the route's budget applied only once the request is past the
 // sold-out flag (see reserve), and without the route's latency histogram:
 // seckill_reserve_duration_seconds is the one observation per request.
-func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request, saleID string) int {
+// validSale: saleID is known to be a valid sale id (reservationSale's).
+func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request, saleID string, validSale bool) int {
 	start := time.Now()
 	status := 0
 	if s.reserveBudget > longBudget {
@@ -86,7 +87,7 @@ func (s *Server) serveReserve(w http.ResponseWriter, r *http.Request, saleID str
 		_ = http.NewResponseController(w).SetWriteDeadline(start.Add(s.reserveBudget + writeMargin))
 	}
 	defer s.settle(s.reserveMetrics, reservePattern, w, r, start, &status)
-	status = s.protect(w, r, reserveReq{saleID: saleID, start: start})
+	status = s.protect(w, r, reserveReq{saleID: saleID, validSale: validSale, start: start})
 	return status
 }
 
@@ -104,7 +105,10 @@ func (s *Server) nowOf(c reserveReq) time.Time {
 // reserveReq is a reservation request as the guard hands it on.
 type reserveReq struct {
 	saleID string
-	start  time.Time
+	// validSale: saleID is a valid sale id (the front checked it already).
+	validSale bool
+	// start is the request's one reading of the wall clock (time.Now).
+	start time.Time
 	// userID is the buyer the guard verified; empty when it did not.
 	userID string
 	// budgeted: the request's context carries the route's budget already.
@@ -129,7 +133,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 		}
 	}
 	saleID := c.saleID
-	if !seckill.ValidSaleID(saleID) {
+	if !c.validSale && !seckill.ValidSaleID(saleID) {
 		return outSaleNotFound, errSaleNotFound.write(w)
 	}
 	key, err := idempotencyKey(r.Header)
@@ -139,7 +143,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	// A sold-out sale is answered before the body is read: whatever it
 	// asks for, there is nothing to give. A request with an
 	// Idempotency-Key goes on: it may be the replay of a claim.
-	if key == "" && s.soldOut != nil && s.soldOut(saleID) {
+	if key == "" && s.soldOut != nil && s.soldOut(saleID, c.start) {
 		return outSoldOut, errSoldOut.write(w)
 	}
 	// From here on backend calls may come: the budget bounds them. An

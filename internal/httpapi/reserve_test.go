@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -510,4 +512,102 @@ type saleRecorder func(saleID string)
 func (f saleRecorder) Reserve(_ context.Context, saleID string, _ seckill.ReserveRequest) (seckill.ReserveResult, error) {
 	f(saleID)
 	return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
+}
+
+// flagAtReserver has a local sold-out flag that takes the request's time,
+// as soldout.Gate's AnswerSoldOutAt does; flagOnlyReserver one that reads
+// its own clock (AnswerSoldOut alone). Both say every sale is sold out and
+// note when they were asked.
+type flagAtReserver struct {
+	fakeReserver
+	mu    sync.Mutex
+	asked []time.Time
+}
+
+func (f *flagAtReserver) AnswerSoldOutAt(_ string, now time.Time) bool {
+	f.mu.Lock()
+	f.asked = append(f.asked, now)
+	f.mu.Unlock()
+	return true
+}
+
+func (f *flagAtReserver) askedTimes() []time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.asked)
+}
+
+type flagOnlyReserver struct {
+	fakeReserver
+	asked atomic.Int64
+}
+
+func (f *flagOnlyReserver) AnswerSoldOut(string) bool { f.asked.Add(1); return true }
+
+// TestSoldOutFlagAfterAuth: the local sold-out flag is asked only for a
+// request whose buyer token verified, so a missing, malformed or foreign
+// token is answered 401 and never sold_out; a keyed request goes to the
+// Reserver (it may be a replay). A flag that takes the request's time gets
+// the route's one reading of the wall clock (the Server's Config.Now is a
+// test clock here, far from it); one without it still answers. Both the
+// front route and the mux's (an escaped path) behave alike.
+func TestSoldOutFlagAfterAuth(t *testing.T) {
+	at := &flagAtReserver{}
+	only := &flagOnlyReserver{}
+	for name, r := range map[string]interface {
+		seckill.Reserver
+		count() int
+	}{"AnswerSoldOutAt": at, "AnswerSoldOut": only} {
+		t.Run(name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.Reserver = r })
+			asked := func() int {
+				if r == at {
+					return len(at.askedTimes())
+				}
+				return int(only.asked.Load())
+			}
+			other, err := jwt.Sign([]byte("another-secret-another-secret-!!"), "alice", time.Hour, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			front := "/api/v1/sales/" + testSaleID + "/reservations"
+			escaped := "/api/v1/sales/%74ea-2030/reservations" // the mux's route, same sale
+			for _, path := range []string{front, escaped} {
+				for _, auth := range []string{"", "Bearer ", "Bearer not-a-token", "Basic " + buyerToken(t, "alice"), "Bearer " + other} {
+					w := e.do(req{method: "POST", path: path, body: `{"qty":1}`, auth: auth})
+					wantError(t, w, http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+				}
+				if n := asked(); n != 0 {
+					t.Fatalf("%s: the flag was asked %d times for requests without a valid token", path, n)
+				}
+			}
+			for i, path := range []string{front, escaped} {
+				before := time.Now()
+				w := e.do(req{method: "POST", path: path, body: `{"qty":1}`, auth: "Bearer " + buyerToken(t, "alice")})
+				after := time.Now()
+				wantError(t, w, http.StatusConflict, seckill.ESOLDOUT)
+				if n := asked(); n != i+1 {
+					t.Fatalf("%s: the flag was asked %d times in all, want %d", path, n, i+1)
+				}
+				if r == at {
+					if got := at.askedTimes()[i]; got.Before(before) || got.After(after) {
+						t.Fatalf("%s: the flag was asked at %v, want the request's wall-clock time in [%v, %v]", path, got, before, after)
+					}
+				}
+			}
+			if r.count() != 0 {
+				t.Fatalf("the Reserver was called %d times; the flag answers", r.count())
+			}
+			w := e.do(req{method: "POST", path: front, body: `{"qty":1}`, auth: "Bearer " + buyerToken(t, "alice"),
+				headers: map[string][]string{"Idempotency-Key": {"k1"}}})
+			if w.Code != http.StatusAccepted || r.count() != 1 || asked() != 2 {
+				t.Fatalf("keyed request: %d, %d Reserver calls, flag asked %d times; want 202 from the Reserver, the flag not asked", w.Code, r.count(), asked())
+			}
+			w = e.do(req{method: "POST", path: "/api/v1/sales/no%20such/reservations", body: `{"qty":1}`, auth: "Bearer " + buyerToken(t, "alice")})
+			wantError(t, w, http.StatusNotFound, seckill.ESALENOTFOUND)
+			if asked() != 2 {
+				t.Fatal("the flag was asked for an invalid sale id")
+			}
+		})
+	}
 }

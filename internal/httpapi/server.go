@@ -198,7 +198,7 @@ type Server struct {
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
-	soldOut        func(saleID string) bool // the Reserver's local sold-out flag, if it has one
+	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget         time.Duration
 	routeBudgets   map[string]time.Duration
 	gatherer       prometheus.Gatherer
@@ -457,10 +457,17 @@ func asVerifierAt(v TokenVerifier) verifierAt {
 }
 
 // soldOutFlag is r's way to answer a flagged sale before the request is
-// decoded, if it has one (soldout.Gate does).
-func soldOutFlag(r seckill.Reserver) func(string) bool {
-	if f, ok := r.(interface{ AnswerSoldOut(saleID string) bool }); ok {
-		return f.AnswerSoldOut
+// decoded, if it has one (soldout.Gate does), asked with the time the
+// request read from the wall clock: a Reserver that can take it
+// (AnswerSoldOutAt) reads the clock no second time.
+func soldOutFlag(r seckill.Reserver) func(saleID string, now time.Time) bool {
+	switch f := r.(type) {
+	case interface {
+		AnswerSoldOutAt(saleID string, now time.Time) bool
+	}:
+		return f.AnswerSoldOutAt
+	case interface{ AnswerSoldOut(saleID string) bool }:
+		return func(saleID string, _ time.Time) bool { return f.AnswerSoldOut(saleID) }
 	}
 	return nil
 }
@@ -539,9 +546,14 @@ var jsonContentType = []string{"application/json"}
 
 // writeBody writes a JSON body with status.
 func writeBody(w http.ResponseWriter, status int, body []byte) {
+	writeBodyTo(w, w.Header(), status, body)
+}
+
+// writeBodyTo is writeBody for a caller that holds w.Header() already.
+func writeBodyTo(w http.ResponseWriter, h http.Header, status int, body []byte) {
 	// One shared value, not a slice per answer; nothing appends to it in
 	// place (a full slice is copied by append).
-	w.Header()["Content-Type"] = jsonContentType
+	h["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body) // a failed write means the client is gone
 }
