@@ -69,11 +69,23 @@ type Main struct {
 	// now is the engine's clock (orders' pay-by, timeouts, restore
 	// alerts); tests move it. Sale windows use Redis's clock.
 	now func() time.Time
+	// wallClock: now is time.Now (no test set it).
+	wallClock bool
 
 	// wrapBroker, if set, wraps the broker as one role ("relay" or
 	// "writer") sees it: tests use it to deliver every message twice, or
 	// to make the relay die between publish and ack.
 	wrapBroker func(role string, b seckill.Broker) seckill.Broker
+}
+
+// requestClock is the clock of the request path (the API, the sold-out
+// flag): nil on the wall clock, which tells them that the time a request
+// read once will do for all of its decisions, or the test's clock.
+func (m *Main) requestClock() func() time.Time {
+	if m.wallClock {
+		return nil
+	}
+	return m.now
 }
 
 // brokerFor returns the broker as role sees it.
@@ -111,7 +123,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		}
 	}()
 	if m.now == nil {
-		m.now = time.Now
+		m.now, m.wallClock = time.Now, true
 	}
 	set, err := m.Config.parse()
 	if err != nil {
@@ -288,7 +300,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	// Keyed requests on a flagged sale are answered by a lookup of their
 	// earlier reservation, batched per sale like reservations are.
 	w.replays = combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
-	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.now, Replays: w.replays})
+	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock(), Replays: w.replays})
 
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
@@ -441,7 +453,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		SalesAdmin: admin,
 		Resolver:   m.orders,
 		PayTimeout: cfg.PayTimeout,
-		Now:        m.now,
+		Now:        m.requestClock(),
 		Ready:      m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			// Within the create request's budget: with Redis down the
