@@ -118,6 +118,11 @@ const (
 // failure). The whole transaction is tried again.
 var errConflict = errors.New("lost to a concurrent writer")
 
+// errRecheck marks an attempt of PersistReservations that did not read
+// which events already have orders and found it needed to (persist): it
+// wrote nothing, and is tried again at once, reading them.
+var errRecheck = errors.New("an event may already have its order")
+
 // orderQueries is the order store's SQL text in one dialect. It lives
 // beside the dialect's other SQL (sqlite.go, mysql.go, postgres.go).
 // Statements ending in "IN " or "VALUES " are completed in Go with a list
@@ -254,13 +259,16 @@ func (st *OrderStore) tuplesText(head string, rows, width int) string {
 	return t
 }
 
-// batchReadsText is q.batchReadsOf(n), built once.
-func (st *OrderStore) batchReadsText(n int) string {
+// batchReadsText is q.batchReadsOf(n, withOrders), built once.
+func (st *OrderStore) batchReadsText(n int, withOrders bool) string {
 	k := textKey{rows: n}
+	if withOrders {
+		k.width = 1
+	}
 	if t, ok := st.texts.Load(k); ok {
 		return t.(string)
 	}
-	t := st.q.batchReadsOf(n)
+	t := st.q.batchReadsOf(n, withOrders)
 	st.texts.Store(k, t)
 	return t
 }
@@ -340,6 +348,7 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 
 	st.prepareAll(ctx)
 	var err error
+	readOrders := false // see persist
 	for attempt := 1; attempt <= st.maxAttempts; attempt++ {
 		if attempt > 1 {
 			if serr := st.pause(ctx, attempt); serr != nil {
@@ -347,7 +356,13 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 			}
 		}
 		var outcomes []seckill.PersistOutcome
-		outcomes, err = st.persist(ctx, attempt, saleID, events, now, payTimeout)
+		outcomes, err = st.persist(ctx, attempt, readOrders, saleID, events, now, payTimeout)
+		if errors.Is(err, errRecheck) && !readOrders {
+			// Not a lost race: try again at once, this time reading
+			// which events already have orders.
+			readOrders = true
+			outcomes, err = st.persist(ctx, attempt, readOrders, saleID, events, now, payTimeout)
+		}
 		if err == nil {
 			return outcomes, nil
 		} else if !errors.Is(err, errConflict) {
@@ -372,7 +387,20 @@ func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 }
 
 // persist is one attempt of PersistReservations: one transaction.
-func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
+//
+// Unless readOrders is set, it does not read which of the events already
+// have an order: a redelivered event is rare, and the lookup was a third
+// of the writer's reads. The orders table's key on reservation_id stands
+// in for it: inserting an order whose reservation has one fails the
+// statement, and persist gives up with errRecheck. What the key cannot
+// catch is a rejection (a failed order needs no order row to be
+// inserted, and a redelivered event may be refused only because its own
+// order holds the stock or the limit), so an attempt that would reject
+// an event gives up with errRecheck before it writes anything. Either way
+// the caller tries again at once with readOrders. Failed orders and
+// restore requests are always read: an order for a reservation that has
+// either would break no key.
+func (st *OrderStore) persist(ctx context.Context, attempt int, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -395,7 +423,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 			users = append(users, e.UserID)
 		}
 	}
-	r, err := st.batchReads(ctx, tx, saleID, ids, users)
+	r, err := st.batchReads(ctx, tx, saleID, ids, users, readOrders)
 	if err != nil {
 		return nil, st.conflictOr(err, "read the sale and the batch's rows")
 	}
@@ -471,6 +499,9 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 	if len(orders) == 0 && len(failed) == 0 {
 		return outcomes, nil // all duplicates: nothing to write
 	}
+	if len(failed) > 0 && !readOrders {
+		return nil, fmt.Errorf("%d events to reject: %w", len(failed), errRecheck)
+	}
 
 	if st.beforeTakeStock != nil {
 		st.beforeTakeStock(attempt)
@@ -492,6 +523,9 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, saleID string, e
 		return nil, fmt.Errorf("take %d of stock at version %d: version moved: %w", taken, version, errConflict)
 	}
 	if err := st.insertOrders(ctx, tx, orders); err != nil {
+		if !readOrders && st.db.isUniqueViolation(err) {
+			return nil, fmt.Errorf("insert orders: %w: %w", errRecheck, err)
+		}
 		return nil, st.conflictOr(err, "insert orders")
 	}
 	if err := st.insertFailedOrders(ctx, tx, failed); err != nil {
@@ -546,12 +580,14 @@ type batchRows struct {
 }
 
 // batchReads reads batchRows with one statement per idChunk ids
-// (st.q.batchReads): one round trip where five statements took five. All
+// (st.q.batchReadsOf): one round trip where five statements took five.
+// Without withOrders it does not look for the ids' orders (persist says
+// when that is safe), and existing holds only failed orders. All
 // of a statement's parts read one snapshot; where each statement reads its
 // own (PostgreSQL's READ COMMITTED), the sale's row comes from the first,
 // so a writer that commits before a later one has moved the version read
 // here, and the stock update notices. users are at most as many as ids.
-func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string, ids, users []string) (*batchRows, error) {
+func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string, ids, users []string, withOrders bool) (*batchRows, error) {
 	r := &batchRows{existing: map[string]bool{}, restores: map[string]string{}, held: map[string]int64{}}
 	for start := 0; start < len(ids); start += idChunk {
 		idc := ids[start:min(start+idChunk, len(ids))]
@@ -564,12 +600,19 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 		// orders once), so that few statement texts exist. No buyer has
 		// the empty id, which pads a list with no buyer left.
 		n := padLen(len(idc))
-		args := make([]any, 0, 2+4*n)
+		args := make([]any, 0, 4+4*n)
 		args = append(args, saleID)
-		for range 3 {
+		idList := func() {
 			for i := range n {
 				args = append(args, idc[min(i, len(idc)-1)])
 			}
+		}
+		if withOrders {
+			idList()
+		}
+		for range 2 { // failed orders, restore requests
+			idList()
+			args = append(args, saleID)
 		}
 		args = append(args, saleID)
 		for i := range n {
@@ -579,7 +622,7 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 				args = append(args, uc[min(i, len(uc)-1)])
 			}
 		}
-		rows, err := st.query(ctx, tx, st.batchReadsText(n), args...)
+		rows, err := st.query(ctx, tx, st.batchReadsText(n, withOrders), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -626,21 +669,35 @@ const (
 )
 
 // batchReadsOf is the text of batchReads for lists of n: parameter 1 is
-// the sale, then three lists of the same n reservation ids, the sale
-// again and n buyers. Each row is (kind, key, a, b, c, d, text): the
-// sale's stock, version, price and limit; a reservation with an order or
-// a failed order; a restore request and its reason; a buyer and the units
-// of their orders not cancelled. The sum is the database's: a buyer who
-// bought again and again (the limit allows) is one row, not one per order,
-// which in a rush that sells 100,000 units to 10,000 buyers was most of
-// the rows read.
-func (q *orderQueries) batchReadsOf(n int) string {
-	return `SELECT 0, id, stock, version, price_cents, per_user_limit, '' FROM sales WHERE id = ` + q.bind(1) +
-		` UNION ALL SELECT 1, reservation_id, 0, 0, 0, 0, '' FROM orders WHERE reservation_id IN ` + q.list(2, n) +
-		` UNION ALL SELECT 2, reservation_id, 0, 0, 0, 0, '' FROM failed_orders WHERE reservation_id IN ` + q.list(2+n, n) +
-		` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + q.list(2+2*n, n) +
-		` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + q.bind(2+3*n) +
-		` AND status <> 'cancelled' AND user_id IN ` + q.list(3+3*n, n) + ` GROUP BY user_id`
+// the sale; then, withOrders, a list of the n reservation ids; then the
+// same list and the sale again, twice; then the sale and n buyers. Each
+// row is (kind, key, a, b, c, d, text): the sale's stock, version, price
+// and limit; a reservation with an order or a failed order; a restore
+// request and its reason; a buyer and the units of their orders not
+// cancelled. The sum is the database's: a buyer who bought again and again
+// (the limit allows) is one row, not one per order, which in a rush that
+// sells 100,000 units to 10,000 buyers was most of the rows read.
+//
+// The failed orders and restore requests are looked up only if the sale
+// has any: in a rush it has none, and the test, one seek of an index on
+// sale_id made once per statement (it names no row of the outer query),
+// saves a seek per id in each table.
+func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
+	var b strings.Builder
+	p := 1
+	next := func() string { p++; return q.bind(p - 1) }
+	list := func() string { l := q.list(p, n); p += n; return l }
+	b.WriteString(`SELECT 0, id, stock, version, price_cents, per_user_limit, '' FROM sales WHERE id = ` + next())
+	if withOrders {
+		b.WriteString(` UNION ALL SELECT 1, reservation_id, 0, 0, 0, 0, '' FROM orders WHERE reservation_id IN ` + list())
+	}
+	b.WriteString(` UNION ALL SELECT 2, reservation_id, 0, 0, 0, 0, '' FROM failed_orders WHERE reservation_id IN ` + list() +
+		` AND EXISTS (SELECT 1 FROM failed_orders WHERE sale_id = ` + next() + `)`)
+	b.WriteString(` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + list() +
+		` AND EXISTS (SELECT 1 FROM restore_requests WHERE sale_id = ` + next() + `)`)
+	b.WriteString(` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + next())
+	b.WriteString(` AND status <> 'cancelled' AND user_id IN ` + list() + ` GROUP BY user_id`)
+	return b.String()
 }
 
 // existing returns which of ids already have an order or a failed order.
@@ -753,7 +810,7 @@ func (st *OrderStore) writerQueries() []string {
 	}
 	for n := 1; n <= padLen(idChunk); n *= 2 {
 		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n),
-			st.q.batchReadsOf(n))
+			st.q.batchReadsOf(n, false), st.q.batchReadsOf(n, true))
 	}
 	return qs
 }

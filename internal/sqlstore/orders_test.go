@@ -231,6 +231,48 @@ func TestPersistRetriesUniqueViolation(t *testing.T) {
 	})
 }
 
+// TestPersistRedelivery: a batch's first attempt does not read which of
+// its events have orders; the orders' key finds a redelivered one, and an
+// attempt that would reject an event reads them before it decides. Neither
+// counts as a lost race, and neither writes anything twice.
+func TestPersistRedelivery(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		createSale(t, db, "tea", 3)
+		first := events("tea", 1, 1)
+		if got, want := outcomesString(persist(t, st, "tea", first)), "created created"; got != want {
+			t.Fatalf("first batch: outcomes %q, want %q", got, want)
+		}
+		// A new event behind a redelivered one: the insert fails on the
+		// key, and the retry reads the order.
+		fresh := events("tea", 1)
+		fresh[0].UserID = "u9"
+		if got, want := outcomesString(persist(t, st, "tea", append([]seckill.ReservationEvent{first[0]}, fresh...))), "duplicate created"; got != want {
+			t.Errorf("redelivery with a new event: outcomes %q, want %q", got, want)
+		}
+		// Sold out in the database now: a redelivered event would be
+		// refused for want of stock (its own order took it) if its order
+		// went unread, and recorded as a failed order beside that order.
+		if got, want := outcomesString(persist(t, st, "tea", first)), "duplicate duplicate"; got != want {
+			t.Errorf("redelivery after the sale sold out: outcomes %q, want %q", got, want)
+		}
+		for _, e := range first {
+			if _, err := st.FailedOrder(t.Context(), e.ReservationID); !errors.Is(err, seckill.ErrNotFound) {
+				t.Errorf("failed order of redelivered %s: %v, want ErrNotFound", e.ReservationID, err)
+			}
+		}
+		if n := countRows(t, db, "orders", "tea"); n != 3 {
+			t.Errorf("%d orders, want 3", n)
+		}
+		if n := countRows(t, db, "failed_orders", "tea"); n != 0 {
+			t.Errorf("%d failed orders, want 0", n)
+		}
+		wantSale(t, db, "tea", 0, 3)
+		if n := st.Conflicts(); n != 0 {
+			t.Errorf("%d conflicts counted, want 0: a redelivery is not a lost race", n)
+		}
+	})
+}
+
 // TestPersistInvalidEvents: events the writer should never send. Bad user
 // ids and quantities are rejected into failed_orders (their text made
 // storable); events of another sale fail the call, writing nothing.
@@ -424,9 +466,32 @@ func TestOrderSchema(t *testing.T) {
 func TestHeldByUsesIndex(t *testing.T) {
 	db := openMigrated(t, sqltest.SQLite)
 	id := seckill.NewReservationID("tea", time.Now())
-	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1), "tea", id, id, id, "tea", "u1")
+	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, false), "tea", id, "tea", id, "tea", "tea", "u1")
 	if !strings.Contains(got, "orders_sale_user_idx (sale_id=? AND user_id=?)") {
 		t.Errorf("plan of the held-by read: %s; want a search of orders_sale_user_idx on sale_id and user_id", got)
+	}
+}
+
+// TestBatchReadsPlan: the writer's batch read finds each part's rows by an
+// index, and asks whether the sale has failed orders or restore requests
+// at all by an index on sale_id, not a scan of either table.
+func TestBatchReadsPlan(t *testing.T) {
+	db := openMigrated(t, sqltest.SQLite)
+	id := seckill.NewReservationID("tea", time.Now())
+	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, true), "tea", id, id, "tea", id, "tea", "tea", "u1")
+	for _, want := range []string{
+		"SEARCH orders USING COVERING INDEX sqlite_autoindex_orders_1 (reservation_id=?)",
+		"SEARCH failed_orders EXISTS USING COVERING INDEX failed_orders_sale_id_idx (sale_id=?); " +
+			"SEARCH failed_orders USING COVERING INDEX sqlite_autoindex_failed_orders_1 (reservation_id=?)",
+		"SEARCH restore_requests EXISTS USING COVERING INDEX restore_requests_sale_id_idx (sale_id=?); " +
+			"SEARCH restore_requests USING INDEX sqlite_autoindex_restore_requests_1 (reservation_id=?)",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("plan of the batch read: %s; want %q", got, want)
+		}
+	}
+	if strings.Contains(got, "SCAN") {
+		t.Errorf("plan of the batch read scans a table: %s", got)
 	}
 }
 
