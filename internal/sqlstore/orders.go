@@ -389,17 +389,20 @@ func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 // persist is one attempt of PersistReservations: one transaction.
 //
 // Unless readOrders is set, it does not read which of the events already
-// have an order: a redelivered event is rare, and the lookup was a third
-// of the writer's reads. The orders table's key on reservation_id stands
+// have an order: a redelivered event is rare, and the lookup is one of the
+// batch read's three by reservation id (the other two, of failed orders
+// and restore requests, are skipped by the database itself when the sale
+// has none: batchReadsOf). The orders table's key on reservation_id stands
 // in for it: inserting an order whose reservation has one fails the
 // statement, and persist gives up with errRecheck. What the key cannot
 // catch is a rejection (a failed order needs no order row to be
 // inserted, and a redelivered event may be refused only because its own
 // order holds the stock or the limit), so an attempt that would reject
 // an event gives up with errRecheck before it writes anything. Either way
-// the caller tries again at once with readOrders. Failed orders and
-// restore requests are always read: an order for a reservation that has
-// either would break no key.
+// the caller tries again at once with readOrders (the same attempt, as
+// far as beforeTakeStock is told). Failed orders and restore requests are
+// always looked up: an order for a reservation that has either would
+// break no key.
 func (st *OrderStore) persist(ctx context.Context, attempt int, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
