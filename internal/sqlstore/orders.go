@@ -241,16 +241,17 @@ func (q *orderQueries) list(first, n int) string {
 }
 
 // textKey names a statement text: head followed by rows lists of width
-// bind parameters (head "" and width 0: the batch reads for lists of
-// rows).
+// bind parameters, or (head "", width 0) the batch reads for lists of rows,
+// with the lookup of orders or without.
 type textKey struct {
 	head        string
 	rows, width int
+	withOrders  bool
 }
 
 // tuplesText is head + q.tuples(rows, width), built once.
 func (st *OrderStore) tuplesText(head string, rows, width int) string {
-	k := textKey{head, rows, width}
+	k := textKey{head: head, rows: rows, width: width}
 	if t, ok := st.texts.Load(k); ok {
 		return t.(string)
 	}
@@ -261,10 +262,7 @@ func (st *OrderStore) tuplesText(head string, rows, width int) string {
 
 // batchReadsText is q.batchReadsOf(n, withOrders), built once.
 func (st *OrderStore) batchReadsText(n int, withOrders bool) string {
-	k := textKey{rows: n}
-	if withOrders {
-		k.width = 1
-	}
+	k := textKey{rows: n, withOrders: withOrders}
 	if t, ok := st.texts.Load(k); ok {
 		return t.(string)
 	}
