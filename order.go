@@ -53,6 +53,43 @@ type FailedOrder struct {
 	Resolution *Resolution `json:"resolution,omitempty"`
 }
 
+// FailedOrderState selects failed orders by whether an operator has
+// resolved them (ResolveFailedOrder).
+type FailedOrderState string
+
+const (
+	FailedOpen     FailedOrderState = "open"     // no resolution yet
+	FailedResolved FailedOrderState = "resolved" // re-driven or refunded
+	FailedAll      FailedOrderState = "all"      // either; so is ""
+)
+
+// MaxFailedOrderPage is the largest page of a failed-order list.
+const MaxFailedOrderPage = 1000
+
+// FailedOrderFilter selects a page of failed orders.
+type FailedOrderFilter struct {
+	// SaleID keeps the failed orders of one sale; "" keeps every sale's
+	// (a dead letter may name no sale).
+	SaleID string
+	// State is FailedOpen, FailedResolved, or FailedAll ("" too).
+	State FailedOrderState
+	// Limit is the most failed orders in the page (1..MaxFailedOrderPage).
+	Limit int
+	// Before is the cursor of the previous page ("" for the newest): the
+	// next that page came with. It is opaque: the page goes on after the
+	// previous page's last row, whatever was recorded meanwhile.
+	Before string
+}
+
+// FailedOrderCount is how many failed orders one sale has.
+type FailedOrderCount struct {
+	SaleID   string `json:"sale_id"`
+	Open     int64  `json:"open"`
+	Resolved int64  `json:"resolved"`
+	// Newest is when the sale's newest failed order was recorded.
+	Newest time.Time `json:"newest_at"`
+}
+
 // PersistOutcome is what happened to one event of a persisted batch.
 type PersistOutcome uint8
 
@@ -97,8 +134,14 @@ type OrderStore interface {
 	// failed order or an order (then it is a no-op returning ErrDuplicate):
 	// a reservation never ends as both.
 	RecordFailedOrder(ctx context.Context, f *FailedOrder) error
-	// FailedOrders lists failed orders, newest first.
-	FailedOrders(ctx context.Context, limit int) ([]*FailedOrder, error)
+	// FailedOrders lists one page of the failed orders f selects, newest
+	// first (by CreatedAt, then reservation id, both descending), and the
+	// cursor of the next page ("" after the last). A Limit out of range,
+	// a State it does not know or a Before it did not return is EINVALID.
+	FailedOrders(ctx context.Context, f FailedOrderFilter) (page []*FailedOrder, next string, err error)
+	// FailedOrderCounts counts the open and resolved failed orders of
+	// every sale that has any, the sale with the newest failed order first.
+	FailedOrderCounts(ctx context.Context) ([]FailedOrderCount, error)
 	// PayOrder moves an ordered, unexpired order to paid. It is a
 	// conditional update, so it and a cancel can never both win: an order
 	// in another state, or past PayBy, is an *Error with ESTATECONFLICT.

@@ -27,6 +27,7 @@ func FailedOrderResolver(t *testing.T, newStores func(t *testing.T) ResolverStor
 	t.Run("RedriveRefusedOverLimit", func(t *testing.T) { testRedriveOverLimit(t, newStores(t)) })
 	t.Run("RedriveRefusedAfterRestore", func(t *testing.T) { testRedriveRestored(t, newStores(t)) })
 	t.Run("ConcurrentRedrivesNeverOversell", func(t *testing.T) { testRedriveRace(t, newStores(t)) })
+	t.Run("ListsByState", func(t *testing.T) { testFailedOrderStates(t, newStores(t)) })
 	t.Run("NotFound", func(t *testing.T) {
 		st := newStores(t)
 		_, _, err := st.Resolver.ResolveFailedOrder(t.Context(), "nosuch.00000000000000000000000000", seckill.ResolveRefunded, "", "ops", time.Now(), time.Minute)

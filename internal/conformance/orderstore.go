@@ -47,6 +47,10 @@ func OrderStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, s
 	t.Run("PayCancelRace", func(t *testing.T) { testPayCancelRace(t, newStores) })
 	t.Run("NotFound", func(t *testing.T) { testOrderNotFound(t, newStores) })
 	t.Run("ExpiredOrders", func(t *testing.T) { testExpiredOrders(t, newStores) })
+	t.Run("FailedOrderPages", func(t *testing.T) { testFailedOrderPages(t, newStores) })
+	t.Run("FailedOrderBadQueries", func(t *testing.T) { testFailedOrderBadQueries(t, newStores) })
+	t.Run("FailedOrderCounts", func(t *testing.T) { testFailedOrderCounts(t, newStores) })
+	// Last: it wants its failed orders the newest of all.
 	t.Run("FailedOrders", func(t *testing.T) { testFailedOrders(t, newStores) })
 }
 
@@ -1051,7 +1055,7 @@ func testFailedOrders(t *testing.T, newStores func(*testing.T) (seckill.SaleStor
 	}
 
 	// Newest first.
-	list, err := orders.FailedOrders(ctx, 3)
+	list, next, err := orders.FailedOrders(ctx, seckill.FailedOrderFilter{Limit: 3})
 	if err != nil {
 		t.Fatalf("FailedOrders: %v", err)
 	}
@@ -1061,12 +1065,14 @@ func testFailedOrders(t *testing.T, newStores func(*testing.T) (seckill.SaleStor
 	}
 	if want := []string{fs[2].ReservationID, fs[1].ReservationID, fs[0].ReservationID}; strings.Join(ids, " ") != strings.Join(want, " ") {
 		t.Errorf("FailedOrders(3) = %v, want newest first %v", ids, want)
+	} else if next == "" {
+		t.Error("FailedOrders(3) has no next page, though older failed orders exist")
 	} else {
 		for i, f := range list {
 			checkFailedOrder(t, f, mk(2-i))
 		}
 	}
-	if list, err := orders.FailedOrders(ctx, 1); err != nil || len(list) != 1 || list[0].ReservationID != fs[2].ReservationID {
+	if list, _, err := orders.FailedOrders(ctx, seckill.FailedOrderFilter{Limit: 1}); err != nil || len(list) != 1 || list[0].ReservationID != fs[2].ReservationID {
 		t.Errorf("FailedOrders(1) = %v, %v; want only the newest", list, err)
 	}
 

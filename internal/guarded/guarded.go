@@ -111,10 +111,20 @@ func (g Orders) FailedOrder(ctx context.Context, id string) (*seckill.FailedOrde
 	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.FailedOrder, error) { return g.OrderStore.FailedOrder(ctx, id) })
 }
 
-func (g Orders) FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error) {
-	return breaker.Do(ctx, g.B, func(ctx context.Context) ([]*seckill.FailedOrder, error) {
-		return g.OrderStore.FailedOrders(ctx, limit)
+func (g Orders) FailedOrders(ctx context.Context, f seckill.FailedOrderFilter) ([]*seckill.FailedOrder, string, error) {
+	type page struct {
+		rows []*seckill.FailedOrder
+		next string
+	}
+	p, err := breaker.Do(ctx, g.B, func(ctx context.Context) (page, error) {
+		rows, next, err := g.OrderStore.FailedOrders(ctx, f)
+		return page{rows, next}, err
 	})
+	return p.rows, p.next, err
+}
+
+func (g Orders) FailedOrderCounts(ctx context.Context) ([]seckill.FailedOrderCount, error) {
+	return breaker.Do(ctx, g.B, g.OrderStore.FailedOrderCounts)
 }
 
 func (g Orders) PayOrder(ctx context.Context, id string, now time.Time) (*seckill.Order, error) {

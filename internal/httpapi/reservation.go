@@ -24,7 +24,8 @@ import (
 type OrderStore interface {
 	Order(ctx context.Context, reservationID string) (*seckill.Order, error)
 	FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error)
-	FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error)
+	FailedOrders(ctx context.Context, f seckill.FailedOrderFilter) ([]*seckill.FailedOrder, string, error)
+	FailedOrderCounts(ctx context.Context) ([]seckill.FailedOrderCount, error)
 	PayOrder(ctx context.Context, reservationID string, now time.Time) (*seckill.Order, error)
 }
 
@@ -421,7 +422,7 @@ func (s *Server) handleFailedOrders(w http.ResponseWriter, r *http.Request) int 
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	list, err := s.orders.FailedOrders(r.Context(), limit)
+	list, _, err := s.orders.FailedOrders(r.Context(), seckill.FailedOrderFilter{Limit: limit})
 	if err != nil {
 		return s.writeError(w, r, fmt.Errorf("failed orders: %w", err))
 	}

@@ -59,20 +59,25 @@ func lookup[T any](f *fakeOrders, rows map[string]*T, id string) (*T, error) {
 	return fakestore.Copy(rows, id)
 }
 
-func (f *fakeOrders) FailedOrders(_ context.Context, limit int) ([]*seckill.FailedOrder, error) {
+func (f *fakeOrders) FailedOrders(_ context.Context, filter seckill.FailedOrderFilter) ([]*seckill.FailedOrder, string, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.limits = append(f.limits, limit)
+	f.limits = append(f.limits, filter.Limit)
 	if f.err != nil {
-		return nil, f.err
+		return nil, "", f.err
 	}
 	var out []*seckill.FailedOrder
-	for _, fo := range f.failedList[:min(limit, len(f.failedList))] {
+	for _, fo := range f.failedList[:min(filter.Limit, len(f.failedList))] {
 		c := *fo
 		out = append(out, &c)
 	}
-	return out, nil
+	return out, "", nil
+}
+
+func (f *fakeOrders) FailedOrderCounts(context.Context) ([]seckill.FailedOrderCount, error) {
+	f.calls.Add(1)
+	return nil, f.err
 }
 
 func (f *fakeOrders) PayOrder(_ context.Context, id string, now time.Time) (*seckill.Order, error) {

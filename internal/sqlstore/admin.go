@@ -193,23 +193,33 @@ func (st *SaleStore) ListSales(ctx context.Context, f seckill.SaleFilter) (*seck
 	return page, nil
 }
 
-func encodeSaleCursor(startMs int64, id string) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(startMs, 10) + ":" + id))
-}
+func encodeSaleCursor(startMs int64, id string) string { return encodeKeyCursor(startMs, id) }
 
 var errBadCursor = seckill.Errorf(seckill.EINVALID, "after is not a cursor this list returned")
 
 func decodeSaleCursor(c string) (int64, string, error) {
-	raw, err := base64.RawURLEncoding.DecodeString(c)
+	return decodeKeyCursor(c, seckill.ValidSaleID, errBadCursor)
+}
+
+// encodeKeyCursor is the cursor of a list ordered by (ms, id), both
+// descending: base64url of "<ms>:<id>".
+func encodeKeyCursor(ms int64, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(ms, 10) + ":" + id))
+}
+
+// decodeKeyCursor reads a cursor of encodeKeyCursor whose id is valid;
+// anything else is bad. The ms has no colon, so an id may have some.
+func decodeKeyCursor(c string, valid func(string) bool, bad error) (int64, string, error) {
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(c)
 	if err != nil {
-		return 0, "", errBadCursor
+		return 0, "", bad
 	}
-	ms, id, ok := strings.Cut(string(raw), ":")
-	start, err := strconv.ParseInt(ms, 10, 64)
-	if !ok || err != nil || !seckill.ValidSaleID(id) {
-		return 0, "", errBadCursor
+	text, id, ok := strings.Cut(string(raw), ":")
+	ms, err := strconv.ParseInt(text, 10, 64)
+	if !ok || err != nil || !valid(id) {
+		return 0, "", bad
 	}
-	return start, id, nil
+	return ms, id, nil
 }
 
 // saleTx runs fn on the locked row of sale id in one write transaction;

@@ -171,8 +171,6 @@ type orderQueries struct {
 	// the limit, where a second key would sort every expired order for
 	// each batch (20,000 of them after a rush that nobody paid for).
 	expiredOrders string
-	// failedOrders selects up to $1 failed orders, newest first.
-	failedOrders string
 }
 
 // orderColumns is the column list every order query selects, in
@@ -221,8 +219,6 @@ func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
 		expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 			WHERE status = ? AND pay_by_ms <= ?
 			ORDER BY pay_by_ms LIMIT ?`,
-		failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
-			ORDER BY created_at_ms DESC, reservation_id DESC LIMIT ?`,
 	}
 }
 
@@ -1156,19 +1152,6 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 	}
 	f.CreatedAt = stored.CreatedAt
 	return nil
-}
-
-// FailedOrders lists up to limit failed orders, newest first (by
-// CreatedAt, then reservation id descending). limit must be positive.
-func (st *OrderStore) FailedOrders(ctx context.Context, limit int) ([]*seckill.FailedOrder, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("failed orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
-	}
-	failed, err := queryAll(ctx, st.db.read, scanFailedOrder, st.q.failedOrders, limit)
-	if err != nil {
-		return nil, fmt.Errorf("failed orders: %w", st.db.classify(err))
-	}
-	return failed, nil
 }
 
 // scanOrder reads the columns of orderColumns.

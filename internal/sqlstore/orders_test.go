@@ -393,7 +393,7 @@ func TestListLimits(t *testing.T) {
 		if _, err := st.ExpiredOrders(t.Context(), time.Now(), limit); seckill.ErrorCode(err) != seckill.EINVALID {
 			t.Errorf("ExpiredOrders(limit %d) = %v, want EINVALID", limit, err)
 		}
-		if _, err := st.FailedOrders(t.Context(), limit); seckill.ErrorCode(err) != seckill.EINVALID {
+		if _, _, err := st.FailedOrders(t.Context(), seckill.FailedOrderFilter{Limit: limit}); seckill.ErrorCode(err) != seckill.EINVALID {
 			t.Errorf("FailedOrders(limit %d) = %v, want EINVALID", limit, err)
 		}
 	}

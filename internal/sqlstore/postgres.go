@@ -85,8 +85,6 @@ var postgresOrderQueries = orderQueries{
 	expiredOrders: `SELECT ` + orderColumns + ` FROM orders
 		WHERE status = $1 AND pay_by_ms <= $2
 		ORDER BY pay_by_ms LIMIT $3`,
-	failedOrders: `SELECT ` + failedOrderSelect + ` FROM failed_orders
-		ORDER BY created_at_ms DESC, reservation_id DESC LIMIT $1`,
 }
 
 // postgresRestoreQueries is the restore store's SQL on PostgreSQL.

@@ -43,10 +43,14 @@ func TestOutageIsUnavailable(t *testing.T) {
 					s.ID = servicetest.UniqueName("out")
 					return sales.CreateSale(ctx, &s)
 				},
-				"Order":        func(ctx context.Context) error { _, err := orders.Order(ctx, resID); return err },
-				"FailedOrder":  func(ctx context.Context) error { _, err := orders.FailedOrder(ctx, resID); return err },
-				"FailedOrders": func(ctx context.Context) error { _, err := orders.FailedOrders(ctx, 10); return err },
-				"PayOrder":     func(ctx context.Context) error { _, err := orders.PayOrder(ctx, resID, time.Now()); return err },
+				"Order":       func(ctx context.Context) error { _, err := orders.Order(ctx, resID); return err },
+				"FailedOrder": func(ctx context.Context) error { _, err := orders.FailedOrder(ctx, resID); return err },
+				"FailedOrders": func(ctx context.Context) error {
+					_, _, err := orders.FailedOrders(ctx, seckill.FailedOrderFilter{Limit: 10})
+					return err
+				},
+				"FailedOrderCounts": func(ctx context.Context) error { _, err := orders.FailedOrderCounts(ctx); return err },
+				"PayOrder":          func(ctx context.Context) error { _, err := orders.PayOrder(ctx, resID, time.Now()); return err },
 				"RestoreOrder": func(ctx context.Context) error {
 					_, _, err := orders.RestoreOrder(ctx, resID, "test", time.Now())
 					return err
