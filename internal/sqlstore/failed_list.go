@@ -23,16 +23,36 @@ var errBadFailedCursor = seckill.Errorf(seckill.EINVALID, "before is not a curso
 // row follows. Keyset paging, so a page costs the same however deep it
 // is, and rows recorded meanwhile never shift a row into a second page.
 func (st *OrderStore) FailedOrders(ctx context.Context, f seckill.FailedOrderFilter) ([]*seckill.FailedOrder, string, error) {
-	fail := func(err error) ([]*seckill.FailedOrder, string, error) {
+	q, args, err := st.failedPageQuery(f)
+	if err != nil {
 		return nil, "", fmt.Errorf("failed orders: %w", err)
 	}
+	page, err := queryAll(ctx, st.db.read, scanFailedOrder, q, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("failed orders: %w", st.db.classify(err))
+	}
+	next := ""
+	if len(page) > f.Limit {
+		page = page[:f.Limit]
+		last := page[f.Limit-1]
+		next = encodeKeyCursor(toMillis(last.CreatedAt), last.ReservationID)
+	}
+	if page == nil {
+		page = []*seckill.FailedOrder{}
+	}
+	return page, next, nil
+}
+
+// failedPageQuery is the SQL of FailedOrders(f) and its arguments: up to
+// f.Limit+1 rows, the one beyond the limit saying that a next page exists.
+func (st *OrderStore) failedPageQuery(f seckill.FailedOrderFilter) (string, []any, error) {
 	if f.Limit < 1 || f.Limit > seckill.MaxFailedOrderPage {
-		return fail(seckill.Errorf(seckill.EINVALID, "limit must be between 1 and %d, got %d", seckill.MaxFailedOrderPage, f.Limit))
+		return "", nil, seckill.Errorf(seckill.EINVALID, "limit must be between 1 and %d, got %d", seckill.MaxFailedOrderPage, f.Limit)
 	}
 	// A stored sale id is storable text (RecordFailedOrder): nothing else
 	// can match, and PostgreSQL would refuse a NUL outright.
 	if f.SaleID != "" && storableText(f.SaleID, maxFailedTextBytes) != f.SaleID {
-		return fail(seckill.Errorf(seckill.EINVALID, "sale id must be at most %d bytes of UTF-8 without NUL", maxFailedTextBytes))
+		return "", nil, seckill.Errorf(seckill.EINVALID, "sale id must be at most %d bytes of UTF-8 without NUL", maxFailedTextBytes)
 	}
 	d := st.db.dialect
 	var (
@@ -50,13 +70,13 @@ func (st *OrderStore) FailedOrders(ctx context.Context, f seckill.FailedOrderFil
 	case seckill.FailedResolved:
 		where = append(where, "resolved_at_ms IS NOT NULL")
 	default:
-		return fail(seckill.Errorf(seckill.EINVALID, "state must be open, resolved or all, got %q", f.State))
+		return "", nil, seckill.Errorf(seckill.EINVALID, "state must be open, resolved or all, got %q", f.State)
 	}
 	c := st.byteOrder()
 	if f.Before != "" {
 		ms, id, err := decodeKeyCursor(f.Before, validFailedKey, errBadFailedCursor)
 		if err != nil {
-			return fail(err)
+			return "", nil, err
 		}
 		// The row value (created_at_ms, reservation_id) < (ms, id), spelt
 		// so that every dialect sees a range on created_at_ms.
@@ -67,22 +87,8 @@ func (st *OrderStore) FailedOrders(ctx context.Context, f seckill.FailedOrderFil
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	// One more than asked: whether there is a next page.
 	q += " ORDER BY created_at_ms DESC, reservation_id" + c + " DESC LIMIT " + arg(f.Limit+1)
-	page, err := queryAll(ctx, st.db.read, scanFailedOrder, q, args...)
-	if err != nil {
-		return fail(st.db.classify(err))
-	}
-	next := ""
-	if len(page) > f.Limit {
-		page = page[:f.Limit]
-		last := page[f.Limit-1]
-		next = encodeKeyCursor(toMillis(last.CreatedAt), last.ReservationID)
-	}
-	if page == nil {
-		page = []*seckill.FailedOrder{}
-	}
-	return page, next, nil
+	return q, args, nil
 }
 
 // FailedOrderCounts counts each sale's open and resolved failed orders in

@@ -457,7 +457,7 @@ func TestSQLitePersistTwoHandles(t *testing.T) {
 
 // TestOrderSchema: the order tables have the indexes their queries need.
 func TestOrderSchema(t *testing.T) {
-	wantIndexes(t, "orders_status_pay_by_idx", "orders_sale_user_idx", "failed_orders_created_idx", "failed_orders_sale_id_idx")
+	wantIndexes(t, "orders_status_pay_by_idx", "orders_sale_user_idx", "failed_orders_created_idx", "failed_orders_sale_created_idx")
 }
 
 // TestHeldByUsesIndex: the per-buyer read of every batch seeks the buyers'
@@ -481,7 +481,7 @@ func TestBatchReadsPlan(t *testing.T) {
 	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, true), "tea", id, id, "tea", id, "tea", "tea", "u1")
 	for _, want := range []string{
 		"SEARCH orders USING COVERING INDEX sqlite_autoindex_orders_1 (reservation_id=?)",
-		"SEARCH failed_orders EXISTS USING COVERING INDEX failed_orders_sale_id_idx (sale_id=?); " +
+		"SEARCH failed_orders EXISTS USING COVERING INDEX failed_orders_sale_created_idx (sale_id=?); " +
 			"SEARCH failed_orders USING COVERING INDEX sqlite_autoindex_failed_orders_1 (reservation_id=?)",
 		"SEARCH restore_requests EXISTS USING COVERING INDEX restore_requests_sale_id_idx (sale_id=?); " +
 			"SEARCH restore_requests USING INDEX sqlite_autoindex_restore_requests_1 (reservation_id=?)",
@@ -492,6 +492,28 @@ func TestBatchReadsPlan(t *testing.T) {
 	}
 	if strings.Contains(got, "SCAN") {
 		t.Errorf("plan of the batch read scans a table: %s", got)
+	}
+}
+
+// TestFailedPagesPlan: a page of one sale's failed orders is a range of
+// failed_orders_sale_created_idx read in the list's order, from the
+// cursor on: no sort of the sale's failed orders, however many it has.
+func TestFailedPagesPlan(t *testing.T) {
+	st := NewOrderStore(openMigrated(t, sqltest.SQLite))
+	cursor := encodeKeyCursor(1234, "tea.x")
+	for _, f := range []seckill.FailedOrderFilter{
+		{SaleID: "tea", Limit: 50},
+		{SaleID: "tea", Limit: 50, Before: cursor},
+		{SaleID: "tea", State: seckill.FailedOpen, Limit: 50, Before: cursor},
+	} {
+		q, args, err := st.failedPageQuery(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := sqlitePlan(t, st.db, q, args...)
+		if !strings.Contains(got, "SEARCH failed_orders USING INDEX failed_orders_sale_created_idx (sale_id=?") || strings.Contains(got, "TEMP B-TREE") {
+			t.Errorf("plan of %+v: %s; want a search of failed_orders_sale_created_idx and no sort", f, got)
+		}
 	}
 }
 
