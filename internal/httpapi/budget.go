@@ -39,6 +39,7 @@ var routeNames = map[string]string{
 	"POST /api/v1/reservations/{id}/pay":      "pay",
 	"POST /api/v1/reservations/{id}/cancel":   "cancel",
 	"GET /admin/v1/failed-orders":             "failed_orders",
+	"GET /admin/v1/failed-orders/counts":      "failed_order_counts",
 	"POST /admin/v1/restores":                 "restore",
 	"GET /admin/v1/restores":                  "restores",
 	"GET /admin/v1/sales/{id}/reconciliation": "reconciliation",

@@ -121,6 +121,12 @@ func cancelledBy(o *seckill.Order) string {
 
 type failedOrdersResponse struct {
 	FailedOrders []*seckill.FailedOrder `json:"failed_orders"`
+	// Next is the before of the following page; omitted on the last.
+	Next string `json:"next,omitempty"`
+}
+
+type failedOrderCountsResponse struct {
+	Counts []seckill.FailedOrderCount `json:"counts"`
 }
 
 // found is what is known of one reservation, from the most settled place
@@ -412,24 +418,88 @@ func (s *Server) answerOrder(w http.ResponseWriter, r *http.Request, id string, 
 	return result, s.writeJSON(w, r, http.StatusOK, v)
 }
 
-// handleFailedOrders serves GET /admin/v1/failed-orders?limit=N, newest
-// first.
+// handleFailedOrders serves GET
+// /admin/v1/failed-orders?sale_id=&state=&limit=&before=: one page of the
+// failed orders of a sale (or of every sale), open, resolved or all,
+// newest first, and the cursor of the next page (omitted on the last).
+// Without parameters it is the newest DefaultFailedOrdersLimit of every
+// sale, as before there were filters.
 func (s *Server) handleFailedOrders(w http.ResponseWriter, r *http.Request) int {
 	if !s.isAdmin(r) {
 		return errAdminAuth.write(w)
 	}
-	limit, err := parseLimit(r.URL.RawQuery)
+	f, err := parseFailedFilter(r.URL.RawQuery)
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	list, _, err := s.orders.FailedOrders(r.Context(), seckill.FailedOrderFilter{Limit: limit})
+	list, next, err := s.orders.FailedOrders(r.Context(), f)
 	if err != nil {
 		return s.writeError(w, r, fmt.Errorf("failed orders: %w", err))
 	}
 	if list == nil {
 		list = []*seckill.FailedOrder{} // [] rather than null
 	}
-	return s.writeJSON(w, r, http.StatusOK, failedOrdersResponse{FailedOrders: list[:min(len(list), limit)]})
+	return s.writeJSON(w, r, http.StatusOK, failedOrdersResponse{FailedOrders: list[:min(len(list), f.Limit)], Next: next})
+}
+
+var (
+	errFailedSale   = seckill.Errorf(seckill.EINVALID, "sale_id must name one sale; leave it out for every sale's failed orders.")
+	errFailedState  = seckill.Errorf(seckill.EINVALID, "state must be open, resolved or all.")
+	errFailedBefore = seckill.Errorf(seckill.EINVALID, "before must be the next of a previous page; leave it out for the newest.")
+)
+
+// parseFailedFilter reads the query of GET /admin/v1/failed-orders. Each
+// of sale_id, state and before is optional, but once given it must be
+// given once and not empty: an empty before would start again from the
+// newest, so a client that follows next past the last page would never
+// stop. Whether before is a cursor the store made is the store's to say.
+// Other parameters are ignored (cache busters).
+func parseFailedFilter(rawQuery string) (seckill.FailedOrderFilter, error) {
+	limit, err := parseLimit(rawQuery)
+	if err != nil {
+		return seckill.FailedOrderFilter{}, err
+	}
+	q, _ := url.ParseQuery(rawQuery) // parseLimit has checked it parses
+	f := seckill.FailedOrderFilter{Limit: limit, State: seckill.FailedAll}
+	for _, p := range []struct {
+		name string
+		to   *string
+		bad  error
+	}{
+		{"sale_id", &f.SaleID, errFailedSale},
+		{"state", (*string)(&f.State), errFailedState},
+		{"before", &f.Before, errFailedBefore},
+	} {
+		if vals, ok := q[p.name]; ok {
+			if len(vals) != 1 || vals[0] == "" {
+				return seckill.FailedOrderFilter{}, p.bad
+			}
+			*p.to = vals[0]
+		}
+	}
+	switch f.State {
+	case seckill.FailedOpen, seckill.FailedResolved, seckill.FailedAll:
+	default:
+		return seckill.FailedOrderFilter{}, errFailedState
+	}
+	return f, nil
+}
+
+// handleFailedOrderCounts serves GET /admin/v1/failed-orders/counts: how
+// many open and resolved failed orders each sale has, the sale with the
+// newest first.
+func (s *Server) handleFailedOrderCounts(w http.ResponseWriter, r *http.Request) int {
+	if !s.isAdmin(r) {
+		return errAdminAuth.write(w)
+	}
+	counts, err := s.orders.FailedOrderCounts(r.Context())
+	if err != nil {
+		return s.writeError(w, r, fmt.Errorf("failed order counts: %w", err))
+	}
+	if counts == nil {
+		counts = []seckill.FailedOrderCount{}
+	}
+	return s.writeJSON(w, r, http.StatusOK, failedOrderCountsResponse{Counts: counts})
 }
 
 // parseLimit reads the optional limit of a raw query string: absent means

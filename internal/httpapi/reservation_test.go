@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"strconv"
 	"strings"
@@ -32,6 +33,8 @@ type fakeOrders struct {
 	calls       atomic.Int64
 	writes      atomic.Int64 // PayOrder and CancelOrder calls
 	limits      []int        // FailedOrders calls
+	filters     []seckill.FailedOrderFilter
+	counts      []seckill.FailedOrderCount // FailedOrderCounts answers
 	beforeWrite func(id string)
 }
 
@@ -59,16 +62,34 @@ func lookup[T any](f *fakeOrders, rows map[string]*T, id string) (*T, error) {
 	return fakestore.Copy(rows, id)
 }
 
+// FailedOrders filters failedList (kept newest first) by sale and state;
+// its cursor is the index of the page's first row after the last page.
 func (f *fakeOrders) FailedOrders(_ context.Context, filter seckill.FailedOrderFilter) ([]*seckill.FailedOrder, string, error) {
 	f.calls.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.limits = append(f.limits, filter.Limit)
+	f.filters = append(f.filters, filter)
 	if f.err != nil {
 		return nil, "", f.err
 	}
+	from := 0
+	if filter.Before != "" {
+		n, err := strconv.Atoi(strings.TrimPrefix(filter.Before, "c"))
+		if err != nil || !strings.HasPrefix(filter.Before, "c") {
+			return nil, "", seckill.Errorf(seckill.EINVALID, "before is not a cursor this list returned")
+		}
+		from = n
+	}
 	var out []*seckill.FailedOrder
-	for _, fo := range f.failedList[:min(filter.Limit, len(f.failedList))] {
+	for i, fo := range f.failedList {
+		if i < from || (filter.SaleID != "" && fo.SaleID != filter.SaleID) ||
+			(filter.State == seckill.FailedOpen && fo.Resolution != nil) || (filter.State == seckill.FailedResolved && fo.Resolution == nil) {
+			continue
+		}
+		if len(out) == filter.Limit {
+			return out, "c" + strconv.Itoa(i), nil
+		}
 		c := *fo
 		out = append(out, &c)
 	}
@@ -77,7 +98,9 @@ func (f *fakeOrders) FailedOrders(_ context.Context, filter seckill.FailedOrderF
 
 func (f *fakeOrders) FailedOrderCounts(context.Context) ([]seckill.FailedOrderCount, error) {
 	f.calls.Add(1)
-	return nil, f.err
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.counts, f.err
 }
 
 func (f *fakeOrders) PayOrder(_ context.Context, id string, now time.Time) (*seckill.Order, error) {
@@ -716,6 +739,7 @@ func TestFailedOrders(t *testing.T) {
 	}
 	var got struct {
 		FailedOrders []seckill.FailedOrder `json:"failed_orders"`
+		Next         string                `json:"next"`
 	}
 	w := e.do(req{method: "GET", path: "/admin/v1/failed-orders", auth: admin()})
 	decode(t, w, http.StatusOK, &got)
@@ -727,8 +751,8 @@ func TestFailedOrders(t *testing.T) {
 		t.Fatalf("the raw payload was listed: %s", w.Body)
 	}
 	decode(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders?limit=2&_=123", auth: admin()}), http.StatusOK, &got)
-	if len(got.FailedOrders) != 2 {
-		t.Fatalf("limit=2 gave %d", len(got.FailedOrders))
+	if len(got.FailedOrders) != 2 || got.Next == "" {
+		t.Fatalf("limit=2 of 3 gave %d, next %q", len(got.FailedOrders), got.Next)
 	}
 	e.do(req{method: "GET", path: "/admin/v1/failed-orders?limit=1000", auth: admin()})
 	e.do(req{method: "GET", path: "/admin/v1/failed-orders?limit=0001", auth: admin()})
@@ -786,6 +810,128 @@ func TestFailedOrdersRejects(t *testing.T) {
 			t.Fatalf("not logged: %q", e.logs)
 		}
 	})
+}
+
+// TestFailedOrderFilters: sale_id, state and limit reach the store, next
+// is given while a page follows and omitted on the last, and before
+// follows it; without parameters the store is asked as before the
+// filters were (every sale, both states, the default limit).
+func TestFailedOrderFilters(t *testing.T) {
+	e := newResEnv(t)
+	other := "other-sale"
+	resolved := &seckill.Resolution{Action: seckill.ResolveRefunded, Actor: "ops", ResolvedAt: t0}
+	for i := range 6 {
+		f := &seckill.FailedOrder{ReservationID: seckill.NewReservationID(testSaleID, t0), SaleID: testSaleID,
+			UserID: "u" + strconv.Itoa(i), Qty: 1, Reason: "r", Attempts: 1, CreatedAt: t0}
+		if i%2 == 1 {
+			f.SaleID, f.ReservationID = other, seckill.NewReservationID(other, t0)
+		}
+		if i == 4 {
+			f.Resolution = resolved
+		}
+		e.orders.failedList = append(e.orders.failedList, f)
+	}
+	type page struct {
+		FailedOrders []seckill.FailedOrder `json:"failed_orders"`
+		Next         *string               `json:"next"`
+	}
+	get := func(query string) page {
+		t.Helper()
+		var p page
+		decode(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders?" + query, auth: admin()}), http.StatusOK, &p)
+		return p
+	}
+	// The open ones of testSaleID (0 and 2; 4 is resolved), a page of one
+	// at a time.
+	p := get("sale_id=" + testSaleID + "&state=open&limit=1&_=1")
+	if len(p.FailedOrders) != 1 || p.FailedOrders[0].UserID != "u0" || p.Next == nil || *p.Next == "" {
+		t.Fatalf("first page: %+v", p)
+	}
+	p = get("sale_id=" + testSaleID + "&state=open&limit=1&before=" + url.QueryEscape(*p.Next))
+	if len(p.FailedOrders) != 1 || p.FailedOrders[0].UserID != "u2" || p.Next != nil {
+		t.Fatalf("last page: %+v; want u2 and no next", p)
+	}
+	if p := get("sale_id=" + testSaleID + "&state=resolved"); len(p.FailedOrders) != 1 || p.FailedOrders[0].UserID != "u4" {
+		t.Fatalf("resolved: %+v", p)
+	}
+	if p := get("sale_id=" + other + "&state=all"); len(p.FailedOrders) != 3 {
+		t.Fatalf("all of %s: %+v", other, p)
+	}
+	if p := get(""); len(p.FailedOrders) != 6 || p.Next != nil {
+		t.Fatalf("no parameters: %+v", p)
+	}
+	want := []seckill.FailedOrderFilter{
+		{SaleID: testSaleID, State: seckill.FailedOpen, Limit: 1},
+		{SaleID: testSaleID, State: seckill.FailedOpen, Limit: 1, Before: "c2"},
+		{SaleID: testSaleID, State: seckill.FailedResolved, Limit: DefaultFailedOrdersLimit},
+		{SaleID: other, State: seckill.FailedAll, Limit: DefaultFailedOrdersLimit},
+		{State: seckill.FailedAll, Limit: DefaultFailedOrdersLimit},
+	}
+	if !reflect.DeepEqual(e.orders.filters, want) {
+		t.Fatalf("store filters:\n got %+v\nwant %+v", e.orders.filters, want)
+	}
+}
+
+func TestFailedOrderFiltersReject(t *testing.T) {
+	for name, tt := range map[string]struct {
+		query     string
+		reachable bool // the store is asked, and says EINVALID
+		message   string
+	}{
+		"empty sale":     {query: "sale_id=", message: "sale_id"},
+		"two sales":      {query: "sale_id=a&sale_id=b", message: "sale_id"},
+		"empty state":    {query: "state=", message: "state"},
+		"unknown state":  {query: "state=pending", message: "state"},
+		"state capitals": {query: "state=OPEN", message: "state"},
+		"two states":     {query: "state=open&state=all", message: "state"},
+		"empty before":   {query: "before=", message: "before"},
+		"two befores":    {query: "before=c1&before=c2", message: "before"},
+		"bad limit":      {query: "sale_id=a&limit=0", message: "limit"},
+		"not a cursor":   {query: "sale_id=a&before=garbage", reachable: true, message: "before"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newResEnv(t)
+			w := e.do(req{method: "GET", path: "/admin/v1/failed-orders?" + tt.query, auth: admin()})
+			wantError(t, w, http.StatusBadRequest, seckill.EINVALID)
+			if !strings.Contains(w.Body.String(), tt.message) {
+				t.Errorf("message %s: want it to name %s", w.Body, tt.message)
+			}
+			if n := e.orders.calls.Load(); (n != 0) != tt.reachable {
+				t.Fatalf("%d store calls; want the store asked: %v", n, tt.reachable)
+			}
+		})
+	}
+}
+
+func TestFailedOrderCounts(t *testing.T) {
+	e := newResEnv(t)
+	w := e.do(req{method: "GET", path: "/admin/v1/failed-orders/counts", auth: admin()})
+	if w.Code != http.StatusOK || w.Body.String() != "{\"counts\":[]}\n" {
+		t.Fatalf("no failed orders: %d %s", w.Code, w.Body)
+	}
+	e.orders.counts = []seckill.FailedOrderCount{
+		{SaleID: "tea", Open: 3, Resolved: 1, Newest: t0},
+		{SaleID: "", Open: 1, Newest: t0.Add(-time.Hour)},
+	}
+	var got struct {
+		Counts []seckill.FailedOrderCount `json:"counts"`
+	}
+	decode(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders/counts?_=5", auth: admin()}), http.StatusOK, &got)
+	if len(got.Counts) != 2 || got.Counts[0].SaleID != "tea" || got.Counts[0].Open != 3 || got.Counts[0].Resolved != 1 ||
+		!got.Counts[0].Newest.Equal(t0) || got.Counts[1].SaleID != "" || got.Counts[1].Open != 1 {
+		t.Fatalf("counts = %+v", got.Counts)
+	}
+	wantError(t, e.do(req{method: "POST", path: "/admin/v1/failed-orders/counts", auth: admin()}), http.StatusMethodNotAllowed, seckill.EMETHODNOTALLOW)
+
+	calls := e.orders.calls.Load()
+	for _, auth := range []string{"", "Bearer " + buyerToken(t, "alice"), "Bearer wrong"} {
+		wantError(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders/counts", auth: auth}), http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+	}
+	if n := e.orders.calls.Load(); n != calls {
+		t.Fatalf("an unauthorised request reached the store (%d calls)", n-calls)
+	}
+	e.orders.err = errors.New("pq: relation failed_orders does not exist")
+	wantError(t, e.do(req{method: "GET", path: "/admin/v1/failed-orders/counts", auth: admin()}), http.StatusInternalServerError, seckill.EINTERNAL)
 }
 
 func TestReservationRouting(t *testing.T) {

@@ -354,6 +354,7 @@ func (s *Server) routes() {
 			route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay},
 			route{"POST", "/api/v1/reservations/{id}/cancel", s.handleCancel},
 			route{"GET", "/admin/v1/failed-orders", s.handleFailedOrders},
+			route{"GET", "/admin/v1/failed-orders/counts", s.handleFailedOrderCounts},
 			route{"POST", "/admin/v1/restores", s.handleRestore},
 		)
 	}
