@@ -165,7 +165,8 @@ func TestBrowserSalesList(t *testing.T) {
 }
 
 // TestBrowserResolveFailedOrder: two failed orders of one sale are
-// resolved from the room. A re-drive that would take a buyer past the
+// resolved from the room, though another sale has more than a page of
+// newer ones (the room once read only the newest 1000 of every sale). A re-drive that would take a buyer past the
 // limit is refused with the reason shown; that row is then closed as
 // refunded with a note; the other is re-driven into an order. Each
 // resolution is in the audit log and in the metrics, and the remaining
@@ -194,6 +195,24 @@ func TestBrowserResolveFailedOrder(t *testing.T) {
 		if err := e.m.orders.RecordFailedOrder(ctx, f); err != nil {
 			t.Fatal(err)
 		}
+	}
+	// Then a flood of newer ones in another sale (its database short of
+	// stock): more than the largest page of failed orders, so that this
+	// sale's two are not among the newest of every sale's.
+	flooded := e.newSale("Flooded tea", "EUR", 1, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
+	var flood []seckill.ReservationEvent
+	for i := range 1200 {
+		flood = append(flood, seckill.ReservationEvent{ReservationID: seckill.NewReservationID(flooded, time.Now()),
+			SaleID: flooded, UserID: "crowd-" + strconv.Itoa(i), Qty: 1, ReservedAt: time.Now()})
+	}
+	if out, err := e.m.orders.PersistReservations(ctx, flooded, flood, time.Now(), time.Hour); err != nil {
+		t.Fatal(err)
+	} else if out[len(out)-1] != seckill.PersistRejected {
+		t.Fatalf("the flood's last event: %v, want rejected", out[len(out)-1])
+	}
+	newest, _, err := e.m.orders.FailedOrders(ctx, seckill.FailedOrderFilter{Limit: seckill.MaxFailedOrderPage})
+	if err != nil || len(newest) != seckill.MaxFailedOrderPage || newest[len(newest)-1].SaleID != flooded {
+		t.Fatalf("the newest %d failed orders: %d, %v; want all of the flooded sale's", seckill.MaxFailedOrderPage, len(newest), err)
 	}
 
 	browser := startChromium(t)
@@ -239,11 +258,14 @@ func TestBrowserResolveFailedOrder(t *testing.T) {
 	if lvl := e.stock(sale); lvl.Remaining() != 2 {
 		t.Errorf("Redis remaining %d, want 2 (the test's premise)", lvl.Remaining())
 	}
-	op.waitFor("nothing left to resolve in the sidebar", `document.querySelector(`+strconv.Quote(waiting)+`) === null && !document.getElementById("open-failed-none").hidden`, 30*time.Second)
+	// Nothing left of this sale in the sidebar; the flood is all there.
+	floodedWaiting := `#open-failed .sale-item[data-sale-id="` + flooded + `"]`
+	op.waitFor("nothing left to resolve of this sale in the sidebar", `document.querySelector(`+strconv.Quote(waiting)+`) === null && `+
+		`(document.querySelector(`+strconv.Quote(floodedWaiting)+`) || {textContent: ""}).textContent.includes("`+strconv.Itoa(len(flood)-1)+` open")`, 30*time.Second)
 	op.shot("17-control-room-failed-orders-resolved")
 
 	// The engine agrees: both resolved, the order exists, the metrics count.
-	list := e.admin("GET", "/admin/v1/failed-orders", nil)
+	list := e.admin("GET", "/admin/v1/failed-orders?sale_id="+sale, nil)
 	got := map[string]string{}
 	for _, f := range list.body["failed_orders"].([]any) {
 		f := f.(map[string]any)
@@ -276,6 +298,17 @@ func TestBrowserResolveFailedOrder(t *testing.T) {
 		}
 	}
 	t.Logf("resolved %s (refunded) and %s (re-driven) from the room", overLimit, rejected)
+
+	// The flooded sale's table comes a page at a time, each row once.
+	rows := `document.querySelectorAll("#failed-body tr")`
+	distinct := `new Set(Array.from(` + rows + `).map(r => r.dataset.reservationId)).size`
+	op.do(chromedp.Click(chromedp.CSS(floodedWaiting)))
+	op.waitFor("the flood's first page", rows+`.length === 100 && `+row(newest[0].ReservationID)+` !== null && !document.getElementById("failed-more").hidden`, 30*time.Second)
+	op.do(chromedp.Click(chromedp.ID("failed-more")))
+	op.waitFor("the flood's second page", rows+`.length === 200 && `+distinct+` === 200`, 30*time.Second)
+	// Only the resolved ones: none in the flood.
+	_ = evalJS[bool](op, `(function(){ const s = document.getElementById("failed-state"); s.value = "resolved"; s.dispatchEvent(new Event("change")); return true })()`)
+	op.waitFor("no resolved failed orders", rows+`.length === 0 && !document.getElementById("failed-empty").hidden && document.getElementById("failed-more").hidden`, 30*time.Second)
 	op.noErrors()
 }
 

@@ -238,6 +238,7 @@
     $("open-id").value = "";
     disconnect();
     cur = { sale: r.body, points: [], es: null, failed: -1, retry: 0, lastAt: 0, timer: null, armed: null, refused: {} };
+    resetFailed();
     sk.session.set(CURRENT_KEY, id);
     renderList();
     renderSale();
@@ -427,21 +428,69 @@
 
   // --- failed orders ---------------------------------------------------------------
 
-  // loadFailed reads the failed orders (the newest 1000) for the sidebar's
-  // count of open ones per sale and for the open sale's table.
-  async function loadFailed() {
+  // The sidebar counts each sale's open failed orders from
+  // GET /admin/v1/failed-orders/counts. The open sale's table reads only
+  // that sale's failed orders (open, resolved or all), newest first, a
+  // page at a time: "More failed orders" follows the cursor the last page
+  // gave. seq drops an answer a newer load has overtaken.
+  const FAILED_PAGE = 100;
+  const MAX_FAILED_PAGE = 1000; // the server's largest page
+  const failed = { state: "all", rows: [], next: "", seq: 0 };
+
+  function resetFailed() {
+    failed.rows = [];
+    failed.next = "";
+    failed.seq++;
+  }
+
+  // loadFailed refreshes the sidebar's counts and the open sale's table.
+  function loadFailed() {
     if (!token) return;
-    const saleID = cur ? cur.sale.id : null;
-    const r = await admin("GET", "/admin/v1/failed-orders?limit=1000");
+    loadOpenCounts();
+    if (cur) loadFailedRows(false);
+  }
+
+  async function loadOpenCounts() {
+    const r = await admin("GET", "/admin/v1/failed-orders/counts");
     if (r.status !== 200 || !r.body) return;
-    const all = r.body.failed_orders || [];
-    renderOpenFailed(all);
-    if (!cur || cur.sale.id !== saleID) return;
-    const rows = all.filter(function (f) { return f.sale_id === saleID; });
+    renderOpenFailed(r.body.counts || []);
+  }
+
+  // loadFailedRows reads the open sale's failed orders: the next page
+  // (more), or from the newest again, as many as the table showed (up to
+  // the largest page), so that a refresh keeps what "More" had added.
+  async function loadFailedRows(more) {
+    if (!cur || (more && !failed.next)) return;
+    const saleID = cur.sale.id;
+    const seq = ++failed.seq;
+    const q = new URLSearchParams();
+    q.set("sale_id", saleID);
+    q.set("state", failed.state);
+    if (more) {
+      q.set("limit", String(FAILED_PAGE));
+      q.set("before", failed.next);
+    } else {
+      q.set("limit", String(Math.min(MAX_FAILED_PAGE, Math.max(FAILED_PAGE, failed.rows.length))));
+    }
+    const r = await admin("GET", "/admin/v1/failed-orders?" + q.toString());
+    if (seq !== failed.seq || !cur || cur.sale.id !== saleID) return;
+    if (r.status !== 200 || !r.body) {
+      if (r.status !== 401) $("failed-msg").textContent = describe(r, "Could not read the failed orders");
+      return;
+    }
+    const page = r.body.failed_orders || [];
+    failed.rows = more ? failed.rows.concat(page) : page;
+    failed.next = r.body.next || "";
+    renderFailed();
+  }
+
+  function renderFailed() {
+    const rows = failed.rows;
     const body = $("failed-body");
     body.textContent = "";
     $("failed-empty").hidden = rows.length > 0;
     $("failed-table").hidden = rows.length === 0;
+    $("failed-more").hidden = !failed.next;
     rows.forEach(function (f, i) {
       const tr = document.createElement("tr");
       tr.dataset.reservationId = f.reservation_id;
@@ -465,18 +514,22 @@
     });
   }
 
-  function renderOpenFailed(all) {
-    const counts = {};
-    const order = [];
-    for (const f of all) {
-      if (f.resolution) continue;
-      if (!counts[f.sale_id]) order.push(f.sale_id);
-      counts[f.sale_id] = (counts[f.sale_id] || 0) + 1;
-    }
+  $("failed-state").addEventListener("change", function () {
+    failed.state = $("failed-state").value;
+    resetFailed();
+    loadFailedRows(false);
+  });
+  $("failed-more").addEventListener("click", function () { loadFailedRows(true); });
+
+  // renderOpenFailed lists the sales with open failed orders, the one with
+  // the newest failed order first (the order the counts come in).
+  function renderOpenFailed(counts) {
+    const waiting = counts.filter(function (c) { return c.open > 0; });
     const ul = $("open-failed");
     ul.textContent = "";
-    $("open-failed-none").hidden = order.length > 0;
-    for (const id of order) {
+    $("open-failed-none").hidden = waiting.length > 0;
+    for (const c of waiting) {
+      const id = c.sale_id;
       const known = list.items.find(function (v) { return v.id === id; });
       const li = document.createElement("li");
       const b = document.createElement("button");
@@ -485,12 +538,13 @@
       b.dataset.saleId = id;
       const name = document.createElement("span");
       name.className = "sale-name";
-      name.textContent = known ? known.name : id;
+      name.textContent = known ? known.name : id || "(no sale)";
       const n = document.createElement("span");
       n.className = "badge bad";
-      n.textContent = counts[id] + " open";
+      n.textContent = c.open + " open";
       b.append(name, n);
-      b.addEventListener("click", function () { open(id); });
+      if (id) b.addEventListener("click", function () { open(id); });
+      else b.disabled = true; // dead letters that name no sale
       li.append(b);
       ul.append(li);
     }
