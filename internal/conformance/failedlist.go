@@ -47,6 +47,16 @@ func recordFailed(t *testing.T, orders seckill.OrderStore, sale string, ids []st
 	return fs
 }
 
+// freshFailed returns n new reservation ids of sale and, for the i-th,
+// base+after(i): what recordFailed takes.
+func freshFailed(sale string, base time.Time, n int, after func(i int) time.Duration) ([]string, []time.Time) {
+	ids, ats := make([]string, n), make([]time.Time, n)
+	for i := range n {
+		ids[i], ats[i] = seckill.NewReservationID(sale, base), base.Add(after(i))
+	}
+	return ids, ats
+}
+
 // walkFailed follows f's pages from its Before to the end, or until stop
 // says the rows so far are enough; it fails the test on a row listed
 // twice, a page longer than the limit, or an empty page with a next one.
@@ -112,23 +122,14 @@ func testFailedOrderPages(t *testing.T, newStores func(*testing.T) (seckill.Sale
 	// Sale a: 13 failed orders in 5 milliseconds (ties of 3), plus three
 	// dead letters' ids in the last millisecond that a collation other
 	// than byte order would sort differently ("B" < "_" < "a" as bytes).
-	var ids []string
-	var ats []time.Time
-	for i := range 13 {
-		ids = append(ids, seckill.NewReservationID(a, base))
-		ats = append(ats, base.Add(time.Duration(i/3)*time.Millisecond))
-	}
+	ids, ats := freshFailed(a, base, 13, func(i int) time.Duration { return time.Duration(i/3) * time.Millisecond })
 	for _, tail := range []string{"a", "B", "_"} {
 		ids = append(ids, a+".dead-"+tail)
 		ats = append(ats, base.Add(4*time.Millisecond))
 	}
 	wantA := recordFailed(t, orders, a, ids, ats)
 	// Sale b: newer ones, and one in a millisecond of a's.
-	ids, ats = nil, nil
-	for i := range 4 {
-		ids = append(ids, seckill.NewReservationID(b, base))
-		ats = append(ats, base.Add(time.Duration(2+i*3)*time.Millisecond))
-	}
+	ids, ats = freshFailed(b, base, 4, func(i int) time.Duration { return time.Duration(2+i*3) * time.Millisecond })
 	wantB := recordFailed(t, orders, b, ids, ats)
 
 	for _, limit := range []int{1, 2, 3, 4, 5, 15, 16, 17, seckill.MaxFailedOrderPage} {
@@ -223,11 +224,7 @@ func testFailedOrderCounts(t *testing.T, newStores func(*testing.T) (seckill.Sal
 	_, orders := newStores(t)
 	base := failedBase()
 	a, b := servicetest.UniqueName("fca_"), servicetest.UniqueName("fcb_")
-	var ids []string
-	var ats []time.Time
-	for i := range 3 {
-		ids, ats = append(ids, seckill.NewReservationID(a, base)), append(ats, base.Add(time.Duration(i)*time.Second))
-	}
+	ids, ats := freshFailed(a, base, 3, func(i int) time.Duration { return time.Duration(i) * time.Second })
 	recordFailed(t, orders, a, ids, ats)
 	recordFailed(t, orders, b, []string{seckill.NewReservationID(b, base), seckill.NewReservationID(b, base)},
 		[]time.Time{base.Add(-time.Hour), base.Add(time.Minute)})
