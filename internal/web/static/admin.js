@@ -478,7 +478,9 @@
       if (r.status !== 401) $("failed-msg").textContent = describe(r, "Could not read the failed orders");
       return;
     }
-    const page = r.body.failed_orders || [];
+    // A server older than the filters ignores sale_id and lists every
+    // sale's: keep this sale's.
+    const page = (r.body.failed_orders || []).filter(function (f) { return f.sale_id === saleID; });
     failed.rows = more ? failed.rows.concat(page) : page;
     failed.next = r.body.next || "";
     renderFailed();
