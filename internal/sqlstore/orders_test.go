@@ -18,7 +18,7 @@ import (
 // TestOrderStore runs the conformance suite on one database per dialect,
 // shared by its subtests, as the suite allows.
 func TestOrderStore(t *testing.T) {
-	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		sales := NewSaleStore(db)
 		conformance.OrderStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore) {
 			return sales, st
@@ -540,7 +540,7 @@ func TestStorableText(t *testing.T) {
 }
 
 func TestFailedOrderResolver(t *testing.T) {
-	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		conformance.FailedOrderResolver(t, func(*testing.T) conformance.ResolverStores {
 			return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: st, Restores: st, Resolver: st}
 		})

@@ -14,7 +14,7 @@ import (
 // TestRestoreStore runs the restore conformance suite on one database per
 // dialect, shared by its subtests, as the suite allows.
 func TestRestoreStore(t *testing.T) {
-	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		sales := NewSaleStore(db)
 		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, seckill.LedgerStore) {
 			return sales, st, st, st

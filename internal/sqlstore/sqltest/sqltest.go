@@ -83,11 +83,7 @@ func MySQL(t testing.TB) string {
 // unreachable.
 func Postgres(t testing.TB) string {
 	t.Helper()
-	base := servicetest.Postgres.URL(t)
-	u, err := url.Parse(base)
-	if err != nil {
-		t.Fatalf("sqltest: parse %s: %v", servicetest.Postgres.EnvVar, err)
-	}
+	base, u := postgresURL(t)
 	name := servicetest.UniqueName("sk_test_")
 	if err := pgExec(t.Context(), base, `CREATE SCHEMA "`+name+`"`); err != nil {
 		t.Fatalf("sqltest: create postgres schema %s: %v", name, err)
@@ -103,6 +99,46 @@ func Postgres(t testing.TB) string {
 	q.Set("search_path", name)
 	u.RawQuery = q.Encode()
 	return u.String()
+}
+
+// PostgresICU creates a database of its own for this test on the server of
+// servicetest.Postgres, whose default collation is ICU's root locale
+// rather than byte order (there "tea.b" sorts before "tea.C"), and returns
+// its URL. The shared test server sorts in byte order (C.UTF-8); a
+// production server created with a language's locale, as most are, does
+// not, so a query that compares or sorts text the store then pages by
+// must say its collation, and the tests on this database show whether it
+// does. The database is dropped when the test ends. It skips the test (or
+// fails it, when services are required) if the server is unreachable.
+func PostgresICU(t testing.TB) string {
+	t.Helper()
+	base, u := postgresURL(t)
+	name := servicetest.UniqueName("sk_test_icu_")
+	if err := pgExec(t.Context(), base, `CREATE DATABASE "`+name+
+		`" TEMPLATE template0 ENCODING 'UTF8' LOCALE_PROVIDER icu ICU_LOCALE 'und' LOCALE 'C.UTF-8'`); err != nil {
+		t.Fatalf("sqltest: create postgres database %s with an ICU collation: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), cleanupTimeout)
+		defer cancel()
+		// FORCE: a pool's idle connections must not keep it alive.
+		if err := pgExec(ctx, base, `DROP DATABASE IF EXISTS "`+name+`" WITH (FORCE)`); err != nil {
+			t.Errorf("sqltest: drop postgres database %s: %v", name, err)
+		}
+	})
+	u.Path = "/" + name
+	return u.String()
+}
+
+// postgresURL is the URL of servicetest.Postgres, as text and parsed.
+func postgresURL(t testing.TB) (string, *url.URL) {
+	t.Helper()
+	base := servicetest.Postgres.URL(t)
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatalf("sqltest: parse %s: %v", servicetest.Postgres.EnvVar, err)
+	}
+	return base, u
 }
 
 func pgExec(ctx context.Context, url, stmt string) error {
