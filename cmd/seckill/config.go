@@ -16,6 +16,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/secrets"
 	"github.com/seckill-dev/seckill/internal/soldout"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
 // Config is everything serve needs to know. Each field has a flag and an
@@ -25,6 +26,7 @@ type Config struct {
 	RedisURL              string // empty: embedded in-process server
 	RedisKeyPrefix        string // prefix of every key seckill writes
 	DatabaseURL           string // empty: SQLite under DataDir
+	DatabaseMaxConns      int    // this process's cap on connections to a database server
 	BrokerURL             string // amqp://, nats://; empty: NATS JetStream in-process
 	BrokerQueue           string // queue (RabbitMQ) or stream (NATS) name
 	Namespace             string // the deployment's name on the broker
@@ -83,6 +85,7 @@ func DefaultConfig() Config {
 		HTTPAddr:              "127.0.0.1:8080",
 		DataDir:               "./seckill-data",
 		RedisKeyPrefix:        redis.DefaultKeyPrefix,
+		DatabaseMaxConns:      sqlstore.DefaultMaxConns,
 		PreheatLead:           10 * time.Minute,
 		PreheatInterval:       5 * time.Second,
 		MaxBatch:              256,
@@ -142,6 +145,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	return errors.Join(
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
+		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
@@ -242,6 +246,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if s.routeBudgets, err = httpapi.ParseRouteBudgets(c.RouteBudgets); err != nil {
 		return s, err
+	}
+	if c.DatabaseMaxConns < 1 {
+		return s, fmt.Errorf("database max conns %d: want at least 1", c.DatabaseMaxConns)
 	}
 	if c.RequestBudget <= 0 {
 		return s, fmt.Errorf("request budget %s: want a positive duration", c.RequestBudget)

@@ -82,6 +82,7 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 	if err != nil {
 		return nil, err
 	}
+	db.SetMaxConns(cfg.DatabaseMaxConns)
 	defer db.Close()
 	stock, err := redis.New(ctx, cfg.RedisURL, redis.WithKeyPrefix(cfg.RedisKeyPrefix))
 	if err != nil {

@@ -206,6 +206,7 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
 		return err
 	}
+	m.db.SetMaxConns(cfg.DatabaseMaxConns)
 	m.closers = append(m.closers, func(context.Context) error { return m.db.Close() })
 	if err := m.db.Migrate(ctx); err != nil {
 		return err

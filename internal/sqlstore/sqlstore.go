@@ -86,12 +86,33 @@ func openServer(d *dialect, pool func(rawURL string) (*sql.DB, error), rawURL st
 	if err != nil {
 		return nil, err
 	}
-	db.SetMaxOpenConns(32)
-	db.SetMaxIdleConns(32)
+	db.SetMaxOpenConns(DefaultMaxConns)
+	db.SetMaxIdleConns(DefaultMaxConns)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	db.SetConnMaxLifetime(30 * time.Minute)
 	return &DB{dialect: d, write: db, read: db}, nil
 }
+
+// DefaultMaxConns is the most connections Open keeps to a MySQL/MariaDB
+// or PostgreSQL server (SetMaxConns changes it).
+const DefaultMaxConns = 32
+
+// SetMaxConns caps the connections db keeps to its server at n, idle ones
+// included; n < 1 is ignored. Every process of a deployment opens up to
+// its own n, so the processes' n together must fit the server's
+// max_connections (PostgreSQL's default is 100, MariaDB's 151), with room
+// for the server's other clients. SQLite's pools are sized by the engine
+// (one writer, a few readers) and are left as they are.
+func (db *DB) SetMaxConns(n int) {
+	if db.dialect == sqliteDialect || n < 1 {
+		return
+	}
+	db.write.SetMaxOpenConns(n)
+	db.write.SetMaxIdleConns(n)
+}
+
+// MaxConns is the most connections db's writes may hold at once.
+func (db *DB) MaxConns() int { return db.write.Stats().MaxOpenConnections }
 
 // MaxSQLitePool caps the connections of an OpenPool on SQLite.
 const MaxSQLitePool = 8

@@ -302,3 +302,34 @@ func TestSaleAdmin(t *testing.T) {
 		conformance.SaleAdmin(t, func(*testing.T) conformance.SaleAdminStore { return store })
 	})
 }
+
+// TestSetMaxConns: a server's pool starts at DefaultMaxConns and takes the
+// cap it is given; SQLite keeps its one writer.
+func TestSetMaxConns(t *testing.T) {
+	for _, d := range dialects {
+		t.Run(d.name, func(t *testing.T) {
+			db := openMigrated(t, d.url)
+			want := DefaultMaxConns
+			if d.name == "sqlite" {
+				want = 1
+			}
+			if got := db.MaxConns(); got != want {
+				t.Errorf("MaxConns() after Open = %d, want %d", got, want)
+			}
+			db.SetMaxConns(3)
+			if d.name != "sqlite" {
+				want = 3
+			}
+			if got := db.MaxConns(); got != want {
+				t.Errorf("MaxConns() after SetMaxConns(3) = %d, want %d", got, want)
+			}
+			db.SetMaxConns(0)
+			if got := db.MaxConns(); got != want {
+				t.Errorf("MaxConns() after SetMaxConns(0) = %d, want %d (ignored)", got, want)
+			}
+			if err := db.Ping(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
