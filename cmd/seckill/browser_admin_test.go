@@ -166,11 +166,12 @@ func TestBrowserSalesList(t *testing.T) {
 
 // TestBrowserResolveFailedOrder: two failed orders of one sale are
 // resolved from the room, though another sale has more than a page of
-// newer ones (the room once read only the newest 1000 of every sale). A re-drive that would take a buyer past the
-// limit is refused with the reason shown; that row is then closed as
-// refunded with a note; the other is re-driven into an order. Each
-// resolution is in the audit log and in the metrics, and the remaining
-// stock the room shows follows the database below Redis's figure.
+// newer ones (the room once read only the newest 1000 of every sale). A
+// re-drive that would take a buyer past the limit is refused with the
+// reason shown; that row is then closed as refunded with a note; the
+// other is re-driven into an order. Each resolution is in the audit log
+// and in the metrics, and the remaining stock the room shows follows the
+// database below Redis's figure.
 func TestBrowserResolveFailedOrder(t *testing.T) {
 	e := startWebEngine(t)
 	sale := e.newSale("Failing tea", "EUR", 3, time.Now().Add(-time.Second), time.Now().Add(time.Hour))
