@@ -351,6 +351,17 @@ func TestBrowserBuyer(t *testing.T) {
 
 // TestBrowserControlRoom: an operator signs in, creates and preheats a sale,
 // and watches the stock fall live while a crowd buys.
+// datetimeLocal is t in local time as an <input type="datetime-local">
+// holds it. The browser normalises the value, leaving the seconds out when
+// they are 0, and SetValue reads back what it set: written with ":00", one
+// start instant in sixty failed it ("could not set value on node").
+func datetimeLocal(t time.Time) string {
+	if t.Local().Second() == 0 {
+		return t.Local().Format("2006-01-02T15:04")
+	}
+	return t.Local().Format("2006-01-02T15:04:05")
+}
+
 func TestBrowserControlRoom(t *testing.T) {
 	e := startWebEngine(t)
 	browser := startChromium(t)
@@ -374,7 +385,7 @@ func TestBrowserControlRoom(t *testing.T) {
 		chromedp.SetValue(chromedp.ID("c-stock"), strconv.Itoa(stock)),
 		chromedp.SetValue(chromedp.ID("c-limit"), "1"),
 		chromedp.SetValue(chromedp.ID("c-price"), "99.00"),
-		chromedp.SetValue(chromedp.ID("c-start"), start.Local().Format("2006-01-02T15:04:05")),
+		chromedp.SetValue(chromedp.ID("c-start"), datetimeLocal(start)),
 		chromedp.SetValue(chromedp.ID("c-id"), id),
 		chromedp.Click(chromedp.CSS(`#create-form button[type=submit]`)),
 	)
