@@ -52,10 +52,11 @@ type LostClaims interface {
 	Resolve(ctx context.Context, id, userID string) (seckill.LostClaim, error)
 }
 
-// Limits of GET /admin/v1/failed-orders?limit=N.
+// Limits of GET /admin/v1/failed-orders?limit=N: the largest is the
+// store's largest page.
 const (
 	DefaultFailedOrdersLimit = 100
-	MaxFailedOrdersLimit     = 1000
+	MaxFailedOrdersLimit     = seckill.MaxFailedOrderPage
 )
 
 const (
