@@ -49,6 +49,7 @@ func startEngine(t testing.TB, mutate func(*Config), hooks ...func(*Main)) *engi
 	cfg.RequestBudget = 30 * time.Second
 	// Every test buyer comes from 127.0.0.1; the limits have tests of their own.
 	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
+	cfg.DatabaseMaxConns = sqltest.MaxConns
 	if mutate != nil {
 		mutate(&cfg)
 	}

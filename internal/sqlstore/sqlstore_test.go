@@ -43,13 +43,15 @@ var collated = testDialect{"postgres-icu", sqltest.PostgresICU}
 // withCollated is dialects and collated.
 func withCollated() []testDialect { return append(dialects[:len(dialects):len(dialects)], collated) }
 
-// openDB opens the database at url and closes it when the test ends.
+// openDB opens the database at url, with a test's share of a shared
+// server's connections, and closes it when the test ends.
 func openDB(t *testing.T, url string) *DB {
 	t.Helper()
 	db, err := Open(t.Context(), url)
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
+	db.SetMaxConns(sqltest.MaxConns)
 	t.Cleanup(func() {
 		if err := db.Close(); err != nil {
 			t.Errorf("Close: %v", err)
@@ -308,7 +310,11 @@ func TestSaleAdmin(t *testing.T) {
 func TestSetMaxConns(t *testing.T) {
 	for _, d := range dialects {
 		t.Run(d.name, func(t *testing.T) {
-			db := openMigrated(t, d.url)
+			db, err := Open(t.Context(), d.url(t)) // not openDB, which caps the pool
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { db.Close() })
 			want := DefaultMaxConns
 			if d.name == "sqlite" {
 				want = 1

@@ -20,6 +20,14 @@ import (
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
+// MaxConns is the most connections a test's pool should keep to a shared
+// server (sqlstore.DB.SetMaxConns). Several suites run at once on one
+// machine, each with two packages' tests in flight; at production's 32 a
+// pool, three of them ran PostgreSQL (max_connections 100) out of
+// connections (SQLSTATE 53300). Eight still let every race of the suites
+// run as many transactions at once as two cores can.
+const MaxConns = 8
+
 // cleanupTimeout bounds the DROP run after the test, whose own context is
 // already cancelled by then.
 const cleanupTimeout = 30 * time.Second
