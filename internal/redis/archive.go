@@ -157,8 +157,8 @@ func (s *Store) ArchiveSale(ctx context.Context, saleID string, recorded int64, 
 	if err := s.client.Do(ctx, s.client.B().Srem().Key(s.salesRegistryKey()).Member(saleID).Build()).Error(); err != nil {
 		return false, "", fmt.Errorf("archive %s: unregister: %w", saleID, classify(err))
 	}
-	// The relays need not read them any more; ForgetOutbox deletes the
-	// empty stream a relay's read may create meanwhile.
+	// The relays need not read them any more. One that listed the sale
+	// before may read it once more; that makes nothing (outbox_group.lua).
 	for _, tag := range tags {
 		if _, err := s.ForgetOutbox(ctx, tag); err != nil {
 			return false, "", fmt.Errorf("archive %s: %w", saleID, err)

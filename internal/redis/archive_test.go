@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -86,6 +87,20 @@ func testArchive(t *testing.T, s *Store) {
 			if exists(t, s, k) != 0 {
 				t.Errorf("key %s is still there", k)
 			}
+		}
+	}
+	// A relay that listed the sale before it was archived reads it once
+	// more, blocking or not: it finds nothing and leaves nothing behind
+	// (it drops the sale at its next listing, and nobody would delete a
+	// stream it made).
+	for _, tag := range tags {
+		for _, block := range []time.Duration{0, 10 * time.Millisecond} {
+			if es, err := s.ReadOutbox(ctx, tag, "relay", "r2", 10, block); err != nil || len(es) != 0 {
+				t.Errorf("ReadOutbox(%s, block %v) after archiving = %v, %v; want nothing", tag, block, es, err)
+			}
+		}
+		if k := s.keys(tag)[keyOutbox]; exists(t, s, k) != 0 {
+			t.Errorf("a relay's read after archiving left %s behind", k)
 		}
 	}
 	if sum, ok, err := s.ArchivedSummary(ctx, sale.ID); err != nil || !ok || sum != `{"balanced":true}` {

@@ -30,6 +30,8 @@ var (
 	// so a lost reply may be retried.
 	outboxAckScript    = rueidis.NewLuaScriptRetryable(lua("outbox_ack.lua"))
 	outboxForgetScript = rueidis.NewLuaScriptRetryable(lua("outbox_forget.lua"))
+	// Making a group that exists answers as making it did.
+	outboxGroupScript = rueidis.NewLuaScriptRetryable(lua("outbox_group.lua"))
 )
 
 // forgetGrace is how long after its window ends a sale stays registered
@@ -125,9 +127,11 @@ func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool
 
 // ReadOutbox reads up to count entries of a sale's outbox that no consumer
 // of group has been given yet (XREADGROUP >), handing them to consumer:
-// they stay pending for it until acked. The group is created on first use,
-// starting at the beginning of the stream. block > 0 waits up to that long
-// for an entry when there is none; block <= 0 does not wait.
+// they stay pending for it until acked. The group is made on first use,
+// from the stream's start; a sale not loaded that has no outbox has
+// nothing to read, and nothing is made for it (outbox_group.lua). block
+// > 0 waits up to that long for an entry when there is none; block <= 0
+// does not wait.
 func (s *Store) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
 	return s.readOutbox(ctx, "read outbox", saleID, group, consumer, ">", count, block)
 }
@@ -154,7 +158,10 @@ func (s *Store) readOutbox(ctx context.Context, op, saleID, group, consumer, id 
 	}
 	streams, err := s.client.Do(ctx, build()).AsXRead()
 	if isNoGroup(err) {
-		if err = s.createGroup(ctx, key, group); err == nil {
+		var made bool
+		if made, err = s.createGroup(ctx, saleID, group); err == nil && !made {
+			return nil, nil // neither the stream nor the sale: nothing to read
+		} else if err == nil {
 			streams, err = s.client.Do(ctx, build()).AsXRead()
 		}
 	}
@@ -254,12 +261,13 @@ func (s *Store) OutboxPending(ctx context.Context, saleID, group string) (int64,
 	return n, nil
 }
 
-func (s *Store) createGroup(ctx context.Context, key, group string) error {
-	err := s.client.Do(ctx, s.client.B().XgroupCreate().Key(key).Group(group).Id("0").Mkstream().Build()).Error()
-	if rerr, ok := rueidis.IsRedisErr(err); ok && rerr.IsBusyGroup() {
-		return nil // another relay created it first
-	}
-	return err
+// createGroup makes group on the outbox of saleID (a sale id or a
+// bucket's tag), unless neither the outbox nor the sale exists: made is
+// false then, and there is nothing to read (outbox_group.lua).
+func (s *Store) createGroup(ctx context.Context, saleID, group string) (made bool, err error) {
+	keys := s.keys(saleID)
+	n, err := outboxGroupScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyOutbox]}, []string{group}).AsInt64()
+	return n == 1, err
 }
 
 func isNoGroup(err error) bool {

@@ -16,9 +16,9 @@ if redis.call('XLEN', KEYS[2]) > 0 then
 end
 local end_ms = redis.call('HGET', KEYS[1], 'end_ms')
 if not end_ms then
-  -- Not loaded (or archived): an empty stream left behind (a relay's
-  -- read creates it with its group) goes too. A reservation would
-  -- create it again, and the relay its group, from the start.
+  -- Not loaded (or archived): an empty stream left behind (made with a
+  -- relay's group while the sale was loaded) goes too. A reservation
+  -- would make it again, and a relay's read its group, from the start.
   redis.call('DEL', KEYS[2])
   return 1
 end

@@ -24,6 +24,7 @@ func TestOutboxRelaySide(t *testing.T) {
 			{"AckOnlyDelivered", testOutboxAckOnlyDelivered},
 			{"AckOutOfOrder", testOutboxAckOutOfOrder},
 			{"Block", testOutboxBlock},
+			{"Group", testOutboxGroup},
 			{"ReadPending", testOutboxReadPending},
 			{"Claim", testOutboxClaim},
 			{"Malformed", testOutboxMalformed},
@@ -344,6 +345,51 @@ func testOutboxBlock(t *testing.T, s *Store) {
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("blocked ReadOutbox did not return when an entry was added")
+	}
+}
+
+// testOutboxGroup: a read makes its group, and the outbox of a loaded sale
+// if need be (testOutboxBlock waits on it before the first reservation);
+// of a sale not loaded (archived, or never preheated) it makes nothing,
+// yet reads an outbox that is there. Two relays making the group at once
+// both have it.
+func testOutboxGroup(t *testing.T, s *Store) {
+	ctx := context.Background()
+	gone := liveSale(10, 1) // never preheated
+	key := s.keys(gone.ID)[keyOutbox]
+	for _, block := range []time.Duration{0, 10 * time.Millisecond} {
+		if es, err := s.ReadOutbox(ctx, gone.ID, testGroup, "c1", 10, block); err != nil || len(es) != 0 {
+			t.Fatalf("ReadOutbox(block %v) of a sale not loaded = %v, %v; want nothing", block, es, err)
+		}
+	}
+	if exists(t, s, key) != 0 {
+		t.Fatalf("a read of a sale not loaded made %s", key)
+	}
+	// Entries without their sale (a stock store that lost the stock hash
+	// but not the outbox) are still read.
+	id := seckill.NewReservationID(gone.ID, time.Now())
+	add := s.client.B().Xadd().Key(key).Id("*").FieldValue().FieldValue(OutboxReservationID, id).
+		FieldValue(OutboxUserID, "u1").FieldValue(OutboxQty, "1").
+		FieldValue(OutboxReservedAtMs, strconv.FormatInt(time.Now().UnixMilli(), 10)).Build()
+	if err := s.client.Do(ctx, add).Error(); err != nil {
+		t.Fatal(err)
+	}
+	if es, err := s.ReadOutbox(ctx, gone.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 1 || es[0].Event.ReservationID != id {
+		t.Fatalf("ReadOutbox of an outbox without its sale = %v, %v; want %s", reservationIDs(es), err, id)
+	}
+
+	sale := mustPreheat(t, s, liveSale(10, 1))
+	for i := range 2 {
+		if made, err := s.createGroup(ctx, sale.ID, testGroup); err != nil || !made {
+			t.Fatalf("createGroup #%d of a loaded sale = %v, %v; want made", i+1, made, err)
+		}
+	}
+	if exists(t, s, s.keys(sale.ID)[keyOutbox]) != 1 {
+		t.Fatal("no outbox after making the group of a loaded sale")
+	}
+	reqs := reserveN(t, s, sale.ID, 2)
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs)) {
+		t.Fatalf("ReadOutbox = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs))
 	}
 }
 
