@@ -351,8 +351,8 @@ func testOutboxBlock(t *testing.T, s *Store) {
 // testOutboxGroup: a read makes its group, and the outbox of a loaded sale
 // if need be (testOutboxBlock waits on it before the first reservation);
 // of a sale not loaded (archived, or never preheated) it makes nothing,
-// yet reads an outbox that is there. Two relays making the group at once
-// both have it.
+// yet reads an outbox that is there. Making the group again, as a second
+// relay does that lost the race to make it, answers made too.
 func testOutboxGroup(t *testing.T, s *Store) {
 	ctx := context.Background()
 	gone := liveSale(10, 1) // never preheated
