@@ -6,7 +6,8 @@
 // (HS256 only, `exp` required, canonical base64url) and cheap: a token is
 // verified once and then answered from a cache until it expires, and the
 // first sight of a token in the form issuers send (see hs256Headers)
-// skips the library's header decoding and the allocations of its HMAC.
+// skips the library's header decoding and the allocations of its HMAC,
+// and claims written plainly skip encoding/json (decodePlainClaims).
 package jwt
 
 import (
@@ -212,9 +213,12 @@ func (v *Verifier) parse(token string) (*strictClaims, error) {
 	if st.payload, err = segments.AppendDecode(st.payload[:0], st.buf[len(head)+1:len(text)]); err != nil {
 		return nil, gojwt.ErrTokenMalformed
 	}
-	claims := new(strictClaims)
-	if err := json.Unmarshal(st.payload, claims); err != nil {
-		return nil, gojwt.ErrTokenMalformed
+	claims, ok := decodePlainClaims(st.payload)
+	if !ok {
+		claims = new(strictClaims)
+		if err := json.Unmarshal(st.payload, claims); err != nil {
+			return nil, gojwt.ErrTokenMalformed
+		}
 	}
 	if err := v.validator.Validate(claims); err != nil {
 		return nil, err
