@@ -49,6 +49,10 @@ type OrderStore struct {
 	// jittered pause between them.
 	maxAttempts int
 	maxBackoff  time.Duration
+	// lockAfter is how many attempts a PersistReservations call makes
+	// optimistically; the attempts after those lock the sale's row first
+	// (persist).
+	lockAfter int
 	// conflicts counts PersistReservations transactions rolled back
 	// because they lost to a concurrent writer (Conflicts).
 	conflicts atomic.Int64
@@ -73,6 +77,7 @@ func NewOrderStore(db *DB) *OrderStore {
 		reads:       preparedPool{db: db.read},
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
+		lockAfter:   persistLockAfter,
 	}
 }
 
@@ -82,12 +87,18 @@ func (st *OrderStore) Ping(ctx context.Context) error { return st.db.Ping(ctx) }
 
 const (
 	// persistAttempts and persistMaxBackoff bound the retries of a
-	// PersistReservations call that loses its optimistic lock: under 0.8s
-	// of pauses in all. Writers of one sale take turns on its row, so each
-	// round has a winner; losing 20 rounds in a row means something else
-	// is wrong, and the caller's own retries take over.
+	// PersistReservations call that loses to concurrent writers: under
+	// 0.8s of pauses in all. Each round has a winner, but not always the
+	// same loser's turn: a writer that won goes on with its next batch at
+	// once while the loser pauses, and under load four writers of one sale
+	// starved one of them for 20 rounds. So after persistLockAfter lost
+	// rounds a call locks the sale's row before it reads, and waits its
+	// turn behind the writers holding it instead of racing them again
+	// (persist). Losing every round after that means something else is
+	// wrong (a deadlock each time), and the caller's own retries take over.
 	persistAttempts   = 20
 	persistMaxBackoff = 50 * time.Millisecond
+	persistLockAfter  = 2
 
 	// idChunk and insertChunk keep statements well under every dialect's
 	// limit on bind parameters (SQLite 32766, MySQL and PostgreSQL 65535):
@@ -310,7 +321,9 @@ func (q *orderQueries) tuples(rows, width int) string {
 // The stock is taken with an optimistic-lock update of the sale row; a
 // transaction that loses to a concurrent writer (version moved, the same
 // reservation inserted, a deadlock) is rolled back and tried again from
-// its reads, up to 20 times with short jittered pauses. Each try is a new
+// its reads, up to 20 times with short jittered pauses, from the third
+// try on with the sale's row locked before the reads (so that a writer
+// cannot be starved by others that keep winning). Each try is a new
 // transaction: under MySQL's REPEATABLE READ, reads inside the old one
 // would see the old snapshot again.
 //
@@ -350,12 +363,13 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 			}
 		}
 		var outcomes []seckill.PersistOutcome
-		outcomes, err = st.persist(ctx, attempt, readOrders, saleID, events, now, payTimeout)
+		lock := attempt > st.lockAfter
+		outcomes, err = st.persist(ctx, attempt, lock, readOrders, saleID, events, now, payTimeout)
 		if errors.Is(err, errRecheck) && !readOrders {
 			// Not a lost race: try again at once, this time reading
 			// which events already have orders.
 			readOrders = true
-			outcomes, err = st.persist(ctx, attempt, readOrders, saleID, events, now, payTimeout)
+			outcomes, err = st.persist(ctx, attempt, lock, readOrders, saleID, events, now, payTimeout)
 		}
 		if err == nil {
 			return outcomes, nil
@@ -397,12 +411,28 @@ func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 // far as beforeTakeStock is told). Failed orders and restore requests are
 // always looked up: an order for a reservation that has either would
 // break no key.
-func (st *OrderStore) persist(ctx context.Context, attempt int, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
+//
+// With lock, the attempt first locks the sale's row (restoreQueries.
+// lockSale), so no other writer can move the version between its reads
+// and its stock update: the reads that follow the lock see every commit
+// before it, even under MySQL's REPEATABLE READ (see Locking in
+// restore.go). The update still checks the version: the lock only gives
+// a writer that lost its turn, never the stock's correctness. On SQLite,
+// whose writes take turns on the database's lock, there is nothing to
+// lock.
+func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
+	if lock && st.rq.lockSuffix != "" {
+		var stock, initial int64
+		// No row is no sale: the reads below say so.
+		if err := tx.QueryRowContext(ctx, st.rq.lockSale, saleID).Scan(&stock, &initial); err != nil && !errors.Is(err, sql.ErrNoRows) {
+			return nil, st.conflictOr(err, "lock the sale")
+		}
+	}
 
 	ids := make([]string, 0, len(events))
 	seen := make(map[string]bool, len(events))

@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
 
@@ -167,7 +169,9 @@ func TestPersistRetriesVersionConflict(t *testing.T) {
 // after its attempts, having written nothing.
 func TestPersistGivesUp(t *testing.T) {
 	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
-		st.maxAttempts, st.maxBackoff = 3, time.Millisecond
+		// Every attempt optimistic: a locked one would make the hook's
+		// update below wait for the call's own transaction.
+		st.maxAttempts, st.maxBackoff, st.lockAfter = 3, time.Millisecond, 3
 		createSale(t, db, "tea", 3)
 		q := db.dialect.orders
 		var calls atomic.Int32
@@ -190,6 +194,104 @@ func TestPersistGivesUp(t *testing.T) {
 			t.Errorf("Order after giving up = %v, want ErrNotFound", err)
 		}
 	})
+}
+
+// TestPersistLocksAfterLosing: a call that lost its first rounds to other
+// writers locks the sale's row before its next reads, so that no writer
+// can move the version under it again: the competitor's update of that
+// round waits for the call to commit, where on the rounds before it went
+// through and made the call start over.
+func TestPersistLocksAfterLosing(t *testing.T) {
+	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
+		ctx := t.Context()
+		createSale(t, db, "tea", 3)
+		bump := db.dialect.orders.bumpSaleVersion
+		var (
+			attempts   []int
+			competitor chan error // the update of the first locked round
+		)
+		st.beforeTakeStock = func(attempt int) {
+			attempts = append(attempts, attempt)
+			switch {
+			case attempt <= st.lockAfter:
+				// Another writer wins this round.
+				if _, err := db.write.ExecContext(ctx, bump, "tea"); err != nil {
+					t.Error(err)
+				}
+				return
+			case competitor != nil:
+				return
+			}
+			conn, err := db.write.Conn(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			id := sessionID(t, conn, db.Dialect())
+			competitor = make(chan error, 1)
+			go func() {
+				_, err := conn.ExecContext(ctx, bump, "tea")
+				conn.Close()
+				competitor <- err
+			}()
+			servicetest.WaitFor(t, time.Minute, "the competing update to wait for a lock, or to finish", func() bool {
+				select {
+				case err := <-competitor:
+					t.Errorf("the competing update went through (%v) while attempt %d held its reads: the sale's row was not locked", err, attempt)
+					competitor <- err
+					return true
+				default:
+					return waitsForLock(t, db, id)
+				}
+			})
+		}
+		out := persist(t, st, "tea", events("tea", 1))
+		if got := outcomesString(out); got != "created" {
+			t.Errorf("outcomes %q, want created", got)
+		}
+		if fmt.Sprint(attempts) != "[1 2 3]" {
+			t.Errorf("attempts %v, want [1 2 3]", attempts)
+		}
+		if got := st.Conflicts(); got != 2 {
+			t.Errorf("Conflicts() = %d, want 2 (the two rounds lost before the lock)", got)
+		}
+		if competitor == nil {
+			t.Fatal("no attempt after the rounds lost")
+		}
+		if err := <-competitor; err != nil {
+			t.Errorf("the competing update, once the call committed: %v", err)
+		}
+		// Version 1, +2 by the rounds lost, +1 by the take, +1 by the
+		// competitor that waited.
+		wantSale(t, db, "tea", 2, 5)
+	})
+}
+
+// sessionID is the database's id of conn's session.
+func sessionID(t *testing.T, conn *sql.Conn, dialect string) int64 {
+	t.Helper()
+	q := `SELECT CONNECTION_ID()`
+	if dialect == "postgres" {
+		q = `SELECT pg_backend_pid()`
+	}
+	var id int64
+	if err := conn.QueryRowContext(t.Context(), q).Scan(&id); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// waitsForLock reports whether session id is waiting for a lock.
+func waitsForLock(t *testing.T, db *DB, id int64) bool {
+	t.Helper()
+	q := `SELECT COUNT(*) FROM information_schema.innodb_trx WHERE trx_mysql_thread_id = ? AND trx_state = 'LOCK WAIT'`
+	if db.Dialect() == "postgres" {
+		q = `SELECT COUNT(*) FROM pg_stat_activity WHERE pid = $1 AND wait_event_type = 'Lock'`
+	}
+	var n int
+	if err := db.read.QueryRowContext(t.Context(), q, id).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
 }
 
 // TestPersistRetriesUniqueViolation: rows for the same reservations
