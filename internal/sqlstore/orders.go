@@ -416,8 +416,8 @@ func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 // lockSale), so no other writer can move the version between its reads
 // and its stock update: the reads that follow the lock see every commit
 // before it, even under MySQL's REPEATABLE READ (see Locking in
-// restore.go). The update still checks the version: the lock only gives
-// a writer that lost its turn, never the stock's correctness. On SQLite,
+// restore.go). The update still checks the version: the lock is there for
+// a writer's turn, the stock's correctness never rests on it. On SQLite,
 // whose writes take turns on the database's lock, there is nothing to
 // lock.
 func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
