@@ -305,8 +305,33 @@ func TestBrowserResolveFailedOrder(t *testing.T) {
 	distinct := `new Set(Array.from(` + rows + `).map(r => r.dataset.reservationId)).size`
 	op.do(chromedp.Click(chromedp.CSS(floodedWaiting)))
 	op.waitFor("the flood's first page", rows+`.length === 100 && `+row(newest[0].ReservationID)+` !== null && !document.getElementById("failed-more").hidden`, 30*time.Second)
+	// The table also refreshes while "More" is on its way: when the
+	// sale's count of failed orders moves (here one more lands), or every
+	// 15 s. The refresh supersedes the page "More" asked for, so it must
+	// read those rows too; it once read only the rows shown, and under load
+	// the click was lost (one page, and "More" again). "More"'s request is
+	// held until the refresh has gone out.
+	late := &seckill.FailedOrder{ReservationID: seckill.NewReservationID(flooded, time.Now()), SaleID: flooded,
+		UserID: "crowd-late", Qty: 1, Reason: "insufficient_stock (test)", Attempts: 1, CreatedAt: time.Now()}
+	paused, stop := op.pauseRequests(`*/admin/v1/failed-orders\?*`)
 	op.do(chromedp.Click(chromedp.ID("failed-more")))
-	op.waitFor("the flood's second page", rows+`.length === 200 && `+distinct+` === 200`, 30*time.Second)
+	more := op.nextPaused(paused, `"More"'s request`)
+	if !strings.Contains(more.Request.URL, "before=") {
+		t.Fatalf("the first request after the click is %s, want the next page's", more.Request.URL)
+	}
+	if err := e.m.orders.RecordFailedOrder(ctx, late); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		ev := op.nextPaused(paused, "the table's refresh")
+		op.resume(ev)
+		if !strings.Contains(ev.Request.URL, "before=") {
+			break
+		}
+	}
+	op.resume(more)
+	stop()
+	op.waitFor("the flood's second page", rows+`.length === 200 && `+distinct+` === 200 && `+row(late.ReservationID)+` !== null`, 30*time.Second)
 	// Only the resolved ones: none in the flood.
 	_ = evalJS[bool](op, `(function(){ const s = document.getElementById("failed-state"); s.value = "resolved"; s.dispatchEvent(new Event("change")); return true })()`)
 	op.waitFor("no resolved failed orders", rows+`.length === 0 && !document.getElementById("failed-empty").hidden && document.getElementById("failed-more").hidden`, 30*time.Second)

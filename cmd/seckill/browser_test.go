@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
 
@@ -191,6 +193,55 @@ func (tb *browserTab) waitFor(what, cond string, timeout time.Duration) {
 		tb.shot("timeout-" + strings.ReplaceAll(what, " ", "-"))
 		text, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerText`))
 		tb.t.Fatalf("%s: waiting for %s: %v\npage text:\n%s", tb.name, what, err, text)
+	}
+}
+
+// pauseRequests holds each request of the tab whose URL matches pattern
+// (a Fetch.RequestPattern: "*" any run, "?" one character, "\\" escapes)
+// and sends it on paused, until stop; resume lets one go.
+func (tb *browserTab) pauseRequests(pattern string) (paused <-chan fetch.EventRequestPaused, stop func()) {
+	tb.t.Helper()
+	ctx, cancel := context.WithCancel(tb.ctx)
+	events := chromedp.Events(ctx, fetch.RequestPaused)
+	ch := make(chan fetch.EventRequestPaused, 64)
+	go func() {
+		for ev, err := range events {
+			if err != nil {
+				return
+			}
+			ch <- ev
+		}
+	}()
+	if _, err := chromedp.Call(tb.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
+		tb.t.Fatalf("%s: hold requests: %v", tb.name, err)
+	}
+	return ch, func() {
+		tb.t.Helper()
+		// Disabling the domain lets go what it still holds.
+		if _, err := chromedp.Call(tb.ctx, fetch.Disable, cdp.Empty{}); err != nil {
+			tb.t.Errorf("%s: stop holding requests: %v", tb.name, err)
+		}
+		cancel()
+	}
+}
+
+// nextPaused waits for the next request pauseRequests holds.
+func (tb *browserTab) nextPaused(paused <-chan fetch.EventRequestPaused, what string) fetch.EventRequestPaused {
+	tb.t.Helper()
+	select {
+	case ev := <-paused:
+		return ev
+	case <-time.After(30 * time.Second):
+		tb.t.Fatalf("%s: gave up after 30s waiting for %s", tb.name, what)
+	}
+	panic("unreachable")
+}
+
+// resume lets a request held by pauseRequests go.
+func (tb *browserTab) resume(ev fetch.EventRequestPaused) {
+	tb.t.Helper()
+	if _, err := chromedp.Call(tb.ctx, fetch.ContinueRequest, fetch.ContinueRequestParams{RequestID: ev.RequestID}); err != nil {
+		tb.t.Fatalf("%s: let %s go: %v", tb.name, ev.Request.URL, err)
 	}
 }
 

@@ -435,11 +435,14 @@
   // gave. seq drops an answer a newer load has overtaken.
   const FAILED_PAGE = 100;
   const MAX_FAILED_PAGE = 1000; // the server's largest page
-  const failed = { state: "all", rows: [], next: "", seq: 0 };
+  // adding is the rows a "More" in flight asks for: a refresh that starts
+  // meanwhile supersedes it (seq), so it reads those rows too.
+  const failed = { state: "all", rows: [], next: "", seq: 0, adding: 0 };
 
   function resetFailed() {
     failed.rows = [];
     failed.next = "";
+    failed.adding = 0;
     failed.seq++;
   }
 
@@ -457,8 +460,9 @@
   }
 
   // loadFailedRows reads the open sale's failed orders: the next page
-  // (more), or from the newest again, as many as the table showed (up to
-  // the largest page), so that a refresh keeps what "More" had added.
+  // (more), or from the newest again, as many as the table showed and a
+  // "More" in flight adds (up to the largest page), so that a refresh keeps
+  // what "More" added, also when it lands while "More" is on its way.
   async function loadFailedRows(more) {
     if (!cur || (more && !failed.next)) return;
     const saleID = cur.sale.id;
@@ -469,11 +473,13 @@
     if (more) {
       q.set("limit", String(FAILED_PAGE));
       q.set("before", failed.next);
+      failed.adding = FAILED_PAGE;
     } else {
-      q.set("limit", String(Math.min(MAX_FAILED_PAGE, Math.max(FAILED_PAGE, failed.rows.length))));
+      q.set("limit", String(Math.min(MAX_FAILED_PAGE, Math.max(FAILED_PAGE, failed.rows.length + failed.adding))));
     }
     const r = await admin("GET", "/admin/v1/failed-orders?" + q.toString());
     if (seq !== failed.seq || !cur || cur.sale.id !== saleID) return;
+    failed.adding = 0;
     if (r.status !== 200 || !r.body) {
       if (r.status !== 401) $("failed-msg").textContent = describe(r, "Could not read the failed orders");
       return;
