@@ -118,16 +118,36 @@ if per > 0 then
       end
     end
   end
+  -- A key's state in generation g is never older than its state in g - 1
+  -- (a check only moves a TAT forward, and writes it to g), so g - 1 is
+  -- read only for the keys g does not hold. A generation's hash gets its
+  -- expiry from the batch that makes it, which found none of its keys in
+  -- it: a batch that found one knows the hash has its expiry already.
   for _, lim in pairs(limits) do
     local cur = redis.call('HMGET', lim.base .. ':' .. lim.g, unpack(lim.fields))
-    local prev = redis.call('HMGET', lim.base .. ':' .. (lim.g - 1), unpack(lim.fields))
-    for n, f in ipairs(lim.fields) do
-      lim.tats[f] = math.max(tonumber(cur[n] or 0), tonumber(prev[n] or 0))
+    local missing = {}
+    local fields = lim.fields
+    for n = 1, #fields do
+      local f, v = fields[n], cur[n]
+      if v then
+        lim.tats[f] = tonumber(v)
+        lim.made = true
+      else
+        lim.tats[f] = 0
+        missing[#missing + 1] = f
+      end
+    end
+    if #missing > 0 then
+      local prev = redis.call('HMGET', lim.base .. ':' .. (lim.g - 1), unpack(missing))
+      for n = 1, #missing do
+        local f = missing[n]
+        lim.tats[f] = tonumber(prev[n] or 0)
+      end
     end
   end
 end
+local next_tat = {} -- scratch of rate_refusal, check k -> its new TAT
 local function rate_refusal(i)
-  local next_tat = {}
   for k = 0, per - 1 do
     local lim = check[k]
     local tat = lim.tats[ARGV[i + 4 + k]]
@@ -159,7 +179,8 @@ for i = 2, #ARGV, stride do
   end
 end
 local had = redis.call('HMGET', KEYS[2], unpack(users))
-for n, user in ipairs(users) do
+for n = 1, #users do
+  local user = users[n]
   held[user] = tonumber(had[n] or '0')
 end
 
@@ -214,14 +235,20 @@ for i = 2, #ARGV, stride do
 end
 for _, lim in pairs(limits) do
   local writes = {}
-  for f in pairs(lim.dirty) do
-    writes[#writes + 1] = f
-    writes[#writes + 1] = string.format('%.0f', lim.tats[f])
+  local fields = lim.fields
+  for n = 1, #fields do
+    local f = fields[n]
+    if lim.dirty[f] then
+      writes[#writes + 1] = f
+      writes[#writes + 1] = string.format('%d', lim.tats[f])
+    end
   end
   if #writes > 0 then
     local cur = lim.base .. ':' .. lim.g
     redis.call('HSET', cur, unpack(writes))
-    redis.call('PEXPIREAT', cur, string.format('%.0f', math.ceil((lim.g + 2) * lim.tol / 1000)))
+    if not lim.made then
+      redis.call('PEXPIREAT', cur, string.format('%d', math.ceil((lim.g + 2) * lim.tol / 1000)))
+    end
   end
 end
 if #won == 0 then
@@ -236,43 +263,47 @@ redis.call('HINCRBY', KEYS[1], 'seq', 1)
 -- The millisecond time in the first 48 bits of a reservation id's last
 -- 26 (base32) characters, or nil: a record whose id carries its time
 -- (near enough) need not store it.
-local b32 = {}
-for k = 1, 32 do
-  b32[string.byte('0123456789ABCDEFGHJKMNPQRSTVWXYZ', k)] = k - 1
-end
+local b32 = {
+  [48] = 0, [49] = 1, [50] = 2, [51] = 3, [52] = 4, [53] = 5, [54] = 6, [55] = 7, [56] = 8, [57] = 9,
+  [65] = 10, [66] = 11, [67] = 12, [68] = 13, [69] = 14, [70] = 15, [71] = 16, [72] = 17,
+  [74] = 18, [75] = 19, [77] = 20, [78] = 21, [80] = 22, [81] = 23, [82] = 24, [83] = 25,
+  [84] = 26, [86] = 27, [87] = 28, [88] = 29, [89] = 30, [90] = 31,
+} -- "0123456789ABCDEFGHJKMNPQRSTVWXYZ" by byte
 local function id_ms(short)
-  if not short or #short ~= 26 then
+  -- One call into C for the ten characters, and no table: a call from Lua
+  -- into C costs more than the arithmetic.
+  local c1, c2, c3, c4, c5, c6, c7, c8, c9, c10 = string.byte(short, 1, 10)
+  local d1, d2, d3, d4, d5 = b32[c1], b32[c2], b32[c3], b32[c4], b32[c5]
+  local d6, d7, d8, d9, d10 = b32[c6], b32[c7], b32[c8], b32[c9], b32[c10]
+  if not (d1 and d2 and d3 and d4 and d5 and d6 and d7 and d8 and d9 and d10) then
     return nil
   end
-  local v = 0
-  for k = 1, 10 do
-    local d = b32[string.byte(short, k)]
-    if not d then
-      return nil
-    end
-    v = v * 32 + d
-  end
+  local v = ((((d1 * 32 + d2) * 32 + d3) * 32 + d4) * 32 + d5) * 33554432 -- 32^5
+    + (((d6 * 32 + d7) * 32 + d8) * 32 + d9) * 32 + d10
   return math.floor(v / 4)
 end
 
 local holdings = {} -- user, units pairs for one HSET of the buyers hash
-for _, user in ipairs(bought) do
+for n = 1, #bought do
+  local user = bought[n]
   if held[user] then
     holdings[#holdings + 1] = user
-    holdings[#holdings + 1] = string.format('%.0f', held[user])
+    holdings[#holdings + 1] = string.format('%d', held[user])
     held[user] = nil -- each buyer once
   end
 end
 redis.call('HSET', KEYS[2], unpack(holdings))
 local records = {} -- field, value pairs for one HSET of the res hash
-for _, i in ipairs(won) do
+for n = 1, #won do
+  local i = won[n]
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
-  local short = string.match(id, '%.([^.]*)$')
+  -- The caller checked the id's shape: "<sale>." and 26 characters.
+  local short = string.sub(id, -26)
   if key ~= '' then
     redis.call('HSET', KEYS[3], #user .. ':' .. user .. key, qtys .. ':' .. short)
   end
   local ms = id_ms(short)
-  records[#records + 1] = short or id
+  records[#records + 1] = short
   if ms and math.abs(now - ms) <= 2000 then
     records[#records + 1] = qtys .. ':' .. user
   else
@@ -280,7 +311,8 @@ for _, i in ipairs(won) do
   end
 end
 redis.call('HSET', KEYS[4], unpack(records))
-for _, i in ipairs(won) do
+for n = 1, #won do
+  local i = won[n]
   redis.call('XADD', KEYS[5], '*', 'reservation_id', ARGV[i], 'user_id', ARGV[i + 1],
     'qty', ARGV[i + 2], 'reserved_at_ms', now_ms)
 end
