@@ -1,0 +1,127 @@
+package redis
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
+)
+
+// BenchmarkScriptInstructions is what a claim costs Redis, counted in
+// instructions by callgrind (redistest.Counted), which, unlike CPU time,
+// a shared and busy machine does not change: per request, the textbook
+// script (one EVALSHA each), the reserve script in batches of 32 without
+// and with the API's two rate checks (per address and per buyer, 10,000 of
+// each, as in `seckill bench`), and the relay's read and ack of what the
+// reserve script wrote (XREADGROUP of up to 500 entries, outbox_ack.lua).
+// Each runs once before it is counted, so that hashes and the script cache
+// are warm. The ratios are to the textbook script's count in the same run:
+//
+//	go test -run '^$' -bench ScriptInstructions -benchtime 1x ./internal/redis
+func BenchmarkScriptInstructions(b *testing.B) {
+	const batches, batch, buyers = 200, 32, 10_000
+	srv := redistest.StartCounted(b)
+	ctx := context.Background()
+	s := connect(b, "redis://"+srv.Addr)
+	limit := seckill.RateLimit{Rate: 100_000, Period: time.Minute}
+
+	textbook := func(sale *seckill.Sale) func() {
+		script := rueidis.NewLuaScript(textbookLua)
+		keys := s.keys(sale.ID)[:1]
+		return func() {
+			for range batches * batch {
+				if err := script.Exec(ctx, s.client, keys, []string{"1"}).Error(); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+	next := 0
+	reserve := func(checks int) func(sale *seckill.Sale) func() {
+		return func(sale *seckill.Sale) func() {
+			return func() {
+				for range batches {
+					reqs := make([]seckill.ReserveRequest, batch)
+					for i := range reqs {
+						u := strconv.Itoa(next % buyers)
+						next++
+						reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "user-" + u, Qty: 1}
+						if checks > 0 {
+							reqs[i].RateChecks = []seckill.RateCheck{{Key: "ip:10.0." + u, Limit: limit}, {Key: "user:user-" + u, Limit: limit}}
+						}
+					}
+					if !benchReserve(ctx, b, s, sale.ID, reqs) {
+						b.FailNow()
+					}
+				}
+			}
+		}
+	}
+	drain := func(sale *seckill.Sale) func() {
+		return func() {
+			for {
+				es, err := s.ReadOutbox(ctx, sale.ID, "relay", "r1", 500, 0)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if len(es) == 0 {
+					return
+				}
+				ids := make([]string, 0, len(es))
+				for i, e := range es {
+					if i == 0 || e.StreamID != es[i-1].StreamID {
+						ids = append(ids, e.StreamID)
+					}
+				}
+				if err := s.AckOutbox(ctx, sale.ID, "relay", ids); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+
+	cases := []struct {
+		name string
+		// fill, if set, runs before each run of work, uncounted.
+		fill func(sale *seckill.Sale) func()
+		work func(sale *seckill.Sale) func()
+	}{
+		{"textbook", nil, textbook},
+		{"reserve", nil, reserve(0)},
+		{"reserve-2-checks", nil, reserve(2)},
+		{"relay", reserve(0), drain},
+	}
+	counts := map[string]float64{}
+	for range b.N {
+		for _, c := range cases {
+			sale := benchSale()
+			if _, err := s.Preheat(ctx, sale); err != nil {
+				b.Fatal(err)
+			}
+			work := c.work(sale)
+			for run := range 2 { // the first warms the hashes and the script cache
+				if c.fill != nil {
+					c.fill(sale)()
+				}
+				n, err := srv.Count(work)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if run == 1 {
+					counts[c.name] = float64(n) / (batches * batch)
+				}
+			}
+		}
+	}
+	for _, c := range cases {
+		b.ReportMetric(counts[c.name], "instr/req:"+c.name)
+		if c.name != "textbook" {
+			b.ReportMetric(counts[c.name]/counts["textbook"], "ratio:"+c.name)
+		}
+	}
+}
