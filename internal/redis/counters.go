@@ -16,10 +16,10 @@ type StockCounters struct {
 	Reserved int64 // units held by active reservations
 	Restored int64 // units given back by restores
 	Records  int64 // reservation records (HLEN of res)
-	Outbox   int64 // outbox entries not yet relayed
+	Outbox   int64 // reservations in the outbox (OutboxLen)
 }
 
-// Counters reads a sale's StockCounters: HMGET of the stock hash, HLEN of
+// Counters reads a sale's StockCounters: HMGETs of the stock hash, HLEN of
 // the res hash and XLEN of the outbox, pipelined, summed over the sale's
 // buckets (units moving between buckets count in neither total).
 func (s *Store) Counters(ctx context.Context, saleID string) (StockCounters, error) {
@@ -27,13 +27,14 @@ func (s *Store) Counters(ctx context.Context, saleID string) (StockCounters, err
 	if err != nil {
 		return StockCounters{}, fmt.Errorf("counters: %w", err)
 	}
-	cmds := make(rueidis.Commands, 0, 3*len(tags))
+	const per = 4 // commands per bucket
+	cmds := make(rueidis.Commands, 0, per*len(tags))
 	for _, tag := range tags {
 		keys := s.keys(tag)
 		cmds = append(cmds,
 			s.client.B().Hmget().Key(keys[keyStock]).Field("total", "reserved", "restored").Build(),
-			s.client.B().Hlen().Key(keys[keyRes]).Build(),
-			s.client.B().Xlen().Key(keys[keyOutbox]).Build())
+			s.client.B().Hlen().Key(keys[keyRes]).Build())
+		cmds = append(cmds, s.outboxCountCmds(tag)...)
 	}
 	res := s.client.DoMulti(ctx, cmds...)
 	for _, r := range res {
@@ -43,7 +44,7 @@ func (s *Store) Counters(ctx context.Context, saleID string) (StockCounters, err
 	}
 	var c StockCounters
 	for b := range tags {
-		vals, err := res[3*b].ToArray()
+		vals, err := res[per*b].ToArray()
 		if err != nil || len(vals) != 3 {
 			return StockCounters{}, fmt.Errorf("counters: malformed stock hash of %s: %v", tags[b], err)
 		}
@@ -64,9 +65,11 @@ func (s *Store) Counters(ctx context.Context, saleID string) (StockCounters, err
 			}
 			*p += n
 		}
-		n, _ := res[3*b+1].AsInt64()
+		n, _ := res[per*b+1].AsInt64()
 		c.Records += n
-		n, _ = res[3*b+2].AsInt64()
+		if n, err = outboxCount(res[per*b+2], res[per*b+3]); err != nil {
+			return StockCounters{}, fmt.Errorf("counters: outbox of %s: %w", tags[b], err)
+		}
 		c.Outbox += n
 	}
 	return c, nil

@@ -127,7 +127,10 @@ func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool
 
 // ReadOutbox reads up to count entries of a sale's outbox that no consumer
 // of group has been given yet (XREADGROUP >), handing them to consumer:
-// they stay pending for it until acked. The group is made on first use,
+// they stay pending for it until acked. An entry holds the reservations of
+// one reserve script call, returned one seckill.OutboxEntry each, in
+// order, under the entry's stream id (as by ReadPendingOutbox and
+// ClaimStaleOutbox, whose counts are entries too). The group is made on first use,
 // from the stream's start; a sale not loaded that has no outbox has
 // nothing to read, and nothing is made for it (outbox_group.lua). block
 // > 0 waits up to that long for an entry when there is none; block <= 0
@@ -191,9 +194,9 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, saleID, group, consumer st
 	var out []seckill.OutboxEntry
 	// XAUTOCLAIM looks at a bounded stretch of the pending list per call
 	// (COUNT × 10 entries in Redis) and returns a cursor to go on from.
-	for cursor := "0-0"; len(out) < count; {
+	for cursor, claimed := "0-0", 0; claimed < count; {
 		cmd := s.client.B().Xautoclaim().Key(key).Group(group).Consumer(consumer).
-			MinIdleTime(idle).Start(cursor).Count(int64(count - len(out))).Build()
+			MinIdleTime(idle).Start(cursor).Count(int64(count - claimed)).Build()
 		reply, err := s.client.Do(ctx, cmd).ToArray()
 		if isNoGroup(err) { // no group: nothing was ever read, so nothing is pending
 			return nil, nil
@@ -210,6 +213,7 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, saleID, group, consumer st
 		if err != nil {
 			return nil, fmt.Errorf("claim outbox: XAUTOCLAIM entries: %w", err)
 		}
+		claimed += len(entries)
 		out = append(out, decodeOutbox(saleID, entries)...)
 		if cursor == "0-0" {
 			break
@@ -232,7 +236,8 @@ func (s *Store) AckOutbox(ctx context.Context, saleID, group string, ids []strin
 	args := make([]string, 0, len(ids)+1)
 	args = append(args, group)
 	args = append(args, ids...)
-	if err := outboxAckScript.Exec(ctx, s.client, []string{s.keys(saleID)[keyOutbox]}, args).Error(); err != nil {
+	keys := s.keys(saleID)
+	if err := outboxAckScript.Exec(ctx, s.client, []string{keys[keyOutbox], keys[keyStock]}, args).Error(); err != nil {
 		return fmt.Errorf("ack outbox: %w", classify(err))
 	}
 	return nil
@@ -294,25 +299,86 @@ func validOutboxName(name string) bool {
 	return ok
 }
 
-// decodeOutbox decodes the entries of one outbox; a bucket's events are
-// its sale's.
+// decodeOutbox decodes the entries of one outbox into their reservations,
+// in order; a bucket's events are its sale's.
 func decodeOutbox(saleID string, entries []rueidis.XRangeEntry) []seckill.OutboxEntry {
 	if base, ok := bucketBase(saleID); ok {
 		saleID = base
 	}
-	out := make([]seckill.OutboxEntry, len(entries))
-	for i, e := range entries {
-		out[i] = seckill.OutboxEntry{StreamID: e.ID, Fields: e.FieldValues}
-		out[i].Event, out[i].Err = decodeOutboxEvent(saleID, e.FieldValues)
-		if out[i].Err != nil {
-			out[i].Err = fmt.Errorf("%w: sale %s, stream id %s: %w", ErrMalformedOutboxEntry, saleID, e.ID, out[i].Err)
+	out := make([]seckill.OutboxEntry, 0, len(entries))
+	for _, e := range entries {
+		if _, ok := e.FieldValues[OutboxBatch]; ok {
+			out = decodeBatch(out, saleID, e)
+			continue
 		}
+		o := seckill.OutboxEntry{StreamID: e.ID}
+		o.Event, o.Err = decodeOutboxEvent(saleID, e.FieldValues)
+		if o.Err != nil {
+			o.Fields = e.FieldValues
+			o.Err = fmt.Errorf("%w: sale %s, stream id %s: %w", ErrMalformedOutboxEntry, saleID, e.ID, o.Err)
+		}
+		out = append(out, o)
 	}
 	return out
 }
 
-// decodeOutboxEvent decodes the fields reserve.lua writes. It returns what
-// it could decode along with the first problem found.
+// decodeBatch appends the reservations of an entry of reserve.lua's batch
+// format to out. A line that cannot be decoded is a reservation with Err
+// and its values as Fields; an entry whose count or time cannot be read,
+// or whose count is not its number of lines, is one, with the entry's
+// fields.
+func decodeBatch(out []seckill.OutboxEntry, saleID string, e rueidis.XRangeEntry) []seckill.OutboxEntry {
+	f := e.FieldValues
+	malformed := func(seq int, fields map[string]string, err error) seckill.OutboxEntry {
+		return seckill.OutboxEntry{StreamID: e.ID, Seq: seq, Event: seckill.ReservationEvent{SaleID: saleID}, Fields: fields,
+			Err: fmt.Errorf("%w: sale %s, stream id %s: %w", ErrMalformedOutboxEntry, saleID, e.ID, err)}
+	}
+	n, err := strconv.Atoi(f[OutboxCount])
+	if err != nil || n < 1 || n != strings.Count(f[OutboxBatch], "\n")+1 {
+		return append(out, malformed(0, f, fmt.Errorf("%s %q does not count the lines of %s", OutboxCount, f[OutboxCount], OutboxBatch)))
+	}
+	ms, err := strconv.ParseInt(f[OutboxAtMs], 10, 64)
+	if err != nil || ms <= 0 {
+		return append(out, malformed(0, f, fmt.Errorf("invalid %s %q", OutboxAtMs, f[OutboxAtMs])))
+	}
+	at := time.UnixMilli(ms).UTC()
+	rest := f[OutboxBatch]
+	for seq := range n {
+		var line string
+		line, rest, _ = strings.Cut(rest, "\n")
+		qty, tail, _ := strings.Cut(line, " ")
+		short, user, _ := strings.Cut(tail, " ")
+		ev := seckill.ReservationEvent{ReservationID: saleID + "." + short, SaleID: saleID, UserID: user, ReservedAt: at}
+		q, qerr := strconv.ParseInt(qty, 10, 64)
+		ev.Qty = q
+		switch {
+		case !isReservationOf(ev.ReservationID, saleID):
+			err = fmt.Errorf("line %d: %q is not a reservation id", seq+1, short)
+		case !seckill.ValidUserID(user):
+			err = fmt.Errorf("line %d: invalid %s %q", seq+1, OutboxUserID, user)
+		case qerr != nil || q < 1:
+			err = fmt.Errorf("line %d: invalid %s %q", seq+1, OutboxQty, qty)
+		default:
+			out = append(out, seckill.OutboxEntry{StreamID: e.ID, Seq: seq, Event: ev})
+			continue
+		}
+		bad := malformed(seq, map[string]string{OutboxReservationID: ev.ReservationID, OutboxUserID: user, OutboxQty: qty,
+			OutboxReservedAtMs: f[OutboxAtMs]}, err)
+		out = append(out, bad)
+	}
+	return out
+}
+
+// isReservationOf reports whether id is a well-formed reservation id of
+// saleID.
+func isReservationOf(id, saleID string) bool {
+	sale, ok := seckill.SaleIDOfReservation(id)
+	return ok && sale == saleID
+}
+
+// decodeOutboxEvent decodes the fields of an entry of one reservation,
+// as reserve.lua wrote them before batches. It returns what it could
+// decode along with the first problem found.
 func decodeOutboxEvent(saleID string, f map[string]string) (seckill.ReservationEvent, error) {
 	ev := seckill.ReservationEvent{SaleID: saleID}
 	if f == nil {
@@ -320,7 +386,7 @@ func decodeOutboxEvent(saleID string, f map[string]string) (seckill.ReservationE
 	}
 	ev.ReservationID = f[OutboxReservationID]
 	ev.UserID = f[OutboxUserID]
-	if sale, ok := seckill.SaleIDOfReservation(ev.ReservationID); !ok || sale != saleID {
+	if !isReservationOf(ev.ReservationID, saleID) {
 		return ev, fmt.Errorf("%s %q is not a reservation id of this sale", OutboxReservationID, ev.ReservationID)
 	}
 	if !seckill.ValidUserID(ev.UserID) {

@@ -1,7 +1,9 @@
 -- outbox_ack.lua: acknowledge outbox entries for a consumer group and
 -- delete them from the stream, in one step.
 --
--- KEYS[1]  sk:{sale}:outbox  stream of reservations
+-- KEYS[1]  sk:{sale}:outbox  stream of reservations (reserve.lua)
+-- KEYS[2]  sk:{sale}:stock   hash whose `relayed` counts the reservations
+--                            deleted from the outbox (reserve.lua)
 -- ARGV[1]  consumer group
 -- ARGV[2…] stream ids of entries the broker has confirmed
 --
@@ -23,6 +25,11 @@
 --
 -- Stream ids compare as (ms, seq) numbers: exact while seq stays below
 -- 2^53, as every id XADD '*' makes does.
+--
+-- The entries are read before they go, for the reservations they hold
+-- (field n; an entry written before entries held batches holds one),
+-- which are added to the stock hash's `relayed` if the hash is there (a
+-- sale archived meanwhile is not made again as a stub).
 local group = ARGV[1]
 local n = #ARGV - 1
 if n == 0 then
@@ -86,14 +93,32 @@ if pending[1] > 0 then
     cut = {pending[2], low}
   end
 end
-local deleted = redis.call('XTRIM', KEYS[1], 'MINID', cut[1])
+local function reservations(entries)
+  local c = 0
+  for _, e in ipairs(entries) do
+    local n, fields = 1, e[2]
+    for k = 1, #fields, 2 do
+      if fields[k] == 'n' then
+        n = tonumber(fields[k + 1]) or 1
+      end
+    end
+    c = c + n
+  end
+  return c
+end
+local gone = reservations(redis.call('XRANGE', KEYS[1], '-', '(' .. cut[1]))
 local rest = {}
 for _, d in ipairs(done) do
   if not less(d[2], cut[2]) then
     rest[#rest + 1] = d[1]
+    gone = gone + reservations(redis.call('XRANGE', KEYS[1], d[1], d[1]))
   end
 end
+local deleted = redis.call('XTRIM', KEYS[1], 'MINID', cut[1])
 if #rest > 0 then
   deleted = deleted + redis.call('XDEL', KEYS[1], unpack(rest))
+end
+if gone > 0 and redis.call('EXISTS', KEYS[2]) == 1 then
+  redis.call('HINCRBY', KEYS[2], 'relayed', gone)
 end
 return deleted

@@ -28,6 +28,9 @@ func TestOutboxRelaySide(t *testing.T) {
 			{"ReadPending", testOutboxReadPending},
 			{"Claim", testOutboxClaim},
 			{"Malformed", testOutboxMalformed},
+			{"Batches", testOutboxBatches},
+			{"MalformedBatches", testOutboxMalformedBatches},
+			{"EntriesOfOne", testOutboxEntriesOfOne},
 			{"InvalidArgs", testOutboxInvalidArgs},
 		})
 	})
@@ -35,9 +38,20 @@ func TestOutboxRelaySide(t *testing.T) {
 
 const testGroup = "relay"
 
-// reserveN reserves one unit for each of n fresh users and returns the
-// requests, in outbox order.
+// reserveN reserves one unit for each of n fresh users, one Reserve call
+// (so one outbox entry) each, and returns the requests, in outbox order.
 func reserveN(t *testing.T, s *Store, saleID string, n int) []seckill.ReserveRequest {
+	t.Helper()
+	reqs := make([]seckill.ReserveRequest, n)
+	for i := range reqs {
+		reqs[i] = reserveBatch(t, s, saleID, 1)[0]
+	}
+	return reqs
+}
+
+// reserveBatch reserves one unit for each of n fresh users in one Reserve
+// call, one outbox entry, and returns the requests, in outbox order.
+func reserveBatch(t *testing.T, s *Store, saleID string, n int) []seckill.ReserveRequest {
 	t.Helper()
 	reqs := make([]seckill.ReserveRequest, n)
 	for i := range reqs {
@@ -219,7 +233,7 @@ func testOutboxReadAck(t *testing.T, s *Store) {
 		ev, r := e.Event, reqs[i]
 		if e.Err != nil || e.StreamID == "" || ev.ReservationID != r.ReservationID || ev.SaleID != sale.ID ||
 			ev.UserID != r.UserID || ev.Qty != 1 || ev.ReservedAt.Before(before) || ev.ReservedAt.After(after) ||
-			e.Fields[OutboxReservationID] != r.ReservationID {
+			e.Fields != nil || e.Seq != 0 {
 			t.Errorf("entry %d = %+v; want reservation %s of user %s, qty 1, reserved in [%s, %s]",
 				i, e, r.ReservationID, r.UserID, before, after)
 		}
@@ -566,6 +580,59 @@ func testOutboxMalformed(t *testing.T, s *Store) {
 	}
 }
 
+// testOutboxMalformedBatches: a batch whose count or time cannot be read
+// is one reservation with an error and the entry's fields; a line that
+// cannot be decoded is one with an error and the line's values, its good
+// neighbours decoded as usual. Nothing is dropped.
+func testOutboxMalformedBatches(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := mustPreheat(t, s, liveSale(10, 1))
+	key := s.keys(sale.ID)[keyOutbox]
+	short := func() string { return seckill.NewReservationID(sale.ID, time.Now())[len(sale.ID)+1:] }
+	good1, good2 := short(), short()
+	at := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	add := func(n, at, b string) {
+		t.Helper()
+		if err := s.client.Do(ctx, s.client.B().Xadd().Key(key).Id("*").FieldValue().
+			FieldValue(OutboxCount, n).FieldValue(OutboxAtMs, at).FieldValue(OutboxBatch, b).Build()).Error(); err != nil {
+			t.Fatalf("XADD: %v", err)
+		}
+	}
+	add("2", at, "1 "+short()+" u1") // count off
+	add("1", "yesterday", "1 "+short()+" u1")
+	add("4", at, "1 "+good1+" u1\nx "+short()+" u2\n1 NOTANID u3\n1 "+good2+" u 4")
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	if err != nil || len(es) != 6 {
+		t.Fatalf("ReadOutbox = %d reservations, %v; want 6", len(es), err)
+	}
+	for i, want := range []struct {
+		bad    bool
+		seq    int
+		field  string // a field of Fields, and its value
+		value  string
+		reserv string // the reservation id decoded
+	}{
+		{true, 0, OutboxCount, "2", ""},
+		{true, 0, OutboxAtMs, "yesterday", ""},
+		{false, 0, "", "", sale.ID + "." + good1},
+		{true, 1, OutboxQty, "x", ""},
+		{true, 2, OutboxReservationID, sale.ID + ".NOTANID", ""},
+		{false, 3, "", "", sale.ID + "." + good2},
+	} {
+		e := es[i]
+		if want.bad {
+			if !errors.Is(e.Err, ErrMalformedOutboxEntry) || e.Seq != want.seq || e.Event.SaleID != sale.ID || e.Fields[want.field] != want.value {
+				t.Errorf("reservation %d = %+v; want ErrMalformedOutboxEntry, seq %d, %s=%q among its fields", i, e, want.seq, want.field, want.value)
+			}
+		} else if e.Err != nil || e.Seq != want.seq || e.Fields != nil || e.Event.ReservationID != want.reserv {
+			t.Errorf("reservation %d = %+v; want %s, seq %d, no fields", i, e, want.reserv, want.seq)
+		}
+	}
+	if u := es[5].Event.UserID; u != "u 4" {
+		t.Errorf("user of the last line = %q; want %q (the rest of the line)", u, "u 4")
+	}
+}
+
 func testOutboxInvalidArgs(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := servicetest.UniqueName("sale_")
@@ -587,5 +654,100 @@ func testOutboxInvalidArgs(t *testing.T, s *Store) {
 		if err := call(); seckill.ErrorCode(err) != seckill.EINVALID {
 			t.Errorf("%s: err = %v; want code %s", name, err, seckill.EINVALID)
 		}
+	}
+}
+
+// testOutboxBatches: an entry holds the reservations of one Reserve call.
+// Reads count entries and return every reservation of each, in order,
+// under its stream id; OutboxLen counts reservations, OutboxPending
+// entries; an ack of the stream id settles them all, also out of order.
+func testOutboxBatches(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := mustPreheat(t, s, liveSale(20, 1))
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+		t.Fatalf("ReadOutbox of an empty outbox = %v, %v; want none", es, err)
+	}
+	first := reserveBatch(t, s, sale.ID, 3)
+	second := reserveBatch(t, s, sale.ID, 4)
+	third := reserveBatch(t, s, sale.ID, 2)
+	wantCounts(t, s, sale.ID, 9, 0)
+
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
+	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(first)) {
+		t.Fatalf("ReadOutbox(count 1) = %v, %v; want the first batch %v", reservationIDs(es), err, requestIDs(first))
+	}
+	for i, e := range es {
+		if e.Err != nil || e.Seq != i || e.StreamID != es[0].StreamID || e.Event.UserID != first[i].UserID || e.Event.Qty != 1 {
+			t.Errorf("reservation %d of the batch = %+v; want seq %d, stream id %s, user %s, qty 1", i, e, i, es[0].StreamID, first[i].UserID)
+		}
+	}
+	later, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c2", 10, 0)
+	if want := append(requestIDs(second), requestIDs(third)...); err != nil || fmt.Sprint(reservationIDs(later)) != fmt.Sprint(want) {
+		t.Fatalf("ReadOutbox by c2 = %v, %v; want %v", reservationIDs(later), err, want)
+	}
+	wantCounts(t, s, sale.ID, 9, 3)
+	pending, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c2", 1)
+	if err != nil || fmt.Sprint(reservationIDs(pending)) != fmt.Sprint(requestIDs(second)) {
+		t.Fatalf("ReadPendingOutbox(count 1) = %v, %v; want the second batch %v", reservationIDs(pending), err, requestIDs(second))
+	}
+	// The third batch goes while the first is still pending, then the
+	// first, then the second: each ack takes its batch's reservations.
+	ackWant(t, s, sale.ID, []string{later[len(later)-1].StreamID}, 7, 2)
+	ackWant(t, s, sale.ID, []string{es[0].StreamID}, 4, 1)
+	ackWant(t, s, sale.ID, []string{later[0].StreamID}, 0, 0)
+	ackWant(t, s, sale.ID, []string{later[0].StreamID}, 0, 0) // again: nothing changes
+
+	// A claim takes whole entries too.
+	fourth := reserveBatch(t, s, sale.ID, 2)
+	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "dead", 10, 0); err != nil || len(es) != 2 {
+		t.Fatalf("ReadOutbox = %v, %v; want the fourth batch", reservationIDs(es), err)
+	}
+	var claimed []seckill.OutboxEntry
+	servicetest.WaitFor(t, 10*time.Second, "the fourth batch idle for 1ms", func() bool {
+		claimed, err = s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", time.Millisecond, 1)
+		return err != nil || len(claimed) > 0
+	})
+	if err != nil || fmt.Sprint(reservationIDs(claimed)) != fmt.Sprint(requestIDs(fourth)) {
+		t.Fatalf("ClaimStaleOutbox(count 1) = %v, %v; want the fourth batch %v", reservationIDs(claimed), err, requestIDs(fourth))
+	}
+	ackWant(t, s, sale.ID, []string{claimed[0].StreamID}, 0, 0)
+}
+
+// testOutboxEntriesOfOne: entries written before entries held batches (one
+// reservation each, in four fields) are read, counted and acked beside
+// batches, in a sale loaded before the outbox was counted.
+func testOutboxEntriesOfOne(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := mustPreheat(t, s, liveSale(20, 1))
+	keys := s.keys(sale.ID)
+	old := func() string {
+		t.Helper()
+		id := seckill.NewReservationID(sale.ID, time.Now())
+		add := s.client.B().Xadd().Key(keys[keyOutbox]).Id("*").FieldValue().FieldValue(OutboxReservationID, id).
+			FieldValue(OutboxUserID, servicetest.UniqueName("u")).FieldValue(OutboxQty, "1").
+			FieldValue(OutboxReservedAtMs, strconv.FormatInt(time.Now().UnixMilli(), 10)).Build()
+		if err := s.client.Do(ctx, add).Error(); err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	olds := []string{old(), old(), old()}
+	wantCounts(t, s, sale.ID, 3, 0)
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
+	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(olds[:1]) {
+		t.Fatalf("ReadOutbox(count 1) = %v, %v; want %v", reservationIDs(es), err, olds[:1])
+	}
+	ackWant(t, s, sale.ID, streamIDs(es), 2, 0) // acked before the count exists
+	batch := reserveBatch(t, s, sale.ID, 3)
+	wantCounts(t, s, sale.ID, 5, 0)
+	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	if want := append(olds[1:], requestIDs(batch)...); err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(want) {
+		t.Fatalf("ReadOutbox = %v, %v; want %v", reservationIDs(rest), err, want)
+	}
+	ackWant(t, s, sale.ID, streamIDs(rest[:1]), 4, 2)
+	ackWant(t, s, sale.ID, streamIDs(rest[1:]), 0, 0)
+	c, err := s.Counters(ctx, sale.ID)
+	if err != nil || c.Outbox != 0 {
+		t.Fatalf("Counters = %+v, %v; want an empty outbox", c, err)
 	}
 }

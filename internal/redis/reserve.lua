@@ -2,11 +2,14 @@
 -- atomically and in order, and record every reservation in the same step.
 --
 -- KEYS[1]  sk:{sale}:stock   hash {total, reserved, limit, start_ms, end_ms,
---                            seq, healing, heals}: seq counts the batches
---                            that reserved (a sequence that goes backwards
---                            is a stock store that lost writes); healing is
---                            set while the engine rebuilds the sale from
---                            the database (heal.lua)
+--                            seq, healing, heals, outboxed, relayed}: seq
+--                            counts the batches that reserved (a sequence
+--                            that goes backwards is a stock store that lost
+--                            writes); healing is set while the engine
+--                            rebuilds the sale from the database
+--                            (heal.lua); outboxed counts the reservations
+--                            ever appended to the outbox, relayed
+--                            (outbox_ack.lua) those deleted from it
 -- KEYS[2]  sk:{sale}:buyers  hash user -> units held (never expires while
 --                            the sale lives: an expiring claimed-set lets
 --                            duplicate buyers through)
@@ -20,8 +23,15 @@
 --                            time is within 2 s of Redis TIME, else
 --                            "<qty>@<reserved_at_ms>:<user>" (record.lua
 --                            has the whole format)
--- KEYS[5]  sk:{sale}:outbox  stream, one entry per reservation with fields
---                            reservation_id, user_id, qty, reserved_at_ms
+-- KEYS[5]  sk:{sale}:outbox  stream, one entry per batch that reserved, with
+--                            fields n (its reservations), at (their
+--                            reserved_at_ms) and b: one line per
+--                            reservation, in order, "<qty> <the id's last
+--                            26 characters> <user>" (the key names the
+--                            sale; a user id holds no control character).
+--                            Entries written before batches were one
+--                            reservation each, with fields reservation_id,
+--                            user_id, qty, reserved_at_ms
 -- KEYS[6…] sk:{sale}:rl:<T>:<tolerance>  KEYS[5 + k] is the rate limit of
 --          every request's check k (T and tolerance in microseconds end
 --          its name): the base name of the hashes that hold that limit's
@@ -58,13 +68,15 @@
 --
 -- The stock hash, TIME, the buyers' holdings and each rate limit's state
 -- are read once per batch, and `reserved`, the holdings, the res hash and
--- the rate states written once per batch; per request the script calls
--- Redis only for an idempotency key and for the reservation's outbox
--- entry. (Each call from Lua costs about a microsecond of Redis beyond the
--- command's own work: with a GET and a SET per check and an HGET and an
--- HINCRBY per buyer, the two rate limits were a third of the script.)
+-- the rate states and the outbox written once per batch; per request the
+-- script calls Redis only for an idempotency key. (Each call from Lua
+-- costs about a microsecond of Redis beyond the command's own work: with
+-- a GET and a SET per check and an HGET and an HINCRBY per buyer, the two
+-- rate limits were a third of the script; an outbox entry per reservation
+-- was a quarter of it, and its relaying (read, pending list, ack, trim)
+-- cost Redis half as much again.)
 
-local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing')
+local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing', 'outboxed')
 if not stock[1] then
   return 5
 end
@@ -260,6 +272,15 @@ end
 -- handed out (an undersell), never handed out units it does not count.
 redis.call('HINCRBY', KEYS[1], 'reserved', reserved - before)
 redis.call('HINCRBY', KEYS[1], 'seq', 1)
+-- The outbox then holds outboxed - relayed reservations. A sale loaded
+-- before that count existed has only entries of one reservation each in
+-- its outbox: the count starts from their number.
+if stock[7] then
+  redis.call('HINCRBY', KEYS[1], 'outboxed', #won)
+else
+  local relayed = tonumber(redis.call('HGET', KEYS[1], 'relayed') or 0)
+  redis.call('HSET', KEYS[1], 'outboxed', string.format('%d', relayed + redis.call('XLEN', KEYS[5]) + #won))
+end
 -- The millisecond time in the first 48 bits of a reservation id's last
 -- 26 (base32) characters, or nil: a record whose id carries its time
 -- (near enough) need not store it.
@@ -294,6 +315,7 @@ for n = 1, #bought do
 end
 redis.call('HSET', KEYS[2], unpack(holdings))
 local records = {} -- field, value pairs for one HSET of the res hash
+local lines = {}   -- the outbox entry's lines
 for n = 1, #won do
   local i = won[n]
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -304,6 +326,7 @@ for n = 1, #won do
   end
   local ms = id_ms(short)
   records[#records + 1] = short
+  lines[n] = qtys .. ' ' .. short .. ' ' .. user
   if ms and math.abs(now - ms) <= 2000 then
     records[#records + 1] = qtys .. ':' .. user
   else
@@ -311,9 +334,5 @@ for n = 1, #won do
   end
 end
 redis.call('HSET', KEYS[4], unpack(records))
-for n = 1, #won do
-  local i = won[n]
-  redis.call('XADD', KEYS[5], '*', 'reservation_id', ARGV[i], 'user_id', ARGV[i + 1],
-    'qty', ARGV[i + 2], 'reserved_at_ms', now_ms)
-end
+redis.call('XADD', KEYS[5], '*', 'n', string.format('%d', #won), 'at', now_ms, 'b', table.concat(lines, '\n'))
 return out

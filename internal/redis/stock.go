@@ -400,8 +400,8 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 	return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 }
 
-// OutboxLen returns the number of entries in a sale's outbox stream: the
-// reservations not yet trimmed by the relay.
+// OutboxLen returns the number of reservations in a sale's outbox: those
+// not yet relayed, or relayed and not yet acknowledged.
 // For a sale of several buckets it is the sum of every bucket's outbox; a
 // bucket's name (as OutboxSales lists it) gives that bucket's alone.
 func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
@@ -417,9 +417,58 @@ func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
 		}
 		tags = bs.tags
 	}
-	n, err := s.sumOver(ctx, tags, func(keys []string) rueidis.Completed { return s.client.B().Xlen().Key(keys[keyOutbox]).Build() })
-	if err != nil {
-		return 0, fmt.Errorf("outbox len: %w", err)
+	cmds := make(rueidis.Commands, 0, 2*len(tags))
+	for _, tag := range tags {
+		cmds = append(cmds, s.outboxCountCmds(tag)...)
+	}
+	res := s.client.DoMulti(ctx, cmds...)
+	var n int64
+	for b := range tags {
+		c, err := outboxCount(res[2*b], res[2*b+1])
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", err)
+		}
+		n += c
 	}
 	return n, nil
+}
+
+// outboxCountCmds are the two reads outboxCount takes: the stock hash's
+// outboxed and relayed, and the outbox's XLEN.
+func (s *Store) outboxCountCmds(tag string) rueidis.Commands {
+	keys := s.keys(tag)
+	return rueidis.Commands{
+		s.client.B().Hmget().Key(keys[keyStock]).Field("outboxed", "relayed").Build(),
+		s.client.B().Xlen().Key(keys[keyOutbox]).Build(),
+	}
+}
+
+// outboxCount is the reservations in one outbox: outboxed - relayed
+// (reserve.lua, outbox_ack.lua), or, before the sale's first batch
+// written with the count, the entries, each of one reservation then. A
+// stock hash lost while its outbox was not leaves only the entries to
+// count, each of which may hold many reservations.
+func outboxCount(counts, xlen rueidis.RedisResult) (int64, error) {
+	vals, err := counts.ToArray()
+	if err != nil {
+		return 0, classify(err)
+	}
+	entries, err := xlen.AsInt64()
+	if err != nil {
+		return 0, classify(err)
+	}
+	if len(vals) != 2 || vals[0].IsNil() {
+		return entries, nil
+	}
+	outboxed, err := vals[0].AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("malformed outboxed: %w", err)
+	}
+	var relayed int64
+	if !vals[1].IsNil() {
+		if relayed, err = vals[1].AsInt64(); err != nil {
+			return 0, fmt.Errorf("malformed relayed: %w", err)
+		}
+	}
+	return max(outboxed-relayed, entries), nil
 }

@@ -56,8 +56,14 @@ const DefaultKeyPrefix = "sk"
 // one call to a few milliseconds.
 const MaxBatch = 1024
 
-// Outbox stream field names, for the relay that reads the stream.
+// Outbox stream field names (reserve.lua). An entry is a batch: n
+// reservations, reserved at at (ms), in b, one line each. Entries written
+// before held one reservation in the four fields after them, which stand
+// for a batch's line where one must be shown raw (a malformed line).
 const (
+	OutboxCount         = "n"
+	OutboxAtMs          = "at"
+	OutboxBatch         = "b"
 	OutboxReservationID = "reservation_id"
 	OutboxUserID        = "user_id"
 	OutboxQty           = "qty"

@@ -198,24 +198,32 @@ func testOutbox(t *testing.T, s *Store) {
 	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 3 {
 		t.Fatalf("OutboxLen = %d, %v; want 3, nil", n, err)
 	}
+	// One entry for the batch: its count, its time and a line per
+	// reservation, in request order.
 	entries, err := s.client.Do(ctx, s.client.B().Xrange().Key(s.keys(sale.ID)[keyOutbox]).Start("-").End("+").Build()).AsXRange()
-	if err != nil {
-		t.Fatalf("XRANGE: %v", err)
+	if err != nil || len(entries) != 1 {
+		t.Fatalf("XRANGE = %v, %v; want one entry", entries, err)
 	}
+	f := entries[0].FieldValues
+	var lines []string
+	for _, i := range []int{0, 2, 5} {
+		r := reqs[i]
+		lines = append(lines, fmt.Sprintf("%d %s %s", r.Qty, r.ReservationID[len(sale.ID)+1:], r.UserID))
+	}
+	at, err := strconv.ParseInt(f[OutboxAtMs], 10, 64)
+	if f[OutboxCount] != "3" || f[OutboxBatch] != strings.Join(lines, "\n") || err != nil || at < before || at > after || len(f) != 3 {
+		t.Errorf("outbox entry %q; want n 3, at in [%d, %d], lines %q", f, before, after, lines)
+	}
+	es := decodeOutbox(sale.ID, entries)
 	var order []string
-	for _, e := range entries {
-		id := e.FieldValues[OutboxReservationID]
-		r, ok := want[id]
+	for _, e := range es {
+		r, ok := want[e.Event.ReservationID]
 		if !ok {
-			t.Fatalf("outbox entry %v is no reservation of this batch", e.FieldValues)
+			t.Fatalf("outbox reservation %+v is no reservation of this batch", e)
 		}
-		delete(want, id)
-		order = append(order, id)
-		at, err := strconv.ParseInt(e.FieldValues[OutboxReservedAtMs], 10, 64)
-		if e.FieldValues[OutboxUserID] != r.UserID || e.FieldValues[OutboxQty] != strconv.FormatInt(r.Qty, 10) ||
-			err != nil || at < before || at > after || len(e.FieldValues) != 4 {
-			t.Errorf("outbox entry %v; want user %s, qty %d, reserved_at_ms in [%d, %d], 4 fields",
-				e.FieldValues, r.UserID, r.Qty, before, after)
+		order = append(order, e.Event.ReservationID)
+		if e.Err != nil || e.Event.UserID != r.UserID || e.Event.Qty != r.Qty || e.Event.ReservedAt.UnixMilli() != at {
+			t.Errorf("outbox reservation %+v; want user %s, qty %d, reserved at %d ms", e, r.UserID, r.Qty, at)
 		}
 	}
 	if wantOrder := []string{reqs[0].ReservationID, reqs[2].ReservationID, reqs[5].ReservationID}; fmt.Sprint(order) != fmt.Sprint(wantOrder) {

@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"testing"
 	"time"
@@ -49,34 +50,46 @@ func TestEmptyPassAllocatesNothing(t *testing.T) {
 }
 
 // TestBatchScratchDeduplicates: entries read twice in one pass (own
-// pending ones also returned by a claim) are published once, and the
-// reused batch does not carry entries into the next pass.
+// pending ones also returned by a claim) are published once, with every
+// reservation of each, and acked once; the reused batch does not carry
+// entries into the next pass.
 func TestBatchScratchDeduplicates(t *testing.T) {
 	sale := "sale1"
-	ev := func(id string) seckill.OutboxEntry {
-		return seckill.OutboxEntry{StreamID: id, Event: seckill.ReservationEvent{
+	ev := func(id string, seq int) seckill.OutboxEntry {
+		return seckill.OutboxEntry{StreamID: id, Seq: seq, Event: seckill.ReservationEvent{
 			ReservationID: seckill.NewReservationID(sale, time.Now()), SaleID: sale, UserID: "u1", Qty: 1, ReservedAt: time.Now()}}
 	}
-	a, b := ev("1-0"), ev("2-0")
-	out := &dupOutbox{emptyOutbox: emptyOutbox{sales: []string{sale}}, pending: []seckill.OutboxEntry{a, b}, claim: []seckill.OutboxEntry{b}}
+	a := []seckill.OutboxEntry{ev("1-0", 0)}
+	b := []seckill.OutboxEntry{ev("2-0", 0), ev("2-0", 1), ev("2-0", 2)}
+	c := []seckill.OutboxEntry{ev("3-0", 0), ev("3-0", 1)} // only claimed
+	out := &dupOutbox{emptyOutbox: emptyOutbox{sales: []string{sale}}, pending: append(a, b...), claim: append(b, c...)}
 	broker := &fakeBroker{}
 	r := New(out, broker, testConfig(t, "r1"))
 	log := slog.New(slog.DiscardHandler)
-	if found, _ := r.pass(context.Background(), log, false); found != 2 {
-		t.Fatalf("first pass published %d entries; want 2 (one read twice)", found)
+	if found, _ := r.pass(context.Background(), log, false); found != 6 {
+		t.Fatalf("first pass published %d reservations; want 6 (an entry of 3 read twice)", found)
 	}
 	out.pending, out.claim = nil, nil
 	if found, _ := r.pass(context.Background(), log, false); found != 0 {
-		t.Fatalf("second pass published %d entries; want 0", found)
+		t.Fatalf("second pass published %d reservations; want 0", found)
 	}
-	if n := broker.publishedCount(); n != 2 {
-		t.Errorf("broker got %d messages; want 2", n)
+	if n := broker.publishedCount(); n != 6 {
+		t.Errorf("broker got %d messages; want 6", n)
+	}
+	if fmt.Sprint(out.acked) != "[[1-0 2-0 3-0]]" {
+		t.Errorf("acks %v; want one, of each entry once", out.acked)
 	}
 }
 
 type dupOutbox struct {
 	emptyOutbox
 	pending, claim []seckill.OutboxEntry
+	acked          [][]string
+}
+
+func (o *dupOutbox) AckOutbox(_ context.Context, _, _ string, ids []string) error {
+	o.acked = append(o.acked, ids)
+	return nil
 }
 
 func (o *dupOutbox) ReadPendingOutbox(context.Context, string, string, string, int) ([]seckill.OutboxEntry, error) {

@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -33,6 +34,9 @@ type Outbox interface {
 	ForgetOutbox(ctx context.Context, saleID string) (forgotten bool, err error)
 	OutboxLen(ctx context.Context, saleID string) (int64, error)
 	// ReadOutbox hands consumer up to count entries no one was given yet.
+	// The reads return an outbox entry's reservations one by one, sharing
+	// its stream id (an entry holds a batch of the reserve script's), and
+	// count in entries.
 	ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error)
 	// ReadPendingOutbox returns up to count entries given to consumer and
 	// not yet acked.
@@ -53,8 +57,11 @@ type Config struct {
 	// "<hostname>-<pid>-<random>". Reusing a dead relay's name makes its
 	// pending entries this relay's at once, without waiting ClaimMinIdle.
 	Consumer string
-	// BatchSize is the most entries published in one Publish call;
-	// default 500.
+	// BatchSize is the most reservations published in one Publish call;
+	// default 500. The outbox is read a whole entry (a batch of the reserve
+	// script's) at a time, as many entries as the last read's reservations
+	// per entry say would fill the batch, so a batch can pass it by what a
+	// read's entries held beyond that.
 	BatchSize int
 	// Block is how long a read waits for new entries when the relay is
 	// idle (its last pass over the sales found nothing). Sales are read
@@ -179,6 +186,50 @@ type saleState struct {
 	// unregistered is set when ForgetOutbox failed halfway: the sale may be
 	// missing from the registry, so the relay keeps visiting it.
 	unregistered bool
+	// perEntry is the reservations per outbox entry of the sale's last
+	// read (at least 1): how many entries a read asks for.
+	perEntry int
+}
+
+// entriesFor is how many outbox entries to read for want reservations.
+func (st *saleState) entriesFor(want int) int {
+	return max(1, (want+st.perEntry-1)/st.perEntry)
+}
+
+// observe notes the reservations per entry of a read.
+func (st *saleState) observe(es []seckill.OutboxEntry) {
+	if entries := countEntries(es); entries > 0 {
+		st.perEntry = max(1, (len(es)+entries-1)/entries)
+	}
+}
+
+// fitEntries is how many of es, whose entries' reservations come
+// together, make whole entries of at most size reservations in all, or
+// the first entry when that alone holds more.
+func fitEntries(es []seckill.OutboxEntry, size int) int {
+	end := 0
+	for i := 1; i <= len(es); i++ {
+		if i < len(es) && es[i].StreamID == es[i-1].StreamID {
+			continue // inside an entry
+		}
+		if i > size && end > 0 {
+			break
+		}
+		end = i
+	}
+	return end
+}
+
+// countEntries is the number of outbox entries es holds: the reservations
+// of one entry come together.
+func countEntries(es []seckill.OutboxEntry) int {
+	n := 0
+	for i := range es {
+		if i == 0 || es[i].StreamID != es[i-1].StreamID {
+			n++
+		}
+	}
+	return n
 }
 
 // New returns a Relay that reads outbox and publishes to broker.
@@ -312,7 +363,7 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 			// Entries of an earlier life under this consumer name may be
 			// pending: look for them first. Stale entries of dead relays
 			// are claimed on this first visit too.
-			st = &saleState{ownPending: true, lastForget: now}
+			st = &saleState{ownPending: true, lastForget: now, perEntry: 1}
 			r.sales[id] = st
 		}
 		if d := st.retryAt.Sub(now); d > 0 {
@@ -352,12 +403,15 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 	size := r.cfg.BatchSize
 	// The batch is built in the relay's scratch slice: an empty outbox,
 	// the common case between bursts, costs no allocation. Entries are
-	// deduplicated only when more than one read contributed.
+	// deduplicated only when more than one read contributed, by stream
+	// id: a read returns each entry's reservations together, so those of
+	// an entry an earlier read gave are all left out.
 	batch, reads := r.batch[:0], 0
 	add := func(es []seckill.OutboxEntry) {
 		if len(es) == 0 {
 			return
 		}
+		st.observe(es)
 		if reads++; reads == 1 {
 			batch = append(batch, es...)
 			return
@@ -367,29 +421,33 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 				r.seen[e.StreamID] = true
 			}
 		}
+		from := len(batch)
 		for _, e := range es {
 			if !r.seen[e.StreamID] {
-				r.seen[e.StreamID] = true
 				batch = append(batch, e)
 			}
 		}
+		for _, e := range batch[from:] {
+			r.seen[e.StreamID] = true
+		}
 	}
 	defer func() {
-		clear(batch) // drop references to the entries
+		clear(batch[:cap(batch)]) // drop references to the entries
 		r.batch = batch[:0]
 		clear(r.seen)
 	}()
 	ownDone := !st.ownPending
 	if st.ownPending {
-		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, size)
+		count := st.entriesFor(size)
+		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count)
 		if err != nil {
 			return 0, err
 		}
 		add(es)
-		ownDone = len(es) < size
+		ownDone = countEntries(es) < count
 	}
 	if now := time.Now(); len(batch) < size && now.Sub(st.lastClaim) >= r.cfg.ClaimMinIdle/2 {
-		want := size - len(batch)
+		want := st.entriesFor(size - len(batch))
 		es, err := r.outbox.ClaimStaleOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, r.cfg.ClaimMinIdle, want)
 		if err != nil {
 			return 0, err
@@ -401,7 +459,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 			}
 		}
 		add(es)
-		if len(es) < want { // else more may be stale: claim again next pass
+		if countEntries(es) < want { // else more may be stale: claim again next pass
 			st.lastClaim = now
 		}
 	}
@@ -410,7 +468,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		if block && len(batch) == 0 {
 			wait = r.cfg.Block
 		}
-		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, size-len(batch), wait)
+		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, st.entriesFor(size-len(batch)), wait)
 		if err != nil {
 			return 0, err
 		}
@@ -423,11 +481,19 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 	// From here on the entries are pending for this consumer: any failure
 	// leaves them to the next pass.
 	st.ownPending = true
+	// Whole entries, up to size reservations (an entry larger than size
+	// alone): the entries read beyond them stay pending for this consumer,
+	// which publishes them first on its next pass.
+	whole := fitEntries(batch, size)
+	ownDone = ownDone && whole == len(batch)
+	batch = batch[:whole]
 	msgs := make([]seckill.Message, len(batch))
-	ids := make([]string, len(batch))
+	ids := make([]string, 0, countEntries(batch))
 	for i, e := range batch {
 		msgs[i] = r.message(log, sale, e)
-		ids[i] = e.StreamID
+		if i == 0 || e.StreamID != batch[i-1].StreamID {
+			ids = append(ids, e.StreamID)
+		}
 	}
 	if err := r.broker.Publish(ctx, msgs); err != nil {
 		return 0, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
@@ -494,8 +560,12 @@ func (r *Relay) message(log *slog.Logger, sale string, e seckill.OutboxEntry) se
 	}
 	// The message id is the reservation's id when the entry names a valid
 	// one, so the failed order is filed under the id the buyer holds;
-	// otherwise an id derived from the stream id, stable across retries.
+	// otherwise an id derived from the stream id and the reservation's
+	// place in its entry, stable across retries.
 	id := sale + ":outbox:" + e.StreamID
+	if e.Seq > 0 {
+		id += ":" + strconv.Itoa(e.Seq)
+	}
 	if rid := e.Fields["reservation_id"]; rid != "" {
 		if s, ok := seckill.SaleIDOfReservation(rid); ok && s == sale {
 			id = rid

@@ -240,13 +240,25 @@ func preheat(t *testing.T, s *redis.Store, stock int64) *seckill.Sale {
 // the request combiner would, and returns them by id.
 func reserve(t *testing.T, s *redis.Store, saleID string, n int) map[string]seckill.ReserveRequest {
 	t.Helper()
+	return reserveIn(t, s, saleID, n, 100)
+}
+
+// reserveCalls numbers reserveIn's Reserve calls, each an outbox entry:
+// the buyers of call c are "call<c>-…" (callOf).
+var reserveCalls atomic.Int64
+
+// reserveIn reserves n units, one for each of n fresh buyers, in Reserve
+// calls of up to per requests.
+func reserveIn(t *testing.T, s *redis.Store, saleID string, n, per int) map[string]seckill.ReserveRequest {
+	t.Helper()
 	out := map[string]seckill.ReserveRequest{}
 	for n > 0 {
-		reqs := make([]seckill.ReserveRequest, min(n, 100))
+		reqs := make([]seckill.ReserveRequest, min(n, per))
+		call := reserveCalls.Add(1)
 		for i := range reqs {
 			reqs[i] = seckill.ReserveRequest{
 				ReservationID: seckill.NewReservationID(saleID, time.Now()),
-				UserID:        servicetest.UniqueName("u"),
+				UserID:        fmt.Sprintf("call%d-%s", call, servicetest.UniqueName("u")),
 				Qty:           1,
 			}
 		}
@@ -267,6 +279,19 @@ func reserve(t *testing.T, s *redis.Store, saleID string, n int) map[string]seck
 	return out
 }
 
+// callOf is the Reserve call (reserveIn) of a published event's buyer.
+func callOf(t *testing.T, m seckill.Message) string {
+	t.Helper()
+	ev, err := seckill.DecodeReservationEvent(m.Body)
+	if err != nil {
+		t.Fatalf("message %s: %v", m.ID, err)
+	}
+	call, _, _ := strings.Cut(ev.UserID, "-")
+	return call
+}
+
+// wantOutbox checks a sale's reservations in the outbox and its entries
+// pending for the relays' group.
 func wantOutbox(t *testing.T, s *redis.Store, saleID string, wantLen, wantPending int64) {
 	t.Helper()
 	ctx := context.Background()
@@ -352,8 +377,8 @@ func TestRelaysEveryReservationOnce(t *testing.T) {
 			t.Errorf("OnPublished counted %d; want %d", got, len(want))
 		}
 		for _, batch := range broker.batches {
-			if len(batch) > cfg.BatchSize {
-				t.Errorf("a Publish of %d messages; want at most BatchSize %d", len(batch), cfg.BatchSize)
+			if len(batch) > cfg.BatchSize && callOf(t, batch[0]) != callOf(t, batch[len(batch)-1]) {
+				t.Errorf("a Publish of %d messages, from several outbox entries; want at most BatchSize %d, or one entry", len(batch), cfg.BatchSize)
 			}
 		}
 		wantOutbox(t, s, a.ID, 0, 0)
@@ -421,14 +446,15 @@ func TestBrokerOutage(t *testing.T) {
 		if n := broker.publishedCount(); n != 0 {
 			t.Fatalf("published %d while the broker failed", n)
 		}
-		// Nothing acked: every entry is still in the stream, and the batch
-		// in hand is pending for this relay, which retries it rather than
-		// reading further.
+		// Nothing acked: every entry is still in the stream, and the
+		// entries of the first read (the backlog's two, of 100 and 30
+		// reservations) are pending for this relay, which retries them
+		// rather than reading further.
 		if n, err := s.OutboxLen(context.Background(), sale.ID); err != nil || n != 150 {
 			t.Errorf("OutboxLen during the outage = %d, %v; want 150", n, err)
 		}
-		if n, err := s.OutboxPending(context.Background(), sale.ID, "relay"); err != nil || n != 50 {
-			t.Errorf("OutboxPending during the outage = %d, %v; want one batch, 50", n, err)
+		if n, err := s.OutboxPending(context.Background(), sale.ID, "relay"); err != nil || n != 2 {
+			t.Errorf("OutboxPending during the outage = %d, %v; want the first read's 2 entries", n, err)
 		}
 
 		broker.setFail(nil)
@@ -467,7 +493,7 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 		if n := broker.publishedCount(); n != len(want) {
 			t.Fatalf("the killed relay published %d; want all %d before dying", n, len(want))
 		}
-		wantOutbox(t, s, sale.ID, int64(len(want)), int64(len(want)))
+		wantOutbox(t, s, sale.ID, int64(len(want)), 1)
 
 		more := reserve(t, s, sale.ID, 5) // never read by the dead relay
 		want = merge(want, more)
@@ -496,6 +522,35 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 			if n := broker.counts()[id]; n != 1 {
 				t.Errorf("reservation %s made after the crash published %d times; want 1", id, n)
 			}
+		}
+		wantOutbox(t, s, sale.ID, 0, 0)
+	})
+}
+
+// TestWholeEntries: the relay publishes whole outbox entries (each the
+// reservations of one Reserve call), as many as fit in BatchSize, or an
+// entry larger than BatchSize alone; what it read beyond them waits,
+// pending, for its next pass, and every reservation is published once.
+func TestWholeEntries(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		sale := preheat(t, s, 1000)
+		want := merge(reserveIn(t, s, sale.ID, 30, 30), reserveIn(t, s, sale.ID, 30, 30),
+			reserveIn(t, s, sale.ID, 80, 80), reserveIn(t, s, sale.ID, 5, 5))
+		broker := &fakeBroker{}
+		r := start(t, s, broker, testConfig(t, "r1")) // BatchSize 50
+		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
+		stop(t, r)
+		if dups := wantPublished(t, broker, want); dups != 0 {
+			t.Errorf("%d duplicates; want 0", dups)
+		}
+		broker.mu.Lock()
+		var sizes []int
+		for _, b := range broker.batches {
+			sizes = append(sizes, len(b))
+		}
+		broker.mu.Unlock()
+		if fmt.Sprint(sizes) != "[30 30 80 5]" {
+			t.Errorf("Publish sizes %v; want [30 30 80 5]: whole entries up to 50, the entry of 80 alone", sizes)
 		}
 		wantOutbox(t, s, sale.ID, 0, 0)
 	})
@@ -572,7 +627,7 @@ func TestStopGivesUp(t *testing.T) {
 		if err := r.Stop(context.Background()); err == nil {
 			t.Error("second Stop = nil; want the outboxes still reported undrained")
 		}
-		wantOutbox(t, s, sale.ID, 20, 20)
+		wantOutbox(t, s, sale.ID, 20, 1)
 	})
 }
 
@@ -648,26 +703,32 @@ func TestMalformedEntryPublishedRaw(t *testing.T) {
 	sale := "sale1"
 	rid := seckill.NewReservationID(sale, time.Now())
 	good := seckill.ReservationEvent{ReservationID: seckill.NewReservationID(sale, time.Now()), SaleID: sale, UserID: "u1", Qty: 1, ReservedAt: time.Now()}
+	good2 := good
+	good2.ReservationID = seckill.NewReservationID(sale, time.Now())
 	out := &fakeOutbox{sale: sale, pending: map[string]seckill.OutboxEntry{}, entries: []seckill.OutboxEntry{
 		{StreamID: "1-0", Event: seckill.ReservationEvent{SaleID: sale, ReservationID: rid}, Err: errors.New("invalid qty \"x\""),
 			Fields: map[string]string{"reservation_id": rid, "user_id": "u1", "qty": "x"}},
 		{StreamID: "2-0", Event: seckill.ReservationEvent{SaleID: sale}, Err: errors.New("entry deleted from the stream while pending")},
 		{StreamID: "3-0", Event: good},
+		// A batch entry whose second line names no valid reservation.
+		{StreamID: "4-0", Event: good2},
+		{StreamID: "4-0", Seq: 1, Event: seckill.ReservationEvent{SaleID: sale}, Err: errors.New("line 2: not a reservation id"),
+			Fields: map[string]string{"reservation_id": sale + ".x", "user_id": "u2", "qty": "1"}},
 	}}
 	broker := &fakeBroker{}
 	r := start(t, out, broker, testConfig(t, "r1"))
 	stop(t, r)
 	msgs := broker.messages()
-	if len(msgs) != 3 {
-		t.Fatalf("published %d messages; want 3", len(msgs))
+	if len(msgs) != 5 {
+		t.Fatalf("published %d messages; want 5", len(msgs))
 	}
-	wantIDs := []string{rid, sale + ":outbox:2-0", good.ReservationID}
+	wantIDs := []string{rid, sale + ":outbox:2-0", good.ReservationID, good2.ReservationID, sale + ":outbox:4-0:1"}
 	for i, m := range msgs {
 		if m.ID != wantIDs[i] {
 			t.Errorf("message %d id = %q; want %q", i, m.ID, wantIDs[i])
 		}
 	}
-	for _, m := range msgs[:2] {
+	for _, m := range append(msgs[:2:2], msgs[4]) {
 		var ev seckill.ReservationEvent
 		if err := json.Unmarshal(m.Body, &ev); err == nil && ev.ReservationID != "" {
 			t.Errorf("raw message %s decodes as a reservation event %+v; the order writer must refuse it", m.ID, ev)
@@ -677,7 +738,7 @@ func TestMalformedEntryPublishedRaw(t *testing.T) {
 			t.Errorf("raw message %s body %s: want sale, outbox id and the reason", m.ID, m.Body)
 		}
 	}
-	if fmt.Sprint(out.acked) != "[1-0 2-0 3-0]" {
+	if fmt.Sprint(out.acked) != "[1-0 2-0 3-0 4-0]" {
 		t.Errorf("acked %v; want every entry once published", out.acked)
 	}
 }
