@@ -285,14 +285,14 @@ func (r *Relay) run(ctx context.Context) {
 	for {
 		draining := startstop.Closed(stopping)
 		started := time.Now()
-		found, wait := r.pass(ctx, log, idle && !draining)
+		found, full, wait := r.pass(ctx, log, idle && !draining)
 		if ctx.Err() != nil {
 			log.Warn("relay abandoned before its outboxes were drained", "err", ctx.Err())
 			return
 		}
 		if found > 0 {
 			idle = false
-			if d := r.cfg.Linger - time.Since(started); d > 0 && found < r.cfg.BatchSize && !draining {
+			if d := r.cfg.Linger - time.Since(started); d > 0 && !full && !draining {
 				t.Reset(d)
 				select {
 				case <-ctx.Done():
@@ -325,10 +325,11 @@ func (r *Relay) run(ctx context.Context) {
 }
 
 // pass visits every sale once, relaying at most one batch of each, so a
-// busy sale cannot starve the others. It returns the number of entries
-// published and, when that is 0, how long until a sale waiting out a
-// failure may be tried again.
-func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found int, wait time.Duration) {
+// busy sale cannot starve the others. It returns the number of
+// reservations published, whether a sale's batch was full, and, when
+// nothing was published, how long until a sale waiting out a failure may
+// be tried again.
+func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found int, full bool, wait time.Duration) {
 	wait = r.cfg.PollInterval
 	sales, err := r.outbox.OutboxSales(ctx)
 	if err != nil {
@@ -356,7 +357,7 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 	now := time.Now()
 	for _, id := range sales {
 		if ctx.Err() != nil {
-			return found, wait
+			return found, full, wait
 		}
 		st := r.sales[id]
 		if st == nil {
@@ -370,11 +371,12 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 			wait = min(wait, d)
 			continue
 		}
-		n, err := r.relaySale(ctx, log, id, st, block && found == 0)
+		n, filled, err := r.relaySale(ctx, log, id, st, block && found == 0)
 		found += n
+		full = full || filled
 		if err != nil {
 			if ctx.Err() != nil {
-				return found, wait
+				return found, full, wait
 			}
 			st.failures++
 			pause := r.backoff(st.failures)
@@ -385,7 +387,7 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 		}
 		st.failures = 0
 	}
-	return found, wait
+	return found, full, wait
 }
 
 func (r *Relay) backoff(failures int) time.Duration {
@@ -397,9 +399,11 @@ func (r *Relay) backoff(failures int) time.Duration {
 }
 
 // relaySale publishes one batch of a sale's outbox: its own pending
-// entries first (a batch whose Publish or Ack failed), then stale entries
-// of dead relays, then new ones. It acks only after Publish returned nil.
-func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (int, error) {
+// entries first (a batch whose Publish or Ack failed, or entries read
+// beyond the last batch), then stale entries of dead relays, then new
+// ones. It acks only after Publish returned nil. full reports a batch that
+// took what it could hold: more may be waiting.
+func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (n int, full bool, err error) {
 	size := r.cfg.BatchSize
 	// The batch is built in the relay's scratch slice: an empty outbox,
 	// the common case between bursts, costs no allocation. Entries are
@@ -437,11 +441,12 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		clear(r.seen)
 	}()
 	ownDone := !st.ownPending
+	readAll := false // the read of new entries got all it asked for: more may wait
 	if st.ownPending {
 		count := st.entriesFor(size)
 		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		add(es)
 		ownDone = countEntries(es) < count
@@ -450,7 +455,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		want := st.entriesFor(size - len(batch))
 		es, err := r.outbox.ClaimStaleOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, r.cfg.ClaimMinIdle, want)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		if len(es) > 0 {
 			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again", "sale", sale, "entries", len(es))
@@ -468,15 +473,17 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		if block && len(batch) == 0 {
 			wait = r.cfg.Block
 		}
-		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, st.entriesFor(size-len(batch)), wait)
+		count := st.entriesFor(size - len(batch))
+		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count, wait)
 		if err != nil {
-			return 0, err
+			return 0, false, err
 		}
 		add(es)
+		readAll = countEntries(es) == count
 	}
 	if len(batch) == 0 {
 		st.ownPending = false
-		return 0, r.maybeForget(ctx, log, sale, st)
+		return 0, false, r.maybeForget(ctx, log, sale, st)
 	}
 	// From here on the entries are pending for this consumer: any failure
 	// leaves them to the next pass.
@@ -486,6 +493,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 	// which publishes them first on its next pass.
 	whole := fitEntries(batch, size)
 	ownDone = ownDone && whole == len(batch)
+	full = whole < len(batch) || whole >= size || readAll
 	batch = batch[:whole]
 	msgs := make([]seckill.Message, len(batch))
 	ids := make([]string, 0, countEntries(batch))
@@ -496,7 +504,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		}
 	}
 	if err := r.broker.Publish(ctx, msgs); err != nil {
-		return 0, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
+		return 0, false, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
 	}
 	if r.cfg.OnPublished != nil {
 		r.cfg.OnPublished(len(msgs))
@@ -505,13 +513,13 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		r.beforeAck()
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, err // abandoned: whoever reclaims the batch publishes it again
+		return 0, false, err // abandoned: whoever reclaims the batch publishes it again
 	}
 	if err := r.outbox.AckOutbox(ctx, sale, r.cfg.Group, ids); err != nil {
-		return 0, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
+		return 0, false, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
 	}
 	st.ownPending = !ownDone
-	return len(batch), nil
+	return len(batch), full, nil
 }
 
 // maybeForget asks, now and then, to drop an idle sale from the registry;

@@ -838,3 +838,27 @@ func batchSizes(batches [][]seckill.Message) []int {
 	}
 	return n
 }
+
+// TestNoLingerWhileBatchesFill: a relay whose batch took what it could hold
+// (more entries wait) goes on at once, Linger or not: lingering after every
+// full batch would cap it at one batch per Linger, below a stampede's
+// rate. Here four batches of whole entries of 30 (two each, 60 of
+// BatchSize 80, and the last one) go out well before a single Linger of an
+// hour has passed.
+func TestNoLingerWhileBatchesFill(t *testing.T) {
+	s := openRedis(t)
+	sale := preheat(t, s, 1000)
+	want := reserveIn(t, s, sale.ID, 210, 30)
+	broker := &fakeBroker{}
+	cfg := testConfig(t, "busy")
+	cfg.BatchSize = 80
+	cfg.Linger = time.Hour
+	start(t, s, broker, cfg)
+	servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
+	wantPublished(t, broker, want)
+	broker.mu.Lock()
+	defer broker.mu.Unlock()
+	if sizes := batchSizes(broker.batches); fmt.Sprint(sizes) != "[60 60 60 30]" {
+		t.Errorf("published batches of %v; want [60 60 60 30]", sizes)
+	}
+}
