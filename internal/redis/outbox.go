@@ -130,11 +130,11 @@ func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool
 // they stay pending for it until acked. An entry holds the reservations of
 // one reserve script call, returned one seckill.OutboxEntry each, in
 // order, under the entry's stream id (as by ReadPendingOutbox and
-// ClaimStaleOutbox, whose counts are entries too). The group is made on first use,
-// from the stream's start; a sale not loaded that has no outbox has
-// nothing to read, and nothing is made for it (outbox_group.lua). block
-// > 0 waits up to that long for an entry when there is none; block <= 0
-// does not wait.
+// ClaimStaleOutbox, whose counts are entries too). The group is made on
+// first use, from the stream's start; a sale not loaded that has no
+// outbox has nothing to read, and nothing is made for it
+// (outbox_group.lua). block > 0 waits up to that long for an entry when
+// there is none; block <= 0 does not wait.
 func (s *Store) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
 	return s.readOutbox(ctx, "read outbox", saleID, group, consumer, ">", count, block)
 }
