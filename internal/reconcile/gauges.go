@@ -86,7 +86,7 @@ func (c Counts) Gauges(balanced bool) []Gauge {
 		{"seckill_reconcile_failed_orders", "Failed orders of the sale.", float64(c.FailedOrders)},
 		{"seckill_reconcile_restores_parked", "Restore requests parked, waiting for their order.", float64(c.RestoresParked)},
 		{"seckill_reconcile_restores_alerted", "Restore requests not done that raised a stuck alert.", float64(c.RestoresAlerted)},
-		{"seckill_reconcile_outbox_entries", "Outbox entries not yet relayed.", float64(c.OutboxLen)},
+		{"seckill_reconcile_outbox_entries", "Reservations in the outbox, not yet relayed (the metric keeps its name from when an outbox entry was one reservation).", float64(c.OutboxLen)},
 		{"seckill_reconcile_last_run_timestamp_seconds", "When the sale's counters were last read (Unix time).", float64(c.CheckedAt.UnixNano()) / 1e9},
 	}
 }

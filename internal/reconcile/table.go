@@ -153,7 +153,7 @@ func (r *Report) Gauges() []Gauge {
 		{"seckill_reconcile_failed_orders", "Failed orders of the sale.", float64(r.FailedOrders.Count)},
 		{"seckill_reconcile_restores_parked", "Restore requests parked, waiting for their order.", float64(r.Restores.Parked)},
 		{"seckill_reconcile_restores_alerted", "Restore requests not done that raised a stuck alert.", float64(r.Restores.Alerted)},
-		{"seckill_reconcile_outbox_entries", "Outbox entries not yet relayed.", float64(r.InFlight.OutboxLen)},
+		{"seckill_reconcile_outbox_entries", "Reservations in the outbox, not yet relayed (the metric keeps its name from when an outbox entry was one reservation).", float64(r.InFlight.OutboxLen)},
 		{"seckill_reconcile_last_run_timestamp_seconds", "When the sale was last reconciled (Unix time).", float64(r.CheckedAt.UnixNano()) / 1e9},
 	}
 }

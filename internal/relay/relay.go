@@ -104,10 +104,10 @@ type Config struct {
 	// OnPublished, if set, is told the size of every batch the broker
 	// confirmed (duplicates included), for a metric.
 	OnPublished func(n int)
-	// OnReclaimed, if set, is told every takeover: entries of sale that
-	// another relay had left unacknowledged for ClaimMinIdle and this one
-	// claimed, for a metric.
-	OnReclaimed func(sale string, entries int)
+	// OnReclaimed, if set, is told every takeover: the reservations of
+	// the entries of sale that another relay had left unacknowledged for
+	// ClaimMinIdle and this one claimed, for a metric.
+	OnReclaimed func(sale string, reservations int)
 }
 
 func (c Config) withDefaults() Config {
@@ -458,7 +458,8 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 			return 0, false, err
 		}
 		if len(es) > 0 {
-			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again", "sale", sale, "entries", len(es))
+			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again",
+				"sale", sale, "entries", countEntries(es), "reservations", len(es))
 			if r.cfg.OnReclaimed != nil {
 				r.cfg.OnReclaimed(sale, len(es))
 			}

@@ -51,8 +51,8 @@ type Snapshot struct {
 	// sales together (seckill_reservations_total has no sale label), so
 	// the control room labels them as such.
 	ReservationsNodeWide bool
-	// OutboxLen is the number of outbox entries not yet relayed (the
-	// stock store's OutboxLen): the outbox lag.
+	// OutboxLen is the number of reservations in the outbox, not yet
+	// relayed (the stock store's OutboxLen): the outbox lag.
 	OutboxLen int64
 	// BrokerBacklog is the number of messages waiting in the broker, NA
 	// when the broker cannot tell.
