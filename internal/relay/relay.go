@@ -58,10 +58,10 @@ type Config struct {
 	// pending entries this relay's at once, without waiting ClaimMinIdle.
 	Consumer string
 	// BatchSize is the most reservations published in one Publish call;
-	// default 500. The outbox is read a whole entry (a batch of the reserve
-	// script's) at a time, as many entries as the last read's reservations
-	// per entry say would fill the batch, so a batch can pass it by what a
-	// read's entries held beyond that.
+	// default 500. An outbox entry (a batch of the reserve script's) is
+	// published whole: a Publish holds whole entries up to BatchSize, or
+	// one larger entry alone, and entries read beyond them wait, pending
+	// for this relay, for its next pass.
 	BatchSize int
 	// Block is how long a read waits for new entries when the relay is
 	// idle (its last pass over the sales found nothing). Sales are read
@@ -436,7 +436,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		}
 	}
 	defer func() {
-		clear(batch[:cap(batch)]) // drop references to the entries
+		clear(batch) // drop references to the entries
 		r.batch = batch[:0]
 		clear(r.seen)
 	}()
@@ -495,12 +495,12 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 	whole := fitEntries(batch, size)
 	ownDone = ownDone && whole == len(batch)
 	full = whole < len(batch) || whole >= size || readAll
-	batch = batch[:whole]
-	msgs := make([]seckill.Message, len(batch))
-	ids := make([]string, 0, countEntries(batch))
-	for i, e := range batch {
+	pub := batch[:whole]
+	msgs := make([]seckill.Message, len(pub))
+	ids := make([]string, 0, countEntries(pub))
+	for i, e := range pub {
 		msgs[i] = r.message(log, sale, e)
-		if i == 0 || e.StreamID != batch[i-1].StreamID {
+		if i == 0 || e.StreamID != pub[i-1].StreamID {
 			ids = append(ids, e.StreamID)
 		}
 	}
@@ -520,7 +520,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		return 0, false, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
 	}
 	st.ownPending = !ownDone
-	return len(batch), full, nil
+	return len(pub), full, nil
 }
 
 // maybeForget asks, now and then, to drop an idle sale from the registry;
