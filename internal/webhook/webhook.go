@@ -1,91 +1,21 @@
-// Package webhook owns order events over HTTP: the JSON a shop receives,
-// its signature (Stripe's scheme: a Seckill-Signature header of
-// "t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." + body)>"), and
-// the sender that POSTs one event to the shop's URL.
+// Package webhook owns order events over HTTP: the JSON a shop receives
+// and the sender that POSTs one event to the shop's URL, signed by
+// internal/webhooksig (Stripe's scheme).
 package webhook
 
 import (
 	"bytes"
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/webhooksig"
 )
-
-// SignatureHeader carries the signature of a webhook's body.
-const SignatureHeader = "Seckill-Signature"
-
-// MinSecretBytes is the shortest secret accepted for signing.
-const MinSecretBytes = 32
-
-// Sign returns the Seckill-Signature value of body sent at t.
-func Sign(secret []byte, t time.Time, body []byte) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
-}
-
-func mac(secret []byte, ts string, body []byte) []byte {
-	h := hmac.New(sha256.New, secret)
-	h.Write([]byte(ts))
-	h.Write([]byte{'.'})
-	h.Write(body)
-	return h.Sum(nil)
-}
-
-// Errors of Verify.
-var (
-	ErrNoSignature  = errors.New("no valid t= and v1= in the signature header")
-	ErrBadSignature = errors.New("no v1 signature matches")
-	ErrStale        = errors.New("signature timestamp too far from now")
-)
-
-// Verify checks a Seckill-Signature value against body: its t within
-// tolerance of now, and one of its v1 values (there may be several, while
-// a secret is rotated) the HMAC of any of secrets.
-func Verify(header string, body []byte, secrets [][]byte, now time.Time, tolerance time.Duration) error {
-	var (
-		ts   string
-		sigs [][]byte
-	)
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		switch {
-		case !ok:
-		case k == "t" && ts == "":
-			ts = v
-		case k == "v1":
-			if b, err := hex.DecodeString(v); err == nil && len(b) == sha256.Size {
-				sigs = append(sigs, b)
-			}
-		}
-	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || len(sigs) == 0 {
-		return ErrNoSignature
-	}
-	if d := now.Sub(time.Unix(sec, 0)); d > tolerance || d < -tolerance {
-		return ErrStale
-	}
-	for _, secret := range secrets {
-		want := mac(secret, ts, body)
-		for _, s := range sigs {
-			if hmac.Equal(s, want) {
-				return nil
-			}
-		}
-	}
-	return ErrBadSignature
-}
 
 // Body is the JSON of an event as the shop receives it.
 type Body struct {
@@ -124,8 +54,8 @@ func NewSender(url string, secret []byte, client *http.Client) (*Sender, error) 
 	if !strings.HasPrefix(url, "http://") && !strings.HasPrefix(url, "https://") {
 		return nil, fmt.Errorf("order webhook url %q: want http:// or https://", url)
 	}
-	if len(secret) < MinSecretBytes {
-		return nil, fmt.Errorf("order webhook secret: %d bytes, want at least %d", len(secret), MinSecretBytes)
+	if len(secret) < webhooksig.MinSecretBytes {
+		return nil, fmt.Errorf("order webhook secret: %d bytes, want at least %d", len(secret), webhooksig.MinSecretBytes)
 	}
 	if client == nil {
 		client = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
@@ -154,7 +84,7 @@ func (s *Sender) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "seckill-webhook/1")
-	req.Header.Set(SignatureHeader, Sign(s.Secret, now(), body))
+	req.Header.Set(webhooksig.Header, webhooksig.Sign(body, now(), s.Secret))
 	resp, err := s.Client.Do(req)
 	if err != nil {
 		return err
