@@ -77,6 +77,9 @@ type Main struct {
 	// "writer") sees it: tests use it to deliver every message twice, or
 	// to make the relay die between publish and ack.
 	wrapBroker func(role string, b seckill.Broker) seckill.Broker
+	// tuneServer, if set, adjusts the HTTP server before it serves:
+	// tests shorten its header timeout or watch its connections.
+	tuneServer func(*http.Server)
 }
 
 // requestClock is the clock of the request path (the API, the sold-out
@@ -533,6 +536,9 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 		return err
 	}
 	m.server = httpapi.NewHTTPServer(m.routes(w.roles, api, pages), m.Logger)
+	if m.tuneServer != nil {
+		m.tuneServer(m.server)
+	}
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
