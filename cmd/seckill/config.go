@@ -66,6 +66,9 @@ type Config struct {
 	RedisWaitTimeout time.Duration
 	HealInterval     time.Duration
 	Roles            string // comma-separated: api, relay, writer; "all" or empty: every one
+	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
+	// fsync what they confirm, so that it survives a power cut.
+	EmbeddedFsync string
 	// Events delivers order events to the shop (orderevents.go).
 	Events eventsConfig
 }
@@ -120,6 +123,7 @@ func DefaultConfig() Config {
 		RedisWaitTimeout:      redis.DefaultWaitTimeout,
 		HealInterval:          time.Second,
 		Roles:                 "all",
+		EmbeddedFsync:         "on",
 		Events:                defaultEventsConfig(),
 	}
 }
@@ -142,6 +146,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
 	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
 	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
+	stringFlag(fs, &c.EmbeddedFsync, "embedded-fsync", c.EmbeddedFsync, "on: the embedded broker and a SQLite database fsync every write they confirm, so an answered claim survives a power cut; off: they survive a crash of the process only (faster on slow disks)")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
@@ -213,12 +218,22 @@ func (c *Config) demoLogin() (bool, error) {
 	return false, fmt.Errorf("demo login %q: want on or off", c.DemoLogin)
 }
 
-// databaseURL is the configured URL, or SQLite in the data dir.
+// databaseURL is the configured URL, or SQLite in the data dir. With
+// --embedded-fsync on, SQLite runs synchronous=FULL unless the URL says
+// otherwise: a commit (and so the writer's ack of its events) is then on
+// disk, not only in the OS's page cache.
 func (c *Config) databaseURL() string {
-	if c.DatabaseURL != "" {
-		return c.DatabaseURL
+	u := c.DatabaseURL
+	if u == "" {
+		u = "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
 	}
-	return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+	if c.EmbeddedFsync != "on" || !strings.HasPrefix(u, "sqlite:") || strings.Contains(u, "_synchronous=") {
+		return u
+	}
+	if strings.Contains(u, "?") {
+		return u + "&_synchronous=FULL"
+	}
+	return u + "?_synchronous=FULL"
 }
 
 // settings are the values of Config that need parsing. Run parses them
@@ -259,6 +274,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if s.durability, err = redis.ParseDurability(c.RedisDurability); err != nil {
 		return s, err
+	}
+	if c.EmbeddedFsync != "on" && c.EmbeddedFsync != "off" {
+		return s, fmt.Errorf("embedded fsync %q: want on or off", c.EmbeddedFsync)
 	}
 	if c.RedisConfigCheck != "on" && c.RedisConfigCheck != "off" {
 		return s, fmt.Errorf("redis config check %q: want on or off", c.RedisConfigCheck)
