@@ -32,6 +32,10 @@ type Config struct {
 	Namespace             string // the deployment's name on the broker
 	DataDir               string
 	JWTSecret             string // empty: generated and kept in DataDir
+	JWTJWKSURL            string // the identity provider's JWKS; empty: HS256 tokens only
+	JWTIssuer             string // pinned iss when set
+	JWTAudience           string // pinned aud when set
+	JWTMaxLifetime        time.Duration
 	AdminToken            string // empty: generated and kept in DataDir
 	PreheatLead           time.Duration
 	PreheatInterval       time.Duration
@@ -87,6 +91,7 @@ func DefaultConfig() Config {
 	return Config{
 		HTTPAddr:              "127.0.0.1:8080",
 		DataDir:               "./seckill-data",
+		JWTMaxLifetime:        24 * time.Hour,
 		RedisKeyPrefix:        redis.DefaultKeyPrefix,
 		DatabaseMaxConns:      sqlstore.DefaultMaxConns,
 		PreheatLead:           10 * time.Minute,
@@ -135,6 +140,9 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Namespace, "namespace", c.Namespace, "this deployment's name, carried by every broker message; a writer leaves other namespaces' messages alone")
 	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
 	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
+	stringFlag(fs, &c.JWTJWKSURL, "jwt-jwks-url", c.JWTJWKSURL, "the identity provider's JWKS URL (https): buyer tokens signed RS256, ES256 or EdDSA by its keys are accepted, besides HS256 ones")
+	stringFlag(fs, &c.JWTIssuer, "jwt-issuer", c.JWTIssuer, "when set, a buyer token's iss must be exactly this")
+	stringFlag(fs, &c.JWTAudience, "jwt-audience", c.JWTAudience, "when set, a buyer token's aud must include this")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
@@ -148,6 +156,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	return errors.Join(
+		durationFlag(fs, &c.JWTMaxLifetime, "jwt-max-lifetime", c.JWTMaxLifetime, "buyer tokens whose exp is further than this from their iat, or without iat, are refused; 0: no limit"),
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
@@ -279,6 +288,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
 		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
+	}
+	if err := c.checkSignIn(); err != nil {
+		return s, err
 	}
 	s.demoLogin, err = c.demoLogin()
 	return s, err

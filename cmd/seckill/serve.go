@@ -116,9 +116,10 @@ type wired struct {
 	relayWake chan struct{}
 	// stored holds claims until the relay stored them in the broker:
 	// set over the in-process store, whose outbox a crash loses.
-	stored  *ackgate.Gate
-	replays *combiner.Combiner
-	gauges  *reconcile.GaugeWorker
+	stored   *ackgate.Gate
+	replays  *combiner.Combiner
+	gauges   *reconcile.GaugeWorker
+	verifier *jwt.Verifier // buyer tokens (signin.go)
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -157,6 +158,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// The request path stops before the workers behind it.
 	m.closers = append(m.closers, m.combiner.Stop, w.replays.Stop)
 	w.reg.MustRegister(m.gate)
+	if w.verifier, err = m.buyerVerifier(ctx); err != nil {
+		return err
+	}
 	api, err := m.newAPI(w)
 	if err != nil {
 		return err
@@ -457,7 +461,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Stock:          w.reqStock,
 		Preheater:      m.preheat,
 		Reserver:       m.gate,
-		Verifier:       jwt.NewVerifier([]byte(cfg.JWTSecret)),
+		Verifier:       w.verifier,
 		AdminToken:     cfg.AdminToken,
 		Logger:         m.Logger,
 		Registerer:     w.reg,
