@@ -457,7 +457,8 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	claimIDs := seckill.NewClaimIDs(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		OnLost:  func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		Limiter: w.reqStock,
 	})
 	admin, err := saleadmin.New(saleadmin.Config{
 		Store: w.sales, Live: m.stock, Now: m.now, Logger: m.Logger,
