@@ -112,6 +112,7 @@ type wired struct {
 	relayWake chan struct{}
 	replays   *combiner.Combiner
 	gauges    *reconcile.GaugeWorker
+	lottery   *httpapi.LotteryConfig
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -147,6 +148,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// The request path stops before the workers behind it.
 	m.closers = append(m.closers, m.combiner.Stop, w.replays.Stop)
 	w.reg.MustRegister(m.gate)
+	w.lottery = m.startLottery(ctx, w)
 	api, err := m.newAPI(w)
 	if err != nil {
 		return err
@@ -452,6 +454,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		},
 		Currency:   cfg.Currency,
 		SalesAdmin: admin,
+		Lottery:    w.lottery,
 		Resolver:   m.orders,
 		PayTimeout: cfg.PayTimeout,
 		Now:        m.requestClock(),

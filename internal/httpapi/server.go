@@ -161,6 +161,10 @@ type Config struct {
 	RateLimitUser  seckill.RateLimit
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
+
+	// Lottery, if set, serves the lottery routes (lottery.go): entries,
+	// a buyer's result, the draw and its entry list.
+	Lottery *LotteryConfig
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -198,6 +202,10 @@ type Server struct {
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
+	// The lottery routes (lottery.go); lottery.Enterer nil: none.
+	lottery        LotteryConfig
+	draws          drawCache
+	lotteryMetrics *lotteryMetrics
 	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget         time.Duration
 	routeBudgets   map[string]time.Duration
@@ -310,6 +318,15 @@ func New(cfg Config) (*Server, error) {
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
+	if cfg.Lottery != nil {
+		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
+			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
+		}
+		s.lottery = *cfg.Lottery
+		if s.lotteryMetrics, err = newLotteryMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	ttl := cfg.SaleCacheTTL
 	if ttl <= 0 {
 		ttl = DefaultSaleCacheTTL
@@ -375,6 +392,14 @@ func (s *Server) routes() {
 	}
 	if s.reconcile != nil {
 		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/reconciliation", s.handleReconciliation})
+	}
+	if s.lottery.Enterer != nil {
+		routes = append(routes,
+			route{"POST", "/api/v1/sales/{id}/entries", s.handleEnter},
+			route{"GET", "/api/v1/sales/{id}/entries/mine", s.handleMyEntry},
+			route{"GET", "/api/v1/sales/{id}/draw", s.handleDraw},
+			route{"GET", "/api/v1/sales/{id}/draw/entries", s.handleDrawEntries},
+		)
 	}
 	allowed := map[string][]string{}
 	var paths []string
