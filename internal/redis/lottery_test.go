@@ -28,14 +28,14 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 		a1, a2, b := seckill.NewEntryID(), seckill.NewEntryID(), seckill.NewEntryID()
-		res, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{{a1, "alice", 1}, {a2, "alice", 2}, {b, "bob", 2}})
+		res, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(a1, "alice", 1), er(a2, "alice", 2), er(b, "bob", 2)})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !res[0].New || res[0].Entry.ID != a1 || res[1].New || res[1].Entry.ID != a1 || res[1].Entry.Qty != 1 || !res[2].New || res[2].Entry.ID != b {
 			t.Fatalf("results = %+v; want alice's first entry twice, bob's", res)
 		}
-		again, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{{seckill.NewEntryID(), "bob", 1}})
+		again, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(seckill.NewEntryID(), "bob", 1)})
 		if err != nil || again[0].New || again[0].Entry.ID != b || again[0].Entry.Qty != 2 {
 			t.Fatalf("bob's second entry = %+v, %v; want his first", again, err)
 		}
@@ -61,7 +61,7 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 		if err := l.CloseEntries(ctx, "lot"); err != nil {
 			t.Fatal(err)
 		}
-		late, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{{seckill.NewEntryID(), "carol", 1}})
+		late, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(seckill.NewEntryID(), "carol", 1)})
 		if err != nil || late[0].Refused != seckill.EENDED {
 			t.Fatalf("entry after close = %+v, %v; want ended", late, err)
 		}
@@ -71,11 +71,11 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 		}
 
 		early := lotterySale("early", now.Add(time.Minute), now.Add(time.Hour/2))
-		if r, err := l.EnterBatch(ctx, early, []seckill.EntryRequest{{seckill.NewEntryID(), "alice", 1}}); err != nil || r[0].Refused != seckill.ENOTSTARTED {
+		if r, err := l.EnterBatch(ctx, early, []seckill.EntryRequest{er(seckill.NewEntryID(), "alice", 1)}); err != nil || r[0].Refused != seckill.ENOTSTARTED {
 			t.Fatalf("entry before the start = %+v, %v", r, err)
 		}
 		closed := lotterySale("closed", now.Add(-time.Hour/2), now.Add(-time.Second))
-		if r, err := l.EnterBatch(ctx, closed, []seckill.EntryRequest{{seckill.NewEntryID(), "alice", 1}}); err != nil || r[0].Refused != seckill.EENDED {
+		if r, err := l.EnterBatch(ctx, closed, []seckill.EntryRequest{er(seckill.NewEntryID(), "alice", 1)}); err != nil || r[0].Refused != seckill.EENDED {
 			t.Fatalf("entry after entries_close_at = %+v, %v", r, err)
 		}
 
@@ -110,4 +110,8 @@ func TestFirstComeSaleIgnoresTheAdmittedMark(t *testing.T) {
 			t.Fatalf("claim %d = %+v, %v; want %s", i, got, err, want)
 		}
 	}
+}
+
+func er(id, user string, qty int64) seckill.EntryRequest {
+	return seckill.EntryRequest{EntryID: id, UserID: user, Qty: qty}
 }
