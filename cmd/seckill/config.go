@@ -75,6 +75,8 @@ type Config struct {
 	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
 	// fsync what they confirm, so that it survives a power cut.
 	EmbeddedFsync string
+	// Events delivers order events to the shop (orderevents.go).
+	Events eventsConfig
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -131,6 +133,7 @@ func DefaultConfig() Config {
 		HealInterval:          time.Second,
 		Roles:                 "all",
 		EmbeddedFsync:         "on",
+		Events:                defaultEventsConfig(),
 	}
 }
 
@@ -186,6 +189,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
+		c.Events.register(fs),
 	)
 }
 
@@ -294,6 +298,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
 		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
+	}
+	if err := c.Events.check(); err != nil {
+		return s, err
 	}
 	if err := c.checkSignIn(); err != nil {
 		return s, err

@@ -120,7 +120,11 @@ type wired struct {
 	replays  *combiner.Combiner
 	gauges   *reconcile.GaugeWorker
 	verifier *jwt.Verifier // buyer tokens (signin.go)
-	lottery  *httpapi.LotteryConfig
+	// events is the order-event outbox, and eventsWake wakes this
+	// process's deliverer; nil without an order webhook.
+	events     *sqlstore.EventStore
+	eventsWake func()
+	lottery    *httpapi.LotteryConfig
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -150,6 +154,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.observe(w)
 	if err := m.connectBroker(ctx, w); err != nil {
+		return err
+	}
+	if err := m.startEventDelivery(ctx, w); err != nil {
 		return err
 	}
 	// Background workers start in the reverse of their stopping order:
@@ -226,6 +233,9 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	m.closers = append(m.closers, func(context.Context) error { return m.db.Close() })
 	if err := m.db.Migrate(ctx); err != nil {
 		return err
+	}
+	if cfg.Events.enabled() {
+		m.db.EnableOrderEvents()
 	}
 	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
 		select {
@@ -350,7 +360,12 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
 			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: pm.ObserveForeign},
 			Observe: pm.ObservePersisted, OnFailed: pm.ObserveFailed,
-			AfterPersist: m.restorer.Kick, Now: m.now,
+			AfterPersist: func() {
+				m.restorer.Kick()
+				if w.eventsWake != nil {
+					w.eventsWake()
+				}
+			}, Now: m.now,
 		}))
 	}
 	if w.roles.relay {
@@ -488,13 +503,14 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 			}
 			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
-		Currency:   cfg.Currency,
-		SalesAdmin: admin,
-		Lottery:    w.lottery,
-		Resolver:   m.orders,
-		PayTimeout: cfg.PayTimeout,
-		Now:        m.requestClock(),
-		Ready:      m.ready,
+		Currency:    cfg.Currency,
+		SalesAdmin:  admin,
+		Lottery:     w.lottery,
+		Resolver:    m.orders,
+		PayTimeout:  cfg.PayTimeout,
+		OrderEvents: orderEventsAPI(w.events),
+		Now:         m.requestClock(),
+		Ready:       m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			// Within the create request's budget: with Redis down the
 			// scheduler preheats the sale on a later pass instead.

@@ -162,6 +162,11 @@ type Config struct {
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
 
+	// OrderEvents, if set, serves the operator's view of order-event
+	// delivery (orderevents.go): GET /admin/v1/order-events and POST
+	// /admin/v1/order-events/{id}/redeliver.
+	OrderEvents OrderEvents
+
 	// Lottery, if set, serves the lottery routes (lottery.go): entries,
 	// a buyer's result, the draw and its entry list.
 	Lottery *LotteryConfig
@@ -195,6 +200,7 @@ type Server struct {
 	salesAdmin    SalesAdmin
 	resolver      seckill.FailedOrderResolver
 	payTimeout    time.Duration
+	orderEvents   OrderEvents
 	adminMetrics  *adminMetrics
 	levels        lastLevels
 	metrics       *metrics
@@ -260,6 +266,7 @@ func New(cfg Config) (*Server, error) {
 		salesAdmin:    cfg.SalesAdmin,
 		resolver:      cfg.Resolver,
 		payTimeout:    cfg.PayTimeout,
+		orderEvents:   cfg.OrderEvents,
 	}
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
@@ -392,6 +399,12 @@ func (s *Server) routes() {
 	}
 	if s.reconcile != nil {
 		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/reconciliation", s.handleReconciliation})
+	}
+	if s.orderEvents != nil {
+		routes = append(routes,
+			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
+			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
+		)
 	}
 	if s.lottery.Enterer != nil {
 		routes = append(routes,
