@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
@@ -33,7 +34,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 		Help: "Entrants of each drawn lottery sale, as its draw counted them."}, []string{"sale_id"})
 	w.reg.MustRegister(drawn, took, entrants)
 
-	claimIDs := seckill.NewClaimIDs(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
+	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	host, _ := os.Hostname()
 	m.start(ctx, lottery.New(lottery.Config{
 		Draws: draws, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock,
