@@ -210,11 +210,11 @@ func (m *Main) useSecrets() error {
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = s.AdminToken
 	}
-	// Secrets are shown once, when they are made; later starts name
-	// only the file, so they do not end up in every log of the process.
+	// Secrets are never printed: stdout ends up in logs and terminals'
+	// scrollback. The file (mode 0600) is named instead.
 	path := filepath.Join(cfg.DataDir, secrets.File)
 	if generated {
-		fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
+		fmt.Fprintf(m.Stdout, "generated secrets in %s (mode 0600; the admin token is its admin_token)\n", path)
 	} else {
 		fmt.Fprintf(m.Stdout, "using the secrets in %s\n", path)
 	}
