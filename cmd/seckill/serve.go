@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/ackgate"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/breaker"
+	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/controlroom"
 	"github.com/seckill-dev/seckill/internal/guarded"
@@ -454,7 +455,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 // newAPI builds the buyer and admin HTTP API.
 func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	cfg := &m.Config
-	claimIDs := seckill.NewClaimIDs(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
+	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lc := lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
 		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },

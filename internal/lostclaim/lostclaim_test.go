@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 )
 
 // landedStore is a database in which the order landed between the
@@ -22,7 +23,7 @@ func (s *landedStore) RecordFailedOrder(context.Context, *seckill.FailedOrder) e
 }
 
 func TestResolve(t *testing.T) {
-	ids := seckill.NewClaimIDs([]byte("k"))
+	ids := claimid.NewMinter([]byte("k"))
 	t0 := time.Now()
 	id := ids.New("tea", "alice", 1, t0)
 	st := &landedStore{order: &seckill.Order{ReservationID: id, UserID: "alice", Status: seckill.OrderPlaced}}
@@ -70,7 +71,7 @@ func (o *fakeOutbox) OutboxOldest(context.Context, string) (time.Time, bool, err
 // soon as no outbox entry is old enough to be its and the broker holds
 // nothing, long before After; while either may hold it, it stays pending.
 func TestLostOnceNothingInFlight(t *testing.T) {
-	ids := seckill.NewClaimIDs([]byte("k"))
+	ids := claimid.NewMinter([]byte("k"))
 	t0 := time.Now()
 	id := ids.New("tea", "alice", 1, t0)
 	now := t0.Add(5 * time.Second)
