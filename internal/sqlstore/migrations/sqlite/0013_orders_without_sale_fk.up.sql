@@ -7,7 +7,7 @@
 --
 -- SQLite drops no constraint in place: the table is built anew and its
 -- rows copied (inside the migration's transaction), as in 0009.
-CREATE TABLE orders_0012 (
+CREATE TABLE orders_0013 (
     id             TEXT    NOT NULL,
     reservation_id TEXT    NOT NULL PRIMARY KEY,
     sale_id        TEXT    NOT NULL,
@@ -25,13 +25,13 @@ CREATE TABLE orders_0012 (
     CHECK (amount_cents >= 0),
     CHECK (status IN ('ordered', 'paid', 'cancelled'))
 ) STRICT;
-INSERT INTO orders_0012 (id, reservation_id, sale_id, user_id, qty, amount_cents, status,
+INSERT INTO orders_0013 (id, reservation_id, sale_id, user_id, qty, amount_cents, status,
         pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason)
     SELECT id, reservation_id, sale_id, user_id, qty, amount_cents, status,
         pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason
     FROM orders;
 DROP TABLE orders;
-ALTER TABLE orders_0012 RENAME TO orders;
+ALTER TABLE orders_0013 RENAME TO orders;
 
 -- As in 0009.
 CREATE INDEX orders_status_pay_by_idx ON orders (status, pay_by_ms);
