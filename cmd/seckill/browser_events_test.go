@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
@@ -55,13 +53,17 @@ func TestBrowserOrderEventRedelivered(t *testing.T) {
 	op.waitFor("the dead letter in the room", `!document.getElementById("events-card").hidden &&
 		document.getElementById("ev-dead").textContent === "1" &&
 		document.querySelector('#events-list li[data-event-id="`+eventID+`"] button.redeliver') !== null`, 30*time.Second)
-	if got := op.text("events-list"); !containsAll(got, "order.created", "dead", "attempts", "503") {
+	if got := op.text("events-list"); !containsAll(got, "order.created", "dead", "attempt", "503") {
 		t.Errorf("the dead letter reads %q: want its type, state, attempts and error", got)
 	}
 	op.shot("order-events-dead")
 
 	broken.Store(false)
-	op.do(chromedp.Click(chromedp.CSS(`#events-list li[data-event-id="` + eventID + `"] button.redeliver`)))
+	// Clicked from the page itself: the list may be redrawn between a
+	// lookup from here and the click.
+	if !evalJS[bool](op, `(function(){ const b = document.querySelector('#events-list li[data-event-id="`+eventID+`"] button.redeliver'); if (b) b.click(); return !!b })()`) {
+		t.Fatal("no Redeliver button to click")
+	}
 	op.waitFor("no dead letter left", `document.getElementById("ev-dead").textContent === "0" &&
 		document.querySelectorAll("#events-list li").length === 0`, 30*time.Second)
 	servicetest.WaitFor(t, 30*time.Second, "the shop to have the event", func() bool {

@@ -13,6 +13,7 @@
   const REFRESH_MS = 3000;
   const LIMIT = 50;
   let seq = 0;
+  let shown = ""; // the events last drawn, so an unchanged list is not redrawn under the pointer
 
   function headers() {
     const op = sk.session.get(OPERATOR_KEY) || "";
@@ -50,6 +51,9 @@
   }
 
   function render(events) {
+    const key = JSON.stringify(events);
+    if (key === shown) return;
+    shown = key;
     const ul = $("events-list");
     ul.textContent = "";
     $("events-empty").hidden = events.length > 0;
@@ -97,7 +101,7 @@
     load();
   }
 
-  $("events-state").addEventListener("change", load);
+  $("events-state").addEventListener("change", function () { shown = ""; load(); });
   $("events-refresh").addEventListener("click", load);
   setInterval(load, REFRESH_MS);
   load();
