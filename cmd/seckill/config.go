@@ -299,8 +299,26 @@ func (c *Config) parse() (s settings, err error) {
 	if err := c.checkSignIn(); err != nil {
 		return s, err
 	}
+	if err := c.checkSecrets(); err != nil {
+		return s, err
+	}
 	s.demoLogin, err = c.demoLogin()
 	return s, err
+}
+
+// checkSecrets refuses configured secrets shorter than secrets.MinBytes
+// (empty ones are generated, long enough).
+func (c *Config) checkSecrets() error {
+	var errs []error
+	for _, s := range []struct{ name, value string }{
+		{"--jwt-secret ($SECKILL_JWT_SECRET)", c.JWTSecret},
+		{"--admin-token ($SECKILL_ADMIN_TOKEN)", c.AdminToken},
+	} {
+		if s.value != "" {
+			errs = append(errs, secrets.Check(s.name, s.value))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // adminToken is the configured admin token, or the one the data dir keeps.

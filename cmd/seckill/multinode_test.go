@@ -36,7 +36,7 @@ import (
 
 const (
 	mnSecret = "multinode-jwt-secret-0123456789abcdef"
-	mnAdmin  = "multinode-admin-token"
+	mnAdmin  = "multinode-admin-token-0123456789abcdef"
 )
 
 // buildSeckill builds this command once per test binary run into a

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -89,7 +90,7 @@ type Config struct {
 	// ClaimIDs, if set, mints the reservation ids of claims, signed for
 	// their buyer, and Lost answers for a signed id that neither Orders
 	// nor Pending has (a claim the stock store forgot): never 404.
-	ClaimIDs *seckill.ClaimIDs
+	ClaimIDs *claimid.Minter
 	Lost     LostClaims
 	// Restorer, set with Orders, serves a buyer's cancel and
 	// POST /admin/v1/restores.
@@ -179,7 +180,7 @@ type Server struct {
 	orders        OrderStore
 	pending       PendingStore
 	lost          LostClaims
-	claimIDs      *seckill.ClaimIDs
+	claimIDs      *claimid.Minter
 	restorer      Restorer
 	restores      RestoreLister
 	reconcile     func(ctx context.Context, saleID string) (any, error)
