@@ -125,6 +125,7 @@ type wired struct {
 	// process's deliverer; nil without an order webhook.
 	events     *sqlstore.EventStore
 	eventsWake func()
+	lottery    *httpapi.LotteryConfig
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -169,6 +170,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if w.verifier, err = m.buyerVerifier(ctx); err != nil {
 		return err
 	}
+	w.lottery = m.startLottery(ctx, w)
 	api, err := m.newAPI(w)
 	if err != nil {
 		return err
@@ -504,6 +506,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		},
 		Currency:    cfg.Currency,
 		SalesAdmin:  admin,
+		Lottery:     w.lottery,
 		Resolver:    m.orders,
 		PayTimeout:  cfg.PayTimeout,
 		OrderEvents: orderEventsAPI(w.events),
