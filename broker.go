@@ -257,7 +257,20 @@ const (
 	Unsettled SettleState = iota // no decision: a crash if the consumer is stopping, else a retry
 	Acked
 	Retried
+	Released // given back for another consumer, no attempt spent
 )
+
+// Releaser is a Delivery that can be given back without spending an
+// attempt: the consumer could not work on it (its database is out of
+// reach), which says nothing about the message. It comes back at once,
+// for any consumer, with the same attempt count. Every adapter's
+// deliveries are Releasers (they embed Settlement).
+type Releaser interface {
+	Release()
+}
+
+// Release gives the delivery back, as Releaser says.
+func (s *Settlement) Release() { s.set(Released, "") }
 
 // Ack marks the delivery done.
 func (s *Settlement) Ack() { s.set(Acked, "") }
@@ -321,6 +334,11 @@ const (
 type PackedMessage struct {
 	Message
 	Attempt int
+	// Release, when not 0, tells a released copy (Settlement.Release)
+	// from the message it copies, which has the same attempt: PackID
+	// counts it, so a broker's duplicate window does not drop the copy.
+	// It is not carried in the pack's body.
+	Release int64
 }
 
 // Pack is a decoded pack.
@@ -390,6 +408,10 @@ func PackID(msgs []PackedMessage) string {
 		h.Write(binary.AppendUvarint(buf[:0], uint64(len(m.ID))))
 		h.Write([]byte(m.ID))
 		h.Write(binary.AppendUvarint(buf[:0], uint64(max(m.Attempt, 1))))
+		if m.Release != 0 {
+			h.Write([]byte("release"))
+			h.Write(binary.AppendVarint(buf[:0], m.Release))
+		}
 	}
 	return "pack-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -508,6 +530,15 @@ func Judge(ds []*PackDelivery, policy RetryPolicy, live bool) Verdict {
 		state, reason := d.Freeze()
 		switch state {
 		case Acked:
+			continue
+		case Released:
+			// Back after the first back-off (a delay every adapter has a
+			// way for), with the attempt it had.
+			if v.Retry == nil {
+				v.Retry = map[time.Duration][]PackedMessage{}
+			}
+			delay := policy.Delay(1)
+			v.Retry[delay] = append(v.Retry[delay], PackedMessage{Message: d.Msg, Attempt: d.N, Release: time.Now().UnixNano()})
 			continue
 		case Unsettled:
 			if !live {

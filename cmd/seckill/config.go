@@ -22,43 +22,50 @@ import (
 // Config is everything serve needs to know. Each field has a flag and an
 // SECKILL_* environment variable (see Config.register).
 type Config struct {
-	HTTPAddr              string
-	RedisURL              string // empty: embedded in-process server
-	RedisKeyPrefix        string // prefix of every key seckill writes
-	DatabaseURL           string // empty: SQLite under DataDir
-	DatabaseMaxConns      int    // this process's cap on connections to a database server
-	BrokerURL             string // amqp://, nats://; empty: NATS JetStream in-process
-	BrokerQueue           string // queue (RabbitMQ) or stream (NATS) name
-	Namespace             string // the deployment's name on the broker
-	DataDir               string
-	JWTSecret             string // empty: generated and kept in DataDir
-	AdminToken            string // empty: generated and kept in DataDir
-	PreheatLead           time.Duration
-	PreheatInterval       time.Duration
-	MaxBatch              int
-	PayTimeout            time.Duration
-	SweepInterval         time.Duration
-	OrderWriters          int
-	OrderBatch            int
-	RelayClaimIdle        time.Duration
-	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
-	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
-	RestoreRetryInterval  time.Duration
-	RestoreAlertAfter     time.Duration
-	RateLimitIP           string // "20/1m", "5/1s" or "off"
-	RateLimitUser         string
-	TrustedProxies        string // comma-separated IPs/CIDRs
-	MaxInFlight           int
-	SoldOutInterval       time.Duration
-	DemoLogin             string // on or off; only `seckill demo` defaults to on
-	ReconcileInterval     time.Duration
-	ArchiveAfter          time.Duration
-	ArchiveInterval       time.Duration
-	ShutdownTimeout       time.Duration
-	RequestBudget         time.Duration // every request's backend calls end by then
-	RouteBudgets          string        // "reserve=1s,reconciliation=2m"
-	LogLevel              string
-	Currency              string // ISO 4217 code of sales created without one
+	HTTPAddr         string
+	RedisURL         string // empty: embedded in-process server
+	RedisKeyPrefix   string // prefix of every key seckill writes
+	DatabaseURL      string // empty: SQLite under DataDir
+	DatabaseMaxConns int    // this process's cap on connections to a database server
+	// Bounds on every session to a database server (sqlstore.Bounds), and
+	// the deadline of each order-writer call.
+	DatabaseStatementTimeout time.Duration
+	DatabaseLockTimeout      time.Duration
+	DatabaseIdleTxTimeout    time.Duration
+	DatabaseKeepAlive        time.Duration
+	DatabaseCallTimeout      time.Duration
+	BrokerURL                string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue              string // queue (RabbitMQ) or stream (NATS) name
+	Namespace                string // the deployment's name on the broker
+	DataDir                  string
+	JWTSecret                string // empty: generated and kept in DataDir
+	AdminToken               string // empty: generated and kept in DataDir
+	PreheatLead              time.Duration
+	PreheatInterval          time.Duration
+	MaxBatch                 int
+	PayTimeout               time.Duration
+	SweepInterval            time.Duration
+	OrderWriters             int
+	OrderBatch               int
+	RelayClaimIdle           time.Duration
+	BrokerAckWait            time.Duration // how soon a dead consumer's deliveries go to another
+	BrokerBacklogInterval    time.Duration // how often the broker's backlog is sampled for /metrics
+	RestoreRetryInterval     time.Duration
+	RestoreAlertAfter        time.Duration
+	RateLimitIP              string // "20/1m", "5/1s" or "off"
+	RateLimitUser            string
+	TrustedProxies           string // comma-separated IPs/CIDRs
+	MaxInFlight              int
+	SoldOutInterval          time.Duration
+	DemoLogin                string // on or off; only `seckill demo` defaults to on
+	ReconcileInterval        time.Duration
+	ArchiveAfter             time.Duration
+	ArchiveInterval          time.Duration
+	ShutdownTimeout          time.Duration
+	RequestBudget            time.Duration // every request's backend calls end by then
+	RouteBudgets             string        // "reserve=1s,reconciliation=2m"
+	LogLevel                 string
+	Currency                 string // ISO 4217 code of sales created without one
 	// Claims that survive Redis losing writes (durability.go).
 	LostClaimAfter   time.Duration
 	RedisDurability  string // none, fsync, replicas:N
@@ -79,45 +86,71 @@ const (
 	DefaultBrokerAckWait  = 5 * time.Second
 )
 
+// DefaultDatabaseCallTimeout is the default deadline of one order-writer
+// or housekeeping call to the database: a writer's transaction takes
+// milliseconds, and one waits at most the lock timeout (3 s) for a row.
+const DefaultDatabaseCallTimeout = 5 * time.Second
+
+// writerReleaseAfter is how long an order writer holds a batch while its
+// database is out of reach before giving it back for another node
+// (orderwriter.Config.ReleaseAfter). With the call timeout, a node cut off
+// mid-transaction gives its batch back about 6 s after the cut.
+const writerReleaseAfter = 2 * time.Second
+
+// databaseBounds are the bounds set on every database session.
+func (c *Config) databaseBounds() sqlstore.Bounds {
+	b := sqlstore.DefaultBounds
+	b.StatementTimeout = c.DatabaseStatementTimeout
+	b.LockTimeout = c.DatabaseLockTimeout
+	b.IdleTxTimeout = c.DatabaseIdleTxTimeout
+	b.KeepAlive = c.DatabaseKeepAlive
+	return b
+}
+
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:              "127.0.0.1:8080",
-		DataDir:               "./seckill-data",
-		RedisKeyPrefix:        redis.DefaultKeyPrefix,
-		DatabaseMaxConns:      sqlstore.DefaultMaxConns,
-		PreheatLead:           10 * time.Minute,
-		PreheatInterval:       5 * time.Second,
-		MaxBatch:              256,
-		BrokerQueue:           "seckill_reservations",
-		Namespace:             "default",
-		PayTimeout:            15 * time.Minute,
-		SweepInterval:         5 * time.Second,
-		OrderWriters:          2,
-		OrderBatch:            500,
-		RelayClaimIdle:        DefaultRelayClaimIdle,
-		BrokerAckWait:         DefaultBrokerAckWait,
-		BrokerBacklogInterval: 5 * time.Second,
-		RestoreRetryInterval:  5 * time.Second,
-		RestoreAlertAfter:     time.Hour,
-		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
-		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
-		MaxInFlight:           httpapi.DefaultMaxInFlight,
-		SoldOutInterval:       soldout.DefaultSafetyInterval,
-		DemoLogin:             "off",
-		ReconcileInterval:     30 * time.Second,
-		ArchiveAfter:          archive.DefaultAfter,
-		ArchiveInterval:       archive.DefaultInterval,
-		ShutdownTimeout:       30 * time.Second,
-		RequestBudget:         httpapi.DefaultBudget,
-		LogLevel:              "info",
-		Currency:              "EUR",
-		LostClaimAfter:        lostclaim.DefaultAfter,
-		RedisDurability:       redis.DurabilityNone,
-		RedisConfigCheck:      "on",
-		RedisWaitTimeout:      redis.DefaultWaitTimeout,
-		HealInterval:          time.Second,
-		Roles:                 "all",
+		HTTPAddr:                 "127.0.0.1:8080",
+		DataDir:                  "./seckill-data",
+		RedisKeyPrefix:           redis.DefaultKeyPrefix,
+		DatabaseMaxConns:         sqlstore.DefaultMaxConns,
+		DatabaseStatementTimeout: sqlstore.DefaultBounds.StatementTimeout,
+		DatabaseLockTimeout:      sqlstore.DefaultBounds.LockTimeout,
+		DatabaseIdleTxTimeout:    sqlstore.DefaultBounds.IdleTxTimeout,
+		DatabaseKeepAlive:        sqlstore.DefaultBounds.KeepAlive,
+		DatabaseCallTimeout:      DefaultDatabaseCallTimeout,
+		PreheatLead:              10 * time.Minute,
+		PreheatInterval:          5 * time.Second,
+		MaxBatch:                 256,
+		BrokerQueue:              "seckill_reservations",
+		Namespace:                "default",
+		PayTimeout:               15 * time.Minute,
+		SweepInterval:            5 * time.Second,
+		OrderWriters:             2,
+		OrderBatch:               500,
+		RelayClaimIdle:           DefaultRelayClaimIdle,
+		BrokerAckWait:            DefaultBrokerAckWait,
+		BrokerBacklogInterval:    5 * time.Second,
+		RestoreRetryInterval:     5 * time.Second,
+		RestoreAlertAfter:        time.Hour,
+		RateLimitIP:              httpapi.DefaultRateLimitIP.String(),
+		RateLimitUser:            httpapi.DefaultRateLimitUser.String(),
+		MaxInFlight:              httpapi.DefaultMaxInFlight,
+		SoldOutInterval:          soldout.DefaultSafetyInterval,
+		DemoLogin:                "off",
+		ReconcileInterval:        30 * time.Second,
+		ArchiveAfter:             archive.DefaultAfter,
+		ArchiveInterval:          archive.DefaultInterval,
+		ShutdownTimeout:          30 * time.Second,
+		RequestBudget:            httpapi.DefaultBudget,
+		LogLevel:                 "info",
+		Currency:                 "EUR",
+		LostClaimAfter:           lostclaim.DefaultAfter,
+		RedisDurability:          redis.DurabilityNone,
+		RedisConfigCheck:         "on",
+		RedisWaitTimeout:         redis.DefaultWaitTimeout,
+		HealInterval:             time.Second,
+		Roles:                    "all",
 	}
 }
 
@@ -146,6 +179,11 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
+		durationFlag(fs, &c.DatabaseStatementTimeout, "database-statement-timeout", c.DatabaseStatementTimeout, "longest one database statement may run (PostgreSQL statement_timeout, MariaDB max_statement_time, MySQL max_execution_time); keep it above the reconciliation budget"),
+		durationFlag(fs, &c.DatabaseLockTimeout, "database-lock-timeout", c.DatabaseLockTimeout, "longest one statement waits for a row lock (PostgreSQL lock_timeout, innodb_lock_wait_timeout in whole seconds); a writer that times out tries its batch again"),
+		durationFlag(fs, &c.DatabaseIdleTxTimeout, "database-idle-tx-timeout", c.DatabaseIdleTxTimeout, "the server ends a session silent this long inside a transaction, releasing its locks (PostgreSQL idle_in_transaction_session_timeout, MariaDB idle_transaction_timeout, MySQL wait_timeout)"),
+		durationFlag(fs, &c.DatabaseKeepAlive, "database-keepalive", c.DatabaseKeepAlive, "TCP keepalive idle time and interval of database connections, both ends (3 probes)"),
+		durationFlag(fs, &c.DatabaseCallTimeout, "database-call-timeout", c.DatabaseCallTimeout, "deadline of each order-writer and housekeeping call to the database; a batch whose call times out is tried again from the start"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
@@ -249,6 +287,12 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if c.DatabaseMaxConns < 1 {
 		return s, fmt.Errorf("database max conns %d: want at least 1", c.DatabaseMaxConns)
+	}
+	if err := c.databaseBounds().Validate(); err != nil {
+		return s, err
+	}
+	if c.DatabaseCallTimeout <= 0 {
+		return s, fmt.Errorf("database call timeout %s: want a positive duration", c.DatabaseCallTimeout)
 	}
 	if c.RequestBudget <= 0 {
 		return s, fmt.Errorf("request budget %s: want a positive duration", c.RequestBudget)

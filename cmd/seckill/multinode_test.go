@@ -142,7 +142,8 @@ type node struct {
 	name string
 	bin  string
 	args []string
-	logs string // stderr of every life, appended
+	env  []string // added to the test's environment
+	logs string   // stderr of every life, appended
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -167,7 +168,7 @@ func (n *node) start() error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(n.bin, append([]string{"serve"}, n.args...)...)
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
