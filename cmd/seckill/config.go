@@ -22,50 +22,47 @@ import (
 // Config is everything serve needs to know. Each field has a flag and an
 // SECKILL_* environment variable (see Config.register).
 type Config struct {
-	HTTPAddr         string
-	RedisURL         string // empty: embedded in-process server
-	RedisKeyPrefix   string // prefix of every key seckill writes
-	DatabaseURL      string // empty: SQLite under DataDir
-	DatabaseMaxConns int    // this process's cap on connections to a database server
-	// Bounds on every session to a database server (sqlstore.Bounds), and
-	// the deadline of each order-writer call.
-	DatabaseStatementTimeout time.Duration
-	DatabaseLockTimeout      time.Duration
-	DatabaseIdleTxTimeout    time.Duration
-	DatabaseKeepAlive        time.Duration
-	DatabaseCallTimeout      time.Duration
-	BrokerURL                string // amqp://, nats://; empty: NATS JetStream in-process
-	BrokerQueue              string // queue (RabbitMQ) or stream (NATS) name
-	Namespace                string // the deployment's name on the broker
-	DataDir                  string
-	JWTSecret                string // empty: generated and kept in DataDir
-	AdminToken               string // empty: generated and kept in DataDir
-	PreheatLead              time.Duration
-	PreheatInterval          time.Duration
-	MaxBatch                 int
-	PayTimeout               time.Duration
-	SweepInterval            time.Duration
-	OrderWriters             int
-	OrderBatch               int
-	RelayClaimIdle           time.Duration
-	BrokerAckWait            time.Duration // how soon a dead consumer's deliveries go to another
-	BrokerBacklogInterval    time.Duration // how often the broker's backlog is sampled for /metrics
-	RestoreRetryInterval     time.Duration
-	RestoreAlertAfter        time.Duration
-	RateLimitIP              string // "20/1m", "5/1s" or "off"
-	RateLimitUser            string
-	TrustedProxies           string // comma-separated IPs/CIDRs
-	MaxInFlight              int
-	SoldOutInterval          time.Duration
-	DemoLogin                string // on or off; only `seckill demo` defaults to on
-	ReconcileInterval        time.Duration
-	ArchiveAfter             time.Duration
-	ArchiveInterval          time.Duration
-	ShutdownTimeout          time.Duration
-	RequestBudget            time.Duration // every request's backend calls end by then
-	RouteBudgets             string        // "reserve=1s,reconciliation=2m"
-	LogLevel                 string
-	Currency                 string // ISO 4217 code of sales created without one
+	HTTPAddr              string
+	RedisURL              string // empty: embedded in-process server
+	RedisKeyPrefix        string // prefix of every key seckill writes
+	DatabaseURL           string // empty: SQLite under DataDir
+	DatabaseMaxConns      int    // this process's cap on connections to a database server
+	BrokerURL             string // amqp://, nats://; empty: NATS JetStream in-process
+	BrokerQueue           string // queue (RabbitMQ) or stream (NATS) name
+	Namespace             string // the deployment's name on the broker
+	DataDir               string
+	JWTSecret             string // empty: generated and kept in DataDir
+	JWTJWKSURL            string // the identity provider's JWKS; empty: HS256 tokens only
+	JWTIssuer             string // pinned iss when set
+	JWTAudience           string // pinned aud when set
+	JWTMaxLifetime        time.Duration
+	AdminToken            string // empty: generated and kept in DataDir
+	PreheatLead           time.Duration
+	PreheatInterval       time.Duration
+	MaxBatch              int
+	PayTimeout            time.Duration
+	SweepInterval         time.Duration
+	OrderWriters          int
+	OrderBatch            int
+	RelayClaimIdle        time.Duration
+	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
+	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
+	RestoreRetryInterval  time.Duration
+	RestoreAlertAfter     time.Duration
+	RateLimitIP           string // "20/1m", "5/1s" or "off"
+	RateLimitUser         string
+	TrustedProxies        string // comma-separated IPs/CIDRs
+	MaxInFlight           int
+	SoldOutInterval       time.Duration
+	DemoLogin             string // on or off; only `seckill demo` defaults to on
+	ReconcileInterval     time.Duration
+	ArchiveAfter          time.Duration
+	ArchiveInterval       time.Duration
+	ShutdownTimeout       time.Duration
+	RequestBudget         time.Duration // every request's backend calls end by then
+	RouteBudgets          string        // "reserve=1s,reconciliation=2m"
+	LogLevel              string
+	Currency              string // ISO 4217 code of sales created without one
 	// Claims that survive Redis losing writes (durability.go).
 	LostClaimAfter   time.Duration
 	RedisDurability  string // none, fsync, replicas:N
@@ -73,6 +70,17 @@ type Config struct {
 	RedisWaitTimeout time.Duration
 	HealInterval     time.Duration
 	Roles            string // comma-separated: api, relay, writer; "all" or empty: every one
+	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
+	// fsync what they confirm, so that it survives a power cut.
+	EmbeddedFsync string
+
+	// Bounds on every session to a database server (sqlstore.Bounds), and
+	// the deadline of each order-writer call.
+	DatabaseStatementTimeout time.Duration
+	DatabaseLockTimeout      time.Duration
+	DatabaseIdleTxTimeout    time.Duration
+	DatabaseKeepAlive        time.Duration
+	DatabaseCallTimeout      time.Duration
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -110,47 +118,50 @@ func (c *Config) databaseBounds() sqlstore.Bounds {
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
 	return Config{
-		HTTPAddr:                 "127.0.0.1:8080",
-		DataDir:                  "./seckill-data",
-		RedisKeyPrefix:           redis.DefaultKeyPrefix,
-		DatabaseMaxConns:         sqlstore.DefaultMaxConns,
+		HTTPAddr:              "127.0.0.1:8080",
+		DataDir:               "./seckill-data",
+		JWTMaxLifetime:        24 * time.Hour,
+		RedisKeyPrefix:        redis.DefaultKeyPrefix,
+		DatabaseMaxConns:      sqlstore.DefaultMaxConns,
+		PreheatLead:           10 * time.Minute,
+		PreheatInterval:       5 * time.Second,
+		MaxBatch:              256,
+		BrokerQueue:           "seckill_reservations",
+		Namespace:             "default",
+		PayTimeout:            15 * time.Minute,
+		SweepInterval:         5 * time.Second,
+		OrderWriters:          2,
+		OrderBatch:            500,
+		RelayClaimIdle:        DefaultRelayClaimIdle,
+		BrokerAckWait:         DefaultBrokerAckWait,
+		BrokerBacklogInterval: 5 * time.Second,
+		RestoreRetryInterval:  5 * time.Second,
+		RestoreAlertAfter:     time.Hour,
+		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
+		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
+		MaxInFlight:           httpapi.DefaultMaxInFlight,
+		SoldOutInterval:       soldout.DefaultSafetyInterval,
+		DemoLogin:             "off",
+		ReconcileInterval:     30 * time.Second,
+		ArchiveAfter:          archive.DefaultAfter,
+		ArchiveInterval:       archive.DefaultInterval,
+		ShutdownTimeout:       30 * time.Second,
+		RequestBudget:         httpapi.DefaultBudget,
+		LogLevel:              "info",
+		Currency:              "EUR",
+		LostClaimAfter:        lostclaim.DefaultAfter,
+		RedisDurability:       redis.DurabilityNone,
+		RedisConfigCheck:      "on",
+		RedisWaitTimeout:      redis.DefaultWaitTimeout,
+		HealInterval:          time.Second,
+		Roles:                 "all",
+		EmbeddedFsync:         "on",
+
 		DatabaseStatementTimeout: sqlstore.DefaultBounds.StatementTimeout,
 		DatabaseLockTimeout:      sqlstore.DefaultBounds.LockTimeout,
 		DatabaseIdleTxTimeout:    sqlstore.DefaultBounds.IdleTxTimeout,
 		DatabaseKeepAlive:        sqlstore.DefaultBounds.KeepAlive,
 		DatabaseCallTimeout:      DefaultDatabaseCallTimeout,
-		PreheatLead:              10 * time.Minute,
-		PreheatInterval:          5 * time.Second,
-		MaxBatch:                 256,
-		BrokerQueue:              "seckill_reservations",
-		Namespace:                "default",
-		PayTimeout:               15 * time.Minute,
-		SweepInterval:            5 * time.Second,
-		OrderWriters:             2,
-		OrderBatch:               500,
-		RelayClaimIdle:           DefaultRelayClaimIdle,
-		BrokerAckWait:            DefaultBrokerAckWait,
-		BrokerBacklogInterval:    5 * time.Second,
-		RestoreRetryInterval:     5 * time.Second,
-		RestoreAlertAfter:        time.Hour,
-		RateLimitIP:              httpapi.DefaultRateLimitIP.String(),
-		RateLimitUser:            httpapi.DefaultRateLimitUser.String(),
-		MaxInFlight:              httpapi.DefaultMaxInFlight,
-		SoldOutInterval:          soldout.DefaultSafetyInterval,
-		DemoLogin:                "off",
-		ReconcileInterval:        30 * time.Second,
-		ArchiveAfter:             archive.DefaultAfter,
-		ArchiveInterval:          archive.DefaultInterval,
-		ShutdownTimeout:          30 * time.Second,
-		RequestBudget:            httpapi.DefaultBudget,
-		LogLevel:                 "info",
-		Currency:                 "EUR",
-		LostClaimAfter:           lostclaim.DefaultAfter,
-		RedisDurability:          redis.DurabilityNone,
-		RedisConfigCheck:         "on",
-		RedisWaitTimeout:         redis.DefaultWaitTimeout,
-		HealInterval:             time.Second,
-		Roles:                    "all",
 	}
 }
 
@@ -164,6 +175,9 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Namespace, "namespace", c.Namespace, "this deployment's name, carried by every broker message; a writer leaves other namespaces' messages alone")
 	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
 	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
+	stringFlag(fs, &c.JWTJWKSURL, "jwt-jwks-url", c.JWTJWKSURL, "the identity provider's JWKS URL (https): buyer tokens signed RS256, ES256 or EdDSA by its keys are accepted, besides HS256 ones")
+	stringFlag(fs, &c.JWTIssuer, "jwt-issuer", c.JWTIssuer, "when set, a buyer token's iss must be exactly this")
+	stringFlag(fs, &c.JWTAudience, "jwt-audience", c.JWTAudience, "when set, a buyer token's aud must include this")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
@@ -172,10 +186,12 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
 	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
 	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
+	stringFlag(fs, &c.EmbeddedFsync, "embedded-fsync", c.EmbeddedFsync, "on: the embedded broker and a SQLite database fsync every write they confirm, so an answered claim survives a power cut; off: they survive a crash of the process only (faster on slow disks)")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	return errors.Join(
+		durationFlag(fs, &c.JWTMaxLifetime, "jwt-max-lifetime", c.JWTMaxLifetime, "buyer tokens whose exp is further than this from their iat, or without iat, are refused; 0: no limit"),
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
@@ -247,12 +263,22 @@ func (c *Config) demoLogin() (bool, error) {
 	return false, fmt.Errorf("demo login %q: want on or off", c.DemoLogin)
 }
 
-// databaseURL is the configured URL, or SQLite in the data dir.
+// databaseURL is the configured URL, or SQLite in the data dir. With
+// --embedded-fsync on, SQLite runs synchronous=FULL unless the URL says
+// otherwise: a commit (and so the writer's ack of its events) is then on
+// disk, not only in the OS's page cache.
 func (c *Config) databaseURL() string {
-	if c.DatabaseURL != "" {
-		return c.DatabaseURL
+	u := c.DatabaseURL
+	if u == "" {
+		u = "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
 	}
-	return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+	if c.EmbeddedFsync != "on" || !strings.HasPrefix(u, "sqlite:") || strings.Contains(u, "_synchronous=") {
+		return u
+	}
+	if strings.Contains(u, "?") {
+		return u + "&_synchronous=FULL"
+	}
+	return u + "?_synchronous=FULL"
 }
 
 // settings are the values of Config that need parsing. Run parses them
@@ -300,11 +326,17 @@ func (c *Config) parse() (s settings, err error) {
 	if s.durability, err = redis.ParseDurability(c.RedisDurability); err != nil {
 		return s, err
 	}
+	if c.EmbeddedFsync != "on" && c.EmbeddedFsync != "off" {
+		return s, fmt.Errorf("embedded fsync %q: want on or off", c.EmbeddedFsync)
+	}
 	if c.RedisConfigCheck != "on" && c.RedisConfigCheck != "off" {
 		return s, fmt.Errorf("redis config check %q: want on or off", c.RedisConfigCheck)
 	}
 	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
 		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
+	}
+	if err := c.checkSignIn(); err != nil {
+		return s, err
 	}
 	s.demoLogin, err = c.demoLogin()
 	return s, err
