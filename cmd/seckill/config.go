@@ -73,6 +73,8 @@ type Config struct {
 	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
 	// fsync what they confirm, so that it survives a power cut.
 	EmbeddedFsync string
+	// Events delivers order events to the shop (orderevents.go).
+	Events eventsConfig
 
 	// Bounds on every session to a database server (sqlstore.Bounds), and
 	// the deadline of each order-writer call.
@@ -156,6 +158,7 @@ func DefaultConfig() Config {
 		HealInterval:          time.Second,
 		Roles:                 "all",
 		EmbeddedFsync:         "on",
+		Events:                defaultEventsConfig(),
 
 		DatabaseStatementTimeout: sqlstore.DefaultBounds.StatementTimeout,
 		DatabaseLockTimeout:      sqlstore.DefaultBounds.LockTimeout,
@@ -220,6 +223,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
+		c.Events.register(fs),
 	)
 }
 
@@ -335,11 +339,32 @@ func (c *Config) parse() (s settings, err error) {
 	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
 		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
 	}
+	if err := c.Events.check(); err != nil {
+		return s, err
+	}
 	if err := c.checkSignIn(); err != nil {
+		return s, err
+	}
+	if err := c.checkSecrets(); err != nil {
 		return s, err
 	}
 	s.demoLogin, err = c.demoLogin()
 	return s, err
+}
+
+// checkSecrets refuses configured secrets shorter than secrets.MinBytes
+// (empty ones are generated, long enough).
+func (c *Config) checkSecrets() error {
+	var errs []error
+	for _, s := range []struct{ name, value string }{
+		{"--jwt-secret ($SECKILL_JWT_SECRET)", c.JWTSecret},
+		{"--admin-token ($SECKILL_ADMIN_TOKEN)", c.AdminToken},
+	} {
+		if s.value != "" {
+			errs = append(errs, secrets.Check(s.name, s.value))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // adminToken is the configured admin token, or the one the data dir keeps.

@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/ackgate"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/breaker"
+	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/controlroom"
 	"github.com/seckill-dev/seckill/internal/guarded"
@@ -120,6 +121,10 @@ type wired struct {
 	replays  *combiner.Combiner
 	gauges   *reconcile.GaugeWorker
 	verifier *jwt.Verifier // buyer tokens (signin.go)
+	// events is the order-event outbox, and eventsWake wakes this
+	// process's deliverer; nil without an order webhook.
+	events     *sqlstore.EventStore
+	eventsWake func()
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -149,6 +154,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	}
 	m.observe(w)
 	if err := m.connectBroker(ctx, w); err != nil {
+		return err
+	}
+	if err := m.startEventDelivery(ctx, w); err != nil {
 		return err
 	}
 	// Background workers start in the reverse of their stopping order:
@@ -203,11 +211,11 @@ func (m *Main) useSecrets() error {
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = s.AdminToken
 	}
-	// Secrets are shown once, when they are made; later starts name
-	// only the file, so they do not end up in every log of the process.
+	// Secrets are never printed: stdout ends up in logs and terminals'
+	// scrollback. The file (mode 0600) is named instead.
 	path := filepath.Join(cfg.DataDir, secrets.File)
 	if generated {
-		fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
+		fmt.Fprintf(m.Stdout, "generated secrets in %s (mode 0600; the admin token is its admin_token)\n", path)
 	} else {
 		fmt.Fprintf(m.Stdout, "using the secrets in %s\n", path)
 	}
@@ -224,6 +232,9 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	m.closers = append(m.closers, func(context.Context) error { return m.db.Close() })
 	if err := m.db.Migrate(ctx); err != nil {
 		return err
+	}
+	if cfg.Events.enabled() {
+		m.db.EnableOrderEvents()
 	}
 	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
 		select {
@@ -349,7 +360,12 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
 			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: pm.ObserveForeign},
 			Observe: pm.ObservePersisted, OnFailed: pm.ObserveFailed,
-			AfterPersist: m.restorer.Kick, Now: m.now, CallTimeout: cfg.DatabaseCallTimeout,
+			AfterPersist: func() {
+				m.restorer.Kick()
+				if w.eventsWake != nil {
+					w.eventsWake()
+				}
+			}, Now: m.now, CallTimeout: cfg.DatabaseCallTimeout,
 			// A node cut off from the database gives its batches back
 			// for the others (no attempt spent) instead of holding them.
 			ReleaseAfter: writerReleaseAfter,
@@ -443,7 +459,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 // newAPI builds the buyer and admin HTTP API.
 func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	cfg := &m.Config
-	claimIDs := seckill.NewClaimIDs(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
+	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
 		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
@@ -490,12 +506,13 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 			}
 			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
-		Currency:   cfg.Currency,
-		SalesAdmin: admin,
-		Resolver:   m.orders,
-		PayTimeout: cfg.PayTimeout,
-		Now:        m.requestClock(),
-		Ready:      m.ready,
+		Currency:    cfg.Currency,
+		SalesAdmin:  admin,
+		Resolver:    m.orders,
+		PayTimeout:  cfg.PayTimeout,
+		OrderEvents: orderEventsAPI(w.events),
+		Now:         m.requestClock(),
+		Ready:       m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			// Within the create request's budget: with Redis down the
 			// scheduler preheats the sale on a later pass instead.

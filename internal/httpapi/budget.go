@@ -29,21 +29,23 @@ const DefaultBudget = 2 * time.Second
 // (Config.RouteBudgets, --route-budgets). A route not named here takes
 // Config.Budget.
 var routeNames = map[string]string{
-	"POST /admin/v1/sales":                    "create_sale",
-	"GET /admin/v1/sales/{id}":                "admin_sale",
-	"POST /admin/v1/sales/{id}/preheat":       "preheat",
-	"GET /api/v1/sales/{id}":                  "sale",
-	"POST /api/v1/sales/{id}/reservations":    "reserve",
-	"GET /readyz":                             "readyz",
-	"GET /api/v1/reservations/{id}":           "reservation",
-	"POST /api/v1/reservations/{id}/pay":      "pay",
-	"POST /api/v1/reservations/{id}/cancel":   "cancel",
-	"GET /admin/v1/failed-orders":             "failed_orders",
-	"GET /admin/v1/failed-orders/counts":      "failed_order_counts",
-	"POST /admin/v1/restores":                 "restore",
-	"GET /admin/v1/restores":                  "restores",
-	"GET /admin/v1/sales/{id}/reconciliation": "reconciliation",
-	"GET /metrics":                            "metrics",
+	"POST /admin/v1/sales":                       "create_sale",
+	"GET /admin/v1/sales/{id}":                   "admin_sale",
+	"POST /admin/v1/sales/{id}/preheat":          "preheat",
+	"GET /api/v1/sales/{id}":                     "sale",
+	"POST /api/v1/sales/{id}/reservations":       "reserve",
+	"GET /readyz":                                "readyz",
+	"GET /api/v1/reservations/{id}":              "reservation",
+	"POST /api/v1/reservations/{id}/pay":         "pay",
+	"POST /api/v1/reservations/{id}/cancel":      "cancel",
+	"GET /admin/v1/failed-orders":                "failed_orders",
+	"GET /admin/v1/failed-orders/counts":         "failed_order_counts",
+	"POST /admin/v1/restores":                    "restore",
+	"GET /admin/v1/restores":                     "restores",
+	"GET /admin/v1/sales/{id}/reconciliation":    "reconciliation",
+	"GET /admin/v1/order-events":                 "order_events",
+	"POST /admin/v1/order-events/{id}/redeliver": "redeliver_order_event",
+	"GET /metrics":                               "metrics",
 }
 
 // unbudgeted routes run as long as they need: profiles take seconds by

@@ -281,6 +281,9 @@ func writeAccepted(w http.ResponseWriter, id string) int {
 		}
 	}
 	writeBody(w, http.StatusAccepted, body)
+	if afterAccepted != nil {
+		afterAccepted(w)
+	}
 	return http.StatusAccepted
 }
 

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -89,7 +90,7 @@ type Config struct {
 	// ClaimIDs, if set, mints the reservation ids of claims, signed for
 	// their buyer, and Lost answers for a signed id that neither Orders
 	// nor Pending has (a claim the stock store forgot): never 404.
-	ClaimIDs *seckill.ClaimIDs
+	ClaimIDs *claimid.Minter
 	Lost     LostClaims
 	// Restorer, set with Orders, serves a buyer's cancel and
 	// POST /admin/v1/restores.
@@ -161,6 +162,11 @@ type Config struct {
 	RateLimitUser  seckill.RateLimit
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
+
+	// OrderEvents, if set, serves the operator's view of order-event
+	// delivery (orderevents.go): GET /admin/v1/order-events and POST
+	// /admin/v1/order-events/{id}/redeliver.
+	OrderEvents OrderEvents
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -174,7 +180,7 @@ type Server struct {
 	orders        OrderStore
 	pending       PendingStore
 	lost          LostClaims
-	claimIDs      *seckill.ClaimIDs
+	claimIDs      *claimid.Minter
 	restorer      Restorer
 	restores      RestoreLister
 	reconcile     func(ctx context.Context, saleID string) (any, error)
@@ -191,6 +197,7 @@ type Server struct {
 	salesAdmin    SalesAdmin
 	resolver      seckill.FailedOrderResolver
 	payTimeout    time.Duration
+	orderEvents   OrderEvents
 	adminMetrics  *adminMetrics
 	levels        lastLevels
 	metrics       *metrics
@@ -252,6 +259,7 @@ func New(cfg Config) (*Server, error) {
 		salesAdmin:    cfg.SalesAdmin,
 		resolver:      cfg.Resolver,
 		payTimeout:    cfg.PayTimeout,
+		orderEvents:   cfg.OrderEvents,
 	}
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
@@ -375,6 +383,12 @@ func (s *Server) routes() {
 	}
 	if s.reconcile != nil {
 		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/reconciliation", s.handleReconciliation})
+	}
+	if s.orderEvents != nil {
+		routes = append(routes,
+			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
+			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
+		)
 	}
 	allowed := map[string][]string{}
 	var paths []string
