@@ -57,17 +57,21 @@ const (
 	OutcomeEnded                            // after the window
 	OutcomeKeyReused                        // idempotency key reused with another qty
 	OutcomeRateLimited                      // refused by one of the request's RateChecks
+	// OutcomeAdmissionRequired: the sale is a lottery or a queue, and the
+	// request did not come through its admission.
+	OutcomeAdmissionRequired
 )
 
 var outcomeNames = [...]string{
-	OutcomeReserved:      "reserved",
-	OutcomeReplayed:      "replayed",
-	OutcomeSoldOut:       ESOLDOUT,
-	OutcomeLimitExceeded: EPURCHASELIMIT,
-	OutcomeNotStarted:    ENOTSTARTED,
-	OutcomeEnded:         EENDED,
-	OutcomeKeyReused:     EKEYREUSED,
-	OutcomeRateLimited:   ERATELIMITED,
+	OutcomeReserved:          "reserved",
+	OutcomeReplayed:          "replayed",
+	OutcomeSoldOut:           ESOLDOUT,
+	OutcomeLimitExceeded:     EPURCHASELIMIT,
+	OutcomeNotStarted:        ENOTSTARTED,
+	OutcomeEnded:             EENDED,
+	OutcomeKeyReused:         EKEYREUSED,
+	OutcomeRateLimited:       ERATELIMITED,
+	OutcomeAdmissionRequired: EADMISSION,
 }
 
 func (o Outcome) String() string {

@@ -125,6 +125,7 @@ type wired struct {
 	// process's deliverer; nil without an order webhook.
 	events     *sqlstore.EventStore
 	eventsWake func()
+	lottery    *httpapi.LotteryConfig
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -169,6 +170,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if w.verifier, err = m.buyerVerifier(ctx); err != nil {
 		return err
 	}
+	w.lottery = m.startLottery(ctx, w)
 	api, err := m.newAPI(w)
 	if err != nil {
 		return err
@@ -460,10 +462,16 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	cfg := &m.Config
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
-	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
+	lc := lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
 		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
-	})
+	}
+	// A node that reads the broker judges a forgotten claim from what is
+	// in flight; one that does not (api only) waits out LostClaimAfter.
+	if b, ok := m.broker.(metrics.BacklogReader); ok {
+		lc.Outbox, lc.Backlog = m.stock, b.Backlog
+	}
+	lost := lostclaim.New(m.orders, claimIDs, lc)
 	admin, err := saleadmin.New(saleadmin.Config{
 		Store: w.sales, Live: m.stock, Now: m.now, Logger: m.Logger,
 		OnChanged: func(s *seckill.Sale) {
@@ -508,6 +516,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		},
 		Currency:    cfg.Currency,
 		SalesAdmin:  admin,
+		Lottery:     w.lottery,
 		Resolver:    m.orders,
 		PayTimeout:  cfg.PayTimeout,
 		OrderEvents: orderEventsAPI(w.events),

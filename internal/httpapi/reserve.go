@@ -203,6 +203,8 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 		return outLimitExceeded, errLimitExceeded.write(w)
 	case seckill.OutcomeEnded:
 		return outEnded, errEnded.write(w)
+	case seckill.OutcomeAdmissionRequired:
+		return outAdmission, errAdmission.write(w)
 	case seckill.OutcomeKeyReused:
 		return outKeyReused, errKeyReused.write(w)
 	case seckill.OutcomeNotStarted:

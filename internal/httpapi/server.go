@@ -167,6 +167,10 @@ type Config struct {
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
 	// /admin/v1/order-events/{id}/redeliver.
 	OrderEvents OrderEvents
+
+	// Lottery, if set, serves the lottery routes (lottery.go): entries,
+	// a buyer's result, the draw and its entry list.
+	Lottery *LotteryConfig
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -205,6 +209,10 @@ type Server struct {
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
+	// The lottery routes (lottery.go); lottery.Enterer nil: none.
+	lottery        LotteryConfig
+	draws          drawCache
+	lotteryMetrics *lotteryMetrics
 	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget         time.Duration
 	routeBudgets   map[string]time.Duration
@@ -318,6 +326,15 @@ func New(cfg Config) (*Server, error) {
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
+	if cfg.Lottery != nil {
+		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
+			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
+		}
+		s.lottery = *cfg.Lottery
+		if s.lotteryMetrics, err = newLotteryMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	ttl := cfg.SaleCacheTTL
 	if ttl <= 0 {
 		ttl = DefaultSaleCacheTTL
@@ -388,6 +405,14 @@ func (s *Server) routes() {
 		routes = append(routes,
 			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
 			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
+		)
+	}
+	if s.lottery.Enterer != nil {
+		routes = append(routes,
+			route{"POST", "/api/v1/sales/{id}/entries", s.handleEnter},
+			route{"GET", "/api/v1/sales/{id}/entries/mine", s.handleMyEntry},
+			route{"GET", "/api/v1/sales/{id}/draw", s.handleDraw},
+			route{"GET", "/api/v1/sales/{id}/draw/entries", s.handleDrawEntries},
 		)
 	}
 	allowed := map[string][]string{}

@@ -2,6 +2,7 @@ package lostclaim
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -39,5 +40,68 @@ func TestResolve(t *testing.T) {
 	now = t0.Add(time.Second)
 	if c, err := r.Resolve(ctx, id, "alice"); err != nil || c.Order != st.order {
 		t.Errorf("after the bound, with the order landed meanwhile: %+v, %v; want the order", c, err)
+	}
+}
+
+// recordingStore is a database that has neither the order nor the failed
+// order, and records what it is given.
+type recordingStore struct{ failed []*seckill.FailedOrder }
+
+func (s *recordingStore) Order(context.Context, string) (*seckill.Order, error) {
+	return nil, seckill.ErrNotFound
+}
+func (s *recordingStore) FailedOrder(context.Context, string) (*seckill.FailedOrder, error) {
+	return nil, seckill.ErrNotFound
+}
+func (s *recordingStore) RecordFailedOrder(_ context.Context, f *seckill.FailedOrder) error {
+	s.failed = append(s.failed, f)
+	return nil
+}
+
+type fakeOutbox struct {
+	oldest time.Time
+	empty  bool
+}
+
+func (o *fakeOutbox) OutboxOldest(context.Context, string) (time.Time, bool, error) {
+	return o.oldest, o.empty, nil
+}
+
+// TestLostOnceNothingInFlight: a forgotten claim past MinAge fails as
+// soon as no outbox entry is old enough to be its and the broker holds
+// nothing, long before After; while either may hold it, it stays pending.
+func TestLostOnceNothingInFlight(t *testing.T) {
+	ids := claimid.NewMinter([]byte("k"))
+	t0 := time.Now()
+	id := ids.New("tea", "alice", 1, t0)
+	now := t0.Add(5 * time.Second)
+	st := &recordingStore{}
+	out := &fakeOutbox{oldest: t0.Add(-time.Second)}
+	backlog := int64(2)
+	var lost int
+	r := New(st, ids, Config{
+		After: time.Hour, MinAge: 2 * time.Second, Now: func() time.Time { return now },
+		Outbox: out, Backlog: func(context.Context) (int64, error) { return backlog, nil },
+		OnLost: func(*seckill.FailedOrder) { lost++ },
+	})
+	ctx := context.Background()
+	pending := func(why string) {
+		t.Helper()
+		if c, err := r.Resolve(ctx, id, "alice"); err != nil || !c.Known || c.Failed != nil {
+			t.Fatalf("%s: %+v, %v; want pending", why, c, err)
+		}
+	}
+	pending("an outbox entry older than the claim")
+	out.oldest = t0.Add(4 * time.Second) // after the claim, but within MinAge of it: may be its
+	pending("an outbox entry within MinAge of the claim")
+	out.empty = true
+	pending("events in the broker")
+	backlog = 0
+	c, err := r.Resolve(ctx, id, "alice")
+	if err != nil || c.Failed == nil || len(st.failed) != 1 || lost != 1 {
+		t.Fatalf("nothing in flight: %+v, %v, %d recorded, %d lost; want failed, recorded once", c, err, len(st.failed), lost)
+	}
+	if reason := st.failed[0].Reason; !strings.HasPrefix(reason, seckill.ReasonLostInStockStore) || !strings.Contains(reason, "broker empty") {
+		t.Errorf("reason %q; want %s and what was in flight", reason, seckill.ReasonLostInStockStore)
 	}
 }
