@@ -44,6 +44,8 @@ type Config struct {
 	SweepInterval         time.Duration
 	DrawInterval          time.Duration // how often lottery sales are looked at for their draw and waiting list
 	DrawLease             time.Duration // how long a node may work on a draw before another takes over
+	DrawBatch             int           // winners reserved in one stock-store call
+	DrawPace              time.Duration // pause between two batches of winners
 	OrderWriters          int
 	OrderBatch            int
 	RelayClaimIdle        time.Duration
@@ -136,6 +138,7 @@ func DefaultConfig() Config {
 		SweepInterval:         5 * time.Second,
 		DrawInterval:          time.Second,
 		DrawLease:             30 * time.Second,
+		DrawBatch:             256,
 		OrderWriters:          2,
 		OrderBatch:            500,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
@@ -212,6 +215,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
 		durationFlag(fs, &c.DrawInterval, "draw-interval", c.DrawInterval, "how often lottery sales are looked at: the draw at entries_close_at, then units that come back for the waiting list"),
 		durationFlag(fs, &c.DrawLease, "draw-lease", c.DrawLease, "how long one node may work on a lottery's draw before another node takes it over"),
+		intFlag(fs, &c.DrawBatch, "draw-batch", c.DrawBatch, "lottery winners reserved in one Redis script call"),
+		durationFlag(fs, &c.DrawPace, "draw-pace", c.DrawPace, "pause between two batches of lottery winners, to spread the draw's orders over time (0: none)"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
