@@ -29,6 +29,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&cfg.BuyerPay, "buyer-pay", cfg.BuyerPay, "let a buyer pay by saying so (POST /api/v1/reservations/{id}/pay, the buyer page's Pay button): on or off; demos only, never a real sale")
 	fs.BoolVar(&serve, "serve", false, "keep the engine serving after the rush, so the control room and the buyer page can be watched (Ctrl-C stops it); give --lead time to open them")
 	if err := parse(fs, args); err != nil {
 		return err

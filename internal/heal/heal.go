@@ -374,7 +374,7 @@ const planPage = 1000
 // orders ordered or paid without a record) and release (the active
 // records of claims the database refused), when either is not empty.
 func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
-	live := func(o *seckill.Order) bool { return o.Status != seckill.OrderCancelled }
+	live := func(o *seckill.Order) bool { return o.Status.Holds() }
 	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, func(o *seckill.Order) string { return o.ReservationID }, live,
 		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
 			var add []seckill.ReservationRecord

@@ -100,6 +100,21 @@ type Config struct {
 	// it returns the report (encoded as JSON) or seckill.ErrNotFound.
 	Reconcile func(ctx context.Context, saleID string) (report any, err error)
 
+	// Payments, if set with Orders, serves the shop's side of payment:
+	// the signed webhook POST /webhooks/v1/payments (PaymentWebhookSecrets),
+	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
+	// operators' GET /admin/v1/payments (payment.go).
+	Payments seckill.PaymentStore
+	// PaymentWebhookSecrets verify the webhook's Seckill-Signature: any
+	// one matching is enough. None: every webhook is 401.
+	PaymentWebhookSecrets []string
+	// ServiceToken authorises the shop's server on
+	// /admin/v1/orders/{order_id}/payments; empty disables the route (401).
+	ServiceToken string
+	// BuyerPay serves POST /api/v1/reservations/{id}/pay: a buyer pays by
+	// saying so. For the demo only; without it the route is 404.
+	BuyerPay bool
+
 	// AdminToken authorises /admin/v1 calls as "Authorization: Bearer
 	// <AdminToken>". Empty disables the admin routes (every call is 401).
 	AdminToken string
@@ -165,36 +180,42 @@ type Config struct {
 
 // Server is the HTTP API. Build it with New; serve Handler.
 type Server struct {
-	sales         SaleStore
-	stock         StockStore
-	preheater     Preheater
-	reserver      seckill.Reserver
-	verifier      TokenVerifier
-	verifierAt    verifierAt // verifier, if it is one
-	orders        OrderStore
-	pending       PendingStore
-	lost          LostClaims
-	claimIDs      *seckill.ClaimIDs
-	restorer      Restorer
-	restores      RestoreLister
-	reconcile     func(ctx context.Context, saleID string) (any, error)
-	resMetrics    *reservationMetrics
-	adminHash     [sha256.Size]byte
-	adminEnabled  bool
-	now           func() time.Time
-	wallClock     bool // now is time.Now (Config.Now unset)
-	logger        *slog.Logger
-	ready         func(ctx context.Context) error
-	onSaleCreated func(*seckill.Sale)
-	cache         *saleCache
-	currency      string
-	salesAdmin    SalesAdmin
-	resolver      seckill.FailedOrderResolver
-	payTimeout    time.Duration
-	adminMetrics  *adminMetrics
-	levels        lastLevels
-	metrics       *metrics
-	guard         *guard
+	sales          SaleStore
+	stock          StockStore
+	preheater      Preheater
+	reserver       seckill.Reserver
+	verifier       TokenVerifier
+	verifierAt     verifierAt // verifier, if it is one
+	orders         OrderStore
+	pending        PendingStore
+	lost           LostClaims
+	claimIDs       *seckill.ClaimIDs
+	restorer       Restorer
+	restores       RestoreLister
+	reconcile      func(ctx context.Context, saleID string) (any, error)
+	resMetrics     *reservationMetrics
+	adminHash      [sha256.Size]byte
+	adminEnabled   bool
+	payments       seckill.PaymentStore
+	paySecrets     [][]byte
+	payMetrics     *paymentMetrics
+	serviceHash    [sha256.Size]byte
+	serviceEnabled bool
+	buyerPay       bool
+	now            func() time.Time
+	wallClock      bool // now is time.Now (Config.Now unset)
+	logger         *slog.Logger
+	ready          func(ctx context.Context) error
+	onSaleCreated  func(*seckill.Sale)
+	cache          *saleCache
+	currency       string
+	salesAdmin     SalesAdmin
+	resolver       seckill.FailedOrderResolver
+	payTimeout     time.Duration
+	adminMetrics   *adminMetrics
+	levels         lastLevels
+	metrics        *metrics
+	guard          *guard
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
@@ -252,6 +273,17 @@ func New(cfg Config) (*Server, error) {
 		salesAdmin:    cfg.SalesAdmin,
 		resolver:      cfg.Resolver,
 		payTimeout:    cfg.PayTimeout,
+		payments:      cfg.Payments,
+		buyerPay:      cfg.BuyerPay,
+	}
+	for _, secret := range cfg.PaymentWebhookSecrets {
+		if secret != "" {
+			s.paySecrets = append(s.paySecrets, []byte(secret))
+		}
+	}
+	if cfg.ServiceToken != "" {
+		s.serviceHash = sha256.Sum256([]byte(cfg.ServiceToken))
+		s.serviceEnabled = true
 	}
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
@@ -307,6 +339,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.payments != nil && s.orders != nil {
+		if s.payMetrics, err = newPaymentMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -351,11 +388,20 @@ func (s *Server) routes() {
 	if s.orders != nil {
 		routes = append(routes,
 			route{"GET", "/api/v1/reservations/{id}", s.handleReservation},
-			route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay},
 			route{"POST", "/api/v1/reservations/{id}/cancel", s.handleCancel},
 			route{"GET", "/admin/v1/failed-orders", s.handleFailedOrders},
 			route{"GET", "/admin/v1/failed-orders/counts", s.handleFailedOrderCounts},
 			route{"POST", "/admin/v1/restores", s.handleRestore},
+		)
+	}
+	if s.orders != nil && s.buyerPay {
+		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
+	}
+	if s.orders != nil && s.payments != nil {
+		routes = append(routes,
+			route{"POST", "/webhooks/v1/payments", s.handlePaymentWebhook},
+			route{"POST", "/admin/v1/orders/{order_id}/payments", s.handleServicePayment},
+			route{"GET", "/admin/v1/payments", s.handlePayments},
 		)
 	}
 	if s.restores != nil {
