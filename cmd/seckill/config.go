@@ -73,6 +73,9 @@ type Config struct {
 	// (POST /api/v1/reservations/{id}/pay). Only `seckill demo` has the
 	// flag: serve never offers it.
 	BuyerPay string
+	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
+	// fsync what they confirm, so that it survives a power cut.
+	EmbeddedFsync string
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -125,6 +128,7 @@ func DefaultConfig() Config {
 		RedisWaitTimeout:      redis.DefaultWaitTimeout,
 		HealInterval:          time.Second,
 		Roles:                 "all",
+		EmbeddedFsync:         "on",
 	}
 }
 
@@ -146,6 +150,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
 	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
 	stringFlag(fs, &c.RedisConfigCheck, "redis-config-check", c.RedisConfigCheck, "on: fsync durability checks Redis's settings with CONFIG GET; off: trust the operator where CONFIG is refused")
+	stringFlag(fs, &c.EmbeddedFsync, "embedded-fsync", c.EmbeddedFsync, "on: the embedded broker and a SQLite database fsync every write they confirm, so an answered claim survives a power cut; off: they survive a crash of the process only (faster on slow disks)")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.PaymentWebhookSecret, "payment-webhook-secret", c.PaymentWebhookSecret, "secret (at least 32 bytes) of the payment provider's signed webhook POST /webhooks/v1/payments (Seckill-Signature: t=…,v1=…, Stripe's scheme); empty: the webhook is refused")
@@ -218,12 +223,22 @@ func (c *Config) demoLogin() (bool, error) {
 	return false, fmt.Errorf("demo login %q: want on or off", c.DemoLogin)
 }
 
-// databaseURL is the configured URL, or SQLite in the data dir.
+// databaseURL is the configured URL, or SQLite in the data dir. With
+// --embedded-fsync on, SQLite runs synchronous=FULL unless the URL says
+// otherwise: a commit (and so the writer's ack of its events) is then on
+// disk, not only in the OS's page cache.
 func (c *Config) databaseURL() string {
-	if c.DatabaseURL != "" {
-		return c.DatabaseURL
+	u := c.DatabaseURL
+	if u == "" {
+		u = "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
 	}
-	return "sqlite:" + filepath.Join(c.DataDir, "seckill.db")
+	if c.EmbeddedFsync != "on" || !strings.HasPrefix(u, "sqlite:") || strings.Contains(u, "_synchronous=") {
+		return u
+	}
+	if strings.Contains(u, "?") {
+		return u + "&_synchronous=FULL"
+	}
+	return u + "?_synchronous=FULL"
 }
 
 // settings are the values of Config that need parsing. Run parses them
@@ -265,6 +280,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if s.durability, err = redis.ParseDurability(c.RedisDurability); err != nil {
 		return s, err
+	}
+	if c.EmbeddedFsync != "on" && c.EmbeddedFsync != "off" {
+		return s, fmt.Errorf("embedded fsync %q: want on or off", c.EmbeddedFsync)
 	}
 	if c.RedisConfigCheck != "on" && c.RedisConfigCheck != "off" {
 		return s, fmt.Errorf("redis config check %q: want on or off", c.RedisConfigCheck)

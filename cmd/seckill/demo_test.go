@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -226,6 +227,44 @@ func TestBenchRushSpreadsOverNodes(t *testing.T) {
 	}
 	if code, _, _ := runCommand(t, "bench", "rush", "--url", a.base); code == 0 {
 		t.Error("bench rush without the secrets exited 0")
+	}
+}
+
+// TestBenchRushWithALeadLongerThanTheHeaderTimeout: a rehearsal whose
+// lead outlasts the server's header timeout (shortened here to 200ms; 5 s
+// in production) answers every buyer: connections the server closed
+// while they waited are dialled again before anything is sent, and no
+// buyer is reported unanswered or as the client's failure.
+func TestBenchRushWithALeadLongerThanTheHeaderTimeout(t *testing.T) {
+	const headerTimeout = 200 * time.Millisecond
+	var opened atomic.Int64
+	e := startEngine(t, nil, func(m *Main) {
+		m.tuneServer = func(s *http.Server) {
+			s.ReadHeaderTimeout = headerTimeout
+			s.ConnState = func(_ net.Conn, st http.ConnState) {
+				if st == http.StateNew {
+					opened.Add(1)
+				}
+			}
+		}
+	})
+	const stock, buyers, conns = 10, 300, 24
+	code, stdout, stderr := runCommand(t, "bench", "rush", "--url", e.base,
+		"--admin-token", e.m.Config.AdminToken, "--jwt-secret", e.m.Config.JWTSecret,
+		"--stock", fmt.Sprint(stock), "--buyers", fmt.Sprint(buyers), "--concurrency", fmt.Sprint(conns),
+		"--lead", (8 * headerTimeout).String(), "--json")
+	if code != 0 {
+		t.Fatalf("bench rush exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	rep := decodeRush(t, stdout)
+	checkRushInvariants(t, rep, stock, buyers)
+	if rep.ClientFailures != 0 {
+		t.Errorf("%d buyers never sent, want every one sent and answered", rep.ClientFailures)
+	}
+	// The scenario happened: the server closed the connections opened
+	// ahead of the start, and they were dialled again.
+	if got := opened.Load(); got < 2*conns {
+		t.Errorf("the engine saw %d connections, want at least %d: each buyer connection closed while idle and dialled again", got, 2*conns)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ackgate"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/breaker"
 	"github.com/seckill-dev/seckill/internal/combiner"
@@ -76,6 +77,9 @@ type Main struct {
 	// "writer") sees it: tests use it to deliver every message twice, or
 	// to make the relay die between publish and ack.
 	wrapBroker func(role string, b seckill.Broker) seckill.Broker
+	// tuneServer, if set, adjusts the HTTP server before it serves:
+	// tests shorten its header timeout or watch its connections.
+	tuneServer func(*http.Server)
 }
 
 // requestClock is the clock of the request path (the API, the sold-out
@@ -110,8 +114,11 @@ type wired struct {
 	// relayWake is signalled after every reserve of this process: it
 	// wakes this process's relay (if it runs one) at once.
 	relayWake chan struct{}
-	replays   *combiner.Combiner
-	gauges    *reconcile.GaugeWorker
+	// stored holds claims until the relay stored them in the broker:
+	// set over the in-process store, whose outbox a crash loses.
+	stored  *ackgate.Gate
+	replays *combiner.Combiner
+	gauges  *reconcile.GaugeWorker
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -133,6 +140,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 		return err
 	}
 	w := &wired{settings: set, relayWake: make(chan struct{}, 1)}
+	if m.Config.RedisURL == "" && set.roles.relay {
+		w.stored = ackgate.New()
+	}
 	if err := m.openStores(ctx, w); err != nil {
 		return err
 	}
@@ -292,15 +302,22 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	if d, ok := w.routeBudgets["reserve"]; ok {
 		reserveBudget = d
 	}
-	m.combiner = combiner.New(w.reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, OnBatch: func(size int, took time.Duration, err error) {
+	// Over the in-process store a batch's claims are answered once the
+	// relay has stored them in the broker's files (internal/ackgate).
+	var hold func([]seckill.ReserveResult) func(context.Context) error
+	if w.stored != nil {
+		hold = w.stored.Hold
+	}
+	m.combiner = combiner.New(w.reqStock, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: reserveBudget, Hold: hold, OnBatch: func(size int, took time.Duration, err error) {
 		pm.ObserveBatch(size, took, err)
 		if errors.Is(err, redis.ErrNotDurable) {
 			w.dm.NotDurable.Inc()
 		}
 	}})
 	// Keyed requests on a flagged sale are answered by a lookup of their
-	// earlier reservation, batched per sale like reservations are.
-	w.replays = combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch})
+	// earlier reservation, batched per sale like reservations are; a
+	// replay waits as its reservation did.
+	w.replays = combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, Hold: hold})
 	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock(), Replays: w.replays})
 
 	m.restorer = restore.New(m.orders, m.stock, restore.Config{
@@ -339,8 +356,18 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			CompactEvents: cfg.BrokerURL == "",
 			Linger:        relayLinger(m.broker),
 			Wake:          w.relayWake,
+			Progress:      progress(w.stored),
 		}))
 	}
+}
+
+// progress is the relay's Progress: the gate, if any (a nil *Gate must
+// not become a non-nil interface).
+func progress(g *ackgate.Gate) relay.Progress {
+	if g == nil {
+		return nil
+	}
+	return g
 }
 
 // handoffLinger is the relay's Linger over a handoff: the least time
@@ -386,15 +413,20 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	m.start(ctx, w.gauges)
 
 	// Claims that Redis lost are noticed and healed from the database.
-	healer := heal.New(m.stock, dbStores{w.sales, m.orders}, m.preheat, heal.Config{
+	hc := heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
 		OnHeal: func(string, string, int, int) { w.dm.Heals.Inc() },
-	})
+	}
+	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.RedisURL == "" {
+		hc.Backlog = b.Backlog
+	}
+	healer := heal.New(m.stock, dbStores{w.sales, m.orders}, m.preheat, hc)
 	if cfg.RedisURL == "" {
 		// The embedded store starts empty, even after a SIGKILL that
 		// left orders in SQLite and claims in the broker's stream: every
 		// live sale refuses claims until its first heal (a tick away)
-		// rebuilt it from the database (docs/durability.md).
+		// rebuilt it from the database, once the stream has drained
+		// into it (docs/durability.md).
 		healer.HoldLive(ctx, w.sales, cfg.PreheatLead)
 	}
 	m.start(ctx, healer)
@@ -511,6 +543,9 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 		return err
 	}
 	m.server = httpapi.NewHTTPServer(m.routes(w.roles, api, pages), m.Logger)
+	if m.tuneServer != nil {
+		m.tuneServer(m.server)
+	}
 	if m.listener, err = net.Listen("tcp", cfg.HTTPAddr); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -571,7 +606,7 @@ func (m *Main) openBroker(ctx context.Context, handOff bool) (seckill.Broker, er
 	cfg := &m.Config
 	switch u := cfg.BrokerURL; {
 	case u == "":
-		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace), nats.WithAckWait(cfg.BrokerAckWait))
+		b, shutdown, err := nats.StartEmbedded(ctx, filepath.Join(cfg.DataDir, "nats"), cfg.BrokerQueue, nats.WithLogger(m.Logger), nats.WithNamespace(cfg.Namespace), nats.WithAckWait(cfg.BrokerAckWait), nats.WithSyncAlways(cfg.EmbeddedFsync == "on"))
 		if err != nil {
 			return nil, err
 		}

@@ -37,6 +37,12 @@ type Config struct {
 	CallTimeout time.Duration
 	// OnBatch, if set, is told the size, duration and error of every call.
 	OnBatch func(size int, took time.Duration, err error)
+	// Hold, if set, is given every call's results as soon as the call
+	// returns; a non-nil wait it returns is run by each request of the
+	// batch before it is answered (with that request's context), while
+	// the next batch already runs. The embedded store answers a claim
+	// only once it is stored this way (internal/ackgate).
+	Hold func(results []seckill.ReserveResult) (wait func(context.Context) error)
 }
 
 // Combiner batches concurrent reservations per sale. It has no goroutine of
@@ -63,7 +69,19 @@ type call struct {
 	req  seckill.ReserveRequest
 	res  seckill.ReserveResult
 	err  error
+	wait func(context.Context) error // Config.Hold's, if any
 	done chan struct{}
+}
+
+// answer is cl's outcome once its batch's wait, if any, is over.
+func (cl *call) answer(ctx context.Context) (seckill.ReserveResult, error) {
+	if cl.err != nil || cl.wait == nil {
+		return cl.res, cl.err
+	}
+	if err := cl.wait(ctx); err != nil {
+		return seckill.ReserveResult{}, err
+	}
+	return cl.res, nil
 }
 
 // New returns a Combiner in front of store.
@@ -89,7 +107,7 @@ func (c *Combiner) Reserve(ctx context.Context, saleID string, req seckill.Reser
 		c.mu.Unlock()
 		select {
 		case <-cl.done:
-			return cl.res, cl.err
+			return cl.answer(ctx)
 		case <-ctx.Done():
 			return seckill.ReserveResult{}, ctx.Err()
 		}
@@ -100,7 +118,7 @@ func (c *Combiner) Reserve(ctx context.Context, saleID string, req seckill.Reser
 	c.mu.Unlock()
 
 	c.run(saleID, l, []*call{cl})
-	return cl.res, cl.err
+	return cl.answer(ctx)
 }
 
 // run makes one store call for batch, answers it, and passes the requests
@@ -120,11 +138,15 @@ func (c *Combiner) run(saleID string, l *lane, batch []*call) {
 	if c.cfg.OnBatch != nil {
 		c.cfg.OnBatch(len(batch), time.Since(start), err)
 	}
+	var wait func(context.Context) error
+	if err == nil && c.cfg.Hold != nil {
+		wait = c.cfg.Hold(results)
+	}
 	for i, cl := range batch {
 		if err != nil {
 			cl.err = err
 		} else {
-			cl.res = results[i]
+			cl.res, cl.wait = results[i], wait
 		}
 		close(cl.done)
 	}

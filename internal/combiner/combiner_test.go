@@ -331,3 +331,52 @@ func BenchmarkCombiner(b *testing.B) {
 		}
 	})
 }
+
+// TestHeldBatchWaitsWhileTheNextRuns: with Hold, a batch's requests are
+// answered only once its wait ends, and the next batch's store call does
+// not wait for that: the lane is free as soon as the call returned.
+func TestHeldBatchWaitsWhileTheNextRuns(t *testing.T) {
+	store := newFakeStore()
+	release := make(chan struct{})
+	var holds atomic.Int32
+	c := New(store, Config{Hold: func(results []seckill.ReserveResult) func(context.Context) error {
+		if holds.Add(1) > 1 {
+			return nil // only the first batch is held
+		}
+		return func(ctx context.Context) error {
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}})
+	defer c.Stop(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.Reserve(context.Background(), "s1", seckill.ReserveRequest{UserID: "a", Qty: 1})
+		first <- err
+	}()
+	servicetest.WaitFor(t, 10*time.Second, "the first batch's call", func() bool { return holds.Load() == 1 })
+	res, err := c.Reserve(context.Background(), "s1", seckill.ReserveRequest{UserID: "b", Qty: 1})
+	if err != nil || res.ReservationID != "s1/b" {
+		t.Fatalf("second request while the first is held: %+v, %v", res, err)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the held request was answered (%v) before its wait ended", err)
+	default:
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the held request after its wait: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	holds.Store(0)
+	release = make(chan struct{})
+	if _, err := c.Reserve(ctx, "s1", seckill.ReserveRequest{UserID: "c", Qty: 1}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a held request whose context ended: %v; want its context's error", err)
+	}
+}

@@ -83,7 +83,17 @@ type Config struct {
 	// Suspect is how long after a Redis restart or failover every tick
 	// compares the whole ledger with the records. Default 1m.
 	Suspect time.Duration
-	Now     func() time.Time
+	// Backlog, if set, counts the events still in the broker, not yet
+	// settled by the order writer. A heal then waits for it to reach 0
+	// (up to DrainMax) instead of Settle: a heal that judged before the
+	// stream drained would let new claims take units the stream's
+	// events hold, and the database would refuse them. It is for the
+	// embedded store, whose outbox died with the process: every claim
+	// still on its way is in the broker.
+	Backlog func(ctx context.Context) (int64, error)
+	// DrainMax bounds the wait for Backlog. Default 30s.
+	DrainMax time.Duration
+	Now      func() time.Time
 	Logger  *slog.Logger
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
@@ -115,6 +125,9 @@ func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
 	}
 	if cfg.Suspect <= 0 {
 		cfg.Suspect = time.Minute
+	}
+	if cfg.DrainMax <= 0 {
+		cfg.DrainMax = 30 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -331,7 +344,7 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 		}
 		return fmt.Errorf("heal %s: %w", sale.ID, err)
 	}
-	if err := startstop.Sleep(ctx, w.cfg.Settle); err != nil {
+	if err := w.settle(ctx, sale.ID); err != nil {
 		return abort(err)
 	}
 	// A page at a time, claims refused throughout; the last call counts
@@ -357,6 +370,29 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 		w.cfg.OnHeal(sale.ID, reason, added, released)
 	}
 	return nil
+}
+
+// settle waits for the events in flight to land: Settle, or until the
+// broker's backlog is drained (see Config.Backlog).
+func (w *Watcher) settle(ctx context.Context, saleID string) error {
+	if w.cfg.Backlog == nil {
+		return startstop.Sleep(ctx, w.cfg.Settle)
+	}
+	deadline := time.Now().Add(w.cfg.DrainMax)
+	for {
+		n, err := w.cfg.Backlog(ctx)
+		if err == nil && n == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			w.cfg.Logger.Warn("heal: the broker's backlog did not drain; healing with events still on their way",
+				"sale", saleID, "backlog", n, "err", err, "waited", w.cfg.DrainMax)
+			return nil
+		}
+		if err := startstop.Sleep(ctx, 50*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // newToken is a heal's token: when it began, and random.

@@ -317,3 +317,62 @@ func TestNoHealOfASaleEndedEarly(t *testing.T) {
 		t.Errorf("stock after a tick: %v, want still not found (nothing rebuilt)", err)
 	}
 }
+
+// TestHealWaitsForTheBacklogToDrain: with Config.Backlog a held sale is
+// healed only once the broker's backlog is drained, so an event that
+// lands meanwhile is counted (its unit not sold again); a backlog that
+// never drains delays the heal by DrainMax, no longer.
+func TestHealWaitsForTheBacklogToDrain(t *testing.T) {
+	ctx := context.Background()
+	stock, err := redis.StartEmbedded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stock.Close()
+	now := time.Now()
+	for _, tc := range []struct {
+		name      string
+		drainAt   int // the Backlog call that first answers 0; 0: never
+		wantSold  int64
+		wantCalls int
+	}{
+		{"drains on the third look", 3, 2, 3},
+		{"never drains", 0, 1, -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sale := &seckill.Sale{ID: servicetest.UniqueName("drain_"), Name: "tea", Stock: 10, PurchaseLimit: 1, StartAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
+			db := &fakeDB{sale: *sale}
+			order := func(user string) *seckill.Order {
+				return &seckill.Order{ReservationID: seckill.NewReservationID(sale.ID, now), UserID: user, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: now}
+			}
+			db.orders = append(db.orders, order("u1"))
+			calls := 0
+			backlog := func(context.Context) (int64, error) {
+				calls++
+				if calls == tc.drainAt {
+					// The last event in the stream landed.
+					db.mu.Lock()
+					db.orders = append(db.orders, order("u2"))
+					db.mu.Unlock()
+					return 0, nil
+				}
+				return 1, nil
+			}
+			w := New(stock, db, loaded{}, Config{Backlog: backlog, DrainMax: 300 * time.Millisecond})
+			if held, err := w.Hold(ctx, []*seckill.Sale{sale}); err != nil || held != 1 {
+				t.Fatalf("Hold: %d, %v", held, err)
+			}
+			start := time.Now()
+			w.Tick(ctx)
+			if lvl, err := stock.Stock(ctx, sale.ID); err != nil || lvl.Reserved != tc.wantSold {
+				t.Errorf("after the heal: %+v, %v; want reserved %d", lvl, err, tc.wantSold)
+			}
+			if tc.wantCalls > 0 && calls != tc.wantCalls {
+				t.Errorf("Backlog asked %d times; want %d", calls, tc.wantCalls)
+			}
+			if tc.drainAt == 0 && time.Since(start) < 300*time.Millisecond {
+				t.Errorf("a backlog that never drained held the heal %s; want DrainMax", time.Since(start))
+			}
+		})
+	}
+}

@@ -97,7 +97,8 @@ type Conn struct {
 	c    net.Conn
 	br   *bufio.Reader
 	body []byte
-	used bool // a request was answered on c: it may since have been closed
+	used bool      // a request was answered on c: it may since have been closed
+	last time.Time // when c was dialled or last sent a request
 }
 
 // NewConn returns a Conn to t; nothing is dialled yet.
@@ -116,7 +117,7 @@ func (c *Conn) Connect() error {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		_ = tc.SetNoDelay(true)
 	}
-	c.c, c.used = nc, false
+	c.c, c.used, c.last = nc, false, time.Now()
 	if c.br == nil {
 		c.br = bufio.NewReaderSize(nc, 16<<10)
 	} else {
@@ -146,11 +147,26 @@ func (c *Conn) timeout() time.Duration {
 // answer arrived: the server had closed it while idle.
 var errStale = errors.New("stale keep-alive connection")
 
+// ErrNotSent marks a request that never reached the server whole: the
+// dial failed, or the connection broke while the request was written.
+// The server cannot have acted on it; it is the client's failure, not an
+// unanswered request.
+var ErrNotSent = errors.New("request not sent")
+
+// idleCheck is how long a connection may sit idle before Do asks the
+// kernel whether the server has closed it.
+const idleCheck = time.Second
+
 // Do sends req, a complete request (see Target.AppendRequest), and reads
-// the answer. A request that fails on a kept-alive connection before any
-// byte of the answer arrives is sent once more on a new connection, as
-// net/http does: the server closed the idle connection. Callers whose
-// requests must not run twice make them idempotent (an Idempotency-Key).
+// the answer. Before writing on a connection that was never used or sat
+// idle, Do checks that the server has not closed it (a server closes a
+// connection that sends nothing within its header timeout) and dials
+// again: nothing was sent, so nothing runs twice. A request that fails on
+// a kept-alive connection before any byte of the answer arrives is sent
+// once more on a new connection, as net/http does: the server closed the
+// idle connection. Callers whose requests must not run twice make them
+// idempotent (an Idempotency-Key). A failure before the request was sent
+// wraps ErrNotSent.
 func (c *Conn) Do(req []byte) (Response, error) {
 	resp, err := c.do(req)
 	if errors.Is(err, errStale) {
@@ -163,19 +179,24 @@ func (c *Conn) Do(req []byte) (Response, error) {
 }
 
 func (c *Conn) do(req []byte) (Response, error) {
+	now := time.Now()
+	if c.c != nil && (!c.used || now.Sub(c.last) >= idleCheck) && peerClosed(c.c) {
+		c.Close()
+	}
 	if err := c.Connect(); err != nil {
-		return Response{}, err
+		return Response{}, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	reused := c.used
-	if err := c.c.SetDeadline(time.Now().Add(c.timeout())); err != nil {
-		return Response{}, err
+	c.last = now
+	if err := c.c.SetDeadline(now.Add(c.timeout())); err != nil {
+		return Response{}, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	if _, err := c.c.Write(req); err != nil {
 		c.Close()
 		if reused {
 			return Response{}, fmt.Errorf("%w: %w", errStale, err)
 		}
-		return Response{}, err
+		return Response{}, fmt.Errorf("%w: %w", ErrNotSent, err)
 	}
 	resp, closeAfter, err := c.read(reused, bytes.HasPrefix(req, []byte("HEAD ")))
 	if err != nil {

@@ -2,6 +2,7 @@ package loadgen
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 func TestConnKeepsAliveAndReadsEveryFraming(t *testing.T) {
@@ -107,6 +110,84 @@ func TestConnRetriesAStaleConnection(t *testing.T) {
 	}
 	if handled.Load() != 2 {
 		t.Fatalf("handled %d requests, want 2", handled.Load())
+	}
+}
+
+// TestConnRedialsAConnectionClosedBeforeItsFirstRequest: a connection
+// opened ahead of a sale sits idle past the server's header timeout and
+// the server closes it. The first request finds it closed before writing,
+// dials again and is answered, once.
+func TestConnRedialsAConnectionClosedBeforeItsFirstRequest(t *testing.T) {
+	var handled, opened, closed atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		handled.Add(1)
+		fmt.Fprint(w, "ok")
+	}))
+	srv.Config.ReadHeaderTimeout = 50 * time.Millisecond
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+		case http.StateClosed:
+			closed.Add(1)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	tgt, _ := ParseTarget(srv.URL)
+	c := NewConn(tgt)
+	defer c.Close()
+	if err := c.Connect(); err != nil {
+		t.Fatal(err)
+	}
+	servicetest.WaitFor(t, 30*time.Second, "the server to close the idle connection, and the client to see it", func() bool {
+		return closed.Load() == 1 && peerClosed(c.c)
+	})
+	resp, err := c.Do(tgt.AppendRequest(nil, "POST", "/buy", []byte(`{"qty":1}`)))
+	if err != nil || string(resp.Body) != "ok" {
+		t.Fatalf("first request on a connection the server had closed: %q %v", resp.Body, err)
+	}
+	if handled.Load() != 1 || opened.Load() != 2 {
+		t.Fatalf("handled %d requests on %d connections, want 1 on a second connection", handled.Load(), opened.Load())
+	}
+}
+
+// TestConnSaysWhetherARequestWasSent: a dial that fails is the client's
+// failure (ErrNotSent); a request the server read and never answered is
+// not.
+func TestConnSaysWhetherARequestWasSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		nc, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer nc.Close()
+		buf := make([]byte, 0, 512)
+		for !strings.Contains(string(buf), "\r\n\r\n") {
+			n, err := nc.Read(buf[len(buf):cap(buf)])
+			if err != nil {
+				return
+			}
+			buf = buf[:len(buf)+n]
+		}
+	}()
+	req := []byte("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+	c := NewConn(Target{Addr: addr, Host: addr})
+	c.Timeout = 30 * time.Second
+	if _, err := c.Do(req); err == nil || errors.Is(err, ErrNotSent) {
+		t.Fatalf("a request read and left unanswered: err %v, want an error that is not ErrNotSent", err)
+	}
+	<-done
+	ln.Close()
+	if _, err := c.Do(req); !errors.Is(err, ErrNotSent) {
+		t.Fatalf("a request to a closed port: err %v, want ErrNotSent", err)
 	}
 }
 

@@ -14,7 +14,8 @@ import (
 // storing under dir, and returns a Broker on stream connected to it
 // in-process (the server opens no port), and a shutdown func that closes
 // the broker and stops the server. What was stored survives a restart on
-// the same dir.
+// the same dir. WithSyncAlways makes what it confirms survive a power cut
+// too.
 func StartEmbedded(ctx context.Context, dir, stream string, opts ...Option) (*Broker, func(), error) {
 	if dir == "" {
 		return nil, nil, errors.New("nats: embedded server needs a storage directory")
@@ -30,6 +31,7 @@ func StartEmbedded(ctx context.Context, dir, stream string, opts ...Option) (*Br
 		StoreDir:   dir,
 		NoSigs:     true,
 		NoLog:      true,
+		SyncAlways: cfg.syncAlways,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats: embedded server: %w", err)

@@ -40,7 +40,7 @@ func TestEmptyPassAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	r.pass(ctx, log, false) // first visit: per-sale state is created once
 	allocs := testing.AllocsPerRun(100, func() {
-		if found, _, _ := r.pass(ctx, log, true); found != 0 {
+		if found, _, _, _ := r.pass(ctx, log, true); found != 0 {
 			t.Fatalf("pass found %d entries in empty outboxes", found)
 		}
 	})
@@ -66,11 +66,11 @@ func TestBatchScratchDeduplicates(t *testing.T) {
 	broker := &fakeBroker{}
 	r := New(out, broker, testConfig(t, "r1"))
 	log := slog.New(slog.DiscardHandler)
-	if found, _, _ := r.pass(context.Background(), log, false); found != 6 {
+	if found, _, _, _ := r.pass(context.Background(), log, false); found != 6 {
 		t.Fatalf("first pass published %d reservations; want 6 (an entry of 3 read twice)", found)
 	}
 	out.pending, out.claim = nil, nil
-	if found, _, _ := r.pass(context.Background(), log, false); found != 0 {
+	if found, _, _, _ := r.pass(context.Background(), log, false); found != 0 {
 		t.Fatalf("second pass published %d reservations; want 0", found)
 	}
 	if n := broker.publishedCount(); n != 6 {

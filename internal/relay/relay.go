@@ -108,6 +108,20 @@ type Config struct {
 	// the entries of sale that another relay had left unacknowledged for
 	// ClaimMinIdle and this one claimed, for a metric.
 	OnReclaimed func(sale string, reservations int)
+	// Progress, if set, is told which reserve batches the broker holds:
+	// a mark taken before each pass, stored once the pass published
+	// everything every outbox held when it started (internal/ackgate).
+	Progress Progress
+}
+
+// Progress is what the relay tells of the batches it stored. It assumes
+// this relay is the only one reading the outboxes.
+type Progress interface {
+	// Mark is taken before a pass reads the outboxes.
+	Mark() uint64
+	// Stored says that every entry written before Mark was taken is
+	// published and confirmed.
+	Stored(mark uint64)
 }
 
 func (c Config) withDefaults() Config {
@@ -285,7 +299,14 @@ func (r *Relay) run(ctx context.Context) {
 	for {
 		draining := startstop.Closed(stopping)
 		started := time.Now()
-		found, full, wait := r.pass(ctx, log, idle && !draining)
+		var mark uint64
+		if r.cfg.Progress != nil {
+			mark = r.cfg.Progress.Mark()
+		}
+		found, full, wait, settled := r.pass(ctx, log, idle && !draining)
+		if settled && r.cfg.Progress != nil {
+			r.cfg.Progress.Stored(mark)
+		}
 		if ctx.Err() != nil {
 			log.Warn("relay abandoned before its outboxes were drained", "err", ctx.Err())
 			return
@@ -326,12 +347,14 @@ func (r *Relay) run(ctx context.Context) {
 
 // pass visits every sale once, relaying at most one batch of each, so a
 // busy sale cannot starve the others. It returns the number of
-// reservations published, whether a sale's batch was full, and, when
-// nothing was published, how long until a sale waiting out a failure may
-// be tried again.
-func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found int, full bool, wait time.Duration) {
+// reservations published, whether a sale's batch was full, when nothing
+// was published how long until a sale waiting out a failure may be tried
+// again, and whether every entry the outboxes held when it started is
+// published (settled).
+func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found int, full bool, wait time.Duration, settled bool) {
 	wait = r.cfg.PollInterval
 	sales, err := r.outbox.OutboxSales(ctx)
+	settled = err == nil
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn("relay: list outboxes failed; using the last list", "err", err)
@@ -357,7 +380,7 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 	now := time.Now()
 	for _, id := range sales {
 		if ctx.Err() != nil {
-			return found, full, wait
+			return found, full, wait, false
 		}
 		st := r.sales[id]
 		if st == nil {
@@ -369,14 +392,16 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 		}
 		if d := st.retryAt.Sub(now); d > 0 {
 			wait = min(wait, d)
+			settled = false
 			continue
 		}
-		n, filled, err := r.relaySale(ctx, log, id, st, block && found == 0)
+		n, filled, done, err := r.relaySale(ctx, log, id, st, block && found == 0)
 		found += n
 		full = full || filled
+		settled = settled && done && err == nil
 		if err != nil {
 			if ctx.Err() != nil {
-				return found, full, wait
+				return found, full, wait, false
 			}
 			st.failures++
 			pause := r.backoff(st.failures)
@@ -387,7 +412,7 @@ func (r *Relay) pass(ctx context.Context, log *slog.Logger, block bool) (found i
 		}
 		st.failures = 0
 	}
-	return found, full, wait
+	return found, full, wait, settled
 }
 
 func (r *Relay) backoff(failures int) time.Duration {
@@ -402,8 +427,9 @@ func (r *Relay) backoff(failures int) time.Duration {
 // entries first (a batch whose Publish or Ack failed, or entries read
 // beyond the last batch), then stale entries of dead relays, then new
 // ones. It acks only after Publish returned nil. full reports a batch that
-// took what it could hold: more may be waiting.
-func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (n int, full bool, err error) {
+// took what it could hold: more may be waiting; settled, that every entry
+// the outbox held before the call is published.
+func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (n int, full, settled bool, err error) {
 	size := r.cfg.BatchSize
 	// The batch is built in the relay's scratch slice: an empty outbox,
 	// the common case between bursts, costs no allocation. Entries are
@@ -442,11 +468,13 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 	}()
 	ownDone := !st.ownPending
 	readAll := false // the read of new entries got all it asked for: more may wait
+	unread := true   // new entries may be left unread
+	staleLeft := false
 	if st.ownPending {
 		count := st.entriesFor(size)
 		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count)
 		if err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		add(es)
 		ownDone = countEntries(es) < count
@@ -455,7 +483,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		want := st.entriesFor(size - len(batch))
 		es, err := r.outbox.ClaimStaleOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, r.cfg.ClaimMinIdle, want)
 		if err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		if len(es) > 0 {
 			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again",
@@ -467,6 +495,8 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		add(es)
 		if countEntries(es) < want { // else more may be stale: claim again next pass
 			st.lastClaim = now
+		} else {
+			staleLeft = true
 		}
 	}
 	if len(batch) < size {
@@ -477,14 +507,15 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		count := st.entriesFor(size - len(batch))
 		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count, wait)
 		if err != nil {
-			return 0, false, err
+			return 0, false, false, err
 		}
 		add(es)
 		readAll = countEntries(es) == count
+		unread = readAll
 	}
 	if len(batch) == 0 {
 		st.ownPending = false
-		return 0, false, r.maybeForget(ctx, log, sale, st)
+		return 0, false, true, r.maybeForget(ctx, log, sale, st)
 	}
 	// From here on the entries are pending for this consumer: any failure
 	// leaves them to the next pass.
@@ -505,7 +536,7 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		}
 	}
 	if err := r.broker.Publish(ctx, msgs); err != nil {
-		return 0, false, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
+		return 0, false, false, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
 	}
 	if r.cfg.OnPublished != nil {
 		r.cfg.OnPublished(len(msgs))
@@ -514,13 +545,13 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		r.beforeAck()
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, false, err // abandoned: whoever reclaims the batch publishes it again
+		return 0, false, false, err // abandoned: whoever reclaims the batch publishes it again
 	}
 	if err := r.outbox.AckOutbox(ctx, sale, r.cfg.Group, ids); err != nil {
-		return 0, false, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
+		return 0, false, false, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
 	}
 	st.ownPending = !ownDone
-	return len(pub), full, nil
+	return len(pub), full, ownDone && !unread && !staleLeft, nil
 }
 
 // maybeForget asks, now and then, to drop an idle sale from the registry;

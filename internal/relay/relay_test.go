@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ackgate"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -861,4 +862,41 @@ func TestNoLingerWhileBatchesFill(t *testing.T) {
 	if sizes := batchSizes(broker.batches); fmt.Sprint(sizes) != "[60 60 60 30]" {
 		t.Errorf("published batches of %v; want [60 60 60 30]", sizes)
 	}
+}
+
+// TestProgressStoresOnlyWhatIsPublished: the relay stores a mark only
+// once every entry written before it was taken is confirmed by the
+// broker. While the broker fails, a ticket taken after the reserves is not
+// stored; once it recovers the ticket is stored, and by then every one of
+// those reservations is published, over several passes.
+func TestProgressStoresOnlyWhatIsPublished(t *testing.T) {
+	forEachBackend(t, func(t *testing.T, s *redis.Store) {
+		sale := preheat(t, s, 1000)
+		gate := ackgate.New()
+		broker := &fakeBroker{}
+		broker.setFail(errors.New("broker unreachable"))
+		cfg := testConfig(t, "r1")
+		cfg.BatchSize = 40 // an entry of 100 alone, then one of 30: two passes at least
+		cfg.Progress = gate
+		want := reserve(t, s, sale.ID, 130)
+		ticket := gate.Ticket()
+		start(t, s, broker, cfg)
+		servicetest.WaitFor(t, 30*time.Second, "failed Publish calls", func() bool { return broker.failedCalls() >= 3 })
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		err := gate.Wait(ctx, ticket)
+		cancel()
+		if seckill.ErrorCode(err) != seckill.ETRYLATER {
+			t.Fatalf("Wait while the broker fails = %v; want try_later", err)
+		}
+		broker.setFail(nil)
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := gate.Wait(ctx, ticket); err != nil {
+			t.Fatalf("Wait after the broker recovered: %v", err)
+		}
+		if got := broker.publishedCount(); got < len(want) {
+			t.Fatalf("the ticket was stored with %d of %d reservations published", got, len(want))
+		}
+		wantPublished(t, broker, want)
+	})
 }

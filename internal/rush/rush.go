@@ -7,6 +7,7 @@
 package rush
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -26,6 +27,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/apiclient"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/loadgen"
+	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
 // Options describe one flash sale and its crowd.
@@ -107,12 +109,16 @@ type Report struct {
 	Limit       int      `json:"per_user_limit"`
 	Keys        bool     `json:"idempotency_keys"`
 
-	// Answered buyers got an HTTP answer; Unanswered got a transport
-	// error (or nothing) instead.
-	Answered   int64            `json:"answered"`
-	Unanswered int64            `json:"unanswered"`
-	Outcomes   map[string]int64 `json:"outcomes"` // "202 claimed", "409 sold_out", …
-	Server5xx  int64            `json:"server_5xx"`
+	// Answered buyers got an HTTP answer. Unanswered buyers' requests
+	// reached the engine whole and got no answer (the connection broke or
+	// timed out while waiting). ClientFailures never reached it: the dial
+	// failed or the connection broke while the request was written, the
+	// load generator's failure, not the engine's.
+	Answered       int64            `json:"answered"`
+	Unanswered     int64            `json:"unanswered"`
+	ClientFailures int64            `json:"client_failures"`
+	Outcomes       map[string]int64 `json:"outcomes"` // "202 claimed", "409 sold_out", …
+	Server5xx      int64            `json:"server_5xx"`
 	// NotStartedRetries counts buyers' tries that came before the start
 	// by the server's clock and were sent again.
 	NotStartedRetries int64 `json:"not_started_retries"`
@@ -156,6 +162,12 @@ type Reconciliation struct {
 // winner is a claimed reservation and the token of its buyer.
 type winner struct{ id, token string }
 
+// connectAhead is how long before the start instant the buyers'
+// connections are opened: long enough to dial them all, short of any
+// server's header timeout (5 s on seckill's), which closes a connection
+// that sends nothing, however long the lead.
+const connectAhead = time.Second
+
 // Run creates a sale on opts.URLs[0], releases the buyers at its start
 // instant, polls every claim until it is an order, and checks the result.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -179,6 +191,44 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// Tokens first: minting 100,000 of them takes a moment, which must
 	// not eat into the lead.
 	run := runID()
+	tokens, err := mintTokens(opts, run)
+	if err != nil {
+		return nil, err
+	}
+	saleID := "rush-" + run
+	start := time.Now().Add(opts.Lead).Truncate(time.Millisecond)
+	if err := createSale(ctx, admin, opts, saleID, start); err != nil {
+		return nil, err
+	}
+	conns := make([]*loadgen.Conn, opts.Concurrency)
+	for i := range conns {
+		conns[i] = loadgen.NewConn(targets[i%len(targets)])
+	}
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	if err := connectBefore(ctx, conns, start.Add(-connectAhead)); err != nil {
+		return nil, err
+	}
+	if time.Now().After(start) {
+		return nil, fmt.Errorf("setting up took longer than --lead %s; give it more", opts.Lead)
+	}
+	r := &rusher{opts: opts, targets: targets, tokens: tokens, saleID: saleID, start: start,
+		outcomes: map[string]int64{}, winners: make(chan winner, opts.Buyers),
+		latency: loadgen.NewHistogram(), toAnswer: loadgen.NewHistogram(), conns: conns}
+	res, err := r.rush(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rep := r.report(res)
+	r.check(ctx, admin, rep)
+	return rep, nil
+}
+
+// mintTokens signs one buyer token per buyer of the run.
+func mintTokens(opts Options, run string) ([]string, error) {
 	tokens := make([]string, opts.Buyers)
 	now := time.Now()
 	for i := range tokens {
@@ -188,26 +238,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		tokens[i] = tok
 	}
+	return tokens, nil
+}
 
-	// Every buyer's connection is open before the sale is created, so
-	// that the lead only has to cover creating and preheating it.
-	conns := make([]*loadgen.Conn, opts.Concurrency)
-	defer func() {
-		for _, c := range conns {
-			if c != nil {
-				c.Close()
-			}
-		}
-	}()
-	for i := range conns {
-		conns[i] = loadgen.NewConn(targets[i%len(targets)])
-		if err := conns[i].Connect(); err != nil {
-			return nil, fmt.Errorf("connect to %s: %w", targets[i%len(targets)].Addr, err)
-		}
-	}
-
-	saleID := "rush-" + run
-	start := time.Now().Add(opts.Lead).Truncate(time.Millisecond)
+// createSale creates the rush's sale, starting at start, and preheats it.
+func createSale(ctx context.Context, admin *apiclient.Client, opts Options, saleID string, start time.Time) error {
 	var created map[string]any
 	status, err := admin.Do(ctx, "POST", "/admin/v1/sales", opts.AdminToken, map[string]any{
 		"id": saleID, "name": "Tea gift set (rush)", "price_cents": 9900, "stock": opts.Stock,
@@ -215,67 +250,87 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		"end_at": start.Add(time.Hour).UTC().Format(time.RFC3339Nano),
 	}, &created)
 	if err != nil {
-		return nil, fmt.Errorf("create sale: %w", err)
+		return fmt.Errorf("create sale: %w", err)
 	}
 	if status != http.StatusCreated {
-		return nil, fmt.Errorf("create sale: answered %d %v", status, created)
+		return fmt.Errorf("create sale: answered %d %v", status, created)
 	}
 	// Preheat on demand: the node that took the create preheats a sale due
 	// soon by itself, but any node must find it loaded at the start.
 	if status, err := admin.Do(ctx, "POST", "/admin/v1/sales/"+saleID+"/preheat", opts.AdminToken, nil, nil); err != nil || status != http.StatusOK {
-		return nil, fmt.Errorf("preheat sale: %d %v", status, err)
+		return fmt.Errorf("preheat sale: %d %v", status, err)
 	}
+	return nil
+}
 
-	r := &rusher{opts: opts, targets: targets, tokens: tokens, saleID: saleID, start: start,
-		outcomes: map[string]int64{}, winners: make(chan winner, opts.Buyers),
-		latency: loadgen.NewHistogram(), toAnswer: loadgen.NewHistogram(), conns: conns}
-	if time.Now().After(start) {
-		return nil, fmt.Errorf("setting up took longer than --lead %s; give it more", opts.Lead)
+// connectBefore waits until at, then opens every connection, a few at a
+// time, so that the crowd does not dial at the start instant.
+func connectBefore(ctx context.Context, conns []*loadgen.Conn, at time.Time) error {
+	if err := startstop.Sleep(ctx, time.Until(at)); err != nil {
+		return err
 	}
+	var (
+		next  atomic.Int64
+		wg    sync.WaitGroup
+		errMu sync.Mutex
+		first error
+	)
+	for range min(len(conns), 32) {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(conns)); i = next.Add(1) - 1 {
+				if err := conns[i].Connect(); err != nil {
+					errMu.Lock()
+					first = cmp.Or(first, fmt.Errorf("connect to %s: %w", conns[i].Target.Addr, err))
+					errMu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	return first
+}
 
-	pollCtx, cancelPolls := context.WithDeadline(ctx, start.Add(opts.OrderTimeout))
+// rush releases the buyers at the start instant, with the pollers and the
+// progress line running beside them, and returns when every buyer is
+// answered and every claim settled (or the order timeout passed).
+func (r *rusher) rush(ctx context.Context) (loadgen.Result, error) {
+	pollCtx, cancelPolls := context.WithDeadline(ctx, r.start.Add(r.opts.OrderTimeout))
 	defer cancelPolls()
 	var polls sync.WaitGroup
-	for i := range pollers(opts) {
-		polls.Add(1)
-		go func() {
-			defer polls.Done()
-			r.poll(pollCtx, loadgen.NewConn(targets[i%len(targets)]))
-		}()
+	for i := range pollers(r.opts) {
+		polls.Go(func() { r.poll(pollCtx, loadgen.NewConn(r.targets[i%len(r.targets)])) })
 	}
 	tickerDone := make(chan struct{})
 	var ticks sync.WaitGroup
-	ticks.Add(1)
-	go func() {
-		defer ticks.Done()
-		r.showProgress(ctx, loadgen.NewConn(targets[0]), tickerDone)
-	}()
+	ticks.Go(func() { r.showProgress(ctx, loadgen.NewConn(r.targets[0]), tickerDone) })
 
-	res, err := loadgen.Run(ctx, loadgen.Options{Workers: opts.Concurrency, Requests: int64(opts.Buyers), Start: start}, r.buy)
+	res, err := loadgen.Run(ctx, loadgen.Options{Workers: r.opts.Concurrency, Requests: int64(r.opts.Buyers), Start: r.start}, r.buy)
 	close(r.winners)
 	if err == nil {
 		err = ctx.Err() // interrupted: no report on half a rush
 	}
 	if err != nil {
 		cancelPolls()
-		polls.Wait()
-		close(tickerDone)
-		ticks.Wait()
-		return nil, err
 	}
 	polls.Wait()
 	close(tickerDone)
 	ticks.Wait()
+	return res, err
+}
 
+// report is what the rush counted, before check reads the sale back.
+func (r *rusher) report(res loadgen.Result) *Report {
+	o := r.opts
 	rep := &Report{
-		SaleID: saleID, URLs: opts.URLs, Backends: opts.Backend, Stock: opts.Stock, Buyers: opts.Buyers,
-		Concurrency: opts.Concurrency, Limit: opts.Limit, Keys: opts.IdempotencyKeys,
-		Answered: r.answered.Load(), Unanswered: int64(opts.Buyers) - r.answered.Load(),
+		SaleID: r.saleID, URLs: o.URLs, Backends: o.Backend, Stock: o.Stock, Buyers: o.Buyers,
+		Concurrency: o.Concurrency, Limit: o.Limit, Keys: o.IdempotencyKeys,
+		Answered: r.answered.Load(), Unanswered: r.unanswered.Load(), ClientFailures: r.notSent.Load(),
 		Outcomes: r.outcomes, Server5xx: r.server5xx.Load(), NotStartedRetries: r.retries.Load(),
 		Claimed:         r.claimed.Load(),
 		AllAnsweredMS:   loadgen.Millis(res.Elapsed),
 		RequestsPerSec:  res.Throughput(),
-		PollIntervalMS:  loadgen.Millis(opts.PollInterval),
+		PollIntervalMS:  loadgen.Millis(o.PollInterval),
 		OrdersPersisted: r.persisted.Load(), OrdersFailed: r.failed.Load(),
 		Latency: r.latency.Summary(), TimeToAnswer: r.toAnswer.Summary(),
 		RemainingPublic: -1, UnsoldDatabase: -1,
@@ -287,8 +342,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if at := r.lastPersisted.Load(); at > 0 && rep.OrdersStillPending == 0 && rep.OrdersFailed == 0 {
 		rep.AllPersistedMS = loadgen.Millis(time.Duration(at))
 	}
-	r.check(ctx, admin, rep)
-	return rep, nil
+	return rep
 }
 
 func pollers(o Options) int { return min(max(o.Concurrency/8, 4), 32) }
@@ -344,6 +398,7 @@ type rusher struct {
 	outcomes map[string]int64
 
 	answered, claimed, server5xx, retries atomic.Int64
+	unanswered, notSent                   atomic.Int64
 	persisted, failed                     atomic.Int64
 	soldOutAt, lastPersisted              atomic.Int64 // nanoseconds since start
 }
@@ -369,8 +424,12 @@ func (r *rusher) buy(ctx context.Context, c loadgen.Call) error {
 		sent := time.Now()
 		resp, err := conn.Do(req)
 		r.latency.Record(time.Since(sent))
+		if errors.Is(err, loadgen.ErrNotSent) {
+			r.notSent.Add(1)
+			return err
+		}
 		if err != nil {
-			r.count("error")
+			r.unanswered.Add(1)
 			return err
 		}
 		code := apiclient.ErrorCode(resp.Body)
@@ -644,6 +703,10 @@ func (rep *Report) Print(w io.Writer, name string) {
 	fmt.Fprintf(w, "  outcomes                %s\n", strings.Join(parts, " · "))
 	fmt.Fprintf(w, "  5xx answers             %s    unanswered %s    not-started retries %s\n",
 		loadgen.Thousands(rep.Server5xx), loadgen.Thousands(rep.Unanswered), loadgen.Thousands(rep.NotStartedRetries))
+	if rep.ClientFailures > 0 {
+		fmt.Fprintf(w, "  never sent              %s  (the load generator's own failures: dial, or connection lost while writing)\n",
+			loadgen.Thousands(rep.ClientFailures))
+	}
 	fmt.Fprintf(w, "  latency per request     %s\n", rep.Latency.String())
 	fmt.Fprintf(w, "  time to answer          %s  (from the start instant, the wait in the crowd included)\n", rep.TimeToAnswer.String())
 	rc := "not available (reconciliation endpoint answered " + strconv.Itoa(rep.Reconciliation.Status) + ")"

@@ -570,5 +570,5 @@ func (st *OrderStore) redrive(ctx context.Context, tx *sql.Tx, aq *adminQueries,
 	if err := st.insertOrders(ctx, tx, []*seckill.Order{o}); err != nil {
 		return st.conflictOr(err, "insert order")
 	}
-	return nil
+	return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderCreated, o, o.CreatedAt))
 }

@@ -22,6 +22,7 @@ var mysqlDialect = &dialect{
 		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`),
 	orders:   &mysqlOrderQueries,
 	restores: &mysqlRestoreQueries,
+	events:   newEventQueries(func(int) string { return "?" }, ` FOR UPDATE SKIP LOCKED`, ` ON DUPLICATE KEY UPDATE id = id`),
 	isUniqueViolation: func(err error) bool {
 		var e *mysql.MySQLError
 		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.

@@ -561,10 +561,39 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 	if err := st.settleParked(ctx, tx, restored, nowMs); err != nil {
 		return nil, st.conflictOr(err, "settle parked restores")
 	}
+	if st.db.orderEvents {
+		if err := st.insertOrderEvents(ctx, tx, persistedEvents(orders, failed, price, r.currency)...); err != nil {
+			return nil, st.conflictOr(err, "record order events")
+		}
+	}
 	if err := tx.Commit(); err != nil {
 		return nil, st.conflictOr(err, "commit")
 	}
 	return outcomes, nil
+}
+
+// persistedEvents are the events of a persisted batch: order.created for
+// each new order (then order.cancelled for one created cancelled, its
+// restore asked for before it landed) and order.failed for each
+// rejection, all at the orders' creation.
+func persistedEvents(orders []*seckill.Order, failed []*seckill.FailedOrder, price int64, currency string) []seckill.OrderEvent {
+	events := make([]seckill.OrderEvent, 0, len(orders)+len(failed))
+	for _, o := range orders {
+		e := seckill.NewOrderEvent(seckill.EventOrderCreated, o, o.CreatedAt)
+		e.Currency = currency
+		events = append(events, e)
+		if o.Status == seckill.OrderCancelled {
+			e := seckill.NewOrderEvent(seckill.EventOrderCancelled, o, o.CreatedAt)
+			e.Currency = currency
+			events = append(events, e)
+		}
+	}
+	for _, f := range failed {
+		e := seckill.FailedOrderEvent(f, amountOf(f.Qty, price), f.CreatedAt)
+		e.Currency = currency
+		events = append(events, e)
+	}
+	return events
 }
 
 // conflictOr wraps err with what, marking it errConflict when it is a
@@ -601,6 +630,7 @@ func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *sec
 type batchRows struct {
 	saleFound                    bool
 	stock, version, price, limit int64
+	currency                     string
 	existing                     map[string]bool
 	restores                     map[string]string
 	held                         map[string]int64
@@ -667,7 +697,7 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 			case batchRowSale:
 				if start == 0 {
 					r.saleFound = true
-					r.stock, r.version, r.price, r.limit = a, b, c, d
+					r.stock, r.version, r.price, r.limit, r.currency = a, b, c, d, text
 				}
 			case batchRowOrder, batchRowFailed:
 				r.existing[key] = true
@@ -698,8 +728,8 @@ const (
 // batchReadsOf is the text of batchReads for lists of n: parameter 1 is
 // the sale; then, withOrders, a list of the n reservation ids; then the
 // same list and the sale again, twice; then the sale and n buyers. Each
-// row is (kind, key, a, b, c, d, text): the sale's stock, version, price
-// and limit; a reservation with an order or a failed order; a restore
+// row is (kind, key, a, b, c, d, text): the sale's stock, version, price,
+// limit and currency; a reservation with an order or a failed order; a restore
 // request and its reason; a buyer and the units of their orders not
 // cancelled. The sum is the database's: a buyer who bought again and again
 // (the limit allows) is one row, not one per order, which in a rush that
@@ -714,7 +744,7 @@ func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
 	p := 1
 	next := func() string { p++; return q.bind(p - 1) }
 	list := func() string { l := q.list(p, n); p += n; return l }
-	b.WriteString(`SELECT 0, id, stock, version, price_cents, per_user_limit, '' FROM sales WHERE id = ` + next())
+	b.WriteString(`SELECT 0, id, stock, version, price_cents, per_user_limit, currency FROM sales WHERE id = ` + next())
 	if withOrders {
 		b.WriteString(` UNION ALL SELECT 1, reservation_id, 0, 0, 0, 0, '' FROM orders WHERE reservation_id IN ` + list())
 	}
@@ -851,7 +881,7 @@ func (st *OrderStore) prepareAll(ctx context.Context) {
 	if st.preparedA {
 		return
 	}
-	for _, q := range st.writerQueries() {
+	for _, q := range append(st.writerQueries(), st.db.eventInsertTexts()...) {
 		if _, ok := st.stmts.Load(q); ok {
 			continue
 		}
@@ -1026,8 +1056,10 @@ func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now ti
 		if err != nil {
 			return err
 		}
-		if o, err = st.orderInTx(ctx, tx, reservationID); err != nil || n == 1 {
+		if o, err = st.orderInTx(ctx, tx, reservationID); err != nil {
 			return err
+		} else if n == 1 {
+			return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderPaid, o, o.UpdatedAt))
 		}
 		switch {
 		case o.Status == seckill.OrderPaid:
@@ -1075,6 +1107,8 @@ func (st *OrderStore) CancelOrder(ctx context.Context, reservationID, reason str
 		changed = n == 1
 		if !changed && o.Status != seckill.OrderCancelled {
 			return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
+		} else if changed {
+			return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderCancelled, o, o.UpdatedAt))
 		}
 		return nil
 	})
@@ -1167,7 +1201,10 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 				return seckill.ErrDuplicate
 			}
 		}
-		if err := st.insertFailedOrders(ctx, tx, []*seckill.FailedOrder{&stored}); err != nil || !wellFormed {
+		if err := st.insertFailedOrders(ctx, tx, []*seckill.FailedOrder{&stored}); err != nil {
+			return err
+		}
+		if err := st.db.insertOrderEvents(ctx, tx, seckill.FailedOrderEvent(&stored, -1, stored.CreatedAt)); err != nil || !wellFormed {
 			return err
 		}
 		// A restore parked for the reservation will never see its order

@@ -81,8 +81,8 @@ func (p *Payments) applyTx(ctx context.Context, tx *sql.Tx, e seckill.PaymentEve
 	}
 	nowMs := toMillis(now)
 	d := seckill.DecidePayment(o, currency, e, fromMillis(nowMs))
-	if d.Moves() {
-		if err := p.st.moveOrderTx(ctx, tx, o, d.To, nowMs); err != nil {
+	if typ, ok := d.EventType(); ok {
+		if err := p.st.moveOrderTx(ctx, tx, o, d.To, typ, nowMs); err != nil {
 			return nil, err
 		}
 	}
@@ -117,13 +117,13 @@ func (p *Payments) orderAndCurrency(ctx context.Context, tx *sql.Tx, reservation
 }
 
 // moveOrderTx moves order o from the status it was read with to status
-// to, inside tx: the one conditional update of a payment's order move
-// (ordered → paid, cancelled → refund_due, refund_due → refunded). If
-// another transaction moved the order first it returns errConflict, and
-// the caller's transaction is tried again. o is updated to the new state.
-// Whatever else must happen with an order move in the same transaction
-// (an event in an outbox) belongs here.
-func (st *OrderStore) moveOrderTx(ctx context.Context, tx *sql.Tx, o *seckill.Order, to seckill.OrderStatus, nowMs int64) error {
+// to, inside tx, and records the move's event (typ) in the order-event
+// outbox in the same transaction: the one conditional update of a
+// payment's order move (ordered → paid, cancelled → refund_due,
+// refund_due → refunded). If another transaction moved the order first it
+// returns errConflict, and the caller's transaction is tried again. o is
+// updated to the new state.
+func (st *OrderStore) moveOrderTx(ctx context.Context, tx *sql.Tx, o *seckill.Order, to seckill.OrderStatus, typ seckill.OrderEventType, nowMs int64) error {
 	b := st.db.dialect.bindFrom
 	res, err := tx.ExecContext(ctx, `UPDATE orders SET status = `+b(1)+`, updated_at_ms = `+b(2)+
 		` WHERE reservation_id = `+b(3)+` AND status = `+b(4), string(to), nowMs, o.ReservationID, string(o.Status))
@@ -136,7 +136,7 @@ func (st *OrderStore) moveOrderTx(ctx context.Context, tx *sql.Tx, o *seckill.Or
 		return errConflict
 	}
 	o.Status, o.UpdatedAt = to, fromMillis(nowMs)
-	return nil
+	return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(typ, o, o.UpdatedAt))
 }
 
 // scanOrderThen reads the columns of orderColumns followed by more.

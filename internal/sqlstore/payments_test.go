@@ -28,6 +28,7 @@ func wantStatus(t *testing.T, st *OrderStore, id string, want seckill.OrderStatu
 func TestPayments(t *testing.T) {
 	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		ctx := t.Context()
+		db.EnableOrderEvents()
 		p := NewPayments(st, "EUR")
 		createSale(t, db, "tea", 10)
 		evs := events("tea", 1, 1, 2, 1)
@@ -101,6 +102,16 @@ func TestPayments(t *testing.T) {
 		if n := countRows(t, db, "payment_events", "tea"); n != 5 {
 			t.Fatalf("%d payment events stored, want 5", n)
 		}
+		// Each move's order event went to the outbox with it, once.
+		for id, want := range map[string]string{
+			paid:       "[order.created order.paid]",
+			mismatched: "[order.created]",
+			late:       "[order.created order.cancelled order.refund_due order.refunded]",
+		} {
+			if got := orderEventTypes(t, db, id); got != want {
+				t.Errorf("order events of %s: %s, want %s", id, got, want)
+			}
+		}
 
 		// The operator's list: those that alert, newest first, a page
 		// at a time; and one outcome.
@@ -131,6 +142,29 @@ func TestPayments(t *testing.T) {
 			}
 		}
 	})
+}
+
+// orderEventTypes lists the types of a reservation's order events in the
+// outbox, in order.
+func orderEventTypes(t *testing.T, db *DB, reservationID string) string {
+	t.Helper()
+	rows, err := db.read.QueryContext(t.Context(), `SELECT type FROM order_events WHERE reservation_id = `+db.dialect.bindFrom(1)+` ORDER BY seq`, reservationID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var types []string
+	for rows.Next() {
+		var typ string
+		if err := rows.Scan(&typ); err != nil {
+			t.Fatal(err)
+		}
+		types = append(types, typ)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(types)
 }
 
 // TestPaymentRaces: one event delivered many times at once applies once;

@@ -34,6 +34,7 @@ var postgresDialect = &dialect{
 	},
 	orders:   &postgresOrderQueries,
 	restores: &postgresRestoreQueries,
+	events:   newEventQueries(pgBind, ` FOR UPDATE SKIP LOCKED`, ` ON CONFLICT (id) DO NOTHING`),
 	isUniqueViolation: func(err error) bool {
 		var e *pgconn.PgError
 		return errors.As(err, &e) && e.Code == "23505" // unique_violation

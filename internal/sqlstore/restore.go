@@ -330,6 +330,9 @@ func (st *OrderStore) restoreLocked(ctx context.Context, tx *sql.Tx, saleID, res
 		return nil, false, true, err
 	}
 	o.Status, o.CancelReason, o.UpdatedAt = seckill.OrderCancelled, reason, fromMillis(nowMs)
+	if err := st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderCancelled, o, o.UpdatedAt)); err != nil {
+		return nil, false, true, err
+	}
 	return o, true, true, nil
 }
 

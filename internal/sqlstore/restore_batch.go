@@ -154,6 +154,15 @@ func (st *OrderStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleI
 			return fmt.Errorf("return %d units to sale %s: its stock would exceed what was put on sale (a bug)", units, saleID)
 		}
 	}
+	if st.db.orderEvents {
+		events := make([]seckill.OrderEvent, 0, len(cancel))
+		for _, id := range cancel {
+			events = append(events, seckill.NewOrderEvent(seckill.EventOrderCancelled, orders[id], fromMillis(nowMs)))
+		}
+		if err := st.db.insertOrderEvents(ctx, tx, events...); err != nil {
+			return err
+		}
+	}
 	if err := st.execIn(ctx, tx, st.rq.reopenRequestsIn, reopen,
 		string(seckill.RestoreStateRedisPending), reason, nowMs); err != nil {
 		return fmt.Errorf("reopen restore requests: %w", err)

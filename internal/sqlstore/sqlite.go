@@ -25,6 +25,8 @@ var sqliteDialect = &dialect{
 		) STRICT`),
 	orders:   &sqliteOrderQueries,
 	restores: &sqliteRestoreQueries,
+	// IMMEDIATE transactions hold the database's write lock: no row locks.
+	events: newEventQueries(func(int) string { return "?" }, ``, ` ON CONFLICT (id) DO NOTHING`),
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		return errors.As(err, &e) &&

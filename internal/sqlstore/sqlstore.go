@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -34,6 +35,12 @@ type DB struct {
 	// Now returns the current time; CreateSale stamps created_at with it.
 	// Tests may replace it before first use.
 	Now func() time.Time
+
+	// orderEvents is set when order changes record their events in the
+	// outbox (EnableOrderEvents); eventTexts memoises the inserts' texts
+	// by row count (orderevents.go).
+	orderEvents bool
+	eventTexts  sync.Map
 }
 
 // Open connects to the database named by rawURL and checks that it answers.
@@ -237,6 +244,8 @@ type dialect struct {
 	// restore.go).
 	orders   *orderQueries
 	restores *restoreQueries
+	// events is the order-event outbox's SQL (orderevents.go).
+	events *eventQueries
 	// isUniqueViolation recognises the driver's unique-key violation.
 	isUniqueViolation func(error) bool
 	// isUnavailable recognises the driver's own ways of saying that the

@@ -1,0 +1,512 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// The order-event outbox (table order_events): every transaction that
+// changes an order inserts the change's event with insertOrderEvents, so
+// that an event exists exactly when its change committed; EventStore then
+// hands the events to the deliverer. With no sink configured
+// (EnableOrderEvents not called) nothing is inserted, at no cost.
+
+// EnableOrderEvents makes every order change from now on record its
+// event in the outbox. Call it before the stores are used.
+func (db *DB) EnableOrderEvents() { db.orderEvents = true }
+
+// OrderEventsEnabled reports whether order changes record their events.
+func (db *DB) OrderEventsEnabled() bool { return db.orderEvents }
+
+// eventInsertColumns is what insertOrderEvents sets; state defaults to
+// pending.
+const (
+	eventInsertColumns = `id, type, order_id, reservation_id, sale_id, user_id, qty, amount_cents, currency, at_ms, next_at_ms, retry_from_ms`
+	eventInsertWidth   = 12
+	eventColumns       = `seq, id, type, order_id, reservation_id, sale_id, user_id, qty, amount_cents, currency, at_ms,
+		state, attempts, next_at_ms, retry_from_ms, last_error, delivered_at_ms, dead_at_ms`
+	// maxEventErrorBytes bounds a delivery's stored error.
+	maxEventErrorBytes = 500
+)
+
+// eventQueries is the outbox's SQL in one dialect.
+type eventQueries struct {
+	bind func(i int) string
+	// insertHead is completed with rows of eventInsertColumns, then
+	// insertTail, which skips an event whose id exists.
+	insertHead, insertTail string
+	// saleTerms selects currency, price_cents of sale $1.
+	saleTerms string
+	// candidates selects up to $3 seqs of pending events due at $1 whose
+	// lease ended by $2 and that are the first undelivered event of their
+	// order, soonest first.
+	candidates string
+	// lockHead selects eventColumns of the events of state pending whose
+	// lease ended by $1 and whose seq is IN a list (from $2), completed
+	// with lockLimit (the list's last parameter + 1: the most rows) and
+	// lockTail, which locks them and skips rows locked already.
+	lockHead, lockTail string
+	lockLimit          func(i int) string
+	// leaseIn sets lease_owner $1, lease_until_ms $2 and counts an
+	// attempt on the events whose seq is IN a list (from $3).
+	leaseIn string
+	// deliveredIn sets delivered at $1 on the pending events whose seq is
+	// IN a list (from $2).
+	deliveredIn string
+	// failed sets state $1, next_at_ms $2, dead_at_ms $3, last_error $4
+	// on event seq $5 if owner $6 leases it and it is pending.
+	failed string
+	// redeliver sets pending, next_at_ms and retry_from_ms $1 on event id
+	// $2 if it is dead.
+	redeliver string
+	// byID selects eventColumns of event id $1.
+	byID string
+	// listState selects up to $2 events of state $1, newest first;
+	// listAll up to $1 of any state.
+	listState, listAll string
+	// stateStats selects COUNT(*), MIN(at_ms) of the events of state $1.
+	stateStats string
+}
+
+// newEventQueries builds the outbox's SQL, written with '?', for a
+// dialect's bind parameters, its row locks' clause (skipLocked) and its
+// clause that ignores a duplicate id (onConflict).
+func newEventQueries(bind func(int) string, skipLocked, onConflict string) *eventQueries {
+	n := func(q string) string {
+		var b strings.Builder
+		i := 0
+		for _, c := range q {
+			if c == '?' {
+				i++
+				b.WriteString(bind(i))
+				continue
+			}
+			b.WriteRune(c)
+		}
+		return b.String()
+	}
+	return &eventQueries{
+		bind:       bind,
+		insertHead: `INSERT INTO order_events (` + eventInsertColumns + `) VALUES `,
+		insertTail: onConflict,
+		saleTerms:  n(`SELECT currency, price_cents FROM sales WHERE id = ?`),
+		candidates: n(`SELECT e.seq FROM order_events e
+			WHERE e.state = 'pending' AND e.next_at_ms <= ? AND e.lease_until_ms <= ?
+			AND NOT EXISTS (SELECT 1 FROM order_events p
+				WHERE p.order_id = e.order_id AND p.seq < e.seq AND p.state <> 'delivered')
+			ORDER BY e.next_at_ms, e.seq LIMIT ?`),
+		lockHead:    n(`SELECT ` + eventColumns + ` FROM order_events WHERE state = 'pending' AND lease_until_ms <= ? AND seq IN `),
+		lockTail:    skipLocked,
+		lockLimit:   func(i int) string { return ` ORDER BY seq LIMIT ` + bind(i) },
+		leaseIn:     n(`UPDATE order_events SET lease_owner = ?, lease_until_ms = ?, attempts = attempts + 1 WHERE seq IN `),
+		deliveredIn: n(`UPDATE order_events SET state = 'delivered', delivered_at_ms = ?, lease_until_ms = 0, last_error = '' WHERE state = 'pending' AND seq IN `),
+		failed: n(`UPDATE order_events SET state = ?, next_at_ms = ?, dead_at_ms = ?, last_error = ?, lease_until_ms = 0
+			WHERE seq = ? AND lease_owner = ? AND state = 'pending'`),
+		redeliver: n(`UPDATE order_events SET state = 'pending', next_at_ms = ?, retry_from_ms = ?, dead_at_ms = NULL, lease_until_ms = 0
+			WHERE id = ? AND state = 'dead'`),
+		byID:       n(`SELECT ` + eventColumns + ` FROM order_events WHERE id = ?`),
+		listState:  n(`SELECT ` + eventColumns + ` FROM order_events WHERE state = ? ORDER BY seq DESC LIMIT ?`),
+		listAll:    n(`SELECT ` + eventColumns + ` FROM order_events ORDER BY seq DESC LIMIT ?`),
+		stateStats: n(`SELECT COUNT(*), COALESCE(MIN(at_ms), 0) FROM order_events WHERE state = ?`),
+	}
+}
+
+// list returns "(p, p, …)": n bind parameters numbered from first.
+func (q *eventQueries) list(first, n int) string {
+	var b strings.Builder
+	b.WriteByte('(')
+	for i := range n {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q.bind(first + i))
+	}
+	b.WriteByte(')')
+	return b.String()
+}
+
+// eventExec runs a statement inside the transaction of an order change:
+// tx.ExecContext, or the order store's prepared statements.
+type eventExec func(ctx context.Context, query string, args ...any) (sql.Result, error)
+
+// insertOrderEvents records events in tx, the transaction of the order
+// change they describe, when the database records events at all
+// (EnableOrderEvents); otherwise it does nothing. An event whose id is
+// recorded already is skipped (an order has one event of each type). An
+// event with no currency, or a negative amount (a failed order's, whose
+// price the caller did not know), takes them from its sale. Every store
+// of the package that changes an order calls it in that change's
+// transaction.
+func (db *DB) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...seckill.OrderEvent) error {
+	if !db.orderEvents || len(events) == 0 {
+		return nil
+	}
+	return db.insertEventsWith(ctx, tx, tx.ExecContext, events)
+}
+
+// insertOrderEvents is DB.insertOrderEvents through the order store's
+// prepared statements: the order writer's path.
+func (st *OrderStore) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...seckill.OrderEvent) error {
+	if !st.db.orderEvents || len(events) == 0 {
+		return nil
+	}
+	return st.db.insertEventsWith(ctx, tx, func(ctx context.Context, q string, args ...any) (sql.Result, error) {
+		return st.exec(ctx, tx, q, args...)
+	}, events)
+}
+
+func (db *DB) insertEventsWith(ctx context.Context, tx *sql.Tx, exec eventExec, events []seckill.OrderEvent) error {
+	if err := db.fillEventTerms(ctx, tx, events); err != nil {
+		return err
+	}
+	for start, n := 0, 0; start < len(events); start += n {
+		n = placedRunLen(len(events) - start)
+		args := make([]any, 0, n*eventInsertWidth)
+		for _, e := range events[start : start+n] {
+			at := toMillis(e.At)
+			args = append(args, e.ID, string(e.Type), e.OrderID, e.ReservationID,
+				storableText(e.SaleID, maxFailedTextBytes), storableText(e.UserID, maxFailedTextBytes),
+				e.Qty, max(e.AmountCents, 0), e.Currency, at, at, at)
+		}
+		if _, err := exec(ctx, db.eventInsertText(n), args...); err != nil {
+			return fmt.Errorf("insert order events: %w", err)
+		}
+	}
+	return nil
+}
+
+// eventInsertText is the insert of n events, built once.
+func (db *DB) eventInsertText(n int) string {
+	if t, ok := db.eventTexts.Load(n); ok {
+		return t.(string)
+	}
+	q := db.dialect.events
+	var b strings.Builder
+	b.WriteString(q.insertHead)
+	for r := range n {
+		if r > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(q.list(1+r*eventInsertWidth, eventInsertWidth))
+	}
+	b.WriteString(q.insertTail)
+	t := b.String()
+	db.eventTexts.Store(n, t)
+	return t
+}
+
+// eventInsertTexts lists the texts the order writer may insert events
+// with, for OrderStore.prepareAll.
+func (db *DB) eventInsertTexts() []string {
+	if !db.orderEvents {
+		return nil
+	}
+	var qs []string
+	for n := placedStep; n <= placedChunk; n += placedStep {
+		qs = append(qs, db.eventInsertText(n))
+	}
+	for n := 1; n < placedStep; n *= 2 {
+		qs = append(qs, db.eventInsertText(n))
+	}
+	return qs
+}
+
+// fillEventTerms gives events that lack a currency or an amount their
+// sale's, read in tx.
+func (db *DB) fillEventTerms(ctx context.Context, tx *sql.Tx, events []seckill.OrderEvent) error {
+	type terms struct {
+		currency string
+		price    int64
+	}
+	sales := map[string]*terms{}
+	for i := range events {
+		e := &events[i]
+		if e.Currency != "" && e.AmountCents >= 0 {
+			continue
+		}
+		if !seckill.ValidSaleID(e.SaleID) {
+			continue // a dead letter's sale may be anything: no terms to find
+		}
+		t, ok := sales[e.SaleID]
+		if !ok {
+			t = &terms{}
+			err := tx.QueryRowContext(ctx, db.dialect.events.saleTerms, e.SaleID).Scan(&t.currency, &t.price)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("read terms of sale %s: %w", e.SaleID, err)
+			}
+			sales[e.SaleID] = t
+		}
+		if e.Currency == "" {
+			e.Currency = t.currency
+		}
+		if e.AmountCents < 0 {
+			e.AmountCents = amountOf(e.Qty, t.price)
+		}
+	}
+	return nil
+}
+
+// claimSpread is how many candidates Claim reads per event it may take.
+const claimSpread = 4
+
+// EventStore is the seckill.EventOutbox of a DB: it leases the outbox's
+// events to deliverers and records how each delivery went, and lists
+// and redelivers them for operators.
+type EventStore struct {
+	db *DB
+	q  *eventQueries
+}
+
+var _ seckill.EventOutbox = (*EventStore)(nil)
+
+// NewEventStore returns the event outbox of db, which must be migrated.
+func NewEventStore(db *DB) *EventStore { return &EventStore{db: db, q: db.dialect.events} }
+
+// Claim leases due events as seckill.EventOutbox says. It looks for them
+// on the read pool first, so an idle outbox costs no write transaction;
+// then, in one transaction, it locks those still pending and unleased
+// (skipping rows another deliverer is claiming: no two deliverers ever
+// hold one event) and leases them. An earlier event of an order is
+// delivered before a later one becomes a candidate, and a delivered
+// event stays delivered, so a candidate read from an older snapshot is
+// never out of turn.
+func (s *EventStore) Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*seckill.EventDelivery, error) {
+	if limit < 1 || lease <= 0 || owner == "" {
+		return nil, fmt.Errorf("claim order events: %w", seckill.Errorf(seckill.EINVALID, "need an owner, a positive lease and limit"))
+	}
+	nowMs := toMillis(now)
+	var seqs []int64
+	// Deliverers claiming at once read the same candidates: each reads
+	// more than it takes, and takes those the others have not locked.
+	rows, err := s.db.read.QueryContext(ctx, s.q.candidates, nowMs, nowMs, min(limit*claimSpread, idChunk))
+	if err != nil {
+		return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
+	}
+	for rows.Next() {
+		var seq int64
+		if err := rows.Scan(&seq); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
+		}
+		seqs = append(seqs, seq)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
+	}
+	if len(seqs) == 0 {
+		return nil, nil
+	}
+
+	var claimed []*seckill.EventDelivery
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		args := make([]any, 0, 1+len(seqs))
+		args = append(args, nowMs)
+		for _, seq := range seqs {
+			args = append(args, seq)
+		}
+		var err error
+		args = append(args, limit)
+		lock := s.q.lockHead + s.q.list(2, len(seqs)) + s.q.lockLimit(2+len(seqs)) + s.q.lockTail
+		claimed, err = queryAll(ctx, tx, scanEventDelivery, lock, args...)
+		if err != nil || len(claimed) == 0 {
+			return err
+		}
+		up := make([]any, 0, 2+len(claimed))
+		up = append(up, owner, nowMs+lease.Milliseconds())
+		for _, d := range claimed {
+			up = append(up, d.Seq)
+			d.Attempts++
+		}
+		_, err = tx.ExecContext(ctx, s.q.leaseIn+s.q.list(3, len(claimed)), up...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
+	}
+	return claimed, nil
+}
+
+// Delivered records the events of seqs as delivered at now, whoever
+// leases them: a delivery is a fact even from a deliverer whose lease
+// ran out.
+func (s *EventStore) Delivered(ctx context.Context, seqs []int64, now time.Time) error {
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		for start := 0; start < len(seqs); start += idChunk {
+			chunk := seqs[start:min(start+idChunk, len(seqs))]
+			args := make([]any, 0, 1+len(chunk))
+			args = append(args, toMillis(now))
+			for _, seq := range chunk {
+				args = append(args, seq)
+			}
+			if _, err := tx.ExecContext(ctx, s.q.deliveredIn+s.q.list(2, len(chunk)), args...); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record %d order events delivered: %w", len(seqs), s.db.classify(err))
+	}
+	return nil
+}
+
+// Failed records a failed attempt as seckill.EventOutbox says.
+func (s *EventStore) Failed(ctx context.Context, seq int64, owner, lastErr string, next time.Time, dead bool, now time.Time) (bool, error) {
+	state, nextMs := string(seckill.DeliveryPending), toMillis(next)
+	var deadAt any // NULL
+	if dead {
+		state, nextMs, deadAt = string(seckill.DeliveryDead), toMillis(now), toMillis(now)
+	}
+	var changed bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q.failed, state, nextMs, deadAt, storableText(lastErr, maxEventErrorBytes), seq, owner)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		changed = n == 1
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("record a failed delivery of order event %d: %w", seq, s.db.classify(err))
+	}
+	return changed, nil
+}
+
+// Redeliver puts a dead-lettered event back to pending, due at now, with a
+// fresh window of attempts. An unknown id is ErrNotFound; an event that
+// is not dead is ESTATECONFLICT.
+func (s *EventStore) Redeliver(ctx context.Context, id string, now time.Time) (*seckill.EventDelivery, error) {
+	var d *seckill.EventDelivery
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.q.redeliver, toMillis(now), toMillis(now), id)
+		if err != nil {
+			return err
+		}
+		n, err := res.RowsAffected()
+		if err != nil {
+			return err
+		}
+		d, err = scanEventDelivery(tx.QueryRowContext(ctx, s.q.byID, id))
+		if errors.Is(err, sql.ErrNoRows) {
+			return seckill.ErrNotFound
+		} else if err != nil {
+			return err
+		}
+		if n != 1 {
+			return seckill.Errorf(seckill.ESTATECONFLICT, "order event %s is %s, not dead", id, d.State)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("redeliver order event %s: %w", id, s.db.classify(err))
+	}
+	return d, nil
+}
+
+// Events lists up to limit events of state ("" for any), newest first.
+func (s *EventStore) Events(ctx context.Context, state seckill.DeliveryState, limit int) ([]*seckill.EventDelivery, error) {
+	var (
+		ds  []*seckill.EventDelivery
+		err error
+	)
+	switch state {
+	case "":
+		ds, err = queryAll(ctx, s.db.read, scanEventDelivery, s.q.listAll, limit)
+	case seckill.DeliveryPending, seckill.DeliveryDelivered, seckill.DeliveryDead:
+		ds, err = queryAll(ctx, s.db.read, scanEventDelivery, s.q.listState, string(state), limit)
+	default:
+		return nil, fmt.Errorf("order events: %w", seckill.Errorf(seckill.EINVALID, "unknown delivery state %q", state))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("order events: %w", s.db.classify(err))
+	}
+	return ds, nil
+}
+
+// EventStats is how the outbox stands.
+type EventStats struct {
+	// Pending events not delivered yet, and when the oldest happened
+	// (zero when none).
+	Pending       int64
+	OldestPending time.Time
+	// Dead-lettered events.
+	Dead int64
+}
+
+// Stats counts the pending and dead events.
+func (s *EventStore) Stats(ctx context.Context) (EventStats, error) {
+	var st EventStats
+	for _, c := range []struct {
+		state  seckill.DeliveryState
+		n      *int64
+		oldest *time.Time
+	}{{seckill.DeliveryPending, &st.Pending, &st.OldestPending}, {seckill.DeliveryDead, &st.Dead, nil}} {
+		var minAt int64
+		if err := s.db.read.QueryRowContext(ctx, s.q.stateStats, string(c.state)).Scan(c.n, &minAt); err != nil {
+			return EventStats{}, fmt.Errorf("order event stats: %w", s.db.classify(err))
+		}
+		if c.oldest != nil && *c.n > 0 {
+			*c.oldest = fromMillis(minAt)
+		}
+	}
+	return st, nil
+}
+
+func (s *EventStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.write.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// scanEventDelivery reads the columns of eventColumns.
+func scanEventDelivery(row interface{ Scan(...any) error }) (*seckill.EventDelivery, error) {
+	var (
+		d                         seckill.EventDelivery
+		typ, state                string
+		at, attempts, next, retry int64
+		delivered, dead           sql.NullInt64
+	)
+	e := &d.Event
+	err := row.Scan(&d.Seq, &e.ID, &typ, &e.OrderID, &e.ReservationID, &e.SaleID, &e.UserID, &e.Qty, &e.AmountCents,
+		&e.Currency, &at, &state, &attempts, &next, &retry, &d.LastError, &delivered, &dead)
+	if err != nil {
+		return nil, err
+	}
+	e.Type, e.At = seckill.OrderEventType(typ), fromMillis(at)
+	d.State, d.Attempts = seckill.DeliveryState(state), int(attempts)
+	d.NextAt, d.RetryFrom = fromMillis(next), fromMillis(retry)
+	if delivered.Valid {
+		d.DeliveredAt = fromMillis(delivered.Int64)
+	}
+	if dead.Valid {
+		d.DeadAt = fromMillis(dead.Int64)
+	}
+	return &d, nil
+}
+
+// amountOf is qty × price, or 0 for a qty no order can have (a rejected
+// event's), whose product might not fit.
+func amountOf(qty, price int64) int64 {
+	if qty < 1 || qty > seckill.MaxPurchaseLimit {
+		return 0
+	}
+	return qty * price
+}
+
+// pgBind is PostgreSQL's i-th bind parameter.
+func pgBind(i int) string { return "$" + strconv.Itoa(i) }
