@@ -94,7 +94,7 @@ type Config struct {
 	// DrainMax bounds the wait for Backlog. Default 30s.
 	DrainMax time.Duration
 	Now      func() time.Time
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
 }

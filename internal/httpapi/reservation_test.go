@@ -1026,7 +1026,9 @@ func FuzzDecodeNoFields(f *testing.F) {
 // by saying so: the route does not exist, and the order stays unpaid.
 func TestBuyerPayIsOffByDefault(t *testing.T) {
 	orders := newFakeOrders()
-	e := newEnv(t, func(c *Config) { c.Orders, c.Pending, c.Restorer = orders, &fakePending{records: map[string]pendingRecord{}}, orders })
+	e := newEnv(t, func(c *Config) {
+		c.Orders, c.Pending, c.Restorer = orders, &fakePending{records: map[string]pendingRecord{}}, orders
+	})
 	id := seckill.NewReservationID(testSaleID, t0)
 	orders.orders[id] = &seckill.Order{ID: seckill.OrderIDOf(id), ReservationID: id, SaleID: testSaleID, UserID: "alice", Qty: 1,
 		AmountCents: 100, Status: seckill.OrderPlaced, PayBy: t0.Add(time.Minute)}
