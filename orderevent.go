@@ -109,6 +109,16 @@ type EventDelivery struct {
 	DeadAt      time.Time `json:"dead_at,omitzero"`
 }
 
+// OutboxStats is how the event outbox stands.
+type OutboxStats struct {
+	// Pending events not delivered yet, and when the oldest of them
+	// happened (zero when none): the shop is that far behind.
+	Pending       int64     `json:"pending"`
+	OldestPending time.Time `json:"oldest_pending_at,omitzero"`
+	// Dead-lettered events not redelivered.
+	Dead int64 `json:"dead"`
+}
+
 // DeliveryPolicy says when a failed delivery is tried again and when it
 // is given up.
 type DeliveryPolicy struct {

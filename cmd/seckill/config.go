@@ -32,6 +32,10 @@ type Config struct {
 	Namespace             string // the deployment's name on the broker
 	DataDir               string
 	JWTSecret             string // empty: generated and kept in DataDir
+	JWTJWKSURL            string // the identity provider's JWKS; empty: HS256 tokens only
+	JWTIssuer             string // pinned iss when set
+	JWTAudience           string // pinned aud when set
+	JWTMaxLifetime        time.Duration
 	AdminToken            string // empty: generated and kept in DataDir
 	PreheatLead           time.Duration
 	PreheatInterval       time.Duration
@@ -76,6 +80,8 @@ type Config struct {
 	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
 	// fsync what they confirm, so that it survives a power cut.
 	EmbeddedFsync string
+	// Events delivers order events to the shop (orderevents.go).
+	Events eventsConfig
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -94,6 +100,7 @@ func DefaultConfig() Config {
 	return Config{
 		HTTPAddr:              "127.0.0.1:8080",
 		DataDir:               "./seckill-data",
+		JWTMaxLifetime:        24 * time.Hour,
 		RedisKeyPrefix:        redis.DefaultKeyPrefix,
 		DatabaseMaxConns:      sqlstore.DefaultMaxConns,
 		PreheatLead:           10 * time.Minute,
@@ -129,6 +136,7 @@ func DefaultConfig() Config {
 		HealInterval:          time.Second,
 		Roles:                 "all",
 		EmbeddedFsync:         "on",
+		Events:                defaultEventsConfig(),
 	}
 }
 
@@ -142,6 +150,9 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Namespace, "namespace", c.Namespace, "this deployment's name, carried by every broker message; a writer leaves other namespaces' messages alone")
 	stringFlag(fs, &c.DataDir, "data-dir", c.DataDir, "directory for the embedded database and generated secrets")
 	stringFlag(fs, &c.JWTSecret, "jwt-secret", c.JWTSecret, "HS256 secret for buyer tokens; empty generates one in the data dir")
+	stringFlag(fs, &c.JWTJWKSURL, "jwt-jwks-url", c.JWTJWKSURL, "the identity provider's JWKS URL (https): buyer tokens signed RS256, ES256 or EdDSA by its keys are accepted, besides HS256 ones")
+	stringFlag(fs, &c.JWTIssuer, "jwt-issuer", c.JWTIssuer, "when set, a buyer token's iss must be exactly this")
+	stringFlag(fs, &c.JWTAudience, "jwt-audience", c.JWTAudience, "when set, a buyer token's aud must include this")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
@@ -157,6 +168,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.ServiceToken, "service-token", c.ServiceToken, "bearer token (at least 32 bytes, not the admin token) of the shop's server reporting payments on POST /admin/v1/orders/{order_id}/payments; empty: refused")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	return errors.Join(
+		durationFlag(fs, &c.JWTMaxLifetime, "jwt-max-lifetime", c.JWTMaxLifetime, "buyer tokens whose exp is further than this from their iat, or without iat, are refused; 0: no limit"),
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
@@ -180,6 +192,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.HealInterval, "heal-interval", c.HealInterval, "how often live sales are checked for writes Redis lost (and healed from the database)"),
 		durationFlag(fs, &c.LostClaimAfter, "lost-claim-after", c.LostClaimAfter, "a claim Redis forgot that has not reached the database this long after it was made reads failed (lost_in_stock_store), alerted"),
 		durationFlag(fs, &c.RequestBudget, "request-budget", c.RequestBudget, "every request's backend calls end after this; a backend slower than that (or down) is answered 503 unavailable + Retry-After"),
+		c.Events.register(fs),
 	)
 }
 
@@ -289,6 +302,12 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if c.RedisURL == "" && s.durability.Mode != redis.DurabilityNone {
 		return s, fmt.Errorf("redis durability %s needs a Redis by URL: the embedded store has no replicas and no AOF (see docs/durability.md)", s.durability)
+	}
+	if err := c.Events.check(); err != nil {
+		return s, err
+	}
+	if err := c.checkSignIn(); err != nil {
+		return s, err
 	}
 	if err = c.checkPaymentSecrets(); err != nil {
 		return s, err

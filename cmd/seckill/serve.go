@@ -116,9 +116,14 @@ type wired struct {
 	relayWake chan struct{}
 	// stored holds claims until the relay stored them in the broker:
 	// set over the in-process store, whose outbox a crash loses.
-	stored  *ackgate.Gate
-	replays *combiner.Combiner
-	gauges  *reconcile.GaugeWorker
+	stored   *ackgate.Gate
+	replays  *combiner.Combiner
+	gauges   *reconcile.GaugeWorker
+	verifier *jwt.Verifier // buyer tokens (signin.go)
+	// events is the order-event outbox, and eventsWake wakes this
+	// process's deliverer; nil without an order webhook.
+	events     *sqlstore.EventStore
+	eventsWake func()
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -150,6 +155,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if err := m.connectBroker(ctx, w); err != nil {
 		return err
 	}
+	if err := m.startEventDelivery(ctx, w); err != nil {
+		return err
+	}
 	// Background workers start in the reverse of their stopping order:
 	// the relay drains the outbox into the broker before the writer stops.
 	m.startPipeline(ctx, w)
@@ -157,6 +165,9 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	// The request path stops before the workers behind it.
 	m.closers = append(m.closers, m.combiner.Stop, w.replays.Stop)
 	w.reg.MustRegister(m.gate)
+	if w.verifier, err = m.buyerVerifier(ctx); err != nil {
+		return err
+	}
 	api, err := m.newAPI(w)
 	if err != nil {
 		return err
@@ -220,6 +231,9 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	m.closers = append(m.closers, func(context.Context) error { return m.db.Close() })
 	if err := m.db.Migrate(ctx); err != nil {
 		return err
+	}
+	if cfg.Events.enabled() {
+		m.db.EnableOrderEvents()
 	}
 	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
 		select {
@@ -344,7 +358,12 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			PayTimeout: cfg.PayTimeout, Consumers: cfg.OrderWriters, Logger: m.Logger,
 			Consume: seckill.ConsumeOptions{BatchSize: cfg.OrderBatch, OnForeign: pm.ObserveForeign},
 			Observe: pm.ObservePersisted, OnFailed: pm.ObserveFailed,
-			AfterPersist: m.restorer.Kick, Now: m.now,
+			AfterPersist: func() {
+				m.restorer.Kick()
+				if w.eventsWake != nil {
+					w.eventsWake()
+				}
+			}, Now: m.now,
 		}))
 	}
 	if w.roles.relay {
@@ -457,7 +476,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Stock:          w.reqStock,
 		Preheater:      m.preheat,
 		Reserver:       m.gate,
-		Verifier:       jwt.NewVerifier([]byte(cfg.JWTSecret)),
+		Verifier:       w.verifier,
 		AdminToken:     cfg.AdminToken,
 		Logger:         m.Logger,
 		Registerer:     w.reg,
@@ -490,6 +509,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
 		ServiceToken:          cfg.ServiceToken,
 		BuyerPay:              w.buyerPay,
+		OrderEvents:           orderEventsAPI(w.events),
 		Now:                   m.requestClock(),
 		Ready:                 m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {

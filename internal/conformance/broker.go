@@ -5,13 +5,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/seckill-dev/seckill/internal/servicetest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // BrokerRetry is the retry policy newBroker must give the brokers it builds
@@ -348,7 +349,7 @@ func BrokerMessages(tag string, n int) []seckill.Message {
 			Qty:           int64(i%3 + 1),
 			ReservedAt:    now,
 		}
-		m, err := ev.Message()
+		m, err := brokerpack.EventMessage(ev)
 		if err != nil {
 			panic(err) // a plain struct always encodes
 		}

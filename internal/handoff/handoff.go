@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -46,7 +47,7 @@ type Durable interface {
 	seckill.Broker
 	// Requeue stores events to be consumed no sooner than notBefore, each
 	// counting as the attempt its Attempt says.
-	Requeue(ctx context.Context, events []seckill.PackedMessage, notBefore time.Time) error
+	Requeue(ctx context.Context, events []brokerpack.PackedMessage, notBefore time.Time) error
 	// DeadLetter stores letters for ConsumeDeadLetters.
 	DeadLetter(ctx context.Context, letters []seckill.DeadLetter) error
 }
@@ -164,7 +165,7 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 			return b.durable.Publish(ctx, msgs)
 		case errors.Is(err, errAbandoned):
 			// As a broker counts a crash: the next delivery is attempt 2.
-			return b.durable.Requeue(ctx, seckill.Packed(msgs, 2), time.Time{})
+			return b.durable.Requeue(ctx, brokerpack.Packed(msgs, 2), time.Time{})
 		default:
 			return fmt.Errorf("handoff: settle: %w", err)
 		}
@@ -225,14 +226,14 @@ func (b *Broker) serve(ctx context.Context, o *offer, opts seckill.ConsumeOption
 		o.done <- errNotTaken // taken as the consumer stopped: no attempt made
 		return
 	}
-	all := make([]*seckill.PackDelivery, len(o.msgs))
+	all := make([]*brokerpack.PackDelivery, len(o.msgs))
 	out := make([]seckill.Delivery, len(o.msgs))
 	for i, m := range o.msgs {
-		all[i] = &seckill.PackDelivery{Msg: m, N: 1}
+		all[i] = &brokerpack.PackDelivery{Msg: m, N: 1}
 		out[i] = all[i]
 	}
-	seckill.HandOut(ctx, out, opts.BatchSize, handle)
-	v := seckill.Judge(all, b.cfg.Retry, ctx.Err() == nil)
+	brokerpack.HandOut(ctx, out, opts.BatchSize, handle)
+	v := brokerpack.Judge(all, b.cfg.Retry, ctx.Err() == nil)
 	switch {
 	case v.Abandon:
 		o.done <- errAbandoned

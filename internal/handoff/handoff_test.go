@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/conformance"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -43,7 +44,7 @@ func TestConformance(t *testing.T) {
 type fakeDurable struct {
 	mu         sync.Mutex
 	published  []seckill.Message
-	requeued   []seckill.PackedMessage
+	requeued   []brokerpack.PackedMessage
 	notBefore  []time.Time
 	dead       []seckill.DeadLetter
 	failStores error
@@ -60,7 +61,7 @@ func (f *fakeDurable) Publish(_ context.Context, msgs []seckill.Message) error {
 	return nil
 }
 
-func (f *fakeDurable) Requeue(_ context.Context, events []seckill.PackedMessage, notBefore time.Time) error {
+func (f *fakeDurable) Requeue(_ context.Context, events []brokerpack.PackedMessage, notBefore time.Time) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.failStores != nil {

@@ -176,6 +176,11 @@ type Config struct {
 	RateLimitUser  seckill.RateLimit
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
+
+	// OrderEvents, if set, serves the operator's view of order-event
+	// delivery (orderevents.go): GET /admin/v1/order-events and POST
+	// /admin/v1/order-events/{id}/redeliver.
+	OrderEvents OrderEvents
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -212,6 +217,7 @@ type Server struct {
 	salesAdmin     SalesAdmin
 	resolver       seckill.FailedOrderResolver
 	payTimeout     time.Duration
+	orderEvents    OrderEvents
 	adminMetrics   *adminMetrics
 	levels         lastLevels
 	metrics        *metrics
@@ -273,6 +279,7 @@ func New(cfg Config) (*Server, error) {
 		salesAdmin:    cfg.SalesAdmin,
 		resolver:      cfg.Resolver,
 		payTimeout:    cfg.PayTimeout,
+		orderEvents:   cfg.OrderEvents,
 		payments:      cfg.Payments,
 		buyerPay:      cfg.BuyerPay,
 	}
@@ -421,6 +428,12 @@ func (s *Server) routes() {
 	}
 	if s.reconcile != nil {
 		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/reconciliation", s.handleReconciliation})
+	}
+	if s.orderEvents != nil {
+		routes = append(routes,
+			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
+			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
+		)
 	}
 	allowed := map[string][]string{}
 	var paths []string

@@ -1,9 +1,12 @@
-// Package jwt verifies and signs the HS256 buyer tokens of the API.
+// Package jwt verifies the buyer tokens of the API and signs HS256 ones.
 //
-// A buyer token is a standard JWT whose `sub` claim is the user id. Any
-// issuer holding the shared secret can mint tokens: only registered claims
-// are read, nothing specific to this project. Verification is strict
-// (HS256 only, `exp` required, canonical base64url) and cheap: a token is
+// A buyer token is a standard JWT whose `sub` claim is the user id. It is
+// signed HS256 with a shared secret, or RS256, ES256 or EdDSA by the
+// shop's identity provider, whose keys come from its JWKS (KeySet). Only
+// registered claims are read, nothing specific to this project.
+// Verification is strict (one key type per algorithm, `exp` required,
+// `iss`, `aud` and the lifetime pinned when configured, canonical
+// base64url) and cheap: a token is
 // verified once and then answered from a cache until it expires, and the
 // first sight of a token in the form issuers send (see hs256Headers)
 // skips the library's header decoding and the allocations of its HMAC,
@@ -62,7 +65,16 @@ var hs256Headers = func() []string {
 type Verifier struct {
 	secret []byte
 	key    any // secret, boxed once: boxing a slice per call allocates
-	parser *gojwt.Parser
+	// keys are the identity provider's public keys; nil refuses every
+	// token but HS256 ones.
+	keys *KeySet
+	// maxLifetime, when positive, refuses tokens whose exp is further
+	// than this from their iat, and tokens without iat.
+	maxLifetime time.Duration
+	// issuer and audience are pinned when set (the validator checks
+	// them; judge names a missing one).
+	issuer, audience string
+	parser           *gojwt.Parser
 	// validator judges the claims of a token verified without parser, by
 	// the parser's own rules.
 	validator *gojwt.Validator
@@ -71,7 +83,8 @@ type Verifier struct {
 	now     func() time.Time
 	// verified remembers tokens that passed, until they expire: a buyer
 	// hammering "buy" sends the same token again and again, and a hit costs
-	// a map lookup instead of base64, JSON and an HMAC.
+	// a map lookup instead of base64, JSON and an HMAC or a public-key
+	// signature check, whatever the token's algorithm.
 	verified *ttlcache.Cache[string]
 	// macs holds HMAC-SHA256 states keyed with secret, and their buffers.
 	macs sync.Pool
@@ -84,51 +97,159 @@ const (
 	cacheShardMax = 4096
 )
 
-// NewVerifier returns a Verifier for tokens signed with secret. An empty
-// secret yields a Verifier that rejects every token, so a misconfigured
-// node fails closed.
+// Config configures a Verifier. A Verifier with neither Secret nor Keys
+// rejects every token, so a misconfigured node fails closed.
+type Config struct {
+	// Secret is the HS256 shared secret; empty refuses HS256 tokens.
+	Secret []byte
+	// Keys are the identity provider's public keys (RS256, ES256, EdDSA,
+	// chosen by kid); nil refuses tokens signed otherwise than HS256.
+	Keys *KeySet
+	// Issuer, when set, must equal the token's iss.
+	Issuer string
+	// Audience, when set, must be among the token's aud.
+	Audience string
+	// MaxLifetime, when positive, refuses a token whose exp is more than
+	// this after its iat, and a token without iat (it cannot show it is
+	// short-lived). Zero or negative: no limit.
+	MaxLifetime time.Duration
+	// Now is the clock; nil is time.Now.
+	Now func() time.Time
+}
+
+// NewVerifier returns a Verifier for HS256 tokens signed with secret, with
+// no issuer, audience or lifetime rule. An empty secret yields a Verifier
+// that rejects every token.
 func NewVerifier(secret []byte) *Verifier {
-	return newVerifier(secret, nil)
+	return New(Config{Secret: secret})
 }
 
 // newVerifier lets tests pin the clock.
 func newVerifier(secret []byte, now func() time.Time) *Verifier {
+	return New(Config{Secret: secret, Now: now})
+}
+
+// New returns a Verifier for cfg.
+func New(cfg Config) *Verifier {
+	methods := []string{}
+	if len(cfg.Secret) > 0 {
+		methods = append(methods, gojwt.SigningMethodHS256.Alg())
+	}
+	if cfg.Keys != nil {
+		methods = append(methods, algRS256, algES256, algEdDSA)
+	}
 	opts := []gojwt.ParserOption{
-		// Pinning the method defeats alg=none and the RS256→HS256 switch
-		// (a public key used as an HMAC secret).
-		gojwt.WithValidMethods(validMethods),
+		// Pinning the methods defeats alg=none and HS384/HS512; the
+		// keyFunc pins each method to its own kind of key (the
+		// RS256→HS256 switch: a public key used as an HMAC secret).
+		gojwt.WithValidMethods(methods),
 		gojwt.WithExpirationRequired(),
 		gojwt.WithLeeway(Leeway),
 		gojwt.WithStrictDecoding(),
 	}
+	if cfg.Issuer != "" {
+		opts = append(opts, gojwt.WithIssuer(cfg.Issuer))
+	}
+	if cfg.Audience != "" {
+		opts = append(opts, gojwt.WithAudience(cfg.Audience))
+	}
+	if cfg.MaxLifetime > 0 {
+		// An iat in the future would stretch the lifetime unseen.
+		opts = append(opts, gojwt.WithIssuedAt())
+	}
+	now := cfg.Now
 	if now != nil {
 		opts = append(opts, gojwt.WithTimeFunc(now))
 	} else {
 		now = time.Now
 	}
 	v := &Verifier{
-		secret:    append([]byte(nil), secret...),
-		parser:    gojwt.NewParser(opts...),
-		validator: gojwt.NewValidator(opts...),
-		now:       now,
-		verified:  ttlcache.New[string](cacheShards, cacheShardMax),
+		secret:      append([]byte(nil), cfg.Secret...),
+		keys:        cfg.Keys,
+		maxLifetime: cfg.MaxLifetime,
+		issuer:      cfg.Issuer,
+		audience:    cfg.Audience,
+		parser:      gojwt.NewParser(opts...),
+		validator:   gojwt.NewValidator(opts...),
+		now:         now,
+		verified:    ttlcache.New[string](cacheShards, cacheShardMax),
 	}
 	v.key = v.secret
-	v.keyFunc = func(t *gojwt.Token) (any, error) {
-		// WithValidMethods already checked the alg name; checking the type
-		// too costs nothing and survives a future change of options.
-		if _, ok := t.Method.(*gojwt.SigningMethodHMAC); !ok {
-			return nil, errors.New("unexpected signing method")
-		}
-		return v.key, nil
-	}
+	v.keyFunc = v.chooseKey
 	v.macs.New = func() any { return &macState{mac: hmac.New(sha256.New, v.secret)} }
+	if v.keys != nil {
+		// A withdrawn key's tokens are refused at once, not when they
+		// leave the cache.
+		v.keys.onRemoved(v.verified.Clear)
+	}
 	return v
 }
 
+// chooseKey is the parser's key function. It judges the claims first, so
+// a token with a wrong issuer, audience or lifetime, or expired, costs no
+// signature check and prompts no JWKS fetch. Each method gets only its own
+// kind of key: HS256 the shared secret, never a JWKS key; RS256, ES256
+// and EdDSA the JWKS key its kid names, and only if that key is of the
+// method's type.
+func (v *Verifier) chooseKey(t *gojwt.Token) (any, error) {
+	claims, ok := t.Claims.(*strictClaims)
+	if !ok {
+		return nil, errors.New("unexpected claims type")
+	}
+	if err := v.judge(claims); err != nil {
+		return nil, err
+	}
+	switch t.Method.Alg() {
+	case gojwt.SigningMethodHS256.Alg():
+		// WithValidMethods already checked the alg name; checking the
+		// type too costs nothing and survives a change of options.
+		if _, ok := t.Method.(*gojwt.SigningMethodHMAC); !ok || len(v.secret) == 0 {
+			return nil, errors.New("unexpected signing method")
+		}
+		return v.key, nil
+	case algRS256, algES256, algEdDSA:
+		if v.keys == nil {
+			return nil, errors.New("unexpected signing method")
+		}
+		kid, _ := t.Header["kid"].(string)
+		return v.keys.key(kid, t.Method.Alg())
+	}
+	return nil, errors.New("unexpected signing method")
+}
+
+// judge checks claims by the parser's rules and the lifetime rule.
+func (v *Verifier) judge(c *strictClaims) error {
+	// The validator calls a missing iss or aud a missing claim, like a
+	// missing exp; the buyer is told which.
+	if v.issuer != "" && c.Issuer == "" {
+		return errIssuer
+	}
+	if v.audience != "" && len(c.Audience) == 0 {
+		return errAudience
+	}
+	if err := v.validator.Validate(c); err != nil {
+		return err
+	}
+	if v.maxLifetime <= 0 {
+		return nil
+	}
+	if c.IssuedAt == nil {
+		return errNoIssuedAt
+	}
+	if c.ExpiresAt.Sub(c.IssuedAt.Time) > v.maxLifetime {
+		return errTooLong
+	}
+	return nil
+}
+
 var (
-	errInvalid = seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
-	errExpired = seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
+	errInvalid    = seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token.")
+	errExpired    = seckill.Errorf(seckill.EUNAUTHORIZED, "Token has expired.")
+	errNoIssuedAt = seckill.Errorf(seckill.EUNAUTHORIZED, "Token has no iat (issued at): this server limits token lifetime.")
+	errTooLong    = seckill.Errorf(seckill.EUNAUTHORIZED, "Token lifetime (exp - iat) is over this server's maximum.")
+	errIssuer     = seckill.Errorf(seckill.EUNAUTHORIZED, "Token issuer (iss) is not the one this server accepts.")
+	errAudience   = seckill.Errorf(seckill.EUNAUTHORIZED, "Token audience (aud) does not name this server.")
+	errKeyUnknown = seckill.Errorf(seckill.EUNAUTHORIZED, "Token is signed by a key (kid) this server does not know.")
 )
 
 // Verify checks token and returns the user id it carries. Every failure is
@@ -140,9 +261,10 @@ func (v *Verifier) Verify(token string) (userID string, err error) {
 // VerifyAt is Verify at now, for a caller that has read the clock already
 // (the reservation route reads it once per request: on this project's
 // virtual machines a read costs 150-250 ns, more than the cache lookup
-// that answers a known token).
+// that answers a known token). A token whose kid the JWKS does not hold
+// may wait for a fetch of the JWKS (see KeySet).
 func (v *Verifier) VerifyAt(token string, now time.Time) (userID string, err error) {
-	if len(v.secret) == 0 {
+	if len(v.secret) == 0 && v.keys == nil {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Buyer tokens are not accepted by this server.")
 	}
 	if token == "" {
@@ -154,15 +276,21 @@ func (v *Verifier) VerifyAt(token string, now time.Time) (userID string, err err
 	if user, _, ok := v.verified.Get(token, now); ok {
 		return user, nil
 	}
+	var gen uint64
+	if v.keys != nil {
+		gen = v.keys.gen.Load()
+	}
 	claims, err := v.parse(token)
 	if err != nil {
-		if errors.Is(err, gojwt.ErrTokenExpired) {
-			return "", errExpired
-		}
-		return "", errInvalid
+		return "", refusal(err)
 	}
 	if !seckill.ValidUserID(claims.Subject) {
 		return "", seckill.Errorf(seckill.EUNAUTHORIZED, "Invalid token subject.")
+	}
+	if v.keys != nil && v.keys.gen.Load() != gen {
+		// A key was withdrawn while this token was checked, maybe its
+		// own: answer this once, but do not remember it.
+		return claims.Subject, nil
 	}
 	// WithExpirationRequired guarantees ExpiresAt; a not-before in the
 	// future was refused above, so from here on only expiry can change the
@@ -179,6 +307,26 @@ func (v *Verifier) VerifyAt(token string, now time.Time) (userID string, err err
 	return claims.Subject, nil
 }
 
+// refusal is the error a buyer sees for err: what to fix when it is the
+// token's claims or key, "Invalid token." for anything else.
+func refusal(err error) error {
+	switch {
+	case errors.Is(err, gojwt.ErrTokenExpired):
+		return errExpired
+	case errors.Is(err, errNoIssuedAt):
+		return errNoIssuedAt
+	case errors.Is(err, errTooLong):
+		return errTooLong
+	case errors.Is(err, errIssuer), errors.Is(err, gojwt.ErrTokenInvalidIssuer):
+		return errIssuer
+	case errors.Is(err, errAudience), errors.Is(err, gojwt.ErrTokenInvalidAudience):
+		return errAudience
+	case errors.Is(err, errUnknownKey):
+		return errKeyUnknown
+	}
+	return errInvalid
+}
+
 // parse verifies token's signature and judges its claims, by the rules of
 // v.parser. A token whose header is one of hs256Headers says nothing its
 // header segment does not: its signature and claims are checked here, the
@@ -186,7 +334,7 @@ func (v *Verifier) VerifyAt(token string, now time.Time) (userID string, err err
 // the same Validator); any other goes through the parser.
 func (v *Verifier) parse(token string) (*strictClaims, error) {
 	head, rest, _ := strings.Cut(token, ".")
-	if !slices.Contains(hs256Headers, head) {
+	if len(v.secret) == 0 || !slices.Contains(hs256Headers, head) {
 		var claims strictClaims
 		if _, err := v.parser.ParseWithClaims(token, &claims, v.keyFunc); err != nil {
 			return nil, err
@@ -220,7 +368,7 @@ func (v *Verifier) parse(token string) (*strictClaims, error) {
 			return nil, gojwt.ErrTokenMalformed
 		}
 	}
-	if err := v.validator.Validate(claims); err != nil {
+	if err := v.judge(claims); err != nil {
 		return nil, err
 	}
 	return claims, nil

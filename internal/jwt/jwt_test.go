@@ -29,7 +29,7 @@ var (
 func at(t time.Time) func() time.Time { return func() time.Time { return t } }
 
 // mint signs arbitrary claims with method and key, as a foreign issuer would.
-func mint(t *testing.T, method gojwt.SigningMethod, key any, claims gojwt.Claims) string {
+func mint(t testing.TB, method gojwt.SigningMethod, key any, claims gojwt.Claims) string {
 	t.Helper()
 	s, err := gojwt.NewWithClaims(method, claims).SignedString(key)
 	if err != nil {

@@ -13,7 +13,7 @@
 //	               redelivered
 //	stream S_dead  subject S.dead, the dead letters, with durable consumer dead
 //
-// A Publish of N events stores one message, a pack (seckill.EncodePack),
+// A Publish of N events stores one message, a pack (brokerpack.EncodePack),
 // and the consumer unpacks it into N deliveries settled one by one. When
 // the handler is done with a pack, the adapter stores the copies it needs
 // (one pack per back-off delay with the events to retry, marked
@@ -53,6 +53,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -279,9 +280,9 @@ func (b *Broker) Close() error {
 }
 
 // Publish stores msgs on the stream as packs (one message per
-// seckill.MaxPackEvents), sending them all before awaiting the acks (one
+// brokerpack.MaxPackEvents), sending them all before awaiting the acks (one
 // round), and returns nil only when JetStream has acknowledged every one.
-// The pack's id (seckill.PackID) is the Nats-Msg-Id, so publishing the
+// The pack's id (brokerpack.PackID) is the Nats-Msg-Id, so publishing the
 // same batch again within the duplicate window stores nothing new.
 func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 	if b.isClosed() {
@@ -291,7 +292,7 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 		return nil
 	}
 	var out []*nats.Msg
-	for _, run := range seckill.SplitPacks(seckill.Packed(msgs, 1)) {
+	for _, run := range brokerpack.SplitPacks(brokerpack.Packed(msgs, 1)) {
 		out = append(out, b.packMsg(run, time.Time{}))
 	}
 	if err := b.send(ctx, b.stream, out); err != nil {
@@ -304,12 +305,12 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 // no sooner than notBefore, each counting as the attempt its Attempt says:
 // the retry copies and crash returns of a broker in front of this one
 // (internal/handoff), stored as this adapter stores its own.
-func (b *Broker) Requeue(ctx context.Context, events []seckill.PackedMessage, notBefore time.Time) error {
+func (b *Broker) Requeue(ctx context.Context, events []brokerpack.PackedMessage, notBefore time.Time) error {
 	if b.isClosed() {
 		return fmt.Errorf("nats: requeue: %w", seckill.ErrClosed)
 	}
 	var out []*nats.Msg
-	for _, run := range seckill.SplitPacks(events) {
+	for _, run := range brokerpack.SplitPacks(events) {
 		out = append(out, b.packMsg(run, notBefore))
 	}
 	if err := b.send(ctx, b.stream, out); err != nil {
@@ -345,12 +346,12 @@ func (b *Broker) deadMsg(dl seckill.DeadLetter) *nats.Msg {
 
 // packMsg is one pack for the work stream, held back until notBefore if
 // that is set.
-func (b *Broker) packMsg(run []seckill.PackedMessage, notBefore time.Time) *nats.Msg {
-	h := nats.Header{jetstream.MsgIDHeader: []string{seckill.PackID(run)}}
+func (b *Broker) packMsg(run []brokerpack.PackedMessage, notBefore time.Time) *nats.Msg {
+	h := nats.Header{jetstream.MsgIDHeader: []string{brokerpack.PackID(run)}}
 	if !notBefore.IsZero() {
 		h[hdrNotBefore] = []string{strconv.FormatInt(notBefore.UnixMilli(), 10)}
 	}
-	return &nats.Msg{Subject: b.subject, Data: seckill.EncodePack(b.cfg.namespace, run), Header: h}
+	return &nats.Msg{Subject: b.subject, Data: brokerpack.EncodePack(b.cfg.namespace, run), Header: h}
 }
 
 // send publishes out asynchronously and waits for every ack. Each message
@@ -458,7 +459,7 @@ func fetchBatch(ctx context.Context, cons jetstream.Consumer, opts seckill.Consu
 	events := 0
 	for m := range first.Messages() {
 		batch = append(batch, m)
-		events += seckill.PackLen(m.Data())
+		events += brokerpack.PackLen(m.Data())
 	}
 	if err := first.Error(); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return batch, err
@@ -509,7 +510,7 @@ func (b *Broker) keepAlive(msgs []jetstream.Msg) (stop func()) {
 // received is one fetched message and what it unpacked into.
 type received struct {
 	raw jetstream.Msg
-	all []*seckill.PackDelivery
+	all []*brokerpack.PackDelivery
 }
 
 // handleWork unpacks a batch of messages, hands the events of this
@@ -547,7 +548,7 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seck
 			// but still bounds it.
 			crashes = max(0, crashes-maxDeferrals)
 		}
-		p, all, out := seckill.Unpack(h.Get(jetstream.MsgIDHeader), m.Data(), crashes, policy)
+		p, all, out := brokerpack.Unpack(h.Get(jetstream.MsgIDHeader), m.Data(), crashes, policy)
 		if p.Namespace != "" && p.Namespace != b.cfg.namespace {
 			b.cfg.logger.Warn("nats: message of another deployment's namespace left for its owner; two deployments share this stream",
 				"stream", b.stream, "namespace", p.Namespace, "ours", b.cfg.namespace, "events", len(p.Events))
@@ -573,7 +574,7 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seck
 			raws[i] = r.raw
 		}
 		stop := b.keepAlive(raws)
-		seckill.HandOut(ctx, handOut, opts.BatchSize, handle)
+		brokerpack.HandOut(ctx, handOut, opts.BatchSize, handle)
 		stop()
 	}
 	live := ctx.Err() == nil
@@ -586,13 +587,13 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seck
 	var pending []settle
 	settleAt := time.Now()
 	for _, r := range mine {
-		v := seckill.Judge(r.all, policy, live)
+		v := brokerpack.Judge(r.all, policy, live)
 		if v.Abandon {
 			continue // redelivered after AckWait, like a crash
 		}
 		n := len(out)
 		for delay, run := range v.Retry {
-			for _, part := range seckill.SplitPacks(run) {
+			for _, part := range brokerpack.SplitPacks(run) {
 				out = append(out, b.packMsg(part, settleAt.Add(delay)))
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -338,7 +339,7 @@ func (w *Writer) handleDead(ctx context.Context, batch []seckill.DeadLetter) err
 			ReservationID: dl.Message.ID,
 			Reason:        dl.Reason,
 			Attempts:      dl.Attempts,
-			Payload:       seckill.EventJSON(dl.Message.Body), // readable, whatever the layout
+			Payload:       brokerpack.EventJSON(dl.Message.Body), // readable, whatever the layout
 			CreatedAt:     w.cfg.Now(),
 		}
 		if ev, err := decodeEvent(dl.Message); err == nil {
@@ -373,7 +374,7 @@ func (w *Writer) alert(f *seckill.FailedOrder) {
 // can never succeed; it is retried like any failure and so ends in
 // failed_orders with its raw payload for an operator.
 func decodeEvent(m seckill.Message) (seckill.ReservationEvent, error) {
-	ev, err := seckill.DecodeReservationEvent(m.Body)
+	ev, err := brokerpack.DecodeReservationEvent(m.Body)
 	if err != nil {
 		return ev, fmt.Errorf("decode reservation event: %w", err)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -34,7 +35,7 @@ func (d *delivery) Retry(err error)          { d.acked, d.retried = false, err }
 func event(t *testing.T, sale, user string) *delivery {
 	t.Helper()
 	ev := seckill.ReservationEvent{ReservationID: seckill.NewReservationID(sale, time.Now()), SaleID: sale, UserID: user, Qty: 1, ReservedAt: time.Now()}
-	m, err := ev.Message()
+	m, err := brokerpack.EventMessage(ev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -410,16 +411,16 @@ func TestCompactEvents(t *testing.T) {
 	// The outbox's precision, which the compact layout keeps.
 	at := time.UnixMilli(time.Now().UnixMilli()).UTC()
 	ev := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("a", at), SaleID: "a", UserID: "alice", Qty: 1, ReservedAt: at}
-	d := &delivery{msg: ev.CompactMessage(), attempt: 1}
+	d := &delivery{msg: brokerpack.CompactEvent(ev), attempt: 1}
 	w.handle(context.Background(), []seckill.Delivery{d})
 	if !store.orders[ev.ReservationID] {
 		t.Fatalf("compact event %s not persisted", ev.ReservationID)
 	}
-	dl := seckill.DeadLetter{Message: ev.CompactMessage(), Attempts: 5, Reason: "boom"}
+	dl := seckill.DeadLetter{Message: brokerpack.CompactEvent(ev), Attempts: 5, Reason: "boom"}
 	if err := w.handleDead(context.Background(), []seckill.DeadLetter{dl}); err != nil {
 		t.Fatal(err)
 	}
-	js, _ := ev.Message()
+	js, _ := brokerpack.EventMessage(ev)
 	if f := store.failed[ev.ReservationID]; f == nil || string(f.Payload) != string(js.Body) || f.UserID != "alice" {
 		t.Fatalf("compact dead letter recorded as %+v; want the JSON payload %s", f, js.Body)
 	}

@@ -11,6 +11,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 )
 
 // workPrefetch is how many unacked packs of the work queue one
@@ -115,7 +116,7 @@ func collect(ctx context.Context, deliveries <-chan amqp.Delivery, opts seckill.
 			return nil, false
 		}
 		batch = append(batch, d)
-		events += seckill.PackLen(d.Body)
+		events += brokerpack.PackLen(d.Body)
 	case <-ctx.Done():
 		return nil, true
 	}
@@ -133,7 +134,7 @@ func collect(ctx context.Context, deliveries <-chan amqp.Delivery, opts seckill.
 					return nil, false
 				}
 				batch = append(batch, d)
-				events += seckill.PackLen(d.Body)
+				events += brokerpack.PackLen(d.Body)
 				continue
 			default:
 				return batch, true
@@ -145,7 +146,7 @@ func collect(ctx context.Context, deliveries <-chan amqp.Delivery, opts seckill.
 				return nil, false
 			}
 			batch = append(batch, d)
-			events += seckill.PackLen(d.Body)
+			events += brokerpack.PackLen(d.Body)
 		case <-linger:
 			return batch, true
 		case <-ctx.Done():
@@ -206,14 +207,14 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 	policy := b.cfg.retry
 	type received struct {
 		tag     uint64
-		all     []*seckill.PackDelivery
+		all     []*brokerpack.PackDelivery
 		foreign bool
 	}
 	got := make([]received, len(raw))
 	var handOut []seckill.Delivery
 	var out []outgoing
 	for i, r := range raw {
-		p, all, hand := seckill.Unpack(r.MessageId, r.Body, attemptOf(r)-1, policy)
+		p, all, hand := brokerpack.Unpack(r.MessageId, r.Body, attemptOf(r)-1, policy)
 		got[i] = received{tag: r.DeliveryTag, all: all}
 		if p.Namespace != "" && p.Namespace != b.cfg.namespace {
 			got[i].foreign = true
@@ -233,7 +234,7 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 		}
 		handOut = append(handOut, hand...)
 	}
-	seckill.HandOut(ctx, handOut, opts.BatchSize, handle)
+	brokerpack.HandOut(ctx, handOut, opts.BatchSize, handle)
 	if ch.IsClosed() {
 		// The connection died under the handler: the broker has taken
 		// the whole batch back already, so copies would be duplicates.
@@ -247,7 +248,7 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 			moved = append(moved, g.tag)
 			continue
 		}
-		v := seckill.Judge(g.all, policy, live)
+		v := brokerpack.Judge(g.all, policy, live)
 		if v.Abandon {
 			continue // back to the queue when the channel closes
 		}
@@ -257,7 +258,7 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 		}
 		moved = append(moved, g.tag)
 		for delay, run := range v.Retry {
-			for _, part := range seckill.SplitPacks(run) {
+			for _, part := range brokerpack.SplitPacks(run) {
 				out = append(out, b.pack(b.retryQueue(delay), part))
 			}
 		}

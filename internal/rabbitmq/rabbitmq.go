@@ -9,7 +9,7 @@
 //	                in any process
 //	Q.dead          messages that failed RetryPolicy.MaxAttempts times
 //
-// A Publish of N events sends one message, a pack (seckill.EncodePack),
+// A Publish of N events sends one message, a pack (brokerpack.EncodePack),
 // which the consumer unpacks into N deliveries settled one by one. Each
 // event's attempt count travels inside the pack, plus the quorum queue's
 // x-delivery-count for deliveries of the pack lost to consumer crashes.
@@ -37,6 +37,7 @@ import (
 	amqp "github.com/rabbitmq/amqp091-go"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -447,19 +448,19 @@ type outgoing struct {
 }
 
 // Publish sends msgs to the work queue as persistent packs (one message
-// per seckill.MaxPackEvents) and waits for the broker's confirms once for
+// per brokerpack.MaxPackEvents) and waits for the broker's confirms once for
 // the whole slice. It returns nil only if every pack was confirmed and
 // routed to the queue.
 func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
-	packed := make([]seckill.PackedMessage, len(msgs))
+	packed := make([]brokerpack.PackedMessage, len(msgs))
 	for i, m := range msgs {
-		packed[i] = seckill.PackedMessage{Message: m, Attempt: 1}
+		packed[i] = brokerpack.PackedMessage{Message: m, Attempt: 1}
 	}
 	var out []outgoing
-	for _, run := range seckill.SplitPacks(packed) {
+	for _, run := range brokerpack.SplitPacks(packed) {
 		out = append(out, b.pack(b.queue, run))
 	}
 	if err := b.send(ctx, out); err != nil {
@@ -469,12 +470,12 @@ func (b *Broker) Publish(ctx context.Context, msgs []seckill.Message) error {
 }
 
 // pack is one pack of run for queue.
-func (b *Broker) pack(queue string, run []seckill.PackedMessage) outgoing {
+func (b *Broker) pack(queue string, run []brokerpack.PackedMessage) outgoing {
 	return outgoing{queue, amqp.Publishing{
-		MessageId:    seckill.PackID(run),
+		MessageId:    brokerpack.PackID(run),
 		DeliveryMode: amqp.Persistent,
 		Timestamp:    time.Now(),
-		Body:         seckill.EncodePack(b.cfg.namespace, run),
+		Body:         brokerpack.EncodePack(b.cfg.namespace, run),
 	}}
 }
 

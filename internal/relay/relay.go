@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
@@ -589,10 +590,10 @@ type rawEntry struct {
 
 func (r *Relay) message(log *slog.Logger, sale string, e seckill.OutboxEntry) seckill.Message {
 	if e.Err == nil && r.cfg.CompactEvents {
-		return e.Event.CompactMessage()
+		return brokerpack.CompactEvent(e.Event)
 	}
 	if e.Err == nil {
-		m, err := e.Event.Message()
+		m, err := brokerpack.EventMessage(e.Event)
 		if err == nil {
 			return m
 		}

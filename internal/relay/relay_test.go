@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/ackgate"
+	"github.com/seckill-dev/seckill/internal/brokerpack"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -283,7 +284,7 @@ func reserveIn(t *testing.T, s *redis.Store, saleID string, n, per int) map[stri
 // callOf is the Reserve call (reserveIn) of a published event's buyer.
 func callOf(t *testing.T, m seckill.Message) string {
 	t.Helper()
-	ev, err := seckill.DecodeReservationEvent(m.Body)
+	ev, err := brokerpack.DecodeReservationEvent(m.Body)
 	if err != nil {
 		t.Fatalf("message %s: %v", m.ID, err)
 	}
@@ -323,7 +324,7 @@ func wantPublished(t *testing.T, b *fakeBroker, want map[string]seckill.ReserveR
 		}
 	}
 	for _, m := range b.messages() {
-		ev, err := seckill.DecodeReservationEvent(m.Body)
+		ev, err := brokerpack.DecodeReservationEvent(m.Body)
 		if err != nil {
 			t.Fatalf("message %s: body %s: %v", m.ID, m.Body, err)
 		}

@@ -432,19 +432,9 @@ func (s *EventStore) Events(ctx context.Context, state seckill.DeliveryState, li
 	return ds, nil
 }
 
-// EventStats is how the outbox stands.
-type EventStats struct {
-	// Pending events not delivered yet, and when the oldest happened
-	// (zero when none).
-	Pending       int64
-	OldestPending time.Time
-	// Dead-lettered events.
-	Dead int64
-}
-
 // Stats counts the pending and dead events.
-func (s *EventStore) Stats(ctx context.Context) (EventStats, error) {
-	var st EventStats
+func (s *EventStore) Stats(ctx context.Context) (seckill.OutboxStats, error) {
+	var st seckill.OutboxStats
 	for _, c := range []struct {
 		state  seckill.DeliveryState
 		n      *int64
@@ -452,7 +442,7 @@ func (s *EventStore) Stats(ctx context.Context) (EventStats, error) {
 	}{{seckill.DeliveryPending, &st.Pending, &st.OldestPending}, {seckill.DeliveryDead, &st.Dead, nil}} {
 		var minAt int64
 		if err := s.db.read.QueryRowContext(ctx, s.q.stateStats, string(c.state)).Scan(c.n, &minAt); err != nil {
-			return EventStats{}, fmt.Errorf("order event stats: %w", s.db.classify(err))
+			return seckill.OutboxStats{}, fmt.Errorf("order event stats: %w", s.db.classify(err))
 		}
 		if c.oldest != nil && *c.n > 0 {
 			*c.oldest = fromMillis(minAt)

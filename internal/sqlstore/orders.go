@@ -3,6 +3,7 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -617,8 +618,8 @@ func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *sec
 		Attempts:      1,
 		CreatedAt:     at,
 	}
-	if m, err := e.Message(); err == nil {
-		f.Payload = m.Body
+	if body, err := json.Marshal(e); err == nil {
+		f.Payload = body
 	}
 	return f
 }

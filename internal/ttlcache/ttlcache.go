@@ -118,3 +118,13 @@ func (sh *shard[V]) makeRoomLocked(now int64, limit int) {
 		delete(sh.m, k)
 	}
 }
+
+// Clear forgets every entry.
+func (c *Cache[V]) Clear() {
+	for i := range c.shards {
+		sh := &c.shards[i]
+		sh.mu.Lock()
+		clear(sh.m)
+		sh.mu.Unlock()
+	}
+}

@@ -90,3 +90,25 @@ func BenchmarkGet(b *testing.B) {
 		}
 	})
 }
+
+func TestClear(t *testing.T) {
+	c := New[int](4, 8)
+	now := time.Unix(1000, 0)
+	for i := range 20 {
+		c.Put(string(rune('a'+i)), i, now.Add(time.Hour), now)
+	}
+	if c.Len() == 0 {
+		t.Fatal("nothing kept")
+	}
+	c.Clear()
+	if n := c.Len(); n != 0 {
+		t.Fatalf("Len after Clear = %d", n)
+	}
+	if _, _, ok := c.Get("a", now); ok {
+		t.Fatal("Get after Clear found an entry")
+	}
+	c.Put("a", 1, now.Add(time.Hour), now)
+	if v, _, ok := c.Get("a", now); !ok || v != 1 {
+		t.Fatal("Put after Clear lost")
+	}
+}

@@ -1,4 +1,4 @@
-package seckill
+package brokerpack
 
 import (
 	"bytes"
@@ -7,13 +7,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill"
 )
 
 func TestPackRoundTrip(t *testing.T) {
 	msgs := []PackedMessage{
-		{Message: Message{ID: "r1", Body: []byte(`{"a":1}`)}, Attempt: 1},
-		{Message: Message{ID: "r2", Body: nil}, Attempt: 4},
-		{Message: Message{ID: "", Body: []byte("x")}, Attempt: 2},
+		{Message: seckill.Message{ID: "r1", Body: []byte(`{"a":1}`)}, Attempt: 1},
+		{Message: seckill.Message{ID: "r2", Body: nil}, Attempt: 4},
+		{Message: seckill.Message{ID: "", Body: []byte("x")}, Attempt: 2},
 	}
 	body := EncodePack("ns1", msgs)
 	if !IsPack(body) || PackLen(body) != 3 {
@@ -41,7 +43,7 @@ func TestDecodePackLegacyBody(t *testing.T) {
 }
 
 func TestDecodePackRejectsDamage(t *testing.T) {
-	body := EncodePack("ns", []PackedMessage{{Message: Message{ID: "r1", Body: []byte("abc")}, Attempt: 1}})
+	body := EncodePack("ns", []PackedMessage{{Message: seckill.Message{ID: "r1", Body: []byte("abc")}, Attempt: 1}})
 	for n := len(packMagic); n < len(body); n++ {
 		if _, err := DecodePack("x", body[:n]); !errors.Is(err, ErrBadPack) {
 			t.Errorf("truncated to %d bytes: err %v; want ErrBadPack", n, err)
@@ -53,9 +55,9 @@ func TestDecodePackRejectsDamage(t *testing.T) {
 }
 
 func TestPackIDNamesTheEventsAndAttempts(t *testing.T) {
-	a := []PackedMessage{{Message: Message{ID: "r1"}, Attempt: 1}, {Message: Message{ID: "r2"}, Attempt: 1}}
-	b := []PackedMessage{{Message: Message{ID: "r1"}, Attempt: 1}, {Message: Message{ID: "r2"}, Attempt: 2}}
-	c := []PackedMessage{{Message: Message{ID: "r1r"}, Attempt: 1}, {Message: Message{ID: "2"}, Attempt: 1}}
+	a := []PackedMessage{{Message: seckill.Message{ID: "r1"}, Attempt: 1}, {Message: seckill.Message{ID: "r2"}, Attempt: 1}}
+	b := []PackedMessage{{Message: seckill.Message{ID: "r1"}, Attempt: 1}, {Message: seckill.Message{ID: "r2"}, Attempt: 2}}
+	c := []PackedMessage{{Message: seckill.Message{ID: "r1r"}, Attempt: 1}, {Message: seckill.Message{ID: "2"}, Attempt: 1}}
 	if PackID(a) != PackID(a) {
 		t.Error("PackID not stable")
 	}
@@ -67,15 +69,15 @@ func TestPackIDNamesTheEventsAndAttempts(t *testing.T) {
 func TestSplitPacksBounds(t *testing.T) {
 	many := make([]PackedMessage, 2*MaxPackEvents+1)
 	for i := range many {
-		many[i] = PackedMessage{Message: Message{ID: fmt.Sprint(i)}, Attempt: 1}
+		many[i] = PackedMessage{Message: seckill.Message{ID: fmt.Sprint(i)}, Attempt: 1}
 	}
 	runs := SplitPacks(many)
 	if len(runs) != 3 || len(runs[0]) != MaxPackEvents || len(runs[2]) != 1 {
 		t.Errorf("split %d events into %d runs; want 3 of at most %d", len(many), len(runs), MaxPackEvents)
 	}
 	big := []PackedMessage{
-		{Message: Message{ID: "a", Body: []byte(strings.Repeat("x", MaxPackBytes/2))}},
-		{Message: Message{ID: "b", Body: []byte(strings.Repeat("x", MaxPackBytes/2))}},
+		{Message: seckill.Message{ID: "a", Body: []byte(strings.Repeat("x", MaxPackBytes/2))}},
+		{Message: seckill.Message{ID: "b", Body: []byte(strings.Repeat("x", MaxPackBytes/2))}},
 	}
 	if runs := SplitPacks(big); len(runs) != 2 {
 		t.Errorf("two half-limit bodies in %d runs; want 2", len(runs))
@@ -83,8 +85,8 @@ func TestSplitPacksBounds(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	policy := RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
-	mk := func(n int) *PackDelivery { return &PackDelivery{Msg: Message{ID: fmt.Sprint("r", n)}, N: n} }
+	policy := seckill.RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+	mk := func(n int) *PackDelivery { return &PackDelivery{Msg: seckill.Message{ID: fmt.Sprint("r", n)}, N: n} }
 	acked, retried, last, quiet := mk(1), mk(2), mk(3), mk(1)
 	acked.Ack()
 	retried.Retry(errors.New("boom"))
@@ -106,7 +108,7 @@ func TestJudge(t *testing.T) {
 }
 
 func FuzzDecodePack(f *testing.F) {
-	f.Add(EncodePack("ns", []PackedMessage{{Message: Message{ID: "r1", Body: []byte("{}")}, Attempt: 1}}))
+	f.Add(EncodePack("ns", []PackedMessage{{Message: seckill.Message{ID: "r1", Body: []byte("{}")}, Attempt: 1}}))
 	f.Add([]byte("SKP1"))
 	f.Add([]byte(`{"reservation_id":"x"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -125,15 +127,15 @@ func FuzzDecodePack(f *testing.F) {
 // and from JSON (what relays of earlier versions and external brokers
 // carry), and EventJSON turns a compact body into the JSON one.
 func TestEventLayouts(t *testing.T) {
-	e := ReservationEvent{
-		ReservationID: NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "ålice@example", Qty: 3,
+	e := seckill.ReservationEvent{
+		ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "ålice@example", Qty: 3,
 		ReservedAt: time.UnixMilli(1_790_000_000_123).UTC(),
 	}
-	js, err := e.Message()
+	js, err := EventMessage(e)
 	if err != nil {
 		t.Fatal(err)
 	}
-	compact := e.CompactMessage()
+	compact := CompactEvent(e)
 	if compact.ID != e.ReservationID || len(compact.Body) >= len(js.Body) {
 		t.Errorf("compact message %q (%d bytes); want id %s, fewer bytes than the JSON's %d", compact.ID, len(compact.Body), e.ReservationID, len(js.Body))
 	}
@@ -159,9 +161,9 @@ func TestEventLayouts(t *testing.T) {
 // FuzzDecodeReservationEvent: any body decodes or fails with ErrBadEvent,
 // and a compact body that decodes encodes to one that decodes alike.
 func FuzzDecodeReservationEvent(f *testing.F) {
-	e := ReservationEvent{ReservationID: "tea.x", SaleID: "tea", UserID: "u", Qty: 1, ReservedAt: time.UnixMilli(5).UTC()}
-	js, _ := e.Message()
-	f.Add(e.CompactMessage().Body)
+	e := seckill.ReservationEvent{ReservationID: "tea.x", SaleID: "tea", UserID: "u", Qty: 1, ReservedAt: time.UnixMilli(5).UTC()}
+	js, _ := EventMessage(e)
+	f.Add(CompactEvent(e).Body)
 	f.Add(js.Body)
 	f.Add([]byte("SKE1"))
 	f.Fuzz(func(t *testing.T, body []byte) {
@@ -173,7 +175,7 @@ func FuzzDecodeReservationEvent(f *testing.F) {
 			return
 		}
 		if strings.HasPrefix(string(body), "SKE1") {
-			again := got.CompactMessage().Body
+			again := CompactEvent(got).Body
 			if back, err := DecodeReservationEvent(again); err != nil || back != got {
 				t.Fatalf("re-encoded %q decodes as %+v, %v; want %+v", again, back, err, got)
 			}

@@ -1,15 +1,17 @@
-package seckill
+package brokerpack
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
 	"time"
+
+	"github.com/seckill-dev/seckill"
 )
 
 // sameEvent reports whether a and b hold the same fields, times equal to
 // the nanosecond and in the same zone offset.
-func sameEvent(a, b ReservationEvent) bool {
+func sameEvent(a, b seckill.ReservationEvent) bool {
 	_, oa := a.ReservedAt.Zone()
 	_, ob := b.ReservedAt.Zone()
 	return a.ReservationID == b.ReservationID && a.SaleID == b.SaleID && a.UserID == b.UserID &&
@@ -21,8 +23,8 @@ func sameEvent(a, b ReservationEvent) bool {
 // numbers and times json.Marshal does not write) still read as
 // encoding/json reads them.
 func TestEventJSONFastPaths(t *testing.T) {
-	e := ReservationEvent{
-		ReservationID: NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "user-42", Qty: 2,
+	e := seckill.ReservationEvent{
+		ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "user-42", Qty: 2,
 		ReservedAt: time.UnixMilli(1_790_000_000_123).UTC(),
 	}
 	want, err := json.Marshal(e)
@@ -33,14 +35,14 @@ func TestEventJSONFastPaths(t *testing.T) {
 	if !ok || !bytes.Equal(got, want) {
 		t.Fatalf("appendEventJSON = %s, %v; want %s, true", got, ok, want)
 	}
-	if m, err := e.Message(); err != nil || !bytes.Equal(m.Body, want) || m.ID != e.ReservationID {
+	if m, err := EventMessage(e); err != nil || !bytes.Equal(m.Body, want) || m.ID != e.ReservationID {
 		t.Errorf("Message() = %+v, %v; want the JSON %s", m, err, want)
 	}
 	if back, ok := decodeEventJSON(want); !ok || back != e {
 		t.Errorf("decodeEventJSON(%s) = %+v, %v; want %+v, true", want, back, ok, e)
 	}
 
-	for _, e := range []ReservationEvent{
+	for _, e := range []seckill.ReservationEvent{
 		{ReservationID: "tea.x", SaleID: "tea", UserID: `a"b`, Qty: 1},
 		{ReservationID: "tea.x", SaleID: "tea", UserID: "a<b>&c", Qty: 1},
 		{ReservationID: "tea.x", SaleID: "tea", UserID: "ålice", Qty: 1},
@@ -65,7 +67,7 @@ func TestEventJSONFastPaths(t *testing.T) {
 		if got, ok := decodeEventJSON([]byte(body)); ok {
 			t.Errorf("decodeEventJSON(%s) = %+v; want it left to encoding/json", body, got)
 		}
-		var want ReservationEvent
+		var want seckill.ReservationEvent
 		wantErr := json.Unmarshal([]byte(body), &want)
 		got, err := DecodeReservationEvent([]byte(body))
 		if (err != nil) != (wantErr != nil) || err == nil && !sameEvent(got, want) {
@@ -81,7 +83,7 @@ func FuzzEventJSON(f *testing.F) {
 	f.Add("tea.x", "tea", "u-1", int64(1), int64(1_790_000_000_123), 0, []byte(`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05.123Z"}`))
 	f.Add("a<b", "", `"`, int64(-5), int64(-62_135_596_800_001), 3600, []byte(`{"reservation_id":"","sale_id":"","user_id":"","qty":-12,"reserved_at":"0001-01-01T00:00:00+01:00"}`))
 	f.Fuzz(func(t *testing.T, id, sale, user string, qty, nanos int64, offset int, body []byte) {
-		e := ReservationEvent{ReservationID: id, SaleID: sale, UserID: user, Qty: qty,
+		e := seckill.ReservationEvent{ReservationID: id, SaleID: sale, UserID: user, Qty: qty,
 			ReservedAt: time.Unix(0, nanos).In(time.FixedZone("", offset%(24*3600)))}
 		if got, ok := appendEventJSON(nil, e); ok {
 			want, err := json.Marshal(e)
@@ -90,7 +92,7 @@ func FuzzEventJSON(f *testing.F) {
 			}
 		}
 		if got, ok := decodeEventJSON(body); ok {
-			var want ReservationEvent
+			var want seckill.ReservationEvent
 			if err := json.Unmarshal(body, &want); err != nil || !sameEvent(got, want) {
 				t.Fatalf("decodeEventJSON(%q) = %+v; json.Unmarshal = %+v, %v", body, got, want, err)
 			}
@@ -102,13 +104,13 @@ func FuzzEventJSON(f *testing.F) {
 // (DecodeReservationEvent), as the relay and the order writer do per event
 // on an external broker.
 func BenchmarkEventJSON(b *testing.B) {
-	e := ReservationEvent{ReservationID: NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "user-123456",
+	e := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "user-123456",
 		Qty: 1, ReservedAt: time.UnixMilli(1_790_000_000_123).UTC()}
-	m, _ := e.Message()
+	m, _ := EventMessage(e)
 	b.Run("encode", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := e.Message(); err != nil {
+			if _, err := EventMessage(e); err != nil {
 				b.Fatal(err)
 			}
 		}

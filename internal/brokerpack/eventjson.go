@@ -1,8 +1,10 @@
-package seckill
+package brokerpack
 
 import (
 	"bytes"
 	"strconv"
+
+	"github.com/seckill-dev/seckill"
 )
 
 // The JSON layout of a ReservationEvent, read and written without
@@ -41,7 +43,7 @@ func allPlainJSON(s string) bool {
 
 // eventJSONLen is the length of e's JSON for plain strings and a UTC time
 // to the nanosecond.
-func eventJSONLen(e ReservationEvent) int {
+func eventJSONLen(e seckill.ReservationEvent) int {
 	return len(jsonReservationID+jsonSaleID+jsonUserID+jsonQty+jsonReservedAt+jsonEnd) +
 		len(e.ReservationID) + len(e.SaleID) + len(e.UserID) + 20 + len("2006-01-02T15:04:05.999999999Z")
 }
@@ -49,7 +51,7 @@ func eventJSONLen(e ReservationEvent) int {
 // appendEventJSON appends e as json.Marshal writes it; ok is false when a
 // string is not plain or the time has no RFC 3339 form, for the caller to
 // use encoding/json instead.
-func appendEventJSON(b []byte, e ReservationEvent) (_ []byte, ok bool) {
+func appendEventJSON(b []byte, e seckill.ReservationEvent) (_ []byte, ok bool) {
 	if !allPlainJSON(e.ReservationID) || !allPlainJSON(e.SaleID) || !allPlainJSON(e.UserID) {
 		return b, false
 	}
@@ -72,7 +74,7 @@ func appendEventJSON(b []byte, e ReservationEvent) (_ []byte, ok bool) {
 // decodeEventJSON reads body if it is in the layout appendEventJSON
 // writes; ok is false otherwise (which may still be valid JSON, for
 // encoding/json to read).
-func decodeEventJSON(body []byte) (e ReservationEvent, ok bool) {
+func decodeEventJSON(body []byte) (e seckill.ReservationEvent, ok bool) {
 	r := body
 	literal := func(s string) bool {
 		if !bytes.HasPrefix(r, []byte(s)) {

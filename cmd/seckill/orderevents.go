@@ -1,0 +1,116 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/eventdelivery"
+	"github.com/seckill-dev/seckill/internal/httpapi"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/webhook"
+	"github.com/seckill-dev/seckill/internal/webhooksig"
+)
+
+// eventsConfig is the delivery of order events to the shop (README,
+// Plugging it into a shop). With no URL nothing is recorded or sent.
+type eventsConfig struct {
+	WebhookURL    string
+	WebhookSecret string
+	RetryFor      time.Duration // attempts go on this long after the event
+	Backoff       time.Duration // the first pause; each later one doubles
+	MaxBackoff    time.Duration
+	Timeout       time.Duration // one delivery
+	Concurrency   int
+}
+
+func defaultEventsConfig() eventsConfig {
+	p := seckill.DefaultDeliveryPolicy
+	return eventsConfig{RetryFor: p.RetryFor, Backoff: p.FirstBackoff, MaxBackoff: p.MaxBackoff, Timeout: 10 * time.Second, Concurrency: 16}
+}
+
+func (c *eventsConfig) register(fs *flag.FlagSet) error {
+	stringFlag(fs, &c.WebhookURL, "order-webhook-url", c.WebhookURL, "the shop's URL that receives every order event as a signed POST; empty: no events")
+	stringFlag(fs, &c.WebhookSecret, "order-webhook-secret", c.WebhookSecret, "HMAC-SHA256 secret (at least 32 bytes) signing the order events (Seckill-Signature header)")
+	return errors.Join(
+		durationFlag(fs, &c.RetryFor, "order-webhook-retry-for", c.RetryFor, "an order event not delivered this long after it happened is dead-lettered and alerted"),
+		durationFlag(fs, &c.Backoff, "order-webhook-backoff", c.Backoff, "pause after an order event's first failed delivery; each later pause doubles"),
+		durationFlag(fs, &c.MaxBackoff, "order-webhook-max-backoff", c.MaxBackoff, "longest pause between deliveries of one order event"),
+		durationFlag(fs, &c.Timeout, "order-webhook-timeout", c.Timeout, "one delivery of an order event gives up after this"),
+		intFlag(fs, &c.Concurrency, "order-webhook-concurrency", c.Concurrency, "order events in flight at once from this process (one order's events always go one at a time)"),
+	)
+}
+
+func (c *eventsConfig) enabled() bool { return c.WebhookURL != "" }
+
+// check refuses settings that cannot work, before anything opens.
+func (c *eventsConfig) check() error {
+	if !c.enabled() {
+		if c.WebhookSecret != "" {
+			return errors.New("order webhook secret set without --order-webhook-url")
+		}
+		return nil
+	}
+	if _, err := webhook.NewSender(c.WebhookURL, []byte(c.WebhookSecret), nil); err != nil {
+		return err
+	}
+	if c.Backoff <= 0 || c.MaxBackoff < c.Backoff || c.RetryFor <= 0 || c.Timeout <= 0 || c.Concurrency < 1 {
+		return fmt.Errorf("order webhook: want 0 < backoff <= max backoff, a positive retry window and timeout, concurrency >= 1")
+	}
+	if len(c.WebhookSecret) < webhooksig.MinSecretBytes {
+		return fmt.Errorf("order webhook secret: want at least %d bytes", webhooksig.MinSecretBytes)
+	}
+	return nil
+}
+
+// startEventDelivery has order changes record their events, and starts
+// this process's deliverer of them. Every process that runs one shares
+// the outbox safely: each event is leased to one deliverer at a time.
+func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
+	cfg := &m.Config.Events
+	if !cfg.enabled() {
+		return nil
+	}
+	sender, err := webhook.NewSender(cfg.WebhookURL, []byte(cfg.WebhookSecret), nil)
+	if err != nil {
+		return err
+	}
+	events := sqlstore.NewEventStore(m.db)
+	w.events = events
+	w.reg.MustRegister(eventdelivery.NewStatsCollector(events.Stats, m.now))
+	worker, err := eventdelivery.New(eventdelivery.Config{
+		Outbox: events, Sink: sender, Owner: deliveryOwner(),
+		Policy:  seckill.DeliveryPolicy{FirstBackoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, RetryFor: cfg.RetryFor},
+		Timeout: cfg.Timeout, Lease: 2*cfg.Timeout + 2*time.Second, Concurrency: cfg.Concurrency,
+		Currency: m.Config.Currency, Registerer: w.reg, Logger: m.Logger, Now: m.now,
+	})
+	if err != nil {
+		return err
+	}
+	w.eventsWake = worker.Wake
+	m.start(ctx, worker)
+	return nil
+}
+
+// deliveryOwner names this process in the outbox's leases.
+func deliveryOwner() string {
+	host, _ := os.Hostname()
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%.40s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// orderEventsAPI is the outbox as the admin API sees it: nil (no routes)
+// without an order webhook.
+func orderEventsAPI(events *sqlstore.EventStore) httpapi.OrderEvents {
+	if events == nil {
+		return nil
+	}
+	return events
+}
