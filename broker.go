@@ -139,4 +139,3 @@ type Broker interface {
 	// Close releases the connection. Safe to call twice.
 	Close() error
 }
-

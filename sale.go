@@ -32,6 +32,9 @@ type Sale struct {
 	// reserves in a home bucket chosen by their user id; a bucket that runs
 	// out takes unreserved units from the others. See internal/redis.
 	Buckets int64 `json:"buckets,omitempty"`
+	// Admission is how buyers get in: first come (the zero value), a
+	// lottery or a queue (admission.go).
+	Admission Admission `json:"admission"`
 	// Version is the optimistic-lock counter of the sales row.
 	Version   int64     `json:"version"`
 	CreatedAt time.Time `json:"created_at"`
@@ -103,6 +106,9 @@ func (s *Sale) Validate() error {
 		return Errorf(EINVALID, "end_at must be after start_at")
 	case s.EndAt.Sub(s.StartAt) > MaxSaleDuration:
 		return Errorf(EINVALID, "a sale may last at most %s", MaxSaleDuration)
+	}
+	if err := s.Admission.validate(s); err != nil {
+		return err
 	}
 	for _, r := range s.Name {
 		if r < 0x20 || r == 0x7f {

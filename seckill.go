@@ -35,6 +35,7 @@ const (
 	ETRYLATER       = "try_later"              // the claim could not be made durable, or the sale is healing; retry later
 	ESTATECONFLICT  = "state_conflict"         // e.g. pay after the order was cancelled
 	EMETHODNOTALLOW = "method_not_allowed"
+	EADMISSION      = "admission_required" // the sale's admission mode does not allow this call (a lottery takes entries, a queue needs a ticket)
 )
 
 // Error is the one error type that crosses package boundaries when the

@@ -195,7 +195,7 @@ func startBenchEngine(b *testing.B) *Main {
 	cfg := DefaultConfig()
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.DataDir = b.TempDir()
-	cfg.JWTSecret, cfg.AdminToken = "bench-jwt-secret-0123456789abcdef", "bench-admin"
+	cfg.JWTSecret, cfg.AdminToken = "bench-jwt-secret-0123456789abcdef", "bench-admin-token-0123456789abcdef"
 	cfg.RedisURL, cfg.DatabaseURL = servicetest.Redis.URL(b), sqltest.MySQL(b)
 	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
 	logger, _ := newLogger(io.Discard, "error")

@@ -27,6 +27,7 @@ var commands = map[string]command{
 	"demo":      {"run a flash sale on the embedded engine and report on it", runDemo},
 	"bench":     {"load benchmarks: rush, compare, hello, textbook, live, soldout, all", runBench},
 	"sales":     {"list, show or end sales of a running seckill (the admin API): sales list|show|end", runSales},
+	"draw":      {"draw verify: recompute a lottery's winners from its entry list and revealed seed", runDraw},
 	"reconcile": {"compare a sale's Redis and database ledgers; exit 3 if oversold or unexplained", runReconcile},
 }
 

@@ -42,6 +42,8 @@ type Config struct {
 	MaxBatch              int
 	PayTimeout            time.Duration
 	SweepInterval         time.Duration
+	DrawInterval          time.Duration // how often lottery sales are looked at for their draw and waiting list
+	DrawLease             time.Duration // how long a node may work on a draw before another takes over
 	OrderWriters          int
 	OrderBatch            int
 	RelayClaimIdle        time.Duration
@@ -110,6 +112,8 @@ func DefaultConfig() Config {
 		Namespace:             "default",
 		PayTimeout:            15 * time.Minute,
 		SweepInterval:         5 * time.Second,
+		DrawInterval:          time.Second,
+		DrawLease:             30 * time.Second,
 		OrderWriters:          2,
 		OrderBatch:            500,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
@@ -175,6 +179,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
+		durationFlag(fs, &c.DrawInterval, "draw-interval", c.DrawInterval, "how often lottery sales are looked at: the draw at entries_close_at, then units that come back for the waiting list"),
+		durationFlag(fs, &c.DrawLease, "draw-lease", c.DrawLease, "how long one node may work on a lottery's draw before another node takes it over"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
@@ -309,6 +315,9 @@ func (c *Config) parse() (s settings, err error) {
 	if err := c.checkSignIn(); err != nil {
 		return s, err
 	}
+	if err := c.checkSecrets(); err != nil {
+		return s, err
+	}
 	if err = c.checkPaymentSecrets(); err != nil {
 		return s, err
 	}
@@ -319,19 +328,34 @@ func (c *Config) parse() (s settings, err error) {
 	return s, err
 }
 
-// minPaymentSecretBytes is the shortest webhook secret or service token
-// accepted: a shorter one can be guessed.
-const minPaymentSecretBytes = 32
+// checkSecrets refuses configured secrets shorter than secrets.MinBytes
+// (empty ones are generated, long enough).
+func (c *Config) checkSecrets() error {
+	var errs []error
+	for _, s := range []struct{ name, value string }{
+		{"--jwt-secret ($SECKILL_JWT_SECRET)", c.JWTSecret},
+		{"--admin-token ($SECKILL_ADMIN_TOKEN)", c.AdminToken},
+	} {
+		if s.value != "" {
+			errs = append(errs, secrets.Check(s.name, s.value))
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // checkPaymentSecrets refuses a webhook secret or service token that is
-// set but short, and a service token that is the admin token (a shop's
+// set but shorter than secrets.MinBytes, and a service token that is the admin token (a shop's
 // server reporting payments must not hold the power over sales).
 func (c *Config) checkPaymentSecrets() error {
-	if n := len(c.PaymentWebhookSecret); n > 0 && n < minPaymentSecretBytes {
-		return fmt.Errorf("payment webhook secret: %d bytes, want at least %d", n, minPaymentSecretBytes)
-	}
-	if n := len(c.ServiceToken); n > 0 && n < minPaymentSecretBytes {
-		return fmt.Errorf("service token: %d bytes, want at least %d", n, minPaymentSecretBytes)
+	for _, s := range []struct{ name, value string }{
+		{"--payment-webhook-secret ($SECKILL_PAYMENT_WEBHOOK_SECRET)", c.PaymentWebhookSecret},
+		{"--service-token ($SECKILL_SERVICE_TOKEN)", c.ServiceToken},
+	} {
+		if s.value != "" {
+			if err := secrets.Check(s.name, s.value); err != nil {
+				return err
+			}
+		}
 	}
 	if c.ServiceToken != "" && c.ServiceToken == c.AdminToken {
 		return errors.New("service token: must differ from the admin token")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -304,5 +305,73 @@ func TestDemoServe(t *testing.T) {
 	cancel()
 	if code := <-done; code != 0 {
 		t.Fatalf("demo --serve exited %d:\n%s", code, stderr.String())
+	}
+}
+
+// TestDemoIgnoresProductionEnv: on a host whose environment configures a
+// production serve, demo takes none of its secrets, data dir, backends,
+// identity provider or public address, unless the flag is given; a
+// loopback address and the other settings still come from the
+// environment.
+func TestDemoIgnoresProductionEnv(t *testing.T) {
+	prod := map[string]string{
+		"SECKILL_JWT_SECRET":    "production-jwt-secret-0123456789abcdef",
+		"SECKILL_ADMIN_TOKEN":   "production-admin-token-0123456789abcdef",
+		"SECKILL_DATA_DIR":      "/var/lib/seckill",
+		"SECKILL_REDIS_URL":     "redis://10.0.0.7:6379",
+		"SECKILL_DATABASE_URL":  "postgres://seckill@10.0.0.8/seckill",
+		"SECKILL_BROKER_URL":    "amqp://10.0.0.9:5672",
+		"SECKILL_JWT_JWKS_URL":  "https://login.example.com/.well-known/jwks.json",
+		"SECKILL_JWT_ISSUER":    "https://login.example.com",
+		"SECKILL_JWT_AUDIENCE":  "seckill-shop",
+		"SECKILL_HTTP_ADDR":     "0.0.0.0:8080",
+		"SECKILL_PAY_TIMEOUT":   "7m", // not a production secret: still read
+		"SECKILL_ORDER_WRITERS": "3",
+	}
+	for k, v := range prod {
+		t.Setenv(k, v)
+	}
+	var warn bytes.Buffer
+	cfg, _, _, _, err := demoSettings(nil, &warn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := demoConfig()
+	for name, got := range map[string][2]string{
+		"jwt secret":   {cfg.JWTSecret, d.JWTSecret},
+		"admin token":  {cfg.AdminToken, d.AdminToken},
+		"data dir":     {cfg.DataDir, d.DataDir},
+		"redis":        {cfg.RedisURL, d.RedisURL},
+		"database":     {cfg.DatabaseURL, d.DatabaseURL},
+		"broker":       {cfg.BrokerURL, d.BrokerURL},
+		"jwks":         {cfg.JWTJWKSURL, d.JWTJWKSURL},
+		"issuer":       {cfg.JWTIssuer, d.JWTIssuer},
+		"audience":     {cfg.JWTAudience, d.JWTAudience},
+		"http address": {cfg.HTTPAddr, d.HTTPAddr},
+	} {
+		if got[0] != got[1] {
+			t.Errorf("demo took the %s %q from the environment, want its own %q", name, got[0], got[1])
+		}
+	}
+	if cfg.PayTimeout != 7*time.Minute || cfg.OrderWriters != 3 {
+		t.Errorf("other settings lost their environment values: pay timeout %s, writers %d", cfg.PayTimeout, cfg.OrderWriters)
+	}
+	if !strings.Contains(warn.String(), "ignoring $SECKILL_JWT_SECRET") || strings.Contains(warn.String(), prod["SECKILL_JWT_SECRET"]) {
+		t.Errorf("warnings: %q; want the variable named, its value not shown", warn.String())
+	}
+
+	// With the flags, the values are used; a loopback address is taken
+	// from the environment.
+	t.Setenv("SECKILL_HTTP_ADDR", "127.0.0.1:9099")
+	cfg, _, _, _, err = demoSettings([]string{"--jwt-secret", prod["SECKILL_JWT_SECRET"], "--redis-url", prod["SECKILL_REDIS_URL"],
+		"--data-dir", "/tmp/demo-data"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.JWTSecret != prod["SECKILL_JWT_SECRET"] || cfg.RedisURL != prod["SECKILL_REDIS_URL"] || cfg.DataDir != "/tmp/demo-data" || cfg.HTTPAddr != "127.0.0.1:9099" {
+		t.Errorf("flags or loopback address not taken: %+v", cfg)
+	}
+	if cfg.AdminToken != d.AdminToken {
+		t.Errorf("admin token %q taken from the environment without its flag", cfg.AdminToken)
 	}
 }

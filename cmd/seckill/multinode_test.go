@@ -36,7 +36,7 @@ import (
 
 const (
 	mnSecret = "multinode-jwt-secret-0123456789abcdef"
-	mnAdmin  = "multinode-admin-token"
+	mnAdmin  = "multinode-admin-token-0123456789abcdef"
 )
 
 // buildSeckill builds this command once per test binary run into a
@@ -52,6 +52,21 @@ var buildSeckill = sync.OnceValues(func() (string, error) {
 	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
 	if err != nil {
 		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return bin, nil
+})
+
+// buildKillHook builds this command with the kill hook
+// (internal/httpapi, build tag seckill_killhook) next to buildSeckill's.
+var buildKillHook = sync.OnceValues(func() (string, error) {
+	plain, err := buildSeckill()
+	if err != nil {
+		return "", err
+	}
+	bin := plain + "-killhook"
+	out, err := exec.Command("go", "build", "-tags", "seckill_killhook", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build -tags seckill_killhook: %v\n%s", err, out)
 	}
 	return bin, nil
 })
@@ -142,7 +157,8 @@ type node struct {
 	name string
 	bin  string
 	args []string
-	logs string // stderr of every life, appended
+	env  []string // added to this process's environment, for every later life
+	logs string   // stderr of every life, appended
 
 	mu      sync.Mutex
 	cmd     *exec.Cmd
@@ -167,7 +183,7 @@ func (n *node) start() error {
 	}
 	defer logf.Close()
 	cmd := exec.Command(n.bin, append([]string{"serve"}, n.args...)...)
-	cmd.Env = os.Environ()
+	cmd.Env = append(os.Environ(), n.env...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

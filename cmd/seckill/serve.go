@@ -19,6 +19,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/ackgate"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/breaker"
+	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/controlroom"
 	"github.com/seckill-dev/seckill/internal/guarded"
@@ -124,6 +125,7 @@ type wired struct {
 	// process's deliverer; nil without an order webhook.
 	events     *sqlstore.EventStore
 	eventsWake func()
+	lottery    *httpapi.LotteryConfig
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -168,6 +170,7 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	if w.verifier, err = m.buyerVerifier(ctx); err != nil {
 		return err
 	}
+	w.lottery = m.startLottery(ctx, w)
 	api, err := m.newAPI(w)
 	if err != nil {
 		return err
@@ -210,11 +213,11 @@ func (m *Main) useSecrets() error {
 	if cfg.AdminToken == "" {
 		cfg.AdminToken = s.AdminToken
 	}
-	// Secrets are shown once, when they are made; later starts name
-	// only the file, so they do not end up in every log of the process.
+	// Secrets are never printed: stdout ends up in logs and terminals'
+	// scrollback. The file (mode 0600) is named instead.
 	path := filepath.Join(cfg.DataDir, secrets.File)
 	if generated {
-		fmt.Fprintf(m.Stdout, "generated secrets in %s (shown once)\n  admin token: %s\n  JWT secret:  %s\n", path, cfg.AdminToken, cfg.JWTSecret)
+		fmt.Fprintf(m.Stdout, "generated secrets in %s (mode 0600; the admin token is its admin_token)\n", path)
 	} else {
 		fmt.Fprintf(m.Stdout, "using the secrets in %s\n", path)
 	}
@@ -454,7 +457,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 // newAPI builds the buyer and admin HTTP API.
 func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	cfg := &m.Config
-	claimIDs := seckill.NewClaimIDs(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
+	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
 		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
@@ -503,6 +506,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		},
 		Currency:              cfg.Currency,
 		SalesAdmin:            admin,
+		Lottery:               w.lottery,
 		Resolver:              m.orders,
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),

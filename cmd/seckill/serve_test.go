@@ -40,7 +40,7 @@ func startEngine(t testing.TB, mutate func(*Config), hooks ...func(*Main)) *engi
 	cfg.HTTPAddr = "127.0.0.1:0"
 	cfg.DataDir = filepath.Join(t.TempDir(), "data")
 	cfg.JWTSecret = "test-jwt-secret-0123456789abcdef"
-	cfg.AdminToken = "test-admin-token"
+	cfg.AdminToken = "test-admin-token-0123456789abcdef"
 	cfg.ShutdownTimeout = 10 * time.Second
 	// A stampede under the race detector on a shared machine keeps some
 	// requests waiting longer than production's budget; these tests count
@@ -428,8 +428,11 @@ func TestBadInputChangesNothing(t *testing.T) {
 func TestEmbeddedDefault(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	first := startEngine(t, func(c *Config) { c.DataDir = dir; c.JWTSecret = ""; c.AdminToken = "" })
-	if !strings.Contains(first.out.String(), "generated secrets") || !strings.Contains(first.out.String(), first.m.Config.AdminToken) {
-		t.Fatalf("banner does not show the generated admin token:\n%s", first.out)
+	if !strings.Contains(first.out.String(), "generated secrets in "+filepath.Join(dir, secrets.File)) {
+		t.Fatalf("banner does not name the generated secrets' file:\n%s", first.out)
+	}
+	if strings.Contains(first.out.String(), first.m.Config.AdminToken) || strings.Contains(first.out.String(), first.m.Config.JWTSecret) {
+		t.Fatalf("banner prints a generated secret:\n%s", first.out)
 	}
 	sale := first.liveSale(3, 1)
 	if r := first.reserve(sale, first.token("alice"), 1, "k"); r.status != 202 {

@@ -34,7 +34,7 @@ type process struct {
 
 const (
 	procJWTSecret = "shutdown-test-jwt-secret-0123456789"
-	procAdmin     = "shutdown-test-admin-token"
+	procAdmin     = "shutdown-test-admin-token-0123456789"
 )
 
 // startServe runs `seckill serve` with env and waits for its banner.

@@ -306,3 +306,25 @@ func TestCheckSignIn(t *testing.T) {
 		}
 	}
 }
+
+// TestShortSecretsRefused: serve refuses a configured JWT secret or admin
+// token under 32 bytes, naming which.
+func TestShortSecretsRefused(t *testing.T) {
+	for _, c := range []struct {
+		secret, admin, want string
+	}{
+		{strings.Repeat("s", 31), strings.Repeat("a", 32), "--jwt-secret"},
+		{strings.Repeat("s", 32), "admin", "--admin-token"},
+	} {
+		cfg := DefaultConfig()
+		cfg.JWTSecret, cfg.AdminToken = c.secret, c.admin
+		if _, err := cfg.parse(); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("secret %d bytes, admin token %d bytes: %v, want refused naming %s", len(c.secret), len(c.admin), err, c.want)
+		}
+	}
+	cfg := DefaultConfig()
+	cfg.JWTSecret, cfg.AdminToken = strings.Repeat("s", 32), ""
+	if _, err := cfg.parse(); err != nil {
+		t.Errorf("32-byte secret, generated admin token: %v", err)
+	}
+}

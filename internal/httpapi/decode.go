@@ -141,6 +141,33 @@ type saleRequest struct {
 	Buckets       int64  `json:"buckets"` // optional: stock buckets over Redis slots
 	StartAt       string `json:"start_at"`
 	EndAt         string `json:"end_at"`
+	// Admission is optional: first come when absent.
+	Admission *admissionRequest `json:"admission"`
+}
+
+// admissionRequest is a sale's admission rule as an operator sends it.
+type admissionRequest struct {
+	Mode           string `json:"mode"`
+	EntriesCloseAt string `json:"entries_close_at"`
+	AdmitPerSecond int64  `json:"admit_per_second"`
+}
+
+func (a *admissionRequest) decode() (seckill.Admission, error) {
+	if a == nil {
+		return seckill.Admission{}, nil
+	}
+	out := seckill.Admission{Mode: seckill.AdmissionMode(a.Mode), AdmitPerSecond: a.AdmitPerSecond}
+	if a.EntriesCloseAt != "" {
+		t, err := parseTime("admission.entries_close_at", a.EntriesCloseAt)
+		if err != nil {
+			return out, err
+		}
+		out.EntriesCloseAt = t
+	}
+	if out == (seckill.Admission{Mode: seckill.AdmitFirstCome}) {
+		out = seckill.Admission{} // first come is the zero value
+	}
+	return out, nil
 }
 
 // decodeSaleRequest decodes and validates a new sale. An empty id is left
@@ -161,7 +188,12 @@ func decodeSaleRequest(r io.Reader) (*seckill.Sale, error) {
 	if err != nil {
 		return nil, err
 	}
+	admission, err := req.Admission.decode()
+	if err != nil {
+		return nil, err
+	}
 	return &seckill.Sale{
+		Admission:     admission,
 		ID:            req.ID,
 		Name:          req.Name,
 		PriceCents:    *req.PriceCents,

@@ -16,6 +16,7 @@ var codeStatus = map[string]int{
 	seckill.EPURCHASELIMIT:  http.StatusConflict,
 	seckill.ENOTSTARTED:     http.StatusConflict,
 	seckill.EENDED:          http.StatusConflict,
+	seckill.EADMISSION:      http.StatusConflict,
 	seckill.ECONFLICT:       http.StatusConflict,
 	seckill.ESTATECONFLICT:  http.StatusConflict,
 	seckill.EKEYREUSED:      http.StatusUnprocessableEntity,
@@ -139,6 +140,7 @@ var (
 	errLimitExceeded   = newStaticError(seckill.EPURCHASELIMIT, "The per-buyer limit of this sale has been reached.")
 	errNotStarted      = newStaticError(seckill.ENOTSTARTED, "The sale has not started yet.")
 	errEnded           = newStaticError(seckill.EENDED, "The sale has ended.")
+	errAdmission       = newStaticError(seckill.EADMISSION, "This sale does not sell first come: enter its draw, or its queue, instead (GET /api/v1/sales/{id} tells which).")
 	errKeyReused       = newStaticError(seckill.EKEYREUSED, "This Idempotency-Key was already used with a different request.")
 	errSaleNotFound    = newStaticError(seckill.ESALENOTFOUND, "No such sale.")
 	errRouteNotFound   = newStaticError(seckill.ENOTFOUND, "No such resource.")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/lostclaim"
 )
 
@@ -34,7 +35,7 @@ func (f *fakeOrders) RecordFailedOrder(_ context.Context, fo *seckill.FailedOrde
 func TestForgottenClaimIsNeverNotFound(t *testing.T) {
 	orders := newFakeOrders()
 	pending := &fakePending{records: map[string]pendingRecord{}}
-	ids := seckill.NewClaimIDs([]byte("claim key"))
+	ids := claimid.NewMinter([]byte("claim key"))
 	var lost int
 	e := &resEnv{orders: orders, pending: pending}
 	e.env = newEnv(t, func(c *Config) {

@@ -30,7 +30,8 @@ const (
 	outOverloaded
 	outUnavailable
 	outTryLater
-	outCanceled // the client hung up before the answer
+	outAdmission // the sale is a lottery or a queue: no first come claim
+	outCanceled  // the client hung up before the answer
 	outError
 	numOutcomes
 )
@@ -51,6 +52,7 @@ var outcomeLabels = [numOutcomes]string{
 	outOverloaded:    seckill.EOVERLOADED,
 	outUnavailable:   seckill.EUNAVAILABLE,
 	outTryLater:      seckill.ETRYLATER,
+	outAdmission:     seckill.EADMISSION,
 	outCanceled:      "canceled",
 	outError:         "error",
 }
@@ -62,6 +64,8 @@ func outcomeOfCode(code string) outcome {
 		return outSoldOut
 	case seckill.EPURCHASELIMIT:
 		return outLimitExceeded
+	case seckill.EADMISSION:
+		return outAdmission
 	case seckill.ENOTSTARTED:
 		return outNotStarted
 	case seckill.EENDED:

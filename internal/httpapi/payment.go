@@ -61,8 +61,8 @@ func (s *Server) handlePaymentWebhook(w http.ResponseWriter, r *http.Request) in
 		}
 		return s.writeError(w, r, seckill.Errorf(seckill.EINVALID, "The request body could not be read."))
 	}
-	if err := webhooksig.Verify(r.Header.Get(webhooksig.Header), body, s.now(), webhooksig.DefaultTolerance, s.paySecrets...); err != nil {
-		s.payMetrics.refused.Inc()
+	if err := webhooksig.Verify(r.Header.Get(webhooksig.Header), body, s.now(), webhooksig.DefaultTolerance, s.pay.secrets...); err != nil {
+		s.pay.metrics.refused.Inc()
 		return errWebhookSignature.write(w)
 	}
 	var e seckill.PaymentEvent
@@ -98,14 +98,14 @@ func (s *Server) applyPayment(w http.ResponseWriter, r *http.Request, e seckill.
 	if err := e.Validate(); err != nil {
 		return s.writeError(w, r, err)
 	}
-	rec, err := s.payments.ApplyPayment(r.Context(), e, source, s.now())
+	rec, err := s.pay.store.ApplyPayment(r.Context(), e, source, s.now())
 	switch {
 	case errors.Is(err, seckill.ErrNotFound):
 		return s.writeError(w, r, errPaymentNoOrder)
 	case err != nil:
 		return s.writeError(w, r, fmt.Errorf("payment event %s: %w", e.ID, err))
 	}
-	s.payMetrics.count(source, rec)
+	s.pay.metrics.count(source, rec)
 	if !rec.Replayed && rec.Outcome.Alerts() {
 		s.logger.ErrorContext(r.Context(), "ALERT payment needs an operator: "+string(rec.Outcome),
 			"event_id", rec.ID, "type", rec.Type, "source", rec.Source, "order_id", rec.OrderID, "sale_id", rec.SaleID,
@@ -117,11 +117,35 @@ func (s *Server) applyPayment(w http.ResponseWriter, r *http.Request, e seckill.
 // isService reports whether r carries the service token.
 func (s *Server) isService(r *http.Request) bool {
 	tok, ok := bearerToken(r)
-	if !ok || !s.serviceEnabled {
+	if !ok || !s.pay.serviceEnabled {
 		return false
 	}
 	h := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(h[:], s.serviceHash[:]) == 1
+	return subtle.ConstantTimeCompare(h[:], s.pay.serviceHash[:]) == 1
+}
+
+// paySide is the Server's part of payments.
+type paySide struct {
+	store          seckill.PaymentStore
+	secrets        [][]byte
+	metrics        *paymentMetrics
+	serviceHash    [sha256.Size]byte
+	serviceEnabled bool
+	buyerPay       bool
+}
+
+func newPaySide(cfg Config) paySide {
+	p := paySide{store: cfg.Payments, buyerPay: cfg.BuyerPay}
+	for _, secret := range cfg.PaymentWebhookSecrets {
+		if secret != "" {
+			p.secrets = append(p.secrets, []byte(secret))
+		}
+	}
+	if cfg.ServiceToken != "" {
+		p.serviceHash = sha256.Sum256([]byte(cfg.ServiceToken))
+		p.serviceEnabled = true
+	}
+	return p
 }
 
 var (
@@ -155,7 +179,7 @@ func (s *Server) handlePayments(w http.ResponseWriter, r *http.Request) int {
 		}
 		f.Before = vals[0]
 	}
-	page, next, err := s.payments.Payments(r.Context(), f)
+	page, next, err := s.pay.store.Payments(r.Context(), f)
 	if err != nil {
 		return s.writeError(w, r, fmt.Errorf("payments: %w", err))
 	}

@@ -203,6 +203,8 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 		return outLimitExceeded, errLimitExceeded.write(w)
 	case seckill.OutcomeEnded:
 		return outEnded, errEnded.write(w)
+	case seckill.OutcomeAdmissionRequired:
+		return outAdmission, errAdmission.write(w)
 	case seckill.OutcomeKeyReused:
 		return outKeyReused, errKeyReused.write(w)
 	case seckill.OutcomeNotStarted:
@@ -281,6 +283,9 @@ func writeAccepted(w http.ResponseWriter, id string) int {
 		}
 	}
 	writeBody(w, http.StatusAccepted, body)
+	if afterAccepted != nil {
+		afterAccepted(w)
+	}
 	return http.StatusAccepted
 }
 

@@ -26,6 +26,7 @@ type saleView struct {
 	StartAt       time.Time         `json:"start_at"`
 	EndAt         time.Time         `json:"end_at"`
 	State         seckill.SaleState `json:"state"`
+	Admission     seckill.Admission `json:"admission"`
 	// Stale is set when the view is the last good copy, served while a
 	// backend is down; AgeMS is then how old its oldest part is.
 	Stale bool   `json:"stale,omitempty"`
@@ -190,6 +191,7 @@ func (s *Server) handlePublicSale(w http.ResponseWriter, r *http.Request) int {
 		StartAt:       sale.StartAt,
 		EndAt:         sale.EndAt,
 		State:         sale.State(now, remaining),
+		Admission:     sale.Admission,
 	}
 	if !staleSince.IsZero() {
 		age := max(now.Sub(staleSince).Milliseconds(), 0)

@@ -29,6 +29,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -89,7 +90,7 @@ type Config struct {
 	// ClaimIDs, if set, mints the reservation ids of claims, signed for
 	// their buyer, and Lost answers for a signed id that neither Orders
 	// nor Pending has (a claim the stock store forgot): never 404.
-	ClaimIDs *seckill.ClaimIDs
+	ClaimIDs *claimid.Minter
 	Lost     LostClaims
 	// Restorer, set with Orders, serves a buyer's cancel and
 	// POST /admin/v1/restores.
@@ -181,50 +182,53 @@ type Config struct {
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
 	// /admin/v1/order-events/{id}/redeliver.
 	OrderEvents OrderEvents
+
+	// Lottery, if set, serves the lottery routes (lottery.go): entries,
+	// a buyer's result, the draw and its entry list.
+	Lottery *LotteryConfig
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
 type Server struct {
-	sales          SaleStore
-	stock          StockStore
-	preheater      Preheater
-	reserver       seckill.Reserver
-	verifier       TokenVerifier
-	verifierAt     verifierAt // verifier, if it is one
-	orders         OrderStore
-	pending        PendingStore
-	lost           LostClaims
-	claimIDs       *seckill.ClaimIDs
-	restorer       Restorer
-	restores       RestoreLister
-	reconcile      func(ctx context.Context, saleID string) (any, error)
-	resMetrics     *reservationMetrics
-	adminHash      [sha256.Size]byte
-	adminEnabled   bool
-	payments       seckill.PaymentStore
-	paySecrets     [][]byte
-	payMetrics     *paymentMetrics
-	serviceHash    [sha256.Size]byte
-	serviceEnabled bool
-	buyerPay       bool
-	now            func() time.Time
-	wallClock      bool // now is time.Now (Config.Now unset)
-	logger         *slog.Logger
-	ready          func(ctx context.Context) error
-	onSaleCreated  func(*seckill.Sale)
-	cache          *saleCache
-	currency       string
-	salesAdmin     SalesAdmin
-	resolver       seckill.FailedOrderResolver
-	payTimeout     time.Duration
-	orderEvents    OrderEvents
-	adminMetrics   *adminMetrics
-	levels         lastLevels
-	metrics        *metrics
-	guard          *guard
+	sales         SaleStore
+	stock         StockStore
+	preheater     Preheater
+	reserver      seckill.Reserver
+	verifier      TokenVerifier
+	verifierAt    verifierAt // verifier, if it is one
+	orders        OrderStore
+	pending       PendingStore
+	lost          LostClaims
+	claimIDs      *claimid.Minter
+	restorer      Restorer
+	restores      RestoreLister
+	reconcile     func(ctx context.Context, saleID string) (any, error)
+	resMetrics    *reservationMetrics
+	adminHash     [sha256.Size]byte
+	adminEnabled  bool
+	now           func() time.Time
+	wallClock     bool // now is time.Now (Config.Now unset)
+	logger        *slog.Logger
+	ready         func(ctx context.Context) error
+	onSaleCreated func(*seckill.Sale)
+	cache         *saleCache
+	currency      string
+	salesAdmin    SalesAdmin
+	resolver      seckill.FailedOrderResolver
+	payTimeout    time.Duration
+	orderEvents   OrderEvents
+	adminMetrics  *adminMetrics
+	levels        lastLevels
+	metrics       *metrics
+	guard         *guard
+	pay           paySide // payment.go
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
+	// The lottery routes (lottery.go); lottery.Enterer nil: none.
+	lottery        LotteryConfig
+	draws          drawCache
+	lotteryMetrics *lotteryMetrics
 	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget         time.Duration
 	routeBudgets   map[string]time.Duration
@@ -280,18 +284,8 @@ func New(cfg Config) (*Server, error) {
 		resolver:      cfg.Resolver,
 		payTimeout:    cfg.PayTimeout,
 		orderEvents:   cfg.OrderEvents,
-		payments:      cfg.Payments,
-		buyerPay:      cfg.BuyerPay,
 	}
-	for _, secret := range cfg.PaymentWebhookSecrets {
-		if secret != "" {
-			s.paySecrets = append(s.paySecrets, []byte(secret))
-		}
-	}
-	if cfg.ServiceToken != "" {
-		s.serviceHash = sha256.Sum256([]byte(cfg.ServiceToken))
-		s.serviceEnabled = true
-	}
+	s.pay = newPaySide(cfg)
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
@@ -346,13 +340,22 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
-	if s.payments != nil && s.orders != nil {
-		if s.payMetrics, err = newPaymentMetrics(reg); err != nil {
+	if s.pay.store != nil && s.orders != nil {
+		if s.pay.metrics, err = newPaymentMetrics(reg); err != nil {
 			return nil, err
 		}
 	}
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
+	}
+	if cfg.Lottery != nil {
+		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
+			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
+		}
+		s.lottery = *cfg.Lottery
+		if s.lotteryMetrics, err = newLotteryMetrics(reg); err != nil {
+			return nil, err
+		}
 	}
 	ttl := cfg.SaleCacheTTL
 	if ttl <= 0 {
@@ -401,10 +404,10 @@ func (s *Server) routes() {
 			route{"POST", "/admin/v1/restores", s.handleRestore},
 		)
 	}
-	if s.orders != nil && s.buyerPay {
+	if s.orders != nil && s.pay.buyerPay {
 		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
 	}
-	if s.orders != nil && s.payments != nil {
+	if s.orders != nil && s.pay.store != nil {
 		routes = append(routes,
 			route{"POST", "/webhooks/v1/payments", s.handlePaymentWebhook},
 			route{"POST", "/admin/v1/orders/{order_id}/payments", s.handleServicePayment},
@@ -433,6 +436,14 @@ func (s *Server) routes() {
 		routes = append(routes,
 			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
 			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
+		)
+	}
+	if s.lottery.Enterer != nil {
+		routes = append(routes,
+			route{"POST", "/api/v1/sales/{id}/entries", s.handleEnter},
+			route{"GET", "/api/v1/sales/{id}/entries/mine", s.handleMyEntry},
+			route{"GET", "/api/v1/sales/{id}/draw", s.handleDraw},
+			route{"GET", "/api/v1/sales/{id}/draw/entries", s.handleDrawEntries},
 		)
 	}
 	allowed := map[string][]string{}

@@ -3,7 +3,7 @@
 // Redis can lose writes it acknowledged (AOF everysec on a power loss, a
 // failover to a replica that lagged). A buyer who was told "claimed" then
 // polls an id that neither the database nor Redis knows. The id itself
-// proves it was issued to that buyer (seckill.ClaimIDs), so the buyer is
+// proves it was issued to that buyer (claimid.Minter), so the buyer is
 // never told 404: while the claim may still be on its way (its event may
 // sit in the broker) it is pending; after a bounded time it becomes a
 // failed order with reason seckill.ReasonLostInStockStore, alerted like
@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
@@ -49,12 +50,12 @@ type Config struct {
 // Resolver decides about claims no store has.
 type Resolver struct {
 	store Store
-	ids   *seckill.ClaimIDs
+	ids   *claimid.Minter
 	cfg   Config
 }
 
 // New returns a Resolver for ids minted by ids, recording into store.
-func New(store Store, ids *seckill.ClaimIDs, cfg Config) *Resolver {
+func New(store Store, ids *claimid.Minter, cfg Config) *Resolver {
 	defaults.Positive(&cfg.After, DefaultAfter)
 	defaults.Clock(&cfg.Now)
 	defaults.Logger(&cfg.Logger)

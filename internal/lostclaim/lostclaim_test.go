@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/claimid"
 )
 
 // landedStore is a database in which the order landed between the
@@ -21,7 +22,7 @@ func (s *landedStore) RecordFailedOrder(context.Context, *seckill.FailedOrder) e
 }
 
 func TestResolve(t *testing.T) {
-	ids := seckill.NewClaimIDs([]byte("k"))
+	ids := claimid.NewMinter([]byte("k"))
 	t0 := time.Now()
 	id := ids.New("tea", "alice", 1, t0)
 	st := &landedStore{order: &seckill.Order{ReservationID: id, UserID: "alice", Status: seckill.OrderPlaced}}

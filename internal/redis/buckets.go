@@ -203,6 +203,12 @@ func stockArgs(sale *seckill.Sale, k int64, b int) []string {
 	if b == 0 && k > 1 {
 		args = append(args, strconv.FormatInt(k, 10))
 	}
+	if !sale.Admission.FirstCome() {
+		if len(args) == 4 {
+			args = append(args, "")
+		}
+		args = append(args, string(sale.Admission.Of()))
+	}
 	return args
 }
 
@@ -246,7 +252,7 @@ func (s *Store) reserveBuckets(ctx context.Context, bs *bucketSet, reqs []seckil
 				for j, i := range idx {
 					sub[j] = reqs[i]
 				}
-				res, err := s.reserveIn(ctx, bs.tags[b], sub)
+				res, err := s.reserveIn(ctx, bs.tags[b], sub, false)
 				if err != nil {
 					errs[b] = err
 					return

@@ -2,7 +2,8 @@
 -- atomically and in order, and record every reservation in the same step.
 --
 -- KEYS[1]  sk:{sale}:stock   hash {total, reserved, limit, start_ms, end_ms,
---                            seq, healing, heals, outboxed, relayed}: seq
+--                            seq, healing, heals, outboxed, relayed,
+--                            admission}: seq
 --                            counts the batches that reserved (a sequence
 --                            that goes backwards is a stock store that lost
 --                            writes); healing is set while the engine
@@ -44,7 +45,9 @@
 --          hash expires at the start of g + 2. The hashes are keys of the
 --          sale's slot that this script derives, not declares. Checks of
 --          the same limit share its hashes.
--- ARGV[1]  R, the rate checks of every request (#KEYS - 5, maybe 0), then
+-- ARGV[1]  R, the rate checks of every request (#KEYS - 5, maybe 0), with
+--          "a" appended for a batch of buyers that a sale's admission let
+--          in (the lottery's draw, the queue's ticket holders), then
 --          per request 4 + R values, flat and in order: reservation id,
 --          user id, qty (integer >= 1), idempotency key ("" = none), and
 --          the limited key of each check
@@ -59,7 +62,9 @@
 --   {8, index of the refusing key among the request's (0-based), retry_after_us}.
 -- Outcome codes: 1 reserved, 3 sold out, 4 limit exceeded, 5 not started
 -- (or not preheated), 6 ended, 7 idempotency key reused with another qty,
--- 9 (for the whole batch) the sale is healing: try later.
+-- 9 (for the whole batch) the sale is healing: try later, 10 (for the
+-- whole batch) the sale's admission (stock field `admission`) is not first
+-- come and the batch was not let in by it.
 --
 -- Only reservations are stored under an idempotency key. A rejection is
 -- re-evaluated when its key comes back: that costs nothing to store, and a
@@ -76,12 +81,20 @@
 -- was a quarter of it, and its relaying (read, pending list, ack, trim)
 -- cost Redis half as much again.)
 
-local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing', 'outboxed')
+local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing', 'outboxed', 'admission')
 if not stock[1] then
   return 5
 end
 if stock[6] then
   return 9
+end
+-- A sale whose admission is not first come (a lottery, a queue) takes only
+-- the batches its admission let in, whose ARGV[1] ends in "a".
+local per_arg = ARGV[1]
+if string.byte(per_arg, -1) == 97 then
+  per_arg = string.sub(per_arg, 1, -2)
+elseif stock[8] then
+  return 10
 end
 
 local t = redis.call('TIME')
@@ -104,7 +117,7 @@ local before = reserved
 -- request counts against none of its keys, an allowed one against all.
 -- Each limit's state for the batch's keys is read with one HMGET of each
 -- of the two live generations and written back with one HSET.
-local per = tonumber(ARGV[1])
+local per = tonumber(per_arg)
 local stride = 4 + per
 local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
 local limits = {} -- base name -> {T, tol, g, base, fields, seen, tats, dirty}

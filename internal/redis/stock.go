@@ -15,13 +15,14 @@ import (
 // the order of seckill's constants, so that renumbering the domain can
 // never silently change what a script answer means.
 var scriptOutcomes = map[int64]seckill.Outcome{
-	1: seckill.OutcomeReserved,
-	3: seckill.OutcomeSoldOut,
-	4: seckill.OutcomeLimitExceeded,
-	5: seckill.OutcomeNotStarted,
-	6: seckill.OutcomeEnded,
-	7: seckill.OutcomeKeyReused,
-	8: seckill.OutcomeRateLimited,
+	1:  seckill.OutcomeReserved,
+	3:  seckill.OutcomeSoldOut,
+	4:  seckill.OutcomeLimitExceeded,
+	5:  seckill.OutcomeNotStarted,
+	6:  seckill.OutcomeEnded,
+	7:  seckill.OutcomeKeyReused,
+	8:  seckill.OutcomeRateLimited,
+	10: seckill.OutcomeAdmissionRequired,
 }
 
 // healingCode is reserve.lua's answer for a sale that is healing.
@@ -44,7 +45,7 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 	if err := s.keep(ctx, sale.ID); err != nil { // for the archiver, once it ends
 		return false, fmt.Errorf("preheat: %w", err)
 	}
-	if s.minBuckets > sale.BucketCount() {
+	if s.minBuckets > sale.BucketCount() && sale.Admission.FirstCome() {
 		cp := *sale
 		cp.Buckets = s.minBuckets
 		sale = &cp
@@ -71,6 +72,19 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 // the caller (see validateBatch): a batch that breaks one, or of over
 // MaxBatch requests, is refused whole with an invalid_request error.
 func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return s.reserve(ctx, saleID, reqs, false)
+}
+
+// ReserveAdmitted is Reserve for buyers that the sale's admission let in:
+// a lottery's winners, a queue's ticket holders. Reserve refuses every
+// request of a sale whose admission is not first come
+// (OutcomeAdmissionRequired); ReserveAdmitted decides them as Reserve
+// decides a first come sale's.
+func (s *Store) ReserveAdmitted(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return s.reserve(ctx, saleID, reqs, true)
+}
+
+func (s *Store) reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest, admitted bool) ([]seckill.ReserveResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -99,7 +113,7 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 		for n < len(reqs) && sameLimits(reqs[n].RateChecks, reqs[0].RateChecks) {
 			n++
 		}
-		part, err := s.reserveIn(ctx, saleID, reqs[:n])
+		part, err := s.reserveIn(ctx, saleID, reqs[:n], admitted)
 		if err != nil {
 			return nil, fmt.Errorf("reserve: %w", err)
 		}
@@ -168,14 +182,18 @@ func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs [
 // reserveIn runs the reserve script on the key set of tag: a sale, or one
 // bucket of a sale; the requests' rate checks, the same limits in the same
 // order (sameLimits), are counted in hashes of tag's slot (saleRateBase).
-func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest, admitted bool) ([]seckill.ReserveResult, error) {
 	keys := s.keys(tag)
 	for _, c := range reqs[0].RateChecks {
 		keys = append(keys, s.saleRateBase(tag, c.Limit))
 	}
 	per := len(reqs[0].RateChecks)
 	args := make([]string, 0, 1+(4+per)*len(reqs))
-	args = append(args, strconv.Itoa(per))
+	if admitted {
+		args = append(args, strconv.Itoa(per)+"a")
+	} else {
+		args = append(args, strconv.Itoa(per))
+	}
 	for _, r := range reqs {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
 		for _, c := range r.RateChecks {

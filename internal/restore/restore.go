@@ -25,24 +25,6 @@ import (
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
-// Store is the database side (seckill.RestoreStore).
-type Store interface {
-	RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (*seckill.Order, bool, error)
-	ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*seckill.RestoreRequest, error)
-	RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error)
-	RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error)
-	UpdateRestore(ctx context.Context, reservationID string, state seckill.RestoreState, lastErr string, alerted bool, now time.Time) error
-	RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error)
-	FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error
-}
-
-// Stock is the Redis side (part of seckill.StockRestorer).
-type Stock interface {
-	RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error)
-	RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]seckill.ReservationRestore, error)
-	PublishRestocked(ctx context.Context, saleID string) error
-}
-
 // Config tunes a Service. Zero values take the defaults.
 type Config struct {
 	// RetryInterval is how often pending and parked requests are retried.
@@ -71,8 +53,8 @@ type Config struct {
 // Service restores reservations. Restore may be called at any time; Start
 // runs the retry loop, Stop ends it.
 type Service struct {
-	store Store
-	stock Stock
+	store seckill.RestoreStore
+	stock seckill.StockRestorer
 	cfg   Config
 
 	kick   chan struct{}
@@ -80,7 +62,7 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(store Store, stock Stock, cfg Config) *Service {
+func New(store seckill.RestoreStore, stock seckill.StockRestorer, cfg Config) *Service {
 	defaults.Positive(&cfg.RetryInterval, 5*time.Second)
 	defaults.Positive(&cfg.AlertAfter, time.Hour)
 	defaults.Positive(&cfg.BatchSize, 500)

@@ -149,6 +149,12 @@ func (f *fakeStock) PublishRestocked(_ context.Context, sale string) error {
 	return nil
 }
 
+// SubscribeRestocked is not the restore path's: the fake has no feed.
+func (f *fakeStock) SubscribeRestocked(ctx context.Context, _ func(string)) error {
+	<-ctx.Done()
+	return nil
+}
+
 type clock struct{ t time.Time }
 
 func (c *clock) now() time.Time { return c.t }

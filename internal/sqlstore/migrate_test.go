@@ -279,7 +279,18 @@ func TestMigration0009KeepsOrders(t *testing.T) {
 				}
 			}
 			migrate(ms[:i])
-			createSale(t, db, "tea", 10)
+			// The row as that schema has it: CreateSale writes the
+			// columns of later migrations too.
+			ins := `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
+				start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
+				VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+			if db.dialect == postgresDialect {
+				ins = rebind(ins)
+			}
+			nowMs := time.Now().UnixMilli()
+			if _, err := db.write.ExecContext(ctx, ins, "tea", "tea", 100, 10, 10, 10, nowMs, nowMs+3600_000, 1, nowMs, nowMs, 1, ""); err != nil {
+				t.Fatal(err)
+			}
 			evs := events("tea", 1, 2, 3)
 			if got := outcomesString(persist(t, NewOrderStore(db), "tea", evs)); got != "created created created" {
 				t.Fatalf("before 0009: %s", got)

@@ -25,8 +25,8 @@ var postgresDialect = &dialect{
 		recordMigration:  `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES ($1, $2, $3)`,
 
 		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency, admission)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`,
 		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = $1`,
 		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
 			WHERE start_at_ms <= $1 AND end_at_ms > $2

@@ -32,7 +32,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
 	_, err := st.db.write.ExecContext(ctx, st.db.dialect.q.insertSale,
 		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PurchaseLimit,
-		start, end, 1, now, now, s.BucketCount(), s.Currency)
+		start, end, 1, now, now, s.BucketCount(), s.Currency, seckill.EncodeAdmission(s.Admission))
 	if st.db.isUniqueViolation(err) {
 		return fmt.Errorf("create sale %s: %w", s.ID, seckill.ErrDuplicate)
 	} else if err != nil {
@@ -41,6 +41,14 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	s.Version, s.Unsold, s.Buckets = 1, s.Stock, s.BucketCount()
 	s.CreatedAt = fromMillis(now)
 	s.StartAt, s.EndAt = fromMillis(start), fromMillis(end)
+	s.Admission, _ = seckill.DecodeAdmission(seckill.EncodeAdmission(s.Admission)) // as Sale reads it back
+	if s.Admission.Of() == seckill.AdmitLottery {
+		// The seed, and so the commitment, from the start. Should this
+		// fail, the first reader of the draw makes it (EnsureDraw).
+		if _, err := NewDrawStore(st.db).EnsureDraw(ctx, s.ID); err != nil {
+			return fmt.Errorf("create sale %s: %w", s.ID, err)
+		}
+	}
 	return nil
 }
 
@@ -78,11 +86,15 @@ func scanSale(row interface{ Scan(...any) error }) (*seckill.Sale, error) {
 	var (
 		s                       seckill.Sale
 		start, end, createdAtMs int64
+		admission               string
 	)
 	err := row.Scan(&s.ID, &s.Name, &s.PriceCents, &s.Stock, &s.Unsold, &s.PurchaseLimit,
-		&start, &end, &s.Version, &createdAtMs, &s.Buckets, &s.Currency)
+		&start, &end, &s.Version, &createdAtMs, &s.Buckets, &s.Currency, &admission)
 	if err != nil {
 		return nil, err
+	}
+	if s.Admission, err = seckill.DecodeAdmission(admission); err != nil {
+		return nil, fmt.Errorf("sale %s: stored %w", s.ID, err)
 	}
 	s.StartAt, s.EndAt, s.CreatedAt = fromMillis(start), fromMillis(end), fromMillis(createdAtMs)
 	return &s, nil

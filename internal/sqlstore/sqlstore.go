@@ -273,7 +273,7 @@ type queries struct {
 
 	// insertSale inserts (id, name, price_cents, stock, initial_stock,
 	// per_user_limit, start_at_ms, end_at_ms, version, created_at_ms,
-	// updated_at_ms, buckets, currency).
+	// updated_at_ms, buckets, currency, admission).
 	insertSale string
 	// sale selects saleColumns of one id.
 	sale string
@@ -291,8 +291,8 @@ func qmarkQueries(createMigrationsTable string) queries {
 		recordMigration:       `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
 
 		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency, admission)
+			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
 		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
 			WHERE start_at_ms <= ? AND end_at_ms > ?
@@ -302,4 +302,4 @@ func qmarkQueries(createMigrationsTable string) queries {
 
 // saleColumns is the column list every sale query selects, in scanSale's
 // order. It is the same in every dialect.
-const saleColumns = `id, name, price_cents, initial_stock, stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms, buckets, currency`
+const saleColumns = `id, name, price_cents, initial_stock, stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms, buckets, currency, admission`

@@ -1,0 +1,227 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// LotteryStore is the stock store's side of a lottery that the API reads
+// (internal/redis.Lottery).
+type LotteryStore interface {
+	Entry(ctx context.Context, saleID, userID string) (e seckill.LotteryEntry, ok bool, err error)
+	Won(ctx context.Context, saleID, userID string) (reservationID string, ok bool, err error)
+	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+}
+
+// DrawReader reads a lottery's draw record (internal/sqlstore.DrawStore).
+type DrawReader interface {
+	EnsureDraw(ctx context.Context, saleID string) (seckill.DrawRecord, error)
+}
+
+// LotteryConfig serves the lottery routes; all three are required.
+type LotteryConfig struct {
+	Enterer seckill.Enterer
+	Store   LotteryStore
+	Draws   DrawReader
+}
+
+// drawCacheTTL is how long a draw record not yet drawn is kept: buyers
+// polling for their result cost the database one read a sale a second. A
+// finished draw never changes and is kept for good.
+const drawCacheTTL = time.Second
+
+type drawCache struct {
+	mu      sync.Mutex
+	entries map[string]drawCached
+}
+
+type drawCached struct {
+	rec seckill.DrawRecord
+	at  time.Time
+}
+
+func (s *Server) drawRecord(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
+	c := &s.draws
+	now := time.Now()
+	c.mu.Lock()
+	e, ok := c.entries[saleID]
+	c.mu.Unlock()
+	if ok && (e.rec.Drawn() || now.Sub(e.at) < drawCacheTTL) {
+		return e.rec, nil
+	}
+	rec, err := s.lottery.Draws.EnsureDraw(ctx, saleID)
+	if err != nil {
+		return rec, err
+	}
+	c.mu.Lock()
+	if c.entries == nil {
+		c.entries = map[string]drawCached{}
+	}
+	c.entries[saleID] = drawCached{rec: rec, at: now}
+	c.mu.Unlock()
+	return rec, nil
+}
+
+type entryResponse struct {
+	EntryID       string              `json:"entry_id"`
+	Qty           int64               `json:"qty"`
+	Status        seckill.EntryStatus `json:"status"`
+	ReservationID string              `json:"reservation_id,omitempty"`
+	ResultsAt     time.Time           `json:"results_at"`
+}
+
+// lotterySale is the sale of the path, from the cache, when it is a
+// lottery.
+func (s *Server) lotterySale(w http.ResponseWriter, r *http.Request) (*seckill.Sale, int) {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		return nil, errSaleNotFound.write(w)
+	}
+	sale, err := s.cache.get(r.Context(), id)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return nil, errSaleNotFound.write(w)
+	} else if err != nil {
+		return nil, s.writeError(w, r, err)
+	}
+	if sale.Admission.Of() != seckill.AdmitLottery {
+		return nil, s.writeError(w, r, seckill.Errorf(seckill.EADMISSION, "This sale is %s, not a lottery.", sale.Admission.Of()))
+	}
+	return sale, 0
+}
+
+// handleEnter serves POST /api/v1/sales/{id}/entries: one entry per
+// buyer; a second answers the first (200), a new one is 201.
+func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	sale, status := s.lotterySale(w, r)
+	if sale == nil {
+		return status
+	}
+	if err := seckill.EntryWindow(sale, s.now()); err != nil {
+		return s.writeError(w, r, err)
+	}
+	if err := checkContentType(r); err != nil {
+		return s.writeError(w, r, err)
+	}
+	qty, err := decodeReservationRequest(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	if qty > sale.PurchaseLimit {
+		return s.writeError(w, r, seckill.Errorf(seckill.EPURCHASELIMIT, "qty is over this sale's limit of %d a buyer.", sale.PurchaseLimit))
+	}
+	res, err := s.lottery.Enterer.Enter(r.Context(), sale, seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: userID, Qty: qty})
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	if res.Refused != "" {
+		return s.writeError(w, r, seckill.Errorf(res.Refused, "Entries are not open."))
+	}
+	code := http.StatusOK
+	if res.New {
+		code = http.StatusCreated
+		s.lotteryMetrics.entrants.Inc()
+	}
+	return s.writeJSON(w, r, code, entryResponse{EntryID: res.Entry.ID, Qty: res.Entry.Qty, Status: seckill.EntryEntered,
+		ResultsAt: sale.Admission.EntriesCloseAt})
+}
+
+// handleMyEntry serves GET /api/v1/sales/{id}/entries/mine.
+func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	sale, status := s.lotterySale(w, r)
+	if sale == nil {
+		return status
+	}
+	e, ok, err := s.lottery.Store.Entry(r.Context(), sale.ID, userID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	} else if !ok {
+		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have not entered this draw."))
+	}
+	rec, err := s.drawRecord(r.Context(), sale.ID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	resp := entryResponse{EntryID: e.ID, Qty: e.Qty, ResultsAt: sale.Admission.EntriesCloseAt}
+	won := false
+	if rec.Drawn() {
+		if resp.ReservationID, won, err = s.lottery.Store.Won(r.Context(), sale.ID, userID); err != nil {
+			return s.writeError(w, r, err)
+		}
+	}
+	resp.Status = seckill.EntryStatusOf(rec.Drawn(), won)
+	return s.writeJSON(w, r, http.StatusOK, resp)
+}
+
+// handleDraw serves GET /api/v1/sales/{id}/draw: the commitment from the
+// start, the seed, entrants and winners once drawn.
+func (s *Server) handleDraw(w http.ResponseWriter, r *http.Request) int {
+	sale, status := s.lotterySale(w, r)
+	if sale == nil {
+		return status
+	}
+	rec, err := s.drawRecord(r.Context(), sale.ID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, rec.Published())
+}
+
+type drawEntriesResponse struct {
+	Entries []seckill.LotteryEntry `json:"entries"`
+}
+
+// handleDrawEntries serves GET /api/v1/sales/{id}/draw/entries: every
+// entry (id and qty, never the buyer), once drawn, so that anyone can
+// recompute the winners (seckill draw verify).
+func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
+	sale, status := s.lotterySale(w, r)
+	if sale == nil {
+		return status
+	}
+	rec, err := s.drawRecord(r.Context(), sale.ID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	if !rec.Drawn() {
+		return s.writeError(w, r, seckill.Errorf(seckill.ESTATECONFLICT, "The entry list is published with the draw, at %s.",
+			sale.Admission.EntriesCloseAt.Format(time.RFC3339)))
+	}
+	entries, err := s.lottery.Store.Entries(r.Context(), sale.ID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	slices.SortFunc(entries, func(a, b seckill.LotteryEntry) int { return strings.Compare(a.ID, b.ID) })
+	return s.writeJSON(w, r, http.StatusOK, drawEntriesResponse{Entries: entries})
+}
+
+type lotteryMetrics struct {
+	entrants prometheus.Counter
+}
+
+func newLotteryMetrics(reg prometheus.Registerer) (*lotteryMetrics, error) {
+	m := &lotteryMetrics{entrants: prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "seckill_lottery_entrants_total",
+		Help: "Lottery entries made on this node (a buyer's repeated entry is not counted).",
+	})}
+	if err := reg.Register(m.entrants); err != nil {
+		return nil, err
+	}
+	return m, nil
+}

@@ -1,0 +1,54 @@
+-- lottery_enter.lua: record a batch of lottery entries of one sale, at
+-- most one entry per buyer, in one call (the combiner's batch).
+--
+-- KEYS[1]  sk:{sale}:entries  hash user -> "<entry id> <qty>"
+-- KEYS[2]  sk:{sale}:lottery  hash {closed}: closed is set when the draw
+--                             begins; no entry is taken after it
+-- ARGV[1]  entries open, Unix milliseconds
+-- ARGV[2]  entries close (exclusive), Unix milliseconds
+-- ARGV[3…] per entry three values, in order: entry id, user id, qty
+--
+-- Returns 5 (entries not open yet) or 6 (entries closed) for the whole
+-- batch, or one string per entry, in order: "<n> <entry id> <qty>" of the
+-- buyer's entry, n = 1 when this call made it, 0 when the buyer had one
+-- (whose id and qty are returned: a second entry gets the first back).
+if redis.call('HEXISTS', KEYS[2], 'closed') == 1 then
+  return 6
+end
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+if now < tonumber(ARGV[1]) then
+  return 5
+end
+if now >= tonumber(ARGV[2]) then
+  return 6
+end
+local users = {}
+for i = 3, #ARGV, 3 do
+  users[#users + 1] = ARGV[i + 1]
+end
+local had = redis.call('HMGET', KEYS[1], unpack(users))
+local entry = {} -- user -> "<id> <qty>" as of this batch
+for n = 1, #users do
+  if had[n] then
+    entry[users[n]] = had[n]
+  end
+end
+local out, writes = {}, {}
+for i = 3, #ARGV, 3 do
+  local user = ARGV[i + 1]
+  local e = entry[user]
+  if e then
+    out[#out + 1] = '0 ' .. e
+  else
+    e = ARGV[i] .. ' ' .. ARGV[i + 2]
+    entry[user] = e
+    writes[#writes + 1] = user
+    writes[#writes + 1] = e
+    out[#out + 1] = '1 ' .. e
+  end
+end
+if #writes > 0 then
+  redis.call('HSET', KEYS[1], unpack(writes))
+end
+return out

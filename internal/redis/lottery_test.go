@@ -1,0 +1,117 @@
+package redis
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+func lotterySale(id string, start, closeAt time.Time) *seckill.Sale {
+	return &seckill.Sale{ID: id, Name: id, Stock: 2, PurchaseLimit: 2, StartAt: start, EndAt: start.Add(time.Hour),
+		Admission: seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: closeAt}}
+}
+
+// TestLotteryOneEntryPerBuyerAndNoFirstComeClaims: a buyer's second entry,
+// in the same batch or a later one, answers their first; a lottery sale
+// refuses every first come claim, and takes the claims its admission let
+// in; entries stop when the draw closes them, or at close.
+func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		ctx := t.Context()
+		s := newStore(t)
+		l := s.Lottery()
+		now := time.Now()
+		sale := lotterySale("lot", now.Add(-time.Minute), now.Add(time.Hour/2))
+		if _, err := s.Preheat(ctx, sale); err != nil {
+			t.Fatal(err)
+		}
+		a1, a2, b := seckill.NewEntryID(), seckill.NewEntryID(), seckill.NewEntryID()
+		res, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(a1, "alice", 1), er(a2, "alice", 2), er(b, "bob", 2)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res[0].New || res[0].Entry.ID != a1 || res[1].New || res[1].Entry.ID != a1 || res[1].Entry.Qty != 1 || !res[2].New || res[2].Entry.ID != b {
+			t.Fatalf("results = %+v; want alice's first entry twice, bob's", res)
+		}
+		again, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(seckill.NewEntryID(), "bob", 1)})
+		if err != nil || again[0].New || again[0].Entry.ID != b || again[0].Entry.Qty != 2 {
+			t.Fatalf("bob's second entry = %+v, %v; want his first", again, err)
+		}
+		if e, ok, err := l.Entry(ctx, "lot", "alice"); err != nil || !ok || e.ID != a1 {
+			t.Fatalf("Entry(alice) = %+v, %v, %v", e, ok, err)
+		}
+		if _, ok, err := l.Entry(ctx, "lot", "carol"); err != nil || ok {
+			t.Fatalf("Entry(carol) = %v, %v; want none", ok, err)
+		}
+
+		claim := func(user string) seckill.ReserveRequest {
+			return seckill.ReserveRequest{ReservationID: seckill.NewReservationID("lot", time.Now()), UserID: user, Qty: 1}
+		}
+		got, err := s.Reserve(ctx, "lot", []seckill.ReserveRequest{claim("carol")})
+		if err != nil || got[0].Outcome != seckill.OutcomeAdmissionRequired {
+			t.Fatalf("first come claim on a lottery = %+v, %v; want admission_required", got, err)
+		}
+		got, err = s.ReserveAdmitted(ctx, "lot", []seckill.ReserveRequest{claim("alice")})
+		if err != nil || got[0].Outcome != seckill.OutcomeReserved {
+			t.Fatalf("admitted claim = %+v, %v; want reserved", got, err)
+		}
+
+		if err := l.CloseEntries(ctx, "lot"); err != nil {
+			t.Fatal(err)
+		}
+		late, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(seckill.NewEntryID(), "carol", 1)})
+		if err != nil || late[0].Refused != seckill.EENDED {
+			t.Fatalf("entry after close = %+v, %v; want ended", late, err)
+		}
+		all, err := l.Entries(ctx, "lot")
+		if err != nil || len(all) != 2 {
+			t.Fatalf("Entries = %+v, %v; want alice's and bob's", all, err)
+		}
+
+		early := lotterySale("early", now.Add(time.Minute), now.Add(time.Hour/2))
+		if r, err := l.EnterBatch(ctx, early, []seckill.EntryRequest{er(seckill.NewEntryID(), "alice", 1)}); err != nil || r[0].Refused != seckill.ENOTSTARTED {
+			t.Fatalf("entry before the start = %+v, %v", r, err)
+		}
+		closed := lotterySale("closed", now.Add(-time.Hour/2), now.Add(-time.Second))
+		if r, err := l.EnterBatch(ctx, closed, []seckill.EntryRequest{er(seckill.NewEntryID(), "alice", 1)}); err != nil || r[0].Refused != seckill.EENDED {
+			t.Fatalf("entry after entries_close_at = %+v, %v", r, err)
+		}
+
+		if err := l.RecordWon(ctx, "lot", map[string]string{"alice": "r1"}); err != nil {
+			t.Fatal(err)
+		}
+		if id, ok, err := l.Won(ctx, "lot", "alice"); err != nil || !ok || id != "r1" {
+			t.Fatalf("Won(alice) = %q, %v, %v", id, ok, err)
+		}
+		if _, ok, _ := l.Won(ctx, "lot", "bob"); ok {
+			t.Fatal("bob won without a draw")
+		}
+	})
+}
+
+// TestFirstComeSaleIgnoresTheAdmittedMark: a first come sale decides an
+// admitted batch as any other.
+func TestFirstComeSaleIgnoresTheAdmittedMark(t *testing.T) {
+	s, err := StartEmbedded(t.Context(), WithKeyPrefix(servicetest.UniqueName("t")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.Now()
+	sale := &seckill.Sale{ID: "fc", Name: "fc", Stock: 1, PurchaseLimit: 1, StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour)}
+	if _, err := s.Preheat(t.Context(), sale); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []seckill.Outcome{seckill.OutcomeReserved, seckill.OutcomeSoldOut} {
+		got, err := s.ReserveAdmitted(t.Context(), "fc", []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID("fc", now), UserID: "u" + string(rune('a'+i)), Qty: 1}})
+		if err != nil || got[0].Outcome != want {
+			t.Fatalf("claim %d = %+v, %v; want %s", i, got, err, want)
+		}
+	}
+}
+
+func er(id, user string, qty int64) seckill.EntryRequest {
+	return seckill.EntryRequest{EntryID: id, UserID: user, Qty: qty}
+}

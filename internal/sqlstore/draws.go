@@ -1,0 +1,122 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// DrawStore is the seckill.DrawStore of a DB: the lottery_draws table.
+type DrawStore struct {
+	db *DB
+}
+
+var _ seckill.DrawStore = (*DrawStore)(nil)
+
+// NewDrawStore returns the draw store of db, which must be migrated.
+func NewDrawStore(db *DB) *DrawStore { return &DrawStore{db: db} }
+
+func (st *DrawStore) q(query string) string {
+	if st.db.dialect == postgresDialect {
+		return rebind(query)
+	}
+	return query
+}
+
+// EnsureDraw returns the sale's draw record, inserting one with a fresh
+// seed when there is none. Two nodes inserting at once: one insert wins,
+// both return its row.
+func (st *DrawStore) EnsureDraw(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
+	d, err := st.draw(ctx, saleID)
+	if !errors.Is(err, seckill.ErrNotFound) {
+		return d, err
+	}
+	_, err = st.db.write.ExecContext(ctx, st.q(`INSERT INTO lottery_draws (sale_id, seed, created_at_ms) VALUES (?, ?, ?)`),
+		saleID, seckill.NewDrawSeed(), toMillis(st.db.now()))
+	if err != nil && !st.db.isUniqueViolation(err) {
+		return seckill.DrawRecord{}, fmt.Errorf("draw of %s: %w", saleID, st.db.classify(err))
+	}
+	return st.drawFrom(ctx, st.db.write, saleID)
+}
+
+func (st *DrawStore) draw(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
+	return st.drawFrom(ctx, st.db.read, saleID)
+}
+
+func (st *DrawStore) drawFrom(ctx context.Context, db *sql.DB, saleID string) (seckill.DrawRecord, error) {
+	var (
+		d       seckill.DrawRecord
+		drawnAt int64
+		winners sql.NullString
+	)
+	err := db.QueryRowContext(ctx, st.q(`SELECT sale_id, seed, drawn_at_ms, entrants, stock, winners FROM lottery_draws WHERE sale_id = ?`), saleID).
+		Scan(&d.SaleID, &d.Seed, &drawnAt, &d.Entrants, &d.Stock, &winners)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, fmt.Errorf("draw of %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return d, fmt.Errorf("draw of %s: %w", saleID, st.db.classify(err))
+	}
+	if drawnAt > 0 {
+		d.DrawnAt = fromMillis(drawnAt)
+		d.Winners = []string{}
+		if winners.String != "" {
+			d.Winners = strings.Split(winners.String, " ")
+		}
+	}
+	return d, nil
+}
+
+// LeaseDraw takes the draw's lease for owner until until when it is free
+// at now (expired, or owner's already).
+func (st *DrawStore) LeaseDraw(ctx context.Context, saleID, owner string, now, until time.Time) (bool, error) {
+	res, err := st.db.write.ExecContext(ctx, st.q(`UPDATE lottery_draws SET lease_owner = ?, lease_until_ms = ?
+		WHERE sale_id = ? AND (lease_until_ms < ? OR lease_owner = ?)`),
+		owner, toMillis(until), saleID, toMillis(now), owner)
+	if err != nil {
+		return false, fmt.Errorf("lease draw of %s: %w", saleID, st.db.classify(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return false, fmt.Errorf("lease draw of %s: %w", saleID, st.db.classify(err))
+	}
+	return n == 1, nil
+}
+
+// FinishDraw records d as drawn unless a draw is recorded already: the
+// first finish stands (every run of a draw computes the same one).
+func (st *DrawStore) FinishDraw(ctx context.Context, d seckill.DrawRecord) error {
+	_, err := st.db.write.ExecContext(ctx, st.q(`UPDATE lottery_draws SET drawn_at_ms = ?, entrants = ?, stock = ?, winners = ?
+		WHERE sale_id = ? AND drawn_at_ms = 0`),
+		max(toMillis(d.DrawnAt), 1), d.Entrants, d.Stock, strings.Join(d.Winners, " "), d.SaleID)
+	if err != nil {
+		return fmt.Errorf("finish draw of %s: %w", d.SaleID, st.db.classify(err))
+	}
+	return nil
+}
+
+// OpenDraws lists the sales with a draw record that end after now.
+func (st *DrawStore) OpenDraws(ctx context.Context, now time.Time) ([]string, error) {
+	rows, err := st.db.read.QueryContext(ctx, st.q(`SELECT d.sale_id FROM lottery_draws d JOIN sales s ON s.id = d.sale_id
+		WHERE s.end_at_ms > ? ORDER BY d.sale_id`), toMillis(now))
+	if err != nil {
+		return nil, fmt.Errorf("open draws: %w", st.db.classify(err))
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("open draws: %w", st.db.classify(err))
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("open draws: %w", st.db.classify(err))
+	}
+	return out, nil
+}

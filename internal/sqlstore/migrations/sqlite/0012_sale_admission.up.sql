@@ -1,0 +1,16 @@
+-- Admission modes (docs/fairness.md): a sale's rule, "" for first come or
+-- its JSON; and a lottery's draw record: the secret seed (its SHA-256 is
+-- published from the start), the lease that lets one node at a time run
+-- the draw, and what the draw published once done.
+ALTER TABLE sales ADD COLUMN admission TEXT NOT NULL DEFAULT '';
+CREATE TABLE lottery_draws (
+    sale_id        TEXT    NOT NULL PRIMARY KEY,
+    seed           TEXT    NOT NULL,
+    lease_owner    TEXT    NOT NULL DEFAULT '',
+    lease_until_ms INTEGER NOT NULL DEFAULT 0,
+    entrants       INTEGER NOT NULL DEFAULT 0,
+    stock          INTEGER NOT NULL DEFAULT 0,
+    winners        TEXT    NULL,
+    drawn_at_ms    INTEGER NOT NULL DEFAULT 0,
+    created_at_ms  INTEGER NOT NULL
+) STRICT;

@@ -1,0 +1,253 @@
+package seckill
+
+import (
+	"bytes"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// The lottery draw (docs/fairness.md). Its rule is public, so anyone who
+// holds the entry list and the revealed seed recomputes the winners:
+//
+//  1. rank(entry) = HMAC-SHA256(key = the seed's 32 bytes, message = the
+//     entry id);
+//  2. the draw order is the entries by rank, smallest first (bytewise),
+//     ties, which do not happen, by entry id;
+//  3. walking that order, an entry wins when its qty fits in the units
+//     left; the walk ends when none are left;
+//  4. every entry that did not win is on the waiting list, in draw order;
+//     units that come back are given by the same walk over it.
+//
+// The commitment, published when entries open, is hex SHA-256(the seed's
+// bytes); the seed is published in hex. A
+// seed revealed after the draw that hashes to it is the one fixed before
+// anybody entered.
+
+// DrawSeedBytes is the length of a draw's secret seed.
+const DrawSeedBytes = 32
+
+// LotteryEntry is one buyer's entry in a lottery.
+type LotteryEntry struct {
+	ID     string `json:"entry_id"`
+	UserID string `json:"-"` // never published
+	Qty    int64  `json:"qty"`
+}
+
+// NewDrawSeed returns a fresh secret seed, hex encoded.
+func NewDrawSeed() string {
+	var b [DrawSeedBytes]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// NewEntryID returns a fresh entry id: "e" and 26 base32 characters.
+func NewEntryID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return "e" + reservationEncoding.EncodeToString(b[:])
+}
+
+// ValidEntryID reports whether id has NewEntryID's shape.
+func ValidEntryID(id string) bool {
+	if len(id) != 27 || id[0] != 'e' {
+		return false
+	}
+	for _, c := range id[1:] {
+		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", c) {
+			return false
+		}
+	}
+	return true
+}
+
+// DrawCommitment is the published commitment to a seed given in hex: the
+// hex SHA-256 of the seed's bytes ("" when seedHex is not hex).
+func DrawCommitment(seedHex string) string {
+	seed, err := hex.DecodeString(seedHex)
+	if err != nil {
+		return ""
+	}
+	sum := sha256.Sum256(seed)
+	return hex.EncodeToString(sum[:])
+}
+
+// DrawRank is an entry's rank under a seed given in hex: HMAC-SHA256 with
+// the seed's bytes as the key, of the entry id.
+func DrawRank(seedHex, entryID string) []byte {
+	seed, _ := hex.DecodeString(seedHex)
+	return drawRank(seed, entryID)
+}
+
+func drawRank(seed []byte, entryID string) []byte {
+	m := hmac.New(sha256.New, seed)
+	m.Write([]byte(entryID))
+	return m.Sum(nil)
+}
+
+// DrawOrder returns entries in draw order under seedHex; entries is not
+// changed.
+func DrawOrder(seedHex string, entries []LotteryEntry) []LotteryEntry {
+	type ranked struct {
+		rank []byte
+		e    LotteryEntry
+	}
+	seed, _ := hex.DecodeString(seedHex)
+	rs := make([]ranked, len(entries))
+	for i, e := range entries {
+		rs[i] = ranked{drawRank(seed, e.ID), e}
+	}
+	slices.SortFunc(rs, func(a, b ranked) int {
+		if c := bytes.Compare(a.rank, b.rank); c != 0 {
+			return c
+		}
+		return strings.Compare(a.e.ID, b.e.ID)
+	})
+	out := make([]LotteryEntry, len(rs))
+	for i, r := range rs {
+		out[i] = r.e
+	}
+	return out
+}
+
+// DrawWinners walks order (draw order) giving units: an entry wins when
+// its qty fits in the units left. The rest are the waiting list, in
+// order.
+func DrawWinners(order []LotteryEntry, units int64) (winners, waiting []LotteryEntry) {
+	for i, e := range order {
+		if units <= 0 {
+			return winners, append(waiting, order[i:]...)
+		}
+		if e.Qty <= units {
+			units -= e.Qty
+			winners = append(winners, e)
+		} else {
+			waiting = append(waiting, e)
+		}
+	}
+	return winners, waiting
+}
+
+// DrawPublished is what GET /api/v1/sales/{id}/draw publishes, and what
+// VerifyDraw checks.
+type DrawPublished struct {
+	Commitment string   `json:"commitment"`
+	Seed       string   `json:"seed,omitempty"` // after the draw only
+	Stock      int64    `json:"stock"`
+	Entrants   int64    `json:"entrants"`
+	Drawn      bool     `json:"drawn"`
+	Winners    []string `json:"winners"` // entry ids, in draw order
+}
+
+// VerifyDraw recomputes a published draw from its entry list: the seed
+// matches the commitment, and walking the entries' draw order over the
+// stock gives exactly the published winners. It returns the winners it
+// computed.
+func VerifyDraw(d DrawPublished, entries []LotteryEntry) ([]LotteryEntry, error) {
+	if !d.Drawn || d.Seed == "" {
+		return nil, fmt.Errorf("the draw has not run: no seed to verify")
+	}
+	if DrawCommitment(d.Seed) != d.Commitment {
+		return nil, fmt.Errorf("the seed does not match the commitment: SHA-256(seed) = %s, published %s", DrawCommitment(d.Seed), d.Commitment)
+	}
+	if int64(len(entries)) != d.Entrants {
+		return nil, fmt.Errorf("the entry list has %d entries, the draw counted %d", len(entries), d.Entrants)
+	}
+	winners, _ := DrawWinners(DrawOrder(d.Seed, entries), d.Stock)
+	if len(winners) != len(d.Winners) {
+		return winners, fmt.Errorf("recomputed %d winners, published %d", len(winners), len(d.Winners))
+	}
+	for i, w := range winners {
+		if w.ID != d.Winners[i] {
+			return winners, fmt.Errorf("winner %d: recomputed %s, published %s", i+1, w.ID, d.Winners[i])
+		}
+	}
+	return winners, nil
+}
+
+// EntryStatus is a lottery entrant's result.
+type EntryStatus string
+
+const (
+	EntryEntered EntryStatus = "entered" // the draw has not run yet
+	EntryWon     EntryStatus = "won"
+	EntryLost    EntryStatus = "lost"
+)
+
+// EntryStatusOf decides an entrant's status: entered until the draw ran,
+// then won when the draw (or the waiting list) gave them a reservation.
+func EntryStatusOf(drawn, won bool) EntryStatus {
+	switch {
+	case !drawn:
+		return EntryEntered
+	case won:
+		return EntryWon
+	}
+	return EntryLost
+}
+
+// DrawRecord is a lottery's draw as the database keeps it.
+type DrawRecord struct {
+	SaleID string
+	Seed   string // hex; secret until DrawnAt is set
+	// DrawnAt is when the draw finished; zero before.
+	DrawnAt  time.Time
+	Entrants int64
+	Stock    int64
+	Winners  []string // entry ids in draw order
+}
+
+// Drawn reports whether the draw has finished.
+func (d DrawRecord) Drawn() bool { return !d.DrawnAt.IsZero() }
+
+// Published is what the public may see of d: the seed only once drawn.
+func (d DrawRecord) Published() DrawPublished {
+	p := DrawPublished{Commitment: DrawCommitment(d.Seed), Drawn: d.Drawn(), Winners: []string{}}
+	if p.Drawn {
+		p.Seed, p.Stock, p.Entrants, p.Winners = d.Seed, d.Stock, d.Entrants, d.Winners
+	}
+	return p
+}
+
+// DrawStore keeps lottery draw records (internal/sqlstore).
+type DrawStore interface {
+	// EnsureDraw returns the sale's draw record, making it with a fresh
+	// seed if it has none.
+	EnsureDraw(ctx context.Context, saleID string) (DrawRecord, error)
+	// LeaseDraw gives owner the right to work on the sale's draw until
+	// until, when nobody else holds it at now; ok reports whether it did.
+	LeaseDraw(ctx context.Context, saleID, owner string, now, until time.Time) (ok bool, err error)
+	// FinishDraw records the finished draw, if it is not recorded yet.
+	FinishDraw(ctx context.Context, d DrawRecord) error
+	// OpenDraws lists the sales with a draw record whose sale has not
+	// ended by now.
+	OpenDraws(ctx context.Context, now time.Time) ([]string, error)
+}
+
+// EntryRequest is one buyer's entry into a lottery.
+type EntryRequest struct {
+	EntryID string // a fresh id (NewEntryID), used only if the buyer has none
+	UserID  string
+	Qty     int64
+}
+
+// EntryResult answers an EntryRequest.
+type EntryResult struct {
+	// Refused is ENOTSTARTED or EENDED when entries were not open (by the
+	// stock store's clock, or because the draw began); "" when entered.
+	Refused string
+	Entry   LotteryEntry // the buyer's entry: this one, or their earlier one
+	New     bool         // this request made the entry
+}
+
+// Enterer records lottery entries: the request combiner in front of the
+// stock store, as Reserver is for claims.
+type Enterer interface {
+	Enter(ctx context.Context, s *Sale, req EntryRequest) (EntryResult, error)
+}
