@@ -458,10 +458,17 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	cfg := &m.Config
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
-	lost := lostclaim.New(m.orders, claimIDs, lostclaim.Config{
+	lc := lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
-	})
+		OnLost:  func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		Limiter: w.reqStock,
+	}
+	// A node that reads the broker judges a forgotten claim from what is
+	// in flight; one that does not (api only) waits out LostClaimAfter.
+	if b, ok := m.broker.(metrics.BacklogReader); ok {
+		lc.Outbox, lc.Backlog = m.stock, b.Backlog
+	}
+	lost := lostclaim.New(m.orders, claimIDs, lc)
 	admin, err := saleadmin.New(saleadmin.Config{
 		Store: w.sales, Live: m.stock, Now: m.now, Logger: m.Logger,
 		OnChanged: func(s *seckill.Sale) {

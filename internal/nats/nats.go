@@ -507,24 +507,15 @@ func (b *Broker) keepAlive(msgs []jetstream.Msg) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-// received is one fetched message and what it unpacked into.
-type received struct {
-	raw jetstream.Msg
-	all []*brokerpack.PackDelivery
-}
-
 // handleWork unpacks a batch of messages, hands the events of this
 // namespace's packs to the handler, and settles each pack: retry packs and
-// dead letters stored first, then the ack. Packs not yet due are NAKed for
-// the rest of their delay; packs of another namespace are put back for
-// their owner.
+// dead letters stored first, then the ack (brokerpack.Work, the algorithm
+// RabbitMQ's consumer shares). Packs not yet due are NAKed for the rest of
+// their delay; packs of another namespace are put back for their owner
+// before the handler runs.
 func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seckill.ConsumeOptions, handle func(context.Context, []seckill.Delivery)) {
-	policy := b.cfg.retry
 	now := time.Now()
-	var mine []received
-	var handOut []seckill.Delivery
-	var foreign []*nats.Msg
-	var foreignRaw []jetstream.Msg
+	taken := make([]brokerpack.Taken[jetstream.Msg], 0, len(msgs))
 	for _, m := range msgs {
 		delivered, notBefore := 1, int64(0)
 		if md, err := m.Metadata(); err == nil {
@@ -548,81 +539,54 @@ func (b *Broker) handleWork(ctx context.Context, msgs []jetstream.Msg, opts seck
 			// but still bounds it.
 			crashes = max(0, crashes-maxDeferrals)
 		}
-		p, all, out := brokerpack.Unpack(h.Get(jetstream.MsgIDHeader), m.Data(), crashes, policy)
-		if p.Namespace != "" && p.Namespace != b.cfg.namespace {
-			b.cfg.logger.Warn("nats: message of another deployment's namespace left for its owner; two deployments share this stream",
-				"stream", b.stream, "namespace", p.Namespace, "ours", b.cfg.namespace, "events", len(p.Events))
-			if opts.OnForeign != nil {
-				opts.OnForeign(p.Namespace, len(p.Events))
-			}
-			foreign = append(foreign, &nats.Msg{Subject: b.subject, Data: m.Data(), Header: nats.Header{
-				jetstream.MsgIDHeader: []string{fmt.Sprintf("%s~%s-%d", h.Get(jetstream.MsgIDHeader), b.cfg.namespace, now.UnixNano())},
+		taken = append(taken, brokerpack.Taken[jetstream.Msg]{Raw: m, ID: h.Get(jetstream.MsgIDHeader), Body: m.Data(), Crashes: crashes})
+	}
+	s, _ := brokerpack.Work(ctx, taken, opts, handle, brokerpack.Round[jetstream.Msg, *nats.Msg]{
+		Namespace: b.cfg.namespace, Policy: b.cfg.retry,
+		Logger: b.cfg.logger, Adapter: "nats", Where: "stream", WhereName: b.stream,
+		PutBackForOwner: func(t brokerpack.Taken[jetstream.Msg]) *nats.Msg {
+			return &nats.Msg{Subject: b.subject, Data: t.Body, Header: nats.Header{
+				jetstream.MsgIDHeader: []string{fmt.Sprintf("%s~%s-%d", t.ID, b.cfg.namespace, now.UnixNano())},
 				hdrNotBefore:          []string{strconv.FormatInt(now.Add(foreignPause).UnixMilli(), 10)},
-			}})
-			foreignRaw = append(foreignRaw, m)
-			continue
-		}
-		mine = append(mine, received{raw: m, all: all})
-		handOut = append(handOut, out...)
-	}
-	if len(foreign) > 0 {
-		b.putBack(ctx, foreign, foreignRaw)
-	}
-	if len(handOut) > 0 {
-		raws := make([]jetstream.Msg, len(mine))
-		for i, r := range mine {
-			raws[i] = r.raw
-		}
-		stop := b.keepAlive(raws)
-		brokerpack.HandOut(ctx, handOut, opts.BatchSize, handle)
-		stop()
-	}
-	live := ctx.Err() == nil
-
-	type settle struct {
-		raw    jetstream.Msg
-		copies int
-	}
-	var out []*nats.Msg
-	var pending []settle
-	settleAt := time.Now()
-	for _, r := range mine {
-		v := brokerpack.Judge(r.all, policy, live)
-		if v.Abandon {
-			continue // redelivered after AckWait, like a crash
-		}
-		n := len(out)
-		for delay, run := range v.Retry {
-			for _, part := range brokerpack.SplitPacks(run) {
-				out = append(out, b.packMsg(part, settleAt.Add(delay)))
+			}}
+		},
+		PutBackFirst: func(copies []*nats.Msg, raws []jetstream.Msg) { b.putBack(ctx, copies, raws) },
+		Around: func(mine []jetstream.Msg, n int, hand func()) bool {
+			if n > 0 {
+				stop := b.keepAlive(mine)
+				hand()
+				stop()
 			}
-		}
-		for _, dl := range v.Dead {
-			out = append(out, b.deadMsg(dl))
-		}
-		pending = append(pending, settle{raw: r.raw, copies: len(out) - n})
-	}
-	if len(out) > 0 {
+			return true
+		},
+		Retry: func(_ time.Duration, due time.Time, run []brokerpack.PackedMessage) *nats.Msg {
+			return b.packMsg(run, due)
+		},
+		Dead: b.deadMsg,
+	})
+	if len(s.Copies) > 0 {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		err := b.sendMixed(sctx, out)
+		err := b.sendMixed(sctx, s.Copies)
 		cancel()
 		if err != nil {
 			// The packs come back after the pause as one more delivery,
 			// which counts as an attempt: at MaxAttempts+1 an event is
 			// dead-lettered without bothering the handler again.
-			b.cfg.logger.Error("nats: cannot store retry copies or dead letters; will retry", "stream", b.stream, "copies", len(out), "err", err)
-			for _, p := range pending {
-				if p.copies > 0 {
-					_ = p.raw.NakWithDelay(policy.Backoff)
-				} else {
-					_ = p.raw.Ack()
-				}
+			b.cfg.logger.Error("nats: cannot store retry copies or dead letters; will retry", "stream", b.stream, "copies", len(s.Copies), "err", err)
+			for _, m := range s.Moved {
+				_ = m.NakWithDelay(b.cfg.retry.Backoff)
+			}
+			for _, m := range s.Acks {
+				_ = m.Ack()
 			}
 			return
 		}
 	}
-	for _, p := range pending {
-		_ = p.raw.Ack()
+	for _, m := range s.Acks {
+		_ = m.Ack()
+	}
+	for _, m := range s.Moved {
+		_ = m.Ack()
 	}
 }
 

@@ -204,78 +204,45 @@ func intHeader(h amqp.Table, key string) (int, bool) {
 // before their originals are acked, so a crash in between duplicates a
 // message but never loses one.
 func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.Delivery, opts seckill.ConsumeOptions, handle func(context.Context, []seckill.Delivery)) {
-	policy := b.cfg.retry
-	type received struct {
-		tag     uint64
-		all     []*brokerpack.PackDelivery
-		foreign bool
-	}
-	got := make([]received, len(raw))
-	var handOut []seckill.Delivery
-	var out []outgoing
+	taken := make([]brokerpack.Taken[amqp.Delivery], len(raw))
 	for i, r := range raw {
-		p, all, hand := brokerpack.Unpack(r.MessageId, r.Body, attemptOf(r)-1, policy)
-		got[i] = received{tag: r.DeliveryTag, all: all}
-		if p.Namespace != "" && p.Namespace != b.cfg.namespace {
-			got[i].foreign = true
-			b.cfg.logger.Warn("rabbitmq: message of another deployment's namespace left for its owner; two deployments share this queue",
-				"queue", b.queue, "namespace", p.Namespace, "ours", b.cfg.namespace, "events", len(p.Events))
-			if opts.OnForeign != nil {
-				opts.OnForeign(p.Namespace, len(p.Events))
-			}
-			out = append(out, outgoing{b.putBackQueue(), amqp.Publishing{
-				MessageId:    r.MessageId,
-				DeliveryMode: amqp.Persistent,
-				Timestamp:    r.Timestamp,
-				Headers:      ownHeaders(r.Headers),
-				Body:         r.Body,
-			}})
-			continue
-		}
-		handOut = append(handOut, hand...)
+		taken[i] = brokerpack.Taken[amqp.Delivery]{Raw: r, ID: r.MessageId, Body: r.Body, Crashes: attemptOf(r) - 1}
 	}
-	brokerpack.HandOut(ctx, handOut, opts.BatchSize, handle)
-	if ch.IsClosed() {
+	s, ok := brokerpack.Work(ctx, taken, opts, handle, brokerpack.Round[amqp.Delivery, outgoing]{
+		Namespace: b.cfg.namespace, Policy: b.cfg.retry,
+		Logger: b.cfg.logger, Adapter: "rabbitmq", Where: "queue", WhereName: b.queue,
+		PutBackForOwner: func(t brokerpack.Taken[amqp.Delivery]) outgoing {
+			return outgoing{b.putBackQueue(), amqp.Publishing{
+				MessageId:    t.Raw.MessageId,
+				DeliveryMode: amqp.Persistent,
+				Timestamp:    t.Raw.Timestamp,
+				Headers:      ownHeaders(t.Raw.Headers),
+				Body:         t.Raw.Body,
+			}}
+		},
 		// The connection died under the handler: the broker has taken
 		// the whole batch back already, so copies would be duplicates.
-		return
-	}
-	live := ctx.Err() == nil
-
-	var acks, moved []uint64
-	for _, g := range got {
-		if g.foreign {
-			moved = append(moved, g.tag)
-			continue
-		}
-		v := brokerpack.Judge(g.all, policy, live)
-		if v.Abandon {
-			continue // back to the queue when the channel closes
-		}
-		if len(v.Retry) == 0 && len(v.Dead) == 0 {
-			acks = append(acks, g.tag)
-			continue
-		}
-		moved = append(moved, g.tag)
-		for delay, run := range v.Retry {
-			for _, part := range brokerpack.SplitPacks(run) {
-				out = append(out, b.pack(b.retryQueue(delay), part))
-			}
-		}
-		for _, dl := range v.Dead {
-			out = append(out, outgoing{b.dead, amqp.Publishing{
+		Around: func(_ []amqp.Delivery, _ int, hand func()) bool { hand(); return !ch.IsClosed() },
+		Retry: func(delay time.Duration, _ time.Time, run []brokerpack.PackedMessage) outgoing {
+			return b.pack(b.retryQueue(delay), run)
+		},
+		Dead: func(dl seckill.DeadLetter) outgoing {
+			return outgoing{b.dead, amqp.Publishing{
 				MessageId:    dl.Message.ID,
 				DeliveryMode: amqp.Persistent,
 				Timestamp:    time.Now(),
 				Headers:      amqp.Table{hdrAttempt: int32(dl.Attempts), hdrReason: dl.Reason},
 				Body:         dl.Message.Body,
-			}})
-		}
+			}}
+		},
+	})
+	if !ok {
+		return
 	}
-
-	if len(out) > 0 {
+	moved := tags(s.Moved)
+	if len(s.Copies) > 0 {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		err := b.send(sctx, out)
+		err := b.send(sctx, s.Copies)
 		cancel()
 		if err != nil {
 			b.cfg.logger.Error("rabbitmq: cannot move failed deliveries to retry or dead-letter queue; requeueing them",
@@ -284,10 +251,23 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 			moved = nil
 		}
 	}
-	settled := append(acks, moved...)
-	if len(settled) == len(got) && len(settled) > 0 {
-		// Nothing of the batch is left to the broker: one ack for all
-		// (the channel holds no other unacked delivery).
+	b.ack(ch, append(tags(s.Acks), moved...), len(raw))
+}
+
+// tags are the delivery tags of ds.
+func tags(ds []amqp.Delivery) []uint64 {
+	out := make([]uint64, len(ds))
+	for i, d := range ds {
+		out[i] = d.DeliveryTag
+	}
+	return out
+}
+
+// ack acks the settled deliveries of a batch of total: one multiple ack
+// when nothing of the batch is left to the broker (the channel holds no
+// other unacked delivery), else one each.
+func (b *Broker) ack(ch *amqp.Channel, settled []uint64, total int) {
+	if len(settled) == total && len(settled) > 0 {
 		last := settled[0]
 		for _, t := range settled {
 			last = max(last, t)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -489,4 +490,38 @@ func outboxCount(counts, xlen rueidis.RedisResult) (int64, error) {
 		}
 	}
 	return max(outboxed-relayed, entries), nil
+}
+
+// OutboxOldest is when the oldest entry of the sale's outbox (of each of
+// its buckets) was appended, by the Redis clock its stream id carries;
+// empty when no outbox of the sale holds an entry.
+func (s *Store) OutboxOldest(ctx context.Context, saleID string) (oldest time.Time, empty bool, err error) {
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("outbox oldest: %w", err)
+	}
+	cmds := make(rueidis.Commands, len(bs.tags))
+	for i, tag := range bs.tags {
+		cmds[i] = s.client.B().Xrange().Key(s.keys(tag)[keyOutbox]).Start("-").End("+").Count(1).Build()
+	}
+	empty = true
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		entries, err := r.AsXRange()
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("outbox oldest: %w", classify(err))
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		ms, _, _ := strings.Cut(entries[0].ID, "-")
+		at, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("outbox oldest: stream id %q: %w", entries[0].ID, err)
+		}
+		if t := time.UnixMilli(at); empty || t.Before(oldest) {
+			oldest = t
+		}
+		empty = false
+	}
+	return oldest, empty, nil
 }
