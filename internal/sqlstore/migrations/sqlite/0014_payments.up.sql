@@ -3,11 +3,11 @@
 -- Orders take two more statuses: refund_due (paid after the order was
 -- cancelled and its unit went back) and refunded. SQLite changes no CHECK
 -- in place: the table is built anew and its rows copied (inside the
--- migration's transaction), as in 0009.
-CREATE TABLE orders_0011 (
+-- migration's transaction), as in 0009; without the foreign key to sales, as in 0013.
+CREATE TABLE orders_0014 (
     id             TEXT    NOT NULL,
     reservation_id TEXT    NOT NULL PRIMARY KEY,
-    sale_id        TEXT    NOT NULL REFERENCES sales (id),
+    sale_id        TEXT    NOT NULL,
     user_id        TEXT    NOT NULL,
     qty            INTEGER NOT NULL,
     amount_cents   INTEGER NOT NULL,
@@ -22,13 +22,13 @@ CREATE TABLE orders_0011 (
     CHECK (amount_cents >= 0),
     CHECK (status IN ('ordered', 'paid', 'cancelled', 'refund_due', 'refunded'))
 ) STRICT;
-INSERT INTO orders_0011 (id, reservation_id, sale_id, user_id, qty, amount_cents, status,
+INSERT INTO orders_0014 (id, reservation_id, sale_id, user_id, qty, amount_cents, status,
         pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason)
     SELECT id, reservation_id, sale_id, user_id, qty, amount_cents, status,
         pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason
     FROM orders;
 DROP TABLE orders;
-ALTER TABLE orders_0011 RENAME TO orders;
+ALTER TABLE orders_0014 RENAME TO orders;
 CREATE INDEX orders_status_pay_by_idx ON orders (status, pay_by_ms);
 CREATE INDEX orders_sale_user_idx ON orders (sale_id, user_id, status, qty);
 
