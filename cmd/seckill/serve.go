@@ -239,6 +239,9 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 		m.db.EnableOrderEvents()
 	}
 	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
+		if w.stored != nil {
+			w.stored.Appended() // before the relay wakes: its next mark counts this batch
+		}
 		select {
 		case w.relayWake <- struct{}{}:
 		default: // a wake is pending already
