@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" driver of the PostgreSQL baseline
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -27,10 +28,23 @@ import (
 // configuration.
 const persistRounds = 5
 
-// BenchmarkOrderPersistence compares, in one run on MariaDB, the
-// per-order-transaction baseline with seckill's whole pipeline (Redis
-// reserve script → outbox → relay → RabbitMQ → order writer, a transaction
-// per batch), at the default configuration and at a few others.
+// persistDB is a database BenchmarkOrderPersistence runs on: a fresh one
+// of the shared server, and its server's process name (for its CPU).
+type persistDB struct {
+	name, process string
+	url           func(testing.TB) string
+}
+
+var persistDBs = []persistDB{
+	{"mariadb", "mariadbd", sqltest.MySQL},
+	{"postgres", "postgres", sqltest.Postgres},
+}
+
+// BenchmarkOrderPersistence compares, in one run on each of MariaDB and
+// PostgreSQL, the per-order-transaction baseline with seckill's whole
+// pipeline (Redis reserve script → outbox → relay → RabbitMQ → order
+// writer, a transaction per batch), at the default configuration and at a
+// few others.
 //
 // The baseline is the textbook way, on the same tables: one transaction
 // per order, a conditional stock update and the insert, both prepared
@@ -44,13 +58,20 @@ const persistRounds = 5
 // opened). Orders per transaction are read from the sale's version, which
 // each of the writer's transactions moves by one. CPU per order
 // is reported for this process (getrusage: the baseline's clients, or the
-// pipeline's reserve calls, relay and writer) and for mariadbd, read from
-// /proc when it runs on this machine:
+// pipeline's reserve calls, relay and writer) and for the database server
+// (every process of its name, so a shared server's other clients too),
+// read from /proc when it runs on this machine:
 //
 //	go test -run XXX -bench OrderPersistence -benchtime 5000x ./cmd/seckill
 func BenchmarkOrderPersistence(b *testing.B) {
+	for _, d := range persistDBs {
+		b.Run(d.name, func(b *testing.B) { benchOrderPersistence(b, d) })
+	}
+}
+
+func benchOrderPersistence(b *testing.B, d persistDB) {
 	ctx := context.Background()
-	baseline := newTextbookWriter(b)
+	baseline := newTextbookWriter(b, d)
 	configs := []struct {
 		name           string
 		writers, batch int // 0: the default
@@ -68,7 +89,7 @@ func BenchmarkOrderPersistence(b *testing.B) {
 	base := &side{run: func(n int) (float64, float64, float64) { return baseline.round(b, n), 1, 0 }}
 	pipes := make([]*side, len(configs))
 	for i, c := range configs {
-		stack := stacks[0].config(b)
+		stack := externalStack(b, servicetest.RabbitMQ.URL(b), d.url(b))
 		e := startEngine(b, func(cfg *Config) {
 			stack(cfg)
 			if c.writers > 0 {
@@ -77,14 +98,14 @@ func BenchmarkOrderPersistence(b *testing.B) {
 		})
 		// The round's end is watched with a prepared statement, so that
 		// watching costs the database little.
-		unsold, err := rawMySQL(b, e.m.Config.DatabaseURL).PrepareContext(ctx, `SELECT stock, version FROM sales WHERE id = ?`)
+		unsold, err := rawDB(b, e.m.Config.DatabaseURL).PrepareContext(ctx, bindDollars(d, `SELECT stock, version FROM sales WHERE id = ?`))
 		if err != nil {
 			b.Fatal(err)
 		}
 		pipes[i] = &side{run: func(n int) (float64, float64, float64) { return pipelineRound(ctx, b, e, unsold, n) }}
 	}
 	all := append([]*side{base}, pipes...)
-	mariadbd, rabbit, redis := procsNamed("mariadbd"), procsNamed("beam.smp"), procsNamed("redis-server")
+	dbProc, rabbit, redis := procsNamed(d.process), procsNamed("beam.smp"), procsNamed("redis-server")
 	for _, s := range all {
 		s.run(min(b.N, 500))
 	}
@@ -96,11 +117,11 @@ func BenchmarkOrderPersistence(b *testing.B) {
 			order = append(order, base)
 		}
 		for _, s := range order {
-			self, db, mq, kv := cpuSelf(), cpuOf(mariadbd), cpuOf(rabbit), cpuOf(redis)
+			self, db, mq, kv := cpuSelf(), cpuOf(dbProc), cpuOf(rabbit), cpuOf(redis)
 			rate, perTx, rolled := s.run(b.N)
 			s.rates, s.perTx, s.rolled = append(s.rates, rate), append(s.perTx, perTx), append(s.rolled, rolled)
 			s.selfCPU += cpuSelf() - self
-			s.dbCPU += cpuOf(mariadbd) - db
+			s.dbCPU += cpuOf(dbProc) - db
 			s.mqCPU += cpuOf(rabbit) - mq
 			s.kvCPU += cpuOf(redis) - kv
 		}
@@ -114,19 +135,38 @@ func BenchmarkOrderPersistence(b *testing.B) {
 	}
 	b.ReportMetric(median(base.rates), "baseline-orders/s")
 	b.ReportMetric(perOrder(base.selfCPU), "baseline-client-µs/order")
-	b.ReportMetric(perOrder(base.dbCPU), "baseline-mariadb-µs/order")
+	b.ReportMetric(perOrder(base.dbCPU), "baseline-db-µs/order")
 	for i, c := range configs {
 		p := pipes[i]
 		b.ReportMetric(median(p.rates), c.name+"-orders/s")
 		b.ReportMetric(median(p.ratios), c.name+"-ratio")
 		b.ReportMetric(median(p.perTx), c.name+"-orders/transaction")
 		b.ReportMetric(perOrder(p.selfCPU), c.name+"-seckill-µs/order")
-		b.ReportMetric(perOrder(p.dbCPU), c.name+"-mariadb-µs/order")
+		b.ReportMetric(perOrder(p.dbCPU), c.name+"-db-µs/order")
 		b.ReportMetric(perOrder(p.mqCPU), c.name+"-rabbitmq-µs/order")
 		b.ReportMetric(perOrder(p.kvCPU), c.name+"-redis-µs/order")
 		b.ReportMetric(median(p.rolled), c.name+"-rollbacks/round")
-		b.Logf("%s: ratios by round %s; rollbacks by round %s", c.name, fmtRatios(p.ratios), fmtRatios(p.rolled))
+		b.Logf("%s %s: ratios by round %s; rollbacks by round %s", d.name, c.name, fmtRatios(p.ratios), fmtRatios(p.rolled))
 	}
+}
+
+// bindDollars rewrites the ? bind parameters of query as $1, $2, … on
+// PostgreSQL.
+func bindDollars(d persistDB, query string) string {
+	if d.name != "postgres" {
+		return query
+	}
+	var out strings.Builder
+	n := 0
+	for _, c := range query {
+		if c == '?' {
+			n++
+			out.WriteString("$" + strconv.Itoa(n))
+			continue
+		}
+		out.WriteRune(c)
+	}
+	return out.String()
 }
 
 func fmtRatios(xs []float64) string {
@@ -186,17 +226,17 @@ func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stm
 	}
 }
 
-// textbookWriter is the baseline: one transaction per order on a MariaDB
-// database of seckill's schema, through a pool of 32 connections.
+// textbookWriter is the baseline: one transaction per order on a database
+// of seckill's schema, through a pool of 32 connections.
 type textbookWriter struct {
 	sales          *sqlstore.SaleStore
 	raw            *sql.DB
 	update, insert *sql.Stmt
 }
 
-func newTextbookWriter(b *testing.B) *textbookWriter {
+func newTextbookWriter(b *testing.B, d persistDB) *textbookWriter {
 	ctx := context.Background()
-	dbURL := sqltest.MySQL(b)
+	dbURL := d.url(b)
 	db, err := sqlstore.Open(ctx, dbURL)
 	if err != nil {
 		b.Fatal(err)
@@ -205,12 +245,12 @@ func newTextbookWriter(b *testing.B) *textbookWriter {
 	if err := db.Migrate(ctx); err != nil {
 		b.Fatal(err)
 	}
-	w := &textbookWriter{sales: sqlstore.NewSaleStore(db), raw: rawMySQL(b, dbURL)}
-	if w.update, err = w.raw.PrepareContext(ctx, `UPDATE sales SET stock = stock - 1 WHERE id = ? AND stock > 0`); err != nil {
+	w := &textbookWriter{sales: sqlstore.NewSaleStore(db), raw: rawDB(b, dbURL)}
+	if w.update, err = w.raw.PrepareContext(ctx, bindDollars(d, `UPDATE sales SET stock = stock - 1 WHERE id = ? AND stock > 0`)); err != nil {
 		b.Fatal(err)
 	}
-	w.insert, err = w.raw.PrepareContext(ctx, `INSERT INTO orders (id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms)
-		VALUES (?, ?, ?, ?, 1, 100, 'ordered', ?, ?, ?, ?)`)
+	w.insert, err = w.raw.PrepareContext(ctx, bindDollars(d, `INSERT INTO orders (id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms)
+		VALUES (?, ?, ?, ?, 1, 100, 'ordered', ?, ?, ?, ?)`))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -265,18 +305,24 @@ func (w *textbookWriter) order(ctx context.Context, sale string, i int) error {
 	return tx.Commit()
 }
 
-// rawMySQL opens a plain database/sql handle on a mysql:// URL.
-func rawMySQL(b testing.TB, rawURL string) *sql.DB {
+// rawDB opens a plain database/sql handle on a mysql:// or postgres://
+// URL, with a pool of 32 connections.
+func rawDB(b testing.TB, rawURL string) *sql.DB {
 	b.Helper()
 	u, err := url.Parse(rawURL)
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := mysql.NewConfig()
-	cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
-	cfg.User = u.User.Username()
-	cfg.Passwd, _ = u.User.Password()
-	db, err := sql.Open("mysql", cfg.FormatDSN())
+	var db *sql.DB
+	if u.Scheme == "mysql" {
+		cfg := mysql.NewConfig()
+		cfg.Net, cfg.Addr, cfg.DBName = "tcp", u.Host, strings.TrimPrefix(u.Path, "/")
+		cfg.User = u.User.Username()
+		cfg.Passwd, _ = u.User.Password()
+		db, err = sql.Open("mysql", cfg.FormatDSN())
+	} else {
+		db, err = sql.Open("pgx", rawURL)
+	}
 	if err != nil {
 		b.Fatal(err)
 	}

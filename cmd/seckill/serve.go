@@ -472,7 +472,8 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lc := lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		OnLost:  func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		Limiter: w.reqStock,
 	}
 	// A node that reads the broker judges a forgotten claim from what is
 	// in flight; one that does not (api only) waits out LostClaimAfter.

@@ -145,6 +145,10 @@ type orderQueries struct {
 	// heldSum is the SQL of the units a buyer's orders hold, SUM(qty), as
 	// a BIGINT (PostgreSQL's SUM of a BIGINT is a NUMERIC).
 	heldSum string
+	// heldByBuyer, when set, is the batch read's part that sums what
+	// each buyer holds, taking the sale (%[1]s) and the buyers as one
+	// array parameter (%[2]s), instead of an IN list (batchReadsOf).
+	heldByBuyer string
 	// isTransient recognises an error after which the database has rolled
 	// the transaction back and trying it again may succeed (a deadlock, a
 	// serialization failure).
@@ -164,6 +168,12 @@ type orderQueries struct {
 	// rows of failedOrderColumns.
 	insertOrders       string
 	insertFailedOrders string
+	// insertPlacedArrays, when set, inserts new orders (status ordered)
+	// of one sale, pay-by, creation and update time ($1-$4) from arrays of
+	// their reservation ids, buyers, quantities, amounts and reservation
+	// times ($5-$9): one statement of nine parameters for a whole batch
+	// (insertPlaced).
+	insertPlacedArrays string
 	// insertCancelledOrders inserts rows of orderInsertColumns followed by
 	// cancel_reason: orders whose restore was asked for before they landed.
 	insertCancelledOrders string
@@ -435,22 +445,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 		}
 	}
 
-	ids := make([]string, 0, len(events))
-	seen := make(map[string]bool, len(events))
-	var users []string
-	seenUser := make(map[string]bool, len(events))
-	for _, e := range events {
-		if !seen[e.ReservationID] {
-			seen[e.ReservationID] = true
-			ids = append(ids, e.ReservationID)
-		}
-		// An invalid user id is rejected anyway, and may not even be
-		// text the database accepts as a bind parameter.
-		if !seenUser[e.UserID] && seckill.ValidUserID(e.UserID) {
-			seenUser[e.UserID] = true
-			users = append(users, e.UserID)
-		}
-	}
+	ids, users := batchKeys(events)
 	r, err := st.batchReads(ctx, tx, saleID, ids, users, readOrders)
 	if err != nil {
 		return nil, st.conflictOr(err, "read the sale and the batch's rows")
@@ -458,72 +453,10 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 	if !r.saleFound {
 		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
 	}
-	stock, version, price, limit := r.stock, r.version, r.price, r.limit
-	existing, restores, held := r.existing, r.restores, r.held
-
-	var (
-		outcomes = make([]seckill.PersistOutcome, len(events))
-		orders   []*seckill.Order
-		failed   []*seckill.FailedOrder
-		left     = stock
-		nowMs    = toMillis(now)
-		payBy    = fromMillis(toMillis(now.Add(payTimeout)))
-		done     = make(map[string]bool, len(events))
-		restored []string // reservation ids whose restore requests settle
-	)
-	for i, e := range events {
-		if existing[e.ReservationID] || done[e.ReservationID] {
-			outcomes[i] = seckill.PersistDuplicate
-			continue
-		}
-		done[e.ReservationID] = true
-		reject := func(reason string) {
-			outcomes[i] = seckill.PersistRejected
-			failed = append(failed, rejectedEvent(e, reason, fromMillis(nowMs)))
-		}
-		order := func(status seckill.OrderStatus, cancelReason string) {
-			outcomes[i] = seckill.PersistCreated
-			orders = append(orders, &seckill.Order{
-				ID:            seckill.OrderIDOf(e.ReservationID),
-				ReservationID: e.ReservationID,
-				SaleID:        saleID,
-				UserID:        e.UserID,
-				Qty:           e.Qty,
-				AmountCents:   e.Qty * price,
-				Status:        status,
-				PayBy:         payBy,
-				ReservedAt:    fromMillis(toMillis(e.ReservedAt)),
-				CreatedAt:     fromMillis(nowMs),
-				UpdatedAt:     fromMillis(nowMs),
-				CancelReason:  cancelReason,
-			})
-		}
-		restoreReason, restore := restores[e.ReservationID]
-		if restore {
-			restored = append(restored, e.ReservationID)
-		}
-		switch {
-		case !seckill.ValidUserID(e.UserID):
-			reject("invalid reservation event: bad user id")
-		case e.Qty < 1 || e.Qty > seckill.MaxPurchaseLimit:
-			// The upper bound also keeps qty × price (price at most
-			// MaxPriceCents) inside int64.
-			reject(fmt.Sprintf("invalid reservation event: qty %d out of range", e.Qty))
-		case restore:
-			order(seckill.OrderCancelled, restoreReason) // takes no stock
-		case held[e.UserID]+e.Qty > limit:
-			// The database is the last word on the limit as on the
-			// stock: Redis may have forgotten what this buyer holds.
-			reject(fmt.Sprintf("%s: qty %d, buyer holds %d of %d", seckill.ReasonOverLimit, e.Qty, held[e.UserID], limit))
-			outcomes[i] = seckill.PersistOverLimit
-		case e.Qty > left:
-			reject(fmt.Sprintf(seckill.ReasonInsufficientStock+": qty %d, %d left", e.Qty, left))
-		default:
-			left -= e.Qty
-			held[e.UserID] += e.Qty
-			order(seckill.OrderPlaced, "")
-		}
-	}
+	plan := seckill.DecidePersist(seckill.PersistSnapshot{Stock: r.stock, Limit: r.limit,
+		Existing: r.existing, Restores: r.restores, Held: r.held}, events)
+	nowMs := toMillis(now)
+	outcomes, orders, failed, restored := planRows(plan, events, r.price, fromMillis(nowMs), fromMillis(toMillis(now.Add(payTimeout))))
 	if len(orders) == 0 && len(failed) == 0 {
 		return outcomes, nil // all duplicates: nothing to write
 	}
@@ -540,15 +473,14 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 	// moved when their turn comes. It runs even when every new event was
 	// rejected (taking 0): the rejections rest on the stock read, which
 	// must be as current as for a take.
-	taken := stock - left
-	res, err := st.exec(ctx, tx, st.q.takeStock, taken, nowMs, saleID, version, taken)
+	res, err := st.exec(ctx, tx, st.q.takeStock, plan.Taken, nowMs, saleID, r.version, plan.Taken)
 	if err != nil {
 		return nil, st.conflictOr(err, "take stock")
 	}
 	if n, err := res.RowsAffected(); err != nil {
 		return nil, fmt.Errorf("take stock: %w", err)
 	} else if n != 1 {
-		return nil, fmt.Errorf("take %d of stock at version %d: version moved: %w", taken, version, errConflict)
+		return nil, fmt.Errorf("take %d of stock at version %d: version moved: %w", plan.Taken, r.version, errConflict)
 	}
 	if err := st.insertOrders(ctx, tx, orders); err != nil {
 		if !readOrders && st.db.isUniqueViolation(err) {
@@ -563,7 +495,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 		return nil, st.conflictOr(err, "settle parked restores")
 	}
 	if st.db.orderEvents {
-		if err := st.insertOrderEvents(ctx, tx, persistedEvents(orders, failed, price, r.currency)...); err != nil {
+		if err := st.insertOrderEvents(ctx, tx, persistedEvents(orders, failed, r.price, r.currency)...); err != nil {
 			return nil, st.conflictOr(err, "record order events")
 		}
 	}
@@ -595,6 +527,54 @@ func persistedEvents(orders []*seckill.Order, failed []*seckill.FailedOrder, pri
 		events = append(events, e)
 	}
 	return events
+}
+
+// batchKeys lists the distinct reservation ids of events, and their
+// distinct valid buyers (an invalid user id is rejected anyway, and may
+// not even be text the database accepts as a bind parameter).
+func batchKeys(events []seckill.ReservationEvent) (ids, users []string) {
+	ids = make([]string, 0, len(events))
+	seen := make(map[string]bool, len(events))
+	for _, e := range events {
+		if !seen[e.ReservationID] {
+			seen[e.ReservationID] = true
+			ids = append(ids, e.ReservationID)
+		}
+	}
+	seenUser := make(map[string]bool, len(events))
+	for _, e := range events {
+		if !seenUser[e.UserID] && seckill.ValidUserID(e.UserID) {
+			seenUser[e.UserID] = true
+			users = append(users, e.UserID)
+		}
+	}
+	return ids, users
+}
+
+// planRows turns plan into the rows it writes, all created at now: the
+// outcome of each event, the new orders, the failed orders and the
+// reservations whose restore requests settle.
+func planRows(plan seckill.PersistPlan, events []seckill.ReservationEvent, price int64, now, payBy time.Time) (
+	outcomes []seckill.PersistOutcome, orders []*seckill.Order, failed []*seckill.FailedOrder, restored []string) {
+	outcomes = make([]seckill.PersistOutcome, len(events))
+	for i, d := range plan.Decisions {
+		e := events[i]
+		outcomes[i] = d.Outcome
+		if d.Restored {
+			restored = append(restored, e.ReservationID)
+		}
+		switch d.Outcome {
+		case seckill.PersistCreated:
+			orders = append(orders, &seckill.Order{
+				ID: seckill.OrderIDOf(e.ReservationID), ReservationID: e.ReservationID, SaleID: e.SaleID,
+				UserID: e.UserID, Qty: e.Qty, AmountCents: e.Qty * price, Status: d.Status, PayBy: payBy,
+				ReservedAt: fromMillis(toMillis(e.ReservedAt)), CreatedAt: now, UpdatedAt: now, CancelReason: d.CancelReason,
+			})
+		case seckill.PersistRejected, seckill.PersistOverLimit:
+			failed = append(failed, rejectedEvent(e, d.Reason, now))
+		}
+	}
+	return outcomes, orders, failed, restored
 }
 
 // conflictOr wraps err with what, marking it errConflict when it is a
@@ -673,7 +653,13 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 			args = append(args, saleID)
 		}
 		args = append(args, saleID)
+		if st.q.heldByBuyer != "" {
+			args = append(args, uc)
+		}
 		for i := range n {
+			if st.q.heldByBuyer != "" {
+				break
+			}
 			if len(uc) == 0 {
 				args = append(args, "")
 			} else {
@@ -753,6 +739,11 @@ func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
 		` AND EXISTS (SELECT 1 FROM failed_orders WHERE sale_id = ` + next() + `)`)
 	b.WriteString(` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + list() +
 		` AND EXISTS (SELECT 1 FROM restore_requests WHERE sale_id = ` + next() + `)`)
+	if q.heldByBuyer != "" {
+		sale := next()
+		b.WriteString(` UNION ALL ` + fmt.Sprintf(q.heldByBuyer, sale, next()))
+		return b.String()
+	}
 	b.WriteString(` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + next())
 	b.WriteString(` AND status <> 'cancelled' AND user_id IN ` + list() + ` GROUP BY user_id`)
 	return b.String()
@@ -821,6 +812,12 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 			cancelled = append(cancelled, o)
 		}
 	}
+	if st.q.insertPlacedArrays != "" && sharedPlacement(placed) {
+		if err := st.insertPlaced(ctx, tx, placed); err != nil {
+			return err
+		}
+		placed = nil
+	}
 	for _, set := range []struct {
 		orders []*seckill.Order
 		head   string
@@ -851,10 +848,41 @@ func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*se
 	return nil
 }
 
-// execer is a transaction or a pool.
+// sharedPlacement reports whether orders (at least one) are all of one
+// sale, pay-by, creation and update time, as a batch's new orders are.
+func sharedPlacement(orders []*seckill.Order) bool {
+	for _, o := range orders {
+		if o.SaleID != orders[0].SaleID || !o.PayBy.Equal(orders[0].PayBy) ||
+			!o.CreatedAt.Equal(orders[0].CreatedAt) || !o.UpdatedAt.Equal(orders[0].UpdatedAt) {
+			return false
+		}
+	}
+	return len(orders) > 0
+}
+
+// insertPlaced inserts new orders that share their placement
+// (sharedPlacement) with st.q.insertPlacedArrays. The order ids are the
+// database's ('o-' || reservation id, as the table's CHECK requires).
+func (st *OrderStore) insertPlaced(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
+	var (
+		rids, users        = make([]string, len(orders)), make([]string, len(orders))
+		qty, amount, resAt = make([]int64, len(orders)), make([]int64, len(orders)), make([]int64, len(orders))
+	)
+	for i, o := range orders {
+		rids[i], users[i], qty[i], amount[i], resAt[i] = o.ReservationID, o.UserID, o.Qty, o.AmountCents, toMillis(o.ReservedAt)
+	}
+	first := orders[0]
+	_, err := st.exec(ctx, tx, st.q.insertPlacedArrays, first.SaleID, toMillis(first.PayBy), toMillis(first.CreatedAt),
+		toMillis(first.UpdatedAt), rids, users, qty, amount, resAt)
+	return err
+}
+
 // writerQueries lists every statement text PersistReservations runs.
 func (st *OrderStore) writerQueries() []string {
 	qs := []string{st.q.takeStock}
+	if st.q.insertPlacedArrays != "" {
+		qs = append(qs, st.q.insertPlacedArrays)
+	}
 	for n := placedStep; n <= placedChunk; n += placedStep {
 		qs = append(qs, st.q.insertOrders+st.q.tuples(n, orderInsertWidth))
 	}

@@ -22,6 +22,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/httpapi"
 )
 
 //go:embed static
@@ -366,42 +367,9 @@ var errTrailing = errors.New("data after the JSON value")
 
 var errAdminAuth = seckill.Errorf(seckill.EUNAUTHORIZED, "The admin token is required (Authorization: Bearer ADMIN_TOKEN).")
 
-// codeStatus maps the error codes this package answers with to statuses,
-// as internal/httpapi does for the same codes.
-var codeStatus = map[string]int{
-	seckill.EINVALID:      http.StatusBadRequest,
-	seckill.EUNAUTHORIZED: http.StatusUnauthorized,
-	seckill.ESALENOTFOUND: http.StatusNotFound,
-	seckill.ETOOLARGE:     http.StatusRequestEntityTooLarge,
-	seckill.EUNAVAILABLE:  http.StatusServiceUnavailable,
-}
-
-type errorResponse struct {
-	Error struct {
-		Code    string `json:"code"`
-		Message string `json:"message"`
-	} `json:"error"`
-}
-
-// writeError answers err in the API's error shape. Errors that are not a
-// *seckill.Error are internal and shown without their text.
-func writeError(w http.ResponseWriter, err error) {
-	var body errorResponse
-	body.Error.Code, body.Error.Message = seckill.ErrorCode(err), seckill.ErrorMessage(err)
-	status, ok := codeStatus[body.Error.Code]
-	if !ok {
-		status = http.StatusInternalServerError
-	}
-	switch status {
-	case http.StatusUnauthorized:
-		w.Header().Set("WWW-Authenticate", `Bearer realm="seckill"`)
-	case http.StatusServiceUnavailable: // as the API answers an outage
-		if w.Header().Get("Retry-After") == "" {
-			w.Header().Set("Retry-After", "1")
-		}
-	}
-	writeJSON(w, status, body)
-}
+// writeError answers err in the API's error shape, with the status
+// httpapi's one table maps its code to.
+func writeError(w http.ResponseWriter, err error) { httpapi.WriteError(w, err) }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/fakestore"
+	"github.com/seckill-dev/seckill/internal/httpapi"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -65,7 +66,9 @@ type answer struct {
 }
 
 func (a answer) code() string {
-	var e errorResponse
+	var e struct {
+		Error struct{ Code string } `json:"error"`
+	}
 	_ = json.Unmarshal(a.body, &e)
 	return e.Error.Code
 }
@@ -762,6 +765,20 @@ func TestEventsRemainingCappedByUnsold(t *testing.T) {
 	for p := nextSample(t, r); *p.Remaining != 197; p = nextSample(t, r) {
 		if time.Now().After(deadline) {
 			t.Fatalf("remaining %d, want Redis's 197 once the row allows it", *p.Remaining)
+		}
+	}
+}
+
+// TestErrorsAnswerThroughTheAPITable: every code the pages answer gets
+// the status httpapi's one table gives it (the pages' own copy had
+// drifted: a code it lacked was answered 500).
+func TestErrorsAnswerThroughTheAPITable(t *testing.T) {
+	for _, code := range []string{seckill.EINVALID, seckill.EUNAUTHORIZED, seckill.ESALENOTFOUND, seckill.ETOOLARGE,
+		seckill.EUNAVAILABLE, seckill.ERATELIMITED, seckill.ECONFLICT, seckill.EINTERNAL} {
+		rec := httptest.NewRecorder()
+		writeError(rec, seckill.Errorf(code, "x"))
+		if want := httpapi.ErrorStatus(code); rec.Code != want {
+			t.Errorf("%s answered %d, want %d", code, rec.Code, want)
 		}
 	}
 }

@@ -1,0 +1,205 @@
+package sqlstore
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// writerBatch is the batch of the writer benchmarks: what the pipeline's
+// writer persists per transaction under load (persist_bench_test.go
+// reports 260-450 orders a transaction on MariaDB).
+const writerBatch = 256
+
+// dbProcess names each dialect's server process, whose CPU the writer
+// benchmarks read from /proc when it runs on this machine (SQLite runs in
+// this process).
+var dbProcess = map[string]string{"mysql": "mariadbd", "postgres": "postgres"}
+
+// BenchmarkWriterTransaction is the order writer's transaction alone, on
+// each dialect: b.N batches of writerBatch new orders of one sale, each
+// from a buyer of its own (a rush: every batch's limit check looks up
+// buyers with no order yet), one PersistReservations call each. It
+// reports orders/s, this process's CPU per order (the writer's
+// statement building, driver, decode), the database server's (every
+// process of that name on this machine, so the other clients of a shared
+// server too) and that of the server thread or process serving the
+// writer's one connection (conn: the statements alone, without the
+// server's background work):
+//
+//	go test -run '^$' -bench WriterTransaction -benchtime 200x ./internal/sqlstore
+func BenchmarkWriterTransaction(b *testing.B) {
+	for _, d := range dialects {
+		b.Run(d.name, func(b *testing.B) {
+			w := newWriterBench(b, d)
+			work := w.batches(b.N, writerBatch)
+			server, self, conn := w.serverCPU(), cpuTime(), w.connCPU()
+			start := time.Now()
+			b.ResetTimer()
+			persistAll(b, w.st, work)
+			b.StopTimer()
+			n := float64(b.N * writerBatch)
+			b.ReportMetric(n/time.Since(start).Seconds(), "orders/s")
+			b.ReportMetric(float64((cpuTime()-self).Microseconds())/n, "client-µs/order")
+			if d.name != "sqlite" {
+				b.ReportMetric(float64((w.serverCPU()-server).Microseconds())/n, "db-µs/order")
+				b.ReportMetric(float64((w.connCPU()-conn).Microseconds())/n, "conn-µs/order")
+			}
+		})
+	}
+}
+
+// BenchmarkWriterMillion writes 1,000,000 orders of one sale through the
+// writer's transaction on each dialect (batches of writerBatch, a buyer
+// per order) and reports the rate of each 100,000, and the last one's
+// ratio to the first: a sale's writes must not slow down as it grows.
+// It ignores b.N (run it with -benchtime 1x):
+//
+//	go test -run '^$' -bench WriterMillion -benchtime 1x -timeout 60m ./internal/sqlstore
+func BenchmarkWriterMillion(b *testing.B) {
+	const total, step = 1_000_000, 100_000
+	for _, d := range dialects {
+		b.Run(d.name, func(b *testing.B) {
+			w := newWriterBench(b, d)
+			var rates []float64
+			for range total / step {
+				work := w.batches(step/writerBatch, writerBatch)
+				start := time.Now()
+				persistAll(b, w.st, work)
+				rates = append(rates, float64(len(work)*writerBatch)/time.Since(start).Seconds())
+			}
+			parts := make([]string, len(rates))
+			for i, r := range rates {
+				parts[i] = strconv.Itoa(int(r))
+				b.ReportMetric(r, fmt.Sprintf("orders/s-%02d", i+1))
+			}
+			b.ReportMetric(rates[len(rates)-1]/rates[0], "last/first")
+			b.Logf("%s: orders/s per 100k: %s; last/first %.2f", d.name, strings.Join(parts, " "), rates[len(rates)-1]/rates[0])
+		})
+	}
+}
+
+// writerBench is a migrated database of one dialect with one sale of
+// unlimited stock and the order store that persists it.
+type writerBench struct {
+	st      *OrderStore
+	sale    string
+	process string
+	conn    string // the /proc stat file of the server's side of the connection
+	next    int
+}
+
+func newWriterBench(b *testing.B, d testDialect) *writerBench {
+	db, err := Open(b.Context(), d.url(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { db.Close() })
+	if err := db.Migrate(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	s := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: seckill.MaxSaleStock, PurchaseLimit: 1,
+		StartAt: time.Now(), EndAt: time.Now().Add(time.Hour)}
+	if err := NewSaleStore(db).CreateSale(b.Context(), s); err != nil {
+		b.Fatal(err)
+	}
+	w := &writerBench{st: NewOrderStore(db), sale: s.ID, process: dbProcess[d.name]}
+	if w.process != "" {
+		db.SetMaxConns(1)
+		w.conn = connStat(b, db)
+	}
+	return w
+}
+
+// batches makes n batches of size new reservations, each of a new buyer.
+func (w *writerBench) batches(n, size int) [][]seckill.ReservationEvent {
+	work := make([][]seckill.ReservationEvent, n)
+	for k := range work {
+		work[k] = make([]seckill.ReservationEvent, size)
+		for j := range work[k] {
+			now := time.Now()
+			work[k][j] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID(w.sale, now),
+				SaleID: w.sale, UserID: "u" + strconv.Itoa(w.next), Qty: 1, ReservedAt: now}
+			w.next++
+		}
+	}
+	return work
+}
+
+// connStat is the /proc stat file of the server thread (MariaDB) or
+// process (PostgreSQL) serving db's one connection; "" when the server
+// does not run on this machine.
+func connStat(b *testing.B, db *DB) string {
+	var id int64
+	if db.dialect == postgresDialect {
+		if err := db.write.QueryRowContext(b.Context(), `SELECT pg_backend_pid()`).Scan(&id); err != nil {
+			b.Fatal(err)
+		}
+		return fmt.Sprintf("/proc/%d/stat", id)
+	}
+	if err := db.write.QueryRowContext(b.Context(), `SELECT TID FROM information_schema.PROCESSLIST WHERE ID = CONNECTION_ID()`).Scan(&id); err != nil {
+		b.Fatal(err)
+	}
+	pids, _ := filepath.Glob(fmt.Sprintf("/proc/[0-9]*/task/%d/stat", id))
+	if len(pids) != 1 {
+		return ""
+	}
+	return pids[0]
+}
+
+// connCPU is the CPU time of the server's side of the connection.
+func (w *writerBench) connCPU() time.Duration {
+	if w.conn == "" {
+		return 0
+	}
+	return statCPU(w.conn)
+}
+
+// serverCPU is the CPU time of the database server's processes (0 for
+// SQLite, or a server not on this machine).
+func (w *writerBench) serverCPU() time.Duration {
+	if w.process == "" {
+		return 0
+	}
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var ticks int64
+	for _, p := range stats {
+		raw, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		s := string(raw)
+		if open, end := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')'); open >= 0 && end > open && s[open+1:end] == w.process {
+			ticks += statTicks(s)
+		}
+	}
+	return time.Duration(ticks) * time.Second / 100 // USER_HZ
+}
+
+// statCPU is the CPU time in a /proc stat file (0 once it is gone).
+func statCPU(path string) time.Duration {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return 0
+	}
+	return time.Duration(statTicks(string(raw))) * time.Second / 100 // USER_HZ
+}
+
+// statTicks is utime + stime of a /proc stat line: after the name (which
+// may hold spaces), state, then fields 4…; utime and stime are fields 14
+// and 15.
+func statTicks(s string) int64 {
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	u, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return u + st
+}
