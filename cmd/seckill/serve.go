@@ -231,7 +231,7 @@ func (m *Main) useSecrets() error {
 // openStores opens and migrates the database, then the stock store.
 func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	cfg, durability := &m.Config, w.durability
-	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
+	if m.db, err = sqlstore.OpenBounded(ctx, cfg.databaseURL(), cfg.databaseBounds()); err != nil {
 		return err
 	}
 	m.db.SetMaxConns(cfg.DatabaseMaxConns)
@@ -264,6 +264,7 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	}
 	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
 	m.orders = sqlstore.NewOrderStore(m.db)
+	holdWriterTx(m.orders, m.Logger)
 	return m.stock.CheckDurability(ctx, durability, cfg.RedisConfigCheck == "off", m.Logger)
 }
 
@@ -373,7 +374,10 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 				if w.eventsWake != nil {
 					w.eventsWake()
 				}
-			}, Now: m.now,
+			}, Now: m.now, CallTimeout: cfg.DatabaseCallTimeout,
+			// A node cut off from the database gives its batches back
+			// for the others (no attempt spent) instead of holding them.
+			ReleaseAfter: writerReleaseAfter,
 		}))
 	}
 	if w.roles.relay {
