@@ -514,6 +514,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Currency:    cfg.Currency,
 		SalesAdmin:  admin,
 		Lottery:     w.lottery,
+		Queue:       m.newQueue(),
 		Resolver:    m.orders,
 		PayTimeout:  cfg.PayTimeout,
 		OrderEvents: orderEventsAPI(w.events),
