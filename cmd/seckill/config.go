@@ -76,11 +76,26 @@ type Config struct {
 	RedisWaitTimeout time.Duration
 	HealInterval     time.Duration
 	Roles            string // comma-separated: api, relay, writer; "all" or empty: every one
+	// Payment confirmed by the shop's side (internal/httpapi payment.go).
+	PaymentWebhookSecret string // verifies POST /webhooks/v1/payments; empty: every webhook is 401
+	ServiceToken         string // the shop's server on POST /admin/v1/orders/{id}/payments; empty: 401
+	// BuyerPay ("on"/"off") lets a buyer pay by saying so
+	// (POST /api/v1/reservations/{id}/pay). Only `seckill demo` has the
+	// flag: serve never offers it.
+	BuyerPay string
 	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
 	// fsync what they confirm, so that it survives a power cut.
 	EmbeddedFsync string
 	// Events delivers order events to the shop (orderevents.go).
 	Events eventsConfig
+
+	// Bounds on every session to a database server (sqlstore.Bounds), and
+	// the deadline of each order-writer call.
+	DatabaseStatementTimeout time.Duration
+	DatabaseLockTimeout      time.Duration
+	DatabaseIdleTxTimeout    time.Duration
+	DatabaseKeepAlive        time.Duration
+	DatabaseCallTimeout      time.Duration
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -93,6 +108,27 @@ const (
 	DefaultRelayClaimIdle = 3 * time.Second
 	DefaultBrokerAckWait  = 5 * time.Second
 )
+
+// DefaultDatabaseCallTimeout is the default deadline of one order-writer
+// or housekeeping call to the database: a writer's transaction takes
+// milliseconds, and one waits at most the lock timeout (3 s) for a row.
+const DefaultDatabaseCallTimeout = 5 * time.Second
+
+// writerReleaseAfter is how long an order writer holds a batch while its
+// database is out of reach before giving it back for another node
+// (orderwriter.Config.ReleaseAfter). With the call timeout, a node cut off
+// mid-transaction gives its batch back about 6 s after the cut.
+const writerReleaseAfter = 2 * time.Second
+
+// databaseBounds are the bounds set on every database session.
+func (c *Config) databaseBounds() sqlstore.Bounds {
+	b := sqlstore.DefaultBounds
+	b.StatementTimeout = c.DatabaseStatementTimeout
+	b.LockTimeout = c.DatabaseLockTimeout
+	b.IdleTxTimeout = c.DatabaseIdleTxTimeout
+	b.KeepAlive = c.DatabaseKeepAlive
+	return b
+}
 
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
@@ -141,6 +177,12 @@ func DefaultConfig() Config {
 		Roles:                 "all",
 		EmbeddedFsync:         "on",
 		Events:                defaultEventsConfig(),
+
+		DatabaseStatementTimeout: sqlstore.DefaultBounds.StatementTimeout,
+		DatabaseLockTimeout:      sqlstore.DefaultBounds.LockTimeout,
+		DatabaseIdleTxTimeout:    sqlstore.DefaultBounds.IdleTxTimeout,
+		DatabaseKeepAlive:        sqlstore.DefaultBounds.KeepAlive,
+		DatabaseCallTimeout:      DefaultDatabaseCallTimeout,
 	}
 }
 
@@ -168,12 +210,19 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.EmbeddedFsync, "embedded-fsync", c.EmbeddedFsync, "on: the embedded broker and a SQLite database fsync every write they confirm, so an answered claim survives a power cut; off: they survive a crash of the process only (faster on slow disks)")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
+	stringFlag(fs, &c.PaymentWebhookSecret, "payment-webhook-secret", c.PaymentWebhookSecret, "secret (at least 32 bytes) of the payment provider's signed webhook POST /webhooks/v1/payments (Seckill-Signature: t=…,v1=…, Stripe's scheme); empty: the webhook is refused")
+	stringFlag(fs, &c.ServiceToken, "service-token", c.ServiceToken, "bearer token (at least 32 bytes, not the admin token) of the shop's server reporting payments on POST /admin/v1/orders/{order_id}/payments; empty: refused")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	return errors.Join(
 		durationFlag(fs, &c.JWTMaxLifetime, "jwt-max-lifetime", c.JWTMaxLifetime, "buyer tokens whose exp is further than this from their iat, or without iat, are refused; 0: no limit"),
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
+		durationFlag(fs, &c.DatabaseStatementTimeout, "database-statement-timeout", c.DatabaseStatementTimeout, "longest one database statement may run (PostgreSQL statement_timeout, MariaDB max_statement_time, MySQL max_execution_time); keep it above the reconciliation budget"),
+		durationFlag(fs, &c.DatabaseLockTimeout, "database-lock-timeout", c.DatabaseLockTimeout, "longest one statement waits for a row lock (PostgreSQL lock_timeout, innodb_lock_wait_timeout in whole seconds); a writer that times out tries its batch again"),
+		durationFlag(fs, &c.DatabaseIdleTxTimeout, "database-idle-tx-timeout", c.DatabaseIdleTxTimeout, "the server ends a session silent this long inside a transaction, releasing its locks (PostgreSQL idle_in_transaction_session_timeout, MariaDB idle_transaction_timeout, MySQL wait_timeout)"),
+		durationFlag(fs, &c.DatabaseKeepAlive, "database-keepalive", c.DatabaseKeepAlive, "TCP keepalive idle time and interval of database connections, both ends (3 probes)"),
+		durationFlag(fs, &c.DatabaseCallTimeout, "database-call-timeout", c.DatabaseCallTimeout, "deadline of each order-writer and housekeeping call to the database; a batch whose call times out is tried again from the start"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
@@ -271,6 +320,7 @@ type settings struct {
 	routeBudgets       map[string]time.Duration
 	durability         redis.Durability
 	demoLogin          bool
+	buyerPay           bool
 }
 
 func (c *Config) parse() (s settings, err error) {
@@ -294,6 +344,12 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if c.DatabaseMaxConns < 1 {
 		return s, fmt.Errorf("database max conns %d: want at least 1", c.DatabaseMaxConns)
+	}
+	if err := c.databaseBounds().Validate(); err != nil {
+		return s, err
+	}
+	if c.DatabaseCallTimeout <= 0 {
+		return s, fmt.Errorf("database call timeout %s: want a positive duration", c.DatabaseCallTimeout)
 	}
 	if c.RequestBudget <= 0 {
 		return s, fmt.Errorf("request budget %s: want a positive duration", c.RequestBudget)
@@ -319,6 +375,12 @@ func (c *Config) parse() (s settings, err error) {
 	if err := c.checkSecrets(); err != nil {
 		return s, err
 	}
+	if err = c.checkPaymentSecrets(); err != nil {
+		return s, err
+	}
+	if s.buyerPay, err = onOff("buyer pay", c.BuyerPay); err != nil {
+		return s, err
+	}
 	s.demoLogin, err = c.demoLogin()
 	return s, err
 }
@@ -336,6 +398,37 @@ func (c *Config) checkSecrets() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPaymentSecrets refuses a webhook secret or service token that is
+// set but shorter than secrets.MinBytes, and a service token that is the admin token (a shop's
+// server reporting payments must not hold the power over sales).
+func (c *Config) checkPaymentSecrets() error {
+	for _, s := range []struct{ name, value string }{
+		{"--payment-webhook-secret ($SECKILL_PAYMENT_WEBHOOK_SECRET)", c.PaymentWebhookSecret},
+		{"--service-token ($SECKILL_SERVICE_TOKEN)", c.ServiceToken},
+	} {
+		if s.value != "" {
+			if err := secrets.Check(s.name, s.value); err != nil {
+				return err
+			}
+		}
+	}
+	if c.ServiceToken != "" && c.ServiceToken == c.AdminToken {
+		return errors.New("service token: must differ from the admin token")
+	}
+	return nil
+}
+
+// onOff parses an on/off setting ("" is off).
+func onOff(what, v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s %q: want on or off", what, v)
 }
 
 // adminToken is the configured admin token, or the one the data dir keeps.

@@ -61,6 +61,10 @@ type OrderStore struct {
 	// PersistReservations after its reads and before its stock update:
 	// the window in which a concurrent writer can invalidate the reads.
 	beforeTakeStock func(attempt int)
+	// afterTakeStock, when set (SetAfterTakeStock), runs in every
+	// attempt right after the stock update, while the transaction holds
+	// the sale's row lock.
+	afterTakeStock func()
 	// beforePark, when set (by tests), runs in every attempt of
 	// ParkRestore that found nothing to restore, after its reads and
 	// before it parks: the window the sale's row lock keeps writers out of.
@@ -385,12 +389,18 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 		if err == nil {
 			return outcomes, nil
 		} else if !errors.Is(err, errConflict) {
-			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID, err)
+			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID, st.db.classify(err))
 		}
 		st.conflicts.Add(1)
 	}
-	return nil, fmt.Errorf("persist reservations of sale %s: gave up after %d attempts: %w", saleID, st.maxAttempts, err)
+	return nil, fmt.Errorf("persist reservations of sale %s: gave up after %d attempts: %w", saleID, st.maxAttempts, st.db.classify(err))
 }
+
+// SetAfterTakeStock makes every PersistReservations transaction call f
+// right after its stock update, while it holds the sale's row lock: a
+// test hook, for catching a writer inside its transaction on purpose.
+// Call it before the store is used.
+func (st *OrderStore) SetAfterTakeStock(f func()) { st.afterTakeStock = f }
 
 // Conflicts is the number of PersistReservations transactions rolled back
 // so far because they lost to a concurrent writer (the sale's version
@@ -481,6 +491,9 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 		return nil, fmt.Errorf("take stock: %w", err)
 	} else if n != 1 {
 		return nil, fmt.Errorf("take %d of stock at version %d: version moved: %w", plan.Taken, r.version, errConflict)
+	}
+	if st.afterTakeStock != nil {
+		st.afterTakeStock()
 	}
 	if err := st.insertOrders(ctx, tx, orders); err != nil {
 		if !readOrders && st.db.isUniqueViolation(err) {
@@ -745,7 +758,7 @@ func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
 		return b.String()
 	}
 	b.WriteString(` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + next())
-	b.WriteString(` AND status <> 'cancelled' AND user_id IN ` + list() + ` GROUP BY user_id`)
+	b.WriteString(` AND status NOT IN ('cancelled', 'refund_due', 'refunded') AND user_id IN ` + list() + ` GROUP BY user_id`)
 	return b.String()
 }
 
@@ -1252,22 +1265,35 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 
 // scanOrder reads the columns of orderColumns.
 func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
-	var (
-		o                                  seckill.Order
-		status                             string
-		payBy, reservedAt, created, update int64
-		reason                             sql.NullString
-	)
-	err := row.Scan(&o.ID, &o.ReservationID, &o.SaleID, &o.UserID, &o.Qty, &o.AmountCents, &status,
-		&payBy, &reservedAt, &created, &update, &reason)
-	if err != nil {
+	var s orderScan
+	if err := row.Scan(s.targets()...); err != nil {
 		return nil, err
 	}
-	o.Status = seckill.OrderStatus(status)
-	o.PayBy, o.ReservedAt = fromMillis(payBy), fromMillis(reservedAt)
-	o.CreatedAt, o.UpdatedAt = fromMillis(created), fromMillis(update)
-	o.CancelReason = reason.String
-	return &o, nil
+	return s.order(), nil
+}
+
+// orderScan holds one row of orderColumns as Scan reads it.
+type orderScan struct {
+	o                                  seckill.Order
+	status                             string
+	payBy, reservedAt, created, update int64
+	reason                             sql.NullString
+}
+
+// targets are the Scan targets of orderColumns.
+func (s *orderScan) targets() []any {
+	return []any{&s.o.ID, &s.o.ReservationID, &s.o.SaleID, &s.o.UserID, &s.o.Qty, &s.o.AmountCents, &s.status,
+		&s.payBy, &s.reservedAt, &s.created, &s.update, &s.reason}
+}
+
+// order is the scanned order.
+func (s *orderScan) order() *seckill.Order {
+	o := s.o
+	o.Status = seckill.OrderStatus(s.status)
+	o.PayBy, o.ReservedAt = fromMillis(s.payBy), fromMillis(s.reservedAt)
+	o.CreatedAt, o.UpdatedAt = fromMillis(s.created), fromMillis(s.update)
+	o.CancelReason = s.reason.String
+	return &o
 }
 
 // scanFailedOrder reads the columns of failedOrderSelect.
