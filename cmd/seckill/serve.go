@@ -536,6 +536,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Resolver:              m.orders,
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),
+		OrderList:             m.orders,
 		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
 		ServiceToken:          cfg.ServiceToken,
 		BuyerPay:              w.buyerPay,
