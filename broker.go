@@ -45,6 +45,16 @@ type Delivery interface {
 	Retry(reason error)
 }
 
+// Releaser is a Delivery that can be given back without spending an
+// attempt: the consumer could not work on it (its database is out of
+// reach), which says nothing about the message. It comes back after the
+// retry policy's first back-off, for any consumer, with the same attempt
+// count. Every adapter's deliveries are Releasers (they embed
+// brokerpack.Settlement).
+type Releaser interface {
+	Release()
+}
+
 // DeadLetter is a message that failed RetryPolicy.MaxAttempts times. The
 // order writer records it in failed_orders for an operator.
 type DeadLetter struct {

@@ -44,6 +44,8 @@ type Config struct {
 	SweepInterval         time.Duration
 	DrawInterval          time.Duration // how often lottery sales are looked at for their draw and waiting list
 	DrawLease             time.Duration // how long a node may work on a draw before another takes over
+	DrawBatch             int           // winners reserved in one stock-store call
+	DrawPace              time.Duration // pause between two batches of winners
 	OrderWriters          int
 	OrderBatch            int
 	RelayClaimIdle        time.Duration
@@ -77,6 +79,14 @@ type Config struct {
 	EmbeddedFsync string
 	// Events delivers order events to the shop (orderevents.go).
 	Events eventsConfig
+
+	// Bounds on every session to a database server (sqlstore.Bounds), and
+	// the deadline of each order-writer call.
+	DatabaseStatementTimeout time.Duration
+	DatabaseLockTimeout      time.Duration
+	DatabaseIdleTxTimeout    time.Duration
+	DatabaseKeepAlive        time.Duration
+	DatabaseCallTimeout      time.Duration
 }
 
 // Takeover defaults: a killed node's outbox entries and broker deliveries
@@ -89,6 +99,27 @@ const (
 	DefaultRelayClaimIdle = 3 * time.Second
 	DefaultBrokerAckWait  = 5 * time.Second
 )
+
+// DefaultDatabaseCallTimeout is the default deadline of one order-writer
+// or housekeeping call to the database: a writer's transaction takes
+// milliseconds, and one waits at most the lock timeout (3 s) for a row.
+const DefaultDatabaseCallTimeout = 5 * time.Second
+
+// writerReleaseAfter is how long an order writer holds a batch while its
+// database is out of reach before giving it back for another node
+// (orderwriter.Config.ReleaseAfter). With the call timeout, a node cut off
+// mid-transaction gives its batch back about 6 s after the cut.
+const writerReleaseAfter = 2 * time.Second
+
+// databaseBounds are the bounds set on every database session.
+func (c *Config) databaseBounds() sqlstore.Bounds {
+	b := sqlstore.DefaultBounds
+	b.StatementTimeout = c.DatabaseStatementTimeout
+	b.LockTimeout = c.DatabaseLockTimeout
+	b.IdleTxTimeout = c.DatabaseIdleTxTimeout
+	b.KeepAlive = c.DatabaseKeepAlive
+	return b
+}
 
 // DefaultConfig is the embedded default: no services needed.
 func DefaultConfig() Config {
@@ -107,6 +138,7 @@ func DefaultConfig() Config {
 		SweepInterval:         5 * time.Second,
 		DrawInterval:          time.Second,
 		DrawLease:             30 * time.Second,
+		DrawBatch:             256,
 		OrderWriters:          2,
 		OrderBatch:            500,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
@@ -134,6 +166,12 @@ func DefaultConfig() Config {
 		Roles:                 "all",
 		EmbeddedFsync:         "on",
 		Events:                defaultEventsConfig(),
+
+		DatabaseStatementTimeout: sqlstore.DefaultBounds.StatementTimeout,
+		DatabaseLockTimeout:      sqlstore.DefaultBounds.LockTimeout,
+		DatabaseIdleTxTimeout:    sqlstore.DefaultBounds.IdleTxTimeout,
+		DatabaseKeepAlive:        sqlstore.DefaultBounds.KeepAlive,
+		DatabaseCallTimeout:      DefaultDatabaseCallTimeout,
 	}
 }
 
@@ -167,11 +205,18 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.PreheatLead, "preheat-lead", c.PreheatLead, "preheat a sale this long before it starts"),
 		durationFlag(fs, &c.PreheatInterval, "preheat-interval", c.PreheatInterval, "how often to look for sales to preheat and re-read the rows of those loaded"),
 		intFlag(fs, &c.DatabaseMaxConns, "database-max-conns", c.DatabaseMaxConns, "most connections this process keeps to a MySQL/MariaDB or PostgreSQL database; every node's together must fit the server's max_connections (ignored on SQLite)"),
+		durationFlag(fs, &c.DatabaseStatementTimeout, "database-statement-timeout", c.DatabaseStatementTimeout, "longest one database statement may run (PostgreSQL statement_timeout, MariaDB max_statement_time, MySQL max_execution_time); keep it above the reconciliation budget"),
+		durationFlag(fs, &c.DatabaseLockTimeout, "database-lock-timeout", c.DatabaseLockTimeout, "longest one statement waits for a row lock (PostgreSQL lock_timeout, innodb_lock_wait_timeout in whole seconds); a writer that times out tries its batch again"),
+		durationFlag(fs, &c.DatabaseIdleTxTimeout, "database-idle-tx-timeout", c.DatabaseIdleTxTimeout, "the server ends a session silent this long inside a transaction, releasing its locks (PostgreSQL idle_in_transaction_session_timeout, MariaDB idle_transaction_timeout, MySQL wait_timeout)"),
+		durationFlag(fs, &c.DatabaseKeepAlive, "database-keepalive", c.DatabaseKeepAlive, "TCP keepalive idle time and interval of database connections, both ends (3 probes)"),
+		durationFlag(fs, &c.DatabaseCallTimeout, "database-call-timeout", c.DatabaseCallTimeout, "deadline of each order-writer and housekeeping call to the database; a batch whose call times out is tried again from the start"),
 		intFlag(fs, &c.MaxBatch, "max-batch", c.MaxBatch, "most reservation requests in one Redis script call"),
 		durationFlag(fs, &c.PayTimeout, "pay-timeout", c.PayTimeout, "an order unpaid this long is cancelled"),
 		durationFlag(fs, &c.SweepInterval, "sweep-interval", c.SweepInterval, "how often to look for unpaid orders past their deadline"),
 		durationFlag(fs, &c.DrawInterval, "draw-interval", c.DrawInterval, "how often lottery sales are looked at: the draw at entries_close_at, then units that come back for the waiting list"),
 		durationFlag(fs, &c.DrawLease, "draw-lease", c.DrawLease, "how long one node may work on a lottery's draw before another node takes it over"),
+		intFlag(fs, &c.DrawBatch, "draw-batch", c.DrawBatch, "lottery winners reserved in one Redis script call"),
+		durationFlag(fs, &c.DrawPace, "draw-pace", c.DrawPace, "pause between two batches of lottery winners, to spread the draw's orders over time (0: none)"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
@@ -283,6 +328,12 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if c.DatabaseMaxConns < 1 {
 		return s, fmt.Errorf("database max conns %d: want at least 1", c.DatabaseMaxConns)
+	}
+	if err := c.databaseBounds().Validate(); err != nil {
+		return s, err
+	}
+	if c.DatabaseCallTimeout <= 0 {
+		return s, fmt.Errorf("database call timeout %s: want a positive duration", c.DatabaseCallTimeout)
 	}
 	if c.RequestBudget <= 0 {
 		return s, fmt.Errorf("request budget %s: want a positive duration", c.RequestBudget)

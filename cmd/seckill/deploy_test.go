@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,7 +115,7 @@ func TestDeployMonitoringCoversTheIssue(t *testing.T) {
 	for _, m := range []string{
 		"seckill_failed_orders_total", "seckill_restore_alerts_total", "seckill_reconcile_balanced",
 		"seckill_reconcile_outbox_entries", "seckill_stock_store_heals_total", "seckill_lost_claims_total",
-		"seckill_broker_backlog_messages",
+		"seckill_broker_backlog_messages", "seckill_order_event_dead_letters_total", "seckill_order_events_oldest_pending_seconds",
 	} {
 		if !strings.Contains(alerts, m) {
 			t.Errorf("no alert rule uses %s", m)
@@ -140,7 +142,13 @@ func TestDeployMetricsAreExported(t *testing.T) {
 		t.Fatalf("only %d metric names found in deploy/: %v", len(want), want)
 	}
 
-	e := startEngine(t, func(c *Config) { c.ReconcileInterval = 50 * time.Millisecond })
+	// An order webhook, so the order-event metrics are exported too.
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusNoContent) }))
+	t.Cleanup(shop.Close)
+	e := startEngine(t, func(c *Config) {
+		c.ReconcileInterval = 50 * time.Millisecond
+		c.Events.WebhookURL, c.Events.WebhookSecret = shop.URL, shopSecret
+	})
 	sale := e.liveSale(5, 1)
 	if r := e.reserve(sale, e.token("deploy-buyer"), 1, ""); r.status != 202 && r.status != 201 {
 		t.Fatalf("reserve: %d %v", r.status, r.body)

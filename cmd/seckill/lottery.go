@@ -39,7 +39,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 	m.start(ctx, lottery.New(lottery.Config{
 		Draws: draws, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock,
 		Owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), seckill.NewEntryID()[1:9]),
-		Interval: cfg.DrawInterval, Lease: cfg.DrawLease,
+		Interval: cfg.DrawInterval, Lease: cfg.DrawLease, Batch: cfg.DrawBatch, Pace: cfg.DrawPace,
 		NewID: claimIDs.New, Now: m.now, Logger: m.Logger,
 		OnDraw: func(saleID string, n, _ int, d time.Duration) {
 			drawn.Inc()

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -117,7 +118,10 @@ type wired struct {
 	relayWake chan struct{}
 	// stored holds claims until the relay stored them in the broker:
 	// set over the in-process store, whose outbox a crash loses.
-	stored   *ackgate.Gate
+	stored *ackgate.Gate
+	// sweeper resolves the claims this node answered that the stock
+	// store lost, armed by a heal (set once the API is built).
+	sweeper  atomic.Pointer[lostclaim.Sweeper]
 	replays  *combiner.Combiner
 	gauges   *reconcile.GaugeWorker
 	verifier *jwt.Verifier // buyer tokens (signin.go)
@@ -227,7 +231,7 @@ func (m *Main) useSecrets() error {
 // openStores opens and migrates the database, then the stock store.
 func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	cfg, durability := &m.Config, w.durability
-	if m.db, err = sqlstore.Open(ctx, cfg.databaseURL()); err != nil {
+	if m.db, err = sqlstore.OpenBounded(ctx, cfg.databaseURL(), cfg.databaseBounds()); err != nil {
 		return err
 	}
 	m.db.SetMaxConns(cfg.DatabaseMaxConns)
@@ -239,6 +243,9 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 		m.db.EnableOrderEvents()
 	}
 	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
+		if w.stored != nil {
+			w.stored.Appended() // before the relay wakes: its next mark counts this batch
+		}
 		select {
 		case w.relayWake <- struct{}{}:
 		default: // a wake is pending already
@@ -257,6 +264,7 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	}
 	m.closers = append(m.closers, func(context.Context) error { m.stock.Close(); return nil })
 	m.orders = sqlstore.NewOrderStore(m.db)
+	holdWriterTx(m.orders, m.Logger)
 	return m.stock.CheckDurability(ctx, durability, cfg.RedisConfigCheck == "off", m.Logger)
 }
 
@@ -366,7 +374,10 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 				if w.eventsWake != nil {
 					w.eventsWake()
 				}
-			}, Now: m.now,
+			}, Now: m.now, CallTimeout: cfg.DatabaseCallTimeout,
+			// A node cut off from the database gives its batches back
+			// for the others (no attempt spent) instead of holding them.
+			ReleaseAfter: writerReleaseAfter,
 		}))
 	}
 	if w.roles.relay {
@@ -437,7 +448,12 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	// Claims that Redis lost are noticed and healed from the database.
 	hc := heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
-		OnHeal: func(string, string, int, int) { w.dm.Heals.Inc() },
+		OnHeal: func(string, string, int, int) {
+			w.dm.Heals.Inc()
+			if s := w.sweeper.Load(); s != nil {
+				s.Arm() // claims answered before the loss may be gone
+			}
+		},
 	}
 	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.RedisURL == "" {
 		hc.Backlog = b.Backlog
@@ -460,7 +476,8 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	lc := lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
-		OnLost: func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		OnLost:  func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
+		Limiter: w.reqStock,
 	}
 	// A node that reads the broker judges a forgotten claim from what is
 	// in flight; one that does not (api only) waits out LostClaimAfter.
@@ -468,6 +485,9 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		lc.Outbox, lc.Backlog = m.stock, b.Backlog
 	}
 	lost := lostclaim.New(m.orders, claimIDs, lc)
+	sweeper := lostclaim.NewSweeper(m.gate, lost, m.stock, lostclaim.SweepConfig{Now: m.now, Logger: m.Logger})
+	w.sweeper.Store(sweeper)
+	m.start(context.Background(), sweeper)
 	admin, err := saleadmin.New(saleadmin.Config{
 		Store: w.sales, Live: m.stock, Now: m.now, Logger: m.Logger,
 		OnChanged: func(s *seckill.Sale) {
@@ -484,7 +504,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Sales:          w.reqSales,
 		Stock:          w.reqStock,
 		Preheater:      m.preheat,
-		Reserver:       m.gate,
+		Reserver:       sweeper,
 		Verifier:       w.verifier,
 		AdminToken:     cfg.AdminToken,
 		Logger:         m.Logger,

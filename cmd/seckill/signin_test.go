@@ -5,6 +5,7 @@ import (
 	"crypto/rsa"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,6 +22,8 @@ import (
 	jose "github.com/go-jose/go-jose/v4"
 	josejwt "github.com/go-jose/go-jose/v4/jwt"
 	"github.com/oauth2-proxy/mockoidc"
+
+	"github.com/seckill-dev/seckill/internal/lostclaim"
 )
 
 // readmeBlock returns the first ```sh block after heading in README.md.
@@ -326,5 +329,41 @@ func TestShortSecretsRefused(t *testing.T) {
 	cfg.JWTSecret, cfg.AdminToken = strings.Repeat("s", 32), ""
 	if _, err := cfg.parse(); err != nil {
 		t.Errorf("32-byte secret, generated admin token: %v", err)
+	}
+}
+
+// TestClaimIDGuessesLimited: a buyer polling made-up reservation ids of
+// the right shape (guessing at a claim id's 24-bit tag, to forge a
+// lost_in_stock_store failed order of their own) gets 404 up to the
+// lookup limit, then 429; their real reservation still answers, and
+// another buyer's lookups are not limited by theirs.
+func TestClaimIDGuessesLimited(t *testing.T) {
+	e := startEngine(t, nil)
+	sale := e.liveSale(10, 1)
+	mallory := e.token("mallory")
+	r := e.reserve(sale, mallory, 1, "")
+	real, _ := r.body["reservation_id"].(string)
+	if r.status/100 != 2 || real == "" {
+		t.Fatalf("claim: %d %v", r.status, r.body)
+	}
+	guess := func(tok string, i int) reply {
+		t.Helper()
+		id := fmt.Sprintf("%s.%026d", sale, i) // digits are in the id alphabet
+		return e.do("GET", "/api/v1/reservations/"+id, tok, nil)
+	}
+	limit := lostclaim.DefaultLookupLimit.Rate
+	for i := range limit {
+		if g := guess(mallory, i); g.status != http.StatusNotFound {
+			t.Fatalf("guess %d: %d %v, want 404", i, g.status, g.body)
+		}
+	}
+	if g := guess(mallory, limit); g.status != http.StatusTooManyRequests || g.code() != "rate_limited" {
+		t.Fatalf("guess past the limit: %d %v, want 429 rate_limited", g.status, g.body)
+	}
+	if g := e.do("GET", "/api/v1/reservations/"+real, mallory, nil); g.status != http.StatusOK {
+		t.Fatalf("the buyer's real reservation past the limit: %d %v", g.status, g.body)
+	}
+	if g := guess(e.token("alice"), 0); g.status != http.StatusNotFound {
+		t.Fatalf("another buyer's lookup: %d %v, want 404", g.status, g.body)
 	}
 }

@@ -4,10 +4,12 @@
 // process, so a claim answered 202 must be in the broker's stream (files
 // in the data dir) first, or a crash right after the answer loses it
 // (docs/durability.md). The gate does that once per batch, not once per
-// claim: a reserve batch takes a ticket after its script ran, the relay
-// takes a mark before it reads the outboxes and, once it has stored
-// everything it read, says so; every batch whose ticket is at most the
-// mark is then answered.
+// claim: the stock store counts every script that appended to an outbox
+// (Appended, before it wakes the relay), a batch takes the count as its
+// ticket once its call returned, the relay takes the count as its mark
+// before it reads the outboxes and, once it has stored everything it
+// read, says so; every batch whose ticket is at most the mark is then
+// answered.
 //
 // The rule holds for one relay in the process of the stock store: the
 // gate knows nothing of entries another relay holds.
@@ -40,10 +42,14 @@ type Gate struct {
 // New returns a gate with nothing waiting.
 func New() *Gate { return &Gate{moved: make(chan struct{})} }
 
-// Ticket is taken by a reserve batch once its script has run (its outbox
-// entry is written): the batch is stored once the relay stores a mark at
-// least as high.
-func (g *Gate) Ticket() uint64 { return g.tickets.Add(1) }
+// Appended is called by the stock store after every script that appended
+// to an outbox, before it wakes the relay (redis.WithOnOutboxAppend).
+func (g *Gate) Appended() { g.tickets.Add(1) }
+
+// Ticket is taken by a reserve batch once its call returned: every append
+// counted by then, its own included, is stored once the relay stores a
+// mark at least as high.
+func (g *Gate) Ticket() uint64 { return g.tickets.Load() }
 
 // Mark is taken by the relay before it reads the outboxes: every batch
 // with a ticket up to it has its entry in an outbox by then.

@@ -11,8 +11,12 @@ import (
 
 func TestWaitEndsOnceItsTicketIsStored(t *testing.T) {
 	g := New()
-	first, second := g.Ticket(), g.Ticket()
+	g.Appended()
+	first := g.Ticket()
+	g.Appended()
+	second := g.Ticket()
 	mark := g.Mark() // the relay's, before it reads: both batches are in
+	g.Appended()
 	third := g.Ticket()
 	done := make(chan error, 1)
 	go func() { done <- g.Wait(context.Background(), second) }()
@@ -51,6 +55,7 @@ func TestHoldOnlyBatchesThatClaimed(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := New()
+			g.Appended()
 			results := make([]seckill.ReserveResult, len(tc.outcomes))
 			for i, o := range tc.outcomes {
 				results[i].Outcome = o

@@ -42,8 +42,9 @@ const (
 // Spec is one measurement, as the load generator receives it.
 type Spec struct {
 	URL         string        `json:"url"`
-	Requests    [][]byte      `json:"requests"` // raw HTTP/1.1 requests; call i sends Requests[i % len]
-	Want        int           `json:"want"`     // the status every answer should have
+	Requests    [][]byte      `json:"requests"`            // raw HTTP/1.1 requests; call i sends Requests[i % len]
+	Want        int           `json:"want"`                // the status every answer should have
+	WantAlso    int           `json:"want_also,omitempty"` // a second status as good (a lottery's 201 new and 200 repeated entry)
 	Concurrency int           `json:"concurrency"`
 	Rate        int           `json:"rate"` // requests/s; 0 = closed loop
 	Warmup      time.Duration `json:"warmup"`
@@ -178,7 +179,7 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 		switch {
 		case err != nil:
 			return err
-		case resp.Status == spec.Want:
+		case resp.Status == spec.Want || spec.WantAlso != 0 && resp.Status == spec.WantAlso:
 			expected.Add(1)
 		default:
 			key := strconv.Itoa(resp.Status)

@@ -77,6 +77,7 @@ var Cases = []struct{ Name, What string }{
 	{"live-nopipe", "live with no relay and no order writer (the outbox fills): what the pipeline costs"},
 	{"soldout", "POST reservations on a sold-out sale through the full API, rate limits on (409 sold_out)"},
 	{"soldout-nolimit", "soldout with the rate limits off"},
+	{"entries", "POST entries of a lottery sale through the full API (one a buyer: after the first pass every entry is a repeat, which runs the same script): JWT, sale cache, batched entry script"},
 }
 
 // sets are the benchmarks each subcommand runs.
@@ -86,6 +87,7 @@ var sets = map[string][]string{
 	"live":     {"hello", "hello-post", "textbook", "live", "live-nolimit", "live-nopipe"},
 	"soldout":  {"hello", "hello-post", "textbook", "soldout", "soldout-nolimit"},
 	"all":      {"hello", "hello-post", "textbook", "live", "live-nolimit", "live-nopipe", "soldout", "soldout-nolimit"},
+	"entries":  {"hello", "hello-post", "soldout", "entries"},
 }
 
 // goals are the ratios the report states, with the targets of issue 12
@@ -101,6 +103,7 @@ var goals = []struct {
 	{"live", "live-nolimit", 0.9},
 	{"soldout", "hello-post", 0.9},
 	{"soldout", "soldout-nolimit", 0.9},
+	{"entries", "soldout", 0.9}, // issue 29: an entry costs no more than a sold-out answer
 }
 
 // persistedGoals hold a benchmark whose pipeline runs to a baseline by
@@ -319,6 +322,8 @@ func (b *throughputBench) run(ctx context.Context, name string) (Load, error) {
 		want   int
 		err    error
 		settle Unsettled // the engine's, when its pipeline runs
+
+		wantAlso int
 	)
 	switch name {
 	case "hello":
@@ -352,6 +357,9 @@ func (b *throughputBench) run(ctx context.Context, name string) (Load, error) {
 		kind := map[string]string{"soldout": "on", "soldout-nolimit": "nolimit"}[name]
 		t, reqs, err = b.soldOutLoad(ctx, kind)
 		want = http.StatusConflict
+	case "entries":
+		t, reqs, err = b.entriesLoad(ctx)
+		want, wantAlso = http.StatusOK, http.StatusCreated
 	default:
 		return Load{}, fmt.Errorf("unknown benchmark %q", name)
 	}
@@ -359,7 +367,7 @@ func (b *throughputBench) run(ctx context.Context, name string) (Load, error) {
 		return Load{}, err
 	}
 	return Measure(ctx, Spec{
-		URL: "http://" + t.Addr, Requests: reqs, Want: want, Concurrency: b.o.Concurrency, Rate: b.o.Rate,
+		URL: "http://" + t.Addr, Requests: reqs, Want: want, WantAlso: wantAlso, Concurrency: b.o.Concurrency, Rate: b.o.Rate,
 		Warmup: b.o.Warmup, Duration: b.o.Duration,
 	}, b.samplers, settle)
 }
@@ -494,6 +502,12 @@ func (e *benchEngine) liveSale(ctx context.Context, stock, limit int64) (string,
 // reservationRequests renders one reservation request per buyer token,
 // each from one of the client addresses (X-Forwarded-For).
 func (b *throughputBench) reservationRequests(t loadgen.Target, sale string) ([][]byte, error) {
+	return b.buyerRequests(t, "/api/v1/sales/"+sale+"/reservations")
+}
+
+// buyerRequests renders one POST {"qty":1} to path per buyer token, each
+// from one of the client addresses (X-Forwarded-For).
+func (b *throughputBench) buyerRequests(t loadgen.Target, path string) ([][]byte, error) {
 	if b.tokens == nil {
 		run := randomHex(4)
 		b.tokens = make([]string, b.o.Users)
@@ -509,7 +523,7 @@ func (b *throughputBench) reservationRequests(t loadgen.Target, sale string) ([]
 	for i, tok := range b.tokens {
 		c := i % b.o.Clients
 		ip := fmt.Sprintf("10.%d.%d.%d", c>>16&255, c>>8&255, c&255)
-		reqs[i] = t.AppendRequest(nil, "POST", "/api/v1/sales/"+sale+"/reservations", qtyOneBody,
+		reqs[i] = t.AppendRequest(nil, "POST", path, qtyOneBody,
 			loadgen.Header{Name: "Authorization", Value: "Bearer " + tok}, jsonContentType,
 			loadgen.Header{Name: "X-Forwarded-For", Value: ip})
 	}
@@ -552,5 +566,28 @@ func (b *throughputBench) soldOutLoad(ctx context.Context, kind string) (loadgen
 	}
 	t, _ := loadgen.ParseTarget("http://" + e.Addr())
 	reqs, err := b.reservationRequests(t, sale)
+	return t, reqs, err
+}
+
+// entriesLoad is a lottery sale taking entries for the rest of the hour,
+// on the engine of the soldout benchmark.
+func (b *throughputBench) entriesLoad(ctx context.Context) (loadgen.Target, [][]byte, error) {
+	e, err := b.engine(ctx, "on")
+	if err != nil {
+		return loadgen.Target{}, nil, err
+	}
+	id := "bench-" + randomHex(6)
+	now := time.Now()
+	var body map[string]any
+	st, err := e.admin.Do(ctx, "POST", "/admin/v1/sales", e.cfg.AdminToken, map[string]any{
+		"id": id, "name": "bench", "price_cents": 100, "stock": 100, "per_user_limit": 1,
+		"start_at": now.Add(-time.Second).UTC().Format(time.RFC3339Nano), "end_at": now.Add(2 * time.Hour).UTC().Format(time.RFC3339Nano),
+		"admission": map[string]any{"mode": "lottery", "entries_close_at": now.Add(time.Hour).UTC().Format(time.RFC3339Nano)},
+	}, &body)
+	if err != nil || st != http.StatusCreated {
+		return loadgen.Target{}, nil, fmt.Errorf("create lottery: %d %v %v", st, body, err)
+	}
+	t, _ := loadgen.ParseTarget("http://" + e.Addr())
+	reqs, err := b.buyerRequests(t, "/api/v1/sales/"+id+"/entries")
 	return t, reqs, err
 }

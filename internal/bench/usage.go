@@ -14,6 +14,7 @@ var commands = []struct{ name, summary string }{
 	{"live", "reservations through the full API on --redis-url (and hello and textbook, for the ratios)"},
 	{"soldout", "the sold-out path through the full API (and hello and textbook, for the ratios)"},
 	{"all", "hello, textbook, live and soldout in sequence, with a ratio table"},
+	{"entries", "lottery entries through the full API against the sold-out path (issue 29: an entry costs at most 1/0.9 of a sold-out answer)"},
 }
 
 // Usage writes the usage of `seckill bench`: its benchmarks, and how to

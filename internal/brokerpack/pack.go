@@ -49,6 +49,11 @@ const (
 type PackedMessage struct {
 	seckill.Message
 	Attempt int
+	// Release, when not 0, tells a released copy (Settlement.Release)
+	// from the message it copies, which has the same attempt: PackID
+	// counts it, so a broker's duplicate window does not drop the copy.
+	// It is not carried in the pack's body.
+	Release int64
 }
 
 // Pack is a decoded pack.
@@ -118,6 +123,10 @@ func PackID(msgs []PackedMessage) string {
 		h.Write(binary.AppendUvarint(buf[:0], uint64(len(m.ID))))
 		h.Write([]byte(m.ID))
 		h.Write(binary.AppendUvarint(buf[:0], uint64(max(m.Attempt, 1))))
+		if m.Release != 0 {
+			h.Write([]byte("release"))
+			h.Write(binary.AppendVarint(buf[:0], m.Release))
+		}
 	}
 	return "pack-" + hex.EncodeToString(h.Sum(nil)[:16])
 }
@@ -236,6 +245,15 @@ func Judge(ds []*PackDelivery, policy seckill.RetryPolicy, live bool) Verdict {
 		state, reason := d.Freeze()
 		switch state {
 		case Acked:
+			continue
+		case Released:
+			// Back after the first back-off (a delay every adapter has a
+			// way for), with the attempt it had.
+			if v.Retry == nil {
+				v.Retry = map[time.Duration][]PackedMessage{}
+			}
+			delay := policy.Delay(1)
+			v.Retry[delay] = append(v.Retry[delay], PackedMessage{Message: d.Msg, Attempt: d.N, Release: time.Now().UnixNano()})
 			continue
 		case Unsettled:
 			if !live {

@@ -107,6 +107,32 @@ func TestJudge(t *testing.T) {
 	}
 }
 
+// TestJudgeReleased: a released delivery comes back after the first
+// back-off with the attempt it had, under a pack id of its own (a
+// broker's duplicate window would drop a copy named like the message it
+// copies), even at its last attempt.
+func TestJudgeReleased(t *testing.T) {
+	policy := seckill.RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+	for _, n := range []int{1, 3} {
+		d := &PackDelivery{Msg: seckill.Message{ID: "r1"}, N: n}
+		d.Release()
+		v := Judge([]*PackDelivery{d}, policy, true)
+		r := v.Retry[100*time.Millisecond]
+		if v.Abandon || len(v.Dead) != 0 || len(r) != 1 || r[0].ID != "r1" || r[0].Attempt != n {
+			t.Fatalf("released at attempt %d: verdict %+v; want r1 back after 100ms at attempt %d", n, v, n)
+		}
+		original := []PackedMessage{{Message: d.Msg, Attempt: n}}
+		if PackID(r) == PackID(original) {
+			t.Errorf("released copy named %s like the message it copies", PackID(r))
+		}
+		d2 := &PackDelivery{Msg: seckill.Message{ID: "r1"}, N: n}
+		d2.Release()
+		if again := Judge([]*PackDelivery{d2}, policy, true).Retry[100*time.Millisecond]; PackID(again) == PackID(r) {
+			t.Errorf("two releases of one message share the id %s", PackID(r))
+		}
+	}
+}
+
 func FuzzDecodePack(f *testing.F) {
 	f.Add(EncodePack("ns", []PackedMessage{{Message: seckill.Message{ID: "r1", Body: []byte("{}")}, Attempt: 1}}))
 	f.Add([]byte("SKP1"))

@@ -20,7 +20,12 @@ const (
 	Unsettled SettleState = iota // no decision: a crash if the consumer is stopping, else a retry
 	Acked
 	Retried
+	Released // given back for another consumer, no attempt spent
 )
+
+// Release gives the delivery back without spending an attempt, as
+// seckill.Releaser says.
+func (s *Settlement) Release() { s.set(Released, "") }
 
 // Ack marks the delivery done.
 func (s *Settlement) Ack() { s.set(Acked, "") }

@@ -30,7 +30,9 @@ var encoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPaddin
 // buyer's id. The API only ever shows an id to the buyer it claimed for,
 // so an id whose tag verifies for a buyer is one that buyer was told
 // "claimed" under (a 24-bit tag makes a guess succeed once in 16 million;
-// one that does only records a failed order of the guesser's own).
+// one that does only records a failed order of the guesser's own, and
+// internal/lostclaim limits each buyer's lookups of ids no store has, so
+// 16 million guesses take tens of thousands of buyer-hours).
 type Minter struct {
 	key []byte
 	// macs are HMACs keyed with key, reused: keying one costs two hash

@@ -4,6 +4,10 @@
 // once instead of sending it every request, and its return is met by one
 // probe every OpenFor, not by the whole queue. The background workers have
 // back-offs of their own and go straight to the clients.
+//
+// Each type wraps an interface of exactly the calls the request paths
+// make, never the store itself: a call the request paths start making is
+// a compile error here until it goes through the breaker too.
 package guarded
 
 import (
@@ -14,8 +18,6 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/breaker"
-	"github.com/seckill-dev/seckill/internal/redis"
-	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
 // NewBreakers makes the two breakers and registers their metrics on reg.
@@ -41,10 +43,20 @@ func NewBreakers(reg prometheus.Registerer) (redisB, dbB *breaker.Breaker) {
 	return mk("redis"), mk("database")
 }
 
+// StockCalls are the stock store's calls the request paths make
+// (internal/redis Store).
+type StockCalls interface {
+	Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error)
+	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
+	Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error)
+	Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error)
+	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
+}
+
 // Stock is the stock store as requests see it.
 type Stock struct {
-	*redis.Store
-	B *breaker.Breaker
+	Store StockCalls
+	B     *breaker.Breaker
 }
 
 func (g Stock) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
@@ -82,10 +94,23 @@ func (g Stock) Reservation(ctx context.Context, reservationID string) (userID st
 	return r.user, r.qty, r.status, err
 }
 
+// Preheat loads a sale on an operator's demand (the API's fallback when
+// no preheat scheduler is wired).
+func (g Stock) Preheat(ctx context.Context, s *seckill.Sale) (bool, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (bool, error) { return g.Store.Preheat(ctx, s) })
+}
+
+// SaleCalls are the sale store's calls the request paths make
+// (internal/sqlstore SaleStore).
+type SaleCalls interface {
+	Sale(ctx context.Context, id string) (*seckill.Sale, error)
+	CreateSale(ctx context.Context, s *seckill.Sale) error
+}
+
 // Sales is the sale store as requests see it.
 type Sales struct {
-	*sqlstore.SaleStore
-	B *breaker.Breaker
+	SaleStore SaleCalls
+	B         *breaker.Breaker
 }
 
 func (g Sales) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
@@ -97,10 +122,20 @@ func (g Sales) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	return err
 }
 
+// OrderCalls are the order store's calls the buyer's routes make
+// (internal/sqlstore OrderStore).
+type OrderCalls interface {
+	Order(ctx context.Context, reservationID string) (*seckill.Order, error)
+	FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error)
+	FailedOrders(ctx context.Context, f seckill.FailedOrderFilter) ([]*seckill.FailedOrder, string, error)
+	FailedOrderCounts(ctx context.Context) ([]seckill.FailedOrderCount, error)
+	PayOrder(ctx context.Context, reservationID string, now time.Time) (*seckill.Order, error)
+}
+
 // Orders is the order store as the buyer's routes see it.
 type Orders struct {
-	*sqlstore.OrderStore
-	B *breaker.Breaker
+	OrderStore OrderCalls
+	B          *breaker.Breaker
 }
 
 func (g Orders) Order(ctx context.Context, id string) (*seckill.Order, error) {

@@ -30,6 +30,16 @@ import (
 // was published before Redis forgot it lands as an order first.
 const DefaultAfter = 2 * time.Minute
 
+// DefaultLookupLimit is how many lookups of ids no store has one buyer may
+// make, on all nodes together. A claim id's tag is 24 bits (claimid.Minter):
+// unlimited, a buyer could forge an id of their own that verifies after
+// about 16 million guesses, and poll it into a lost_in_stock_store failed
+// order and an alert. At 300 an hour that takes 55,000 buyer-hours,
+// while a buyer whose claim was really lost polls it about 60 times
+// (every 2 s until DefaultAfter) before it settles as a failed order,
+// which later polls find in the database without a lookup.
+var DefaultLookupLimit = seckill.RateLimit{Rate: 300, Period: time.Hour}
+
 // DefaultMinAge is how long after its id was issued a claim is never
 // judged lost: above a reserve call's budget.
 const DefaultMinAge = 10 * time.Second
@@ -63,6 +73,11 @@ type Config struct {
 	Logger  *slog.Logger
 	// OnLost, if set, is told of every claim recorded as lost (a metric).
 	OnLost func(f *seckill.FailedOrder)
+	// Limiter, if set, counts each buyer's lookups against LookupLimit
+	// (default DefaultLookupLimit); past it, Resolve answers ERATELIMITED
+	// without looking at the id.
+	Limiter     seckill.RateLimiter
+	LookupLimit seckill.RateLimit
 }
 
 // Resolver decides about claims no store has.
@@ -78,6 +93,9 @@ func New(store Store, ids *claimid.Minter, cfg Config) *Resolver {
 	defaults.Positive(&cfg.MinAge, min(DefaultMinAge, cfg.After))
 	defaults.Clock(&cfg.Now)
 	defaults.Logger(&cfg.Logger)
+	if cfg.LookupLimit.IsZero() {
+		cfg.LookupLimit = DefaultLookupLimit
+	}
 	return &Resolver{store: store, ids: ids, cfg: cfg}
 }
 
@@ -114,6 +132,9 @@ func inFlight(f seckill.ClaimFacts) string {
 // Resolve is asked about reservation id of userID after the database and
 // the stock store were both found without it.
 func (r *Resolver) Resolve(ctx context.Context, id, userID string) (seckill.LostClaim, error) {
+	if err := r.countLookup(ctx, userID); err != nil {
+		return seckill.LostClaim{}, err
+	}
 	issued, qty, ok := r.ids.Verify(id, userID)
 	if !ok {
 		return seckill.LostClaim{}, nil
@@ -160,4 +181,24 @@ func (r *Resolver) Resolve(ctx context.Context, id, userID string) (seckill.Lost
 	}
 	c.Failed = fo
 	return c, nil
+}
+
+var errTooManyLookups = seckill.Errorf(seckill.ERATELIMITED,
+	"Too many lookups of reservations this server does not have; try again later.")
+
+// countLookup counts one lookup of userID's. Every lookup counts, the
+// id's tag right or wrong: were a guess that verifies exempt, the limit
+// would stop no guesser.
+func (r *Resolver) countLookup(ctx context.Context, userID string) error {
+	if r.cfg.Limiter == nil {
+		return nil
+	}
+	res, err := r.cfg.Limiter.Allow(ctx, "lostclaim:"+userID, r.cfg.LookupLimit)
+	if err != nil {
+		return fmt.Errorf("count lookups of unknown reservations: %w", err)
+	}
+	if !res.Allowed {
+		return errTooManyLookups
+	}
+	return nil
 }

@@ -43,6 +43,17 @@ func TestResolve(t *testing.T) {
 	}
 }
 
+// countingLimiter allows limit.Rate lookups per key, then refuses.
+type countingLimiter struct{ n map[string]int }
+
+func (l *countingLimiter) Allow(_ context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
+	if l.n[key] >= limit.Rate {
+		return seckill.RateResult{RetryAfter: time.Minute}, nil
+	}
+	l.n[key]++
+	return seckill.RateResult{Allowed: true}, nil
+}
+
 // recordingStore is a database that has neither the order nor the failed
 // order, and records what it is given.
 type recordingStore struct{ failed []*seckill.FailedOrder }
@@ -103,5 +114,41 @@ func TestLostOnceNothingInFlight(t *testing.T) {
 	}
 	if reason := st.failed[0].Reason; !strings.HasPrefix(reason, seckill.ReasonLostInStockStore) || !strings.Contains(reason, "broker empty") {
 		t.Errorf("reason %q; want %s and what was in flight", reason, seckill.ReasonLostInStockStore)
+	}
+}
+
+// TestLookupLimit: a buyer guessing claim ids is refused after the lookup
+// limit, and then even an id whose tag is right (the guess that would
+// have succeeded) is not looked at: no failed order, no alert. Other
+// buyers are not affected.
+func TestLookupLimit(t *testing.T) {
+	ids := claimid.NewMinter([]byte("deployment key"))
+	t0 := time.Now()
+	st := &recordingStore{}
+	lim := &countingLimiter{n: map[string]int{}}
+	r := New(st, ids, Config{After: time.Second, Now: func() time.Time { return t0.Add(time.Hour) },
+		Limiter: lim, LookupLimit: seckill.RateLimit{Rate: 5, Period: time.Hour}})
+	ctx := context.Background()
+	right := ids.New("tea", "mallory", 1, t0)
+	for i := range 5 {
+		wrong := ids.New("tea", "someone-else", 1, t0.Add(time.Duration(i)*time.Millisecond))
+		if c, err := r.Resolve(ctx, wrong, "mallory"); err != nil || c.Known {
+			t.Fatalf("guess %d: %+v, %v; want unknown", i, c, err)
+		}
+	}
+	c, err := r.Resolve(ctx, right, "mallory")
+	if seckill.ErrorCode(err) != seckill.ERATELIMITED || c.Known {
+		t.Fatalf("after the limit: %+v, %v; want rate_limited", c, err)
+	}
+	if len(st.failed) != 0 {
+		t.Fatalf("a failed order was recorded past the limit: %+v", st.failed[0])
+	}
+	// Another buyer's lost claim still resolves (and is recorded).
+	alice := ids.New("tea", "alice", 1, t0)
+	if c, err := r.Resolve(ctx, alice, "alice"); err != nil || c.Failed == nil {
+		t.Fatalf("alice's lost claim: %+v, %v; want a failed order", c, err)
+	}
+	if DefaultLookupLimit.Validate() != nil || New(st, ids, Config{}).cfg.LookupLimit != DefaultLookupLimit {
+		t.Fatal("the default lookup limit is not in force")
 	}
 }

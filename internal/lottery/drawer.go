@@ -34,8 +34,8 @@ const (
 	DefaultLease    = 30 * time.Second
 )
 
-// awardBatch is how many winners go in one stock-store call.
-const awardBatch = 256
+// DefaultBatch is how many winners go in one stock-store call.
+const DefaultBatch = 256
 
 // Entries is the stock store's side of a lottery (internal/redis.Lottery).
 type Entries interface {
@@ -70,6 +70,12 @@ type Config struct {
 	Lease time.Duration
 	// Interval between passes. Default 1s.
 	Interval time.Duration
+	// Batch is how many winners one stock-store call reserves (at most
+	// the store's batch limit). Default 256.
+	Batch int
+	// Pace is a pause between two batches of winners: it spreads the
+	// draw's orders over time for the order writer. Default none.
+	Pace time.Duration
 	// NewID mints a winner's reservation id. Default
 	// seckill.NewReservationID.
 	NewID  func(saleID, userID string, qty int64, now time.Time) string
@@ -92,6 +98,7 @@ type Drawer struct {
 func New(cfg Config) *Drawer {
 	defaults.Positive(&cfg.Interval, DefaultInterval)
 	defaults.Positive(&cfg.Lease, DefaultLease)
+	defaults.Positive(&cfg.Batch, DefaultBatch)
 	if cfg.NewID == nil {
 		cfg.NewID = func(saleID, _ string, _ int64, now time.Time) string { return seckill.NewReservationID(saleID, now) }
 	}
@@ -167,6 +174,7 @@ func (d *Drawer) RunSale(ctx context.Context, saleID string) error {
 // and records the draw.
 func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawRecord) error {
 	start := time.Now()
+	d.cfg.Logger.InfoContext(ctx, "lottery draw started", "sale_id", sale.ID, "owner", d.cfg.Owner)
 	if err := d.cfg.Entries.CloseEntries(ctx, sale.ID); err != nil {
 		return err
 	}
@@ -228,10 +236,15 @@ func WaitingList(seed string, entries []seckill.LotteryEntry, won map[string]str
 // A winner the stock store refuses (no units: the stock is not what the
 // draw counted on) is left on the waiting list.
 func (d *Drawer) award(ctx context.Context, sale *seckill.Sale, winners []seckill.LotteryEntry) error {
-	for b := 0; b < len(winners); b += awardBatch {
-		batch := winners[b:min(b+awardBatch, len(winners))]
+	for b := 0; b < len(winners); b += d.cfg.Batch {
+		batch := winners[b:min(b+d.cfg.Batch, len(winners))]
+		if b > 0 && d.cfg.Pace > 0 {
+			if err := startstop.Sleep(ctx, d.cfg.Pace); err != nil {
+				return err
+			}
+		}
 		if d.cfg.OnAward != nil {
-			d.cfg.OnAward(sale.ID, b/awardBatch)
+			d.cfg.OnAward(sale.ID, b/d.cfg.Batch)
 		}
 		now := d.cfg.Now()
 		reqs := make([]seckill.ReserveRequest, len(batch))

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -43,8 +44,21 @@ type Config struct {
 	// OutageBackoff is the first wait while the database is down; it
 	// doubles up to 5s. Default 100ms.
 	OutageBackoff time.Duration
-	Now           func() time.Time
-	Logger        *slog.Logger
+	// CallTimeout bounds every call to the store: a database that went
+	// silent (a cut network, a paused server) fails the call instead of
+	// holding the batch for as long as TCP takes to notice. The batch is
+	// then tried again from the start, as in an outage. Default 10s.
+	CallTimeout time.Duration
+	// ReleaseAfter, if positive, is how long a batch is held while the
+	// database is unavailable to this process before its deliveries are
+	// given back (seckill.Releaser: no attempt spent) for a node that
+	// reaches the database; while this process's database stays out of
+	// reach, later batches are given back at once. 0 holds every batch
+	// until the database answers. A delivery that cannot be released is
+	// retried (one attempt spent).
+	ReleaseAfter time.Duration
+	Now          func() time.Time
+	Logger       *slog.Logger
 	// Observe, if set, is told what each persisted batch did.
 	Observe func(created, duplicate, rejected int)
 	// OnFailed, if set, is told of every failed order recorded.
@@ -59,6 +73,10 @@ type Writer struct {
 	store    Store
 	consumer Consumer
 	cfg      Config
+
+	// down is set while the database has been out of this process's reach
+	// since the last batch gave up on it (ReleaseAfter).
+	down atomic.Bool
 
 	sales  saleQueues
 	worker startstop.Worker
@@ -128,6 +146,9 @@ func New(store Store, consumer Consumer, cfg Config) *Writer {
 	}
 	if cfg.OutageBackoff <= 0 {
 		cfg.OutageBackoff = 100 * time.Millisecond
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -208,6 +229,16 @@ func (w *Writer) handle(ctx context.Context, batch []seckill.Delivery) {
 		outcomes, err := w.persist(ctx, sale, evs)
 		if err == nil {
 			w.settle(sale, batch, idx, evs, outcomes)
+			continue
+		}
+		if errors.Is(err, errReleased) {
+			for _, i := range idx {
+				if r, ok := batch[i].(seckill.Releaser); ok {
+					r.Release()
+				} else {
+					batch[i].Retry(err)
+				}
+			}
 			continue
 		}
 		if len(idx) == 1 || ctx.Err() != nil {
@@ -291,6 +322,8 @@ func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.Reserva
 	for _, j := range jobs {
 		if err == nil {
 			j.outcomes, outcomes = outcomes[:len(j.evs):len(j.evs)], outcomes[len(j.evs):]
+		} else if errors.Is(err, errReleased) {
+			j.err = err // the database, not a batch, is what failed
 		} else {
 			j.outcomes, j.err = w.persistOnce(ctx, sale, j.evs)
 		}
@@ -300,14 +333,35 @@ func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.Reserva
 }
 
 // persistOnce calls the store, waiting out a database outage: while the
-// database does not answer a ping, the same events are tried again after a
-// growing pause, and no attempt is spent. It returns an error only for a
-// failure with the database up (a bad event, an unknown sale), or when ctx
-// ends.
+// database does not answer a ping, or the store says it is unavailable
+// (it did not answer in time, a lock it waited for was not given, the
+// server ended the session), the same events are tried again from the
+// start after a growing pause, and no attempt is spent. A transaction the
+// server killed was rolled back whole, and one whose commit answer was
+// lost is found committed by the next try (its events are then
+// duplicates): nothing is written twice. It returns an error only for a
+// failure with the database up (a bad event, an unknown sale), or when
+// ctx ends.
+//
+// With ReleaseAfter, the wait ends after that long with errReleased, and
+// while the database stays out of reach (down) a batch is first checked
+// with a ping and given back at once if it fails.
 func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
 	pause := w.cfg.OutageBackoff
+	start := time.Now()
+	if w.cfg.ReleaseAfter > 0 && w.down.Load() {
+		if err := w.ping(ctx); err != nil {
+			// Not at full speed: a refused connection fails at once, and
+			// the next batch would be fetched only to be given back.
+			_ = startstop.Sleep(ctx, w.cfg.OutageBackoff)
+			return nil, fmt.Errorf("%w: %w", errReleased, err)
+		}
+		w.down.Store(false)
+	}
 	for {
-		outcomes, err := w.store.PersistReservations(ctx, sale, evs, w.cfg.Now(), w.cfg.PayTimeout)
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		outcomes, err := w.store.PersistReservations(cctx, sale, evs, w.cfg.Now(), w.cfg.PayTimeout)
+		cancel()
 		if err == nil {
 			if len(outcomes) != len(evs) {
 				return nil, fmt.Errorf("order store answered %d of %d events", len(outcomes), len(evs))
@@ -317,18 +371,36 @@ func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.Res
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		pctx, cancel := context.WithTimeout(ctx, time.Second)
-		perr := w.store.Ping(pctx)
-		cancel()
-		if perr == nil {
+		perr := w.ping(ctx)
+		if perr == nil && seckill.ErrorCode(err) != seckill.EUNAVAILABLE {
 			return nil, err
 		}
-		w.cfg.Logger.Warn("order writer: database unreachable; holding the batch", "sale", sale, "events", len(evs), "err", err)
+		// Given back only when this process cannot reach the database:
+		// a database that answers but is busy (a lock wait timed out)
+		// would be as busy for another node.
+		if w.cfg.ReleaseAfter > 0 && perr != nil && time.Since(start) >= w.cfg.ReleaseAfter {
+			w.down.Store(true)
+			w.cfg.Logger.Warn("order writer: database unreachable or unavailable; batch given back for another node", "sale", sale, "events", len(evs), "held", time.Since(start).Round(time.Millisecond), "err", err)
+			return nil, fmt.Errorf("%w: %w", errReleased, err)
+		}
+		w.cfg.Logger.Warn("order writer: database unreachable or unavailable; holding the batch", "sale", sale, "events", len(evs), "err", err)
 		if startstop.Sleep(ctx, pause) != nil {
 			return nil, err
 		}
 		pause = min(pause*2, 5*time.Second)
 	}
+}
+
+// errReleased is persistOnce giving up on a batch because the database
+// stayed out of reach (Config.ReleaseAfter): its deliveries go back to the
+// broker without spending an attempt.
+var errReleased = errors.New("order writer: database out of reach; batch given back")
+
+// ping checks, within a second, that the database answers.
+func (w *Writer) ping(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return w.store.Ping(pctx)
 }
 
 // handleDead records every dead letter as a failed order. An error brings
@@ -348,7 +420,9 @@ func (w *Writer) handleDead(ctx context.Context, batch []seckill.DeadLetter) err
 		if f.Reason == "" {
 			f.Reason = "gave up after retries"
 		}
-		err := w.store.RecordFailedOrder(ctx, f)
+		cctx, cancel := context.WithTimeout(ctx, w.cfg.CallTimeout)
+		err := w.store.RecordFailedOrder(cctx, f)
+		cancel()
 		if errors.Is(err, seckill.ErrDuplicate) {
 			continue // recorded by an earlier delivery of this dead letter
 		} else if err != nil {

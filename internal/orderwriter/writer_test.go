@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -290,6 +291,80 @@ func TestDatabaseOutageIsWaitedOutWithoutSpendingAttempts(t *testing.T) {
 	if store.calls["a"] != 4 {
 		t.Fatalf("store called %d times, want 4 (3 during the outage)", store.calls["a"])
 	}
+}
+
+// releasable is a delivery that can be given back (seckill.Releaser).
+type releasable struct {
+	*delivery
+	released bool
+}
+
+func (d *releasable) Release() { d.released = true }
+
+// TestOutageGivesTheBatchBack: with ReleaseAfter, a writer that cannot
+// reach its database gives its deliveries back, spending no attempt, and
+// while it stays out of reach gives later batches back after one ping;
+// once the database answers again it writes.
+func TestOutageGivesTheBatchBack(t *testing.T) {
+	store := newFakeStore()
+	store.down = 1 << 30
+	w := New(store, nil, Config{OutageBackoff: time.Millisecond, ReleaseAfter: 20 * time.Millisecond})
+	d := &releasable{delivery: event(t, "a", "u")}
+	start := time.Now()
+	w.handle(context.Background(), []seckill.Delivery{d})
+	if !d.released || d.acked || d.retried != nil {
+		t.Fatalf("after the outage: released=%v acked=%v retried=%v; want given back, no attempt spent", d.released, d.acked, d.retried)
+	}
+	if took := time.Since(start); took < 20*time.Millisecond {
+		t.Errorf("given back after %s; want ReleaseAfter (20ms) held first", took)
+	}
+	calls := store.calls["a"]
+	next := &releasable{delivery: event(t, "a", "v")}
+	w.handle(context.Background(), []seckill.Delivery{next})
+	if !next.released || store.calls["a"] != calls {
+		t.Errorf("while still out of reach: released=%v, store called %d more times; want given back after a ping alone", next.released, store.calls["a"]-calls)
+	}
+	// A delivery that cannot be given back is retried.
+	plain := event(t, "a", "w")
+	w.handle(context.Background(), []seckill.Delivery{plain})
+	if plain.retried == nil {
+		t.Error("a delivery without Release was neither given back nor retried")
+	}
+	store.mu.Lock()
+	store.down = 0
+	store.mu.Unlock()
+	back := &releasable{delivery: event(t, "a", "x")}
+	w.handle(context.Background(), []seckill.Delivery{back})
+	if !back.acked || back.released {
+		t.Errorf("database back: acked=%v released=%v; want written", back.acked, back.released)
+	}
+}
+
+// TestBusyDatabaseIsNotGivenBack: a database that answers pings but says
+// it is unavailable (a lock wait timed out) is waited out, not given
+// back: it would be as busy for another node.
+func TestBusyDatabaseIsNotGivenBack(t *testing.T) {
+	store := &busyStore{fakeStore: newFakeStore(), busy: 3}
+	w := New(store, nil, Config{OutageBackoff: time.Millisecond, ReleaseAfter: time.Nanosecond})
+	d := &releasable{delivery: event(t, "a", "u")}
+	w.handle(context.Background(), []seckill.Delivery{d})
+	if !d.acked || d.released || d.retried != nil {
+		t.Fatalf("acked=%v released=%v retried=%v; want written after the busy spell", d.acked, d.released, d.retried)
+	}
+}
+
+// busyStore answers pings, but its first busy calls fail unavailable.
+type busyStore struct {
+	*fakeStore
+	busy int
+}
+
+func (b *busyStore) PersistReservations(ctx context.Context, sale string, evs []seckill.ReservationEvent, now time.Time, pay time.Duration) ([]seckill.PersistOutcome, error) {
+	if b.busy > 0 {
+		b.busy--
+		return nil, fmt.Errorf("take stock: lock timeout: %w", &seckill.Error{Code: seckill.EUNAVAILABLE, Message: "busy"})
+	}
+	return b.fakeStore.PersistReservations(ctx, sale, evs, now, pay)
 }
 
 func TestOutageAndShutdown(t *testing.T) {

@@ -880,6 +880,7 @@ func TestProgressStoresOnlyWhatIsPublished(t *testing.T) {
 		cfg.BatchSize = 40 // an entry of 100 alone, then one of 30: two passes at least
 		cfg.Progress = gate
 		want := reserve(t, s, sale.ID, 130)
+		gate.Appended()
 		ticket := gate.Ticket()
 		start(t, s, broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "failed Publish calls", func() bool { return broker.failedCalls() >= 3 })

@@ -73,6 +73,15 @@ func (db *DB) Migrate(ctx context.Context) error {
 		return fmt.Errorf("migrate: %w", err)
 	}
 	defer conn.Close()
+	// A schema change may take long and wait for locks: the session runs
+	// without the statement and lock bounds, and is not given back to
+	// the pool afterwards.
+	if len(db.dialect.unbound) > 0 {
+		defer discard(conn)
+		for _, s := range db.dialect.unbound {
+			_, _ = conn.ExecContext(ctx, s) // a variable the server lacks is no bound to lift
+		}
+	}
 
 	unlock, err := db.dialect.lockMigrations(ctx, conn)
 	if err != nil {

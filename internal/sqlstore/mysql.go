@@ -31,19 +31,26 @@ var mysqlDialect = &dialect{
 	isUnavailable: func(err error) bool {
 		var e *mysql.MySQLError
 		// The driver's broken-connection error; 1040 too many connections,
-		// 1053 server shutdown in progress, 1205 lock wait timeout.
+		// 1053 server shutdown in progress, 1205 lock wait timeout; the
+		// statement bound: 1969 MariaDB max_statement_time, 3024 MySQL
+		// max_execution_time; 4031 MySQL ended the silent session.
 		return errors.Is(err, mysql.ErrInvalidConn) ||
-			errors.As(err, &e) && (e.Number == 1040 || e.Number == 1053 || e.Number == 1205)
+			errors.As(err, &e) && (e.Number == 1040 || e.Number == 1053 || e.Number == 1205 ||
+				e.Number == 1969 || e.Number == 3024 || e.Number == 4031)
 	},
 	lockMigrations:      lockMySQLMigrations,
+	unbound:             unboundMySQL,
 	oneStatementPerExec: true, // multiStatements stays off
 }
 
 // mysqlOrderQueries is the order store's SQL on MySQL/MariaDB.
 var mysqlOrderQueries = qmarkOrderQueries(func(err error) bool {
 	var e *mysql.MySQLError
-	// 1213 ER_LOCK_DEADLOCK: InnoDB rolled the transaction back.
-	return errors.As(err, &e) && e.Number == 1213
+	// 1213 ER_LOCK_DEADLOCK: InnoDB rolled the transaction back. 1205
+	// ER_LOCK_WAIT_TIMEOUT (innodb_lock_wait_timeout): the row's holder
+	// may be a node cut off inside its transaction; the attempt is
+	// rolled back and tried again from its reads.
+	return errors.As(err, &e) && (e.Number == 1213 || e.Number == 1205)
 })
 
 // mysqlRestoreQueries is the restore store's SQL on MySQL/MariaDB. Locking
@@ -127,11 +134,15 @@ func mysqlConfig(rawURL string) (*mysql.Config, error) {
 	return cfg, nil
 }
 
-// mysqlPool opens an unsized pool on a MySQL URL.
-func mysqlPool(rawURL string) (*sql.DB, error) {
+// mysqlPool opens an unsized pool on a MySQL URL, with bounds b on every
+// session unless b is nil.
+func mysqlPool(rawURL string, b *Bounds) (*sql.DB, error) {
 	cfg, err := mysqlConfig(rawURL)
 	if err != nil {
 		return nil, err
+	}
+	if b != nil {
+		boundMySQL(cfg, *b)
 	}
 	// The driver logs broken connections to stderr through a global logger;
 	// every such failure also comes back as an error to the caller, who
@@ -140,6 +151,9 @@ func mysqlPool(rawURL string) (*sql.DB, error) {
 	connector, err := mysql.NewConnector(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if b != nil {
+		connector = &mysqlSession{Connector: connector, bounds: *b, skip: cfg.Params}
 	}
 	return sql.OpenDB(connector), nil
 }

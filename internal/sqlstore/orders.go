@@ -64,6 +64,10 @@ type OrderStore struct {
 	// PersistReservations after its reads and before its stock update:
 	// the window in which a concurrent writer can invalidate the reads.
 	beforeTakeStock func(attempt int)
+	// afterTakeStock, when set (SetAfterTakeStock), runs in every
+	// attempt right after the stock update, while the transaction holds
+	// the sale's row lock.
+	afterTakeStock func()
 	// beforePark, when set (by tests), runs in every attempt of
 	// ParkRestore that found nothing to restore, after its reads and
 	// before it parks: the window the sale's row lock keeps writers out of.
@@ -389,12 +393,18 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 		if err == nil {
 			return outcomes, nil
 		} else if !errors.Is(err, errConflict) {
-			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID, err)
+			return nil, fmt.Errorf("persist reservations of sale %s: %w", saleID, st.db.classify(err))
 		}
 		st.conflicts.Add(1)
 	}
-	return nil, fmt.Errorf("persist reservations of sale %s: gave up after %d attempts: %w", saleID, st.maxAttempts, err)
+	return nil, fmt.Errorf("persist reservations of sale %s: gave up after %d attempts: %w", saleID, st.maxAttempts, st.db.classify(err))
 }
+
+// SetAfterTakeStock makes every PersistReservations transaction call f
+// right after its stock update, while it holds the sale's row lock: a
+// test hook, for catching a writer inside its transaction on purpose.
+// Call it before the store is used.
+func (st *OrderStore) SetAfterTakeStock(f func()) { st.afterTakeStock = f }
 
 // Conflicts is the number of PersistReservations transactions rolled back
 // so far because they lost to a concurrent writer (the sale's version
@@ -481,6 +491,9 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 		return nil, fmt.Errorf("take stock: %w", err)
 	} else if n != 1 {
 		return nil, fmt.Errorf("take %d of stock at version %d: version moved: %w", plan.Taken, r.version, errConflict)
+	}
+	if st.afterTakeStock != nil {
+		st.afterTakeStock()
 	}
 	if err := st.insertOrders(ctx, tx, orders); err != nil {
 		if !readOrders && st.db.isUniqueViolation(err) {

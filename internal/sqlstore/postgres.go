@@ -48,11 +48,15 @@ var postgresDialect = &dialect{
 			return true
 		}
 		// Class 08 connection exception; 57P01-57P03 admin or crash
-		// shutdown, cannot connect now; 53300 too many connections.
+		// shutdown, cannot connect now; 53300 too many connections; the
+		// session's Bounds: 55P03 lock_timeout, 57014 statement_timeout
+		// (query_canceled), 25P03 idle_in_transaction_session_timeout.
 		return errors.As(err, &e) && (len(e.Code) == 5 && e.Code[:2] == "08" ||
-			e.Code == "57P01" || e.Code == "57P02" || e.Code == "57P03" || e.Code == "53300")
+			e.Code == "57P01" || e.Code == "57P02" || e.Code == "57P03" || e.Code == "53300" ||
+			e.Code == "55P03" || e.Code == "57014" || e.Code == "25P03")
 	},
 	lockMigrations: lockPostgresMigrations,
+	unbound:        unboundPostgres,
 }
 
 // postgresOrderQueries is the order store's SQL on PostgreSQL.
@@ -72,8 +76,10 @@ var postgresOrderQueries = orderQueries{
 	isTransient: func(err error) bool {
 		var e *pgconn.PgError
 		// serialization_failure (under a stricter default isolation than
-		// READ COMMITTED), deadlock_detected.
-		return errors.As(err, &e) && (e.Code == "40001" || e.Code == "40P01")
+		// READ COMMITTED), deadlock_detected, lock_not_available (the
+		// session's lock_timeout: the row's holder may be a node cut off
+		// inside its transaction, ended by idle_in_transaction_session_timeout).
+		return errors.As(err, &e) && (e.Code == "40001" || e.Code == "40P01" || e.Code == "55P03")
 	},
 
 	orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
@@ -159,11 +165,14 @@ func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, 
 
 // postgresPool opens an unsized pool on a PostgreSQL URL: any URL pgx
 // accepts (postgres:// or postgresql://, with libpq parameters such as
-// sslmode or search_path).
-func postgresPool(rawURL string) (*sql.DB, error) {
+// sslmode or search_path), with bounds b on every session unless b is nil.
+func postgresPool(rawURL string, b *Bounds) (*sql.DB, error) {
 	cfg, err := pgx.ParseConfig(rawURL)
 	if err != nil {
 		return nil, err // pgx redacts the password
+	}
+	if b != nil {
+		boundPostgres(cfg, *b)
 	}
 	return stdlib.OpenDB(*cfg), nil
 }

@@ -56,6 +56,15 @@ type DB struct {
 // A SQLite URL may end in ?k=v driver parameters (modernc.org/sqlite), which
 // override the defaults this package sets.
 func Open(ctx context.Context, rawURL string) (*DB, error) {
+	return OpenBounded(ctx, rawURL, DefaultBounds)
+}
+
+// OpenBounded is Open with bounds b on every session to a MySQL/MariaDB
+// or PostgreSQL server (see Bounds).
+func OpenBounded(ctx context.Context, rawURL string, b Bounds) (*DB, error) {
+	if err := b.Validate(); err != nil {
+		return nil, fmt.Errorf("open database: %w", err)
+	}
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok {
 		return nil, errors.New("open database: url has no scheme (want sqlite:, mysql:// or postgres://)")
@@ -68,9 +77,9 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 	case "sqlite":
 		db, err = openSQLite(rawURL)
 	case "mysql":
-		db, err = openServer(mysqlDialect, mysqlPool, rawURL)
+		db, err = openServer(mysqlDialect, mysqlPool, rawURL, b)
 	case "postgres", "postgresql":
-		db, err = openServer(postgresDialect, postgresPool, rawURL)
+		db, err = openServer(postgresDialect, postgresPool, rawURL, b)
 	default:
 		return nil, fmt.Errorf("open database: unsupported url scheme %q (want sqlite:, mysql:// or postgres://)", scheme)
 	}
@@ -88,8 +97,8 @@ func Open(ctx context.Context, rawURL string) (*DB, error) {
 // with pool, one sized pool for reads and writes. Connections are recycled
 // so that a failed-over server or a load balancer's idle cut is not
 // noticed as errors.
-func openServer(d *dialect, pool func(rawURL string) (*sql.DB, error), rawURL string) (*DB, error) {
-	db, err := pool(rawURL)
+func openServer(d *dialect, pool func(rawURL string, b *Bounds) (*sql.DB, error), rawURL string, b Bounds) (*DB, error) {
+	db, err := pool(rawURL, &b)
 	if err != nil {
 		return nil, err
 	}
@@ -132,6 +141,8 @@ const MaxSQLitePool = 8
 // in Go): it is for callers that race writers on purpose, such as the
 // stock-deduction strategies that `seckill bench compare` sets side by
 // side. It does not migrate, and the caller owns the schema it writes.
+// Its sessions have no Bounds: a benchmark's strategies may wait for locks
+// as long as the server lets them.
 func OpenPool(ctx context.Context, rawURL string, conns int) (pool *sql.DB, dialect string, err error) {
 	scheme, _, ok := strings.Cut(rawURL, ":")
 	if !ok {
@@ -150,10 +161,10 @@ func OpenPool(ctx context.Context, rawURL string, conns int) (pool *sql.DB, dial
 		conns = min(conns, MaxSQLitePool)
 	case "mysql":
 		dialect = mysqlDialect.name
-		pool, err = mysqlPool(rawURL)
+		pool, err = mysqlPool(rawURL, nil)
 	case "postgres", "postgresql":
 		dialect = postgresDialect.name
-		pool, err = postgresPool(rawURL)
+		pool, err = postgresPool(rawURL, nil)
 	default:
 		return nil, "", fmt.Errorf("open database: unsupported url scheme %q (want sqlite:, mysql:// or postgres://)", scheme)
 	}
@@ -255,6 +266,9 @@ type dialect struct {
 	// lockMigrations serialises Migrate across processes, holding a lock
 	// on conn's session until the returned unlock is called.
 	lockMigrations func(ctx context.Context, conn *sql.Conn) (unlock func() error, err error)
+	// unbound are the statements that lift a session's Bounds for a
+	// migration.
+	unbound []string
 	// oneStatementPerExec is set when the driver runs only one statement
 	// per Exec, so migrations must be split into statements.
 	oneStatementPerExec bool
