@@ -313,10 +313,11 @@ func Measure(ctx context.Context, spec Spec, samplers Samplers, unsettled Unsett
 	res.Backlog, res.Settle = backlog, took
 	res.ServerCPU = perRequest(cpu1-cpu0, res.Requests)
 	res.RedisCPU, res.DatabaseCPU, res.BrokerCPU = others[0].perRequest(res.Requests), others[1].perRequest(res.Requests), others[2].perRequest(res.Requests)
-	if unsettled != nil {
-		if window := spec.Duration + took; window > 0 {
-			res.Persisted = float64(res.Expected) / window.Seconds()
-		}
+	if unsettled != nil && res.RPS > 0 {
+		// The window as the load generator measured it (its req/s is
+		// over it), then the catch-up.
+		window := float64(res.Requests)/res.RPS + took.Seconds()
+		res.Persisted = float64(res.Expected) / window
 	}
 	return res, nil
 }
