@@ -101,6 +101,21 @@ type Config struct {
 	// it returns the report (encoded as JSON) or seckill.ErrNotFound.
 	Reconcile func(ctx context.Context, saleID string) (report any, err error)
 
+	// Payments, if set with Orders, serves the shop's side of payment:
+	// the signed webhook POST /webhooks/v1/payments (PaymentWebhookSecrets),
+	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
+	// operators' GET /admin/v1/payments (payment.go).
+	Payments seckill.PaymentStore
+	// PaymentWebhookSecrets verify the webhook's Seckill-Signature: any
+	// one matching is enough. None: every webhook is 401.
+	PaymentWebhookSecrets []string
+	// ServiceToken authorises the shop's server on
+	// /admin/v1/orders/{order_id}/payments; empty disables the route (401).
+	ServiceToken string
+	// BuyerPay serves POST /api/v1/reservations/{id}/pay: a buyer pays by
+	// saying so. For the demo only; without it the route is 404.
+	BuyerPay bool
+
 	// AdminToken authorises /admin/v1 calls as "Authorization: Bearer
 	// <AdminToken>". Empty disables the admin routes (every call is 401).
 	AdminToken string
@@ -171,6 +186,9 @@ type Config struct {
 	// Lottery, if set, serves the lottery routes (lottery.go): entries,
 	// a buyer's result, the draw and its entry list.
 	Lottery *LotteryConfig
+	// Queue, if set, serves the waiting rooms of queue sales and takes
+	// the claims of ticket holders (queue.go).
+	Queue *QueueConfig
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -206,6 +224,7 @@ type Server struct {
 	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
+	pay           paySide // payment.go
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
@@ -213,12 +232,15 @@ type Server struct {
 	lottery        LotteryConfig
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
-	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
-	budget         time.Duration
-	routeBudgets   map[string]time.Duration
-	gatherer       prometheus.Gatherer
-	mux            *http.ServeMux
-	handler        http.Handler // mux behind Harden
+	// The waiting rooms (queue.go); queue.Queuer nil: none.
+	queue        QueueConfig
+	queueMetrics *queueMetrics
+	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
+	budget       time.Duration
+	routeBudgets map[string]time.Duration
+	gatherer     prometheus.Gatherer
+	mux          *http.ServeMux
+	handler      http.Handler // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
@@ -269,6 +291,7 @@ func New(cfg Config) (*Server, error) {
 		payTimeout:    cfg.PayTimeout,
 		orderEvents:   cfg.OrderEvents,
 	}
+	s.pay = newPaySide(cfg)
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
@@ -323,6 +346,11 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if s.pay.store != nil && s.orders != nil {
+		if s.pay.metrics, err = newPaymentMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
@@ -332,6 +360,22 @@ func New(cfg Config) (*Server, error) {
 		}
 		s.lottery = *cfg.Lottery
 		if s.lotteryMetrics, err = newLotteryMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Queue != nil {
+		q := *cfg.Queue
+		if q.Queuer == nil || q.Positions == nil || q.Tickets == nil || q.Admitted == nil {
+			return nil, errors.New("httpapi: Queue needs Queuer, Positions, Tickets and Admitted")
+		}
+		if q.OpensBefore <= 0 {
+			q.OpensBefore = seckill.DefaultQueueOpensBefore
+		}
+		if q.TicketTTL <= 0 {
+			q.TicketTTL = seckill.DefaultTicketTTL
+		}
+		s.queue = q
+		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
 			return nil, err
 		}
 	}
@@ -376,11 +420,20 @@ func (s *Server) routes() {
 	if s.orders != nil {
 		routes = append(routes,
 			route{"GET", "/api/v1/reservations/{id}", s.handleReservation},
-			route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay},
 			route{"POST", "/api/v1/reservations/{id}/cancel", s.handleCancel},
 			route{"GET", "/admin/v1/failed-orders", s.handleFailedOrders},
 			route{"GET", "/admin/v1/failed-orders/counts", s.handleFailedOrderCounts},
 			route{"POST", "/admin/v1/restores", s.handleRestore},
+		)
+	}
+	if s.orders != nil && s.pay.buyerPay {
+		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
+	}
+	if s.orders != nil && s.pay.store != nil {
+		routes = append(routes,
+			route{"POST", "/webhooks/v1/payments", s.handlePaymentWebhook},
+			route{"POST", "/admin/v1/orders/{order_id}/payments", s.handleServicePayment},
+			route{"GET", "/admin/v1/payments", s.handlePayments},
 		)
 	}
 	if s.restores != nil {
@@ -413,6 +466,12 @@ func (s *Server) routes() {
 			route{"GET", "/api/v1/sales/{id}/entries/mine", s.handleMyEntry},
 			route{"GET", "/api/v1/sales/{id}/draw", s.handleDraw},
 			route{"GET", "/api/v1/sales/{id}/draw/entries", s.handleDrawEntries},
+		)
+	}
+	if s.queue.Queuer != nil {
+		routes = append(routes,
+			route{"POST", "/api/v1/sales/{id}/queue", s.handleJoinQueue},
+			route{"GET", "/api/v1/sales/{id}/queue/mine", s.handleMyQueue},
 		)
 	}
 	allowed := map[string][]string{}
