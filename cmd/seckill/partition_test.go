@@ -119,6 +119,7 @@ type partitionRun struct {
 	mu       sync.Mutex
 	claims   map[string]partitionClaim // reservation id → who and when
 	answers  map[string]int
+	unheard  map[int]bool // buyers whose answer was neither a claim nor a refusal (503, transport error)
 	slowest  time.Duration // slowest answer while the fault lasted
 	avoid    bool          // buyers are not sent to the victim (paused)
 	faultAt  time.Time
@@ -140,7 +141,7 @@ func runPartition(t *testing.T, bin, dbURL, brokerURL, queue string, pc partitio
 	redisURL := "redis://" + redistest.StartServer(t).Addr
 	prefix := servicetest.UniqueName("sk")
 	nem := nemesis.New(t)
-	r := &partitionRun{t: t, claims: map[string]partitionClaim{}, answers: map[string]int{},
+	r := &partitionRun{t: t, claims: map[string]partitionClaim{}, answers: map[string]int{}, unheard: map[int]bool{},
 		client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64, MaxConnsPerHost: 64}}}
 	r.c = &cluster{t: t, client: r.client}
 	for i := range 3 {
@@ -272,6 +273,12 @@ func (r *partitionRun) rush(from, to int) {
 				took := time.Since(start)
 				r.mu.Lock()
 				r.answers[a.key()]++
+				switch k := a.key(); {
+				case k == "202", k == "409 sold_out", k == "409 limit_exceeded":
+					delete(r.unheard, b)
+				default:
+					r.unheard[b] = true
+				}
 				if !r.faultAt.IsZero() && r.healedAt.IsZero() {
 					r.slowest = max(r.slowest, took)
 				}
@@ -390,9 +397,10 @@ func (r *partitionRun) settle(units int, pc partitionCase, stopPoll func() map[s
 	if lost != 0 || doubled != 0 || oversold != 0 || overLimit != 0 {
 		t.Errorf("lost %d, doubled %d, oversold %d, over limit %d; want all 0", lost, doubled, oversold, overLimit)
 	}
-	if orders != len(r.claims) {
+	if orders < len(r.claims) {
 		t.Errorf("%d orders for %d acknowledged claims", orders, len(r.claims))
 	}
+	r.unheardClaims(orders)
 	if afterN == 0 {
 		t.Fatal("no claim was made while the fault lasted: the case proves nothing")
 	}
@@ -429,6 +437,52 @@ func (r *partitionRun) settle(units int, pc partitionCase, stopPoll func() map[s
 		if k != "202" && k != "409 sold_out" && k != "409 limit_exceeded" && !strings.HasPrefix(k, "503") {
 			t.Errorf("%d answers %q; want only 202, sold_out, limit_exceeded or 503", n, k)
 		}
+	}
+}
+
+// unheardClaims checks the orders no buyer was told of: a claim Redis
+// made whose answer was lost (its reply dropped, the node cut off). Each
+// must belong to a buyer who was not answered (503 or a transport error),
+// and that buyer finds it with GET /api/v1/sales/{id}/reservations/mine.
+func (r *partitionRun) unheardClaims(orders int) {
+	t := r.t
+	rows, err := r.db.QueryContext(t.Context(), `SELECT reservation_id, user_id FROM orders WHERE sale_id = '`+r.sale+`'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type order struct{ id, user string }
+	var unheard []order
+	for rows.Next() {
+		var o order
+		if err := rows.Scan(&o.id, &o.user); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := r.claims[o.id]; !ok {
+			unheard = append(unheard, o)
+		}
+	}
+	rows.Close()
+	prefix := r.sale + "-buyer-"
+	for _, o := range unheard {
+		var b int
+		if _, err := fmt.Sscanf(strings.TrimPrefix(o.user, prefix), "%d", &b); err != nil || !r.unheard[b] {
+			t.Errorf("order %s of %s: never acknowledged, yet its buyer was answered", o.id, o.user)
+			continue
+		}
+		a := r.c.do(0, "GET", "/api/v1/sales/"+r.sale+"/reservations/mine", r.c.token(o.user), nil)
+		res, _ := a.body["reservations"].([]any)
+		found := false
+		for _, v := range res {
+			if m, _ := v.(map[string]any); m["reservation_id"] == o.id && m["status"] == "ordered" {
+				found = true
+			}
+		}
+		if a.status != http.StatusOK || !found {
+			t.Errorf("buyer %s, whose answer was lost, does not find the claim %s: %s %v %v", o.user, o.id, a.key(), a.body, a.err)
+		}
+	}
+	if len(unheard) > 0 {
+		t.Logf("%d claims whose answers were lost: every buyer found theirs with reservations/mine", len(unheard))
 	}
 }
 

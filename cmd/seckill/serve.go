@@ -536,6 +536,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Resolver:    m.orders,
 		PayTimeout:  cfg.PayTimeout,
 		OrderEvents: orderEventsAPI(w.events),
+		BuyerClaims: buyerClaims{m.orders, m.stock},
 		Now:         m.requestClock(),
 		Ready:       m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {

@@ -171,6 +171,10 @@ type Config struct {
 	// Lottery, if set, serves the lottery routes (lottery.go): entries,
 	// a buyer's result, the draw and its entry list.
 	Lottery *LotteryConfig
+
+	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
+	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
+	BuyerClaims BuyerClaims
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -211,6 +215,7 @@ type Server struct {
 	reserveBudget  time.Duration
 	// The lottery routes (lottery.go); lottery.Enterer nil: none.
 	lottery        LotteryConfig
+	buyerClaims    BuyerClaims // nil: no reservations/mine route
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
 	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
@@ -326,6 +331,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
+	s.buyerClaims = cfg.BuyerClaims
 	if cfg.Lottery != nil {
 		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
 			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
@@ -406,6 +412,9 @@ func (s *Server) routes() {
 			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
 			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
 		)
+	}
+	if s.buyerClaims != nil {
+		routes = append(routes, route{"GET", "/api/v1/sales/{id}/reservations/mine", s.handleMyClaims})
 	}
 	if s.lottery.Enterer != nil {
 		routes = append(routes,
