@@ -130,6 +130,24 @@ type PaymentDecision struct {
 	Detail string
 }
 
+// EventType is the order event a move to d.To announces (order.paid,
+// order.refund_due, order.refunded); ok is false when the decision does
+// not move the order.
+func (d PaymentDecision) EventType() (typ OrderEventType, ok bool) {
+	if !d.Moves() {
+		return "", false
+	}
+	switch d.To {
+	case OrderPaid:
+		return EventOrderPaid, true
+	case OrderRefundDue:
+		return EventOrderRefundDue, true
+	case OrderRefunded:
+		return EventOrderRefunded, true
+	}
+	return "", false
+}
+
 // Moves reports whether the decision changes the order's status.
 func (d PaymentDecision) Moves() bool { return d.To != d.From }
 

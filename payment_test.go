@@ -104,3 +104,20 @@ func TestPaymentEventValidate(t *testing.T) {
 		}
 	}
 }
+
+func TestPaymentDecisionEventType(t *testing.T) {
+	for _, c := range []struct {
+		from, to seckill.OrderStatus
+		want     seckill.OrderEventType
+	}{
+		{seckill.OrderPlaced, seckill.OrderPaid, seckill.EventOrderPaid},
+		{seckill.OrderCancelled, seckill.OrderRefundDue, seckill.EventOrderRefundDue},
+		{seckill.OrderRefundDue, seckill.OrderRefunded, seckill.EventOrderRefunded},
+		{seckill.OrderPaid, seckill.OrderPaid, ""},
+	} {
+		typ, ok := seckill.PaymentDecision{From: c.from, To: c.to}.EventType()
+		if typ != c.want || ok != (c.want != "") {
+			t.Errorf("%s -> %s: EventType = %q, %v; want %q", c.from, c.to, typ, ok, c.want)
+		}
+	}
+}

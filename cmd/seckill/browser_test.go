@@ -46,7 +46,7 @@ type webEngine struct {
 
 func startWebEngine(t *testing.T, hooks ...func(*Main)) *webEngine {
 	t.Helper()
-	e := startEngine(t, func(c *Config) { c.DemoLogin = "on" }, hooks...)
+	e := startEngine(t, func(c *Config) { c.DemoLogin, c.BuyerPay = "on", "on" }, hooks...)
 	return &webEngine{engine: e, url: e.base}
 }
 

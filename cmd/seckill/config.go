@@ -74,6 +74,13 @@ type Config struct {
 	RedisWaitTimeout time.Duration
 	HealInterval     time.Duration
 	Roles            string // comma-separated: api, relay, writer; "all" or empty: every one
+	// Payment confirmed by the shop's side (internal/httpapi payment.go).
+	PaymentWebhookSecret string // verifies POST /webhooks/v1/payments; empty: every webhook is 401
+	ServiceToken         string // the shop's server on POST /admin/v1/orders/{id}/payments; empty: 401
+	// BuyerPay ("on"/"off") lets a buyer pay by saying so
+	// (POST /api/v1/reservations/{id}/pay). Only `seckill demo` has the
+	// flag: serve never offers it.
+	BuyerPay string
 	// EmbeddedFsync (on, off): the embedded broker and a SQLite database
 	// fsync what they confirm, so that it survives a power cut.
 	EmbeddedFsync string
@@ -199,6 +206,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.EmbeddedFsync, "embedded-fsync", c.EmbeddedFsync, "on: the embedded broker and a SQLite database fsync every write they confirm, so an answered claim survives a power cut; off: they survive a crash of the process only (faster on slow disks)")
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
+	stringFlag(fs, &c.PaymentWebhookSecret, "payment-webhook-secret", c.PaymentWebhookSecret, "secret (at least 32 bytes) of the payment provider's signed webhook POST /webhooks/v1/payments (Seckill-Signature: t=…,v1=…, Stripe's scheme); empty: the webhook is refused")
+	stringFlag(fs, &c.ServiceToken, "service-token", c.ServiceToken, "bearer token (at least 32 bytes, not the admin token) of the shop's server reporting payments on POST /admin/v1/orders/{order_id}/payments; empty: refused")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")
 	return errors.Join(
 		durationFlag(fs, &c.JWTMaxLifetime, "jwt-max-lifetime", c.JWTMaxLifetime, "buyer tokens whose exp is further than this from their iat, or without iat, are refused; 0: no limit"),
@@ -305,6 +314,7 @@ type settings struct {
 	routeBudgets       map[string]time.Duration
 	durability         redis.Durability
 	demoLogin          bool
+	buyerPay           bool
 }
 
 func (c *Config) parse() (s settings, err error) {
@@ -359,6 +369,12 @@ func (c *Config) parse() (s settings, err error) {
 	if err := c.checkSecrets(); err != nil {
 		return s, err
 	}
+	if err = c.checkPaymentSecrets(); err != nil {
+		return s, err
+	}
+	if s.buyerPay, err = onOff("buyer pay", c.BuyerPay); err != nil {
+		return s, err
+	}
 	s.demoLogin, err = c.demoLogin()
 	return s, err
 }
@@ -376,6 +392,37 @@ func (c *Config) checkSecrets() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkPaymentSecrets refuses a webhook secret or service token that is
+// set but shorter than secrets.MinBytes, and a service token that is the admin token (a shop's
+// server reporting payments must not hold the power over sales).
+func (c *Config) checkPaymentSecrets() error {
+	for _, s := range []struct{ name, value string }{
+		{"--payment-webhook-secret ($SECKILL_PAYMENT_WEBHOOK_SECRET)", c.PaymentWebhookSecret},
+		{"--service-token ($SECKILL_SERVICE_TOKEN)", c.ServiceToken},
+	} {
+		if s.value != "" {
+			if err := secrets.Check(s.name, s.value); err != nil {
+				return err
+			}
+		}
+	}
+	if c.ServiceToken != "" && c.ServiceToken == c.AdminToken {
+		return errors.New("service token: must differ from the admin token")
+	}
+	return nil
+}
+
+// onOff parses an on/off setting ("" is off).
+func onOff(what, v string) (bool, error) {
+	switch v {
+	case "on":
+		return true, nil
+	case "off", "":
+		return false, nil
+	}
+	return false, fmt.Errorf("%s %q: want on or off", what, v)
 }
 
 // adminToken is the configured admin token, or the one the data dir keeps.

@@ -78,6 +78,7 @@ func demoSettings(args []string, stderr io.Writer) (cfg Config, opts rush.Option
 		return
 	}
 	fs.BoolVar(&asJSON, "json", false, "print the report as JSON")
+	fs.StringVar(&cfg.BuyerPay, "buyer-pay", cfg.BuyerPay, "let a buyer pay by saying so (POST /api/v1/reservations/{id}/pay, the buyer page's Pay button): on or off; demos only, never a real sale")
 	fs.BoolVar(&serve, "serve", false, "keep the engine serving after the rush, so the control room and the buyer page can be watched (Ctrl-C stops it); give --lead time to open them")
 	if err = parse(fs, args); err != nil {
 		return
@@ -111,6 +112,8 @@ func demoIgnoreEnv(fs *flag.FlagSet, cfg *Config, warn io.Writer) {
 		{"jwt-issuer", &cfg.JWTIssuer, d.JWTIssuer},
 		{"jwt-audience", &cfg.JWTAudience, d.JWTAudience},
 		{"http-addr", &cfg.HTTPAddr, d.HTTPAddr},
+		{"payment-webhook-secret", &cfg.PaymentWebhookSecret, d.PaymentWebhookSecret},
+		{"service-token", &cfg.ServiceToken, d.ServiceToken},
 	} {
 		if _, set := os.LookupEnv(envName(s.name)); !set || given[s.name] || *s.p == s.def {
 			continue

@@ -41,6 +41,7 @@ func outageConfig(base func(*Config)) func(*Config) {
 		c.RequestBudget = outageBudget
 		c.RouteBudgets = ""
 		c.DemoLogin = "on"
+		c.ServiceToken = testServiceToken
 		c.RestoreRetryInterval = 200 * time.Millisecond
 		c.PreheatInterval = 200 * time.Millisecond
 	}
@@ -104,7 +105,9 @@ func (e *engine) routes(f *fixtures, ticket string, n int) []route {
 			ok: []int{202}, need: []string{"database", "broker"}},
 		{name: "poll (ordered)", method: "GET", path: "/api/v1/reservations/" + f.poll, auth: buyer, ok: []int{200}, need: []string{"redis", "broker"}},
 		{name: "poll (unknown)", method: "GET", path: "/api/v1/reservations/" + f.none, auth: buyer, ok: []int{404}, need: []string{"broker"}},
-		{name: "pay", method: "POST", path: "/api/v1/reservations/" + f.pay + "/pay", auth: buyer, ok: []int{200}, need: []string{"redis", "broker"}},
+		{name: "service payment", method: "POST", path: "/admin/v1/orders/" + seckill.OrderIDOf(f.pay) + "/payments", auth: testServiceToken,
+			body: `{"id":"evt-outage-` + f.pay + `","type":"payment.succeeded","reservation_id":"` + f.pay + `","amount_cents":9900,"currency":"EUR"}`,
+			ok:   []int{200}, need: []string{"redis", "broker"}},
 		{name: "cancel", method: "POST", path: "/api/v1/reservations/" + f.cancel + "/cancel", auth: buyer, ok: []int{200}, need: []string{"redis", "broker"}},
 		{name: "admin restore", method: "POST", path: "/admin/v1/restores", auth: adm,
 			body: `{"reservation_id":"` + f.restore + `","reason":"outage test"}`, ok: []int{200}, need: []string{"redis", "broker"}},

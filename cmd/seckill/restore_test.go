@@ -24,6 +24,10 @@ func (c *testClock) hook() func(*Main)       { return func(m *Main) { m.now = c.
 func fastRestores(base func(*Config)) func(*Config) {
 	return func(c *Config) {
 		base(c)
+		// These tests race the buyer's own pay against restores and the
+		// sweeper: the demo's buyer pay. The shop's payments have tests
+		// of their own (payment_test.go).
+		c.BuyerPay = "on"
 		c.SweepInterval = 100 * time.Millisecond
 		c.RestoreRetryInterval = 100 * time.Millisecond
 		c.ReconcileInterval = 100 * time.Millisecond

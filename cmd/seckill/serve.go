@@ -530,15 +530,19 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 			}
 			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
 		},
-		Currency:    cfg.Currency,
-		SalesAdmin:  admin,
-		Lottery:     w.lottery,
-		Resolver:    m.orders,
-		PayTimeout:  cfg.PayTimeout,
-		OrderEvents: orderEventsAPI(w.events),
-		BuyerClaims: buyerClaims{m.orders, m.stock},
-		Now:         m.requestClock(),
-		Ready:       m.ready,
+		Currency:              cfg.Currency,
+		SalesAdmin:            admin,
+		Lottery:               w.lottery,
+		Resolver:              m.orders,
+		PayTimeout:            cfg.PayTimeout,
+		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),
+		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
+		ServiceToken:          cfg.ServiceToken,
+		BuyerPay:              w.buyerPay,
+		OrderEvents:           orderEventsAPI(w.events),
+		BuyerClaims:           buyerClaims{m.orders, m.stock},
+		Now:                   m.requestClock(),
+		Ready:                 m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
 			// Within the create request's budget: with Redis down the
 			// scheduler preheats the sale on a later pass instead.
@@ -572,6 +576,9 @@ func (m *Main) followRestocks(ctx context.Context, api *httpapi.Server) {
 func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	cfg := &m.Config
 	var mint func(string) (string, error)
+	if w.buyerPay {
+		m.Logger.Warn("buyer pay is on: a buyer pays by saying so (POST /api/v1/reservations/{id}/pay), with no payment provider; never use it for a real sale")
+	}
 	if w.demoLogin {
 		m.Logger.Warn("demo login is on: anyone who reaches POST /demo/v1/login can act as any buyer; never use it for a real sale")
 		mint = func(name string) (string, error) {

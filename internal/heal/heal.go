@@ -94,7 +94,7 @@ type Config struct {
 	// DrainMax bounds the wait for Backlog. Default 30s.
 	DrainMax time.Duration
 	Now      func() time.Time
-	Logger  *slog.Logger
+	Logger   *slog.Logger
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
 }
@@ -410,7 +410,7 @@ const planPage = 1000
 // orders ordered or paid without a record) and release (the active
 // records of claims the database refused), when either is not empty.
 func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
-	live := func(o *seckill.Order) bool { return o.Status != seckill.OrderCancelled }
+	live := func(o *seckill.Order) bool { return o.Status.Holds() }
 	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, func(o *seckill.Order) string { return o.ReservationID }, live,
 		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
 			var add []seckill.ReservationRecord

@@ -45,6 +45,9 @@ var routeNames = map[string]string{
 	"GET /admin/v1/sales/{id}/reconciliation":    "reconciliation",
 	"GET /admin/v1/order-events":                 "order_events",
 	"POST /admin/v1/order-events/{id}/redeliver": "redeliver_order_event",
+	"POST /webhooks/v1/payments":                 "payment_webhook",
+	"POST /admin/v1/orders/{order_id}/payments":  "service_payment",
+	"GET /admin/v1/payments":                     "payments",
 	"GET /metrics":                               "metrics",
 }
 

@@ -225,9 +225,7 @@ func (f found) view(id string) (reservationView, error) {
 }
 
 func orderView(id string, o *seckill.Order) (reservationView, error) {
-	switch o.Status {
-	case seckill.OrderPlaced, seckill.OrderPaid, seckill.OrderCancelled:
-	default:
+	if !o.Status.Known() {
 		// A status this API cannot name is a bug or a bad row; an
 		// operator must see it, the buyer must not.
 		return reservationView{}, fmt.Errorf("order %s: unknown status %q", id, o.Status)
@@ -399,6 +397,10 @@ func stateConflict(o *seckill.Order, now time.Time) error {
 		return seckill.Errorf(seckill.ESTATECONFLICT, "The order has already been paid.")
 	case o.Status == seckill.OrderCancelled:
 		return seckill.Errorf(seckill.ESTATECONFLICT, "The order has already been cancelled.")
+	case o.Status == seckill.OrderRefundDue:
+		return seckill.Errorf(seckill.ESTATECONFLICT, "The order was cancelled before its payment arrived; the payment will be refunded.")
+	case o.Status == seckill.OrderRefunded:
+		return seckill.Errorf(seckill.ESTATECONFLICT, "The order was cancelled before its payment arrived; the payment was refunded.")
 	case o.Status == seckill.OrderPlaced && !now.Before(o.PayBy):
 		return seckill.Errorf(seckill.ESTATECONFLICT, "The payment deadline has passed; the order is being cancelled.")
 	}
@@ -600,7 +602,8 @@ const (
 
 var (
 	pollLabels = []string{
-		statusPending, string(seckill.OrderPlaced), string(seckill.OrderPaid), string(seckill.OrderCancelled), statusFailed,
+		statusPending, string(seckill.OrderPlaced), string(seckill.OrderPaid), string(seckill.OrderCancelled),
+		string(seckill.OrderRefundDue), string(seckill.OrderRefunded), statusFailed,
 		resultNotFound, resultUnauthorized, resultError, resultClientClosed,
 	}
 	actionLabels = []string{

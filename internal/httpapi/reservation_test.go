@@ -248,7 +248,7 @@ func newResEnv(t *testing.T) *resEnv {
 		pending: &fakePending{records: map[string]pendingRecord{}},
 		payBy:   t0.Add(15 * time.Minute),
 	}
-	e.env = newEnv(t, func(c *Config) { c.Orders, c.Pending, c.Restorer = e.orders, e.pending, e.orders })
+	e.env = newEnv(t, func(c *Config) { c.Orders, c.Pending, c.Restorer, c.BuyerPay = e.orders, e.pending, e.orders, true })
 	newID := func() string { return seckill.NewReservationID(testSaleID, t0) }
 	e.ordered, e.paid, e.cancelled, e.failed, e.pendingID, e.missing = newID(), newID(), newID(), newID(), newID(), newID()
 	for id, st := range map[string]seckill.OrderStatus{e.ordered: seckill.OrderPlaced, e.paid: seckill.OrderPaid, e.cancelled: seckill.OrderCancelled} {
@@ -702,13 +702,13 @@ func TestReservationStoreErrors(t *testing.T) {
 	})
 	t.Run("unknown order status", func(t *testing.T) {
 		e := newResEnv(t)
-		e.orders.set(e.ordered, "refunded")
+		e.orders.set(e.ordered, "chargeback")
 		wantError(t, e.get("alice", e.ordered), http.StatusInternalServerError, seckill.EINTERNAL)
 		wantError(t, e.post("alice", e.ordered, "pay", ""), http.StatusInternalServerError, seckill.EINTERNAL)
 		if e.orders.writes.Load() != 0 {
 			t.Fatal("wrote to an order of unknown status")
 		}
-		if !strings.Contains(e.logs.String(), "refunded") {
+		if !strings.Contains(e.logs.String(), "chargeback") {
 			t.Fatalf("unknown status not logged: %q", e.logs)
 		}
 	})
@@ -1020,4 +1020,23 @@ func FuzzDecodeNoFields(f *testing.F) {
 			t.Fatalf("accepted %q", body)
 		}
 	})
+}
+
+// TestBuyerPayIsOffByDefault: without Config.BuyerPay a buyer cannot pay
+// by saying so: the route does not exist, and the order stays unpaid.
+func TestBuyerPayIsOffByDefault(t *testing.T) {
+	orders := newFakeOrders()
+	e := newEnv(t, func(c *Config) {
+		c.Orders, c.Pending, c.Restorer = orders, &fakePending{records: map[string]pendingRecord{}}, orders
+	})
+	id := seckill.NewReservationID(testSaleID, t0)
+	orders.orders[id] = &seckill.Order{ID: seckill.OrderIDOf(id), ReservationID: id, SaleID: testSaleID, UserID: "alice", Qty: 1,
+		AmountCents: 100, Status: seckill.OrderPlaced, PayBy: t0.Add(time.Minute)}
+	w := e.do(req{method: "POST", path: "/api/v1/reservations/" + id + "/pay", auth: "Bearer " + buyerToken(t, "alice")})
+	if w.Code != http.StatusNotFound {
+		t.Fatalf("buyer pay: %d %s, want 404", w.Code, w.Body)
+	}
+	if orders.orders[id].Status != seckill.OrderPlaced || orders.writes.Load() != 0 {
+		t.Fatalf("the order moved: %s", orders.orders[id].Status)
+	}
 }

@@ -101,6 +101,21 @@ type Config struct {
 	// it returns the report (encoded as JSON) or seckill.ErrNotFound.
 	Reconcile func(ctx context.Context, saleID string) (report any, err error)
 
+	// Payments, if set with Orders, serves the shop's side of payment:
+	// the signed webhook POST /webhooks/v1/payments (PaymentWebhookSecrets),
+	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
+	// operators' GET /admin/v1/payments (payment.go).
+	Payments seckill.PaymentStore
+	// PaymentWebhookSecrets verify the webhook's Seckill-Signature: any
+	// one matching is enough. None: every webhook is 401.
+	PaymentWebhookSecrets []string
+	// ServiceToken authorises the shop's server on
+	// /admin/v1/orders/{order_id}/payments; empty disables the route (401).
+	ServiceToken string
+	// BuyerPay serves POST /api/v1/reservations/{id}/pay: a buyer pays by
+	// saying so. For the demo only; without it the route is 404.
+	BuyerPay bool
+
 	// AdminToken authorises /admin/v1 calls as "Authorization: Bearer
 	// <AdminToken>". Empty disables the admin routes (every call is 401).
 	AdminToken string
@@ -210,6 +225,7 @@ type Server struct {
 	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
+	pay           paySide // payment.go
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
@@ -274,6 +290,7 @@ func New(cfg Config) (*Server, error) {
 		payTimeout:    cfg.PayTimeout,
 		orderEvents:   cfg.OrderEvents,
 	}
+	s.pay = newPaySide(cfg)
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
@@ -325,6 +342,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	if s.orders != nil {
 		if s.resMetrics, err = newReservationMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
+	if s.pay.store != nil && s.orders != nil {
+		if s.pay.metrics, err = newPaymentMetrics(reg); err != nil {
 			return nil, err
 		}
 	}
@@ -382,11 +404,20 @@ func (s *Server) routes() {
 	if s.orders != nil {
 		routes = append(routes,
 			route{"GET", "/api/v1/reservations/{id}", s.handleReservation},
-			route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay},
 			route{"POST", "/api/v1/reservations/{id}/cancel", s.handleCancel},
 			route{"GET", "/admin/v1/failed-orders", s.handleFailedOrders},
 			route{"GET", "/admin/v1/failed-orders/counts", s.handleFailedOrderCounts},
 			route{"POST", "/admin/v1/restores", s.handleRestore},
+		)
+	}
+	if s.orders != nil && s.pay.buyerPay {
+		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
+	}
+	if s.orders != nil && s.pay.store != nil {
+		routes = append(routes,
+			route{"POST", "/webhooks/v1/payments", s.handlePaymentWebhook},
+			route{"POST", "/admin/v1/orders/{order_id}/payments", s.handleServicePayment},
+			route{"GET", "/admin/v1/payments", s.handlePayments},
 		)
 	}
 	if s.restores != nil {

@@ -516,10 +516,10 @@ func (c *comparison) records(ctx context.Context, db seckill.LedgerPages, page [
 				c.flag(KindLedgerMismatch, id, "order has qty %d, stock-store record %d", o.Qty, rec.Qty)
 			}
 			switch {
-			case o.Status != seckill.OrderCancelled && rec.Restored:
+			case o.Status.Holds() && rec.Restored:
 				r.PotentialOversold += o.Qty
 				c.flag(KindRestoredButOrdered, id, "order is %s (qty %d) but the stock store restored it: the units are on offer again (potential oversell)", o.Status, o.Qty)
-			case o.Status == seckill.OrderCancelled && !rec.Restored:
+			case !o.Status.Holds() && !rec.Restored:
 				if q != nil && q.State == seckill.RestoreStateRedisPending {
 					r.UndersoldBy.RestorePending += rec.Qty
 				} else {
@@ -733,9 +733,7 @@ func (c *comparison) databasePass(ctx context.Context, db seckill.LedgerPages, s
 func (c *comparison) orderPage(page []*seckill.Order, recs map[string]seckill.ReservationRecord, withStock bool) {
 	r, lw := c.r, &c.r.LostWrites
 	for _, o := range page {
-		switch o.Status {
-		case seckill.OrderPlaced, seckill.OrderPaid, seckill.OrderCancelled:
-		default:
+		if !o.Status.Known() {
 			c.flag(KindLedgerMismatch, o.ReservationID, "order %s has unknown status %q", o.ID, o.Status)
 		}
 		if !withStock {
@@ -745,7 +743,7 @@ func (c *comparison) orderPage(page []*seckill.Order, recs map[string]seckill.Re
 		if _, ok := recs[o.ReservationID]; ok {
 			continue
 		}
-		if o.Status != seckill.OrderCancelled {
+		if o.Status.Holds() {
 			lw.OrdersWithoutReservation.add(o.Qty)
 			r.PotentialOversold += o.Qty
 		}

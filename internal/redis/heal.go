@@ -18,12 +18,7 @@ var (
 	// and HSETNX-es its records.
 	healBeginScript = rueidis.NewLuaScriptRetryable(lua("heal_begin.lua"))
 	healApplyScript = rueidis.NewLuaScript(lua("record.lua", "heal_apply.lua"))
-	// KEYS[1] stock hash, ARGV[1] heal token: clear `healing` if it
-	// still holds the token.
-	healAbortScript = rueidis.NewLuaScriptRetryable(`if redis.call('HGET', KEYS[1], 'healing') == ARGV[1] then
-  return redis.call('HDEL', KEYS[1], 'healing')
-end
-return 0`)
+	healAbortScript = rueidis.NewLuaScriptRetryable(lua("heal_abort.lua"))
 )
 
 // ErrHealing answers a batch for a sale whose state the engine is

@@ -3,6 +3,9 @@ package redis
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -48,5 +51,28 @@ func TestRecordBytes(t *testing.T) {
 		perRes(old, "res"), perRes(compact, "res"), len(sale.ID), perRes(compact, "idem"), perRes(compact, "buyers"), old.BytesPerReservation(), compact.BytesPerReservation())
 	if saved := perRes(old, "res") - perRes(compact, "res"); saved < 32 {
 		t.Errorf("the compact record saves %.0f bytes; want at least 32", saved)
+	}
+}
+
+// TestScriptOutcomesMatchTheLuaHeader: every code outcomes.lua names is
+// in scriptOutcomes under the same name and number, and no other.
+func TestScriptOutcomesMatchTheLuaHeader(t *testing.T) {
+	src, err := luaFiles.ReadFile("outcomes.lua")
+	if err != nil {
+		t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^local ([A-Z_]+) = (\d+)`)
+	found := re.FindAllStringSubmatch(string(src), -1)
+	if len(found) != len(scriptOutcomes) {
+		t.Errorf("outcomes.lua names %d codes, scriptOutcomes %d", len(found), len(scriptOutcomes))
+	}
+	for _, m := range found {
+		code, _ := strconv.ParseInt(m[2], 10, 64)
+		if so, ok := scriptOutcomes[code]; !ok || so.name != m[1] {
+			t.Errorf("outcomes.lua: %s = %d; scriptOutcomes[%d] = %+v", m[1], code, code, so)
+		}
+	}
+	if !strings.HasPrefix(reserveLua, string(src)) {
+		t.Error("reserve.lua runs without outcomes.lua in front of it")
 	}
 }

@@ -60,11 +60,10 @@
 --   reservation; the replayed qty is the request's qty, since only an equal
 --   qty replays; or, for a request refused by a rate limit,
 --   {8, index of the refusing key among the request's (0-based), retry_after_us}.
--- Outcome codes: 1 reserved, 3 sold out, 4 limit exceeded, 5 not started
--- (or not preheated), 6 ended, 7 idempotency key reused with another qty,
--- 9 (for the whole batch) the sale is healing: try later, 10 (for the
--- whole batch) the sale's admission (stock field `admission`) is not first
--- come and the batch was not let in by it.
+-- Outcome codes: outcomes.lua, prepended to this script, names them.
+-- HEALING and ADMISSION_REQUIRED answer a whole batch: the sale is being
+-- rebuilt, or its admission (stock field `admission`) is not first come
+-- and the batch was not let in by it.
 --
 -- Only reservations are stored under an idempotency key. A rejection is
 -- re-evaluated when its key comes back: that costs nothing to store, and a
@@ -83,10 +82,10 @@
 
 local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing', 'outboxed', 'admission')
 if not stock[1] then
-  return 5
+  return NOT_STARTED
 end
 if stock[6] then
-  return 9
+  return HEALING
 end
 -- A sale whose admission is not first come (a lottery, a queue) takes only
 -- the batches its admission let in, whose ARGV[1] ends in "a".
@@ -94,16 +93,16 @@ local per_arg = ARGV[1]
 if string.byte(per_arg, -1) == 97 then
   per_arg = string.sub(per_arg, 1, -2)
 elseif stock[8] then
-  return 10
+  return ADMISSION_REQUIRED
 end
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 if now < tonumber(stock[4]) then
-  return 5
+  return NOT_STARTED
 end
 if now >= tonumber(stock[5]) then
-  return 6
+  return ENDED
 end
 -- Built from strings so that no number formatting can turn it into 1.7e+12.
 local now_ms = t[1] .. string.format('%03d', math.floor(tonumber(t[2]) / 1000))
@@ -182,7 +181,7 @@ local function rate_refusal(i)
     local new_tat = tat + lim.T
     local allow_at = new_tat - lim.tol
     if allow_at > now_us then
-      return {8, k, allow_at - now_us}
+      return {RATE_LIMITED, k, allow_at - now_us}
     end
     next_tat[k] = new_tat
   end
@@ -235,16 +234,16 @@ for i = 2, #ARGV, stride do
           answer = string.match(id, '^[^.]*%.') .. answer
         end
       else
-        answer = 7
+        answer = KEY_REUSED
       end
     end
   end
   if not answer then
     local h = held[user]
     if h + qty > limit then
-      answer = 4
+      answer = LIMIT_EXCEEDED
     elseif reserved + qty > total then
-      answer = 3
+      answer = SOLD_OUT
     else
       reserved = reserved + qty
       held[user] = h + qty
@@ -253,7 +252,7 @@ for i = 2, #ARGV, stride do
         claimed[field] = qtys .. ':' .. id
       end
       won[#won + 1] = i
-      answer = 1
+      answer = RESERVED
     end
   end
   out[#out + 1] = answer

@@ -12,22 +12,29 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Outcome codes of reserve.lua. They are spelled out here, not taken from
-// the order of seckill's constants, so that renumbering the domain can
-// never silently change what a script answer means.
-var scriptOutcomes = map[int64]seckill.Outcome{
-	1:  seckill.OutcomeReserved,
-	3:  seckill.OutcomeSoldOut,
-	4:  seckill.OutcomeLimitExceeded,
-	5:  seckill.OutcomeNotStarted,
-	6:  seckill.OutcomeEnded,
-	7:  seckill.OutcomeKeyReused,
-	8:  seckill.OutcomeRateLimited,
-	10: seckill.OutcomeAdmissionRequired,
+// scriptOutcome is what one of reserve.lua's outcome codes means: an
+// outcome, or an error that answers the whole batch.
+type scriptOutcome struct {
+	name    string // its name in outcomes.lua
+	outcome seckill.Outcome
+	err     error
 }
 
-// healingCode is reserve.lua's answer for a sale that is healing.
-const healingCode = 9
+// scriptOutcomes are reserve.lua's outcome codes (outcomes.lua names
+// them). They are spelled out here, not taken from the order of seckill's
+// constants, so that renumbering the domain can never silently change
+// what a script answer means.
+var scriptOutcomes = map[int64]scriptOutcome{
+	1:  {"RESERVED", seckill.OutcomeReserved, nil},
+	3:  {"SOLD_OUT", seckill.OutcomeSoldOut, nil},
+	4:  {"LIMIT_EXCEEDED", seckill.OutcomeLimitExceeded, nil},
+	5:  {"NOT_STARTED", seckill.OutcomeNotStarted, nil},
+	6:  {"ENDED", seckill.OutcomeEnded, nil},
+	7:  {"KEY_REUSED", seckill.OutcomeKeyReused, nil},
+	8:  {"RATE_LIMITED", seckill.OutcomeRateLimited, nil},
+	9:  {"HEALING", 0, ErrHealing},
+	10: {"ADMISSION_REQUIRED", seckill.OutcomeAdmissionRequired, nil},
+}
 
 // Preheat loads a sale's stock, limit and window unless it is already
 // loaded; created reports whether this call loaded it. It never resets a
@@ -297,15 +304,15 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 	results := make([]seckill.ReserveResult, len(reqs))
 	if msg.IsInt64() {
 		code, _ := msg.AsInt64()
-		if code == healingCode {
-			return nil, ErrHealing
+		so, ok := scriptOutcomes[code]
+		if ok && so.err != nil {
+			return nil, so.err
 		}
-		o, ok := scriptOutcomes[code]
-		if !ok || o.Claimed() {
+		if !ok || so.outcome.Claimed() {
 			return nil, fmt.Errorf("unexpected batch answer %d from reserve script", code)
 		}
 		for i := range results {
-			results[i].Outcome = o
+			results[i].Outcome = so.outcome
 		}
 		return results, nil
 	}
@@ -330,7 +337,7 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 			if err != nil {
 				return nil, fmt.Errorf("unexpected answer %d from reserve script: %w", i, err)
 			}
-			if len(refusal) != 3 || refusal[0] != 8 || refusal[1] < 0 || refusal[1] >= int64(len(reqs[i].RateChecks)) || refusal[2] < 0 {
+			if len(refusal) != 3 || scriptOutcomes[refusal[0]].outcome != seckill.OutcomeRateLimited || refusal[1] < 0 || refusal[1] >= int64(len(reqs[i].RateChecks)) || refusal[2] < 0 {
 				return nil, fmt.Errorf("unexpected rate-limit answer %v from reserve script", refusal)
 			}
 			results[i] = seckill.ReserveResult{Outcome: seckill.OutcomeRateLimited, RateLimitedBy: int(refusal[1]),
@@ -341,10 +348,11 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 		if err != nil {
 			return nil, fmt.Errorf("unexpected answer %d from reserve script: %w", i, err)
 		}
-		o, ok := scriptOutcomes[code]
-		if !ok {
+		so, ok := scriptOutcomes[code]
+		if !ok || so.err != nil {
 			return nil, fmt.Errorf("unknown outcome code %d from reserve script", code)
 		}
+		o := so.outcome
 		results[i].Outcome = o
 		if o == seckill.OutcomeReserved {
 			results[i].ReservationID = reqs[i].ReservationID

@@ -166,7 +166,9 @@ func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill
 			dst = &t.Ordered
 		case seckill.OrderPaid:
 			dst = &t.Paid
-		case seckill.OrderCancelled:
+		case seckill.OrderCancelled, seckill.OrderRefundDue, seckill.OrderRefunded:
+			// refund_due and refunded orders were cancelled first: their
+			// units went back, as a cancelled order's.
 			dst = &t.Cancelled
 		}
 		dst.Count, dst.Units = dst.Count+c.Count, dst.Units+c.Units

@@ -758,7 +758,7 @@ func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
 		return b.String()
 	}
 	b.WriteString(` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + next())
-	b.WriteString(` AND status <> 'cancelled' AND user_id IN ` + list() + ` GROUP BY user_id`)
+	b.WriteString(` AND status NOT IN ('cancelled', 'refund_due', 'refunded') AND user_id IN ` + list() + ` GROUP BY user_id`)
 	return b.String()
 }
 
@@ -1265,22 +1265,35 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 
 // scanOrder reads the columns of orderColumns.
 func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
-	var (
-		o                                  seckill.Order
-		status                             string
-		payBy, reservedAt, created, update int64
-		reason                             sql.NullString
-	)
-	err := row.Scan(&o.ID, &o.ReservationID, &o.SaleID, &o.UserID, &o.Qty, &o.AmountCents, &status,
-		&payBy, &reservedAt, &created, &update, &reason)
-	if err != nil {
+	var s orderScan
+	if err := row.Scan(s.targets()...); err != nil {
 		return nil, err
 	}
-	o.Status = seckill.OrderStatus(status)
-	o.PayBy, o.ReservedAt = fromMillis(payBy), fromMillis(reservedAt)
-	o.CreatedAt, o.UpdatedAt = fromMillis(created), fromMillis(update)
-	o.CancelReason = reason.String
-	return &o, nil
+	return s.order(), nil
+}
+
+// orderScan holds one row of orderColumns as Scan reads it.
+type orderScan struct {
+	o                                  seckill.Order
+	status                             string
+	payBy, reservedAt, created, update int64
+	reason                             sql.NullString
+}
+
+// targets are the Scan targets of orderColumns.
+func (s *orderScan) targets() []any {
+	return []any{&s.o.ID, &s.o.ReservationID, &s.o.SaleID, &s.o.UserID, &s.o.Qty, &s.o.AmountCents, &s.status,
+		&s.payBy, &s.reservedAt, &s.created, &s.update, &s.reason}
+}
+
+// order is the scanned order.
+func (s *orderScan) order() *seckill.Order {
+	o := s.o
+	o.Status = seckill.OrderStatus(s.status)
+	o.PayBy, o.ReservedAt = fromMillis(s.payBy), fromMillis(s.reservedAt)
+	o.CreatedAt, o.UpdatedAt = fromMillis(s.created), fromMillis(s.update)
+	o.CancelReason = s.reason.String
+	return &o
 }
 
 // scanFailedOrder reads the columns of failedOrderSelect.

@@ -291,7 +291,9 @@ func (st *OrderStore) restoreLocked(ctx context.Context, tx *sql.Tx, saleID, res
 
 	switch o.Status {
 	case seckill.OrderPlaced:
-	case seckill.OrderCancelled:
+	case seckill.OrderCancelled, seckill.OrderRefundDue, seckill.OrderRefunded:
+		// Cancelled already (refund_due and refunded were cancelled
+		// before the payment came): its units went back.
 		_, err := st.ensureRequest(ctx, tx, saleID, reservationID, reason, nowMs)
 		return o, false, true, err
 	case seckill.OrderPaid:

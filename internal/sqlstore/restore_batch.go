@@ -116,7 +116,7 @@ func (st *OrderStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleI
 			}
 			o.Status, o.CancelReason, o.UpdatedAt = seckill.OrderCancelled, reason, fromMillis(nowMs)
 			results[i].Order, results[i].Changed, changed[id] = o, true, true
-		case o.Status == seckill.OrderCancelled:
+		case o.Status == seckill.OrderCancelled || o.Status == seckill.OrderRefundDue || o.Status == seckill.OrderRefunded:
 			if !hasRequest {
 				insert = append(insert, pendingRequest(saleID, id, reason, nowMs))
 			}

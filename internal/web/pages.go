@@ -82,7 +82,8 @@ func setPageHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", contentSecurityPolicy)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("X-Frame-Options", "DENY")
-	// A buyer may arrive with ?token=…: no other site may see that URL.
+	// A buyer arrives with #token=…, which no request carries; a
+	// mistaken ?token=… must not reach another site either.
 	h.Set("Referrer-Policy", "no-referrer")
 }
 

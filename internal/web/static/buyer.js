@@ -85,15 +85,22 @@
     render();
   }
 
-  // A shop hands a buyer over with ?token=…, once: keep it for this tab
-  // and take it out of the address bar, history and any later Referer.
+  // A shop hands a buyer over with #token=…, once: the fragment never
+  // leaves the browser (no request, access log or Referer carries it).
+  // Keep it for this tab and take it out of the address bar and history.
+  // A ?token=… (which every proxy and access log on the way has seen) is
+  // not used, only taken out of the address bar.
   function takeTokenFromURL() {
     const u = new URL(location.href);
-    const t = u.searchParams.get("token");
-    if (t === null) return;
+    const frag = new URLSearchParams(u.hash.slice(1));
+    const t = frag.get("token");
+    const inQuery = u.searchParams.has("token");
+    if (t === null && !inQuery) return;
     u.searchParams.delete("token");
-    history.replaceState(null, "", u.pathname + u.search + u.hash);
-    if (t.trim()) sk.session.set(TOKEN_KEY, t.trim());
+    frag.delete("token");
+    const rest = frag.toString();
+    history.replaceState(null, "", u.pathname + u.search + (rest ? "#" + rest : ""));
+    if (t !== null && t.trim()) sk.session.set(TOKEN_KEY, t.trim());
   }
 
   function signedOut(message) {
