@@ -533,6 +533,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Currency:              cfg.Currency,
 		SalesAdmin:            admin,
 		Lottery:               w.lottery,
+		Queue:                 m.newQueue(),
 		Resolver:              m.orders,
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),

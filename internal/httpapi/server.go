@@ -186,6 +186,9 @@ type Config struct {
 	// Lottery, if set, serves the lottery routes (lottery.go): entries,
 	// a buyer's result, the draw and its entry list.
 	Lottery *LotteryConfig
+	// Queue, if set, serves the waiting rooms of queue sales and takes
+	// the claims of ticket holders (queue.go).
+	Queue *QueueConfig
 
 	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
 	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
@@ -234,12 +237,15 @@ type Server struct {
 	buyerClaims    BuyerClaims // nil: no reservations/mine route
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
-	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
-	budget         time.Duration
-	routeBudgets   map[string]time.Duration
-	gatherer       prometheus.Gatherer
-	mux            *http.ServeMux
-	handler        http.Handler // mux behind Harden
+	// The waiting rooms (queue.go); queue.Queuer nil: none.
+	queue        QueueConfig
+	queueMetrics *queueMetrics
+	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
+	budget       time.Duration
+	routeBudgets map[string]time.Duration
+	gatherer     prometheus.Gatherer
+	mux          *http.ServeMux
+	handler      http.Handler // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
@@ -363,6 +369,22 @@ func New(cfg Config) (*Server, error) {
 			return nil, err
 		}
 	}
+	if cfg.Queue != nil {
+		q := *cfg.Queue
+		if q.Queuer == nil || q.Positions == nil || q.Tickets == nil || q.Admitted == nil {
+			return nil, errors.New("httpapi: Queue needs Queuer, Positions, Tickets and Admitted")
+		}
+		if q.OpensBefore <= 0 {
+			q.OpensBefore = seckill.DefaultQueueOpensBefore
+		}
+		if q.TicketTTL <= 0 {
+			q.TicketTTL = seckill.DefaultTicketTTL
+		}
+		s.queue = q
+		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
 	ttl := cfg.SaleCacheTTL
 	if ttl <= 0 {
 		ttl = DefaultSaleCacheTTL
@@ -453,6 +475,12 @@ func (s *Server) routes() {
 			route{"GET", "/api/v1/sales/{id}/entries/mine", s.handleMyEntry},
 			route{"GET", "/api/v1/sales/{id}/draw", s.handleDraw},
 			route{"GET", "/api/v1/sales/{id}/draw/entries", s.handleDrawEntries},
+		)
+	}
+	if s.queue.Queuer != nil {
+		routes = append(routes,
+			route{"POST", "/api/v1/sales/{id}/queue", s.handleJoinQueue},
+			route{"GET", "/api/v1/sales/{id}/queue/mine", s.handleMyQueue},
 		)
 	}
 	allowed := map[string][]string{}
