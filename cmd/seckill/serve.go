@@ -542,6 +542,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		ServiceToken:          cfg.ServiceToken,
 		BuyerPay:              w.buyerPay,
 		OrderEvents:           orderEventsAPI(w.events),
+		BuyerClaims:           buyerClaims{m.orders, m.stock},
 		Now:                   m.requestClock(),
 		Ready:                 m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {

@@ -192,6 +192,10 @@ type Config struct {
 	// Queue, if set, serves the waiting rooms of queue sales and takes
 	// the claims of ticket holders (queue.go).
 	Queue *QueueConfig
+
+	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
+	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
+	BuyerClaims BuyerClaims
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -234,6 +238,7 @@ type Server struct {
 	reserveBudget  time.Duration
 	// The lottery routes (lottery.go); lottery.Enterer nil: none.
 	lottery        LotteryConfig
+	buyerClaims    BuyerClaims // nil: no reservations/mine route
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
@@ -359,6 +364,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
+	s.buyerClaims = cfg.BuyerClaims
 	if cfg.Lottery != nil {
 		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
 			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
@@ -467,6 +473,9 @@ func (s *Server) routes() {
 			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
 			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
 		)
+	}
+	if s.buyerClaims != nil {
+		routes = append(routes, route{"GET", "/api/v1/sales/{id}/reservations/mine", s.handleMyClaims})
 	}
 	if s.lottery.Enterer != nil {
 		routes = append(routes,
