@@ -1,6 +1,7 @@
 package seckill
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -253,4 +254,26 @@ func (t *AdmissionTickets) Verify(ticket, saleID, userID string, now time.Time) 
 		return false
 	}
 	return hmac.Equal([]byte(mac), []byte(t.mac(saleID, userID, exp)))
+}
+
+// QueueJoin is one buyer's request for a place in a queue sale's waiting
+// room.
+type QueueJoin struct {
+	UserID string
+	// IP is the buyer's address ("" when unknown: no per-address cap).
+	IP string
+}
+
+// QueueJoinResult answers a QueueJoin.
+type QueueJoinResult struct {
+	// Refused is ERATELIMITED when the address holds the most places it
+	// may; "" when the buyer has a place.
+	Refused  string
+	Position int64 // 1-based, as of the join
+}
+
+// Queuer gives places in queue sales' waiting rooms: the request combiner
+// in front of the stock store, as Enterer is for a lottery.
+type Queuer interface {
+	Join(ctx context.Context, s *Sale, perIP int64, req QueueJoin) (QueueJoinResult, error)
 }

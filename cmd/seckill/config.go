@@ -46,6 +46,8 @@ type Config struct {
 	DrawLease             time.Duration // how long a node may work on a draw before another takes over
 	DrawBatch             int           // winners reserved in one stock-store call
 	DrawPace              time.Duration // pause between two batches of winners
+	QueueOpensBefore      time.Duration // how long before a queue sale's start its waiting room opens
+	QueuePerIP            int           // places one address may hold in a waiting room (0: no cap)
 	OrderWriters          int
 	OrderBatch            int
 	RelayClaimIdle        time.Duration
@@ -146,6 +148,8 @@ func DefaultConfig() Config {
 		DrawInterval:          time.Second,
 		DrawLease:             30 * time.Second,
 		DrawBatch:             256,
+		QueueOpensBefore:      15 * time.Minute,
+		QueuePerIP:            10,
 		OrderWriters:          2,
 		OrderBatch:            500,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
@@ -225,6 +229,8 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.DrawInterval, "draw-interval", c.DrawInterval, "how often lottery sales are looked at: the draw at entries_close_at, then units that come back for the waiting list"),
 		durationFlag(fs, &c.DrawLease, "draw-lease", c.DrawLease, "how long one node may work on a lottery's draw before another node takes it over"),
 		intFlag(fs, &c.DrawBatch, "draw-batch", c.DrawBatch, "lottery winners reserved in one Redis script call"),
+		durationFlag(fs, &c.QueueOpensBefore, "queue-opens-before", c.QueueOpensBefore, "how long before a queue sale's start its waiting room opens (who joins before the start gets a random place)"),
+		intFlag(fs, &c.QueuePerIP, "queue-per-ip", c.QueuePerIP, "places one client address may hold in a queue sale's waiting room (0: no cap)"),
 		durationFlag(fs, &c.DrawPace, "draw-pace", c.DrawPace, "pause between two batches of lottery winners, to spread the draw's orders over time (0: none)"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),

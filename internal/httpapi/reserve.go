@@ -171,13 +171,21 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 		return s.fail(w, r, err)
 	}
 
+	reserver := s.reserver
+	if s.queue.Tickets != nil { // a queue sale's buyers claim with a ticket
+		var status int
+		if reserver, status = s.admittedReserver(w, r, saleID, userID, now); reserver == nil {
+			return outAdmission, status
+		}
+	}
+
 	var id string
 	if s.claimIDs != nil {
 		id = s.claimIDs.New(saleID, userID, qty, now)
 	} else {
 		id = seckill.NewReservationID(saleID, now)
 	}
-	res, err := s.reserver.Reserve(r.Context(), saleID, seckill.ReserveRequest{
+	res, err := reserver.Reserve(r.Context(), saleID, seckill.ReserveRequest{
 		ReservationID:  id,
 		UserID:         userID,
 		Qty:            qty,

@@ -106,6 +106,9 @@ type Config struct {
 	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
 	// operators' GET /admin/v1/payments (payment.go).
 	Payments seckill.PaymentStore
+	// OrderList, if set, serves the shop's back office
+	// GET /admin/v1/sales/{id}/orders (order_list.go).
+	OrderList seckill.OrderLister
 	// PaymentWebhookSecrets verify the webhook's Seckill-Signature: any
 	// one matching is enough. None: every webhook is 401.
 	PaymentWebhookSecrets []string
@@ -186,6 +189,13 @@ type Config struct {
 	// Lottery, if set, serves the lottery routes (lottery.go): entries,
 	// a buyer's result, the draw and its entry list.
 	Lottery *LotteryConfig
+	// Queue, if set, serves the waiting rooms of queue sales and takes
+	// the claims of ticket holders (queue.go).
+	Queue *QueueConfig
+
+	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
+	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
+	BuyerClaims BuyerClaims
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -222,19 +232,24 @@ type Server struct {
 	metrics       *metrics
 	guard         *guard
 	pay           paySide // payment.go
+	orderList     seckill.OrderLister
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
 	// The lottery routes (lottery.go); lottery.Enterer nil: none.
 	lottery        LotteryConfig
+	buyerClaims    BuyerClaims // nil: no reservations/mine route
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
-	soldOut        func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
-	budget         time.Duration
-	routeBudgets   map[string]time.Duration
-	gatherer       prometheus.Gatherer
-	mux            *http.ServeMux
-	handler        http.Handler // mux behind Harden
+	// The waiting rooms (queue.go); queue.Queuer nil: none.
+	queue        QueueConfig
+	queueMetrics *queueMetrics
+	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
+	budget       time.Duration
+	routeBudgets map[string]time.Duration
+	gatherer     prometheus.Gatherer
+	mux          *http.ServeMux
+	handler      http.Handler // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
@@ -286,6 +301,7 @@ func New(cfg Config) (*Server, error) {
 		orderEvents:   cfg.OrderEvents,
 	}
 	s.pay = newPaySide(cfg)
+	s.orderList = cfg.OrderList
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
@@ -348,12 +364,29 @@ func New(cfg Config) (*Server, error) {
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
+	s.buyerClaims = cfg.BuyerClaims
 	if cfg.Lottery != nil {
 		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
 			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
 		}
 		s.lottery = *cfg.Lottery
 		if s.lotteryMetrics, err = newLotteryMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.Queue != nil {
+		q := *cfg.Queue
+		if q.Queuer == nil || q.Positions == nil || q.Tickets == nil || q.Admitted == nil {
+			return nil, errors.New("httpapi: Queue needs Queuer, Positions, Tickets and Admitted")
+		}
+		if q.OpensBefore <= 0 {
+			q.OpensBefore = seckill.DefaultQueueOpensBefore
+		}
+		if q.TicketTTL <= 0 {
+			q.TicketTTL = seckill.DefaultTicketTTL
+		}
+		s.queue = q
+		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
 			return nil, err
 		}
 	}
@@ -407,6 +440,9 @@ func (s *Server) routes() {
 	if s.orders != nil && s.pay.buyerPay {
 		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
 	}
+	if s.orderList != nil {
+		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/orders", s.handleSaleOrders})
+	}
 	if s.orders != nil && s.pay.store != nil {
 		routes = append(routes,
 			route{"POST", "/webhooks/v1/payments", s.handlePaymentWebhook},
@@ -438,12 +474,21 @@ func (s *Server) routes() {
 			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
 		)
 	}
+	if s.buyerClaims != nil {
+		routes = append(routes, route{"GET", "/api/v1/sales/{id}/reservations/mine", s.handleMyClaims})
+	}
 	if s.lottery.Enterer != nil {
 		routes = append(routes,
 			route{"POST", "/api/v1/sales/{id}/entries", s.handleEnter},
 			route{"GET", "/api/v1/sales/{id}/entries/mine", s.handleMyEntry},
 			route{"GET", "/api/v1/sales/{id}/draw", s.handleDraw},
 			route{"GET", "/api/v1/sales/{id}/draw/entries", s.handleDrawEntries},
+		)
+	}
+	if s.queue.Queuer != nil {
+		routes = append(routes,
+			route{"POST", "/api/v1/sales/{id}/queue", s.handleJoinQueue},
+			route{"GET", "/api/v1/sales/{id}/queue/mine", s.handleMyQueue},
 		)
 	}
 	allowed := map[string][]string{}

@@ -1,0 +1,34 @@
+package main
+
+import (
+	"context"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/combiner"
+	"github.com/seckill-dev/seckill/internal/httpapi"
+	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/redis"
+)
+
+// admittedStock is the stock store as a queue's ticket holders claim from
+// it: a sale that is not first come takes their batches.
+type admittedStock struct{ s *redis.Store }
+
+func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+	return a.s.ReserveAdmitted(ctx, saleID, reqs)
+}
+
+// newQueue returns the API's side of queue sales: joins batched per sale
+// like claims, tickets signed with a key every node derives from the JWT
+// secret, and a combiner of its own for ticket holders' claims.
+func (m *Main) newQueue() *httpapi.QueueConfig {
+	cfg := &m.Config
+	queuer := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	admitted := combiner.New(admittedStock{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	m.closers = append(m.closers, queuer.Stop, admitted.Stop)
+	return &httpapi.QueueConfig{
+		Queuer: queuer, Positions: m.stock.Queue(), Admitted: admitted,
+		Tickets:     seckill.NewAdmissionTickets(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
+		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP),
+	}
+}

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// TestQueueEndToEnd: on the embedded engine, buyers who join a queue
+// sale's waiting room before the start get distinct places, one each (a
+// second join keeps it), at most --queue-per-ip from one address; nobody
+// claims without a ticket; at the start places are admitted at
+// admit_per_second, an admitted buyer gets a ticket bound to them and the
+// sale, and claims with it; once the stock is gone everyone still waiting
+// is told sold_out.
+func TestQueueEndToEnd(t *testing.T) {
+	const buyers, stock = 6, 3
+	e := startEngine(t, func(c *Config) { c.QueuePerIP = buyers })
+	now := time.Now()
+	start := now.Add(2 * time.Second)
+	sale := servicetest.UniqueName("q")
+	if r := e.admin("POST", "/admin/v1/sales", map[string]any{
+		"id": sale, "name": "Console", "price_cents": 49900, "stock": stock, "per_user_limit": 1,
+		"start_at": start.Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+		"admission": map[string]any{"mode": "queue", "admit_per_second": 1},
+	}); r.status != http.StatusCreated {
+		t.Fatalf("create queue sale: %d %v", r.status, r.body)
+	}
+	later := servicetest.UniqueName("q")
+	if r := e.admin("POST", "/admin/v1/sales", map[string]any{
+		"id": later, "name": "Console", "price_cents": 49900, "stock": stock, "per_user_limit": 1,
+		"start_at": now.Add(time.Hour).Format(time.RFC3339Nano), "end_at": now.Add(2 * time.Hour).Format(time.RFC3339Nano),
+		"admission": map[string]any{"mode": "queue", "admit_per_second": 1},
+	}); r.status != http.StatusCreated {
+		t.Fatalf("create later sale: %d %v", r.status, r.body)
+	}
+	if r := e.do("POST", "/api/v1/sales/"+later+"/queue", e.token("early"), nil); r.code() != seckill.ENOTSTARTED {
+		t.Fatalf("join an hour early = %d %v; want not_started (opens 15 min before)", r.status, r.body)
+	}
+
+	user := func(i int) string { return fmt.Sprintf("buyer-%d", i) }
+	for i := range buyers {
+		r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token(user(i)), nil)
+		if r.status != http.StatusOK || r.body["admitted"] != false {
+			t.Fatalf("join %d: %d %v", i, r.status, r.body)
+		}
+	}
+	if r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token("one-too-many"), nil); r.code() != seckill.ERATELIMITED {
+		t.Fatalf("join over --queue-per-ip = %d %v; want rate_limited", r.status, r.body)
+	}
+	position := func(i int) (int, map[string]any) {
+		r := e.do("GET", "/api/v1/sales/"+sale+"/queue/mine", e.token(user(i)), nil)
+		if r.status != http.StatusOK {
+			t.Fatalf("queue/mine of %d: %d %v", i, r.status, r.body)
+		}
+		return int(r.body["position"].(float64)), r.body
+	}
+	var places []int
+	byPlace := map[int]int{}
+	for i := range buyers {
+		p, _ := position(i)
+		places = append(places, p)
+		byPlace[p] = i
+	}
+	slices.Sort(places)
+	if !slices.Equal(places, []int{1, 2, 3, 4, 5, 6}) {
+		t.Fatalf("places %v; want 1 to 6, one each", places)
+	}
+	if r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token(user(byPlace[4])), nil); r.body["position"] != float64(4) {
+		t.Fatalf("a second join moved the buyer: %v", r.body)
+	}
+
+	waitFor(t, 10*time.Second, "the start", func() bool { return time.Now().After(start) })
+	if r := e.reserve(sale, e.token(user(byPlace[1])), 1, ""); r.code() != seckill.EADMISSION {
+		t.Fatalf("claim without a ticket = %d %v; want admission_required", r.status, r.body)
+	}
+	_, first := position(byPlace[1])
+	ticket, _ := first["ticket"].(string)
+	if first["admitted"] != true || ticket == "" {
+		t.Fatalf("place 1 at the start: %v; want admitted with a ticket", first)
+	}
+	if _, sixth := position(byPlace[6]); sixth["admitted"] != false || sixth["ticket"] != nil || sixth["ahead"] == float64(0) {
+		t.Fatalf("place 6 at the start: %v; want waiting", sixth)
+	}
+	if r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user(byPlace[2])), map[string]any{"qty": 1}, "Admission-Ticket", ticket); r.code() != seckill.EADMISSION {
+		t.Fatalf("another buyer's ticket = %d %v; want refused", r.status, r.body)
+	}
+	claim := func(place int) reply {
+		_, st := position(byPlace[place])
+		tk, _ := st["ticket"].(string)
+		return e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user(byPlace[place])), map[string]any{"qty": 1}, "Admission-Ticket", tk)
+	}
+	for place := 1; place <= stock; place++ {
+		waitFor(t, 10*time.Second, fmt.Sprintf("place %d admitted", place), func() bool {
+			_, st := position(byPlace[place])
+			return st["admitted"] == true
+		})
+		if r := claim(place); r.status != http.StatusAccepted {
+			t.Fatalf("place %d claims with its ticket: %d %v", place, r.status, r.body)
+		}
+	}
+	for place := stock + 1; place <= buyers; place++ {
+		if _, st := position(byPlace[place]); st["sold_out"] != true || st["ticket"] != nil {
+			t.Fatalf("place %d after the sell-out: %v; want sold_out", place, st)
+		}
+	}
+}

@@ -1,0 +1,181 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// QueuePositions reads places in waiting rooms (internal/redis.Queue).
+type QueuePositions interface {
+	Position(ctx context.Context, saleID, userID string) (pos int64, ok bool, err error)
+}
+
+// QueueConfig serves the waiting-room routes of queue sales and lets
+// ticket holders claim. Queuer, Positions, Tickets and Admitted are
+// required.
+type QueueConfig struct {
+	Queuer    seckill.Queuer
+	Positions QueuePositions
+	Tickets   *seckill.AdmissionTickets
+	// Admitted decides the claims of ticket holders: a combiner over the
+	// stock store's ReserveAdmitted.
+	Admitted seckill.Reserver
+	// OpensBefore is how long before the start the room opens. Default
+	// seckill.DefaultQueueOpensBefore.
+	OpensBefore time.Duration
+	// PerIP caps the places one address may hold (0: none).
+	PerIP int64
+	// TicketTTL is how long a ticket is valid. Default
+	// seckill.DefaultTicketTTL.
+	TicketTTL time.Duration
+}
+
+// ticketHeader carries an admission ticket on a reservation request.
+const ticketHeader = "Admission-Ticket"
+
+var errTicket = newStaticError(seckill.EADMISSION, "The admission ticket is not valid for this buyer and sale, or has expired: join the queue (POST /api/v1/sales/{id}/queue).")
+
+type queueResponse struct {
+	Position   int64  `json:"position"`
+	Ahead      int64  `json:"ahead"`
+	ETASeconds int64  `json:"eta_seconds"`
+	Admitted   bool   `json:"admitted"`
+	SoldOut    bool   `json:"sold_out"`
+	Ticket     string `json:"ticket,omitempty"`
+	// TicketHeader names the header a reservation carries the ticket in.
+	TicketHeader string `json:"ticket_header,omitempty"`
+}
+
+type queueMetrics struct {
+	joined, refused, ticketsIssued, ticketsRefused prometheus.Counter
+}
+
+func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
+	c := func(name, help string) prometheus.Counter {
+		return prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	}
+	m := &queueMetrics{
+		joined:         c("seckill_queue_joins_total", "Waiting-room joins answered with a place on this node (a repeated join included)."),
+		refused:        c("seckill_queue_joins_refused_total", "Waiting-room joins refused: the address holds --queue-per-ip places."),
+		ticketsIssued:  c("seckill_queue_tickets_issued_total", "Admission tickets issued on this node."),
+		ticketsRefused: c("seckill_queue_tickets_refused_total", "Reservations refused for an invalid or expired admission ticket."),
+	}
+	for _, x := range []prometheus.Collector{m.joined, m.refused, m.ticketsIssued, m.ticketsRefused} {
+		if err := reg.Register(x); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+// queueSale is the sale of the path, from the cache, when it is a queue.
+func (s *Server) queueSale(w http.ResponseWriter, r *http.Request) (*seckill.Sale, int) {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		return nil, errSaleNotFound.write(w)
+	}
+	sale, err := s.cache.get(r.Context(), id)
+	if errors.Is(err, seckill.ErrNotFound) {
+		return nil, errSaleNotFound.write(w)
+	} else if err != nil {
+		return nil, s.writeError(w, r, err)
+	}
+	if sale.Admission.Of() != seckill.AdmitQueue {
+		return nil, s.writeError(w, r, seckill.Errorf(seckill.EADMISSION, "This sale is %s, not a queue.", sale.Admission.Of()))
+	}
+	return sale, 0
+}
+
+// handleJoinQueue serves POST /api/v1/sales/{id}/queue: a place in the
+// waiting room, the same one on every call.
+func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	sale, status := s.queueSale(w, r)
+	if sale == nil {
+		return status
+	}
+	now := s.now()
+	if err := seckill.QueueWindow(sale, now, s.queue.OpensBefore); err != nil {
+		return s.writeError(w, r, err)
+	}
+	join := seckill.QueueJoin{UserID: userID}
+	if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], s.guard.trusted); ok {
+		join.IP = addr.String()
+	}
+	res, err := s.queue.Queuer.Join(r.Context(), sale, s.queue.PerIP, join)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	if res.Refused != "" {
+		s.queueMetrics.refused.Inc()
+		return s.writeError(w, r, seckill.Errorf(seckill.ERATELIMITED, "Your address holds %d places in this queue already.", s.queue.PerIP))
+	}
+	s.queueMetrics.joined.Inc()
+	return s.writeJSON(w, r, http.StatusOK, s.standing(r.Context(), sale, userID, res.Position, now))
+}
+
+// handleMyQueue serves GET /api/v1/sales/{id}/queue/mine.
+func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
+	userID, err := s.buyer(r)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	sale, status := s.queueSale(w, r)
+	if sale == nil {
+		return status
+	}
+	pos, ok, err := s.queue.Positions.Position(r.Context(), sale.ID, userID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	} else if !ok {
+		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", sale.ID))
+	}
+	return s.writeJSON(w, r, http.StatusOK, s.standing(r.Context(), sale, userID, pos, s.now()))
+}
+
+// standing is what a buyer at pos is told at now. Once the stock is gone
+// everyone still waiting is told sold_out on their next poll: from the
+// node's sold-out flag, or the live stock once the sale started.
+func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string, pos int64, now time.Time) queueResponse {
+	st := seckill.QueueStandingAt(pos, sale.StartAt, now, sale.Admission.AdmitPerSecond)
+	resp := queueResponse{Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Admitted: st.Admitted}
+	soldOut := s.soldOut != nil && s.soldOut(sale.ID, now)
+	if !soldOut && !now.Before(sale.StartAt) {
+		if lvl, err := s.stock.Stock(ctx, sale.ID); err == nil && lvl.Total > 0 && lvl.Remaining() == 0 {
+			soldOut = true
+		}
+	}
+	if soldOut {
+		resp.SoldOut, resp.Admitted, resp.Ahead, resp.ETASeconds = true, false, 0, 0
+		return resp
+	}
+	if st.Admitted {
+		resp.Ticket, resp.TicketHeader = s.queue.Tickets.Issue(sale.ID, userID, now.Add(s.queue.TicketTTL)), ticketHeader
+		s.queueMetrics.ticketsIssued.Inc()
+	}
+	return resp
+}
+
+// admittedReserver returns the Reserver of a reservation request: the
+// admitted one when it carries a valid ticket, checked with no backend
+// call; nil (after answering) when it carries one that is not valid.
+func (s *Server) admittedReserver(w http.ResponseWriter, r *http.Request, saleID, userID string, now time.Time) (seckill.Reserver, int) {
+	vals := r.Header[ticketHeader]
+	if len(vals) == 0 || s.queue.Tickets == nil {
+		return s.reserver, 0
+	}
+	if len(vals) != 1 || !s.queue.Tickets.Verify(vals[0], saleID, userID, now) {
+		s.queueMetrics.ticketsRefused.Inc()
+		return nil, errTicket.write(w)
+	}
+	return s.queue.Admitted, 0
+}

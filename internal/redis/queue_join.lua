@@ -1,0 +1,44 @@
+-- queue_join.lua: give a batch of buyers places in one queue sale's
+-- waiting room, one place per buyer, at most a cap of places per address.
+--
+-- KEYS[1]  sk:{sale}:queue     sorted set user -> score: a buyer who
+--                              joined before the start has a random score
+--                              below 2^40 (a random order among the early
+--                              ones), a later one 2^40 + their arrival
+--                              number (first come, behind them)
+-- KEYS[2]  sk:{sale}:queue_ip  hash address -> places taken from it
+-- KEYS[3]  sk:{sale}:queue_seq counter of arrivals after the start
+-- ARGV[1]  the sale's start, Unix milliseconds
+-- ARGV[2]  places an address may hold (0: no cap)
+-- ARGV[3…] per buyer three values: user id, address ("" unknown), a
+--          random integer in [0, 2^40)
+--
+-- Returns one integer per buyer, in order: their 1-based position now,
+-- or -1 when their address holds the cap already.
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local early = now < tonumber(ARGV[1])
+local cap = tonumber(ARGV[2])
+local out = {}
+for i = 3, #ARGV, 3 do
+  local user, ip = ARGV[i], ARGV[i + 1]
+  local rank = redis.call('ZRANK', KEYS[1], user)
+  if rank then
+    out[#out + 1] = rank + 1
+  elseif cap > 0 and ip ~= '' and tonumber(redis.call('HGET', KEYS[2], ip) or '0') >= cap then
+    out[#out + 1] = -1
+  else
+    local score
+    if early then
+      score = ARGV[i + 2]
+    else
+      score = string.format('%d', 1099511627776 + redis.call('INCR', KEYS[3]))
+    end
+    redis.call('ZADD', KEYS[1], score, user)
+    if ip ~= '' then
+      redis.call('HINCRBY', KEYS[2], ip, 1)
+    end
+    out[#out + 1] = redis.call('ZRANK', KEYS[1], user) + 1
+  end
+end
+return out
