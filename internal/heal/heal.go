@@ -17,8 +17,11 @@
 //     the database only ever follows Redis);
 //   - its reserve sequence went backwards; or
 //   - the Redis server restarted or failed over (its run_id changed) and,
-//     for a while after, a full comparison finds orders Redis has no
-//     record of.
+//     for a while after, a comparison finds orders Redis has no record
+//     of: the whole ledger once, then on each tick only the orders of
+//     claims made since InFlight before the change (those that may still
+//     have been on their way), so a tick costs what changed, not the
+//     sale's size.
 //
 // A heal sets the sale's healing flag (the reserve script then refuses
 // every claim with try_later), waits a moment for the events in flight to
@@ -81,8 +84,12 @@ type Config struct {
 	// flight to reach the database before it reads it. Default 2s.
 	Settle time.Duration
 	// Suspect is how long after a Redis restart or failover every tick
-	// compares the whole ledger with the records. Default 1m.
+	// compares the ledger with the records. Default 1m.
 	Suspect time.Duration
+	// InFlight is how long before the restart a claim may have been made
+	// whose order lands after the first comparison: later ticks compare
+	// the orders of claims made since then only. Default 2m.
+	InFlight time.Duration
 	// Backlog, if set, counts the events still in the broker, not yet
 	// settled by the order writer. A heal then waits for it to reach 0
 	// (up to DrainMax) instead of Settle: a heal that judged before the
@@ -109,6 +116,8 @@ type Watcher struct {
 	// Owned by the loop goroutine (and by Tick in tests).
 	serverID     string
 	suspectUntil time.Time
+	suspectFrom  time.Time       // claims made since are compared on every suspect tick
+	compared     map[string]bool // sales whose whole ledger was compared since the change
 	seen         map[string]seckill.StockWatch
 	held         map[string]heldSale // by Hold, until their first heal
 
@@ -125,6 +134,9 @@ func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
 	}
 	if cfg.Suspect <= 0 {
 		cfg.Suspect = time.Minute
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 2 * time.Minute
 	}
 	if cfg.DrainMax <= 0 {
 		cfg.DrainMax = 30 * time.Second
@@ -194,6 +206,8 @@ func (w *Watcher) Tick(ctx context.Context) {
 		w.cfg.Logger.Warn("heal watcher: the Redis server restarted or failed over; checking every live sale against the database",
 			"was", w.serverID, "now", id)
 		w.suspectUntil = now.Add(w.cfg.Suspect)
+		w.suspectFrom = now.Add(-w.cfg.InFlight)
+		w.compared = map[string]bool{}
 	}
 	w.serverID = id
 	for _, sale := range w.sales.Loaded() {
@@ -287,13 +301,18 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		reason = "a heal was left unfinished"
 	case now.Before(w.suspectUntil):
 		var add, release int
-		err := w.plan(ctx, sale.ID, func(a, r []seckill.ReservationRecord) error {
+		from := ""
+		if w.compared[sale.ID] {
+			from = seckill.ReservationIDFloor(sale.ID, w.suspectFrom)
+		}
+		err := w.plan(ctx, sale.ID, from, func(a, r []seckill.ReservationRecord) error {
 			add, release = add+len(a), release+len(r)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
+		w.compared[sale.ID] = true
 		if add > 0 || release > 0 {
 			reason = fmt.Sprintf("after a Redis restart or failover, %d orders have no record and %d refused claims hold units", add, release)
 		}
@@ -350,7 +369,7 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 	// A page at a time, claims refused throughout; the last call counts
 	// the heal and lets them in.
 	var added, released int
-	err = w.plan(ctx, sale.ID, func(add, release []seckill.ReservationRecord) error {
+	err = w.plan(ctx, sale.ID, "", func(add, release []seckill.ReservationRecord) error {
 		a, r, err := w.stock.HealPage(ctx, sale.ID, token, add, release)
 		added, released = added+a, released+r
 		return err
@@ -405,13 +424,14 @@ func newToken(now time.Time) string {
 // planPage is how many orders (or failed orders) plan reads at a time.
 const planPage = 1000
 
-// plan compares the database's orders and failed orders with the stock
-// store's records a page at a time, and calls fn with each page's add (the
+// plan compares the database's orders and failed orders (those whose
+// ids sort after from, all when it is "") with the stock store's records
+// a page at a time, and calls fn with each page's add (the
 // orders ordered or paid without a record) and release (the active
 // records of claims the database refused), when either is not empty.
-func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
+func (w *Watcher) plan(ctx context.Context, saleID, from string, fn func(add, release []seckill.ReservationRecord) error) error {
 	live := func(o *seckill.Order) bool { return o.Status.Holds() }
-	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, func(o *seckill.Order) string { return o.ReservationID }, live,
+	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, from, func(o *seckill.Order) string { return o.ReservationID }, live,
 		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
 			var add []seckill.ReservationRecord
 			for _, o := range orders {
@@ -428,7 +448,7 @@ func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release 
 		return err
 	}
 	refused := func(f *seckill.FailedOrder) bool { return refusedByDatabase(f.Reason) }
-	return eachPage(ctx, w, w.db.FailedOrdersAfter, saleID, func(f *seckill.FailedOrder) string { return f.ReservationID }, refused,
+	return eachPage(ctx, w, w.db.FailedOrdersAfter, saleID, from, func(f *seckill.FailedOrder) string { return f.ReservationID }, refused,
 		func(failed []*seckill.FailedOrder, recs map[string]seckill.ReservationRecord) error {
 			var release []seckill.ReservationRecord
 			for _, f := range failed {
@@ -448,8 +468,8 @@ func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release 
 // page it reads the stock store's records of the rows that lookUp picks,
 // and hands fn the page with them.
 func eachPage[T any](ctx context.Context, w *Watcher, read func(ctx context.Context, saleID, after string, limit int) ([]*T, error),
-	saleID string, idOf func(*T) string, lookUp func(*T) bool, fn func(page []*T, recs map[string]seckill.ReservationRecord) error) error {
-	for after := ""; ; {
+	saleID, from string, idOf func(*T) string, lookUp func(*T) bool, fn func(page []*T, recs map[string]seckill.ReservationRecord) error) error {
+	for after := from; ; {
 		page, err := read(ctx, saleID, after, planPage)
 		if err != nil || len(page) == 0 {
 			return err
