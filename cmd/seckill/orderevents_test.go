@@ -443,7 +443,7 @@ func TestOrderEventsSIGKILLMidDelivery(t *testing.T) {
 			s := startShop(t)
 			redisURL, prefix := sharedRedis(t)
 			dbURL := b.url(t)
-			const jwtSecret, admin = "test-jwt-secret-0123456789abcdef", "test-admin-token"
+			const jwtSecret, admin = "test-jwt-secret-0123456789abcdef", "test-admin-token-0123456789abcdef"
 			n := newNode(t, bin, "events-"+b.name, []string{
 				"--http-addr", "127.0.0.1:0", "--data-dir", filepath.Join(t.TempDir(), "data"),
 				"--database-url", dbURL, "--redis-url", redisURL, "--redis-key-prefix", prefix,

@@ -542,10 +542,12 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Resolver:              m.orders,
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),
+		OrderList:             m.orders,
 		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
 		ServiceToken:          cfg.ServiceToken,
 		BuyerPay:              w.buyerPay,
 		OrderEvents:           orderEventsAPI(w.events),
+		BuyerClaims:           buyerClaims{m.orders, m.stock},
 		Now:                   m.requestClock(),
 		Ready:                 m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {
