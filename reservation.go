@@ -172,6 +172,14 @@ func NewReservationID(saleID string, now time.Time) string {
 	return saleID + "." + reservationEncoding.EncodeToString(b[:])
 }
 
+// ReservationIDFloor is the least reservation id of saleID made at t or
+// later: ids sort by the time they were made (to the millisecond).
+func ReservationIDFloor(saleID string, t time.Time) string {
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(max(t.UnixMilli(), 0))<<16)
+	return saleID + "." + reservationEncoding.EncodeToString(b[:])
+}
+
 // SaleIDOfReservation returns the sale id encoded in a reservation id, and
 // false when id is not a well-formed reservation id.
 func SaleIDOfReservation(id string) (string, bool) {

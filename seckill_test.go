@@ -191,3 +191,25 @@ func TestValidSaleID(t *testing.T) {
 		}
 	}
 }
+
+func TestReservationIDFloor(t *testing.T) {
+	at := time.UnixMilli(1_790_000_000_123)
+	floor := seckill.ReservationIDFloor("tea", at)
+	for _, tc := range []struct {
+		name  string
+		id    string
+		above bool
+	}{
+		{"made at the instant", seckill.NewReservationID("tea", at), true},
+		{"made a millisecond later", seckill.NewReservationID("tea", at.Add(time.Millisecond)), true},
+		{"made an hour later", seckill.NewReservationID("tea", at.Add(time.Hour)), true},
+		{"made a millisecond before", seckill.NewReservationID("tea", at.Add(-time.Millisecond)), false},
+	} {
+		if got := tc.id >= floor; got != tc.above {
+			t.Errorf("%s: %s >= floor %s is %v; want %v", tc.name, tc.id, floor, got, tc.above)
+		}
+	}
+	if _, ok := seckill.SaleIDOfReservation(floor); !ok {
+		t.Errorf("floor %q is not shaped as a reservation id", floor)
+	}
+}

@@ -102,8 +102,21 @@ func TestBenchThroughput(t *testing.T) {
 		}
 		for k, v := range r.PerRound {
 			a, b := result(t, rep.Rounds[k], r.Of), result(t, rep.Rounds[k], r.Base)
-			if v != a.RPS/b.RPS {
-				t.Errorf("%s ÷ %s round %d = %v; want %v / %v of that round", r.Of, r.Base, k+1, v, a.RPS, b.RPS)
+			want, of, base := a.RPS/b.RPS, a.RPS, b.RPS
+			switch r.Metric {
+			case "persisted/s": // the claims in the database per second of window and catch-up
+				want, of = a.Persisted/b.RPS, a.Persisted
+				if a.Persisted <= 0 || a.Persisted > a.RPS*1.01 {
+					t.Errorf("round %d %s: %v persisted/s of %v req/s", k+1, r.Of, a.Persisted, a.RPS)
+				}
+			case "cpu/claim": // every process's CPU per request
+				want, of, base = a.AllCPU()/b.AllCPU(), a.AllCPU(), b.AllCPU()
+				if a.AllCPU() < a.ServerCPU || b.AllCPU() < b.ServerCPU {
+					t.Errorf("round %d: all CPU %v, %v below the server's %v, %v", k+1, a.AllCPU(), b.AllCPU(), a.ServerCPU, b.ServerCPU)
+				}
+			}
+			if v != want {
+				t.Errorf("%s ÷ %s (%s) round %d = %v; want %v / %v of that round", r.Of, r.Base, r.Metric, k+1, v, of, base)
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/eventdelivery"
 	"github.com/seckill-dev/seckill/internal/httpapi"
+	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/webhook"
 	"github.com/seckill-dev/seckill/internal/webhooksig"
@@ -28,16 +29,23 @@ type eventsConfig struct {
 	MaxBackoff    time.Duration
 	Timeout       time.Duration // one delivery
 	Concurrency   int
+	// NATSURL, if set, also publishes every event to JetStream, on
+	// Subject.<type's last word>.
+	NATSURL string
+	Subject string
 }
 
 func defaultEventsConfig() eventsConfig {
 	p := seckill.DefaultDeliveryPolicy
-	return eventsConfig{RetryFor: p.RetryFor, Backoff: p.FirstBackoff, MaxBackoff: p.MaxBackoff, Timeout: 10 * time.Second, Concurrency: 16}
+	return eventsConfig{RetryFor: p.RetryFor, Backoff: p.FirstBackoff, MaxBackoff: p.MaxBackoff, Timeout: 10 * time.Second, Concurrency: 16,
+		Subject: nats.DefaultEventSubject}
 }
 
 func (c *eventsConfig) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.WebhookURL, "order-webhook-url", c.WebhookURL, "the shop's URL that receives every order event as a signed POST; empty: no events")
 	stringFlag(fs, &c.WebhookSecret, "order-webhook-secret", c.WebhookSecret, "HMAC-SHA256 secret (at least 32 bytes) signing the order events (Seckill-Signature header)")
+	stringFlag(fs, &c.NATSURL, "order-events-nats-url", c.NATSURL, "also publish every order event to this NATS JetStream server (nats://…), for shops that consume from a broker")
+	stringFlag(fs, &c.Subject, "order-events-subject", c.Subject, "NATS subject prefix of order events: <prefix>.created, .paid, .cancelled, .failed, .refund_due, .refunded")
 	return errors.Join(
 		durationFlag(fs, &c.RetryFor, "order-webhook-retry-for", c.RetryFor, "an order event not delivered this long after it happened is dead-lettered and alerted"),
 		durationFlag(fs, &c.Backoff, "order-webhook-backoff", c.Backoff, "pause after an order event's first failed delivery; each later pause doubles"),
@@ -47,23 +55,25 @@ func (c *eventsConfig) register(fs *flag.FlagSet) error {
 	)
 }
 
-func (c *eventsConfig) enabled() bool { return c.WebhookURL != "" }
+func (c *eventsConfig) enabled() bool { return c.WebhookURL != "" || c.NATSURL != "" }
 
 // check refuses settings that cannot work, before anything opens.
 func (c *eventsConfig) check() error {
+	if c.WebhookURL == "" && c.WebhookSecret != "" {
+		return errors.New("order webhook secret set without --order-webhook-url")
+	}
 	if !c.enabled() {
-		if c.WebhookSecret != "" {
-			return errors.New("order webhook secret set without --order-webhook-url")
-		}
 		return nil
 	}
-	if _, err := webhook.NewSender(c.WebhookURL, []byte(c.WebhookSecret), nil); err != nil {
-		return err
+	if c.WebhookURL != "" {
+		if _, err := webhook.NewSender(c.WebhookURL, []byte(c.WebhookSecret), nil); err != nil {
+			return err
+		}
 	}
 	if c.Backoff <= 0 || c.MaxBackoff < c.Backoff || c.RetryFor <= 0 || c.Timeout <= 0 || c.Concurrency < 1 {
 		return fmt.Errorf("order webhook: want 0 < backoff <= max backoff, a positive retry window and timeout, concurrency >= 1")
 	}
-	if len(c.WebhookSecret) < webhooksig.MinSecretBytes {
+	if c.WebhookURL != "" && len(c.WebhookSecret) < webhooksig.MinSecretBytes {
 		return fmt.Errorf("order webhook secret: want at least %d bytes", webhooksig.MinSecretBytes)
 	}
 	return nil
@@ -77,7 +87,7 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	if !cfg.enabled() {
 		return nil
 	}
-	sender, err := webhook.NewSender(cfg.WebhookURL, []byte(cfg.WebhookSecret), nil)
+	sink, err := m.eventSinks(ctx)
 	if err != nil {
 		return err
 	}
@@ -85,7 +95,7 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	w.events = events
 	w.reg.MustRegister(eventdelivery.NewStatsCollector(events.Stats, m.now))
 	worker, err := eventdelivery.New(eventdelivery.Config{
-		Outbox: events, Sink: sender, Owner: deliveryOwner(),
+		Outbox: events, Sink: sink, Owner: deliveryOwner(),
 		Policy:  seckill.DeliveryPolicy{FirstBackoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, RetryFor: cfg.RetryFor},
 		Timeout: cfg.Timeout, Lease: 2*cfg.Timeout + 2*time.Second, Concurrency: cfg.Concurrency,
 		Currency: m.Config.Currency, Registerer: w.reg, Logger: m.Logger, Now: m.now,
@@ -96,6 +106,31 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	w.eventsWake = worker.Wake
 	m.start(ctx, worker)
 	return nil
+}
+
+// eventSinks are where order events go: the webhook, a broker, or both.
+func (m *Main) eventSinks(ctx context.Context) (eventdelivery.Sink, error) {
+	cfg := &m.Config.Events
+	var sinks eventdelivery.Fanout
+	if cfg.WebhookURL != "" {
+		sender, err := webhook.NewSender(cfg.WebhookURL, []byte(cfg.WebhookSecret), nil)
+		if err != nil {
+			return nil, err
+		}
+		sinks = append(sinks, sender)
+	}
+	if cfg.NATSURL != "" {
+		ns, err := nats.NewEventSink(ctx, cfg.NATSURL, cfg.Subject, webhook.Encode)
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, func(context.Context) error { return ns.Close() })
+		sinks = append(sinks, ns)
+	}
+	if len(sinks) == 1 {
+		return sinks[0], nil
+	}
+	return sinks, nil
 }
 
 // deliveryOwner names this process in the outbox's leases.

@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"strconv"
@@ -65,12 +66,50 @@ type Load struct {
 	ServerCPU float64 `json:"server_cpu_us_per_req"`
 	LoadCPU   float64 `json:"loadgen_cpu_us_per_req"`
 	RedisCPU  float64 `json:"redis_cpu_us_per_req,omitempty"`
+	// DatabaseCPU and BrokerCPU are those of the engines' database and
+	// broker servers (/proc, every process of the server's name; 0 when
+	// not on this machine), sampled for a benchmark whose pipeline runs.
+	DatabaseCPU float64 `json:"database_cpu_us_per_req,omitempty"`
+	BrokerCPU   float64 `json:"broker_cpu_us_per_req,omitempty"`
+	// Persisted is, for a benchmark whose pipeline runs, the claims of
+	// the window per second of the window and the catch-up after it: a
+	// claim counts once its order is in the database, and the wait for
+	// the writer to catch up is charged to the window.
+	Persisted float64 `json:"persisted_per_sec,omitempty"`
 	// Backlog is how many claims the engine's pipeline had not yet put in
 	// the database when the window closed, and Settle how long it took
 	// to; the server's and Redis's CPU until then count in the figures
 	// above, so a pipeline that lags is charged for its work all the same.
 	Backlog int64         `json:"backlog,omitempty"`
 	Settle  time.Duration `json:"settle_ns,omitempty"`
+}
+
+// AllCPU is the CPU µs per request of every process serving it: the
+// server, Redis, and the database and broker servers where sampled.
+func (l Load) AllCPU() float64 {
+	var sum float64
+	for _, v := range []float64{l.ServerCPU, l.RedisCPU, l.DatabaseCPU, l.BrokerCPU} {
+		if !math.IsNaN(v) {
+			sum += v
+		}
+	}
+	return sum
+}
+
+// PersistedOrRPS is Persisted where the pipeline ran, else RPS (a
+// baseline persists nothing, and its rate is what a claim is held to).
+func (l Load) PersistedOrRPS() float64 {
+	if l.Persisted > 0 {
+		return l.Persisted
+	}
+	return l.RPS
+}
+
+// Samplers sample the CPU of the processes beside the server: Redis's
+// over every window, the database's and broker's over a window whose
+// pipeline runs. Nil ones are not sampled.
+type Samplers struct {
+	Redis, Database, Broker Sampler
 }
 
 // Unsettled counts the claims an engine has taken that are not yet in its
@@ -203,10 +242,14 @@ type Sampler func(ctx context.Context) (time.Duration, error)
 
 // Measure runs spec in a load-generator child (the running executable
 // started again with the child marker), sampling this process's CPU and
-// redis (if set) over the measured window. If unsettled is set, the window
+// the samplers' over the measured window. If unsettled is set, the window
 // of the CPU figures closes only once it counts 0 (the engine's pipeline
-// has persisted every claim of the window).
-func Measure(ctx context.Context, spec Spec, redis Sampler, unsettled Unsettled) (Load, error) {
+// has persisted every claim of the window), and the database's and
+// broker's CPU are sampled too.
+func Measure(ctx context.Context, spec Spec, samplers Samplers, unsettled Unsettled) (Load, error) {
+	if unsettled == nil {
+		samplers.Database, samplers.Broker = nil, nil
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return Load{}, fmt.Errorf("find the executable to run the load generator: %w", err)
@@ -229,10 +272,10 @@ func Measure(ctx context.Context, spec Spec, redis Sampler, unsettled Unsettled)
 		return Load{}, fmt.Errorf("start the load generator: %w", err)
 	}
 	var (
-		res                    Load
-		cpu0, cpu1, red0, red1 time.Duration
-		redErr                 error
-		last                   string
+		res        Load
+		cpu0, cpu1 time.Duration
+		others     = []*sampled{{f: samplers.Redis}, {f: samplers.Database}, {f: samplers.Broker}}
+		last       string
 	)
 	sc := bufio.NewScanner(out)
 	sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -240,8 +283,8 @@ func Measure(ctx context.Context, spec Spec, redis Sampler, unsettled Unsettled)
 		line := sc.Text()
 		switch line {
 		case lineMeasuring:
-			if redis != nil {
-				red0, redErr = redis(ctx)
+			for _, o := range others {
+				o.start(ctx)
 			}
 			cpu0 = cpuSelf()
 		case lineMeasured:
@@ -253,8 +296,8 @@ func Measure(ctx context.Context, spec Spec, redis Sampler, unsettled Unsettled)
 				}
 			}
 			cpu1 = cpuSelf()
-			if redis != nil && redErr == nil {
-				red1, redErr = redis(ctx)
+			for _, o := range others {
+				o.stop(ctx)
 			}
 		default:
 			last = line
@@ -269,10 +312,41 @@ func Measure(ctx context.Context, spec Spec, redis Sampler, unsettled Unsettled)
 	}
 	res.Backlog, res.Settle = backlog, took
 	res.ServerCPU = perRequest(cpu1-cpu0, res.Requests)
-	if redis != nil && redErr == nil {
-		res.RedisCPU = perRequest(red1-red0, res.Requests)
+	res.RedisCPU, res.DatabaseCPU, res.BrokerCPU = others[0].perRequest(res.Requests), others[1].perRequest(res.Requests), others[2].perRequest(res.Requests)
+	if unsettled != nil && res.RPS > 0 {
+		// The window as the load generator measured it (its req/s is
+		// over it), then the catch-up.
+		window := float64(res.Requests)/res.RPS + took.Seconds()
+		res.Persisted = float64(res.Expected) / window
 	}
 	return res, nil
+}
+
+// sampled is one Sampler's readings at both ends of a window.
+type sampled struct {
+	f          Sampler
+	t0, t1     time.Duration
+	err0, err1 error
+}
+
+func (s *sampled) start(ctx context.Context) {
+	if s.f != nil {
+		s.t0, s.err0 = s.f(ctx)
+	}
+}
+
+func (s *sampled) stop(ctx context.Context) {
+	if s.f != nil {
+		s.t1, s.err1 = s.f(ctx)
+	}
+}
+
+// perRequest is the window's CPU µs per request; 0 when not sampled.
+func (s *sampled) perRequest(n int64) float64 {
+	if s.f == nil || s.err0 != nil || s.err1 != nil {
+		return 0
+	}
+	return perRequest(s.t1-s.t0, n)
 }
 
 // settle waits until unsettled counts 0 and returns what it counted first

@@ -28,10 +28,21 @@ type Ratio struct {
 	Target   float64   `json:"target,omitempty"` // the ratio a goal asks for, if any
 	PerRound []float64 `json:"per_round"`
 	Median   float64   `json:"median"`
+	// Metric is what is compared: "" for req/s, "persisted/s" for Of's
+	// claims persisted per second over Base's req/s, "cpu/claim" for the
+	// CPU of every process per request (Load.AllCPU); AtMost makes
+	// Target an upper bound.
+	Metric string `json:"metric,omitempty"`
+	AtMost bool   `json:"at_most,omitempty"`
 }
 
 // Met reports whether the ratio reaches its target (true without one).
-func (r Ratio) Met() bool { return r.Target == 0 || r.Median >= r.Target }
+func (r Ratio) Met() bool {
+	if r.AtMost {
+		return r.Target == 0 || r.Median <= r.Target
+	}
+	return r.Target == 0 || r.Median >= r.Target
+}
 
 // Report is a run of interleaved rounds.
 type Report struct {
@@ -44,6 +55,25 @@ type Report struct {
 
 // Add records one round's results, in the order they ran.
 func (rep *Report) Add(round []Result) { rep.Rounds = append(rep.Rounds, round) }
+
+// ComparePersisted adds two ratios of of to base: of's claims persisted
+// per second over base's req/s (target at least rate), and of's CPU of
+// every process per request over base's (target at most cpu); 0 for no
+// target.
+func (rep *Report) ComparePersisted(of, base string, rate, cpu float64) {
+	pr := Ratio{Of: of, Base: base, Target: rate, Metric: "persisted/s"}
+	cr := Ratio{Of: of, Base: base, Target: cpu, Metric: "cpu/claim", AtMost: true}
+	for _, round := range rep.Rounds {
+		a, okA := find(round, of)
+		b, okB := find(round, base)
+		if okA && okB && b.RPS > 0 && b.AllCPU() > 0 {
+			pr.PerRound = append(pr.PerRound, a.PersistedOrRPS()/b.RPS)
+			cr.PerRound = append(cr.PerRound, a.AllCPU()/b.AllCPU())
+		}
+	}
+	pr.Median, cr.Median = Median(pr.PerRound), Median(cr.PerRound)
+	rep.Ratios = append(rep.Ratios, pr, cr)
+}
 
 // Compare adds the ratio of of's req/s to base's (median of per-round
 // ratios), with an optional target.
@@ -102,7 +132,8 @@ func (rep *Report) Print(w io.Writer) {
 	for _, h := range rep.Header {
 		fmt.Fprintln(w, h)
 	}
-	fmt.Fprintf(w, "  %-14s %10s %9s %9s %11s %11s %10s  %s\n", "bench", "req/s", "p50", "p99", "server µs", "loadgen µs", "redis µs", "answers (last round)")
+	fmt.Fprintf(w, "  %-14s %10s %11s %9s %9s %11s %11s %10s %9s %10s %9s  %s\n", "bench", "req/s", "persisted/s", "p50", "p99",
+		"server µs", "loadgen µs", "redis µs", "db µs", "broker µs", "all µs", "answers (last round)")
 	for _, name := range rep.Names {
 		med := func(f func(Result) float64) float64 { return Median(rep.series(name, f)) }
 		rps := med(func(r Result) float64 { return r.RPS })
@@ -116,8 +147,14 @@ func (rep *Report) Print(w io.Writer) {
 			r, _ := find(rep.Rounds[len(rep.Rounds)-1], name)
 			answers = answerText(r)
 		}
-		fmt.Fprintf(w, "  %-14s %10s %9s %9s %11s %11s %10s  %s\n", name, loadgen.Thousands(int64(rps)), FmtDur(p50), FmtDur(p99),
-			fmtFloat(srv, 1), fmtFloat(lg, 1), fmtFloat(red, 1), answers)
+		persisted := loadgen.Thousands(int64(med(func(r Result) float64 { return r.Persisted })))
+		if persisted == "0" {
+			persisted = "—"
+		}
+		fmt.Fprintf(w, "  %-14s %10s %11s %9s %9s %11s %11s %10s %9s %10s %9s  %s\n", name, loadgen.Thousands(int64(rps)), persisted,
+			FmtDur(p50), FmtDur(p99), fmtFloat(srv, 1), fmtFloat(lg, 1), fmtFloat(red, 1),
+			fmtFloat(med(func(r Result) float64 { return r.DatabaseCPU }), 1), fmtFloat(med(func(r Result) float64 { return r.BrokerCPU }), 1),
+			fmtFloat(med(func(r Result) float64 { return r.AllCPU() }), 1), answers)
 	}
 	for _, name := range rep.Names {
 		if d := rep.Descriptions[name]; d != "" {
@@ -154,9 +191,20 @@ func (rep *Report) Print(w io.Writer) {
 				if !r.Met() {
 					verdict = fmt.Sprintf("MISSED by %s", fmtFloat(r.Target-r.Median, 2))
 				}
-				goal = fmt.Sprintf("  target ≥ %s: %s", fmtFloat(r.Target, 2), verdict)
+				cmp := "≥"
+				if r.AtMost {
+					cmp = "≤"
+					if !r.Met() {
+						verdict = fmt.Sprintf("MISSED by %s", fmtFloat(r.Median-r.Target, 2))
+					}
+				}
+				goal = fmt.Sprintf("  target %s %s: %s", cmp, fmtFloat(r.Target, 2), verdict)
 			}
-			fmt.Fprintf(w, "    %-28s %5s  (%s)%s\n", r.Of+" ÷ "+r.Base, fmtFloat(r.Median, 2), strings.Join(each, " · "), goal)
+			label := r.Of + " ÷ " + r.Base
+			if r.Metric != "" {
+				label += " (" + r.Metric + ")"
+			}
+			fmt.Fprintf(w, "    %-28s %5s  (%s)%s\n", label, fmtFloat(r.Median, 2), strings.Join(each, " · "), goal)
 		}
 	}
 	if len(rep.Rounds) > 1 {
@@ -168,6 +216,12 @@ func (rep *Report) Print(w io.Writer) {
 				each[i] = loadgen.Thousands(int64(v))
 			}
 			fmt.Fprintf(w, "    %-14s %s\n", name, strings.Join(each, " · "))
+			if ps := rep.series(name, func(r Result) float64 { return r.Persisted }); slices.ContainsFunc(ps, func(v float64) bool { return v > 0 }) {
+				for i, v := range ps {
+					each[i] = loadgen.Thousands(int64(v))
+				}
+				fmt.Fprintf(w, "    %-14s %s\n", name+" (persisted/s)", strings.Join(each, " · "))
+			}
 		}
 	}
 }

@@ -106,6 +106,18 @@ var goals = []struct {
 	{"entries", "soldout", 0.9}, // issue 29: an entry costs no more than a sold-out answer
 }
 
+// persistedGoals hold a benchmark whose pipeline runs to a baseline by
+// claims persisted per second (at least rate times the baseline's req/s)
+// and by the CPU of every process per claim (at most cpu times the
+// baseline's): the targets of issue 31.
+var persistedGoals = []struct {
+	of, base  string
+	rate, cpu float64
+}{
+	{"live", "textbook", 0.7, 1.5},
+	{"live-nolimit", "textbook", 0, 0},
+}
+
 // Names are the benchmarks of subcommand set, or the comma-separated only
 // instead when it is not empty.
 func Names(set, only string) ([]string, error) {
@@ -174,6 +186,12 @@ func Throughput(ctx context.Context, names []string, o ThroughputOptions, wire W
 		defer pprof.StopCPUProfile()
 	}
 	b := &throughputBench{o: o, wire: wire, stderr: stderr, engines: map[string]*benchEngine{}, secret: randomHex(24)}
+	if ps := serverProcesses(o.DatabaseURL); len(ps) > 0 {
+		b.samplers.Database = ProcessCPU(ps...)
+	}
+	if ps := serverProcesses(o.BrokerURL); len(ps) > 0 {
+		b.samplers.Broker = ProcessCPU(ps...)
+	}
 	defer b.close()
 	if err := b.openRedis(ctx); err != nil {
 		return nil, err
@@ -189,7 +207,7 @@ func Throughput(ctx context.Context, names []string, o ThroughputOptions, wire W
 			fmt.Sprintf("  engines: database %s, broker %s; rate limits ip %s, user %s; %s buyers from %s client addresses",
 				redact.URLOr(o.DatabaseURL, "SQLite (temporary)"), redact.URLOr(o.BrokerURL, "embedded"), o.RateLimitIP, o.RateLimitUser,
 				loadgen.Thousands(int64(o.Users)), loadgen.Thousands(int64(o.Clients))),
-			"  CPU µs per request over the measured window (for an engine with a pipeline, until it has persisted the window's claims): server (this process, getrusage), load generator (its process, getrusage), Redis (INFO, the whole server: other clients count too)",
+			"  CPU µs per request over the measured window (for an engine with a pipeline, until it has persisted the window's claims): server (this process, getrusage), load generator (its process, getrusage), Redis (INFO, the whole server: other clients count too), and for an engine with a pipeline its database and broker servers (/proc, every process of the name when on this machine: other clients count too); all = server + Redis + database + broker",
 		},
 		Descriptions: map[string]string{},
 		Names:        names,
@@ -228,6 +246,11 @@ func Throughput(ctx context.Context, names []string, o ThroughputOptions, wire W
 			rep.Compare(g.of, g.base, g.target)
 		}
 	}
+	for _, g := range persistedGoals {
+		if in[g.of] && in[g.base] {
+			rep.ComparePersisted(g.of, g.base, g.rate, g.cpu)
+		}
+	}
 	return rep, nil
 }
 
@@ -249,7 +272,7 @@ type throughputBench struct {
 	secret string
 
 	redis    *strategies.Redis
-	redisCPU Sampler
+	samplers Samplers                  // Redis's, the database's and the broker's CPU
 	servers  map[string]loadgen.Target // hello, hello-post, textbook
 	engines  map[string]*benchEngine   // "on", "nolimit", "nopipe"
 	tokens   []string
@@ -346,7 +369,7 @@ func (b *throughputBench) run(ctx context.Context, name string) (Load, error) {
 	return Measure(ctx, Spec{
 		URL: "http://" + t.Addr, Requests: reqs, Want: want, WantAlso: wantAlso, Concurrency: b.o.Concurrency, Rate: b.o.Rate,
 		Warmup: b.o.Warmup, Duration: b.o.Duration,
-	}, b.redisCPU, settle)
+	}, b.samplers, settle)
 }
 
 // serveOnce serves h as the baseline name on a fresh local port, configured
@@ -392,7 +415,7 @@ func (b *throughputBench) openRedis(ctx context.Context) error {
 			return err
 		}
 		b.closers = append(b.closers, s.Close)
-		b.redisCPU = s.ServerCPU
+		b.samplers.Redis = s.ServerCPU
 	}
 	return nil
 }

@@ -17,8 +17,11 @@
 //     the database only ever follows Redis);
 //   - its reserve sequence went backwards; or
 //   - the Redis server restarted or failed over (its run_id changed) and,
-//     for a while after, a full comparison finds orders Redis has no
-//     record of.
+//     for a while after, a comparison finds orders Redis has no record
+//     of: the whole ledger once, then on each tick only the orders of
+//     claims made since InFlight before the change (those that may still
+//     have been on their way), so a tick costs what changed, not the
+//     sale's size.
 //
 // A heal sets the sale's healing flag (the reserve script then refuses
 // every claim with try_later), waits a moment for the events in flight to
@@ -81,8 +84,12 @@ type Config struct {
 	// flight to reach the database before it reads it. Default 2s.
 	Settle time.Duration
 	// Suspect is how long after a Redis restart or failover every tick
-	// compares the whole ledger with the records. Default 1m.
+	// compares the ledger with the records. Default 1m.
 	Suspect time.Duration
+	// InFlight is how long before the restart a claim may have been made
+	// whose order lands after the first comparison: later ticks compare
+	// the orders of claims made since then only. Default 2m.
+	InFlight time.Duration
 	// Backlog, if set, counts the events still in the broker, not yet
 	// settled by the order writer. A heal then waits for it to reach 0
 	// (up to DrainMax) instead of Settle: a heal that judged before the
@@ -97,6 +104,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
+	// OnRestart, if set, is told when the Redis server restarted or
+	// failed over (its run_id changed): it may have lost writes that no
+	// sale's state shows (the watcher never saw them).
+	OnRestart func()
 }
 
 // Watcher watches loaded sales for lost writes and heals them.
@@ -109,6 +120,8 @@ type Watcher struct {
 	// Owned by the loop goroutine (and by Tick in tests).
 	serverID     string
 	suspectUntil time.Time
+	suspectFrom  time.Time       // claims made since are compared on every suspect tick
+	compared     map[string]bool // sales whose whole ledger was compared since the change
 	seen         map[string]seckill.StockWatch
 	held         map[string]heldSale // by Hold, until their first heal
 
@@ -125,6 +138,9 @@ func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
 	}
 	if cfg.Suspect <= 0 {
 		cfg.Suspect = time.Minute
+	}
+	if cfg.InFlight <= 0 {
+		cfg.InFlight = 2 * time.Minute
 	}
 	if cfg.DrainMax <= 0 {
 		cfg.DrainMax = 30 * time.Second
@@ -194,6 +210,11 @@ func (w *Watcher) Tick(ctx context.Context) {
 		w.cfg.Logger.Warn("heal watcher: the Redis server restarted or failed over; checking every live sale against the database",
 			"was", w.serverID, "now", id)
 		w.suspectUntil = now.Add(w.cfg.Suspect)
+		w.suspectFrom = now.Add(-w.cfg.InFlight)
+		w.compared = map[string]bool{}
+		if w.cfg.OnRestart != nil {
+			w.cfg.OnRestart()
+		}
 	}
 	w.serverID = id
 	for _, sale := range w.sales.Loaded() {
@@ -258,42 +279,40 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		return nil
 	}
 	var reason string
-	switch {
+	c := seckill.StockCheck{Prev: prev, Seen: seen, Now: st, Sold: sold, At: now, StaleHeal: w.cfg.Settle + staleHeal}
+	switch loss := seckill.JudgeStockStore(c); {
 	case w.held[sale.ID].sale != nil:
 		// Claims are refused since Hold; the heal below lets them in
 		// again, healed or (if it fails) not.
 		delete(w.held, sale.ID)
 		reason = "the stock store started empty (the embedded store does not outlive its process)"
-	case !st.Loaded && (seen && prev.Loaded || sold > 0):
-		reason = "the sale's keys vanished"
-	case !st.Loaded:
+	case loss == seckill.StockNotLoaded:
 		return nil // not preheated yet
-	case st.Reserved < sold:
-		// A restore gives units back to the database first, then to
-		// Redis: one that ran between the two reads looks the same for
-		// a moment. A loss stays.
+	case loss == seckill.StockBelowSold:
+		// A loss stays; a restore between the two reads does not.
 		_ = startstop.Sleep(ctx, 50*time.Millisecond) // a ctx ended fails the read below
-		if _, sold, st, err = w.read(ctx, sale.ID); err != nil {
+		if _, c.Sold, c.Now, err = w.read(ctx, sale.ID); err != nil {
 			return err
 		}
-		if st.Reserved < sold {
-			reason = fmt.Sprintf("reserved %d is below the %d units the database sold", st.Reserved, sold)
+		if st = c.Now; st.Reserved < c.Sold {
+			reason = loss.Reason(c)
 		}
-	case seen && prev.Loaded && st.Seq < prev.Seq:
-		reason = fmt.Sprintf("the reserve sequence went back from %d to %d", prev.Seq, st.Seq)
-	case st.Healing && now.Sub(st.HealingSince) > w.cfg.Settle+staleHeal:
-		// Another node's heal takes Settle and a few reads; one this
-		// old died with its node.
-		reason = "a heal was left unfinished"
+	case loss != seckill.StockFine:
+		reason = loss.Reason(c)
 	case now.Before(w.suspectUntil):
 		var add, release int
-		err := w.plan(ctx, sale.ID, func(a, r []seckill.ReservationRecord) error {
+		from := ""
+		if w.compared[sale.ID] {
+			from = seckill.ReservationIDFloor(sale.ID, w.suspectFrom)
+		}
+		err := w.plan(ctx, sale.ID, from, func(a, r []seckill.ReservationRecord) error {
 			add, release = add+len(a), release+len(r)
 			return nil
 		})
 		if err != nil {
 			return err
 		}
+		w.compared[sale.ID] = true
 		if add > 0 || release > 0 {
 			reason = fmt.Sprintf("after a Redis restart or failover, %d orders have no record and %d refused claims hold units", add, release)
 		}
@@ -350,7 +369,7 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 	// A page at a time, claims refused throughout; the last call counts
 	// the heal and lets them in.
 	var added, released int
-	err = w.plan(ctx, sale.ID, func(add, release []seckill.ReservationRecord) error {
+	err = w.plan(ctx, sale.ID, "", func(add, release []seckill.ReservationRecord) error {
 		a, r, err := w.stock.HealPage(ctx, sale.ID, token, add, release)
 		added, released = added+a, released+r
 		return err
@@ -405,13 +424,14 @@ func newToken(now time.Time) string {
 // planPage is how many orders (or failed orders) plan reads at a time.
 const planPage = 1000
 
-// plan compares the database's orders and failed orders with the stock
-// store's records a page at a time, and calls fn with each page's add (the
+// plan compares the database's orders and failed orders (those whose
+// ids sort after from, all when it is "") with the stock store's records
+// a page at a time, and calls fn with each page's add (the
 // orders ordered or paid without a record) and release (the active
 // records of claims the database refused), when either is not empty.
-func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release []seckill.ReservationRecord) error) error {
+func (w *Watcher) plan(ctx context.Context, saleID, from string, fn func(add, release []seckill.ReservationRecord) error) error {
 	live := func(o *seckill.Order) bool { return o.Status.Holds() }
-	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, func(o *seckill.Order) string { return o.ReservationID }, live,
+	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, from, func(o *seckill.Order) string { return o.ReservationID }, live,
 		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
 			var add []seckill.ReservationRecord
 			for _, o := range orders {
@@ -428,7 +448,7 @@ func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release 
 		return err
 	}
 	refused := func(f *seckill.FailedOrder) bool { return refusedByDatabase(f.Reason) }
-	return eachPage(ctx, w, w.db.FailedOrdersAfter, saleID, func(f *seckill.FailedOrder) string { return f.ReservationID }, refused,
+	return eachPage(ctx, w, w.db.FailedOrdersAfter, saleID, from, func(f *seckill.FailedOrder) string { return f.ReservationID }, refused,
 		func(failed []*seckill.FailedOrder, recs map[string]seckill.ReservationRecord) error {
 			var release []seckill.ReservationRecord
 			for _, f := range failed {
@@ -448,8 +468,8 @@ func (w *Watcher) plan(ctx context.Context, saleID string, fn func(add, release 
 // page it reads the stock store's records of the rows that lookUp picks,
 // and hands fn the page with them.
 func eachPage[T any](ctx context.Context, w *Watcher, read func(ctx context.Context, saleID, after string, limit int) ([]*T, error),
-	saleID string, idOf func(*T) string, lookUp func(*T) bool, fn func(page []*T, recs map[string]seckill.ReservationRecord) error) error {
-	for after := ""; ; {
+	saleID, from string, idOf func(*T) string, lookUp func(*T) bool, fn func(page []*T, recs map[string]seckill.ReservationRecord) error) error {
+	for after := from; ; {
 		page, err := read(ctx, saleID, after, planPage)
 		if err != nil || len(page) == 0 {
 			return err

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -374,5 +376,80 @@ func TestHealWaitsForTheBacklogToDrain(t *testing.T) {
 				t.Errorf("a backlog that never drained held the heal %s; want DrainMax", time.Since(start))
 			}
 		})
+	}
+}
+
+// restartedStock is a stock store whose server id the test changes, as
+// a Redis restart or failover does.
+type restartedStock struct {
+	*redis.Store
+	id string
+}
+
+func (s *restartedStock) ServerID(context.Context) (string, error) { return s.id, nil }
+
+// countingDB counts the order rows the watcher reads.
+type countingDB struct {
+	*fakeDB
+	rows int
+}
+
+func (c *countingDB) OrdersAfter(ctx context.Context, sale, after string, limit int) ([]*seckill.Order, error) {
+	page, err := c.fakeDB.OrdersAfter(ctx, sale, after, limit)
+	c.rows += len(page)
+	return page, err
+}
+
+// TestSuspectTicksReadWhatChanged: after a Redis restart the watcher
+// compares a sale's whole ledger once, then on each tick only the orders
+// of claims made since InFlight before the restart: a tick's reads follow
+// what changed, not the sale's size. OnRestart is told of the restart once.
+func TestSuspectTicksReadWhatChanged(t *testing.T) {
+	ctx := context.Background()
+	emb, err := redis.StartEmbedded(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer emb.Close()
+	now := time.Now()
+	sale := &seckill.Sale{ID: servicetest.UniqueName("suspect_"), Name: "tea", Stock: 100, PurchaseLimit: 1, StartAt: now.Add(-2 * time.Hour), EndAt: now.Add(time.Hour)}
+	if _, err := emb.Preheat(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	db := &countingDB{fakeDB: &fakeDB{sale: *sale}}
+	// Orders of claims made an hour ago, recorded in Redis as well.
+	claim := func(user string, at time.Time) {
+		t.Helper()
+		id := seckill.NewReservationID(sale.ID, at)
+		if _, err := emb.Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: id, UserID: user, Qty: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		db.mu.Lock()
+		db.orders = append(db.orders, &seckill.Order{ReservationID: id, UserID: user, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: at})
+		slices.SortFunc(db.orders, func(a, b *seckill.Order) int { return strings.Compare(a.ReservationID, b.ReservationID) })
+		db.mu.Unlock()
+	}
+	const old = 30
+	for i := range old {
+		claim(fmt.Sprintf("old%d", i), now.Add(-time.Hour))
+	}
+	stock := &restartedStock{Store: emb, id: "first"}
+	heals, restarts := 0, 0
+	w := New(stock, db, loaded{sale}, Config{InFlight: time.Minute, OnHeal: func(string, string, int, int) { heals++ }, OnRestart: func() { restarts++ }})
+	w.Tick(ctx) // learns the server id
+	stock.id = "restarted"
+	db.rows = 0
+	w.Tick(ctx)
+	if db.rows < old {
+		t.Fatalf("first tick after the restart read %d orders; want the whole ledger (%d)", db.rows, old)
+	}
+	claim("recent", time.Now())
+	db.rows = 0
+	w.Tick(ctx)
+	if db.rows != 1 {
+		t.Errorf("a later tick read %d orders; want only the 1 made since InFlight before the restart", db.rows)
+	}
+	if heals != 0 || restarts != 1 {
+		t.Errorf("%d heals with every order recorded, %d restarts told; want none and 1", heals, restarts)
 	}
 }

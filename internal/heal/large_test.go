@@ -58,7 +58,7 @@ func TestPlanOfAMillionOrdersInBoundedMemory(t *testing.T) {
 	var adds, pages, biggest int
 	var err error
 	peak := servicetest.PeakHeap(func() {
-		err = w.plan(context.Background(), "big", func(add, release []seckill.ReservationRecord) error {
+		err = w.plan(context.Background(), "big", "", func(add, release []seckill.ReservationRecord) error {
 			adds, pages, biggest = adds+len(add), pages+1, max(biggest, len(add)+len(release))
 			return nil
 		})

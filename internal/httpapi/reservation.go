@@ -61,9 +61,9 @@ const (
 
 const (
 	// statusPending and statusFailed are the buyer-facing statuses of a
-	// reservation that has no order; the others are seckill.OrderStatus.
-	statusPending = "pending"
-	statusFailed  = "failed"
+	// reservation that has no order (seckill.BuyerStatus decides).
+	statusPending = seckill.BuyerPending
+	statusFailed  = seckill.BuyerFailed
 	// pollAfterMS tells a buyer whose order is still being written when
 	// to ask again (docs/design.md §5: every 2 s for up to 30 s).
 	pollAfterMS = 2000
@@ -210,22 +210,24 @@ func (s *Server) lostClaim(ctx context.Context, id, userID string) (found, bool,
 
 // view is the buyer's answer for f.
 func (f found) view(id string) (reservationView, error) {
+	status, _ := seckill.BuyerStatus(f.order, f.failed)
 	switch {
 	case f.order != nil:
 		return orderView(id, f.order)
 	case f.failed != nil:
-		v := reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: statusFailed}
+		v := reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: status}
 		if strings.HasPrefix(f.failed.Reason, seckill.ReasonLostInStockStore) {
 			v.Reason = seckill.ReasonLostInStockStore
 		}
 		return v, nil
 	}
 	saleID, _ := seckill.SaleIDOfReservation(id)
-	return reservationView{ReservationID: id, SaleID: saleID, Qty: f.qty, Status: statusPending, PollAfterMS: pollAfterMS}, nil
+	return reservationView{ReservationID: id, SaleID: saleID, Qty: f.qty, Status: status, PollAfterMS: pollAfterMS}, nil
 }
 
 func orderView(id string, o *seckill.Order) (reservationView, error) {
-	if !o.Status.Known() {
+	status, ok := seckill.BuyerStatus(o, nil)
+	if !ok {
 		// A status this API cannot name is a bug or a bad row; an
 		// operator must see it, the buyer must not.
 		return reservationView{}, fmt.Errorf("order %s: unknown status %q", id, o.Status)
@@ -235,7 +237,7 @@ func orderView(id string, o *seckill.Order) (reservationView, error) {
 		ReservationID: id,
 		SaleID:        o.SaleID,
 		Qty:           o.Qty,
-		Status:        string(o.Status),
+		Status:        status,
 		OrderID:       o.ID,
 		PayBy:         &payBy,
 		CancelledBy:   cancelledBy(o),
@@ -401,7 +403,7 @@ func stateConflict(o *seckill.Order, now time.Time) error {
 		return seckill.Errorf(seckill.ESTATECONFLICT, "The order was cancelled before its payment arrived; the payment will be refunded.")
 	case o.Status == seckill.OrderRefunded:
 		return seckill.Errorf(seckill.ESTATECONFLICT, "The order was cancelled before its payment arrived; the payment was refunded.")
-	case o.Status == seckill.OrderPlaced && !now.Before(o.PayBy):
+	case o.Status == seckill.OrderPlaced && !o.CanPay(now):
 		return seckill.Errorf(seckill.ESTATECONFLICT, "The payment deadline has passed; the order is being cancelled.")
 	}
 	return seckill.Errorf(seckill.ESTATECONFLICT, "The order changed state meanwhile; fetch it and retry.")

@@ -106,6 +106,9 @@ type Config struct {
 	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
 	// operators' GET /admin/v1/payments (payment.go).
 	Payments seckill.PaymentStore
+	// OrderList, if set, serves the shop's back office
+	// GET /admin/v1/sales/{id}/orders (order_list.go).
+	OrderList seckill.OrderLister
 	// PaymentWebhookSecrets verify the webhook's Seckill-Signature: any
 	// one matching is enough. None: every webhook is 401.
 	PaymentWebhookSecrets []string
@@ -189,6 +192,10 @@ type Config struct {
 	// Queue, if set, serves the waiting rooms of queue sales and takes
 	// the claims of ticket holders (queue.go).
 	Queue *QueueConfig
+
+	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
+	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
+	BuyerClaims BuyerClaims
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -225,11 +232,13 @@ type Server struct {
 	metrics       *metrics
 	guard         *guard
 	pay           paySide // payment.go
+	orderList     seckill.OrderLister
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
 	// The lottery routes (lottery.go); lottery.Enterer nil: none.
 	lottery        LotteryConfig
+	buyerClaims    BuyerClaims // nil: no reservations/mine route
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
@@ -292,6 +301,7 @@ func New(cfg Config) (*Server, error) {
 		orderEvents:   cfg.OrderEvents,
 	}
 	s.pay = newPaySide(cfg)
+	s.orderList = cfg.OrderList
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
@@ -354,6 +364,7 @@ func New(cfg Config) (*Server, error) {
 	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
 		return nil, err
 	}
+	s.buyerClaims = cfg.BuyerClaims
 	if cfg.Lottery != nil {
 		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
 			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
@@ -429,6 +440,9 @@ func (s *Server) routes() {
 	if s.orders != nil && s.pay.buyerPay {
 		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
 	}
+	if s.orderList != nil {
+		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/orders", s.handleSaleOrders})
+	}
 	if s.orders != nil && s.pay.store != nil {
 		routes = append(routes,
 			route{"POST", "/webhooks/v1/payments", s.handlePaymentWebhook},
@@ -459,6 +473,9 @@ func (s *Server) routes() {
 			route{"GET", "/admin/v1/order-events", s.handleOrderEvents},
 			route{"POST", "/admin/v1/order-events/{id}/redeliver", s.handleRedeliverOrderEvent},
 		)
+	}
+	if s.buyerClaims != nil {
+		routes = append(routes, route{"GET", "/api/v1/sales/{id}/reservations/mine", s.handleMyClaims})
 	}
 	if s.lottery.Enterer != nil {
 		routes = append(routes,

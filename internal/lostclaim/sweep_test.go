@@ -2,6 +2,7 @@ package lostclaim
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -94,5 +95,28 @@ func TestSweepFindsForgottenClaimsNobodyPolls(t *testing.T) {
 	s.mu.Unlock()
 	if left != 0 {
 		t.Errorf("%d claims still remembered after every one settled; want 0", left)
+	}
+}
+
+// TestJournalCap: past Max the oldest claims are forgotten, a quarter at
+// a time, and the newest kept.
+func TestJournalCap(t *testing.T) {
+	ids := claimid.NewMinter([]byte("k"))
+	r := New(&recordingStore{}, ids, Config{})
+	s := NewSweeper(claimingReserver{}, r, &fakeRecords{}, SweepConfig{Max: 8})
+	var last string
+	for i := range 20 {
+		last = ids.New("tea", fmt.Sprint(i), 1, time.Now())
+		if _, err := s.Reserve(context.Background(), "tea", seckill.ReserveRequest{ReservationID: last, UserID: fmt.Sprint(i), Qty: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.claims); n > 8 || n < 6 {
+		t.Errorf("%d claims remembered with Max 8; want 6 to 8", n)
+	}
+	if s.claims[len(s.claims)-1].id != last {
+		t.Errorf("the newest claim was forgotten")
 	}
 }

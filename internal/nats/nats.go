@@ -100,6 +100,9 @@ type config struct {
 	syncAlways     bool
 }
 
+// pingInterval is how often the client pings the server.
+const pingInterval = 5 * time.Second
+
 // WithRetryPolicy sets the attempt limit and back-off (default
 // seckill.DefaultRetryPolicy).
 func WithRetryPolicy(p seckill.RetryPolicy) Option { return func(c *config) { c.retry = p } }
@@ -200,6 +203,10 @@ func (c config) connectOptions(stream string) []nats.Option {
 		nats.Name("seckill broker " + stream),
 		nats.MaxReconnects(-1),
 		nats.ReconnectWait(250 * time.Millisecond),
+		// A server that went silent (a cut network, a paused process) is
+		// given up after two unanswered pings, about 10 s, not the
+		// library's 4 minutes: the connection is then opened again.
+		nats.PingInterval(pingInterval), nats.MaxPingsOutstanding(2),
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 			c.logger.Warn("nats: asynchronous error", "stream", stream, "err", err)
 		}),

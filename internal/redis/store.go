@@ -291,3 +291,21 @@ func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
 	}
 	return total, nil
 }
+
+// Held is how many units the store counts user as holding on a sale (the
+// count its per-user limit checks), from the buyer's home bucket on a
+// bucketed sale; 0 for a buyer or sale it does not know.
+func (s *Store) Held(ctx context.Context, saleID, userID string) (int64, error) {
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return 0, err
+	}
+	key := s.keys(bs.tags[bs.home(userID)])[keyBuyers]
+	n, err := s.client.Do(ctx, s.client.B().Hget().Key(key).Field(userID).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("held by a buyer of sale %s: %w", saleID, classify(err))
+	}
+	return n, nil
+}

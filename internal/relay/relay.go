@@ -74,6 +74,12 @@ type Config struct {
 	// before another relay takes it over: longer than a slow Publish, or
 	// live relays publish each other's batches twice. Default 30s.
 	ClaimMinIdle time.Duration
+	// PublishTimeout bounds one Publish: a broker that went silent (a cut
+	// network, a paused server) fails the batch, which is read again from
+	// the pending entries, instead of holding the relay until TCP
+	// notices. Its entries go to another relay after ClaimMinIdle
+	// anyway. Default 10s.
+	PublishTimeout time.Duration
 	// PollInterval is the pause between passes that found nothing;
 	// default 50ms.
 	PollInterval time.Duration
@@ -137,6 +143,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.ClaimMinIdle <= 0 {
 		c.ClaimMinIdle = 30 * time.Second
+	}
+	if c.PublishTimeout <= 0 {
+		c.PublishTimeout = 10 * time.Second
 	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = 50 * time.Millisecond
@@ -536,7 +545,10 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 			ids = append(ids, e.StreamID)
 		}
 	}
-	if err := r.broker.Publish(ctx, msgs); err != nil {
+	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
+	err = r.broker.Publish(pctx, msgs)
+	cancel()
+	if err != nil {
 		return 0, false, false, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
 	}
 	if r.cfg.OnPublished != nil {

@@ -39,6 +39,9 @@ type OrderStore struct {
 	// back every batch, and building them was a quarter of the writer's
 	// CPU in the persistence benchmark's profile.
 	texts sync.Map
+	// held is what each buyer holds in the sales this store persists,
+	// so that a batch need not read it (holdings.go).
+	held holdings
 	// reads is the read pool with its statements prepared once: the
 	// restore retry pass lists restore requests after every batch the
 	// writer persists, and parsing its two queries each time was 3.6 % of
@@ -269,6 +272,7 @@ type textKey struct {
 	head        string
 	rows, width int
 	withOrders  bool
+	withHeld    bool
 }
 
 // tuplesText is head + q.tuples(rows, width), built once.
@@ -282,13 +286,13 @@ func (st *OrderStore) tuplesText(head string, rows, width int) string {
 	return t
 }
 
-// batchReadsText is q.batchReadsOf(n, withOrders), built once.
-func (st *OrderStore) batchReadsText(n int, withOrders bool) string {
-	k := textKey{rows: n, withOrders: withOrders}
+// batchReadsText is q.batchReadsOf(n, withOrders, withHeld), built once.
+func (st *OrderStore) batchReadsText(n int, withOrders, withHeld bool) string {
+	k := textKey{rows: n, withOrders: withOrders, withHeld: withHeld}
 	if t, ok := st.texts.Load(k); ok {
 		return t.(string)
 	}
-	t := st.q.batchReadsOf(n, withOrders)
+	t := st.q.batchReadsOf(n, withOrders, withHeld)
 	st.texts.Store(k, t)
 	return t
 }
@@ -455,13 +459,9 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 		}
 	}
 
-	ids, users := batchKeys(events)
-	r, err := st.batchReads(ctx, tx, saleID, ids, users, readOrders)
+	r, err := st.readBatch(ctx, tx, saleID, events, readOrders)
 	if err != nil {
-		return nil, st.conflictOr(err, "read the sale and the batch's rows")
-	}
-	if !r.saleFound {
-		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
+		return nil, err
 	}
 	plan := seckill.DecidePersist(seckill.PersistSnapshot{Stock: r.stock, Limit: r.limit,
 		Existing: r.existing, Restores: r.restores, Held: r.held}, events)
@@ -515,7 +515,39 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 	if err := tx.Commit(); err != nil {
 		return nil, st.conflictOr(err, "commit")
 	}
+	st.held.committed(saleID, r.version, orders)
 	return outcomes, nil
+}
+
+// readBatch reads what persist decides on. What the batch's buyers hold
+// comes from the store's holdings when they are known at the version read
+// (holdings.go), and from the database otherwise, or when readOrders: a
+// recheck reads everything, and drops the holdings, which may have
+// counted too much.
+func (st *OrderStore) readBatch(ctx context.Context, tx *sql.Tx, saleID string, events []seckill.ReservationEvent, readOrders bool) (*batchRows, error) {
+	ids, users := batchKeys(events)
+	if readOrders {
+		st.held.drop(saleID)
+	}
+	kept := st.held.known(saleID)
+	read := users
+	if kept {
+		read = nil
+	}
+	r, err := st.batchReads(ctx, tx, saleID, ids, read, readOrders)
+	if err == nil && r.saleFound && kept {
+		var ok bool
+		if r.held, ok = st.held.at(saleID, r.version, users); !ok {
+			r, err = st.batchReads(ctx, tx, saleID, ids, users, readOrders)
+		}
+	}
+	if err != nil {
+		return nil, st.conflictOr(err, "read the sale and the batch's rows")
+	}
+	if !r.saleFound {
+		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
+	}
+	return r, nil
 }
 
 // persistedEvents are the events of a persisted batch: order.created for
@@ -639,6 +671,7 @@ type batchRows struct {
 // so a writer that commits before a later one has moved the version read
 // here, and the stock update notices. users are at most as many as ids.
 func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string, ids, users []string, withOrders bool) (*batchRows, error) {
+	withHeld := len(users) > 0
 	r := &batchRows{existing: map[string]bool{}, restores: map[string]string{}, held: map[string]int64{}}
 	for start := 0; start < len(ids); start += idChunk {
 		idc := ids[start:min(start+idChunk, len(ids))]
@@ -665,21 +698,10 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 			idList()
 			args = append(args, saleID)
 		}
-		args = append(args, saleID)
-		if st.q.heldByBuyer != "" {
-			args = append(args, uc)
+		if withHeld {
+			args = st.appendHeldArgs(args, saleID, uc, n)
 		}
-		for i := range n {
-			if st.q.heldByBuyer != "" {
-				break
-			}
-			if len(uc) == 0 {
-				args = append(args, "")
-			} else {
-				args = append(args, uc[min(i, len(uc)-1)])
-			}
-		}
-		rows, err := st.query(ctx, tx, st.batchReadsText(n, withOrders), args...)
+		rows, err := st.query(ctx, tx, st.batchReadsText(n, withOrders, withHeld), args...)
 		if err != nil {
 			return nil, err
 		}
@@ -716,6 +738,25 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 	return r, nil
 }
 
+// appendHeldArgs appends the arguments of the batch read's part that
+// sums what buyers hold (batchReadsOf): the sale, then the buyers as one
+// array or as a list of n (padded with the last one, or with "", which is
+// no buyer's id, when this chunk of ids has no buyer left).
+func (st *OrderStore) appendHeldArgs(args []any, saleID string, buyers []string, n int) []any {
+	args = append(args, saleID)
+	if st.q.heldByBuyer != "" {
+		return append(args, buyers)
+	}
+	for i := range n {
+		if len(buyers) == 0 {
+			args = append(args, "")
+		} else {
+			args = append(args, buyers[min(i, len(buyers)-1)])
+		}
+	}
+	return args
+}
+
 // The kinds of row of st.q.batchReads, in its first column.
 const (
 	batchRowSale = iota
@@ -739,7 +780,7 @@ const (
 // has any: in a rush it has none, and the test, one seek of an index on
 // sale_id made once per statement (it names no row of the outer query),
 // saves a seek per id in each table.
-func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
+func (q *orderQueries) batchReadsOf(n int, withOrders, withHeld bool) string {
 	var b strings.Builder
 	p := 1
 	next := func() string { p++; return q.bind(p - 1) }
@@ -752,6 +793,9 @@ func (q *orderQueries) batchReadsOf(n int, withOrders bool) string {
 		` AND EXISTS (SELECT 1 FROM failed_orders WHERE sale_id = ` + next() + `)`)
 	b.WriteString(` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + list() +
 		` AND EXISTS (SELECT 1 FROM restore_requests WHERE sale_id = ` + next() + `)`)
+	if !withHeld {
+		return b.String()
+	}
 	if q.heldByBuyer != "" {
 		sale := next()
 		b.WriteString(` UNION ALL ` + fmt.Sprintf(q.heldByBuyer, sale, next()))
@@ -909,7 +953,8 @@ func (st *OrderStore) writerQueries() []string {
 	}
 	for n := 1; n <= padLen(idChunk); n *= 2 {
 		qs = append(qs, st.q.orderIDsIn+st.q.list(1, n), st.q.failedOrderIDsIn+st.q.list(1, n), st.rq.requestsIn+st.q.list(1, n),
-			st.q.batchReadsOf(n, false), st.q.batchReadsOf(n, true))
+			st.q.batchReadsOf(n, false, true), st.q.batchReadsOf(n, true, true),
+			st.q.batchReadsOf(n, false, false), st.q.batchReadsOf(n, true, false))
 	}
 	return qs
 }

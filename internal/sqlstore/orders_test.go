@@ -511,7 +511,7 @@ func TestOrderSchema(t *testing.T) {
 func TestHeldByUsesIndex(t *testing.T) {
 	db := openMigrated(t, sqltest.SQLite)
 	id := seckill.NewReservationID("tea", time.Now())
-	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, false), "tea", id, "tea", id, "tea", "tea", "u1")
+	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, false, true), "tea", id, "tea", id, "tea", "tea", "u1")
 	if !strings.Contains(got, "orders_sale_user_idx (sale_id=? AND user_id=?)") {
 		t.Errorf("plan of the held-by read: %s; want a search of orders_sale_user_idx on sale_id and user_id", got)
 	}
@@ -523,7 +523,7 @@ func TestHeldByUsesIndex(t *testing.T) {
 func TestBatchReadsPlan(t *testing.T) {
 	db := openMigrated(t, sqltest.SQLite)
 	id := seckill.NewReservationID("tea", time.Now())
-	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, true), "tea", id, id, "tea", id, "tea", "tea", "u1")
+	got := sqlitePlan(t, db, NewOrderStore(db).q.batchReadsOf(1, true, true), "tea", id, id, "tea", id, "tea", "tea", "u1")
 	for _, want := range []string{
 		"SEARCH orders USING COVERING INDEX sqlite_autoindex_orders_1 (reservation_id=?)",
 		"SEARCH failed_orders EXISTS USING COVERING INDEX failed_orders_sale_created_idx (sale_id=?); " +

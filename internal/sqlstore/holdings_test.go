@@ -1,0 +1,143 @@
+package sqlstore
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+)
+
+// TestHeldByUsesIndexPostgres: on PostgreSQL the per-buyer read seeks each
+// buyer's orders, even under a generic plan of a table whose statistics
+// say it is small (once, it scanned every order of the sale per batch:
+// 30 ms a batch at 25,600 orders).
+func TestHeldByUsesIndexPostgres(t *testing.T) {
+	db := openMigrated(t, sqltest.Postgres)
+	conn, err := db.write.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(t.Context(), `SET plan_cache_mode = force_generic_plan`); err != nil {
+		t.Fatal(err)
+	}
+	id := seckill.NewReservationID("tea", time.Now())
+	rows, err := conn.QueryContext(t.Context(), "EXPLAIN "+NewOrderStore(db).q.batchReadsOf(1, false, true),
+		"tea", id, "tea", id, "tea", "tea", []string{"u1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, strings.TrimSpace(line))
+	}
+	got := strings.Join(plan, "\n")
+	if !strings.Contains(got, "orders_sale_user_idx") || !strings.Contains(got, "user_id = b.user_id") {
+		t.Errorf("plan of the held-by read:\n%s\nwant a search of orders_sale_user_idx on sale_id and user_id per buyer", got)
+	}
+}
+
+// TestHoldingsKeptOnlyWhileExact: a store keeps a sale's holdings from its
+// first order on and answers the limit from them, and drops them when
+// another writer moved the sale; either way the limit holds.
+func TestHoldingsKeptOnlyWhileExact(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: 2,
+			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
+		if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
+			t.Fatal(err)
+		}
+		other := NewOrderStore(db) // a writer in another process
+		persist := func(st *OrderStore, user string, qty int64) seckill.PersistOutcome {
+			t.Helper()
+			ev := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea",
+				UserID: user, Qty: qty, ReservedAt: time.Now()}
+			out, err := st.PersistReservations(t.Context(), "tea", []seckill.ReservationEvent{ev}, time.Now(), time.Minute)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return out[0]
+		}
+		if got := persist(st, "ann", 1); got != seckill.PersistCreated {
+			t.Fatalf("ann's first unit: %v", got)
+		}
+		if !st.held.known("tea") {
+			t.Fatal("holdings not kept after the sale's first order")
+		}
+		if got := persist(st, "ann", 2); got != seckill.PersistOverLimit {
+			t.Errorf("ann's 1 + 2 of limit 2 from the holdings: %v, want over limit", got)
+		}
+		if got := persist(other, "bob", 2); got != seckill.PersistCreated {
+			t.Fatalf("bob's units through another store: %v", got)
+		}
+		if got := persist(st, "bob", 1); got != seckill.PersistOverLimit {
+			t.Errorf("bob's third unit after another store sold him 2: %v, want over limit", got)
+		}
+		if st.held.known("tea") {
+			t.Error("holdings still kept after another store moved the sale")
+		}
+		if got := persist(st, "ann", 1); got != seckill.PersistCreated {
+			t.Errorf("ann's second unit: %v", got)
+		}
+	})
+}
+
+// TestHoldingsCountingTooMuchAreRechecked: holdings count a cancelled
+// order still (a cancel does not move the sale's version), so the limit
+// they refuse is checked again against the database, which lets it
+// through.
+func TestHoldingsCountingTooMuchAreRechecked(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: 1,
+			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
+		if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
+			t.Fatal(err)
+		}
+		first := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea",
+			UserID: "ann", Qty: 1, ReservedAt: time.Now()}
+		if _, err := st.PersistReservations(t.Context(), "tea", []seckill.ReservationEvent{first}, time.Now(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := st.CancelOrder(t.Context(), first.ReservationID, "changed my mind", time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		again := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea",
+			UserID: "ann", Qty: 1, ReservedAt: time.Now()}
+		out, err := st.PersistReservations(t.Context(), "tea", []seckill.ReservationEvent{again}, time.Now(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out[0] != seckill.PersistCreated {
+			t.Errorf("ann's unit after her first order was cancelled: %v, want created", out[0])
+		}
+	})
+}
+
+// TestHoldingsBounded: a sale whose buyers pass the bound is dropped.
+func TestHoldingsBounded(t *testing.T) {
+	h := holdings{max: 1000}
+	orders := make([]*seckill.Order, h.max)
+	for i := range orders {
+		orders[i] = &seckill.Order{UserID: fmt.Sprint("u", i), Qty: 1}
+	}
+	h.committed("tea", 1, orders)
+	if !h.known("tea") {
+		t.Fatal("a sale of as many buyers as the bound dropped")
+	}
+	h.committed("tea", 2, []*seckill.Order{{UserID: "one-more", Qty: 1}})
+	if h.known("tea") || h.entries != 0 {
+		t.Errorf("a sale past the bound kept (%d entries)", h.entries)
+	}
+	h.committed("tea", 3, orders[:1])
+	if h.known("tea") {
+		t.Error("holdings restarted on a sale past its first order")
+	}
+}
