@@ -454,6 +454,11 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 				s.Arm() // claims answered before the loss may be gone
 			}
 		},
+		OnRestart: func() {
+			if s := w.sweeper.Load(); s != nil {
+				s.Arm() // a restart may have lost claims no sale's state shows
+			}
+		},
 	}
 	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.RedisURL == "" {
 		hc.Backlog = b.Backlog

@@ -104,6 +104,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
+	// OnRestart, if set, is told when the Redis server restarted or
+	// failed over (its run_id changed): it may have lost writes that no
+	// sale's state shows (the watcher never saw them).
+	OnRestart func()
 }
 
 // Watcher watches loaded sales for lost writes and heals them.
@@ -208,6 +212,9 @@ func (w *Watcher) Tick(ctx context.Context) {
 		w.suspectUntil = now.Add(w.cfg.Suspect)
 		w.suspectFrom = now.Add(-w.cfg.InFlight)
 		w.compared = map[string]bool{}
+		if w.cfg.OnRestart != nil {
+			w.cfg.OnRestart()
+		}
 	}
 	w.serverID = id
 	for _, sale := range w.sales.Loaded() {
@@ -272,33 +279,26 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		return nil
 	}
 	var reason string
-	switch {
+	c := seckill.StockCheck{Prev: prev, Seen: seen, Now: st, Sold: sold, At: now, StaleHeal: w.cfg.Settle + staleHeal}
+	switch loss := seckill.JudgeStockStore(c); {
 	case w.held[sale.ID].sale != nil:
 		// Claims are refused since Hold; the heal below lets them in
 		// again, healed or (if it fails) not.
 		delete(w.held, sale.ID)
 		reason = "the stock store started empty (the embedded store does not outlive its process)"
-	case !st.Loaded && (seen && prev.Loaded || sold > 0):
-		reason = "the sale's keys vanished"
-	case !st.Loaded:
+	case loss == seckill.StockNotLoaded:
 		return nil // not preheated yet
-	case st.Reserved < sold:
-		// A restore gives units back to the database first, then to
-		// Redis: one that ran between the two reads looks the same for
-		// a moment. A loss stays.
+	case loss == seckill.StockBelowSold:
+		// A loss stays; a restore between the two reads does not.
 		_ = startstop.Sleep(ctx, 50*time.Millisecond) // a ctx ended fails the read below
-		if _, sold, st, err = w.read(ctx, sale.ID); err != nil {
+		if _, c.Sold, c.Now, err = w.read(ctx, sale.ID); err != nil {
 			return err
 		}
-		if st.Reserved < sold {
-			reason = fmt.Sprintf("reserved %d is below the %d units the database sold", st.Reserved, sold)
+		if st = c.Now; st.Reserved < c.Sold {
+			reason = loss.Reason(c)
 		}
-	case seen && prev.Loaded && st.Seq < prev.Seq:
-		reason = fmt.Sprintf("the reserve sequence went back from %d to %d", prev.Seq, st.Seq)
-	case st.Healing && now.Sub(st.HealingSince) > w.cfg.Settle+staleHeal:
-		// Another node's heal takes Settle and a few reads; one this
-		// old died with its node.
-		reason = "a heal was left unfinished"
+	case loss != seckill.StockFine:
+		reason = loss.Reason(c)
 	case now.Before(w.suspectUntil):
 		var add, release int
 		from := ""
