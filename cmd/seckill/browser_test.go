@@ -50,25 +50,6 @@ func startWebEngine(t *testing.T, hooks ...func(*Main)) *webEngine {
 	return &webEngine{engine: e, url: e.base}
 }
 
-// heldRelay holds every publish of the relay until released, so an order
-// stays "generating" for as long as a test wants.
-type heldRelay struct {
-	seckill.Broker
-	open chan struct{}
-	once sync.Once
-}
-
-func (h *heldRelay) Publish(ctx context.Context, msgs []seckill.Message) error {
-	select {
-	case <-h.open:
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	return h.Broker.Publish(ctx, msgs)
-}
-
-func (h *heldRelay) release() { h.once.Do(func() { close(h.open) }) }
-
 // --- the browser ------------------------------------------------------------
 
 // newBrowser starts headless Chromium with the flags this machine's closed
@@ -299,9 +280,11 @@ func (tb *browserTab) signIn(name string) {
 // through a slow order pipeline, sees the order and pays; a second buyer
 // sees the sale sold out; a double click buys once.
 func TestBrowserBuyer(t *testing.T) {
-	relay := &heldRelay{open: make(chan struct{})}
-	e := startWebEngine(t, wrapRole("relay", func(b seckill.Broker) seckill.Broker { relay.Broker = b; return relay }))
-	t.Cleanup(relay.release)
+	// The writer is held, not the relay: the embedded store answers a
+	// claim only once the relay has stored it in the broker.
+	writer := &heldWriter{open: make(chan struct{})}
+	e := startWebEngine(t, wrapRole("writer", func(b seckill.Broker) seckill.Broker { writer.Broker = b; return writer }))
+	t.Cleanup(writer.release)
 	// The buyers sign in and watch the countdown on a sale an hour away,
 	// so that a browser slowed by a loaded machine cannot miss it; then
 	// they go, signed in, to the sale they buy in, which starts moments
@@ -357,7 +340,7 @@ func TestBrowserBuyer(t *testing.T) {
 	}
 	alice.shot("04-buyer-check-back-later-phone")
 
-	relay.release()
+	writer.release()
 	alice.do(chromedp.Click(chromedp.ID("recheck")))
 	alice.waitFor("the order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
 	if got := alice.text("order-status"); got != "Awaiting payment" {

@@ -28,6 +28,7 @@ var commands = map[string]command{
 	"bench":     {"load benchmarks: rush, compare, hello, textbook, live, soldout, all", runBench},
 	"sales":     {"list, show or end sales of a running seckill (the admin API): sales list|show|end", runSales},
 	"draw":      {"draw verify: recompute a lottery's winners from its entry list and revealed seed", runDraw},
+	"orders":    {"orders export: stream a sale's orders as CSV or JSON Lines for the shop's back office", runOrders},
 	"reconcile": {"compare a sale's Redis and database ledgers; exit 3 if oversold or unexplained", runReconcile},
 }
 

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -67,6 +68,15 @@ func TestDeployCompose(t *testing.T) {
 	if len(edge) != 1 || edge[0].Subnet == "" {
 		t.Fatalf("network edge has no subnet: %+v", edge)
 	}
+	nginxNets, _ := doc.Services["nginx"].Networks.(map[string]any)
+	nginxEdge, _ := nginxNets["edge"].(map[string]any)
+	nginxAddr, _ := nginxEdge["ipv4_address"].(string)
+	if nginxAddr == "" {
+		t.Fatal("nginx has no fixed address on the edge network for the nodes to trust")
+	}
+	if !slices.Contains(doc.Services["nginx"].Ports, "443:443") || !slices.Contains(doc.Services["nginx"].Volumes, "./tls:/etc/nginx/tls:ro") {
+		t.Errorf("nginx does not publish 443 with deploy/tls mounted: ports %v, volumes %v", doc.Services["nginx"].Ports, doc.Services["nginx"].Volumes)
+	}
 	for _, node := range []string{"seckill-1", "seckill-2"} {
 		s, ok := doc.Services[node]
 		if !ok {
@@ -92,8 +102,8 @@ func TestDeployCompose(t *testing.T) {
 			!strings.HasPrefix(env["SECKILL_DATABASE_URL"], "postgres://") || !strings.Contains(env["SECKILL_DATABASE_URL"], "@postgres:") {
 			t.Errorf("%s is not pointed at the compose file's Redis, RabbitMQ and PostgreSQL: %v", node, env)
 		}
-		if env["SECKILL_TRUSTED_PROXIES"] != edge[0].Subnet {
-			t.Errorf("%s trusts %q, want nginx's network %s", node, env["SECKILL_TRUSTED_PROXIES"], edge[0].Subnet)
+		if env["SECKILL_TRUSTED_PROXIES"] != nginxAddr {
+			t.Errorf("%s trusts %q, want nginx's own address %s and nothing else", node, env["SECKILL_TRUSTED_PROXIES"], nginxAddr)
 		}
 	}
 	if a, b := doc.Services["seckill-1"].Environment, doc.Services["seckill-2"].Environment; a["SECKILL_JWT_SECRET"] != b["SECKILL_JWT_SECRET"] || a["SECKILL_ADMIN_TOKEN"] != b["SECKILL_ADMIN_TOKEN"] || a["SECKILL_REDIS_KEY_PREFIX"] != b["SECKILL_REDIS_KEY_PREFIX"] || a["SECKILL_BROKER_QUEUE"] != b["SECKILL_BROKER_QUEUE"] {
@@ -115,8 +125,10 @@ func TestDeployCompose(t *testing.T) {
 	if !regexp.MustCompile(`location [^{]*reservations[^{]*\{[^}]*limit_req zone=` + zone[1] + `\b`).MatchString(c) {
 		t.Errorf("the reservation location does not apply limit_req zone=%s", zone[1])
 	}
-	if !strings.Contains(c, "proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;") {
-		t.Error("nginx.conf does not pass X-Forwarded-For to the nodes")
+	// The nodes get the address nginx established, not a client's header
+	// with it appended.
+	if !strings.Contains(c, "proxy_set_header X-Forwarded-For $remote_addr;") || strings.Contains(c, "$proxy_add_x_forwarded_for") {
+		t.Error("nginx.conf must pass X-Forwarded-For $remote_addr (replacing the client's) to the nodes")
 	}
 	for _, node := range []string{"seckill-1:8080", "seckill-2:8080"} {
 		if !strings.Contains(c, "server "+node) {

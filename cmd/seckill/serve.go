@@ -454,6 +454,11 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 				s.Arm() // claims answered before the loss may be gone
 			}
 		},
+		OnRestart: func() {
+			if s := w.sweeper.Load(); s != nil {
+				s.Arm() // a restart may have lost claims no sale's state shows
+			}
+		},
 	}
 	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.RedisURL == "" {
 		hc.Backlog = b.Backlog
@@ -537,6 +542,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Resolver:              m.orders,
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),
+		OrderList:             m.orders,
 		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
 		ServiceToken:          cfg.ServiceToken,
 		BuyerPay:              w.buyerPay,

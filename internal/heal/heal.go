@@ -104,6 +104,10 @@ type Config struct {
 	Logger   *slog.Logger
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
+	// OnRestart, if set, is told when the Redis server restarted or
+	// failed over (its run_id changed): it may have lost writes that no
+	// sale's state shows (the watcher never saw them).
+	OnRestart func()
 }
 
 // Watcher watches loaded sales for lost writes and heals them.
@@ -208,6 +212,9 @@ func (w *Watcher) Tick(ctx context.Context) {
 		w.suspectUntil = now.Add(w.cfg.Suspect)
 		w.suspectFrom = now.Add(-w.cfg.InFlight)
 		w.compared = map[string]bool{}
+		if w.cfg.OnRestart != nil {
+			w.cfg.OnRestart()
+		}
 	}
 	w.serverID = id
 	for _, sale := range w.sales.Loaded() {

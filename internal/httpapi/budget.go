@@ -47,6 +47,7 @@ var routeNames = map[string]string{
 	"POST /admin/v1/order-events/{id}/redeliver": "redeliver_order_event",
 	"POST /webhooks/v1/payments":                 "payment_webhook",
 	"POST /admin/v1/orders/{order_id}/payments":  "service_payment",
+	"GET /admin/v1/sales/{id}/orders":            "sale_orders",
 	"GET /admin/v1/payments":                     "payments",
 	"GET /metrics":                               "metrics",
 }

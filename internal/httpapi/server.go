@@ -106,6 +106,9 @@ type Config struct {
 	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
 	// operators' GET /admin/v1/payments (payment.go).
 	Payments seckill.PaymentStore
+	// OrderList, if set, serves the shop's back office
+	// GET /admin/v1/sales/{id}/orders (order_list.go).
+	OrderList seckill.OrderLister
 	// PaymentWebhookSecrets verify the webhook's Seckill-Signature: any
 	// one matching is enough. None: every webhook is 401.
 	PaymentWebhookSecrets []string
@@ -229,6 +232,7 @@ type Server struct {
 	metrics       *metrics
 	guard         *guard
 	pay           paySide // payment.go
+	orderList     seckill.OrderLister
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
@@ -297,6 +301,7 @@ func New(cfg Config) (*Server, error) {
 		orderEvents:   cfg.OrderEvents,
 	}
 	s.pay = newPaySide(cfg)
+	s.orderList = cfg.OrderList
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
@@ -434,6 +439,9 @@ func (s *Server) routes() {
 	}
 	if s.orders != nil && s.pay.buyerPay {
 		routes = append(routes, route{"POST", "/api/v1/reservations/{id}/pay", s.handlePay})
+	}
+	if s.orderList != nil {
+		routes = append(routes, route{"GET", "/admin/v1/sales/{id}/orders", s.handleSaleOrders})
 	}
 	if s.orders != nil && s.pay.store != nil {
 		routes = append(routes,
