@@ -14,16 +14,13 @@ type OutboxEntry struct {
 	// Event is the reservation the entry records. When Err is set it holds
 	// only what could be decoded (at least SaleID).
 	Event ReservationEvent
-	// Fields are the raw field values of a reservation that could not be
-	// decoded (for one of a batch, its line's values under the names of an
-	// entry of one reservation, as far as they could be told apart), or of
-	// a whole entry that could not; nil for a good reservation, and for an
-	// entry deleted from the outbox while still pending.
+	// Fields are the raw values of what could not be decoded, so an
+	// operator can read them; nil for a good reservation.
+	// A bad line of a batch is given under the field names of a
+	// one-reservation entry (internal/redis decodeBatch).
 	Fields map[string]string
-	// Err is set when the entry could not be decoded into Event (a field
-	// is missing or malformed, or the entry is gone). Such an entry is
-	// returned all the same, never dropped: the relay must still move it
-	// on (publish it raw, for the order writer to dead-letter to
-	// failed_orders) and alert, or it would sit in the outbox forever.
+	// Err is set when the entry could not be decoded into Event. Such an
+	// entry is returned, never dropped, so the relay moves it on to the
+	// failed orders instead of leaving it in the outbox forever.
 	Err error
 }

@@ -315,18 +315,20 @@ func TestDemoServe(t *testing.T) {
 // environment.
 func TestDemoIgnoresProductionEnv(t *testing.T) {
 	prod := map[string]string{
-		"SECKILL_JWT_SECRET":    "production-jwt-secret-0123456789abcdef",
-		"SECKILL_ADMIN_TOKEN":   "production-admin-token-0123456789abcdef",
-		"SECKILL_DATA_DIR":      "/var/lib/seckill",
-		"SECKILL_REDIS_URL":     "redis://10.0.0.7:6379",
-		"SECKILL_DATABASE_URL":  "postgres://seckill@10.0.0.8/seckill",
-		"SECKILL_BROKER_URL":    "amqp://10.0.0.9:5672",
-		"SECKILL_JWT_JWKS_URL":  "https://login.example.com/.well-known/jwks.json",
-		"SECKILL_JWT_ISSUER":    "https://login.example.com",
-		"SECKILL_JWT_AUDIENCE":  "seckill-shop",
-		"SECKILL_HTTP_ADDR":     "0.0.0.0:8080",
-		"SECKILL_PAY_TIMEOUT":   "7m", // not a production secret: still read
-		"SECKILL_ORDER_WRITERS": "3",
+		"SECKILL_JWT_SECRET":             "production-jwt-secret-0123456789abcdef",
+		"SECKILL_ADMIN_TOKEN":            "production-admin-token-0123456789abcdef",
+		"SECKILL_DATA_DIR":               "/var/lib/seckill",
+		"SECKILL_REDIS_URL":              "redis://10.0.0.7:6379",
+		"SECKILL_DATABASE_URL":           "postgres://seckill@10.0.0.8/seckill",
+		"SECKILL_BROKER_URL":             "amqp://10.0.0.9:5672",
+		"SECKILL_JWT_JWKS_URL":           "https://login.example.com/.well-known/jwks.json",
+		"SECKILL_JWT_ISSUER":             "https://login.example.com",
+		"SECKILL_JWT_AUDIENCE":           "seckill-shop",
+		"SECKILL_HTTP_ADDR":              "0.0.0.0:8080",
+		"SECKILL_PAYMENT_WEBHOOK_SECRET": "production-webhook-secret-0123456789abcdef",
+		"SECKILL_SERVICE_TOKEN":          "production-service-token-0123456789abcdef",
+		"SECKILL_PAY_TIMEOUT":            "7m", // not a production secret: still read
+		"SECKILL_ORDER_WRITERS":          "3",
 	}
 	for k, v := range prod {
 		t.Setenv(k, v)
@@ -338,16 +340,18 @@ func TestDemoIgnoresProductionEnv(t *testing.T) {
 	}
 	d := demoConfig()
 	for name, got := range map[string][2]string{
-		"jwt secret":   {cfg.JWTSecret, d.JWTSecret},
-		"admin token":  {cfg.AdminToken, d.AdminToken},
-		"data dir":     {cfg.DataDir, d.DataDir},
-		"redis":        {cfg.RedisURL, d.RedisURL},
-		"database":     {cfg.DatabaseURL, d.DatabaseURL},
-		"broker":       {cfg.BrokerURL, d.BrokerURL},
-		"jwks":         {cfg.JWTJWKSURL, d.JWTJWKSURL},
-		"issuer":       {cfg.JWTIssuer, d.JWTIssuer},
-		"audience":     {cfg.JWTAudience, d.JWTAudience},
-		"http address": {cfg.HTTPAddr, d.HTTPAddr},
+		"jwt secret":     {cfg.JWTSecret, d.JWTSecret},
+		"admin token":    {cfg.AdminToken, d.AdminToken},
+		"data dir":       {cfg.DataDir, d.DataDir},
+		"redis":          {cfg.RedisURL, d.RedisURL},
+		"database":       {cfg.DatabaseURL, d.DatabaseURL},
+		"broker":         {cfg.BrokerURL, d.BrokerURL},
+		"jwks":           {cfg.JWTJWKSURL, d.JWTJWKSURL},
+		"issuer":         {cfg.JWTIssuer, d.JWTIssuer},
+		"audience":       {cfg.JWTAudience, d.JWTAudience},
+		"http address":   {cfg.HTTPAddr, d.HTTPAddr},
+		"webhook secret": {cfg.PaymentWebhookSecret, d.PaymentWebhookSecret},
+		"service token":  {cfg.ServiceToken, d.ServiceToken},
 	} {
 		if got[0] != got[1] {
 			t.Errorf("demo took the %s %q from the environment, want its own %q", name, got[0], got[1])

@@ -279,33 +279,26 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		return nil
 	}
 	var reason string
-	switch {
+	c := seckill.StockCheck{Prev: prev, Seen: seen, Now: st, Sold: sold, At: now, StaleHeal: w.cfg.Settle + staleHeal}
+	switch loss := seckill.JudgeStockStore(c); {
 	case w.held[sale.ID].sale != nil:
 		// Claims are refused since Hold; the heal below lets them in
 		// again, healed or (if it fails) not.
 		delete(w.held, sale.ID)
 		reason = "the stock store started empty (the embedded store does not outlive its process)"
-	case !st.Loaded && (seen && prev.Loaded || sold > 0):
-		reason = "the sale's keys vanished"
-	case !st.Loaded:
+	case loss == seckill.StockNotLoaded:
 		return nil // not preheated yet
-	case st.Reserved < sold:
-		// A restore gives units back to the database first, then to
-		// Redis: one that ran between the two reads looks the same for
-		// a moment. A loss stays.
+	case loss == seckill.StockBelowSold:
+		// A loss stays; a restore between the two reads does not.
 		_ = startstop.Sleep(ctx, 50*time.Millisecond) // a ctx ended fails the read below
-		if _, sold, st, err = w.read(ctx, sale.ID); err != nil {
+		if _, c.Sold, c.Now, err = w.read(ctx, sale.ID); err != nil {
 			return err
 		}
-		if st.Reserved < sold {
-			reason = fmt.Sprintf("reserved %d is below the %d units the database sold", st.Reserved, sold)
+		if st = c.Now; st.Reserved < c.Sold {
+			reason = loss.Reason(c)
 		}
-	case seen && prev.Loaded && st.Seq < prev.Seq:
-		reason = fmt.Sprintf("the reserve sequence went back from %d to %d", prev.Seq, st.Seq)
-	case st.Healing && now.Sub(st.HealingSince) > w.cfg.Settle+staleHeal:
-		// Another node's heal takes Settle and a few reads; one this
-		// old died with its node.
-		reason = "a heal was left unfinished"
+	case loss != seckill.StockFine:
+		reason = loss.Reason(c)
 	case now.Before(w.suspectUntil):
 		var add, release int
 		from := ""

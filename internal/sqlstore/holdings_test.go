@@ -121,20 +121,20 @@ func TestHoldingsCountingTooMuchAreRechecked(t *testing.T) {
 	})
 }
 
-// TestHoldingsBounded: a sale whose buyers pass maxHeldEntries is dropped.
+// TestHoldingsBounded: a sale whose buyers pass the bound is dropped.
 func TestHoldingsBounded(t *testing.T) {
-	var h holdings
-	orders := make([]*seckill.Order, maxHeldEntries)
+	h := holdings{max: 1000}
+	orders := make([]*seckill.Order, h.max)
 	for i := range orders {
 		orders[i] = &seckill.Order{UserID: fmt.Sprint("u", i), Qty: 1}
 	}
 	h.committed("tea", 1, orders)
 	if !h.known("tea") {
-		t.Fatal("a sale of maxHeldEntries buyers dropped")
+		t.Fatal("a sale of as many buyers as the bound dropped")
 	}
 	h.committed("tea", 2, []*seckill.Order{{UserID: "one-more", Qty: 1}})
 	if h.known("tea") || h.entries != 0 {
-		t.Errorf("a sale past maxHeldEntries kept (%d entries)", h.entries)
+		t.Errorf("a sale past the bound kept (%d entries)", h.entries)
 	}
 	h.committed("tea", 3, orders[:1])
 	if h.known("tea") {

@@ -1,0 +1,47 @@
+package seckill_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+func TestJudgeStockStore(t *testing.T) {
+	at := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	loaded := func(reserved, seq int64) seckill.StockWatch {
+		return seckill.StockWatch{Loaded: true, Total: 100, Reserved: reserved, Seq: seq}
+	}
+	healing := func(since time.Duration) seckill.StockWatch {
+		w := loaded(10, 5)
+		w.Healing, w.HealingSince = true, at.Add(-since)
+		return w
+	}
+	for _, c := range []struct {
+		name string
+		prev seckill.StockWatch
+		seen bool
+		now  seckill.StockWatch
+		sold int64
+		want seckill.StockLoss
+	}{
+		{"not preheated, nothing sold: nothing to compare", seckill.StockWatch{}, false, seckill.StockWatch{}, 0, seckill.StockNotLoaded},
+		{"keys gone after being seen loaded", loaded(10, 5), true, seckill.StockWatch{}, 0, seckill.StockVanished},
+		{"keys gone while the database sold units", seckill.StockWatch{}, false, seckill.StockWatch{}, 3, seckill.StockVanished},
+		{"reserved below sold", loaded(10, 5), true, loaded(8, 6), 9, seckill.StockBelowSold},
+		{"reserved equal to sold is fine", loaded(10, 5), true, loaded(9, 6), 9, seckill.StockFine},
+		{"the sequence went back", loaded(10, 7), true, loaded(12, 6), 9, seckill.StockSeqBack},
+		{"a first look cannot see the sequence go back", seckill.StockWatch{}, false, loaded(12, 6), 9, seckill.StockFine},
+		{"a heal past its time died with its node", loaded(10, 5), true, healing(time.Minute), 9, seckill.StockHealStale},
+		{"a heal in its time is left alone", loaded(10, 5), true, healing(time.Second), 9, seckill.StockFine},
+		{"vanished comes before a stale heal", loaded(10, 5), true, seckill.StockWatch{Healing: true}, 9, seckill.StockVanished},
+	} {
+		check := seckill.StockCheck{Prev: c.prev, Seen: c.seen, Now: c.now, Sold: c.sold, At: at, StaleHeal: 12 * time.Second}
+		if got := seckill.JudgeStockStore(check); got != c.want {
+			t.Errorf("%s: JudgeStockStore = %d, want %d", c.name, got, c.want)
+		}
+		if got := seckill.JudgeStockStore(check); (got == seckill.StockFine || got == seckill.StockNotLoaded) != (got.Reason(check) == "") {
+			t.Errorf("%s: verdict %d with reason %q", c.name, got, got.Reason(check))
+		}
+	}
+}
