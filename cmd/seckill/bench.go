@@ -32,6 +32,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runBenchRush(ctx, rest, stdout, stderr)
 	case "compare":
 		return runBenchCompare(ctx, rest, stdout, stderr)
+	case "fairness":
+		return runBenchFairness(ctx, rest, stdout, stderr)
 	case "hello", "textbook", "live", "soldout", "all", "entries":
 		return runBenchThroughput(ctx, sub, rest, stdout, stderr)
 	default:

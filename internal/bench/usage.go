@@ -15,6 +15,7 @@ var commands = []struct{ name, summary string }{
 	{"soldout", "the sold-out path through the full API (and hello and textbook, for the ratios)"},
 	{"all", "hello, textbook, live and soldout in sequence, with a ratio table"},
 	{"entries", "lottery entries through the full API against the sold-out path (issue 29: an entry costs at most 1/0.9 of a sold-out answer)"},
+	{"fairness", "bots (10%, at the opening instant, zero latency) against people (over the first seconds, 50-500 ms latency): the bots' share of the units under first_come, lottery and queue"},
 }
 
 // Usage writes the usage of `seckill bench`: its benchmarks, and how to
