@@ -343,7 +343,7 @@ func TestBrowserBuyer(t *testing.T) {
 	writer.release()
 	alice.do(chromedp.Click(chromedp.ID("recheck")))
 	alice.waitFor("the order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
-	if got := alice.text("order-status"); got != "Awaiting payment" {
+	if got := alice.text("order-status"); got != "Waiting for payment" {
 		t.Errorf("order status %q", got)
 	}
 	if alice.text("order-payby") == "" {

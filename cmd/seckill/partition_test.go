@@ -119,7 +119,7 @@ type partitionRun struct {
 	mu       sync.Mutex
 	claims   map[string]partitionClaim // reservation id → who and when
 	answers  map[string]int
-	unheard  map[int]bool // buyers whose answer was neither a claim nor a refusal (503, transport error)
+	unheard  map[int]bool  // buyers whose answer was neither a claim nor a refusal (503, transport error)
 	slowest  time.Duration // slowest answer while the fault lasted
 	avoid    bool          // buyers are not sent to the victim (paused)
 	faultAt  time.Time

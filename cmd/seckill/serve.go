@@ -546,6 +546,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
 		ServiceToken:          cfg.ServiceToken,
 		BuyerPay:              w.buyerPay,
+		PaymentURLTemplate:    cfg.PaymentURLTemplate,
 		OrderEvents:           orderEventsAPI(w.events),
 		BuyerClaims:           buyerClaims{m.orders, m.stock},
 		Now:                   m.requestClock(),
@@ -595,7 +596,7 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	room := controlroom.New(controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now})
 	pages, err := web.New(web.Config{
 		Sales: w.reqSales, Stock: w.reqStock, Snapshot: room.Snapshot, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
+		DemoLogin: mint, BuyerPay: w.buyerPay, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 	})
 	if err != nil {
 		return err

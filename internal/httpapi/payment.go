@@ -10,6 +10,9 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
+	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -132,10 +135,14 @@ type paySide struct {
 	serviceHash    [sha256.Size]byte
 	serviceEnabled bool
 	buyerPay       bool
+	urlTemplate    string
 }
 
-func newPaySide(cfg Config) paySide {
-	p := paySide{store: cfg.Payments, buyerPay: cfg.BuyerPay}
+func newPaySide(cfg Config) (paySide, error) {
+	p := paySide{store: cfg.Payments, buyerPay: cfg.BuyerPay, urlTemplate: cfg.PaymentURLTemplate}
+	if err := CheckPaymentURLTemplate(p.urlTemplate); err != nil {
+		return p, fmt.Errorf("httpapi: Config.PaymentURLTemplate: %w", err)
+	}
 	for _, secret := range cfg.PaymentWebhookSecrets {
 		if secret != "" {
 			p.secrets = append(p.secrets, []byte(secret))
@@ -145,7 +152,36 @@ func newPaySide(cfg Config) paySide {
 		p.serviceHash = sha256.Sum256([]byte(cfg.ServiceToken))
 		p.serviceEnabled = true
 	}
-	return p
+	return p, nil
+}
+
+// CheckPaymentURLTemplate accepts "" or an absolute http(s) URL that
+// names the order by {id} or {order_id}.
+func CheckPaymentURLTemplate(t string) error {
+	if t == "" {
+		return nil
+	}
+	if !strings.Contains(t, "{id}") && !strings.Contains(t, "{order_id}") {
+		return fmt.Errorf("%q names no order: put {id} (the reservation id) or {order_id} in it", t)
+	}
+	u, err := url.Parse(payURLFields("x", "o-x", "0").Replace(t))
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("%q is not an absolute http(s) URL", t)
+	}
+	return nil
+}
+
+func payURLFields(id, orderID, cents string) *strings.Replacer {
+	return strings.NewReplacer("{id}", id, "{order_id}", orderID, "{amount_cents}", cents)
+}
+
+// payURL is the shop's payment page of o, if o may still be paid at now
+// and the shop has one.
+func (p paySide) payURL(o *seckill.Order, now time.Time) string {
+	if p.urlTemplate == "" || o == nil || !o.CanPay(now) {
+		return ""
+	}
+	return payURLFields(url.QueryEscape(o.ReservationID), url.QueryEscape(o.ID), strconv.FormatInt(o.AmountCents, 10)).Replace(p.urlTemplate)
 }
 
 var (

@@ -101,6 +101,9 @@ type reservationView struct {
 	// payment_timeout or operator (an operator's own reason stays
 	// internal).
 	CancelledBy string `json:"cancelled_by,omitempty"`
+	// PayURL is the shop's payment page of an order awaiting payment
+	// (Config.PaymentURLTemplate).
+	PayURL string `json:"pay_url,omitempty"`
 	// Restore, on the answer to a cancel, says which call gave the units
 	// back: "restored" (this one) or "already_restored" (an earlier one:
 	// the buyer's own retry, the payment timeout or an operator's restore).
@@ -271,6 +274,7 @@ func (s *Server) reservation(w http.ResponseWriter, r *http.Request) (string, in
 	if err != nil {
 		return s.failResult(w, r, err)
 	}
+	v.PayURL = s.pay.payURL(f.order, s.now())
 	return v.Status, s.writeJSON(w, r, http.StatusOK, v)
 }
 
@@ -414,6 +418,7 @@ func (s *Server) answerOrder(w http.ResponseWriter, r *http.Request, id string, 
 	if err != nil {
 		return s.failResult(w, r, err)
 	}
+	v.PayURL = s.pay.payURL(o, s.now())
 	if o.Status == seckill.OrderCancelled { // the answer to a cancel
 		v.Restore = seckill.AlreadyRestored
 		if result == resultDone {

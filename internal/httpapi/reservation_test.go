@@ -1040,3 +1040,39 @@ func TestBuyerPayIsOffByDefault(t *testing.T) {
 		t.Fatalf("the order moved: %s", orders.orders[id].Status)
 	}
 }
+
+// TestPayURL: an order the buyer may still pay carries the shop's payment
+// page, filled in; a paid one, or one past its deadline, does not; a
+// template that names no order or is not an http(s) URL is refused.
+func TestPayURL(t *testing.T) {
+	e := newResEnv(t)
+	e.srv.pay.urlTemplate = "https://shop.example/pay?reservation={id}&order={order_id}&cents={amount_cents}"
+	var v reservationView
+	decode(t, e.get("alice", e.ordered), http.StatusOK, &v)
+	if want := "https://shop.example/pay?reservation=" + e.ordered + "&order=o-" + e.ordered + "&cents=19800"; v.PayURL != want {
+		t.Fatalf("pay_url = %q, want %q", v.PayURL, want)
+	}
+	v = reservationView{}
+	decode(t, e.get("alice", e.paid), http.StatusOK, &v)
+	if v.PayURL != "" {
+		t.Fatalf("a paid order has pay_url %q", v.PayURL)
+	}
+	e.clock.Set(e.payBy)
+	v = reservationView{}
+	decode(t, e.get("alice", e.ordered), http.StatusOK, &v)
+	if v.PayURL != "" {
+		t.Fatalf("an order at its deadline has pay_url %q", v.PayURL)
+	}
+	for tpl, ok := range map[string]bool{
+		"": true, "https://shop.example/pay?r={id}": true, "http://localhost:3000/pay/{order_id}": true,
+		"https://shop.example/pay": false, "javascript:alert({id})": false, "/pay?r={id}": false, "https://{id}": true,
+	} {
+		if err := CheckPaymentURLTemplate(tpl); (err == nil) != ok {
+			t.Errorf("CheckPaymentURLTemplate(%q) = %v, want ok %v", tpl, err, ok)
+		}
+	}
+	if _, err := New(Config{Sales: fakestore.NewSales(), Stock: fakestore.NewStock(), Reserver: &fakeReserver{},
+		Verifier: jwt.NewVerifier(testSecret), PaymentURLTemplate: "ftp://x/{id}"}); err == nil {
+		t.Fatal("New accepted an ftp payment URL template")
+	}
+}

@@ -115,6 +115,11 @@ type Config struct {
 	// ServiceToken authorises the shop's server on
 	// /admin/v1/orders/{order_id}/payments; empty disables the route (401).
 	ServiceToken string
+	// PaymentURLTemplate is the shop's payment page of an order, e.g.
+	// https://shop.example/pay?reservation={id}: {id} is the reservation
+	// id, {order_id} the order id, {amount_cents} the amount. A buyer's
+	// order awaiting payment carries it as pay_url. Empty: none.
+	PaymentURLTemplate string
 	// BuyerPay serves POST /api/v1/reservations/{id}/pay: a buyer pays by
 	// saying so. For the demo only; without it the route is 404.
 	BuyerPay bool
@@ -300,7 +305,11 @@ func New(cfg Config) (*Server, error) {
 		payTimeout:    cfg.PayTimeout,
 		orderEvents:   cfg.OrderEvents,
 	}
-	s.pay = newPaySide(cfg)
+	pay, err := newPaySide(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.pay = pay
 	s.orderList = cfg.OrderList
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
@@ -344,7 +353,6 @@ func New(cfg Config) (*Server, error) {
 			s.gatherer = prometheus.NewRegistry()
 		}
 	}
-	var err error
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return nil, err
 	}

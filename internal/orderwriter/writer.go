@@ -76,7 +76,8 @@ type Writer struct {
 
 	// down is set while the database has been out of this process's reach
 	// since the last batch gave up on it (ReleaseAfter).
-	down atomic.Bool
+	down   atomic.Bool
+	downAt atomic.Int64 // unix ns of the last failed ping while down
 
 	sales  saleQueues
 	worker startstop.Worker
@@ -350,9 +351,17 @@ func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.Res
 	pause := w.cfg.OutageBackoff
 	start := time.Now()
 	if w.cfg.ReleaseAfter > 0 && w.down.Load() {
-		if err := w.ping(ctx); err != nil {
-			// Not at full speed: a refused connection fails at once, and
-			// the next batch would be fetched only to be given back.
+		// Not at full speed (the next batch would be fetched only to be
+		// given back), and the database pinged at most once a second:
+		// a ping of a silent database takes its whole second, and every
+		// batch given back late is a batch the other nodes wait for.
+		var err error
+		if since := time.Since(time.Unix(0, w.downAt.Load())); since < time.Second {
+			err = fmt.Errorf("database out of reach %s ago", since.Round(time.Millisecond))
+		} else if err = w.ping(ctx); err != nil {
+			w.downAt.Store(time.Now().UnixNano())
+		}
+		if err != nil {
 			_ = startstop.Sleep(ctx, w.cfg.OutageBackoff)
 			return nil, fmt.Errorf("%w: %w", errReleased, err)
 		}
@@ -379,6 +388,7 @@ func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.Res
 		// a database that answers but is busy (a lock wait timed out)
 		// would be as busy for another node.
 		if w.cfg.ReleaseAfter > 0 && perr != nil && time.Since(start) >= w.cfg.ReleaseAfter {
+			w.downAt.Store(time.Now().UnixNano())
 			w.down.Store(true)
 			w.cfg.Logger.Warn("order writer: database unreachable or unavailable; batch given back for another node", "sale", sale, "events", len(evs), "held", time.Since(start).Round(time.Millisecond), "err", err)
 			return nil, fmt.Errorf("%w: %w", errReleased, err)

@@ -333,6 +333,13 @@ func TestOutageGivesTheBatchBack(t *testing.T) {
 	store.mu.Lock()
 	store.down = 0
 	store.mu.Unlock()
+	// Within a second of the last failed ping, batches go back unpinged.
+	soon := &releasable{delivery: event(t, "a", "y")}
+	w.handle(context.Background(), []seckill.Delivery{soon})
+	if !soon.released {
+		t.Error("a batch within a second of a failed ping was not given back")
+	}
+	w.downAt.Store(time.Now().Add(-time.Second).UnixNano()) // a second later
 	back := &releasable{delivery: event(t, "a", "x")}
 	w.handle(context.Background(), []seckill.Delivery{back})
 	if !back.acked || back.released {

@@ -125,6 +125,7 @@ type buyerData struct {
 	State         seckill.SaleState
 	QtyOptions    []int64 // 1 to the per-buyer limit, at most maxQtyChoice
 	DemoLogin     bool
+	BuyerPay      bool
 	Currency      string
 }
 
@@ -189,6 +190,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		State:         sale.State(h.now(), remaining),
 		QtyOptions:    qty,
 		DemoLogin:     h.demoLogin != nil,
+		BuyerPay:      h.buyerPay,
 		Currency:      cmp.Or(sale.Currency, h.currency),
 	})
 }

@@ -114,6 +114,11 @@ type Config struct {
 	// name into a buyer token, and the name box on the buyer page. Nil in
 	// production: the route does not exist.
 	DemoLogin func(name string) (token string, err error)
+	// BuyerPay shows the demo's local Pay button on the buyer page (the
+	// API serves the buyer's own pay only in a demo: --buyer-pay on).
+	// Otherwise the page links to the shop's payment page, when the
+	// order carries one (pay_url), and waits for the shop's confirmation.
+	BuyerPay bool
 	// Currency is the ISO 4217 code prices are shown in; empty shows a
 	// plain number.
 	Currency string
@@ -148,6 +153,7 @@ type Handler struct {
 	snapshot  func(ctx context.Context, saleID string) (Snapshot, error)
 	tickets   *ticketSigner // nil: admin token not set
 	demoLogin func(name string) (string, error)
+	buyerPay  bool
 	currency  string
 	now       func() time.Time
 	logger    *slog.Logger
@@ -176,6 +182,7 @@ func New(cfg Config) (*Handler, error) {
 		stock:     cfg.Stock,
 		snapshot:  cfg.Snapshot,
 		demoLogin: cfg.DemoLogin,
+		buyerPay:  cfg.BuyerPay,
 		currency:  cfg.Currency,
 		now:       cfg.Now,
 		logger:    cfg.Logger,

@@ -17,6 +17,11 @@
     currency: d.currency || "",
   };
   const demoLogin = d.demoLogin === "true";
+  // buyerPay: the demo's local Pay button. Otherwise the shop confirms
+  // the payment (its payment page is the order's pay_url) and the page
+  // waits for it.
+  const buyerPay = d.buyerPay === "true";
+  const AWAIT_PAYMENT_EVERY_MS = 5000;
   const enc = encodeURIComponent;
 
   const TOKEN_KEY = "seckill.buyerToken";
@@ -46,7 +51,7 @@
     buy: $("buy"), hint: $("buy-hint"), buyBox: $("buy-box"), status: $("status"), problem: $("problem"),
     order: $("order"), orderId: $("order-id"), orderQty: $("order-qty"), orderTotal: $("order-total"),
     orderStatus: $("order-status"), orderPayBy: $("order-payby"), orderPayByLabel: $("order-payby-label"),
-    pay: $("pay"), recheck: $("recheck"), price: $("price"), qty: document.getElementById("qty"),
+    pay: $("pay"), payLink: $("pay-link"), recheck: $("recheck"), price: $("price"), qty: document.getElementById("qty"),
   };
 
   // --- messages -----------------------------------------------------------
@@ -381,14 +386,27 @@
     const open = v.status === "ordered" && !(payBy <= sk.serverNow());
     els.orderPayBy.textContent = isNaN(payBy) ? "" : sk.formatDateTime(payBy);
     els.orderPayBy.hidden = els.orderPayByLabel.hidden = !open;
-    els.pay.hidden = !open;
+    const link = open && !buyerPay && typeof v.pay_url === "string" && /^https?:\/\//.test(v.pay_url) ? v.pay_url : "";
+    els.payLink.hidden = !link;
+    if (link) els.payLink.href = link;
+    els.pay.hidden = !(open && buyerPay);
     els.pay.disabled = false;
     switch (v.status) {
       case "ordered":
-        els.orderStatus.textContent = "Awaiting payment";
-        say(open ? "Your order is ready. Pay by " + sk.formatTime(payBy) + " to keep it."
-          : "The payment deadline has passed; the order is being cancelled.");
-        if (open) els.pay.focus();
+        els.orderStatus.textContent = "Waiting for payment";
+        if (!open) {
+          say("The payment deadline has passed; the order is being cancelled.");
+        } else if (buyerPay) {
+          say("Your order is ready. Pay by " + sk.formatTime(payBy) + " to keep it.");
+          els.pay.focus();
+        } else if (link) {
+          say("Waiting for payment. Pay on the shop's payment page by " + sk.formatTime(payBy) +
+            " to keep your order; this page updates when the shop confirms it.");
+        } else {
+          say("Waiting for payment. Pay by " + sk.formatTime(payBy) +
+            " to keep your order; this page updates when the shop confirms it.");
+        }
+        awaitPayment(v.reservation_id);
         break;
       case "paid":
         els.orderStatus.textContent = "Paid";
@@ -399,6 +417,16 @@
         say("This order was cancelled (it was not paid in time, or it was cancelled). Its unit went back on sale.");
         forgetClaim();
         break;
+      case "refund_due":
+        els.orderStatus.textContent = "Refund on its way";
+        say("Your payment arrived after the order was cancelled, so the shop will refund it. There is nothing more you need to do.");
+        forgetClaim();
+        break;
+      case "refunded":
+        els.orderStatus.textContent = "Refunded";
+        say("Your payment arrived after the order was cancelled and has been refunded.");
+        forgetClaim();
+        break;
       case "failed":
         els.orderStatus.textContent = "Being resolved by our team";
         say("We could not finish this order automatically. Our team has been alerted and will resolve it " +
@@ -407,6 +435,32 @@
         break;
     }
     render();
+  }
+
+  // awaitPayment asks for the order again every few seconds while it
+  // waits for the shop's confirmation of its payment (the buyer pays on
+  // the shop's page, maybe in another tab), until it is paid or cancelled.
+  let awaiting = null;
+  function awaitPayment(id) {
+    if (awaiting === id) return;
+    awaiting = id;
+    (async function () {
+      while (awaiting === id && state.claim && state.claim.id === id && state.token) {
+        await sk.sleep(AWAIT_PAYMENT_EVERY_MS);
+        if (awaiting !== id || !state.claim || state.claim.id !== id) break;
+        const r = await sk.api("GET", "/api/v1/reservations/" + enc(id), { token: state.token });
+        if (r.status === 200 && r.body && r.body.status !== "ordered") {
+          awaiting = null;
+          showOrder(r.body);
+          return;
+        }
+        if (r.status === 200 && r.body) {
+          const payBy = r.body.pay_by ? Date.parse(r.body.pay_by) : NaN;
+          if (payBy <= sk.serverNow()) showOrder(r.body);
+        }
+      }
+      if (awaiting === id) awaiting = null;
+    })();
   }
 
   // forgetClaim frees the buy button after an order that ended without a
