@@ -8,6 +8,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/soldout"
 )
 
 // admittedStock is the stock store as a queue's ticket holders claim from
@@ -26,8 +27,12 @@ func (m *Main) newQueue() *httpapi.QueueConfig {
 	queuer := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	admitted := combiner.New(admittedStock{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	m.closers = append(m.closers, queuer.Stop, admitted.Stop)
+	// Its own sold-out flag, so that a sell-out is told to everyone still
+	// waiting from memory. Restores clear it through m.gate's announcement
+	// only after its safety interval.
+	gate := soldout.New(admitted, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock()})
 	return &httpapi.QueueConfig{
-		Queuer: queuer, Positions: m.stock.Queue(), Admitted: admitted,
+		Queuer: queuer, Positions: m.stock.Queue(), Admitted: gate, SoldOut: gate.AnswerSoldOutAt,
 		Tickets:     seckill.NewAdmissionTickets(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
 		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP),
 	}

@@ -34,6 +34,9 @@ type QueueConfig struct {
 	// TicketTTL is how long a ticket is valid. Default
 	// seckill.DefaultTicketTTL.
 	TicketTTL time.Duration
+	// SoldOut, if set, is Admitted's own sold-out flag: ticket holders'
+	// claims do not pass the Reserver's.
+	SoldOut func(saleID string, now time.Time) bool
 }
 
 // ticketHeader carries an admission ticket on a reservation request.
@@ -148,7 +151,8 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string, pos int64, now time.Time) queueResponse {
 	st := seckill.QueueStandingAt(pos, sale.StartAt, now, sale.Admission.AdmitPerSecond)
 	resp := queueResponse{Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Admitted: st.Admitted}
-	soldOut := s.soldOut != nil && s.soldOut(sale.ID, now)
+	soldOut := s.soldOut != nil && s.soldOut(sale.ID, now) ||
+		s.queue.SoldOut != nil && s.queue.SoldOut(sale.ID, now)
 	if !soldOut && !now.Before(sale.StartAt) {
 		if lvl, err := s.stock.Stock(ctx, sale.ID); err == nil && lvl.Total > 0 && lvl.Remaining() == 0 {
 			soldOut = true
