@@ -40,9 +40,19 @@ func checkContentType(r *http.Request) error {
 // decodeJSON decodes exactly one JSON value from r into v, strictly:
 // unknown fields, wrong types and anything after the value are errors.
 // Errors are *seckill.Error with a message safe to show.
-func decodeJSON(r io.Reader, v any) error {
+func decodeJSON(r io.Reader, v any) error { return decodeBody(r, v, true) }
+
+// decodeProviderJSON decodes an event a payment provider or a shop's
+// server sends: fields seckill does not know are ignored, not refused, so
+// that a provider adding one does not turn every delivery into a 400 that
+// it retries for days.
+func decodeProviderJSON(r io.Reader, v any) error { return decodeBody(r, v, false) }
+
+func decodeBody(r io.Reader, v any, strict bool) error {
 	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
+	if strict {
+		dec.DisallowUnknownFields()
+	}
 	if err := dec.Decode(v); err != nil {
 		return decodeError(err)
 	}

@@ -69,7 +69,7 @@ func (s *Server) handlePaymentWebhook(w http.ResponseWriter, r *http.Request) in
 		return errWebhookSignature.write(w)
 	}
 	var e seckill.PaymentEvent
-	if err := decodeJSON(bytes.NewReader(body), &e); err != nil {
+	if err := decodeProviderJSON(bytes.NewReader(body), &e); err != nil {
 		return s.writeError(w, r, err)
 	}
 	return s.applyPayment(w, r, e, seckill.SourceWebhook)
@@ -84,7 +84,7 @@ func (s *Server) handleServicePayment(w http.ResponseWriter, r *http.Request) in
 	var e seckill.PaymentEvent
 	err := checkContentType(r)
 	if err == nil {
-		err = decodeJSON(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &e)
+		err = decodeProviderJSON(http.MaxBytesReader(w, r.Body, MaxBodyBytes), &e)
 	}
 	if err != nil {
 		return s.writeError(w, r, err)
