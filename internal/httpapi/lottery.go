@@ -79,9 +79,9 @@ type entryResponse struct {
 	ResultsAt     time.Time           `json:"results_at"`
 }
 
-// lotterySale is the sale of the path, from the cache, when it is a
-// lottery.
-func (s *Server) lotterySale(w http.ResponseWriter, r *http.Request) (*seckill.Sale, int) {
+// admissionSale is the sale of the path, from the cache, when its
+// admission is mode (what names it in the refusal: "a lottery").
+func (s *Server) admissionSale(w http.ResponseWriter, r *http.Request, mode seckill.AdmissionMode, what string) (*seckill.Sale, int) {
 	id := r.PathValue("id")
 	if !seckill.ValidSaleID(id) {
 		return nil, errSaleNotFound.write(w)
@@ -92,8 +92,8 @@ func (s *Server) lotterySale(w http.ResponseWriter, r *http.Request) (*seckill.S
 	} else if err != nil {
 		return nil, s.writeError(w, r, err)
 	}
-	if sale.Admission.Of() != seckill.AdmitLottery {
-		return nil, s.writeError(w, r, seckill.Errorf(seckill.EADMISSION, "This sale is %s, not a lottery.", sale.Admission.Of()))
+	if sale.Admission.Of() != mode {
+		return nil, s.writeError(w, r, seckill.Errorf(seckill.EADMISSION, "This sale is %s, not %s.", sale.Admission.Of(), what))
 	}
 	return sale, 0
 }
@@ -105,7 +105,7 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	sale, status := s.lotterySale(w, r)
+	sale, status := s.admissionSale(w, r, seckill.AdmitLottery, "a lottery")
 	if sale == nil {
 		return status
 	}
@@ -144,7 +144,7 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	sale, status := s.lotterySale(w, r)
+	sale, status := s.admissionSale(w, r, seckill.AdmitLottery, "a lottery")
 	if sale == nil {
 		return status
 	}
@@ -172,7 +172,7 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 // handleDraw serves GET /api/v1/sales/{id}/draw: the commitment from the
 // start, the seed, entrants and winners once drawn.
 func (s *Server) handleDraw(w http.ResponseWriter, r *http.Request) int {
-	sale, status := s.lotterySale(w, r)
+	sale, status := s.admissionSale(w, r, seckill.AdmitLottery, "a lottery")
 	if sale == nil {
 		return status
 	}
@@ -191,7 +191,7 @@ type drawEntriesResponse struct {
 // entry (id and qty, never the buyer), once drawn, so that anyone can
 // recompute the winners (seckill draw verify).
 func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
-	sale, status := s.lotterySale(w, r)
+	sale, status := s.admissionSale(w, r, seckill.AdmitLottery, "a lottery")
 	if sale == nil {
 		return status
 	}

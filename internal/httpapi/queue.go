@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"time"
 
@@ -77,24 +76,6 @@ func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
 	return m, nil
 }
 
-// queueSale is the sale of the path, from the cache, when it is a queue.
-func (s *Server) queueSale(w http.ResponseWriter, r *http.Request) (*seckill.Sale, int) {
-	id := r.PathValue("id")
-	if !seckill.ValidSaleID(id) {
-		return nil, errSaleNotFound.write(w)
-	}
-	sale, err := s.cache.get(r.Context(), id)
-	if errors.Is(err, seckill.ErrNotFound) {
-		return nil, errSaleNotFound.write(w)
-	} else if err != nil {
-		return nil, s.writeError(w, r, err)
-	}
-	if sale.Admission.Of() != seckill.AdmitQueue {
-		return nil, s.writeError(w, r, seckill.Errorf(seckill.EADMISSION, "This sale is %s, not a queue.", sale.Admission.Of()))
-	}
-	return sale, 0
-}
-
 // handleJoinQueue serves POST /api/v1/sales/{id}/queue: a place in the
 // waiting room, the same one on every call.
 func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
@@ -102,7 +83,7 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	sale, status := s.queueSale(w, r)
+	sale, status := s.admissionSale(w, r, seckill.AdmitQueue, "a queue")
 	if sale == nil {
 		return status
 	}
@@ -132,7 +113,7 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	sale, status := s.queueSale(w, r)
+	sale, status := s.admissionSale(w, r, seckill.AdmitQueue, "a queue")
 	if sale == nil {
 		return status
 	}
