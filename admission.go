@@ -146,6 +146,11 @@ func EntryWindow(s *Sale, now time.Time) error {
 	return nil
 }
 
+// EntryKnownUntil is how long a node may answer a buyer's repeated entry
+// into lottery s from memory: an entry never changes once made, and after
+// entries close EntryWindow refuses every entry before it is looked up.
+func EntryKnownUntil(s *Sale) time.Time { return s.Admission.EntriesCloseAt }
+
 // DrawDue reports whether a lottery sale's draw should run at now.
 func DrawDue(s *Sale, now time.Time) bool {
 	return s.Admission.Of() == AdmitLottery && !now.Before(s.Admission.EntriesCloseAt)
@@ -170,6 +175,19 @@ func QueueWindow(s *Sale, now time.Time, opensBefore time.Duration) error {
 		return Errorf(EENDED, "the sale has ended")
 	}
 	return nil
+}
+
+// QueueSettleMargin is how long after a queue sale's start a node waits
+// before it trusts that the stock store's clock has passed the start too.
+const QueueSettleMargin = 5 * time.Second
+
+// QueuePlaceSettled reports whether a place in queue sale s, read at now,
+// is final: from the start on every newcomer queues behind everyone
+// already there and nobody leaves, so no place moves. Before it a newcomer
+// may draw a random place in front. margin covers the clocks of the node
+// and of the stock store disagreeing.
+func QueuePlaceSettled(s *Sale, now time.Time, margin time.Duration) bool {
+	return s.Admission.Of() == AdmitQueue && !now.Before(s.StartAt.Add(margin))
 }
 
 // QueueAdmitted is the number of queue positions (1-based, in order)

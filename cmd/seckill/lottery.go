@@ -14,6 +14,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lottery"
+	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -24,8 +25,10 @@ import (
 func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfig {
 	cfg := &m.Config
 	draws := sqlstore.NewDrawStore(m.db)
-	enterer := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	m.closers = append(m.closers, enterer.Stop)
+	batched := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	m.closers = append(m.closers, batched.Stop)
+	// A buyer's repeated entry is answered from memory: the same entry.
+	enterer := repeats.NewEnterer(batched, repeats.Config{Now: m.requestClock()})
 
 	drawn := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_lottery_draws_total", Help: "Lottery draws this node finished."})
 	took := prometheus.NewHistogram(prometheus.HistogramOpts{Name: "seckill_lottery_draw_duration_seconds",
