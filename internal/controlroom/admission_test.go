@@ -55,7 +55,9 @@ func (f *fakeLottery) AllWon(context.Context, string) (map[string]string, error)
 
 type fakeDraws struct{ rec seckill.DrawRecord }
 
-func (f *fakeDraws) EnsureDraw(context.Context, string) (seckill.DrawRecord, error) { return f.rec, nil }
+func (f *fakeDraws) EnsureDraw(context.Context, string) (seckill.DrawRecord, error) {
+	return f.rec, nil
+}
 
 type fakeQueue struct{ n int64 }
 
