@@ -593,10 +593,16 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := controlroom.New(controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now})
+	roomCfg := controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now,
+		Lottery: m.stock.Lottery(), Queue: m.stock.Queue()}
+	if w.lottery != nil {
+		roomCfg.Draws = w.lottery.Draws
+	}
+	room := controlroom.New(roomCfg)
 	pages, err := web.New(web.Config{
-		Sales: w.reqSales, Stock: w.reqStock, Snapshot: room.Snapshot, AdminToken: cfg.AdminToken,
+		Sales: w.reqSales, Stock: w.reqStock, Snapshot: room.Snapshot, Admission: room.Admission, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, BuyerPay: w.buyerPay, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
+		API: api.Handler(), Buyers: w.verifier, QueueOpensBefore: cfg.QueueOpensBefore,
 	})
 	if err != nil {
 		return err

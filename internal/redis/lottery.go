@@ -125,6 +125,16 @@ func (l *Lottery) Entries(ctx context.Context, saleID string) ([]seckill.Lottery
 	return out, nil
 }
 
+// EntrantCount returns how many buyers have entered the sale: one read,
+// whatever the number of entries (the control room reads it every sample).
+func (l *Lottery) EntrantCount(ctx context.Context, saleID string) (int64, error) {
+	n, err := l.s.client.Do(ctx, l.s.client.B().Hlen().Key(l.key(saleID, "entries")).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("entrant count: %w", classify(err))
+	}
+	return n, nil
+}
+
 // RecordWon records that the draw gave each user (key) a reservation
 // (value).
 func (l *Lottery) RecordWon(ctx context.Context, saleID string, won map[string]string) error {
