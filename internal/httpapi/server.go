@@ -30,6 +30,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/claimid"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -249,11 +250,13 @@ type Server struct {
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
 	queue        QueueConfig
 	queueMetrics *queueMetrics
+	liveStock    *ttlcache.Cache[bool] // queue sales' live "sold out" (liveSoldOut)
 	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget       time.Duration
 	routeBudgets map[string]time.Duration
 	gatherer     prometheus.Gatherer
 	mux          *http.ServeMux
+	fronted      frontedRoutes // the admission routes reserveFront serves
 	handler      http.Handler // mux behind Harden
 }
 
@@ -394,6 +397,7 @@ func New(cfg Config) (*Server, error) {
 			q.TicketTTL = seckill.DefaultTicketTTL
 		}
 		s.queue = q
+		s.liveStock = ttlcache.New[bool](8, 128)
 		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
 			return nil, err
 		}
@@ -510,6 +514,12 @@ func (s *Server) routes() {
 			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.muxReserve(w, r) })
 		} else {
 			h = s.instrument(pattern, rt.h)
+		}
+		switch pattern {
+		case enterPattern:
+			s.fronted.enter = h
+		case joinPattern:
+			s.fronted.join = h
 		}
 		s.mux.Handle(pattern, h)
 		if allowed[rt.path] == nil {
