@@ -316,7 +316,9 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)
-	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock))
+	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock), metrics.NewAdmissionCollector(metrics.AdmissionConfig{
+		Sales: m.preheat, Entrants: m.stock.Lottery(), Queue: m.stock.Queue(), Draws: sqlstore.NewDrawStore(m.db), Now: m.now,
+	}))
 
 	// The combiner and the sold-out flag in front of it exist before the
 	// restorer, which clears the flag when stock comes back; they stop
