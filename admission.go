@@ -15,15 +15,9 @@ import (
 type AdmissionMode string
 
 const (
-	// AdmitFirstCome: the first requests to land take the stock (the
-	// default, and the only mode before admission modes existed).
-	AdmitFirstCome AdmissionMode = "first_come"
-	// AdmitLottery: buyers enter between start and EntriesCloseAt; at
-	// close the stock goes to entrants drawn at random.
-	AdmitLottery AdmissionMode = "lottery"
-	// AdmitQueue: buyers join a waiting room and are let in to buy, with
-	// a signed ticket, at AdmitPerSecond.
-	AdmitQueue AdmissionMode = "queue"
+	AdmitFirstCome AdmissionMode = "first_come" // the first requests to land take the stock
+	AdmitLottery   AdmissionMode = "lottery"    // entries until EntriesCloseAt, then a draw
+	AdmitQueue     AdmissionMode = "queue"      // a waiting room lets buyers in at AdmitPerSecond
 )
 
 // MaxAdmitPerSecond bounds a queue sale's admission rate.
@@ -31,11 +25,9 @@ const MaxAdmitPerSecond = 1_000_000
 
 // Admission is a sale's admission rule. The zero value is first come.
 type Admission struct {
-	Mode AdmissionMode `json:"mode"`
-	// EntriesCloseAt ends a lottery's entries; the draw runs then.
-	EntriesCloseAt time.Time `json:"entries_close_at,omitzero"`
-	// AdmitPerSecond is the queue's admission rate.
-	AdmitPerSecond int64 `json:"admit_per_second,omitempty"`
+	Mode           AdmissionMode `json:"mode"`
+	EntriesCloseAt time.Time     `json:"entries_close_at,omitzero"`  // lottery
+	AdmitPerSecond int64         `json:"admit_per_second,omitempty"` // queue
 }
 
 // Of returns the mode, first come when unset.
@@ -157,9 +149,8 @@ func DrawDue(s *Sale, now time.Time) bool {
 // waiting room opens.
 const DefaultQueueOpensBefore = 15 * time.Minute
 
-// QueueWindow decides whether a buyer may join a queue sale's waiting room
-// at now, when it opens opensBefore the start: nil, ENOTSTARTED before it
-// opens, EENDED once the sale ended.
+// QueueWindow decides whether a buyer may join the waiting room at now: it
+// opens opensBefore the start and closes when the sale ends.
 func QueueWindow(s *Sale, now time.Time, opensBefore time.Duration) error {
 	switch {
 	case s.Admission.Of() != AdmitQueue:
@@ -172,9 +163,8 @@ func QueueWindow(s *Sale, now time.Time, opensBefore time.Duration) error {
 	return nil
 }
 
-// QueueAdmitted is the number of queue positions (1-based, in order)
-// admitted by now: none before the start, then rate a second, the first
-// one at the start instant.
+// QueueAdmitted is how many positions are admitted by now: the first at the
+// start, then rate a second.
 func QueueAdmitted(start, now time.Time, rate int64) int64 {
 	if now.Before(start) || rate < 1 {
 		return 0
@@ -209,18 +199,14 @@ func QueueStandingAt(position int64, start, now time.Time, rate int64) QueueStan
 	return st
 }
 
-// QueueScoreBase separates the waiting room's two kinds of places: a buyer
-// who joins before the start gets a random score below it (a random order
-// among everyone who came early), a later one QueueScoreBase plus their
-// arrival number (first come behind them).
+// QueueScoreBase: early joiners get random scores below it (random order),
+// later ones QueueScoreBase plus their arrival number, behind them.
 const QueueScoreBase = 1 << 40
 
 // --- Admission tickets ---
 
-// AdmissionTickets signs and checks the short-lived tickets of a queue
-// sale: "<expiry unix seconds>.<hex HMAC-SHA256 of sale, buyer, expiry>".
-// Every node of a deployment shares the key, so a ticket is checked with
-// no call to any backend.
+// AdmissionTickets signs queue tickets, "<expiry unix>.<hex HMAC-SHA256>",
+// under a key every node shares: checking one calls no backend.
 type AdmissionTickets struct{ key []byte }
 
 // DefaultTicketTTL is how long an admission ticket stays valid.
@@ -256,24 +242,19 @@ func (t *AdmissionTickets) Verify(ticket, saleID, userID string, now time.Time) 
 	return hmac.Equal([]byte(mac), []byte(t.mac(saleID, userID, exp)))
 }
 
-// QueueJoin is one buyer's request for a place in a queue sale's waiting
-// room.
+// QueueJoin is one buyer's request for a place in the waiting room.
 type QueueJoin struct {
 	UserID string
-	// IP is the buyer's address ("" when unknown: no per-address cap).
-	IP string
+	IP     string // "" when unknown: no per-address cap
 }
 
 // QueueJoinResult answers a QueueJoin.
 type QueueJoinResult struct {
-	// Refused is ERATELIMITED when the address holds the most places it
-	// may; "" when the buyer has a place.
-	Refused  string
-	Position int64 // 1-based, as of the join
+	Refused  string // ERATELIMITED: the address holds its most places
+	Position int64  // 1-based, as of the join
 }
 
-// Queuer gives places in queue sales' waiting rooms: the request combiner
-// in front of the stock store, as Enterer is for a lottery.
+// Queuer gives places in waiting rooms (internal/combiner).
 type Queuer interface {
 	Join(ctx context.Context, s *Sale, perIP int64, req QueueJoin) (QueueJoinResult, error)
 }

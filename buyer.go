@@ -2,18 +2,15 @@ package seckill
 
 import "time"
 
-// The statuses a buyer is told of a reservation that has no order: its
-// claim is on its way to the database (or may still land), or it failed.
-// A reservation with an order shows the order's status.
+// The statuses of a reservation with no order; one with an order shows its.
 const (
 	BuyerPending = "pending"
 	BuyerFailed  = "failed"
 )
 
-// BuyerStatus is what a buyer is told of their reservation, from the most
-// settled place that has it: its order's status, else failed (a failed
-// order), else pending. ok is false for an order of a status this version
-// does not know: a bug or a bad row, for an operator, never the buyer.
+// BuyerStatus is what a buyer is told, from the most settled place: the
+// order's status, failed, or pending. ok is false for an unknown status: a
+// bug for an operator, never shown to the buyer.
 func BuyerStatus(o *Order, f *FailedOrder) (status string, ok bool) {
 	switch {
 	case o != nil:
@@ -24,9 +21,22 @@ func BuyerStatus(o *Order, f *FailedOrder) (status string, ok bool) {
 	return BuyerPending, true
 }
 
-// CanPay reports whether the buyer may still pay o at now: it awaits its
-// payment and its deadline has not come (PayBy is the first instant too
-// late). The order store's conditional update applies the same rule.
-func (o *Order) CanPay(now time.Time) bool {
-	return o.Status == OrderPlaced && now.Before(o.PayBy)
+// CanPay reports whether the buyer may still pay o at now (PayBy is the
+// first instant too late); the store's conditional update is the same rule.
+func (o *Order) CanPay(now time.Time) bool { return o.PayRefusal(now) == nil }
+
+// PayRefusal says why the buyer may not pay o at now, as an ESTATECONFLICT
+// *Error; nil when they may.
+func (o *Order) PayRefusal(now time.Time) error {
+	switch {
+	case o.Status == OrderPaid:
+		return Errorf(ESTATECONFLICT, "order is already paid")
+	case o.Status == OrderCancelled:
+		return Errorf(ESTATECONFLICT, "order is cancelled")
+	case !now.Before(o.PayBy):
+		return Errorf(ESTATECONFLICT, "payment deadline %s has passed", o.PayBy.Format(time.RFC3339))
+	case o.Status != OrderPlaced:
+		return Errorf(ESTATECONFLICT, "order is %s", o.Status)
+	}
+	return nil
 }

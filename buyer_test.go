@@ -53,3 +53,29 @@ func TestOrderCanPay(t *testing.T) {
 		}
 	}
 }
+
+func TestPayRefusalSaysWhyTheBuyerMayNotPay(t *testing.T) {
+	payBy := time.Date(2026, 12, 6, 9, 15, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		status seckill.OrderStatus
+		now    time.Time
+		want   string // the message; "" for no refusal
+	}{
+		{"awaiting payment, before the deadline", seckill.OrderPlaced, payBy.Add(-time.Millisecond), ""},
+		{"the deadline itself is too late", seckill.OrderPlaced, payBy, "payment deadline 2026-12-06T09:15:00Z has passed"},
+		{"already paid, even past the deadline", seckill.OrderPaid, payBy.Add(time.Hour), "order is already paid"},
+		{"cancelled", seckill.OrderCancelled, payBy.Add(-time.Hour), "order is cancelled"},
+		{"refund due, before the deadline", seckill.OrderRefundDue, payBy.Add(-time.Hour), "order is refund_due"},
+		{"refund due, past the deadline", seckill.OrderRefundDue, payBy.Add(time.Hour), "payment deadline 2026-12-06T09:15:00Z has passed"},
+	} {
+		o := &seckill.Order{Status: c.status, PayBy: payBy}
+		err := o.PayRefusal(c.now)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: PayRefusal = %v, want nil", c.name, err)
+		case c.want != "" && (seckill.ErrorCode(err) != seckill.ESTATECONFLICT || seckill.ErrorMessage(err) != c.want):
+			t.Errorf("%s: PayRefusal = %v, want %s %q", c.name, err, seckill.ESTATECONFLICT, c.want)
+		}
+	}
+}

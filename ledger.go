@@ -6,11 +6,9 @@ import (
 )
 
 // The ledger: what the database and the stock store each hold of a sale,
-// read by reconciliation (internal/reconcile) to prove nothing was
-// oversold or lost.
+// compared by internal/reconcile to prove nothing was oversold or lost.
 
-// ReservationRecord is the stock store's record of one reservation, for
-// reconciliation.
+// ReservationRecord is the stock store's record of one reservation.
 type ReservationRecord struct {
 	ReservationID string
 	UserID        string
@@ -19,8 +17,7 @@ type ReservationRecord struct {
 	ReservedAt    time.Time
 }
 
-// SaleLedger is everything the database knows of one sale's units, for
-// reconciliation.
+// SaleLedger is everything the database knows of one sale's units.
 type SaleLedger struct {
 	Sale     *Sale
 	Orders   []*Order
@@ -33,22 +30,18 @@ type LedgerStore interface {
 	SaleLedger(ctx context.Context, saleID string) (*SaleLedger, error)
 }
 
-// LedgerPages reads a sale's database ledger a page at a time, so that
-// comparing a sale of millions of reservations with the stock store costs
-// the memory of one page (internal/sqlstore).
+// LedgerPages reads a sale's database ledger a page at a time, so a sale of
+// millions of reservations costs one page of memory (internal/sqlstore).
 type LedgerPages interface {
-	// LedgerTotals reads the sale and what its ledger adds up to, in one
-	// consistent read. ErrNotFound for an unknown sale.
+	// LedgerTotals reads the sale and its ledger's sums in one consistent
+	// read; ErrNotFound for an unknown sale.
 	LedgerTotals(ctx context.Context, saleID string) (*LedgerTotals, error)
-	// OrdersAfter, FailedOrdersAfter and RestoresAfter return up to limit
-	// rows of the sale whose reservation id sorts after after (byte
-	// order; "" for the first page), by reservation id.
+	// The *After pages hold up to limit rows whose reservation id sorts
+	// after after ("" first), by reservation id.
 	OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*Order, error)
 	FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*FailedOrder, error)
 	RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*RestoreRequest, error)
-	// LedgerOf returns the rows of parts (orders, failed orders, restore
-	// requests) of the sale that belong to reservations of ids (Sale is
-	// nil).
+	// LedgerOf returns the rows of parts of the reservations ids (Sale nil).
 	LedgerOf(ctx context.Context, saleID string, ids []string, parts LedgerParts) (*SaleLedger, error)
 }
 
@@ -70,25 +63,21 @@ type LedgerCount struct {
 
 // LedgerTotals is what a sale's database ledger adds up to.
 type LedgerTotals struct {
-	Sale *Sale
-	// Orders by status; Other are orders of no known status.
-	Ordered, Paid, Cancelled, Other LedgerCount
+	Sale                            *Sale
+	Ordered, Paid, Cancelled, Other LedgerCount // Other: no known status
 	Failed                          LedgerCount
-	// LostClaims are the failed orders of ReasonLostInStockStore.
-	LostClaims LedgerCount
-	// Restore requests by state; OtherState of no known state; Alerted
-	// are those not done that raised a stuck alert.
+	LostClaims                      LedgerCount // failed of ReasonLostInStockStore
+	// Restore requests by state; Alerted are those not done that alerted.
 	Parked, RedisPending, Done, OtherState, Alerted int64
-	// OverLimitBuyers counts the buyers whose orders ordered or paid hold
-	// more units than the sale's per-user limit (must be 0).
+	// OverLimitBuyers hold more than the per-user limit in orders that hold
+	// units: must be 0.
 	OverLimitBuyers int64
-	// Archive is set once the sale's stock-store keys were dropped.
-	Archive *SaleArchive
+	Archive         *SaleArchive // set once the stock-store keys were dropped
 }
 
 // SaleArchive is what the database keeps of an archived sale's stock-store
-// side: when its keys went, and how many reservation records (claims) the
-// stock store held then. After that, the database alone speaks for it.
+// side: when its keys went and how many claims it held. After that, the
+// database alone speaks for the sale.
 type SaleArchive struct {
 	ArchivedAt time.Time `json:"archived_at"`
 	Claims     int64     `json:"claims"`
@@ -97,17 +86,12 @@ type SaleArchive struct {
 // StockLedger reads a sale's stock-store side (internal/redis).
 type StockLedger interface {
 	Stock(ctx context.Context, saleID string) (StockLevel, error)
-	// Reservations lists every reservation record of a sale.
 	Reservations(ctx context.Context, saleID string) ([]ReservationRecord, error)
-	// ScanReservations calls fn with every reservation record of a sale, a
-	// page of about count records at a time, in no order; a record appears
-	// once. The pages are no snapshot of a live sale. fn's error ends the
-	// scan and is returned.
+	// ScanReservations calls fn with pages of about count records, each
+	// record once, in no order, no snapshot; fn's error ends the scan.
 	ScanReservations(ctx context.Context, saleID string, count int, fn func([]ReservationRecord) error) error
-	// ReservationsOf returns the records of those of ids (reservations of
-	// the sale) the stock store has, by reservation id.
+	// ReservationsOf returns the records of ids the stock store has.
 	ReservationsOf(ctx context.Context, saleID string, ids []string) (map[string]ReservationRecord, error)
-	// OutboxLen is the number of outbox entries not yet relayed (including
-	// those a relay holds unacknowledged).
+	// OutboxLen counts entries not yet relayed, unacknowledged ones included.
 	OutboxLen(ctx context.Context, saleID string) (int64, error)
 }

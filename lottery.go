@@ -13,22 +13,8 @@ import (
 	"time"
 )
 
-// The lottery draw (docs/fairness.md). Its rule is public, so anyone who
-// holds the entry list and the revealed seed recomputes the winners:
-//
-//  1. rank(entry) = HMAC-SHA256(key = the seed's 32 bytes, message = the
-//     entry id);
-//  2. the draw order is the entries by rank, smallest first (bytewise),
-//     ties, which do not happen, by entry id;
-//  3. walking that order, an entry wins when its qty fits in the units
-//     left; the walk ends when none are left;
-//  4. every entry that did not win is on the waiting list, in draw order;
-//     units that come back are given by the same walk over it.
-//
-// The commitment, published when entries open, is hex SHA-256(the seed's
-// bytes); the seed is published in hex. A
-// seed revealed after the draw that hashes to it is the one fixed before
-// anybody entered.
+// The lottery draw's rule is public, so anyone with the entry list and the
+// revealed seed recomputes the winners: docs/fairness.md, "The rule".
 
 // DrawSeedBytes is the length of a draw's secret seed.
 const DrawSeedBytes = 32
@@ -134,8 +120,7 @@ func DrawWinners(order []LotteryEntry, units int64) (winners, waiting []LotteryE
 	return winners, waiting
 }
 
-// DrawPublished is what GET /api/v1/sales/{id}/draw publishes, and what
-// VerifyDraw checks.
+// DrawPublished is what GET /api/v1/sales/{id}/draw publishes.
 type DrawPublished struct {
 	Commitment string   `json:"commitment"`
 	Seed       string   `json:"seed,omitempty"` // after the draw only
@@ -145,10 +130,8 @@ type DrawPublished struct {
 	Winners    []string `json:"winners"` // entry ids, in draw order
 }
 
-// VerifyDraw recomputes a published draw from its entry list: the seed
-// matches the commitment, and walking the entries' draw order over the
-// stock gives exactly the published winners. It returns the winners it
-// computed.
+// VerifyDraw recomputes a published draw from its entry list and returns
+// the winners it computed.
 func VerifyDraw(d DrawPublished, entries []LotteryEntry) ([]LotteryEntry, error) {
 	if !d.Drawn || d.Seed == "" {
 		return nil, fmt.Errorf("the draw has not run: no seed to verify")
@@ -180,8 +163,7 @@ const (
 	EntryLost    EntryStatus = "lost"
 )
 
-// EntryStatusOf decides an entrant's status: entered until the draw ran,
-// then won when the draw (or the waiting list) gave them a reservation.
+// EntryStatusOf: entered until the draw ran, then won or lost.
 func EntryStatusOf(drawn, won bool) EntryStatus {
 	switch {
 	case !drawn:
@@ -194,10 +176,9 @@ func EntryStatusOf(drawn, won bool) EntryStatus {
 
 // DrawRecord is a lottery's draw as the database keeps it.
 type DrawRecord struct {
-	SaleID string
-	Seed   string // hex; secret until DrawnAt is set
-	// DrawnAt is when the draw finished; zero before.
-	DrawnAt  time.Time
+	SaleID   string
+	Seed     string    // hex; secret until DrawnAt is set
+	DrawnAt  time.Time // zero until the draw finished
 	Entrants int64
 	Stock    int64
 	Winners  []string // entry ids in draw order
@@ -217,16 +198,11 @@ func (d DrawRecord) Published() DrawPublished {
 
 // DrawStore keeps lottery draw records (internal/sqlstore).
 type DrawStore interface {
-	// EnsureDraw returns the sale's draw record, making it with a fresh
-	// seed if it has none.
-	EnsureDraw(ctx context.Context, saleID string) (DrawRecord, error)
-	// LeaseDraw gives owner the right to work on the sale's draw until
-	// until, when nobody else holds it at now; ok reports whether it did.
+	EnsureDraw(ctx context.Context, saleID string) (DrawRecord, error) // with a fresh seed if none
+	// LeaseDraw gives owner the draw until until, if nobody holds it at now.
 	LeaseDraw(ctx context.Context, saleID, owner string, now, until time.Time) (ok bool, err error)
-	// FinishDraw records the finished draw, if it is not recorded yet.
-	FinishDraw(ctx context.Context, d DrawRecord) error
-	// OpenDraws lists the sales with a draw record whose sale has not
-	// ended by now.
+	FinishDraw(ctx context.Context, d DrawRecord) error // once
+	// OpenDraws lists the sales with a draw whose sale has not ended.
 	OpenDraws(ctx context.Context, now time.Time) ([]string, error)
 }
 
@@ -239,15 +215,12 @@ type EntryRequest struct {
 
 // EntryResult answers an EntryRequest.
 type EntryResult struct {
-	// Refused is ENOTSTARTED or EENDED when entries were not open (by the
-	// stock store's clock, or because the draw began); "" when entered.
-	Refused string
-	Entry   LotteryEntry // the buyer's entry: this one, or their earlier one
+	Refused string       // ENOTSTARTED or EENDED by the stock store's clock
+	Entry   LotteryEntry // this entry, or the buyer's earlier one
 	New     bool         // this request made the entry
 }
 
-// Enterer records lottery entries: the request combiner in front of the
-// stock store, as Reserver is for claims.
+// Enterer records lottery entries (internal/combiner).
 type Enterer interface {
 	Enter(ctx context.Context, s *Sale, req EntryRequest) (EntryResult, error)
 }

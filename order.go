@@ -14,9 +14,8 @@ const (
 	OrderCancelled OrderStatus = "cancelled" // cancelled by the buyer, an operator or the pay timeout
 )
 
-// Order is one persisted reservation. There is exactly one order per
-// reservation id: the database enforces it with a unique key, which is what
-// makes at-least-once delivery from the broker safe.
+// Order is one persisted reservation: one per reservation id, by a unique
+// key, which makes at-least-once delivery safe.
 type Order struct {
 	ID            string      `json:"order_id"`
 	ReservationID string      `json:"reservation_id"`
@@ -36,25 +35,21 @@ type Order struct {
 // event can never mint a second id for the same reservation.
 func OrderIDOf(reservationID string) string { return "o-" + reservationID }
 
-// FailedOrder is a reservation that could not become an order: the
-// database lacked the stock (Redis and the database disagreed), or every
-// attempt to persist it failed. An operator resolves each one (refund or
-// re-drive); each also raised an alert.
+// FailedOrder is a reservation that could not become an order (no database
+// stock, or every attempt failed); each alerts, and an operator resolves it.
 type FailedOrder struct {
-	ReservationID string    `json:"reservation_id"`
-	SaleID        string    `json:"sale_id"`
-	UserID        string    `json:"user_id"`
-	Qty           int64     `json:"qty"`
-	Reason        string    `json:"reason"`
-	Attempts      int       `json:"attempts"`
-	Payload       []byte    `json:"-"` // the raw message, for a re-drive
-	CreatedAt     time.Time `json:"created_at"`
-	// Resolution is how an operator closed it; nil while it is open.
-	Resolution *Resolution `json:"resolution,omitempty"`
+	ReservationID string      `json:"reservation_id"`
+	SaleID        string      `json:"sale_id"`
+	UserID        string      `json:"user_id"`
+	Qty           int64       `json:"qty"`
+	Reason        string      `json:"reason"`
+	Attempts      int         `json:"attempts"`
+	Payload       []byte      `json:"-"` // the raw message, for a re-drive
+	CreatedAt     time.Time   `json:"created_at"`
+	Resolution    *Resolution `json:"resolution,omitempty"` // nil while open
 }
 
-// FailedOrderState selects failed orders by whether an operator has
-// resolved them (ResolveFailedOrder).
+// FailedOrderState selects failed orders by whether they are resolved.
 type FailedOrderState string
 
 const (
@@ -68,26 +63,18 @@ const MaxFailedOrderPage = 1000
 
 // FailedOrderFilter selects a page of failed orders.
 type FailedOrderFilter struct {
-	// SaleID keeps the failed orders of one sale; "" keeps every sale's
-	// (a dead letter may name no sale).
-	SaleID string
-	// State is FailedOpen, FailedResolved, or FailedAll ("" too).
-	State FailedOrderState
-	// Limit is the most failed orders in the page (1..MaxFailedOrderPage).
-	Limit int
-	// Before is the cursor of the previous page ("" for the newest): the
-	// next that page came with. It is opaque: the page goes on after the
-	// previous page's last row, whatever was recorded meanwhile.
-	Before string
+	SaleID string // "" for every sale's (a dead letter may name none)
+	State  FailedOrderState
+	Limit  int    // 1..MaxFailedOrderPage
+	Before string // the previous page's opaque next; "" for the newest
 }
 
 // FailedOrderCount is how many failed orders one sale has.
 type FailedOrderCount struct {
-	SaleID   string `json:"sale_id"`
-	Open     int64  `json:"open"`
-	Resolved int64  `json:"resolved"`
-	// Newest is when the sale's newest failed order was recorded.
-	Newest time.Time `json:"newest_at"`
+	SaleID   string    `json:"sale_id"`
+	Open     int64     `json:"open"`
+	Resolved int64     `json:"resolved"`
+	Newest   time.Time `json:"newest_at"`
 }
 
 // PersistOutcome is what happened to one event of a persisted batch.
@@ -100,71 +87,46 @@ const (
 	PersistOverLimit                           // the buyer would pass the sale's per-user limit: recorded in failed_orders
 )
 
-// Reasons of failed orders that callers and operators branch on. A failed
-// order's Reason starts with one of them; what follows is detail.
+// Reasons a failed order's Reason starts with; what follows is detail.
 const (
-	// ReasonOverLimit: the database refused an order that would take its
-	// buyer past the sale's per-user limit (the stock store had forgotten
-	// what the buyer held).
-	ReasonOverLimit = "over the purchase limit"
-	// ReasonInsufficientStock: the database lacked the stock.
+	ReasonOverLimit         = "over the purchase limit" // the stock store forgot what the buyer held
 	ReasonInsufficientStock = "insufficient database stock"
-	// ReasonLostInStockStore: a claimed reservation the stock store forgot
-	// (it lost acknowledged writes) that never reached the database.
-	ReasonLostInStockStore = "lost_in_stock_store"
+	ReasonLostInStockStore  = "lost_in_stock_store" // a claim the stock store forgot before it landed
 )
 
-// OrderStore persists orders. Implemented per SQL dialect in internal/sqlstore.
+// OrderStore persists orders (internal/sqlstore).
 type OrderStore interface {
-	// PersistReservations turns events of one sale into orders in one
-	// transaction: events whose reservation id already has an order (or a
-	// failed order) are duplicates; the rest are inserted with status
-	// ordered and PayBy = now+payTimeout, and the sale's stock is taken by
-	// an optimistic-lock update (stock - n, version + 1, where version and
-	// stock >= n); a version conflict re-reads and retries. When the
-	// database lacks stock for all of them, events are accepted in order
-	// while they fit and the excess is written to failed_orders: the stock
-	// never goes negative. outcomes[i] answers events[i].
+	// PersistReservations applies DecidePersist to one sale's events in one
+	// transaction, taking stock by an optimistic-lock update (docs/design.md
+	// §4). outcomes[i] answers events[i].
 	PersistReservations(ctx context.Context, saleID string, events []ReservationEvent, now time.Time, payTimeout time.Duration) (outcomes []PersistOutcome, err error)
-	// Order returns the order of a reservation; ErrNotFound when none.
 	Order(ctx context.Context, reservationID string) (*Order, error)
-	// FailedOrder returns the failed order of a reservation; ErrNotFound when none.
 	FailedOrder(ctx context.Context, reservationID string) (*FailedOrder, error)
-	// RecordFailedOrder stores f unless the reservation already has a
-	// failed order or an order (then it is a no-op returning ErrDuplicate):
-	// a reservation never ends as both.
+	// RecordFailedOrder is ErrDuplicate when the reservation has an order or
+	// a failed order already: it never ends as both.
 	RecordFailedOrder(ctx context.Context, f *FailedOrder) error
-	// FailedOrders lists one page of the failed orders f selects, newest
-	// first (by CreatedAt, then reservation id, both descending), and the
-	// cursor of the next page ("" after the last). A Limit out of range,
-	// a State it does not know or a Before it did not return is EINVALID.
+	// FailedOrders lists a page newest first, and the next cursor ("" after
+	// the last); a bad filter is EINVALID.
 	FailedOrders(ctx context.Context, f FailedOrderFilter) (page []*FailedOrder, next string, err error)
-	// FailedOrderCounts counts the open and resolved failed orders of
-	// every sale that has any, the sale with the newest failed order first.
+	// FailedOrderCounts counts by sale, the newest failed order's first.
 	FailedOrderCounts(ctx context.Context) ([]FailedOrderCount, error)
-	// PayOrder moves an ordered, unexpired order to paid. It is a
-	// conditional update, so it and a cancel can never both win: an order
-	// in another state, or past PayBy, is an *Error with ESTATECONFLICT.
+	// PayOrder and CancelOrder are conditional updates, so a payment and a
+	// cancel never both win; PayOrder refuses as Order.PayRefusal says.
 	PayOrder(ctx context.Context, reservationID string, now time.Time) (*Order, error)
-	// CancelOrder moves an ordered order to cancelled (conditional, as
-	// PayOrder). Cancelling an already cancelled order returns it with
-	// changed=false; a paid one is ESTATECONFLICT.
+	// CancelOrder of a cancelled order returns it unchanged; paid is
+	// ESTATECONFLICT.
 	CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *Order, changed bool, err error)
 	// ExpiredOrders lists up to limit orders still ordered with PayBy <= now.
 	ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*Order, error)
 }
 
-// LostClaim is what is known of a reservation id that neither the database
-// nor the stock store had when a buyer asked for it (internal/lostclaim).
+// LostClaim is what is known of a reservation id that neither store had
+// when its buyer asked (internal/lostclaim).
 type LostClaim struct {
-	// Known is false when the id was not issued to this buyer: it is
-	// answered as someone else's reservation.
-	Known bool
-	// Qty is the quantity the id carries (0 when it could not).
-	Qty int64
-	// Order or Failed is set when the claim has settled (it landed
-	// meanwhile, or it was recorded lost); neither while it may still be
-	// on its way to the database.
+	Known bool  // false: not issued to this buyer, answered as someone else's
+	Qty   int64 // 0 when unknown
+	// Order or Failed is set once the claim settled; neither while it may
+	// still land.
 	Order  *Order
 	Failed *FailedOrder
 }

@@ -17,20 +17,15 @@ const (
 	EventOrderRefunded  OrderEventType = "order.refunded"   // the refund went through
 )
 
-// OrderEventTypes lists every event type, in the order an order's events
-// can come.
+// OrderEventTypes lists every type in the order an order's events can come.
 var OrderEventTypes = []OrderEventType{
 	EventOrderCreated, EventOrderFailed, EventOrderPaid, EventOrderCancelled, EventOrderRefundDue, EventOrderRefunded,
 }
 
-// OrderEvent is one change of one order, as the shop receives it. It is
-// written in the same database transaction as the change (the event
-// outbox), then delivered at least once; a receiver deduplicates on ID.
+// OrderEvent is one change of one order as the shop receives it: written in
+// the change's transaction, delivered at least once, deduplicated on ID.
 type OrderEvent struct {
-	// ID is derived from the reservation and the type (OrderEventID): an
-	// order has at most one event of each type, and a redelivery carries
-	// the same id.
-	ID            string         `json:"id"`
+	ID            string         `json:"id"` // OrderEventID: one per order and type
 	Type          OrderEventType `json:"type"`
 	OrderID       string         `json:"order_id"`
 	ReservationID string         `json:"reservation_id"`
@@ -42,8 +37,7 @@ type OrderEvent struct {
 	At            time.Time      `json:"at"`
 }
 
-// OrderEventID is the id of an order's event of type typ: the reservation
-// id and the type's last word ("<reservation>.created").
+// OrderEventID is "<reservation id>.<the type's last word>".
 func OrderEventID(typ OrderEventType, reservationID string) string {
 	s := string(typ)
 	if len(s) > len("order.") {
@@ -67,9 +61,8 @@ func NewOrderEvent(typ OrderEventType, o *Order, at time.Time) OrderEvent {
 	}
 }
 
-// FailedOrderEvent is the order.failed event of f, whose amount is
-// amountCents (qty × the sale's price; -1 when the caller does not know
-// the price and the store is to work it out).
+// FailedOrderEvent is f's order.failed event; amountCents -1 lets the store
+// work it out from the sale's price.
 func FailedOrderEvent(f *FailedOrder, amountCents int64, at time.Time) OrderEvent {
 	return OrderEvent{
 		ID:            OrderEventID(EventOrderFailed, f.ReservationID),
@@ -95,50 +88,39 @@ const (
 
 // EventDelivery is an outbox row: an event and how its delivery stands.
 type EventDelivery struct {
-	// Seq orders the outbox: an order's events are delivered by Seq.
-	Seq       int64         `json:"seq"`
-	Event     OrderEvent    `json:"event"`
-	State     DeliveryState `json:"state"`
-	Attempts  int           `json:"attempts"`
-	LastError string        `json:"last_error,omitempty"`
-	NextAt    time.Time     `json:"next_at"`
-	// RetryFrom starts the window of attempts: the event's At, or when an
-	// operator redelivered it.
-	RetryFrom   time.Time `json:"retry_from"`
-	DeliveredAt time.Time `json:"delivered_at,omitzero"`
-	DeadAt      time.Time `json:"dead_at,omitzero"`
+	Seq         int64         `json:"seq"` // an order's events go out by Seq
+	Event       OrderEvent    `json:"event"`
+	State       DeliveryState `json:"state"`
+	Attempts    int           `json:"attempts"`
+	LastError   string        `json:"last_error,omitempty"`
+	NextAt      time.Time     `json:"next_at"`
+	RetryFrom   time.Time     `json:"retry_from"` // At, or an operator's redelivery
+	DeliveredAt time.Time     `json:"delivered_at,omitzero"`
+	DeadAt      time.Time     `json:"dead_at,omitzero"`
 }
 
 // OutboxStats is how the event outbox stands.
 type OutboxStats struct {
-	// Pending events not delivered yet, and when the oldest of them
-	// happened (zero when none): the shop is that far behind.
 	Pending       int64     `json:"pending"`
-	OldestPending time.Time `json:"oldest_pending_at,omitzero"`
-	// Dead-lettered events not redelivered.
-	Dead int64 `json:"dead"`
+	OldestPending time.Time `json:"oldest_pending_at,omitzero"` // the shop is that far behind
+	Dead          int64     `json:"dead"`
 }
 
 // DeliveryPolicy says when a failed delivery is tried again and when it
 // is given up.
 type DeliveryPolicy struct {
-	// FirstBackoff is the pause after the first failed attempt; each
-	// later pause doubles, up to MaxBackoff.
+	// FirstBackoff doubles after each failure, up to MaxBackoff.
 	FirstBackoff time.Duration
 	MaxBackoff   time.Duration
-	// RetryFor is how long after the event happened attempts go on; the
-	// first failure after that dead-letters it.
-	RetryFor time.Duration
+	RetryFor     time.Duration // from the event; the next failure dead-letters it
 }
 
 // DefaultDeliveryPolicy retries for a day, from one second apart up to ten
 // minutes apart.
 var DefaultDeliveryPolicy = DeliveryPolicy{FirstBackoff: time.Second, MaxBackoff: 10 * time.Minute, RetryFor: 24 * time.Hour}
 
-// Backoff is the pause after the attempts-th failed attempt (1, 2, …):
-// FirstBackoff doubled attempts-1 times, at most MaxBackoff, less up to
-// a fifth of it by jitter (in [0, 1)), so that events that failed together
-// spread out.
+// Backoff is the pause after the attempts-th failure, less up to a fifth by
+// jitter in [0, 1), so events that failed together spread out.
 func (p DeliveryPolicy) Backoff(attempts int, jitter float64) time.Duration {
 	d := p.FirstBackoff
 	for i := 1; i < attempts && d < p.MaxBackoff; i++ {
@@ -148,10 +130,8 @@ func (p DeliveryPolicy) Backoff(attempts int, jitter float64) time.Duration {
 	return d - time.Duration(float64(d)*0.2*min(max(jitter, 0), 1))
 }
 
-// AfterFailure decides what follows a failed attempt, the attempts-th (1,
-// 2, …) of an event whose attempts began at from (when it happened, or
-// when an operator redelivered it): the time of the next attempt, or dead
-// when that would come more than RetryFor after from (then next is zero).
+// AfterFailure is the next attempt after the attempts-th failure, or dead
+// when it would come more than RetryFor after from.
 func (p DeliveryPolicy) AfterFailure(attempts int, from, now time.Time, jitter float64) (next time.Time, dead bool) {
 	next = now.Add(p.Backoff(attempts, jitter))
 	if next.Sub(from) > p.RetryFor {
@@ -164,19 +144,12 @@ func (p DeliveryPolicy) AfterFailure(attempts int, from, now time.Time, jitter f
 // the event: any 2xx. Anything else, redirects included, is tried again.
 func DeliveredStatus(code int) bool { return code >= 200 && code <= 299 }
 
-// EventOutbox is the database side of order-event delivery: the events
-// written by the order changes, claimed by one deliverer at a time.
-// Implemented in internal/sqlstore.
+// EventOutbox is the database side of order-event delivery (internal/sqlstore).
 type EventOutbox interface {
-	// Claim leases up to limit events that are due (pending, next attempt
-	// at or before now, no live lease) and are each the first undelivered
-	// event of their order, to owner until now+lease. No other owner
-	// claims them until then.
+	// Claim leases to owner until now+lease up to limit due events, each the
+	// first undelivered one of its order.
 	Claim(ctx context.Context, owner string, now time.Time, lease time.Duration, limit int) ([]*EventDelivery, error)
-	// Delivered records the events of seqs as delivered at now.
 	Delivered(ctx context.Context, seqs []int64, now time.Time) error
-	// Failed records a failed attempt of the event of seq, leased by
-	// owner: its next attempt at next, or dead-lettered when dead. An
-	// event owner no longer leases is left alone (false).
+	// Failed records a failed attempt; false when owner lost the lease.
 	Failed(ctx context.Context, seq int64, owner, lastErr string, next time.Time, dead bool, now time.Time) (bool, error)
 }

@@ -2,10 +2,8 @@ package seckill
 
 import "context"
 
-// The shop's back office reads a sale's orders a page at a time, by key
-// (the reservation id, which within a sale sorts by claim time), not by
-// offset: a page costs the same however deep it is, and orders written
-// meanwhile never shift a row into a second page or out of both.
+// Orders are paged by reservation id, not offset: a page costs the same at
+// any depth, and new orders never shift a row between pages.
 
 // MaxOrderPage is the largest page of a sale's orders.
 const MaxOrderPage = 1000
@@ -13,19 +11,14 @@ const MaxOrderPage = 1000
 // OrderFilter selects a page of one sale's orders.
 type OrderFilter struct {
 	SaleID string
-	// Status keeps one status; "" keeps every order.
-	Status OrderStatus
-	// Limit is the most orders in the page (1..MaxOrderPage).
-	Limit int
-	// Cursor is the next of the previous page ("" for the first). It is
-	// opaque to callers.
-	Cursor string
+	Status OrderStatus // "" keeps every order
+	Limit  int         // 1..MaxOrderPage
+	Cursor string      // the previous page's opaque next; "" for the first
 }
 
 // OrderLister reads a sale's orders a page at a time (internal/sqlstore).
 type OrderLister interface {
-	// OrderPage returns the page of orders f selects, by reservation id,
-	// and the cursor of the next page ("" after the last). A Limit out of
-	// range, an unknown Status or a Cursor it did not make is EINVALID.
+	// OrderPage returns a page and the next cursor ("" after the last); a
+	// bad filter is EINVALID.
 	OrderPage(ctx context.Context, f OrderFilter) (page []*Order, next string, err error)
 }

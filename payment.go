@@ -6,22 +6,17 @@ import (
 	"time"
 )
 
-// Payment is confirmed by the shop's side, never by the buyer: the shop's
-// payment provider posts a signed webhook (or the shop's server calls the
-// admin API with its service token), and DecidePayment says what the
-// event does to the order. A payment that arrives after the order's unit
-// went back to the sale does not resurrect the order: the buyer is owed a
-// refund, and an operator sees it.
+// Payment is confirmed by the shop's side (a signed webhook or its service
+// token), never by the buyer. A payment after the unit went back does not
+// resurrect the order: the buyer is owed a refund.
 
-// Order statuses after a payment that came too late. Neither holds the
-// order's units: they went back to the sale when the order was cancelled.
+// Order statuses after a payment that came too late; neither holds units.
 const (
 	OrderRefundDue OrderStatus = "refund_due" // paid after its unit went back: the buyer is owed a refund
 	OrderRefunded  OrderStatus = "refunded"   // that refund was made
 )
 
-// Holds reports whether an order of status s holds its units (ordered or
-// paid); a cancelled, refund_due or refunded order holds none.
+// Holds reports whether an order of status s holds its units.
 func (s OrderStatus) Holds() bool { return s == OrderPlaced || s == OrderPaid }
 
 // Known reports whether s is an order status this version knows.
@@ -56,8 +51,7 @@ type PaymentEvent struct {
 	Currency      string           `json:"currency"`
 }
 
-// Validate checks e's fields, as an EINVALID *Error naming the first bad
-// one.
+// Validate names e's first bad field in an EINVALID *Error.
 func (e PaymentEvent) Validate() error {
 	switch {
 	case e.ID == "" || len(e.ID) > MaxPaymentEventIDBytes || !printableASCII(e.ID):
@@ -91,23 +85,13 @@ func printableASCII(s string) bool {
 // PaymentOutcome is what a payment event did.
 type PaymentOutcome string
 
+// The last three alert (Alerts); only applied and refund_due move the order.
 const (
-	// PaymentApplied: the order moved (ordered → paid, refund_due →
-	// refunded).
-	PaymentApplied PaymentOutcome = "applied"
-	// PaymentNoted: recorded; the order does not move (a failed payment:
-	// the buyer may try again until the deadline).
-	PaymentNoted PaymentOutcome = "noted"
-	// PaymentRefundDue: paid after the order was cancelled and its unit
-	// went back; the order is now refund_due. Alerted.
-	PaymentRefundDue PaymentOutcome = "refund_due"
-	// PaymentMismatch: the amount or currency is not the order's; the
-	// order does not move. Alerted.
-	PaymentMismatch PaymentOutcome = "mismatch"
-	// PaymentConflict: the order's state does not take this event (a
-	// second payment of a paid order, a refund of an order not owed one);
-	// the order does not move. Alerted.
-	PaymentConflict PaymentOutcome = "conflict"
+	PaymentApplied   PaymentOutcome = "applied"    // ordered → paid, refund_due → refunded
+	PaymentNoted     PaymentOutcome = "noted"      // a failed payment: the buyer may try again
+	PaymentRefundDue PaymentOutcome = "refund_due" // paid after the unit went back
+	PaymentMismatch  PaymentOutcome = "mismatch"   // not the order's amount or currency
+	PaymentConflict  PaymentOutcome = "conflict"   // the order's state does not take it
 )
 
 // PaymentOutcomes lists every outcome, for filters and metrics.
@@ -122,17 +106,12 @@ func (o PaymentOutcome) Alerts() bool {
 
 // PaymentDecision is what one payment event does to its order.
 type PaymentDecision struct {
-	Outcome PaymentOutcome
-	// From is the order's status as read; To the status it moves to
-	// (To == From when it does not move).
-	From, To OrderStatus
-	// Detail says why, for the record and the alert.
-	Detail string
+	Outcome  PaymentOutcome
+	From, To OrderStatus // To == From when the order does not move
+	Detail   string      // why, for the record and the alert
 }
 
-// EventType is the order event a move to d.To announces (order.paid,
-// order.refund_due, order.refunded); ok is false when the decision does
-// not move the order.
+// EventType is the order event d's move announces; ok is false for no move.
 func (d PaymentDecision) EventType() (typ OrderEventType, ok bool) {
 	if !d.Moves() {
 		return "", false
@@ -151,13 +130,9 @@ func (d PaymentDecision) EventType() (typ OrderEventType, ok bool) {
 // Moves reports whether the decision changes the order's status.
 func (d PaymentDecision) Moves() bool { return d.To != d.From }
 
-// DecidePayment decides what event e does to order o, whose sale is
-// priced in currency. An amount or currency other than the order's is a
-// mismatch whatever the type. A payment of an order still awaiting one
-// pays it, even past its deadline while its unit is still held (the
-// sweeper has not cancelled it: the money is in and the unit is there);
-// of a cancelled order (its unit went back) makes it refund_due. A refund
-// settles a refund_due order. Anything else leaves the order as it is.
+// DecidePayment decides what e does to o, whose sale is priced in currency.
+// A payment pays an ordered order even past its deadline, while the sweeper
+// has not cancelled it (the money is in, the unit still there).
 func DecidePayment(o *Order, currency string, e PaymentEvent, now time.Time) PaymentDecision {
 	d := PaymentDecision{From: o.Status, To: o.Status}
 	switch {
@@ -215,8 +190,7 @@ const (
 	SourceService PaymentSource = "service" // POST /admin/v1/orders/{id}/payments, service token
 )
 
-// PaymentRecord is a stored payment event and what it did. An operator
-// lists those that alerted (mismatch, conflict, refund_due).
+// PaymentRecord is a stored payment event and what it did.
 type PaymentRecord struct {
 	PaymentEvent
 	OrderID    string         `json:"order_id"`
@@ -227,9 +201,7 @@ type PaymentRecord struct {
 	ToStatus   OrderStatus    `json:"to_status"`
 	Detail     string         `json:"detail"`
 	ReceivedAt time.Time      `json:"received_at"`
-	// Replayed is set on the answer to an event id already stored: this
-	// is the first delivery's record, and nothing changed.
-	Replayed bool `json:"replayed,omitempty"`
+	Replayed   bool           `json:"replayed,omitempty"` // a known event id: the first record, nothing changed
 }
 
 // MaxPaymentPage is the largest page of a payment list.
@@ -237,23 +209,15 @@ const MaxPaymentPage = 1000
 
 // PaymentFilter selects a page of payment records, newest first.
 type PaymentFilter struct {
-	// Outcome keeps one outcome; "" keeps those that alert.
-	Outcome PaymentOutcome
+	Outcome PaymentOutcome // "" keeps those that alert
 	Limit   int
-	// Before is the next of the previous page ("" for the newest).
-	Before string
+	Before  string // the previous page's next; "" for the newest
 }
 
 // PaymentStore applies and lists payment events (internal/sqlstore).
 type PaymentStore interface {
-	// ApplyPayment stores e and applies DecidePayment's decision to its
-	// order in one transaction (a conditional update: a concurrent
-	// cancel and this payment never both win). An event id already
-	// stored returns that record with Replayed set and changes nothing;
-	// the same id with other fields is EKEYREUSED. No order for the
-	// reservation: ErrNotFound, nothing stored (the provider retries).
+	// ApplyPayment stores e and applies DecidePayment in one transaction. A
+	// stored id is Replayed (other fields: EKEYREUSED); no order: ErrNotFound.
 	ApplyPayment(ctx context.Context, e PaymentEvent, source PaymentSource, now time.Time) (*PaymentRecord, error)
-	// Payments lists one page of records f selects and the next cursor
-	// ("" after the last).
 	Payments(ctx context.Context, f PaymentFilter) ([]*PaymentRecord, string, error)
 }

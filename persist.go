@@ -2,62 +2,36 @@ package seckill
 
 import "fmt"
 
-// PersistSnapshot is what the database holds, when a batch of a sale's
-// reservation events is persisted, that decides what becomes of them.
+// PersistSnapshot is what the database holds that decides a batch's fate.
 type PersistSnapshot struct {
-	Stock int64 // units the sale has left
-	Limit int64 // the sale's per-buyer limit
-	// Existing names the reservations that already have an order or a
-	// failed order.
-	Existing map[string]bool
-	// Restores maps the reservations whose restore was asked for before
-	// their order landed to the request's reason.
-	Restores map[string]string
-	// Held maps each buyer to the units of their orders of the sale that
-	// are not cancelled.
-	Held map[string]int64
+	Stock    int64             // units the sale has left
+	Limit    int64             // the sale's per-buyer limit
+	Existing map[string]bool   // reservations with an order or failed order
+	Restores map[string]string // restores asked before the order landed: reason
+	Held     map[string]int64  // each buyer's units in orders not cancelled
 }
 
 // PersistDecision is what becomes of one event of a batch.
 type PersistDecision struct {
 	Outcome PersistOutcome
-	// Status is the new order's status (PersistCreated): ordered, or
-	// cancelled when its restore was asked for first; CancelReason is
-	// then the restore's reason.
+	// Status of a created order: cancelled (with CancelReason) when its
+	// restore came first.
 	Status       OrderStatus
 	CancelReason string
-	// Reason is the failed order's reason (PersistRejected,
-	// PersistOverLimit).
-	Reason string
-	// Restored marks an event whose reservation has a restore request,
-	// which the batch settles.
-	Restored bool
+	Reason       string // a failed order's reason
+	Restored     bool   // the batch settles its restore request
 }
 
-// PersistPlan is DecidePersist's answer: a decision per event, in order,
-// and the units the batch takes from the stock.
+// PersistPlan is a decision per event, in order, and the units taken.
 type PersistPlan struct {
 	Decisions []PersistDecision
 	Taken     int64
 }
 
-// DecidePersist decides, from the database's snapshot, what becomes of
-// each event of a batch of one sale, in order. An event is:
-//
-//   - a duplicate if its reservation already has an order or a failed
-//     order, or appeared earlier in the batch;
-//   - rejected if its buyer or qty is invalid;
-//   - created cancelled, taking no stock, if its restore was asked for
-//     before it landed;
-//   - over the limit if the units its buyer holds (with the batch's
-//     orders before it) and its qty pass the sale's limit: the database
-//     is the last word on the limit, as the stock store may have forgotten
-//     what the buyer holds;
-//   - created if its qty fits in the stock left after the batch's orders
-//     before it;
-//   - rejected for insufficient stock otherwise.
-//
-// The snapshot is not changed.
+// DecidePersist decides each event of one sale's batch, in order: duplicate,
+// invalid, cancelled by an earlier restore, over the limit, created if it
+// fits the stock left, else rejected. The database has the last word on the
+// limit, as the stock store may have forgotten what a buyer holds.
 func DecidePersist(s PersistSnapshot, events []ReservationEvent) PersistPlan {
 	plan := PersistPlan{Decisions: make([]PersistDecision, len(events))}
 	seen := make(map[string]bool, len(events))

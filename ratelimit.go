@@ -9,17 +9,15 @@ import (
 	"time"
 )
 
-// RateLimit is a rate limit: at most Rate requests per Period, with bursts of
-// up to Rate requests (the GCRA of go-redis/redis_rate: after a burst,
-// one request every Period/Rate). The zero RateLimit is no limit at all.
+// RateLimit is at most Rate requests per Period, in bursts of up to Rate (the
+// GCRA of go-redis/redis_rate). The zero RateLimit is no limit.
 type RateLimit struct {
 	Rate   int
 	Period time.Duration
 }
 
-// Bounds on a Limit. They keep every quantity a limiter derives from one
-// (the interval between requests in microseconds, Rate × interval) well
-// inside Lua's exact-integer range.
+// Bounds on a Limit: what a limiter derives from one stays inside Lua's
+// exact integers.
 const (
 	MaxLimitRate     = 1_000_000
 	MinLimitPeriod   = time.Millisecond
@@ -73,11 +71,8 @@ func (l RateLimit) String() string {
 
 var errLimitSyntax = errors.New(`want RATE/PERIOD, e.g. "20/1m", "5/1s", or "off"`)
 
-// ParseLimit reads a rate limit as configured (SECKILL_RATE_LIMIT_IP,
-// SECKILL_RATE_LIMIT_USER): "RATE/PERIOD" with RATE a whole number and
-// PERIOD a Go duration ("20/1m", "5/1s", "100/1h30m") or a bare unit
-// ("20/m"), or "off", which returns off = true and the zero Limit.
-// Surrounding spaces and the case of "off" are ignored.
+// ParseLimit reads "RATE/PERIOD" ("20/1m", "100/1h30m", "20/m") or "off"
+// (off = true, the zero Limit), as configured.
 func ParseLimit(s string) (l RateLimit, off bool, err error) {
 	s = strings.TrimSpace(s)
 	if strings.EqualFold(s, "off") {
@@ -109,21 +104,14 @@ func ParseLimit(s string) (l RateLimit, off bool, err error) {
 
 // RateResult is a RateLimiter's decision on one request.
 type RateResult struct {
-	Allowed bool
-	// RetryAfter is, for a refused request, how long until one request
-	// under the same key and limit would be allowed; 0 when Allowed.
-	RetryAfter time.Duration
-	// Remaining is how many more requests would be allowed right now.
-	Remaining int
+	Allowed    bool
+	RetryAfter time.Duration // until a request would be allowed; 0 when Allowed
+	Remaining  int           // requests allowed right now
 }
 
-// RateLimiter counts requests per key against a limit, shared by every
-// API node (Redis in production and in the embedded default, through the
-// same script: internal/redis).
+// RateLimiter counts requests per key against a limit, shared by every API
+// node (internal/redis).
 type RateLimiter interface {
-	// Allow counts one request under key and says whether it fits limit.
-	// Refused requests are not counted. Errors are *Error with code
-	// EINVALID for a bad key or limit, or EUNAVAILABLE when the shared
-	// state is unreachable.
+	// Allow counts one request under key unless it is refused.
 	Allow(ctx context.Context, key string, limit RateLimit) (RateResult, error)
 }

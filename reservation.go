@@ -3,7 +3,9 @@ package seckill
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/base64"
 	"encoding/binary"
 	"strings"
 	"time"
@@ -13,24 +15,19 @@ import (
 
 // ReserveRequest is one buyer's attempt to claim Qty units of a sale.
 type ReserveRequest struct {
-	// ReservationID is a fresh id the caller proposes (NewReservationID). It
-	// is used only if this request reserves units.
-	ReservationID string
+	ReservationID string // a fresh id (NewReservationID), used only if it reserves
 	UserID        string
 	Qty           int64
-	// IdempotencyKey is optional. The same user sending the same key gets
-	// the earlier answer back, and never a second unit.
+	// IdempotencyKey (optional): the same user's same key gets the earlier
+	// answer back, never a second unit.
 	IdempotencyKey string
-	// RateChecks are the rate limits the request must pass, decided by
-	// the stock store in the same call as the reservation (no round trip
-	// of their own): a request refused by one is OutcomeRateLimited and
-	// counts against none; an allowed one counts against all, whatever
-	// the reservation's outcome. At most MaxRateChecks.
+	// RateChecks are decided in the reserve call itself: refused by one, the
+	// request counts against none; allowed, against all. At most MaxRateChecks.
 	RateChecks []RateCheck
 }
 
-// RateCheck is one rate limit of a reservation request: Key names what is
-// limited ("ip:…", "user:…"), counted per sale under Limit.
+// RateCheck is one rate limit of a request: Key ("ip:…", "user:…") counted
+// per sale under Limit.
 type RateCheck struct {
 	Key   string
 	Limit RateLimit
@@ -49,17 +46,15 @@ const (
 type Outcome uint8
 
 const (
-	OutcomeReserved      Outcome = iota + 1 // units reserved now
-	OutcomeReplayed                         // idempotent replay of an earlier reservation
-	OutcomeSoldOut                          // not enough stock left
-	OutcomeLimitExceeded                    // per-user limit would be exceeded
-	OutcomeNotStarted                       // before the window, or not preheated yet
-	OutcomeEnded                            // after the window
-	OutcomeKeyReused                        // idempotency key reused with another qty
-	OutcomeRateLimited                      // refused by one of the request's RateChecks
-	// OutcomeAdmissionRequired: the sale is a lottery or a queue, and the
-	// request did not come through its admission.
-	OutcomeAdmissionRequired
+	OutcomeReserved          Outcome = iota + 1 // units reserved now
+	OutcomeReplayed                             // idempotent replay of an earlier reservation
+	OutcomeSoldOut                              // not enough stock left
+	OutcomeLimitExceeded                        // per-user limit would be exceeded
+	OutcomeNotStarted                           // before the window, or not preheated yet
+	OutcomeEnded                                // after the window
+	OutcomeKeyReused                            // idempotency key reused with another qty
+	OutcomeRateLimited                          // refused by one of the request's RateChecks
+	OutcomeAdmissionRequired                    // a lottery or queue sale, not entered through its admission
 )
 
 var outcomeNames = [...]string{
@@ -87,13 +82,12 @@ func (o Outcome) Claimed() bool { return o == OutcomeReserved || o == OutcomeRep
 // ReserveResult is the stock store's answer to one ReserveRequest.
 type ReserveResult struct {
 	Outcome Outcome
-	// ReservationID is set when Outcome.Claimed(): the id of the (possibly
-	// earlier) reservation that holds the units.
+	// ReservationID and Qty are the (maybe earlier) reservation holding the
+	// units, when Outcome.Claimed().
 	ReservationID string
-	// Qty is the quantity held by that reservation.
-	Qty int64
-	// For OutcomeRateLimited: the index in RateChecks of the limit that
-	// refused, and how long until it would allow a request.
+	Qty           int64
+	// For OutcomeRateLimited: the index of the refusing RateCheck, and when
+	// it would allow a request.
 	RateLimitedBy int
 	RetryAfter    time.Duration
 }
@@ -102,66 +96,47 @@ type ReserveResult struct {
 type StockLevel struct {
 	Total    int64
 	Reserved int64
-	// Heals counts the times the engine rebuilt the sale's state in the
-	// stock store from the database after the store lost writes.
-	Heals int64
+	Heals    int64 // rebuilds of the sale from the database after lost writes
 }
 
-// StockWatch is what the engine's loss watcher reads of a sale in the
-// stock store on every tick (internal/heal).
+// StockWatch is what the loss watcher (internal/heal) reads of a sale on
+// every tick.
 type StockWatch struct {
 	Loaded   bool
 	Total    int64
 	Reserved int64
-	// Seq counts the reserve batches that reserved: it only grows, unless
-	// the store lost writes.
-	Seq int64
-	// Healing is set while the engine rebuilds the sale's state from the
-	// database, since HealingSince; claims are refused meanwhile
-	// (ETRYLATER).
+	Seq      int64 // reserving batches: only grows, unless writes were lost
+	// Healing: the sale is being rebuilt from the database since
+	// HealingSince; claims are refused (ETRYLATER) meanwhile.
 	Healing      bool
 	HealingSince time.Time
-	// Buckets is the sale's number of stock buckets (1 unless it is
-	// spread over several shards).
-	Buckets int64
-	Heals   int64
+	Buckets      int64
+	Heals        int64
 }
 
 // Remaining is the number of units still available.
 func (l StockLevel) Remaining() int64 { return max(l.Total-l.Reserved, 0) }
 
-// Reserver decides one reservation request for a sale. In the engine it is
-// the request combiner in front of the stock store, with the sold-out flag
-// in front of that; the HTTP API calls it. Errors that are an *Error (e.g.
-// EOVERLOADED, EUNAVAILABLE) keep their code.
+// Reserver decides one reservation request: the request combiner
+// (internal/combiner) behind the sold-out flag (internal/soldout).
 type Reserver interface {
 	Reserve(ctx context.Context, saleID string, req ReserveRequest) (ReserveResult, error)
 }
 
-// StockStore is the live inventory: Redis in production, an in-process
-// Redis-compatible server in the embedded default, both through the same
-// client and the same Lua scripts (internal/redis).
+// StockStore is the live inventory (internal/redis).
 type StockStore interface {
-	// Preheat loads a sale's stock, limit and window. It is idempotent and
-	// never resets a sale that is already loaded: created reports whether
-	// this call loaded it.
+	// Preheat loads a sale once; it never resets a loaded one.
 	Preheat(ctx context.Context, s *Sale) (created bool, err error)
-	// Reserve decides a batch of requests for one sale atomically and in
-	// order, recording each reservation and appending it to the sale's
-	// outbox in the same step. (A sale split into stock buckets keeps that
-	// within each bucket: requests of buyers in different buckets are
-	// decided at once, in no order between them.) results[i] answers reqs[i]. A sale that is
-	// not preheated answers OutcomeNotStarted for every request.
+	// Reserve decides one sale's batch atomically and in order (per stock
+	// bucket), recording each reservation in the outbox in the same step.
+	// A sale not preheated answers OutcomeNotStarted.
 	Reserve(ctx context.Context, saleID string, reqs []ReserveRequest) ([]ReserveResult, error)
-	// Stock returns the live stock of a sale; ErrNotFound when the sale is
-	// not preheated.
+	// Stock is the live stock; ErrNotFound when not preheated.
 	Stock(ctx context.Context, saleID string) (StockLevel, error)
 }
 
-// Reservation ids are "<sale id>.<26 base32 chars>": the sale id lets any
-// node find the reservation's Redis keys from the id alone, and the random
-// part is a 48-bit millisecond timestamp plus 80 random bits, so ids sort by
-// time and never collide in practice.
+// Reservation ids are "<sale id>.<26 base32>": the sale id finds the keys
+// from the id alone; 48 bits of milliseconds and 80 random bits sort by time.
 var reservationEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
 
 // NewReservationID returns a fresh reservation id for a sale.
@@ -172,16 +147,14 @@ func NewReservationID(saleID string, now time.Time) string {
 	return saleID + "." + reservationEncoding.EncodeToString(b[:])
 }
 
-// ReservationIDFloor is the least reservation id of saleID made at t or
-// later: ids sort by the time they were made (to the millisecond).
+// ReservationIDFloor is the least id of saleID made at t or later.
 func ReservationIDFloor(saleID string, t time.Time) string {
 	var b [16]byte
 	binary.BigEndian.PutUint64(b[:8], uint64(max(t.UnixMilli(), 0))<<16)
 	return saleID + "." + reservationEncoding.EncodeToString(b[:])
 }
 
-// SaleIDOfReservation returns the sale id encoded in a reservation id, and
-// false when id is not a well-formed reservation id.
+// SaleIDOfReservation parses a reservation id from outside into its sale id.
 func SaleIDOfReservation(id string) (string, bool) {
 	i := strings.LastIndexByte(id, '.')
 	if i < 0 || len(id)-i-1 != 26 || !ValidSaleID(id[:i]) {
@@ -195,28 +168,48 @@ func SaleIDOfReservation(id string) (string, bool) {
 	return id[:i], true
 }
 
-// IsReservationOf reports whether id has the shape of a reservation id of
-// saleID: the sale id, a dot and 26 characters. It is the cheap invariant
-// check for code inside the process, which holds ids an edge minted or
-// parsed already; ids from outside (a URL, a broker message, a database
-// row) are parsed with SaleIDOfReservation, once, at that edge.
+// IsReservationOf is the cheap check for ids already parsed at an edge; ids
+// from outside are parsed with SaleIDOfReservation, once, at that edge.
 func IsReservationOf(id, saleID string) bool {
 	return len(id) == len(saleID)+27 && id[len(saleID)] == '.' && id[:len(saleID)] == saleID
 }
 
-// ValidUserID reports whether id can identify a buyer: 1 to MaxUserIDBytes
-// bytes of valid UTF-8 without control characters. User ids come from
-// token subjects and end up in Redis fields, SQL rows and log lines.
+// ValidUserID: 1 to MaxUserIDBytes of UTF-8 without control characters, as
+// user ids end up in Redis fields, SQL rows and log lines.
 func ValidUserID(id string) bool { return printable(id, MaxUserIDBytes) }
 
-// ValidIdempotencyKey reports whether key is acceptable as an
-// Idempotency-Key: 1 to MaxIdempotencyKeyBytes printable ASCII characters.
+// ValidIdempotencyKey: 1 to MaxIdempotencyKeyBytes printable ASCII characters.
 func ValidIdempotencyKey(key string) bool {
 	if len(key) == 0 || len(key) > MaxIdempotencyKeyBytes {
 		return false
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// IdempotencyDigest is what the event and the order keep of an
+// Idempotency-Key: the first 128 bits of its SHA-256, base64url. The
+// database never holds a client's key, and a digest has one size.
+func IdempotencyDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// IdempotencyDigestLen is the length of every IdempotencyDigest.
+const IdempotencyDigestLen = 22
+
+// ValidIdempotencyDigest reports whether d can be an IdempotencyDigest.
+func ValidIdempotencyDigest(d string) bool {
+	if len(d) != IdempotencyDigestLen {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 			return false
 		}
 	}

@@ -5,11 +5,10 @@ import (
 	"time"
 )
 
-// Restoring gives a reservation's units back: to the database first (the
-// order cancelled, stock + qty, version + 1), then to Redis (the units back
-// in stock and in the buyer's limit). Every step is keyed by the
-// reservation id and idempotent, so an operator's restore, a buyer's
-// cancel and the payment timeout can race without restoring twice.
+// Restoring gives a reservation's units back, to the database first, then to
+// Redis. Every step is keyed by the reservation id and idempotent, so an
+// operator, a buyer's cancel and the pay timeout never restore twice
+// (docs/design.md §5).
 
 // Reasons recorded on orders cancelled by the engine itself; an operator's
 // restore records the operator's own words.
@@ -31,17 +30,13 @@ const (
 type RestoreState string
 
 const (
-	// RestoreStateParked: the reservation has no order in the database
-	// yet (it is in the outbox or the broker, or never existed). When its
-	// order lands it is created cancelled, taking no stock, and the
-	// request moves to redis_pending in the same transaction.
+	// RestoreStateParked: no order yet. It lands cancelled, taking no stock,
+	// and the request moves to redis_pending in the same transaction.
 	RestoreStateParked RestoreState = "parked"
-	// RestoreStateRedisPending: the database step is done; the units are
-	// not yet back in Redis. Until they are, they stay unsold: never sold
-	// twice.
+	// RestoreStateRedisPending: the database step is done; until Redis's is,
+	// the units stay unsold, never sold twice.
 	RestoreStateRedisPending RestoreState = "redis_pending"
-	// RestoreStateDone: both steps are done.
-	RestoreStateDone RestoreState = "done"
+	RestoreStateDone         RestoreState = "done"
 )
 
 // RestoreRequest is the durable record of one reservation's restore.
@@ -52,8 +47,7 @@ type RestoreRequest struct {
 	State         RestoreState `json:"state"`
 	Attempts      int          `json:"attempts"`
 	LastError     string       `json:"last_error,omitempty"`
-	// AlertedAt is when the request was reported as stuck (parked too
-	// long); zero while it has not been.
+	// AlertedAt is when it was reported stuck (parked too long).
 	AlertedAt time.Time `json:"alerted_at,omitzero"`
 	CreatedAt time.Time `json:"created_at"`
 	UpdatedAt time.Time `json:"updated_at"`
@@ -61,44 +55,29 @@ type RestoreRequest struct {
 
 // RestoreStore is the database side of restoring (internal/sqlstore).
 type RestoreStore interface {
-	// RestoreOrder runs the database step in one transaction. For an order
-	// still ordered: cancel it with reason, add its qty back to the sale's
-	// stock (version + 1), and record the request as redis_pending;
-	// changed is true. For a reservation that ended in failed_orders (the
-	// database never took its stock): record the request as redis_pending
-	// only; changed is true, o is nil. For an order already cancelled:
-	// changed is false and nothing is written, except that a missing
-	// request row is recorded (as redis_pending). A paid order is an
-	// *Error with ESTATECONFLICT. No order and no failed order: ErrNotFound,
-	// nothing written.
+	// RestoreOrder runs the database step in one transaction: an ordered
+	// order is cancelled and its qty goes back to the sale (changed); a
+	// failed order only records the request (changed, o nil); a cancelled
+	// one changes nothing. Paid: ESTATECONFLICT; neither: ErrNotFound.
 	RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *Order, changed bool, err error)
-	// ParkRestore records a restore of a reservation that has no order yet,
-	// as parked. If a request exists already it is returned unchanged.
-	// PersistReservations honours parked requests (see RestoreStateParked).
+	// ParkRestore records a restore of a reservation with no order yet; an
+	// existing request is returned unchanged.
 	ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*RestoreRequest, error)
-	// RestoreRequest returns one request; ErrNotFound when none.
 	RestoreRequest(ctx context.Context, reservationID string) (*RestoreRequest, error)
 	// RestoreRequests lists up to limit requests in state, oldest first.
 	RestoreRequests(ctx context.Context, state RestoreState, limit int) ([]*RestoreRequest, error)
-	// UpdateRestore records an attempt on a request: its new state, the
-	// error of the attempt ("" for none) and, if alerted is true and it was
-	// not alerted before, AlertedAt = now. Attempts increments.
+	// UpdateRestore records an attempt: Attempts+1, the new state and error,
+	// and AlertedAt = now the first time alerted is true.
 	UpdateRestore(ctx context.Context, reservationID string, state RestoreState, lastErr string, alerted bool, now time.Time) error
-	// RestoreOrders runs RestoreOrder's database step for reservations of
-	// one sale in one transaction: results[i] is what RestoreOrder would
-	// answer for reservationIDs[i] (ESTATECONFLICT for a paid order,
-	// ErrNotFound for one with neither an order nor a failed order, or of
-	// another sale), as if they ran one after the other. An error of the
-	// whole call writes nothing.
+	// RestoreOrders is RestoreOrder for reservations of one sale, in order,
+	// in one transaction; an error of the whole call writes nothing.
 	RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]OrderRestore, error)
-	// FinishRestores records the Redis step of requests as done, as one
-	// UpdateRestore(id, RestoreStateDone, lastErr, false, now) each, in one
-	// statement. Unknown ids are skipped.
+	// FinishRestores marks requests done in one statement; unknown ids are
+	// skipped.
 	FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error
 }
 
-// OrderRestore is one answer of RestoreStore.RestoreOrders: what
-// RestoreOrder would have returned for that reservation.
+// OrderRestore is one answer of RestoreStore.RestoreOrders.
 type OrderRestore struct {
 	Order   *Order
 	Changed bool
@@ -107,20 +86,14 @@ type OrderRestore struct {
 
 // StockRestorer is the Redis side of restoring (internal/redis).
 type StockRestorer interface {
-	// RestoreReservation returns an active reservation's units to the
-	// sale's stock and to its buyer's limit, and marks it restored, in one
-	// script. restored is false when it was restored already. ErrNotFound
-	// when the stock store has no record of the reservation.
+	// RestoreReservation gives an active reservation's units back to the
+	// stock and the buyer's limit in one script; false when already done.
 	RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error)
-	// RestoreReservations does RestoreReservation for reservations of one
-	// sale, in order, in one script call: results[i] answers
-	// reservationIDs[i]. An error of the whole call changed nothing.
+	// RestoreReservations is RestoreReservation for one sale's
+	// reservations, in one script call.
 	RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]ReservationRestore, error)
-	// PublishRestocked tells every API node that a sale has stock again,
-	// so each clears its local sold-out flag.
+	// PublishRestocked tells every API node to clear its sold-out flag.
 	PublishRestocked(ctx context.Context, saleID string) error
-	// SubscribeRestocked calls fn with the sale id of every restock
-	// announcement until ctx ends, resubscribing after a lost connection.
 	SubscribeRestocked(ctx context.Context, fn func(saleID string)) error
 }
 

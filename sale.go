@@ -8,40 +8,31 @@ import (
 	"golang.org/x/text/currency"
 )
 
-// Sale is one flash sale: a fixed stock of one product offered from StartAt
-// until EndAt. The database row is the source of truth; Redis holds the live
-// copy of the stock once the sale is preheated.
+// Sale is one flash sale: a fixed stock of one product from StartAt until
+// EndAt. The database row is the truth; Redis holds the live stock once
+// preheated.
 type Sale struct {
 	ID         string `json:"id"`
 	Name       string `json:"name"`
 	PriceCents int64  `json:"price_cents"`
-	// Currency is the ISO 4217 code of PriceCents ("EUR"); empty on rows
-	// made before sales had one, which show the deployment's default.
+	// Currency is ISO 4217; empty on old rows, which show the default.
 	Currency string `json:"currency"`
 	Stock    int64  `json:"stock"` // units put on sale
-	// Unsold is the database's count of units not yet turned into orders:
-	// Stock minus persisted orders, plus restored units. It lags the live
-	// stock in Redis by the orders still in flight; the order writer's
-	// optimistic-lock update never lets it go below zero.
+	// Unsold is Stock less persisted orders plus restored units: it lags
+	// Redis by the orders in flight, and never goes below zero.
 	Unsold        int64     `json:"unsold"`
 	PurchaseLimit int64     `json:"per_user_limit"`
 	StartAt       time.Time `json:"start_at"`
 	EndAt         time.Time `json:"end_at"`
-	// Buckets splits the stock over that many Redis hash slots, so one hot
-	// sale can use several Cluster shards (0 or 1: one slot). Each buyer
-	// reserves in a home bucket chosen by their user id; a bucket that runs
-	// out takes unreserved units from the others. See internal/redis.
-	Buckets int64 `json:"buckets,omitempty"`
-	// Admission is how buyers get in: first come (the zero value), a
-	// lottery or a queue (admission.go).
-	Admission Admission `json:"admission"`
-	// Version is the optimistic-lock counter of the sales row.
-	Version   int64     `json:"version"`
+	// Buckets spreads the stock over that many Redis Cluster slots (0 or 1:
+	// one); see docs/shards.md.
+	Buckets   int64     `json:"buckets,omitempty"`
+	Admission Admission `json:"admission"` // first come when zero
+	Version   int64     `json:"version"`   // the row's optimistic lock
 	CreatedAt time.Time `json:"created_at"`
 }
 
-// Limits on sale fields. They keep every number well inside int64 and Lua's
-// 2^53 exact-integer range, so no arithmetic on them can overflow anywhere.
+// Limits on sale fields: every sum stays inside Lua's 2^53 exact integers.
 const (
 	MaxSaleStock     = 1_000_000_000
 	MaxPurchaseLimit = 1_000_000
@@ -51,10 +42,8 @@ const (
 	MaxSaleBuckets   = 64
 )
 
-// ValidSaleID reports whether id is a well-formed sale id: 1 to 64 of
-// A-Z, a-z, 0-9, '_' and '-'. That keeps ids safe inside Redis hash tags
-// ({id}), URLs, SQL and log lines: no braces, slashes, dots, spaces or
-// control characters. (A loop, not a regexp: it runs on every request.)
+// ValidSaleID: 1 to 64 of A-Z, a-z, 0-9, '_' and '-', safe in Redis hash
+// tags, URLs, SQL and logs. A loop, not a regexp: it runs on every request.
 func ValidSaleID(id string) bool {
 	if len(id) == 0 || len(id) > 64 {
 		return false
@@ -68,8 +57,7 @@ func ValidSaleID(id string) bool {
 	return true
 }
 
-// ValidCurrency reports whether code is an ISO 4217 currency code: three
-// capital letters that ISO 4217 assigns (golang.org/x/text knows the list).
+// ValidCurrency reports whether code is an assigned ISO 4217 code.
 func ValidCurrency(code string) bool {
 	if len(code) != 3 {
 		return false
@@ -144,13 +132,10 @@ func (s *Sale) State(now time.Time, remaining int64) SaleState {
 	return SaleLive
 }
 
-// SaleStore persists sales. Implemented per SQL dialect in internal/sqlstore.
+// SaleStore persists sales (internal/sqlstore).
 type SaleStore interface {
-	// CreateSale inserts s with Version 1. ErrDuplicate when the id is taken.
-	CreateSale(ctx context.Context, s *Sale) error
-	// Sale returns one sale; ErrNotFound when there is none.
+	CreateSale(ctx context.Context, s *Sale) error // Version 1; ErrDuplicate
 	Sale(ctx context.Context, id string) (*Sale, error)
-	// SalesStartingBefore lists sales with StartAt <= t and EndAt > now:
-	// the ones that should be preheated by now.
+	// SalesStartingBefore lists sales with StartAt <= t and EndAt > now.
 	SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*Sale, error)
 }

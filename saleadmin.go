@@ -5,22 +5,16 @@ import (
 	"time"
 )
 
-// Running a sale from the operator's side: listing sales, changing one
-// (edit before the start, end early, add stock while live), resolving
-// failed orders, and the audit log every such change leaves behind.
+// Running a sale from the operator's side: editing it, resolving failed
+// orders, and the audit log every change leaves.
 
-// SaleFilter selects sales for a list. The state filter works on the
-// sale's window alone (the database does not know the live stock), so
-// "live" includes sales that are sold out.
+// SaleFilter selects a page of sales. State ("" for all) goes by the window
+// alone, so "live" includes sold-out sales.
 type SaleFilter struct {
-	// State is "" (all), SaleScheduled, SaleLive or SaleEnded, at Now.
 	State SaleState
 	Now   time.Time
-	// Limit is the most sales in one page (1..MaxSalePage).
-	Limit int
-	// After is the cursor of the previous page ("" for the first): the
-	// Next of the SalePage that came before.
-	After string
+	Limit int    // 1..MaxSalePage
+	After string // the previous page's Next; "" for the first
 }
 
 // MaxSalePage is the largest page of a sale list.
@@ -29,8 +23,7 @@ const MaxSalePage = 200
 // SalePage is one page of a sale list, newest start first (then by id).
 type SalePage struct {
 	Sales []*Sale `json:"sales"`
-	// Next is the cursor of the following page; empty on the last one.
-	Next string `json:"next,omitempty"`
+	Next  string  `json:"next,omitempty"` // empty on the last page
 }
 
 // SaleEdit is what an operator may change before a sale starts. Nil
@@ -78,38 +71,26 @@ func (e SaleEdit) Empty() bool {
 
 // Phases of an ended sale.
 const (
-	// PhaseDraining: the sale has ended and its stock-store keys are still
-	// there: orders may still be in flight (outbox, broker), waiting for
-	// payment or for their restores.
-	PhaseDraining = "draining"
-	// PhaseArchived: its stock-store keys are gone; only the database
-	// remembers it, and reconciliation works from the database alone.
-	PhaseArchived = "archived"
+	PhaseDraining = "draining" // stock-store keys kept: orders may be in flight
+	PhaseArchived = "archived" // keys gone: the database alone remembers it
 )
 
 // SaleView is what an operator sees of a sale.
 type SaleView struct {
 	*Sale
-	// Remaining is the live stock store's figure, never above the
-	// database's unsold units.
-	Remaining int64     `json:"remaining"`
+	Remaining int64     `json:"remaining"` // RemainingOf
 	State     SaleState `json:"state"`
-	// Loaded says the stock store holds the sale.
-	Loaded bool `json:"loaded"`
-	// LiveUnavailable says the stock store could not be read: Remaining
-	// and State are the database's alone.
-	LiveUnavailable bool `json:"live_unavailable,omitempty"`
-	// Phase is PhaseDraining or PhaseArchived once the sale has ended.
-	Phase string `json:"phase,omitempty"`
-	// OutboxLen is the reservations not yet relayed (only on a single
-	// sale's view; absent when unknown).
-	OutboxLen *int64 `json:"outbox_len,omitempty"`
+	Loaded    bool      `json:"loaded"` // the stock store holds the sale
+	// LiveUnavailable: the stock store could not be read; Remaining and
+	// State are the database's alone.
+	LiveUnavailable bool   `json:"live_unavailable,omitempty"`
+	Phase           string `json:"phase,omitempty"`      // once ended
+	OutboxLen       *int64 `json:"outbox_len,omitempty"` // one sale's view only
 }
 
-// RemainingOf is what a buyer may still get: the stock store's remaining
-// units, but never more than the database's unsold stock (when the two
-// disagree, the database is the truth and would refuse the excess), and
-// the sale's stock when it is not loaded yet.
+// RemainingOf is what a buyer may still get: the stock store's figure (the
+// stock before it is loaded), never above the database's unsold units, as
+// the database is the truth and would refuse the excess.
 func RemainingOf(s *Sale, lvl StockLevel, loaded bool) int64 {
 	r := s.Stock
 	if loaded {
@@ -132,45 +113,31 @@ const (
 
 // AuditEntry is one change an operator made: who, when, what.
 type AuditEntry struct {
-	ID     int64  `json:"id"`
-	SaleID string `json:"sale_id"`
-	// Subject is what the action was on beyond the sale: the reservation
-	// id of a failed order; empty for changes to the sale itself.
-	Subject string `json:"subject,omitempty"`
-	Actor   string `json:"actor"`
-	Action  string `json:"action"`
-	// Detail is a JSON object describing the change (before and after).
-	Detail string    `json:"detail"`
-	At     time.Time `json:"at"`
+	ID      int64     `json:"id"`
+	SaleID  string    `json:"sale_id"`
+	Subject string    `json:"subject,omitempty"` // a failed order's reservation id
+	Actor   string    `json:"actor"`
+	Action  string    `json:"action"`
+	Detail  string    `json:"detail"` // JSON: before and after
+	At      time.Time `json:"at"`
 }
 
-// ValidActor reports whether name can stand for an operator in the audit
-// log: printable UTF-8, 1 to MaxAuditActorBytes bytes.
+// ValidActor: 1 to MaxAuditActorBytes of printable UTF-8.
 func ValidActor(name string) bool { return printable(name, MaxAuditActorBytes) }
 
-// SaleAdmin is the database side of the changes an operator makes to a
-// sale (internal/sqlstore). Every change and its audit entry are written
-// in one transaction, and every change bumps the sale's Version.
+// SaleAdmin is the database side of an operator's changes (internal/sqlstore):
+// each change and its audit entry in one transaction, bumping Version.
 type SaleAdmin interface {
-	// ListSales returns one page of sales matching f.
 	ListSales(ctx context.Context, f SaleFilter) (*SalePage, error)
-	// EditSale replaces the sale's fields with those of s (id, Version
-	// and CreatedAt are taken from the row) while the sale has not
-	// started at now. version, when not 0, must equal the row's
-	// (ECONFLICT otherwise). A started sale is ESTATECONFLICT; no sale,
-	// ErrNotFound.
+	// EditSale replaces the fields of a sale not started at now; version,
+	// when not 0, must match (ECONFLICT). Started: ESTATECONFLICT.
 	EditSale(ctx context.Context, s *Sale, version int64, actor string, now time.Time) (*Sale, error)
-	// EndSale moves the sale's end to now (and its start, if later, to
-	// just before now), so that it is over. A sale already ended is
-	// returned unchanged with changed false and no audit entry.
+	// EndSale ends the sale at now; an ended one is unchanged, unaudited.
 	EndSale(ctx context.Context, id, actor string, now time.Time) (s *Sale, changed bool, err error)
-	// AddStock puts n more units on sale (stock and unsold + n) while the
-	// sale has not ended at now; an ended one is ESTATECONFLICT.
+	// AddStock adds n units until the sale ends (then ESTATECONFLICT).
 	AddStock(ctx context.Context, id string, n int64, actor string, now time.Time) (*Sale, error)
-	// RecordAudit appends an entry (ID and At are set by the store from
-	// e.At, or now when zero).
 	RecordAudit(ctx context.Context, e *AuditEntry) error
-	// AuditLog lists a sale's entries, newest first; saleID "" lists all.
+	// AuditLog lists entries newest first; saleID "" lists all sales'.
 	AuditLog(ctx context.Context, saleID string, limit int) ([]*AuditEntry, error)
 }
 
@@ -178,12 +145,8 @@ type SaleAdmin interface {
 type FailedOrderAction string
 
 const (
-	// ResolveRedrive turns the failed order into an order, if the
-	// database's stock and the buyer's limit allow it.
-	ResolveRedrive FailedOrderAction = "redrive"
-	// ResolveRefunded records that the buyer was refunded (or told):
-	// the row is closed and no order is made.
-	ResolveRefunded FailedOrderAction = "refunded"
+	ResolveRedrive  FailedOrderAction = "redrive"  // make the order, if stock and limit allow
+	ResolveRefunded FailedOrderAction = "refunded" // the buyer was refunded or told; no order
 )
 
 // Resolution is how a failed order was closed.
@@ -192,8 +155,7 @@ type Resolution struct {
 	Note       string            `json:"note,omitempty"`
 	Actor      string            `json:"actor"`
 	ResolvedAt time.Time         `json:"resolved_at"`
-	// OrderID is the order a re-drive created.
-	OrderID string `json:"order_id,omitempty"`
+	OrderID    string            `json:"order_id,omitempty"` // a re-drive's order
 }
 
 // Reasons a re-drive is refused (409), in the Message of an
@@ -207,16 +169,10 @@ const (
 	RedriveInvalid      = "the failed order is not a well-formed reservation"
 )
 
-// FailedOrderResolver closes failed orders (internal/sqlstore). Both
-// actions are idempotent: the same action again returns the first
-// resolution with changed false; the other action on a resolved row is
-// ESTATECONFLICT.
+// FailedOrderResolver closes failed orders (internal/sqlstore). The same
+// action again returns the first resolution; the other is ESTATECONFLICT.
 type FailedOrderResolver interface {
-	// ResolveFailedOrder applies action to the failed order of
-	// reservationID in one transaction with its audit entry. A re-drive
-	// inserts the order (status ordered, PayBy = now+payTimeout) and takes
-	// its units with the order writer's optimistic-lock update, or refuses
-	// with ESTATECONFLICT and one of the Redrive* reasons. No failed order:
-	// ErrNotFound.
+	// ResolveFailedOrder applies action with its audit entry in one
+	// transaction; a refused re-drive is ESTATECONFLICT with a Redrive* reason.
 	ResolveFailedOrder(ctx context.Context, reservationID string, action FailedOrderAction, note, actor string, now time.Time, payTimeout time.Duration) (r *Resolution, changed bool, err error)
 }

@@ -1,11 +1,7 @@
-// Package seckill holds the domain of the flash-sale engine: sales,
-// reservations, orders, the error codes the API speaks, and the ports
-// (interfaces) that the technology packages under internal/ implement.
-//
-// It imports no Redis, SQL, AMQP or NATS code. Everything here is plain
-// data and rules, so the promises of the design (docs/design.md: never
-// oversell, never lose a claim, answer fast and clearly) can be read in
-// one place.
+// Package seckill is the domain of the flash-sale engine: sales,
+// reservations, orders, the API's error codes, the rules as pure functions,
+// and the ports with more than one implementation. It imports no Redis, SQL,
+// AMQP or NATS code, so the promises of docs/design.md read in one place.
 package seckill
 
 import (
@@ -13,9 +9,8 @@ import (
 	"fmt"
 )
 
-// Error codes. They are the public contract of the HTTP API: clients branch
-// on them, so they never change meaning. The HTTP status for each lives in
-// one table in internal/httpapi.
+// Error codes: the HTTP API's public contract, so they never change meaning.
+// Their statuses are one table in internal/httpapi.
 const (
 	ECONFLICT       = "conflict"               // e.g. sale id taken
 	EINTERNAL       = "internal"               // a bug or a backend failure
@@ -35,12 +30,11 @@ const (
 	ETRYLATER       = "try_later"              // the claim could not be made durable, or the sale is healing; retry later
 	ESTATECONFLICT  = "state_conflict"         // e.g. pay after the order was cancelled
 	EMETHODNOTALLOW = "method_not_allowed"
-	EADMISSION      = "admission_required" // the sale's admission mode does not allow this call (a lottery takes entries, a queue needs a ticket)
+	EADMISSION      = "admission_required" // the sale's admission mode refuses this call
 )
 
-// Error is the one error type that crosses package boundaries when the
-// caller is meant to see it. Code is one of the E* constants; Message is
-// safe to show to the client.
+// Error is the one error a client sees: Code is an E* constant, Message is
+// safe to show.
 type Error struct {
 	Code    string
 	Message string
@@ -55,8 +49,7 @@ func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
 }
 
-// ErrorCode returns the code of err if it is (or wraps) an *Error, and
-// EINTERNAL for any other non-nil error.
+// ErrorCode is err's code; EINTERNAL for a non-nil error that is no *Error.
 func ErrorCode(err error) string {
 	var e *Error
 	if err == nil {
@@ -67,8 +60,8 @@ func ErrorCode(err error) string {
 	return EINTERNAL
 }
 
-// ErrorMessage returns the client-safe message of err. Internal errors are
-// never shown verbatim: they may carry hostnames, SQL or secrets.
+// ErrorMessage is err's client-safe message: internal errors may carry
+// hostnames, SQL or secrets, so they are never shown.
 func ErrorMessage(err error) string {
 	var e *Error
 	if err == nil {
@@ -81,10 +74,7 @@ func ErrorMessage(err error) string {
 
 // Sentinels that adapters return and callers branch on.
 var (
-	// ErrNotFound is returned by stores when a row or key does not exist.
-	ErrNotFound = errors.New("not found")
-	// ErrDuplicate is returned by stores when a unique key is already taken.
-	ErrDuplicate = errors.New("duplicate")
-	// ErrClosed is returned by services that have been stopped.
-	ErrClosed = errors.New("closed")
+	ErrNotFound  = errors.New("not found") // no such row or key
+	ErrDuplicate = errors.New("duplicate") // a unique key is taken
+	ErrClosed    = errors.New("closed")    // the service was stopped
 )

@@ -5,20 +5,16 @@ import (
 	"time"
 )
 
-// StockCheck is one look of the heal watcher (internal/heal) at a live
-// sale: the stock store's state now and the last state it saw, and the
-// units the database sold, read before the stock store (claims flow
-// stock store → database, so a claim made between the reads shows in
-// Reserved only, never in Sold alone).
+// StockCheck is one look of the heal watcher (internal/heal) at a live sale.
+// Sold is read before the stock store, so a claim between the reads shows in
+// Reserved only, never in Sold alone.
 type StockCheck struct {
-	Prev StockWatch // the last state seen; meaningful when Seen
-	Seen bool
-	Now  StockWatch
-	Sold int64
-	At   time.Time
-	// StaleHeal is how old a heal may be before it is taken for one that
-	// died with its node.
-	StaleHeal time.Duration
+	Prev      StockWatch // the last state seen; meaningful when Seen
+	Seen      bool
+	Now       StockWatch
+	Sold      int64
+	At        time.Time
+	StaleHeal time.Duration // an older heal died with its node
 }
 
 // StockLoss is what a StockCheck shows of lost writes.
@@ -28,18 +24,14 @@ const (
 	StockFine      StockLoss = iota // nothing shows a loss
 	StockNotLoaded                  // not preheated yet: nothing to compare
 	StockVanished                   // the sale's keys are gone, though it was loaded or sold units
-	// StockBelowSold: reserved is below what the database sold. A restore
-	// gives units back to the database first, then to the stock store, so
-	// one running between the two reads looks the same for a moment:
-	// look again before healing.
+	// StockBelowSold: reserved below sold. A restore between the reads looks
+	// the same for a moment: look again before healing.
 	StockBelowSold
 	StockSeqBack   // the reserve sequence went backwards
 	StockHealStale // a heal began and was left unfinished
 )
 
-// JudgeStockStore applies the loss rules to one look at a sale, in order:
-// vanished keys, not loaded, reserved below sold, a sequence gone back, a
-// heal left unfinished.
+// JudgeStockStore applies the loss rules to one look at a sale, in order.
 func JudgeStockStore(c StockCheck) StockLoss {
 	switch {
 	case !c.Now.Loaded && (c.Seen && c.Prev.Loaded || c.Sold > 0):

@@ -1148,15 +1148,10 @@ func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now ti
 		} else if n == 1 {
 			return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderPaid, o, o.UpdatedAt))
 		}
-		switch {
-		case o.Status == seckill.OrderPaid:
-			return seckill.Errorf(seckill.ESTATECONFLICT, "order is already paid")
-		case o.Status == seckill.OrderCancelled:
-			return seckill.Errorf(seckill.ESTATECONFLICT, "order is cancelled")
-		case toMillis(o.PayBy) <= nowMs:
-			return seckill.Errorf(seckill.ESTATECONFLICT, "payment deadline %s has passed", o.PayBy.Format(time.RFC3339))
+		if err := o.PayRefusal(fromMillis(nowMs)); err != nil {
+			return err
 		}
-		return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
+		return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status) // moved by another transaction meanwhile
 	})
 	if err != nil {
 		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, st.db.classify(err))
