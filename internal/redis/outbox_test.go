@@ -765,15 +765,15 @@ func testOutboxKeysTravel(t *testing.T, s *Store) {
 		request(sale.ID, servicetest.UniqueName("u"), 1, ""),
 	}
 	for pass := range 2 { // the second pass replays the keyed one
-		res, err := s.Reserve(ctx, sale.ID, reqs[pass:2])
+		res, err := s.StockStore().Reserve(ctx, sale.ID, reqs[pass:2])
 		if err != nil || res[len(res)-1].Outcome != []seckill.Outcome{seckill.OutcomeReserved, seckill.OutcomeReplayed}[pass] {
 			t.Fatalf("Reserve pass %d = %+v, %v", pass, res, err)
 		}
 	}
-	if _, err := s.Reserve(ctx, sale.ID, reqs[2:]); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, reqs[2:]); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
 	if err != nil || len(es) != 3 {
 		t.Fatalf("ReadOutbox = %+v, %v; want 3 reservations", es, err)
 	}
