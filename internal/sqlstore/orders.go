@@ -19,7 +19,7 @@ import (
 
 // OrderStore is the seckill.OrderStore of a DB: orders and failed orders,
 // and the database's count of unsold stock that orders take from. It is
-// also the DB's seckill.RestoreStore and seckill.LedgerStore (restore.go).
+// also the DB's seckill.RestoreStore and its ledger (restore.go).
 type OrderStore struct {
 	db *DB
 	q  *orderQueries

@@ -11,13 +11,10 @@ import (
 )
 
 // The order store also owns restore requests (seckill.RestoreStore) and
-// reads a sale's ledger (seckill.LedgerStore): a restore changes orders,
+// reads a sale's ledger (conformance.LedgerStore): a restore changes orders,
 // the sale's stock and its request in one transaction, and
 // PersistReservations honours parked requests in its own.
-var (
-	_ seckill.RestoreStore = (*OrderStore)(nil)
-	_ seckill.LedgerStore  = (*OrderStore)(nil)
-)
+var _ seckill.RestoreStore = (*OrderStore)(nil)
 
 // Locking. Every transaction that creates a restore request, or decides
 // on an order's restore, first locks the sale's row (restoreQueries.

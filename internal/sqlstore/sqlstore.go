@@ -4,7 +4,7 @@
 // owns the schema and its numbered migrations, the SQL text of each dialect,
 // and the translation of driver errors into the domain's sentinels at this
 // edge. It implements seckill.SaleStore (SaleStore), and seckill.OrderStore,
-// seckill.RestoreStore and seckill.LedgerStore (OrderStore).
+// seckill.RestoreStore and the ledger reads (OrderStore).
 //
 // Times are stored as BIGINT unix milliseconds in *_ms columns: exact and
 // identical in all three dialects, with no driver time parsing involved.
