@@ -1,7 +1,6 @@
 package seckill
 
 import (
-	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -252,9 +251,4 @@ type QueueJoin struct {
 type QueueJoinResult struct {
 	Refused  string // ERATELIMITED: the address holds its most places
 	Position int64  // 1-based, as of the join
-}
-
-// Queuer gives places in waiting rooms (internal/combiner).
-type Queuer interface {
-	Join(ctx context.Context, s *Sale, perIP int64, req QueueJoin) (QueueJoinResult, error)
 }
