@@ -14,6 +14,10 @@ type ReservationEvent struct {
 	UserID        string    `json:"user_id"`
 	Qty           int64     `json:"qty"`
 	ReservedAt    time.Time `json:"reserved_at"`
+	// KeyDigest is IdempotencyDigest of the Idempotency-Key the
+	// reservation was made under, "" without one: the order keeps it, so a
+	// retry whose key Redis forgot is still answered with this reservation.
+	KeyDigest string `json:"key_digest,omitempty"`
 }
 
 // Message is one unit of work on the broker. ID is the reservation id, also

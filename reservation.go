@@ -3,7 +3,9 @@ package seckill
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base32"
+	"encoding/base64"
 	"encoding/binary"
 	"strings"
 	"time"
@@ -183,6 +185,31 @@ func ValidIdempotencyKey(key string) bool {
 	}
 	for i := 0; i < len(key); i++ {
 		if key[i] < 0x21 || key[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// IdempotencyDigest is what the event and the order keep of an
+// Idempotency-Key: the first 128 bits of its SHA-256, base64url. The
+// database never holds a client's key, and a digest has one size.
+func IdempotencyDigest(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return base64.RawURLEncoding.EncodeToString(sum[:16])
+}
+
+// IdempotencyDigestLen is the length of every IdempotencyDigest.
+const IdempotencyDigestLen = 22
+
+// ValidIdempotencyDigest reports whether d can be an IdempotencyDigest.
+func ValidIdempotencyDigest(d string) bool {
+	if len(d) != IdempotencyDigestLen {
+		return false
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
 			return false
 		}
 	}

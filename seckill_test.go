@@ -163,6 +163,34 @@ func TestValidUserIDAndKey(t *testing.T) {
 	}
 }
 
+// TestIdempotencyDigestIsValidAndTellsKeysApart: every digest passes the
+// check the order writer applies to what a broker carries, and keys that
+// differ by one character get different digests.
+func TestIdempotencyDigestIsValidAndTellsKeysApart(t *testing.T) {
+	seen := map[string]string{}
+	for _, key := range []string{"k-1", "k-2", "K-1", strings.Repeat("k", 128), "!", "~~"} {
+		d := seckill.IdempotencyDigest(key)
+		if !seckill.ValidIdempotencyDigest(d) {
+			t.Errorf("IdempotencyDigest(%q) = %q fails ValidIdempotencyDigest", key, d)
+		}
+		if d != seckill.IdempotencyDigest(key) {
+			t.Errorf("IdempotencyDigest(%q) is not stable", key)
+		}
+		if other, ok := seen[d]; ok {
+			t.Errorf("keys %q and %q share the digest %q", other, key, d)
+		}
+		seen[d] = key
+	}
+	for in, want := range map[string]bool{
+		"": false, "k-1": false, strings.Repeat("A", 22): true, strings.Repeat("A", 21) + "=": false,
+		strings.Repeat("A", 21) + "\n": false, strings.Repeat("a", 23): false,
+	} {
+		if got := seckill.ValidIdempotencyDigest(in); got != want {
+			t.Errorf("ValidIdempotencyDigest(%q) = %v, want %v", in, got, want)
+		}
+	}
+}
+
 func TestErrorCode(t *testing.T) {
 	wrapped := fmt.Errorf("reserve: %w", seckill.Errorf(seckill.ESOLDOUT, "gone"))
 	if got := seckill.ErrorCode(wrapped); got != seckill.ESOLDOUT {

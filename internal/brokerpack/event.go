@@ -27,9 +27,11 @@ func EventMessage(e seckill.ReservationEvent) (seckill.Message, error) {
 // Compact events: the same fields as the JSON, laid out as
 //
 //	"SKE1" id-length id sale-length sale user-length user qty reserved-at
+//	[digest-length digest]
 //
 // lengths and qty unsigned varints, reserved-at a signed varint of unix
-// milliseconds (the outbox's precision). A fifth of the bytes and no
+// milliseconds (the outbox's precision). The key digest is written only
+// when there is one; an event of before has none. A fifth of the bytes and no
 // reflection either way. DecodeReservationEvent reads both layouts, so a
 // relay may switch once every writer reading its broker is of this
 // version; the embedded broker's relay does (its writer is this process).
@@ -37,7 +39,7 @@ const eventMagic = "SKE1"
 
 // CompactEvent encodes e as a broker message in the compact layout.
 func CompactEvent(e seckill.ReservationEvent) seckill.Message {
-	b := make([]byte, 0, len(eventMagic)+len(e.ReservationID)+len(e.SaleID)+len(e.UserID)+5*binary.MaxVarintLen64)
+	b := make([]byte, 0, len(eventMagic)+len(e.ReservationID)+len(e.SaleID)+len(e.UserID)+len(e.KeyDigest)+6*binary.MaxVarintLen64)
 	b = append(b, eventMagic...)
 	for _, s := range []string{e.ReservationID, e.SaleID, e.UserID} {
 		b = binary.AppendUvarint(b, uint64(len(s)))
@@ -45,6 +47,10 @@ func CompactEvent(e seckill.ReservationEvent) seckill.Message {
 	}
 	b = binary.AppendUvarint(b, uint64(max(e.Qty, 0)))
 	b = binary.AppendVarint(b, e.ReservedAt.UnixMilli())
+	if e.KeyDigest != "" {
+		b = binary.AppendUvarint(b, uint64(len(e.KeyDigest)))
+		b = append(b, e.KeyDigest...)
+	}
 	return seckill.Message{ID: e.ReservationID, Body: b}
 }
 
@@ -80,10 +86,18 @@ func DecodeReservationEvent(body []byte) (seckill.ReservationEvent, error) {
 	}
 	r = r[k:]
 	ms, k := binary.Varint(r)
-	if k <= 0 || k != len(r) {
+	if k <= 0 {
 		return seckill.ReservationEvent{}, fmt.Errorf("%w: reserved-at", ErrBadEvent)
 	}
 	e.Qty, e.ReservedAt = int64(qty), time.UnixMilli(ms).UTC()
+	if r = r[k:]; len(r) == 0 {
+		return e, nil
+	}
+	n, k := binary.Uvarint(r)
+	if k <= 0 || n == 0 || n != uint64(len(r)-k) {
+		return seckill.ReservationEvent{}, fmt.Errorf("%w: key digest", ErrBadEvent)
+	}
+	e.KeyDigest = string(r[k:])
 	return e, nil
 }
 

@@ -22,6 +22,7 @@ const (
 	jsonUserID        = `","user_id":"`
 	jsonQty           = `","qty":`
 	jsonReservedAt    = `,"reserved_at":"`
+	jsonKeyDigest     = `","key_digest":"`
 	jsonEnd           = `"}`
 )
 
@@ -44,15 +45,15 @@ func allPlainJSON(s string) bool {
 // eventJSONLen is the length of e's JSON for plain strings and a UTC time
 // to the nanosecond.
 func eventJSONLen(e seckill.ReservationEvent) int {
-	return len(jsonReservationID+jsonSaleID+jsonUserID+jsonQty+jsonReservedAt+jsonEnd) +
-		len(e.ReservationID) + len(e.SaleID) + len(e.UserID) + 20 + len("2006-01-02T15:04:05.999999999Z")
+	return len(jsonReservationID+jsonSaleID+jsonUserID+jsonQty+jsonReservedAt+jsonKeyDigest+jsonEnd) +
+		len(e.ReservationID) + len(e.SaleID) + len(e.UserID) + len(e.KeyDigest) + 20 + len("2006-01-02T15:04:05.999999999Z")
 }
 
 // appendEventJSON appends e as json.Marshal writes it; ok is false when a
 // string is not plain or the time has no RFC 3339 form, for the caller to
 // use encoding/json instead.
 func appendEventJSON(b []byte, e seckill.ReservationEvent) (_ []byte, ok bool) {
-	if !allPlainJSON(e.ReservationID) || !allPlainJSON(e.SaleID) || !allPlainJSON(e.UserID) {
+	if !allPlainJSON(e.ReservationID) || !allPlainJSON(e.SaleID) || !allPlainJSON(e.UserID) || !allPlainJSON(e.KeyDigest) {
 		return b, false
 	}
 	b = append(b, jsonReservationID...)
@@ -67,6 +68,10 @@ func appendEventJSON(b []byte, e seckill.ReservationEvent) (_ []byte, ok bool) {
 	b, err := e.ReservedAt.AppendText(b) // MarshalJSON's text, unquoted
 	if err != nil {
 		return b, false
+	}
+	if e.KeyDigest != "" {
+		b = append(b, jsonKeyDigest...)
+		b = append(b, e.KeyDigest...)
 	}
 	return append(b, jsonEnd...), true
 }
@@ -134,6 +139,9 @@ func decodeEventJSON(body []byte) (e seckill.ReservationEvent, ok bool) {
 		return e, false
 	}
 	at, ok := plain()
+	if ok && bytes.HasPrefix(r, []byte(jsonKeyDigest)) {
+		ok = str(jsonKeyDigest, &e.KeyDigest) && e.KeyDigest != ""
+	}
 	if !ok || !bytes.Equal(r, []byte(jsonEnd)) {
 		return e, false
 	}

@@ -15,7 +15,7 @@ func sameEvent(a, b seckill.ReservationEvent) bool {
 	_, oa := a.ReservedAt.Zone()
 	_, ob := b.ReservedAt.Zone()
 	return a.ReservationID == b.ReservationID && a.SaleID == b.SaleID && a.UserID == b.UserID &&
-		a.Qty == b.Qty && a.ReservedAt.Equal(b.ReservedAt) && oa == ob
+		a.Qty == b.Qty && a.ReservedAt.Equal(b.ReservedAt) && oa == ob && a.KeyDigest == b.KeyDigest
 }
 
 // TestEventJSONFastPaths: the events the relay publishes take the fast
@@ -23,23 +23,27 @@ func sameEvent(a, b seckill.ReservationEvent) bool {
 // numbers and times json.Marshal does not write) still read as
 // encoding/json reads them.
 func TestEventJSONFastPaths(t *testing.T) {
-	e := seckill.ReservationEvent{
+	plain := seckill.ReservationEvent{
 		ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "user-42", Qty: 2,
 		ReservedAt: time.UnixMilli(1_790_000_000_123).UTC(),
 	}
-	want, err := json.Marshal(e)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, ok := appendEventJSON(nil, e)
-	if !ok || !bytes.Equal(got, want) {
-		t.Fatalf("appendEventJSON = %s, %v; want %s, true", got, ok, want)
-	}
-	if m, err := EventMessage(e); err != nil || !bytes.Equal(m.Body, want) || m.ID != e.ReservationID {
-		t.Errorf("Message() = %+v, %v; want the JSON %s", m, err, want)
-	}
-	if back, ok := decodeEventJSON(want); !ok || back != e {
-		t.Errorf("decodeEventJSON(%s) = %+v, %v; want %+v, true", want, back, ok, e)
+	keyed := plain
+	keyed.KeyDigest = seckill.IdempotencyDigest("k-1")
+	for _, e := range []seckill.ReservationEvent{plain, keyed} {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, ok := appendEventJSON(nil, e)
+		if !ok || !bytes.Equal(got, want) {
+			t.Fatalf("appendEventJSON = %s, %v; want %s, true", got, ok, want)
+		}
+		if m, err := EventMessage(e); err != nil || !bytes.Equal(m.Body, want) || m.ID != e.ReservationID {
+			t.Errorf("Message() = %+v, %v; want the JSON %s", m, err, want)
+		}
+		if back, ok := decodeEventJSON(want); !ok || back != e {
+			t.Errorf("decodeEventJSON(%s) = %+v, %v; want %+v, true", want, back, ok, e)
+		}
 	}
 
 	for _, e := range []seckill.ReservationEvent{
@@ -63,6 +67,9 @@ func TestEventJSONFastPaths(t *testing.T) {
 		`{"sale_id":"tea","reservation_id":"tea.x","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05Z"}`,
 		`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":99999999999999999999,"reserved_at":"2026-01-02T03:04:05Z"}`,
 		`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-13-02T03:04:05Z"}`,
+		`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05Z","key_digest":""}`,
+		`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05Z","key_digest":"a\u0041"}`,
+		`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05Z","key_digest":"a","x":1}`,
 	} {
 		if got, ok := decodeEventJSON([]byte(body)); ok {
 			t.Errorf("decodeEventJSON(%s) = %+v; want it left to encoding/json", body, got)
@@ -80,11 +87,13 @@ func TestEventJSONFastPaths(t *testing.T) {
 // answer. An event the encoder writes is byte for byte json.Marshal's, and
 // a body the decoder reads is one json.Unmarshal reads the same.
 func FuzzEventJSON(f *testing.F) {
-	f.Add("tea.x", "tea", "u-1", int64(1), int64(1_790_000_000_123), 0, []byte(`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05.123Z"}`))
-	f.Add("a<b", "", `"`, int64(-5), int64(-62_135_596_800_001), 3600, []byte(`{"reservation_id":"","sale_id":"","user_id":"","qty":-12,"reserved_at":"0001-01-01T00:00:00+01:00"}`))
-	f.Fuzz(func(t *testing.T, id, sale, user string, qty, nanos int64, offset int, body []byte) {
+	f.Add("tea.x", "tea", "u-1", int64(1), int64(1_790_000_000_123), 0, "", []byte(`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05.123Z"}`))
+	f.Add("a<b", "", `"`, int64(-5), int64(-62_135_596_800_001), 3600, "d", []byte(`{"reservation_id":"","sale_id":"","user_id":"","qty":-12,"reserved_at":"0001-01-01T00:00:00+01:00"}`))
+	f.Add("tea.x", "tea", "u-1", int64(1), int64(1_790_000_000_123), 0, seckill.IdempotencyDigest("k"),
+		[]byte(`{"reservation_id":"tea.x","sale_id":"tea","user_id":"u","qty":1,"reserved_at":"2026-01-02T03:04:05.123Z","key_digest":"AAAAAAAAAAAAAAAAAAAAAA"}`))
+	f.Fuzz(func(t *testing.T, id, sale, user string, qty, nanos int64, offset int, digest string, body []byte) {
 		e := seckill.ReservationEvent{ReservationID: id, SaleID: sale, UserID: user, Qty: qty,
-			ReservedAt: time.Unix(0, nanos).In(time.FixedZone("", offset%(24*3600)))}
+			ReservedAt: time.Unix(0, nanos).In(time.FixedZone("", offset%(24*3600))), KeyDigest: digest}
 		if got, ok := appendEventJSON(nil, e); ok {
 			want, err := json.Marshal(e)
 			if err != nil || !bytes.Equal(got, want) {

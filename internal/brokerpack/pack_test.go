@@ -2,6 +2,7 @@ package brokerpack
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"strings"
@@ -157,6 +158,28 @@ func TestEventLayouts(t *testing.T) {
 		ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea", UserID: "ålice@example", Qty: 3,
 		ReservedAt: time.UnixMilli(1_790_000_000_123).UTC(),
 	}
+	t.Run("without a key", func(t *testing.T) { testEventLayouts(t, e) })
+	e.KeyDigest = seckill.IdempotencyDigest("k-1")
+	t.Run("with a key", func(t *testing.T) { testEventLayouts(t, e) })
+}
+
+// TestEventOfBeforeKeysDecodes: bodies written before events carried a key
+// digest (an upgrade's backlog) read as events without one.
+func TestEventOfBeforeKeysDecodes(t *testing.T) {
+	const id = "tea.01KBX6Z8T3G1V4B2C5D8E9F0AB"
+	// The compact layout of before, written out: no digest after the time.
+	old := []byte("SKE1\x1e" + id + "\x03tea\x05alice\x02")
+	old = binary.AppendVarint(old, 1_790_000_000_123)
+	oldJSON := []byte(`{"reservation_id":"` + id + `","sale_id":"tea","user_id":"alice","qty":2,"reserved_at":"2026-01-02T03:04:05.123Z"}`)
+	for name, body := range map[string][]byte{"compact": old, "json": oldJSON} {
+		got, err := DecodeReservationEvent(body)
+		if err != nil || got.ReservationID != id || got.UserID != "alice" || got.Qty != 2 || got.KeyDigest != "" {
+			t.Errorf("%s: decoded %+v, %v; want %s of alice, qty 2, no key digest", name, got, err, id)
+		}
+	}
+}
+
+func testEventLayouts(t *testing.T, e seckill.ReservationEvent) {
 	js, err := EventMessage(e)
 	if err != nil {
 		t.Fatal(err)

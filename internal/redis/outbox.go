@@ -343,12 +343,24 @@ func decodeBatch(out []seckill.OutboxEntry, saleID string, e rueidis.XRangeEntry
 	}
 	at := time.UnixMilli(ms).UTC()
 	rest := f[OutboxBatch]
+	keys, keyed := f[OutboxKeys]
+	if keyed && strings.Count(keys, "\n")+1 != n {
+		// The keys are only a convenience for a retry: a batch whose
+		// keys do not line up is persisted without them.
+		keyed = false
+	}
 	for seq := range n {
-		var line string
+		var line, key string
 		line, rest, _ = strings.Cut(rest, "\n")
+		if keyed {
+			key, keys, _ = strings.Cut(keys, "\n")
+		}
 		qty, tail, _ := strings.Cut(line, " ")
 		short, user, _ := strings.Cut(tail, " ")
 		ev := seckill.ReservationEvent{ReservationID: saleID + "." + short, SaleID: saleID, UserID: user, ReservedAt: at}
+		if seckill.ValidIdempotencyKey(key) {
+			ev.KeyDigest = seckill.IdempotencyDigest(key)
+		}
 		q, qerr := strconv.ParseInt(qty, 10, 64)
 		ev.Qty = q
 		switch {

@@ -29,6 +29,7 @@ func TestOutboxRelaySide(t *testing.T) {
 			{"Claim", testOutboxClaim},
 			{"Malformed", testOutboxMalformed},
 			{"Batches", testOutboxBatches},
+			{"KeysTravel", testOutboxKeysTravel},
 			{"MalformedBatches", testOutboxMalformedBatches},
 			{"EntriesOfOne", testOutboxEntriesOfOne},
 			{"InvalidArgs", testOutboxInvalidArgs},
@@ -749,5 +750,37 @@ func testOutboxEntriesOfOne(t *testing.T, s *Store) {
 	c, err := s.Counters(ctx, sale.ID)
 	if err != nil || c.Outbox != 0 {
 		t.Fatalf("Counters = %+v, %v; want an empty outbox", c, err)
+	}
+}
+
+// testOutboxKeysTravel: a reservation made under an idempotency key reaches
+// the relay with the key's digest, one without a key with none, in a batch
+// that mixes both; a replay appends nothing.
+func testOutboxKeysTravel(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := mustPreheat(t, s, liveSale(10, 1))
+	reqs := []seckill.ReserveRequest{
+		request(sale.ID, servicetest.UniqueName("u"), 1, ""),
+		request(sale.ID, servicetest.UniqueName("u"), 1, "key-of-b"),
+		request(sale.ID, servicetest.UniqueName("u"), 1, ""),
+	}
+	for pass := range 2 { // the second pass replays the keyed one
+		res, err := s.Reserve(ctx, sale.ID, reqs[pass:2])
+		if err != nil || res[len(res)-1].Outcome != []seckill.Outcome{seckill.OutcomeReserved, seckill.OutcomeReplayed}[pass] {
+			t.Fatalf("Reserve pass %d = %+v, %v", pass, res, err)
+		}
+	}
+	if _, err := s.Reserve(ctx, sale.ID, reqs[2:]); err != nil {
+		t.Fatalf("Reserve: %v", err)
+	}
+	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	if err != nil || len(es) != 3 {
+		t.Fatalf("ReadOutbox = %+v, %v; want 3 reservations", es, err)
+	}
+	want := []string{"", seckill.IdempotencyDigest("key-of-b"), ""}
+	for i, e := range es {
+		if e.Err != nil || e.Event.ReservationID != reqs[i].ReservationID || e.Event.KeyDigest != want[i] {
+			t.Errorf("entry %d = %+v; want %s with key digest %q", i, e, reqs[i].ReservationID, want[i])
+		}
 	}
 }

@@ -30,6 +30,12 @@
 --                            reservation, in order, "<qty> <the id's last
 --                            26 characters> <user>" (the key names the
 --                            sale; a user id holds no control character).
+--                            When a reservation of the batch came with an
+--                            idempotency key, field k holds one line per
+--                            reservation, in the same order: its key, or
+--                            "" (a key holds no control character); the
+--                            relay carries its digest into the order.
+--                            Readers of before ignore k.
 --                            Entries written before batches were one
 --                            reservation each, with fields reservation_id,
 --                            user_id, qty, reserved_at_ms
@@ -328,6 +334,8 @@ end
 redis.call('HSET', KEYS[2], unpack(holdings))
 local records = {} -- field, value pairs for one HSET of the res hash
 local lines = {}   -- the outbox entry's lines
+local keys = {}    -- the outbox entry's keys, a line each
+local keyed = false
 for n = 1, #won do
   local i = won[n]
   local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
@@ -335,7 +343,9 @@ for n = 1, #won do
   local short = string.sub(id, -26)
   if key ~= '' then
     redis.call('HSET', KEYS[3], #user .. ':' .. user .. key, qtys .. ':' .. short)
+    keyed = true
   end
+  keys[n] = key
   local ms = id_ms(short)
   records[#records + 1] = short
   lines[n] = qtys .. ' ' .. short .. ' ' .. user
@@ -346,5 +356,10 @@ for n = 1, #won do
   end
 end
 redis.call('HSET', KEYS[4], unpack(records))
-redis.call('XADD', KEYS[5], '*', 'n', string.format('%d', #won), 'at', now_ms, 'b', table.concat(lines, '\n'))
+if keyed then
+  redis.call('XADD', KEYS[5], '*', 'n', string.format('%d', #won), 'at', now_ms, 'b', table.concat(lines, '\n'),
+    'k', table.concat(keys, '\n'))
+else
+  redis.call('XADD', KEYS[5], '*', 'n', string.format('%d', #won), 'at', now_ms, 'b', table.concat(lines, '\n'))
+end
 return out

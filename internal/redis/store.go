@@ -64,6 +64,7 @@ const (
 	OutboxCount         = "n"
 	OutboxAtMs          = "at"
 	OutboxBatch         = "b"
+	OutboxKeys          = "k" // the batch's idempotency keys, a line each; absent when none
 	OutboxReservationID = "reservation_id"
 	OutboxUserID        = "user_id"
 	OutboxQty           = "qty"

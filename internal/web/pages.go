@@ -127,6 +127,18 @@ type buyerData struct {
 	DemoLogin     bool
 	BuyerPay      bool
 	Currency      string
+
+	// Admission of the sale; the rest is set for lottery and queue sales.
+	Mode     seckill.AdmissionMode
+	ModeNote string
+	// Sessions says the page can sign a buyer in without a script.
+	Sessions bool
+	// Buyer is the signed-in buyer of the session, "" for none.
+	Buyer     string
+	FormToken string
+	Standing  standing
+	// Notice is the message a form's redirect asked for.
+	Notice string
 }
 
 // maxQtyChoice caps the quantity menu; a limit above it still applies.
@@ -177,7 +189,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 	for i := range qty {
 		qty[i] = int64(i + 1)
 	}
-	h.renderPage(w, r, http.StatusOK, "buyer.html", buyerData{
+	data := buyerData{
 		SaleID:        sale.ID,
 		Name:          sale.Name,
 		Price:         fmt.Sprintf("%d.%02d", sale.PriceCents/100, sale.PriceCents%100),
@@ -192,7 +204,36 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		DemoLogin:     h.demoLogin != nil,
 		BuyerPay:      h.buyerPay,
 		Currency:      cmp.Or(sale.Currency, h.currency),
-	})
+		Mode:          sale.Admission.Of(),
+		Sessions:      h.api != nil,
+		Notice:        noticeOf(r.URL.Query().Get("notice")),
+	}
+	if !sale.Admission.FirstCome() {
+		data.ModeNote = modeNote(sale, h.queueOpensBefore)
+		sess, ok := h.session(r)
+		if ok {
+			data.Buyer, data.FormToken = sess.userID, formToken(sess, sale.ID)
+		}
+		data.Standing = h.standingOf(ctx, r, sale, sess, ok)
+		// The ticket is the script's, from the buyer feed: never in the
+		// page's HTML.
+		data.Standing.Ticket = ""
+	}
+	h.renderPage(w, r, http.StatusOK, "buyer.html", data)
+}
+
+// modeNote says in a sentence how a lottery or queue sale is allotted.
+func modeNote(sale *seckill.Sale, opensBefore time.Duration) string {
+	switch sale.Admission.Of() {
+	case seckill.AdmitLottery:
+		return "A draw: everyone who enters by " + clock(sale.Admission.EntriesCloseAt) +
+			" has the same chance, and the winners are drawn then."
+	case seckill.AdmitQueue:
+		return "A waiting room, open from " + clock(sale.StartAt.Add(-opensBefore)) +
+			": everyone who joins before the start gets a random place, and buyers take their turn " +
+			grouped(sale.Admission.AdmitPerSecond) + " a second from " + clock(sale.StartAt) + "."
+	}
+	return ""
 }
 
 // handleOpenSale serves the landing page's "open a sale" form, which

@@ -35,6 +35,12 @@ type StockReader interface {
 	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
 }
 
+// TokenVerifier verifies a buyer token and names its buyer
+// (internal/jwt.Verifier, as the API uses).
+type TokenVerifier interface {
+	Verify(token string) (userID string, err error)
+}
+
 // NA marks a Snapshot count that is not available (shown as "n/a").
 const NA int64 = -1
 
@@ -79,6 +85,38 @@ type Reconciliation struct {
 	CheckedAt time.Time
 }
 
+// AdmissionSnapshot is what the control room shows of a lottery's or a
+// queue's admission. Counts the wiring cannot know are NA.
+type AdmissionSnapshot struct {
+	// Lottery.
+	Entrants   int64
+	Commitment string
+	// Seed, DrawnAt and the rest below are set once drawn.
+	Seed    string
+	DrawnAt time.Time
+	// Winners counts the draw's winners; WinnerIDs are the first of their
+	// entry ids, in draw order.
+	Winners   int64
+	WinnerIDs []string
+	// Promoted counts the waiting-list entrants given a unit since the
+	// draw (a winner did not pay).
+	Promoted int64
+	// Waiting counts the waiting list; NextWaiting are the first of its
+	// entry ids, in draw order: the next to be given a unit that comes back.
+	Waiting     int64
+	NextWaiting []string
+
+	// Queue.
+	QueueLength int64
+	// Admitted is how many places have been admitted so far (at most the
+	// queue's length).
+	Admitted int64
+	// TicketsIssued counts admission tickets issued, cumulative, on this
+	// node for all sales together (TicketsNodeWide).
+	TicketsIssued   int64
+	TicketsNodeWide bool
+}
+
 // EmptySnapshot is a Snapshot with every count NA.
 func EmptySnapshot() Snapshot {
 	return Snapshot{OutboxLen: NA, BrokerBacklog: NA, OrdersPersisted: NA, FailedOrders: NA, ParkedRestores: NA}
@@ -89,7 +127,10 @@ func EmptySnapshot() Snapshot {
 const (
 	DefaultTicketTTL     = 30 * time.Second
 	DefaultEventInterval = 500 * time.Millisecond
-	DefaultHistoryWindow = 5 * time.Minute
+	// DefaultBuyerEventInterval: a buyer's standing is read as often as
+	// the page would poll it.
+	DefaultBuyerEventInterval = 2 * time.Second
+	DefaultHistoryWindow      = 5 * time.Minute
 	// DefaultSnapshotTimeout bounds one Snapshot or Stock call made for
 	// the live feed.
 	DefaultSnapshotTimeout = 2 * time.Second
@@ -107,6 +148,9 @@ type Config struct {
 	// slower than that (reconciliation, counting rows) the wiring should
 	// cache. Nil: every count shows "n/a".
 	Snapshot func(ctx context.Context, saleID string) (Snapshot, error)
+	// Admission reads a lottery's or a queue's admission for the control
+	// room (called like Snapshot, for those sales only). Nil: not shown.
+	Admission func(ctx context.Context, sale *seckill.Sale) (AdmissionSnapshot, error)
 	// AdminToken is the operators' token, the same one the API checks.
 	// It signs the live feed's tickets. Empty: no tickets are issued.
 	AdminToken string
@@ -122,6 +166,21 @@ type Config struct {
 	// Currency is the ISO 4217 code prices are shown in; empty shows a
 	// plain number.
 	Currency string
+	// API is the JSON API (internal/httpapi's handler). With Buyers, it
+	// enables buyer sessions on the pages: the page of a lottery or queue
+	// sale shows the buyer's standing, its forms enter and join without a
+	// script, and the buyer feed keeps it live. The pages call it
+	// in-process with the buyer's token. Nil: those pages show the mode
+	// only.
+	API http.Handler
+	// Buyers verifies buyer tokens, as the API does.
+	Buyers TokenVerifier
+	// QueueOpensBefore is the API's --queue-opens-before. Default
+	// seckill.DefaultQueueOpensBefore.
+	QueueOpensBefore time.Duration
+	// BuyerEventInterval is how often the buyer feed reads a buyer's
+	// standing. Default DefaultBuyerEventInterval.
+	BuyerEventInterval time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Logger receives internal errors only. Default: discard.
@@ -151,6 +210,7 @@ type Handler struct {
 	sales     SaleLookup
 	stock     StockReader
 	snapshot  func(ctx context.Context, saleID string) (Snapshot, error)
+	admission func(ctx context.Context, sale *seckill.Sale) (AdmissionSnapshot, error)
 	tickets   *ticketSigner // nil: admin token not set
 	demoLogin func(name string) (string, error)
 	buyerPay  bool
@@ -164,6 +224,12 @@ type Handler struct {
 	pages     *template.Template
 	assets    map[string]*asset // by path under /static/
 	mux       *http.ServeMux
+
+	api              http.Handler  // nil: no buyer sessions
+	buyers           TokenVerifier // nil: no buyer sessions
+	queueOpensBefore time.Duration
+	buyerInterval    time.Duration
+	origins          *http.CrossOriginProtection
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by CloseStreams: ends every live feed
@@ -181,6 +247,7 @@ func New(cfg Config) (*Handler, error) {
 		sales:     cfg.Sales,
 		stock:     cfg.Stock,
 		snapshot:  cfg.Snapshot,
+		admission: cfg.Admission,
 		demoLogin: cfg.DemoLogin,
 		buyerPay:  cfg.BuyerPay,
 		currency:  cfg.Currency,
@@ -190,6 +257,19 @@ func New(cfg Config) (*Handler, error) {
 		budget:    cfg.Budget,
 		degraded:  cfg.OnDegraded,
 		closed:    make(chan struct{}),
+
+		queueOpensBefore: cfg.QueueOpensBefore,
+		buyerInterval:    cfg.BuyerEventInterval,
+		origins:          http.NewCrossOriginProtection(),
+	}
+	if cfg.API != nil && cfg.Buyers != nil {
+		h.api, h.buyers = cfg.API, cfg.Buyers
+	}
+	if h.queueOpensBefore <= 0 {
+		h.queueOpensBefore = seckill.DefaultQueueOpensBefore
+	}
+	if h.buyerInterval <= 0 {
+		h.buyerInterval = DefaultBuyerEventInterval
 	}
 	if h.budget <= 0 {
 		h.budget = DefaultBudget
@@ -250,6 +330,15 @@ func New(cfg Config) (*Handler, error) {
 //	POST /admin/v1/sse-ticket          a live-feed ticket (admin token)
 //	GET  /admin/v1/sales/{id}/events   the live feed (?ticket=)
 //	POST /demo/v1/login                only when Config.DemoLogin is set
+//
+// With buyer sessions (Config.API and Config.Buyers):
+//
+//	POST /sales/{id}/session           sign in (form: token, or name in a demo)
+//	POST /sales/{id}/session/end       sign out
+//	POST /sales/{id}/enter             enter a lottery (form)
+//	POST /sales/{id}/join              join a queue (form)
+//	GET  /sales/{id}/events            the buyer's standing, live
+//	GET  /sales/{id}/standing          the buyer's standing, once (JSON)
 func (h *Handler) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", h.handleIndex)
 	mux.HandleFunc("GET /sales", h.handleOpenSale)
@@ -262,6 +351,14 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 	mux.HandleFunc("GET /admin/v1/sales/{id}/events", h.handleEvents)
 	if h.demoLogin != nil {
 		mux.HandleFunc("POST /demo/v1/login", h.handleDemoLogin)
+	}
+	if h.api != nil {
+		mux.HandleFunc("POST /sales/{id}/session", h.handleSignIn)
+		mux.HandleFunc("POST /sales/{id}/session/end", h.handleSignOut)
+		mux.HandleFunc("POST /sales/{id}/enter", h.handleEnter)
+		mux.HandleFunc("POST /sales/{id}/join", h.handleJoin)
+		mux.HandleFunc("GET /sales/{id}/events", h.handleBuyerEvents)
+		mux.HandleFunc("GET /sales/{id}/standing", h.handleStanding)
 	}
 }
 

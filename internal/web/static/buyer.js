@@ -21,6 +21,10 @@
   // the payment (its payment page is the order's pay_url) and the page
   // waits for it.
   const buyerPay = d.buyerPay === "true";
+  // A lottery or queue sale: the buyer's standing comes from the server
+  // (rendered, then the buyer feed), through the buyer's session cookie.
+  const mode = d.mode || "first_come";
+  const sessions = d.sessions === "true";
   const AWAIT_PAYMENT_EVERY_MS = 5000;
   const enc = encodeURIComponent;
 
@@ -42,6 +46,9 @@
     key: null, // Idempotency-Key of the attempt in progress
     wasLive: false,
     degraded: false, // the shop answers busy or from its last good copy; the page keeps retrying
+    standing: null, // the buyer's standing in a lottery or queue sale (the server's)
+    ticket: "", // queue: the admission ticket, from the standing; never in a URL
+    ticketHeader: "Admission-Ticket",
   };
 
   const els = {
@@ -88,6 +95,7 @@
     if (token) sk.session.set(TOKEN_KEY, token);
     else sk.session.del(TOKEN_KEY);
     render();
+    if (mode !== "first_come") syncSession();
   }
 
   // A shop hands a buyer over with #token=…, once: the fragment never
@@ -149,7 +157,8 @@
     say(state.user ? "Signed in as " + state.user + "." : "Token saved for this tab.");
   });
 
-  $("signout").addEventListener("click", function () {
+  $("signout").addEventListener("click", function (ev) {
+    ev.preventDefault();
     setToken(null);
     sk.session.del(CLAIM_KEY);
     say("Signed out.");
@@ -166,7 +175,7 @@
 
   function canBuy(now) {
     return Boolean(state.token) && phase(now) === "live" && !state.busy && !state.claim &&
-      !state.blocked && now >= state.retryAt;
+      !state.blocked && now >= state.retryAt && (mode === "first_come" || (mode === "queue" && Boolean(state.ticket)));
   }
 
   function render() {
@@ -213,7 +222,8 @@
     els.who.textContent = state.user || "a token holder";
 
     // Once the order is on screen, it is what the buyer acts on.
-    els.buyBox.hidden = Boolean(state.claim && state.claim.view);
+    els.buyBox.hidden = Boolean(state.claim && state.claim.view) || mode === "lottery" ||
+      (mode === "queue" && !state.ticket);
     els.buy.disabled = !canBuy(now);
     els.buy.textContent = state.busy ? "Claiming…" : state.claim ? "Claimed" : "Buy now";
     els.hint.textContent = hint(now, ph);
@@ -273,8 +283,10 @@
     render();
     let r;
     for (let attempt = 1; attempt <= 3; attempt++) {
+      const headers = { "Idempotency-Key": state.key };
+      if (mode === "queue" && state.ticket) headers[state.ticketHeader] = state.ticket;
       r = await sk.api("POST", "/api/v1/sales/" + enc(sale.id) + "/reservations", {
-        token: state.token, body: { qty: qty }, headers: { "Idempotency-Key": state.key },
+        token: state.token, body: { qty: qty }, headers: headers,
       });
       // Only a lost answer or a server error is retried at once, with the
       // same key; every other answer is definite.
@@ -492,6 +504,113 @@
     } else {
       problem(sk.errorMessage(r) || "The payment was refused (" + r.status + ").");
     }
+  }
+
+  // --- lottery and queue: the buyer's standing ------------------------------
+
+  const adm = mode === "first_come" ? null : {
+    box: $("admission"), headline: $("adm-headline"), detail: $("adm-detail"), reload: $("adm-reload"),
+    enter: document.getElementById("enter-form"), join: document.getElementById("join-form"),
+  };
+  const STANDING_EVERY_MS = 2000; // the polling fallback's pace, as the feed's
+  let feed = null;
+  let polling = false;
+  let sessionFor = d.buyer || ""; // the buyer the server's session cookie names
+
+  // syncSession makes the server's session match the page's token, so the
+  // buyer feed and the forms act for the same buyer as the buy button.
+  async function syncSession() {
+    if (!sessions || !adm) return;
+    if (state.token && state.user && state.user === sessionFor) { follow(); return; }
+    stopFollowing();
+    if (!state.token) {
+      if (sessionFor) {
+        await sk.api("POST", "/sales/" + enc(sale.id) + "/session/end");
+        sessionFor = "";
+        applyStanding({ state: "sign_in", headline: mode === "lottery" ? "Sign in to enter the draw." : "Sign in to join the queue.", detail: "" });
+      }
+      return;
+    }
+    let r = null;
+    try {
+      r = await fetch("/sales/" + enc(sale.id) + "/session", {
+        method: "POST", body: new URLSearchParams({ token: state.token }), credentials: "same-origin",
+        headers: { Accept: "application/json" },
+      });
+    } catch (e) { r = null; }
+    const body = r && r.status === 200 ? await r.json().catch(function () { return null; }) : null;
+    if (!body || !body.form_token) {
+      if (r && r.status === 401) signedOut("Your sign-in is not valid any more. Please sign in again.");
+      return;
+    }
+    sessionFor = body.user_id;
+    document.querySelectorAll('input[name="form_token"]').forEach(function (i) { i.value = body.form_token; });
+    follow();
+  }
+
+  function follow() {
+    if (!adm || feed || polling) return;
+    adm.reload.hidden = true;
+    if (typeof EventSource !== "function") { pollStanding(); return; }
+    feed = new EventSource("/sales/" + enc(sale.id) + "/events");
+    let heard = false;
+    feed.addEventListener("standing", function (ev) {
+      heard = true;
+      try { applyStanding(JSON.parse(ev.data)); } catch (e) { /* a bad event: wait for the next */ }
+    });
+    // A feed that fails, or that a proxy holds back, gives way to polling.
+    feed.onerror = function () { if (!heard || feed.readyState === EventSource.CLOSED) fallBack(); };
+    setTimeout(function () { if (!heard) fallBack(); }, 8000);
+  }
+
+  function stopFollowing() {
+    if (feed) { feed.close(); feed = null; }
+    polling = false;
+  }
+
+  function fallBack() {
+    if (feed) { feed.close(); feed = null; }
+    pollStanding();
+  }
+
+  async function pollStanding() {
+    if (polling) return;
+    polling = true;
+    while (polling) {
+      const r = await sk.api("GET", "/sales/" + enc(sale.id) + "/standing");
+      if (r.status === 200 && r.body) applyStanding(r.body);
+      else if (r.status === 401) { polling = false; break; }
+      const hidden = document.visibilityState === "hidden";
+      await sk.sleep((hidden ? 3 : 1) * STANDING_EVERY_MS + Math.random() * 500);
+    }
+  }
+
+  // applyStanding shows the server's standing. The headline sits in a
+  // polite live region: it is written only when it changes, so a screen
+  // reader hears each change once (the server words it to change by the
+  // minute, not the second).
+  function applyStanding(st) {
+    const prev = state.standing;
+    state.standing = st;
+    adm.box.dataset.state = st.state;
+    if (adm.headline.textContent !== st.headline) adm.headline.textContent = st.headline;
+    adm.detail.textContent = st.detail || "";
+    if (adm.enter) adm.enter.hidden = st.state !== "enter";
+    if (adm.join) adm.join.hidden = st.state !== "join";
+    state.ticket = st.state === "admitted" && st.ticket ? st.ticket : "";
+    if (st.ticket_header) state.ticketHeader = st.ticket_header;
+    if (st.state === "sold_out") state.remaining = 0;
+    if (st.state === "won" && st.reservation_id && !state.claim) {
+      state.claim = { id: st.reservation_id };
+      sk.session.set(CLAIM_KEY, st.reservation_id);
+      pollClaim();
+    }
+    if (st.state === "admitted" && (!prev || prev.state !== "admitted") && !els.buy.disabled) els.buy.focus();
+    if (st.state === "sign_in" && state.token) {
+      stopFollowing();
+      signedOut("Your sign-in is not valid any more. Please sign in again.");
+    }
+    render();
   }
 
   els.buy.addEventListener("click", buy);

@@ -1,0 +1,598 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// The page of a lottery or a queue sale shows the signed-in buyer their
+// own standing: in the draw or not, won or lost; their place in the
+// waiting room, or their turn. The server renders it (no script needed)
+// and the buyer feed (GET /sales/{id}/events) keeps it live; the page
+// polls the API when the feed fails.
+//
+// Every read and every action goes through the JSON API in-process
+// (Config.API) with the buyer's own token: the page answers by exactly the
+// API's rules (windows, limits, rate limits, metrics), and can show only
+// what the API shows that token.
+
+// standing is one buyer's standing in a lottery or queue sale, as the page
+// and the buyer feed show it.
+type standing struct {
+	Mode  seckill.AdmissionMode `json:"mode"`
+	State string                `json:"state"`
+	// Headline is what the live region announces; Detail is the line
+	// under it, which changes too often to announce.
+	Headline string `json:"headline"`
+	Detail   string `json:"detail"`
+
+	// Lottery.
+	ResultsAt     time.Time `json:"results_at,omitzero"`
+	EntryQty      int64     `json:"entry_qty,omitempty"`
+	ReservationID string    `json:"reservation_id,omitempty"`
+	PayBy         time.Time `json:"pay_by,omitzero"`
+	OrderStatus   string    `json:"order_status,omitempty"`
+
+	// Queue.
+	Position   int64 `json:"position,omitempty"`
+	Ahead      int64 `json:"ahead,omitempty"`
+	ETASeconds int64 `json:"eta_seconds,omitempty"`
+	// Ticket is the admission ticket of a buyer whose turn it is: sent in
+	// the buyer feed's body only, never in a URL or the rendered page.
+	Ticket       string `json:"ticket,omitempty"`
+	TicketHeader string `json:"ticket_header,omitempty"`
+
+	// OpensAt is when entries or the waiting room open (state not_open).
+	OpensAt time.Time `json:"opens_at,omitzero"`
+}
+
+// The states of a standing.
+const (
+	stSignIn      = "sign_in"     // no session: sign in first
+	stNotOpen     = "not_open"    // entries or the room not open yet
+	stEnter       = "enter"       // lottery: entries open, not entered
+	stEntered     = "entered"     // lottery: in the draw
+	stWon         = "won"         // lottery: drawn, with a reservation
+	stLost        = "lost"        // lottery: not drawn (yet: the waiting list)
+	stClosed      = "closed"      // lottery: entries closed without an entry
+	stJoin        = "join"        // queue: room open, no place
+	stWaiting     = "waiting"     // queue: a place, not admitted
+	stAdmitted    = "admitted"    // queue: their turn; Ticket set
+	stSoldOut     = "sold_out"    // queue: the stock is gone
+	stEnded       = "ended"       // the sale ended
+	stUnavailable = "unavailable" // the standing could not be read now
+)
+
+// standingOf reads the buyer's standing in sale through the API.
+func (h *Handler) standingOf(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, signedIn bool) standing {
+	st := standing{Mode: sale.Admission.Of()}
+	now := h.now()
+	switch {
+	case !signedIn:
+		st.State = stSignIn
+	case st.Mode == seckill.AdmitLottery:
+		h.lotteryStanding(ctx, r, sale, sess, now, &st)
+	case st.Mode == seckill.AdmitQueue:
+		h.queueStanding(ctx, r, sale, sess, now, &st)
+	}
+	if st.Mode == seckill.AdmitLottery {
+		st.ResultsAt = sale.Admission.EntriesCloseAt
+	}
+	st.Headline, st.Detail = standingText(st, now)
+	return st
+}
+
+func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, st *standing) {
+	a := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+sale.ID+"/entries/mine", sess.token, nil)
+	switch {
+	case a.status == http.StatusUnauthorized:
+		st.State = stSignIn
+		return
+	case a.status == http.StatusNotFound && a.code() == seckill.ENOTFOUND:
+		switch seckill.ErrorCode(seckill.EntryWindow(sale, now)) {
+		case "":
+			st.State = stEnter
+		case seckill.ENOTSTARTED:
+			st.State, st.OpensAt = stNotOpen, sale.StartAt
+		default:
+			st.State = stClosed
+		}
+		return
+	case a.status != http.StatusOK:
+		st.State = stUnavailable
+		return
+	}
+	var e struct {
+		Status        seckill.EntryStatus `json:"status"`
+		Qty           int64               `json:"qty"`
+		ReservationID string              `json:"reservation_id"`
+	}
+	if json.Unmarshal(a.body, &e) != nil {
+		st.State = stUnavailable
+		return
+	}
+	st.EntryQty = e.Qty
+	switch e.Status {
+	case seckill.EntryEntered:
+		st.State = stEntered
+	case seckill.EntryLost:
+		st.State = stLost
+	case seckill.EntryWon:
+		st.State, st.ReservationID = stWon, e.ReservationID
+		// The order's deadline: what the winner must act on.
+		if e.ReservationID != "" {
+			o := h.callAPI(ctx, r, "GET", "/api/v1/reservations/"+url.PathEscape(e.ReservationID), sess.token, nil)
+			var v struct {
+				Status string    `json:"status"`
+				PayBy  time.Time `json:"pay_by"`
+			}
+			if o.status == http.StatusOK && json.Unmarshal(o.body, &v) == nil {
+				st.OrderStatus, st.PayBy = v.Status, v.PayBy
+			}
+		}
+	default:
+		st.State = stUnavailable
+	}
+}
+
+func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, st *standing) {
+	a := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+sale.ID+"/queue/mine", sess.token, nil)
+	switch {
+	case a.status == http.StatusUnauthorized:
+		st.State = stSignIn
+		return
+	case a.status == http.StatusNotFound && a.code() == seckill.ENOTFOUND:
+		switch seckill.ErrorCode(seckill.QueueWindow(sale, now, h.queueOpensBefore)) {
+		case "":
+			st.State = stJoin
+		case seckill.ENOTSTARTED:
+			st.State, st.OpensAt = stNotOpen, sale.StartAt.Add(-h.queueOpensBefore)
+		default:
+			st.State = stEnded
+		}
+		return
+	case a.status != http.StatusOK:
+		st.State = stUnavailable
+		return
+	}
+	var q struct {
+		Position     int64  `json:"position"`
+		Ahead        int64  `json:"ahead"`
+		ETASeconds   int64  `json:"eta_seconds"`
+		Admitted     bool   `json:"admitted"`
+		SoldOut      bool   `json:"sold_out"`
+		Ticket       string `json:"ticket"`
+		TicketHeader string `json:"ticket_header"`
+	}
+	if json.Unmarshal(a.body, &q) != nil {
+		st.State = stUnavailable
+		return
+	}
+	st.Position = q.Position
+	switch {
+	case q.SoldOut:
+		st.State = stSoldOut
+	case !now.Before(sale.EndAt):
+		st.State = stEnded
+	case q.Admitted:
+		st.State, st.Ticket, st.TicketHeader = stAdmitted, q.Ticket, q.TicketHeader
+	default:
+		st.State, st.Ahead, st.ETASeconds = stWaiting, q.Ahead, q.ETASeconds
+	}
+}
+
+// clock formats a time as the page says it: hours and minutes, UTC (the
+// server's clock; the page says so).
+func clock(t time.Time) string { return t.UTC().Format("15:04") + " UTC" }
+
+// standingText is what the page says of st at now: the headline, which the
+// live region announces, so it changes only when something the buyer acts
+// on changes (the state, their place, the minute of their wait), and the
+// detail under it.
+func standingText(st standing, now time.Time) (headline, detail string) {
+	lottery := st.Mode == seckill.AdmitLottery
+	switch st.State {
+	case stSignIn:
+		if lottery {
+			return "Sign in to enter the draw.", ""
+		}
+		return "Sign in to join the queue.", ""
+	case stNotOpen:
+		if lottery {
+			return "The draw opens at " + clock(st.OpensAt) + ".", "Entries close at " + clock(st.ResultsAt) + "; entering early gives no better chance."
+		}
+		return "The queue opens at " + clock(st.OpensAt) + ".", "Everyone who joins before the start gets a random place: being first at the door gives nothing."
+	case stEnter:
+		return "Enter the draw.", "Entries close at " + clock(st.ResultsAt) + ". Everyone who enters has the same chance, however early."
+	case stEntered:
+		return "You're in the draw, results at " + clock(st.ResultsAt) + ".", "You entered for " + units(st.EntryQty) + ". Entering again changes nothing."
+	case stWon:
+		switch st.OrderStatus {
+		case "ordered":
+			if !st.PayBy.IsZero() && now.Before(st.PayBy) {
+				return "You won, pay by " + clock(st.PayBy) + ".", "Units not paid for by then go to the next drawn entrant."
+			}
+			return "You won, but the time to pay has passed.", "The order is being cancelled."
+		case "paid":
+			return "You won, and your order is paid.", ""
+		case "cancelled":
+			return "You won, but the order was cancelled.", "It was not paid in time, or it was cancelled."
+		}
+		return "You won! Your order is being prepared.", "This page shows it, with the time to pay by, in a moment."
+	case stLost:
+		return "Not drawn this time.", "Units a winner does not pay for go to the next drawn entrants, in draw order: this page tells you if that is you."
+	case stClosed:
+		return "Entries are closed.", "The draw was at " + clock(st.ResultsAt) + "."
+	case stJoin:
+		return "Join the queue.", "Everyone who joins before the start gets a random place; later arrivals queue behind them."
+	case stWaiting:
+		return "Position " + grouped(st.Position) + " — " + eta(st.ETASeconds) + ".", grouped(st.Ahead) + " ahead of you. Keep this page open: your turn comes by itself."
+	case stAdmitted:
+		return "It's your turn.", "Buy now: your turn is kept while this page is open."
+	case stSoldOut:
+		return "Sold out.", "Every unit has been claimed."
+	case stEnded:
+		return "The sale has ended.", ""
+	}
+	return "Your standing cannot be read just now.", "The page tries again by itself."
+}
+
+// eta is a wait in words, to the minute: the live region announces it, so
+// it changes once a minute at most.
+func eta(seconds int64) string {
+	switch {
+	case seconds <= 0:
+		return "any moment now"
+	case seconds < 60:
+		return "less than a minute"
+	}
+	m := (seconds + 59) / 60
+	if m == 1 {
+		return "about 1 min"
+	}
+	return "about " + strconv.FormatInt(m, 10) + " min"
+}
+
+func units(n int64) string {
+	if n == 1 {
+		return "1 unit"
+	}
+	return strconv.FormatInt(n, 10) + " units"
+}
+
+// grouped writes n with thousands separators: 1,234.
+func grouped(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
+}
+
+// notices are the messages a form's redirect may ask the page to show
+// (?notice=), by the API's error code or the form's own outcome: a fixed
+// table, so the query can name a message but never write one.
+var notices = map[string]string{
+	"entered":               "You're in the draw.",
+	"joined":                "You have a place in the queue.",
+	"signed_in":             "Signed in.",
+	"signed_out":            "Signed out.",
+	"sign_in_failed":        "That sign-in did not work: check the token, or pick another name.",
+	"form_expired":          "The page was out of date. Please try again.",
+	seckill.ENOTSTARTED:     "Not open yet: try again at the time shown.",
+	seckill.EENDED:          "Too late: this has closed.",
+	seckill.ERATELIMITED:    "Too many tries in a short time. Please wait a little and try again.",
+	seckill.EPURCHASELIMIT:  "That is more than the limit per buyer.",
+	seckill.EUNAUTHORIZED:   "Your sign-in is not valid any more. Please sign in again.",
+	seckill.EUNAVAILABLE:    "The shop is busy right now. Please try again in a few seconds.",
+	seckill.EOVERLOADED:     "The shop is busy right now. Please try again in a few seconds.",
+	seckill.EINVALID:        "That request was not understood. Please try again.",
+	seckill.EADMISSION:      "This sale does not take that.",
+	seckill.ESALENOTFOUND:   "This sale no longer exists.",
+	seckill.EINTERNAL:       "Something went wrong on our side. Please try again.",
+	seckill.ETRYLATER:       "The shop is busy right now. Please try again in a few seconds.",
+	seckill.ESOLDOUT:        "Sold out.",
+	seckill.ESTATECONFLICT:  "That is not possible any more.",
+	seckill.EMETHODNOTALLOW: "That request was not understood. Please try again.",
+	seckill.EKEYREUSED:      "Please try again.",
+	seckill.ETOOLARGE:       "That request was not understood. Please try again.",
+	seckill.ECONFLICT:       "That is not possible any more.",
+	seckill.ENOTFOUND:       "Not found.",
+	"":                      "",
+}
+
+// noticeOf is the message of a ?notice= code; "" for none or an unknown one.
+func noticeOf(code string) string { return notices[code] }
+
+// backTo answers a form with a redirect to the sale's page (post, redirect,
+// get: a reload does not resend the form), with a notice code.
+func backTo(w http.ResponseWriter, r *http.Request, saleID, notice string) {
+	target := "/sales/" + saleID
+	if notice != "" {
+		target += "?notice=" + url.QueryEscape(notice)
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Redirect(w, r, target, http.StatusSeeOther)
+}
+
+// maxFormBytes caps the pages' form bodies (a token is the largest field).
+const maxFormBytes = 8 << 10
+
+// parseForm reads a POSTed urlencoded form of at most maxFormBytes.
+func parseForm(w http.ResponseWriter, r *http.Request) bool {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	return r.ParseForm() == nil
+}
+
+// crossOrigin refuses a POST another site's page made the browser send.
+func (h *Handler) crossOrigin(w http.ResponseWriter, r *http.Request) bool {
+	if err := h.origins.Check(r); err != nil {
+		writeError(w, seckill.Errorf(seckill.EUNAUTHORIZED, "Cross-origin requests are refused."))
+		return true
+	}
+	return false
+}
+
+// handleSignIn serves POST /sales/{id}/session: a form with a shop token
+// (token) or, in a demo, a name (name) starts a session and goes back to
+// the page. The page's script posts the same form asking for JSON
+// (Accept: application/json): it gets {user_id, form_token} instead of
+// the redirect, and 401 for a token that does not verify.
+func (h *Handler) handleSignIn(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		http.NotFound(w, r)
+		return
+	}
+	if h.crossOrigin(w, r) {
+		return
+	}
+	script := r.Header.Get("Accept") == "application/json"
+	failed := func(code string) {
+		if script {
+			writeError(w, seckill.Errorf(seckill.EUNAUTHORIZED, "That token is not valid."))
+			return
+		}
+		backTo(w, r, id, code)
+	}
+	if !parseForm(w, r) {
+		failed("sign_in_failed")
+		return
+	}
+	tok := strings.TrimSpace(r.PostForm.Get("token"))
+	if name := strings.TrimSpace(r.PostForm.Get("name")); tok == "" && name != "" && h.demoLogin != nil {
+		if len(name) > maxDemoNameBytes || !seckill.ValidUserID(name) {
+			failed("sign_in_failed")
+			return
+		}
+		var err error
+		if tok, err = h.demoLogin(name); err != nil {
+			h.logger.ErrorContext(r.Context(), "demo login", "err", err)
+			failed(seckill.EINTERNAL)
+			return
+		}
+	}
+	if tok == "" || len(tok) > maxSessionTokenBytes {
+		failed("sign_in_failed")
+		return
+	}
+	uid, err := h.buyers.Verify(tok)
+	if err != nil {
+		failed("sign_in_failed")
+		return
+	}
+	setSession(w, r, tok)
+	if script {
+		w.Header().Set("Cache-Control", "no-store")
+		writeJSON(w, http.StatusOK, map[string]string{"user_id": uid, "form_token": formToken(buyerSession{token: tok, userID: uid}, id)})
+		return
+	}
+	backTo(w, r, id, "signed_in")
+}
+
+// handleSignOut serves POST /sales/{id}/session/end.
+func (h *Handler) handleSignOut(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		http.NotFound(w, r)
+		return
+	}
+	if h.crossOrigin(w, r) {
+		return
+	}
+	endSession(w, r)
+	backTo(w, r, id, "signed_out")
+}
+
+// handleEnter serves POST /sales/{id}/enter (qty, form): the buyer's entry
+// into the draw, through the API's POST …/entries.
+func (h *Handler) handleEnter(w http.ResponseWriter, r *http.Request) {
+	h.act(w, r, func(ctx context.Context, sale *seckill.Sale, sess buyerSession) string {
+		qty := int64(1)
+		if v := r.PostForm.Get("qty"); v != "" {
+			n, err := strconv.ParseInt(v, 10, 64)
+			if err != nil || n < 1 {
+				return seckill.EINVALID
+			}
+			qty = n
+		}
+		a := h.callAPI(ctx, r, "POST", "/api/v1/sales/"+sale.ID+"/entries", sess.token, map[string]int64{"qty": qty})
+		if a.status == http.StatusOK || a.status == http.StatusCreated {
+			return "entered"
+		}
+		return a.code()
+	})
+}
+
+// handleJoin serves POST /sales/{id}/join (form): a place in the waiting
+// room, through the API's POST …/queue.
+func (h *Handler) handleJoin(w http.ResponseWriter, r *http.Request) {
+	h.act(w, r, func(ctx context.Context, sale *seckill.Sale, sess buyerSession) string {
+		a := h.callAPI(ctx, r, "POST", "/api/v1/sales/"+sale.ID+"/queue", sess.token, nil)
+		if a.status == http.StatusOK {
+			return "joined"
+		}
+		return a.code()
+	})
+}
+
+// act runs a buyer's form for the sale of the path: the same origin, a
+// session, the session's form token; then do, whose notice code goes back
+// to the page.
+func (h *Handler) act(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, sale *seckill.Sale, sess buyerSession) string) {
+	id := r.PathValue("id")
+	if !seckill.ValidSaleID(id) {
+		http.NotFound(w, r)
+		return
+	}
+	if h.crossOrigin(w, r) {
+		return
+	}
+	if !parseForm(w, r) {
+		backTo(w, r, id, seckill.EINVALID)
+		return
+	}
+	sess, ok := h.session(r)
+	if !ok {
+		endSession(w, r)
+		backTo(w, r, id, seckill.EUNAUTHORIZED)
+		return
+	}
+	if !validFormToken(sess, id, r.PostForm.Get("form_token")) {
+		backTo(w, r, id, "form_expired")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.budget)
+	defer cancel()
+	sale, err := h.sales.Sale(ctx, id)
+	if errors.Is(err, seckill.ErrNotFound) {
+		backTo(w, r, id, seckill.ESALENOTFOUND)
+		return
+	} else if err != nil {
+		backTo(w, r, id, seckill.EUNAVAILABLE)
+		return
+	}
+	backTo(w, r, id, do(ctx, sale, sess))
+}
+
+// admissionSaleOf reads the sale of a buyer route, answering for it when
+// there is none or it is first come; nil then.
+func (h *Handler) admissionSaleOf(w http.ResponseWriter, r *http.Request) *seckill.Sale {
+	ctx, cancel := context.WithTimeout(r.Context(), h.budget)
+	defer cancel()
+	sale, err := h.sales.Sale(ctx, r.PathValue("id"))
+	if errors.Is(err, seckill.ErrNotFound) {
+		writeError(w, seckill.Errorf(seckill.ESALENOTFOUND, "No such sale."))
+		return nil
+	} else if err != nil {
+		h.degraded(r.Pattern, "unavailable")
+		writeError(w, seckill.Errorf(seckill.EUNAVAILABLE, "The sale cannot be read; retry shortly."))
+		return nil
+	}
+	if sale.Admission.FirstCome() {
+		writeError(w, seckill.Errorf(seckill.EADMISSION, "This sale is first come: it has no standing to follow."))
+		return nil
+	}
+	return sale
+}
+
+var errNoSession = seckill.Errorf(seckill.EUNAUTHORIZED, "Sign in on the sale's page first.")
+
+// handleStanding serves GET /sales/{id}/standing: the signed-in buyer's
+// standing once, as JSON (what the page polls when the feed fails).
+func (h *Handler) handleStanding(w http.ResponseWriter, r *http.Request) {
+	sess, ok := h.session(r)
+	if !ok {
+		writeError(w, errNoSession)
+		return
+	}
+	sale := h.admissionSaleOf(w, r)
+	if sale == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.budget)
+	defer cancel()
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, h.standingOf(ctx, r, sale, sess, true))
+}
+
+// handleBuyerEvents serves GET /sales/{id}/events: the signed-in buyer's
+// standing in a lottery or queue sale, as server-sent events
+//
+//	event: standing   the standing (a JSON standing), at once and on every change
+//
+// read every BuyerEventInterval through the API, as the page's polling
+// would. It shares the control room's stream writer and shutdown.
+func (h *Handler) handleBuyerEvents(w http.ResponseWriter, r *http.Request) {
+	sess, ok := h.session(r)
+	if !ok {
+		writeError(w, errNoSession)
+		return
+	}
+	sale := h.admissionSaleOf(w, r)
+	if sale == nil {
+		return
+	}
+	hdr := w.Header()
+	hdr.Set("Content-Type", "text/event-stream")
+	hdr.Set("Cache-Control", "no-store")
+	hdr.Set("X-Accel-Buffering", "no")
+	hdr.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusOK)
+	st := &stream{w: w, rc: http.NewResponseController(w), interval: h.buyerInterval}
+	if err := st.rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return
+	}
+	var last []byte
+	prefix := "retry: 2000\n"
+	tick := time.NewTimer(0)
+	defer tick.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-h.closed:
+			return
+		case <-tick.C:
+			tick.Reset(h.buyerInterval)
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), h.budget)
+		s := h.standingOf(ctx, r, sale, sess, true)
+		cancel()
+		b, err := json.Marshal(s)
+		if err != nil {
+			return
+		}
+		if string(b) == string(last) {
+			if err := st.comment("keep-alive"); err != nil {
+				return
+			}
+			continue
+		}
+		last = b
+		if err := st.write(prefix + "event: standing\ndata: " + string(b) + "\n\n"); err != nil {
+			return
+		}
+		prefix = ""
+		if s.State == stSignIn {
+			return // the token expired: the page signs in again
+		}
+	}
+}

@@ -1,0 +1,408 @@
+package web
+
+import (
+	"bufio"
+	"encoding/json"
+	"html"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+func TestStandingText(t *testing.T) {
+	at := func(hh, mm int) time.Time { return time.Date(2030, 1, 2, hh, mm, 0, 0, time.UTC) }
+	now := at(10, 0)
+	lot, q := seckill.AdmitLottery, seckill.AdmitQueue
+	for _, tc := range []struct {
+		st       standing
+		headline string
+	}{
+		{standing{Mode: lot, State: stSignIn}, "Sign in to enter the draw."},
+		{standing{Mode: lot, State: stEnter, ResultsAt: at(10, 30)}, "Enter the draw."},
+		{standing{Mode: lot, State: stEntered, ResultsAt: at(10, 30), EntryQty: 1}, "You're in the draw, results at 10:30 UTC."},
+		{standing{Mode: lot, State: stWon, OrderStatus: "ordered", PayBy: at(10, 45)}, "You won, pay by 10:45 UTC."},
+		{standing{Mode: lot, State: stWon, OrderStatus: "ordered", PayBy: at(9, 45)}, "You won, but the time to pay has passed."},
+		{standing{Mode: lot, State: stWon}, "You won! Your order is being prepared."},
+		{standing{Mode: lot, State: stWon, OrderStatus: "paid"}, "You won, and your order is paid."},
+		{standing{Mode: lot, State: stLost}, "Not drawn this time."},
+		{standing{Mode: lot, State: stNotOpen, OpensAt: at(11, 0)}, "The draw opens at 11:00 UTC."},
+		{standing{Mode: q, State: stSignIn}, "Sign in to join the queue."},
+		{standing{Mode: q, State: stJoin}, "Join the queue."},
+		{standing{Mode: q, State: stWaiting, Position: 1234, Ahead: 1000, ETASeconds: 101}, "Position 1,234 — about 2 min."},
+		{standing{Mode: q, State: stWaiting, Position: 7, Ahead: 6, ETASeconds: 59}, "Position 7 — less than a minute."},
+		{standing{Mode: q, State: stWaiting, Position: 7, Ahead: 6, ETASeconds: 60}, "Position 7 — about 1 min."},
+		{standing{Mode: q, State: stAdmitted}, "It's your turn."},
+		{standing{Mode: q, State: stSoldOut}, "Sold out."},
+		{standing{Mode: q, State: stUnavailable}, "Your standing cannot be read just now."},
+	} {
+		if got, _ := standingText(tc.st, now); got != tc.headline {
+			t.Errorf("%s %s: headline %q, want %q", tc.st.Mode, tc.st.State, got, tc.headline)
+		}
+	}
+}
+
+// The headline of a buyer in the queue stays the same while only the
+// seconds of their wait change: the live region is not re-announced every
+// second.
+func TestWaitingHeadlineChangesByTheMinute(t *testing.T) {
+	heads := map[string]bool{}
+	for eta := int64(61); eta <= 120; eta++ {
+		h, _ := standingText(standing{Mode: seckill.AdmitQueue, State: stWaiting, Position: 5, ETASeconds: eta}, time.Time{})
+		heads[h] = true
+	}
+	if len(heads) != 1 {
+		t.Errorf("61 to 120 s of wait gave %d headlines, want 1: %v", len(heads), heads)
+	}
+}
+
+func TestGrouped(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234"} {
+		if got := grouped(n); got != want {
+			t.Errorf("grouped(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// fakeAPI answers the API's lottery and queue routes for the buyers of
+// tokens "tok-<user>", and records what it was asked.
+type fakeAPI struct {
+	mu      sync.Mutex
+	entered map[string]int64 // user -> qty
+	won     map[string]bool
+	drawn   bool
+	places  map[string]int64
+	calls   []string // "METHOD path user"
+}
+
+func newFakeAPI() *fakeAPI {
+	return &fakeAPI{entered: map[string]int64{}, won: map[string]bool{}, places: map[string]int64{}}
+}
+
+type fakeVerifier struct{}
+
+func (fakeVerifier) Verify(tok string) (string, error) {
+	if u, ok := strings.CutPrefix(tok, "tok-"); ok && u != "" {
+		return u, nil
+	}
+	return "", seckill.Errorf(seckill.EUNAUTHORIZED, "bad token")
+}
+
+func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	user, err := fakeVerifier{}.Verify(strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "))
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, r.Method+" "+r.URL.Path+" "+user)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	switch p := r.URL.Path; {
+	case r.Method == "POST" && strings.HasSuffix(p, "/entries"):
+		var body struct{ Qty int64 }
+		_ = json.NewDecoder(r.Body).Decode(&body)
+		if body.Qty > 2 {
+			writeError(w, seckill.Errorf(seckill.EPURCHASELIMIT, "over"))
+			return
+		}
+		a.entered[user] = body.Qty
+		writeJSON(w, 201, map[string]any{"entry_id": "e-" + user, "status": "entered"})
+	case strings.HasSuffix(p, "/entries/mine"):
+		qty, ok := a.entered[user]
+		if !ok {
+			writeError(w, seckill.Errorf(seckill.ENOTFOUND, "not entered"))
+			return
+		}
+		status := "entered"
+		resp := map[string]any{"entry_id": "e-" + user, "qty": qty}
+		if a.drawn {
+			status = "lost"
+			if a.won[user] {
+				status, resp["reservation_id"] = "won", "res-"+user
+			}
+		}
+		resp["status"] = status
+		writeJSON(w, 200, resp)
+	case strings.HasPrefix(p, "/api/v1/reservations/"):
+		writeJSON(w, 200, map[string]any{"status": "ordered", "pay_by": testStart.Add(20 * time.Minute)})
+	case r.Method == "POST" && strings.HasSuffix(p, "/queue"):
+		if _, ok := a.places[user]; !ok {
+			a.places[user] = int64(len(a.places) + 1)
+		}
+		writeJSON(w, 200, map[string]any{"position": a.places[user]})
+	case strings.HasSuffix(p, "/queue/mine"):
+		pos, ok := a.places[user]
+		if !ok {
+			writeError(w, seckill.Errorf(seckill.ENOTFOUND, "no place"))
+			return
+		}
+		if pos == 1 {
+			writeJSON(w, 200, map[string]any{"position": 1, "admitted": true, "ticket": "ticket-of-" + user, "ticket_header": "Admission-Ticket"})
+			return
+		}
+		writeJSON(w, 200, map[string]any{"position": pos, "ahead": pos - 1, "eta_seconds": 90 * (pos - 1)})
+	default:
+		http.NotFound(w, r)
+	}
+}
+
+func (a *fakeAPI) called() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]string(nil), a.calls...)
+}
+
+// newAdmissionFixture serves a lottery sale "lot" (entries close at 10:30)
+// and a queue sale "q" (starts at 10:00, 5 a second), at 10:05.
+func newAdmissionFixture(t *testing.T, api *fakeAPI) *fixture {
+	t.Helper()
+	now := testStart.Add(5 * time.Minute)
+	f := newFixture(t, func(c *Config) {
+		c.API, c.Buyers = api, fakeVerifier{}
+		c.Now = func() time.Time { return now }
+		c.BuyerEventInterval = 10 * time.Millisecond
+	})
+	f.sales.Put(&seckill.Sale{ID: "lot", Name: "Limited tea", PriceCents: 9900, Stock: 5, Unsold: 5, PurchaseLimit: 2,
+		StartAt: testStart, EndAt: testStart.Add(time.Hour),
+		Admission: seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: testStart.Add(30 * time.Minute)}})
+	f.sales.Put(&seckill.Sale{ID: "q", Name: "Console", PriceCents: 49900, Stock: 5, Unsold: 5, PurchaseLimit: 1,
+		StartAt: testStart, EndAt: testStart.Add(time.Hour),
+		Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 5}})
+	return f
+}
+
+// browser is a client with a cookie jar that does not follow redirects.
+type browser struct {
+	t      *testing.T
+	f      *fixture
+	client *http.Client
+	cookie string // the session cookie's value, as the jar would send it
+}
+
+func (b *browser) send(method, path string, form url.Values, header ...string) answer {
+	b.t.Helper()
+	var rd io.Reader
+	if form != nil {
+		rd = strings.NewReader(form.Encode())
+	}
+	req, err := http.NewRequest(method, b.f.srv.URL+path, rd)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if form != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	if b.cookie != "" {
+		req.AddCookie(&http.Cookie{Name: sessionCookie, Value: b.cookie})
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	client := *b.f.srv.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	for _, c := range resp.Cookies() {
+		if c.Name == sessionCookie {
+			b.cookie = c.Value
+			if c.MaxAge < 0 {
+				b.cookie = ""
+			}
+			if !c.HttpOnly || c.SameSite != http.SameSiteLaxMode || c.Path != sessionPath {
+				b.t.Errorf("session cookie %+v: want HttpOnly, SameSite=Lax, Path=%s", c, sessionPath)
+			}
+		}
+	}
+	return answer{status: resp.StatusCode, header: resp.Header, body: body}
+}
+
+// formTokenOf reads the form token the page rendered.
+func formTokenOf(t *testing.T, page []byte) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(string(page), `name="form_token" value="`)
+	if !ok {
+		t.Fatalf("no form token in the page:\n%s", page)
+	}
+	tok, _, _ := strings.Cut(rest, `"`)
+	return tok
+}
+
+func mustContain(t *testing.T, page []byte, wants ...string) {
+	t.Helper()
+	text := html.UnescapeString(string(page))
+	for _, w := range wants {
+		if !strings.Contains(text, w) {
+			t.Errorf("the page does not say %q", w)
+		}
+	}
+}
+
+// TestLotteryPageWithoutScript: a buyer signs in, enters the draw and sees
+// their entry with plain form posts, each answered by a redirect to the
+// page (post, redirect, get), the page rendered by the server.
+func TestLotteryPageWithoutScript(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	b := &browser{t: t, f: f}
+
+	a := b.send("GET", "/sales/lot", nil)
+	mustContain(t, a.body, "Sign in to enter the draw.", `action="/sales/lot/session"`, `aria-live="polite"`)
+
+	a = b.send("POST", "/sales/lot/session", url.Values{"token": {"tok-ann"}})
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/sales/lot?notice=signed_in" || b.cookie != "tok-ann" {
+		t.Fatalf("sign in = %d %q, cookie %q", a.status, a.header.Get("Location"), b.cookie)
+	}
+	a = b.send("GET", "/sales/lot?notice=signed_in", nil)
+	mustContain(t, a.body, "Enter the draw.", `action="/sales/lot/enter"`, "Signed in as <strong id=\"who\">ann</strong>", "Signed in.")
+	tok := formTokenOf(t, a.body)
+
+	a = b.send("POST", "/sales/lot/enter", url.Values{"form_token": {tok}, "qty": {"2"}})
+	if a.status != http.StatusSeeOther || a.header.Get("Location") != "/sales/lot?notice=entered" {
+		t.Fatalf("enter = %d %q", a.status, a.header.Get("Location"))
+	}
+	if api.entered["ann"] != 2 {
+		t.Fatalf("the API has ann's entry as %v", api.entered)
+	}
+	a = b.send("GET", "/sales/lot", nil)
+	mustContain(t, a.body, "You're in the draw, results at 10:30 UTC.", "You entered for 2 units.")
+
+	api.mu.Lock()
+	api.drawn, api.won["ann"] = true, true
+	api.mu.Unlock()
+	a = b.send("GET", "/sales/lot", nil)
+	mustContain(t, a.body, "You won, pay by 10:20 UTC.")
+
+	// Over the limit: the API's refusal comes back as a notice.
+	a = b.send("POST", "/sales/lot/enter", url.Values{"form_token": {tok}, "qty": {"3"}})
+	if loc := a.header.Get("Location"); loc != "/sales/lot?notice=limit_exceeded" {
+		t.Errorf("entry over the limit went back to %q", loc)
+	}
+
+	// Another buyer sees only their own standing.
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	a = bob.send("GET", "/sales/lot", nil)
+	mustContain(t, a.body, "Enter the draw.")
+	if strings.Contains(string(a.body), "You won") || strings.Contains(string(a.body), "ann") {
+		t.Error("bob's page shows ann's standing")
+	}
+
+	a = b.send("POST", "/sales/lot/session/end", url.Values{})
+	if a.status != http.StatusSeeOther || b.cookie != "" {
+		t.Fatalf("sign out = %d, cookie %q", a.status, b.cookie)
+	}
+	mustContain(t, b.send("GET", "/sales/lot", nil).body, "Sign in to enter the draw.")
+}
+
+// TestBuyerFormsRefuseForgeries: a form posted from another site, without
+// the session's form token or with another session's, does nothing.
+func TestBuyerFormsRefuseForgeries(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	ann := &browser{t: t, f: f, cookie: "tok-ann"}
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	bobs := formTokenOf(t, bob.send("GET", "/sales/lot", nil).body)
+	anns := formTokenOf(t, ann.send("GET", "/sales/lot", nil).body)
+
+	if a := ann.send("POST", "/sales/lot/enter", url.Values{"form_token": {anns}}, "Sec-Fetch-Site", "cross-site"); a.status != http.StatusUnauthorized {
+		t.Errorf("cross-site post = %d, want 401", a.status)
+	}
+	if a := ann.send("POST", "/sales/lot/session", url.Values{"token": {"tok-mallory"}}, "Origin", "https://evil.example"); a.status != http.StatusUnauthorized {
+		t.Errorf("cross-origin sign-in = %d, want 401", a.status)
+	}
+	for _, tok := range []string{"", bobs, anns + "x"} {
+		a := ann.send("POST", "/sales/lot/enter", url.Values{"form_token": {tok}})
+		if loc := a.header.Get("Location"); loc != "/sales/lot?notice=form_expired" {
+			t.Errorf("form token %q: went back to %q", tok, loc)
+		}
+	}
+	// Bob's token is for the lottery page; it does not act on the queue.
+	qs := formTokenOf(t, bob.send("GET", "/sales/q", nil).body)
+	if qs == bobs {
+		t.Error("one form token for two sales")
+	}
+	for _, c := range api.called() {
+		if strings.HasPrefix(c, "POST") {
+			t.Errorf("the API was asked %q", c)
+		}
+	}
+	if a := ann.send("POST", "/sales/lot/session", url.Values{"token": {"not-a-token"}}); a.header.Get("Location") != "/sales/lot?notice=sign_in_failed" || ann.cookie != "tok-ann" {
+		t.Errorf("a bad token: %d %q, cookie %q", a.status, a.header.Get("Location"), ann.cookie)
+	}
+	if got := noticeOf("<script>"); got != "" {
+		t.Errorf("an unknown notice shows %q", got)
+	}
+}
+
+// TestQueuePageWithoutScript: a buyer joins the waiting room with a form
+// and sees their place; the buyer at the front sees their turn, and the
+// page never carries their ticket.
+func TestQueuePageWithoutScript(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	ann := &browser{t: t, f: f, cookie: "tok-ann"}
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	for _, b := range []*browser{ann, bob} {
+		page := b.send("GET", "/sales/q", nil)
+		mustContain(t, page.body, "Join the queue.", `action="/sales/q/join"`, "5 a second from 10:00 UTC")
+		a := b.send("POST", "/sales/q/join", url.Values{"form_token": {formTokenOf(t, page.body)}})
+		if a.header.Get("Location") != "/sales/q?notice=joined" {
+			t.Fatalf("join = %d %q", a.status, a.header.Get("Location"))
+		}
+	}
+	page := ann.send("GET", "/sales/q", nil)
+	mustContain(t, page.body, "It's your turn.")
+	if strings.Contains(string(page.body), "ticket-of-ann") {
+		t.Error("the page carries the admission ticket")
+	}
+	page = bob.send("GET", "/sales/q", nil)
+	mustContain(t, page.body, "Position 2 — about 2 min.", "1 ahead of you.")
+}
+
+// TestBuyerFeed: the buyer feed sends the signed-in buyer's standing, with
+// the ticket once it is their turn, and only to a signed-in buyer.
+func TestBuyerFeed(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	if a := f.do(t, "GET", "/sales/q/events", "", ""); a.status != http.StatusUnauthorized {
+		t.Fatalf("feed without a session = %d", a.status)
+	}
+	api.places["ann"] = 1
+	req, _ := http.NewRequest("GET", f.srv.URL+"/sales/q/events", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: "tok-ann"})
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	var event string
+	for sc.Scan() {
+		line := sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok && event == "standing" {
+			var st standing
+			if err := json.Unmarshal([]byte(d), &st); err != nil {
+				t.Fatal(err)
+			}
+			if st.State != stAdmitted || st.Ticket != "ticket-of-ann" || st.Headline != "It's your turn." {
+				t.Errorf("standing %+v", st)
+			}
+			return
+		}
+	}
+	t.Fatalf("the feed ended without a standing: %v", sc.Err())
+}
