@@ -1,6 +1,7 @@
 package seckill
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
@@ -354,4 +355,9 @@ type QueueJoin struct {
 type QueueJoinResult struct {
 	Refused  string // ERATELIMITED: the address holds its most places
 	Position int64  // 1-based, as of the join
+}
+
+// Queuer gives places in waiting rooms (internal/combiner, internal/repeats in front).
+type Queuer interface {
+	Join(ctx context.Context, s *Sale, perIP int64, req QueueJoin) (QueueJoinResult, error)
 }

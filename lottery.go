@@ -2,6 +2,7 @@ package seckill
 
 import (
 	"bytes"
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -207,4 +208,9 @@ type EntryResult struct {
 	Refused string       // ENOTSTARTED or EENDED by the stock store's clock
 	Entry   LotteryEntry // this entry, or the buyer's earlier one
 	New     bool         // this request made the entry
+}
+
+// Enterer records lottery entries (internal/combiner, internal/repeats in front).
+type Enterer interface {
+	Enter(ctx context.Context, s *Sale, req EntryRequest) (EntryResult, error)
 }

@@ -6,6 +6,8 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
+var _ seckill.Enterer = (*Enterer)(nil)
+
 // EntryStore records a batch of lottery entries of one sale in one call
 // (internal/redis.Lottery).
 type EntryStore interface {

@@ -6,6 +6,8 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
+var _ seckill.Queuer = (*Queuer)(nil)
+
 // QueueStore gives a batch of buyers places in one sale's waiting room in
 // one call (internal/redis.Queue).
 type QueueStore interface {

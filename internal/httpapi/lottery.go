@@ -28,14 +28,9 @@ type DrawReader interface {
 	EnsureDraw(ctx context.Context, saleID string) (seckill.DrawRecord, error)
 }
 
-// Enterer records lottery entries (internal/combiner).
-type Enterer interface {
-	Enter(ctx context.Context, s *seckill.Sale, req seckill.EntryRequest) (seckill.EntryResult, error)
-}
-
 // LotteryConfig serves the lottery routes; all three are required.
 type LotteryConfig struct {
-	Enterer Enterer
+	Enterer seckill.Enterer
 	Store   LotteryStore
 	Draws   DrawReader
 }

@@ -15,16 +15,11 @@ type QueuePositions interface {
 	Position(ctx context.Context, saleID, userID string) (pos int64, ok bool, err error)
 }
 
-// Queuer gives places in waiting rooms (internal/combiner).
-type Queuer interface {
-	Join(ctx context.Context, s *seckill.Sale, perIP int64, req seckill.QueueJoin) (seckill.QueueJoinResult, error)
-}
-
 // QueueConfig serves the waiting-room routes of queue sales and lets
 // ticket holders claim. Queuer, Positions, Tickets and Admitted are
 // required.
 type QueueConfig struct {
-	Queuer    Queuer
+	Queuer    seckill.Queuer
 	Positions QueuePositions
 	Tickets   *seckill.AdmissionTickets
 	// Admitted decides the claims of ticket holders: a combiner over the
