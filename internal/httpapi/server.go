@@ -105,7 +105,7 @@ type Config struct {
 	// the signed webhook POST /webhooks/v1/payments (PaymentWebhookSecrets),
 	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
 	// operators' GET /admin/v1/payments (payment.go).
-	Payments seckill.PaymentStore
+	Payments PaymentStore
 	// OrderList, if set, serves the shop's back office
 	// GET /admin/v1/sales/{id}/orders (order_list.go).
 	OrderList seckill.OrderLister
