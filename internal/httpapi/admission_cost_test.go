@@ -301,3 +301,32 @@ func TestAdmissionRoutesServedInFront(t *testing.T) {
 		t.Fatalf("entry into a first come sale: %d %s, want 409 admission", w.Code, w.Body)
 	}
 }
+
+// TestAnAdmittedClaimRefreshesTheLiveStock: the waiting room's live
+// "sold out" is reused for liveStockTTL, except that a ticket holder's
+// claim on this node drops it, so the claim that took the last unit is
+// told to the next poll here at once.
+func TestAnAdmittedClaimRefreshesTheLiveStock(t *testing.T) {
+	e, _, tickets := admissionEnv(t)
+	mine := func() string {
+		t.Helper()
+		w := e.do(req{method: "GET", path: "/api/v1/sales/" + testQueueID + "/queue/mine", auth: "Bearer " + buyerToken(t, "bob")})
+		if w.Code != http.StatusOK {
+			t.Fatalf("queue/mine: %d %s", w.Code, w.Body)
+		}
+		return w.Body.String()
+	}
+	if w := e.post("bob", "/api/v1/sales/"+testQueueID+"/queue", nil); w.Code != http.StatusOK || strings.Contains(w.Body.String(), `"sold_out":true`) {
+		t.Fatalf("join: %d %s, want a place, not sold out", w.Code, w.Body)
+	}
+	// The claim below takes the last unit (the fake admitted Reserver
+	// does not count units).
+	e.stock.Set(testQueueID, seckill.StockLevel{Total: 200, Reserved: 200})
+	ticket := tickets.Issue(testQueueID, "ann", e.clock.Now().Add(time.Minute))
+	if w := e.post("ann", "/api/v1/sales/"+testQueueID+"/reservations", map[string][]string{ticketHeader: {ticket}}); w.Code != http.StatusAccepted {
+		t.Fatalf("ann's claim: %d %s", w.Code, w.Body)
+	}
+	if body := mine(); !strings.Contains(body, `"sold_out":true`) {
+		t.Fatalf("poll after a claim on this node: %s, want sold_out", body)
+	}
+}

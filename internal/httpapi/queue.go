@@ -184,7 +184,8 @@ const liveStockTTL = 100 * time.Millisecond
 
 // liveSoldOut reports whether the stock store says the sale has no unit
 // left, as read in the last liveStockTTL (on the wall clock: it bounds
-// the load, whatever clock decides the sale). A failed read is "not".
+// the load, whatever clock decides the sale) and since this node's last
+// admitted claim. A failed read is "not".
 func (s *Server) liveSoldOut(ctx context.Context, saleID string) bool {
 	now := time.Now()
 	if out, _, ok := s.liveStock.Get(saleID, now); ok {

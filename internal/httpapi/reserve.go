@@ -232,6 +232,11 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	if err != nil {
 		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
 	}
+	if res.Outcome == seckill.OutcomeReserved && reserver != s.reserver && s.liveStock != nil {
+		// A ticket holder's claim took units: this node's waiting room
+		// reads the live stock afresh (liveSoldOut).
+		s.liveStock.Delete(saleID)
+	}
 	return s.answerReserve(w, r, saleID, res, checks, now)
 }
 
