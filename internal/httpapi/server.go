@@ -250,14 +250,14 @@ type Server struct {
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
 	queue        QueueConfig
 	queueMetrics *queueMetrics
-	liveStock    *ttlcache.Cache[bool] // queue sales' live "sold out" (liveSoldOut)
+	liveStock    *ttlcache.Cache[bool]                   // queue sales' live "sold out" (liveSoldOut)
 	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget       time.Duration
 	routeBudgets map[string]time.Duration
 	gatherer     prometheus.Gatherer
 	mux          *http.ServeMux
 	fronted      frontedRoutes // the admission routes reserveFront serves
-	handler      http.Handler // mux behind Harden
+	handler      http.Handler  // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
