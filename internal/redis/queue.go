@@ -25,6 +25,17 @@ func (s *Store) Queue() *Queue { return &Queue{s: s} }
 
 func (q *Queue) key(saleID, what string) string { return q.s.prefix + ":{" + saleID + "}:" + what }
 
+// queueKeys name every key of a waiting room: archiving a sale drops them.
+var queueKeys = []string{"queue", "queue_ip", "queue_seq"}
+
+func (q *Queue) keys(saleID string) []string {
+	out := make([]string, len(queueKeys))
+	for i, k := range queueKeys {
+		out[i] = q.key(saleID, k)
+	}
+	return out
+}
+
 // JoinBatch gives reqs, all of sale s, their places in one script call.
 func (q *Queue) JoinBatch(ctx context.Context, s *seckill.Sale, perIP int64, reqs []seckill.QueueJoin) ([]seckill.QueueJoinResult, error) {
 	if len(reqs) == 0 {

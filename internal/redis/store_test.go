@@ -132,6 +132,7 @@ func TestStore(t *testing.T) {
 			{"Replays", testReplays},
 			{"CompactIdempotency", testCompactIdempotency},
 			{"Archive", testArchive},
+			{"ArchiveAdmission", testArchiveAdmission},
 			{"Counters", testCounters},
 			{"InvalidInput", testInvalidInput},
 			{"Ping", func(t *testing.T, s *Store) {
