@@ -202,6 +202,11 @@ func EntryWindow(s *Sale, now time.Time) error {
 	return nil
 }
 
+// EntryKnownUntil is how long a node may answer a repeated entry into
+// lottery s from memory: an entry never changes, and EntryWindow refuses
+// every entry after close.
+func EntryKnownUntil(s *Sale) time.Time { return s.Admission.EntriesCloseAt }
+
 // DrawDue reports whether a lottery sale's draw should run at now.
 func DrawDue(s *Sale, now time.Time) bool {
 	return s.Admission.Of() == AdmitLottery && !now.Before(s.Admission.EntriesCloseAt)
@@ -234,6 +239,16 @@ func QueueWindow(s *Sale, now time.Time, opensBefore time.Duration) error {
 		return Errorf(EENDED, "the sale has ended")
 	}
 	return nil
+}
+
+// QueueSettleMargin covers the node's and the stock store's clocks
+// disagreeing about a queue sale's start.
+const QueueSettleMargin = 5 * time.Second
+
+// QueuePlaceSettled reports whether a place in queue sale s, read at now,
+// is final: after the start newcomers queue behind and nobody leaves.
+func QueuePlaceSettled(s *Sale, now time.Time, margin time.Duration) bool {
+	return s.Admission.Of() == AdmitQueue && !now.Before(s.StartAt.Add(margin))
 }
 
 // QueueAdmitted is how many positions are admitted by now: the first at the

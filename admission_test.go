@@ -136,6 +136,31 @@ func TestQueueWindow(t *testing.T) {
 	}
 }
 
+func TestQueuePlaceSettledFromTheStartPlusTheMargin(t *testing.T) {
+	q := admissionSale(seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10})
+	lottery := admissionSale(seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: t0.Add(time.Minute)})
+	for _, tc := range []struct {
+		name string
+		s    *seckill.Sale
+		at   time.Time
+		want bool
+	}{
+		{"before the start", q, t0.Add(-time.Minute), false},
+		{"at the start", q, t0, false},
+		{"just inside the margin", q, t0.Add(seckill.QueueSettleMargin - time.Millisecond), false},
+		{"at the start plus the margin", q, t0.Add(seckill.QueueSettleMargin), true},
+		{"an hour on", q, t0.Add(time.Hour), true},
+		{"a lottery", lottery, t0.Add(time.Hour), false},
+	} {
+		if got := seckill.QueuePlaceSettled(tc.s, tc.at, seckill.QueueSettleMargin); got != tc.want {
+			t.Errorf("%s: settled %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !seckill.EntryKnownUntil(lottery).Equal(t0.Add(time.Minute)) {
+		t.Errorf("a lottery's entries are known until %s, want its entries close", seckill.EntryKnownUntil(lottery))
+	}
+}
+
 func TestQueueAdmitsPositionsAtTheRate(t *testing.T) {
 	for _, tc := range []struct {
 		at   time.Duration // from the start

@@ -361,7 +361,7 @@ func TestBrowserArchivedSale(t *testing.T) {
 	}
 	resID := ""
 	servicetest.WaitFor(t, 30*time.Second, "the order", func() bool {
-		ledger, err := e.m.orders.SaleLedger(context.Background(), sale)
+		ledger, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 		if err == nil && len(ledger.Orders) == 1 {
 			resID = ledger.Orders[0].ReservationID
 		}

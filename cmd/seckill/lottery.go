@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lottery"
 	"github.com/seckill-dev/seckill/internal/metrics"
+	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -22,8 +23,10 @@ import (
 func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfig {
 	cfg := &m.Config
 	drawStore := sqlstore.NewDrawStore(m.db)
-	enterer := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	m.closers = append(m.closers, enterer.Stop)
+	batched := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	m.closers = append(m.closers, batched.Stop)
+	// A buyer's repeated entry is answered from memory: the same entry.
+	enterer := repeats.NewEnterer(batched, repeats.Config{Now: m.requestClock()})
 
 	draws := metrics.NewDraws(w.reg)
 

@@ -9,6 +9,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/redis"
+	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/soldout"
 )
 
@@ -26,9 +27,12 @@ func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckil
 // secret, and a combiner of its own for ticket holders' claims.
 func (m *Main) newQueue(w *wired) *httpapi.QueueConfig {
 	cfg := &m.Config
-	queuer := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	batched := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	admitted := combiner.New(admittedStock{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	m.closers = append(m.closers, queuer.Stop, admitted.Stop)
+	m.closers = append(m.closers, batched.Stop, admitted.Stop)
+	// A buyer's repeated join, once places are final, is answered from
+	// memory: the same place.
+	queuer := repeats.NewQueuer(batched, repeats.Config{Now: m.requestClock()})
 	// Its own sold-out flag, so that a sell-out is told to everyone still
 	// waiting from memory. Restores clear it through m.gate's announcement
 	// only after its safety interval.

@@ -357,7 +357,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	w.replays = combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, Hold: hold})
 	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock(), Replays: w.replays})
 
-	m.restorer = restore.New(m.orders, m.stock, restore.Config{
+	m.restorer = restore.New(m.orders.Restores, m.stock, restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: pm.ObserveRestoreAlert,
 		// This node clears its flag at once; the others hear the
@@ -439,10 +439,10 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
 	// reconciles one last time.
-	m.start(ctx, archive.New(dbStores{w.sales, m.orders}, m.stock, archive.Config{
+	m.start(ctx, archive.New(dbStores{w.sales, m.orders.Ledger}, m.stock, archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
 		Final: func(ctx context.Context, saleID string) (string, error) {
-			return reconcile.Final(ctx, saleID, m.orders, m.stock, m.now())
+			return reconcile.Final(ctx, saleID, m.orders.Ledger, m.stock, m.now())
 		},
 	}))
 
@@ -451,7 +451,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	w.gauges = reconcile.NewGaugeWorker(reconcile.GaugeConfig{
 		Sales: m.preheat.Loaded, Interval: cfg.ReconcileInterval, Now: m.now, Logger: m.Logger,
 		Counts: func(ctx context.Context, saleID string) (reconcile.Counts, error) {
-			return saleCounts(ctx, saleID, m.orders, m.stock, m.now())
+			return saleCounts(ctx, saleID, m.orders.Ledger, m.stock, m.now())
 		},
 	})
 	w.reg.MustRegister(w.gauges)
@@ -475,7 +475,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.RedisURL == "" {
 		hc.Backlog = b.Backlog
 	}
-	healer := heal.New(m.stock, dbStores{w.sales, m.orders}, m.preheat, hc)
+	healer := heal.New(m.stock, dbStores{w.sales, m.orders.Ledger}, m.preheat, hc)
 	if cfg.RedisURL == "" {
 		// The embedded store starts empty, even after a SIGKILL that
 		// left orders in SQLite and claims in the broker's stream: every
@@ -540,12 +540,12 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		MaxInFlight:    cfg.MaxInFlight,
 		Budget:         cfg.RequestBudget,
 		RouteBudgets:   w.routeBudgets,
-		Restores:       m.orders,
+		Restores:       m.orders.Restores,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, w.reqSales, w.reqStock); err != nil {
 				return nil, err
 			}
-			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			return reconcile.Sale(ctx, saleID, m.orders.Ledger, m.stock, m.now(), reconcile.Options{})
 		},
 		Currency:              cfg.Currency,
 		SalesAdmin:            admin,
@@ -821,7 +821,7 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // dbStores is the database as the archiver and the heal watcher read it.
 type dbStores struct {
 	*sqlstore.SaleStore
-	*sqlstore.OrderStore
+	*sqlstore.LedgerStore
 }
 
 // replayLookup gives the Redis idempotency lookup the shape the request

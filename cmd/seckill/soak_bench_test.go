@@ -171,13 +171,13 @@ func BenchmarkSoak(b *testing.B) {
 	// report run it, once every order has landed: in pages, so its heap
 	// is a few MB whatever the sale's size.
 	servicetest.WaitFor(b, 10*time.Minute, "every order persisted", func() bool {
-		c, err := e.m.orders.SaleCounters(ctx, sale)
+		c, err := e.m.orders.Ledger.SaleCounters(ctx, sale)
 		return err == nil && c.Stock-c.Unsold >= done.Load()
 	})
 	var rep *reconcile.Report
 	t0 := time.Now()
 	peak := servicetest.PeakHeap(func() {
-		rep, err = reconcile.Reconcile(ctx, sale, e.m.orders, e.m.stock, time.Now(), reconcile.Options{})
+		rep, err = reconcile.Reconcile(ctx, sale, e.m.orders.Ledger, e.m.stock, time.Now(), reconcile.Options{})
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -16,12 +16,23 @@ import (
 // with each other), the rows by keyset paging on (sale_id,
 // reservation_id) in byte order, and the rows of a list of reservations.
 
-var _ seckill.LedgerPages = (*OrderStore)(nil)
+// LedgerStore is the seckill.LedgerStore and seckill.LedgerPages of a DB:
+// what the database knows of a sale's units, whole or a page at a time,
+// its counts for the archiver and the gauges, and its archive record.
+type LedgerStore struct{ *orderDB }
+
+var (
+	_ seckill.LedgerStore = (*LedgerStore)(nil)
+	_ seckill.LedgerPages = (*LedgerStore)(nil)
+)
+
+// NewLedgerStore returns the ledger of db, which must be migrated.
+func NewLedgerStore(db *DB) *LedgerStore { return &LedgerStore{newOrderDB(db)} }
 
 // byteOrder is what makes a comparison or an ORDER BY of reservation ids
 // byte order in the dialect: MySQL's ids are ascii_bin, SQLite compares
 // TEXT as bytes, PostgreSQL's TEXT follows the database's collation.
-func (st *OrderStore) byteOrder() string {
+func (st *orderDB) byteOrder() string {
 	if st.db.dialect == postgresDialect {
 		return ` COLLATE "C"`
 	}
@@ -34,7 +45,7 @@ func (st *OrderStore) byteOrder() string {
 // index on reservation_id (MySQL and SQLite are told so: they would
 // otherwise take the sale_id index and sort all of the sale's rows for
 // each page); PostgreSQL has indexes of its own in byte order (0008).
-func (st *OrderStore) pageQuery(columns, table, index string) string {
+func (st *LedgerStore) pageQuery(columns, table, index string) string {
 	b, c := st.db.dialect.bindFrom, st.byteOrder()
 	from, sale := table, `sale_id`
 	switch st.db.dialect {
@@ -48,7 +59,7 @@ func (st *OrderStore) pageQuery(columns, table, index string) string {
 		` ORDER BY reservation_id` + c + ` LIMIT ` + b(4)
 }
 
-func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+func pageOf[T any](ctx context.Context, st *LedgerStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, seckill.Errorf(seckill.EINVALID, "limit must be positive"))
 	}
@@ -63,24 +74,24 @@ func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, in
 
 // OrdersAfter returns up to limit orders of the sale whose reservation id
 // sorts after after, by reservation id.
-func (st *OrderStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
+func (st *LedgerStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
 	return pageOf(ctx, st, "orders", orderColumns, "orders", "PRIMARY", saleID, after, limit, scanOrder)
 }
 
 // FailedOrdersAfter is OrdersAfter of failed orders.
-func (st *OrderStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
+func (st *LedgerStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
 	return pageOf(ctx, st, "failed orders", failedOrderSelect, "failed_orders", "PRIMARY", saleID, after, limit, scanFailedOrder)
 }
 
 // RestoresAfter is OrdersAfter of restore requests.
-func (st *OrderStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
+func (st *LedgerStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
 	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", "PRIMARY", saleID, after, limit, scanRestoreRequest)
 }
 
 // LedgerOf returns the rows of parts (orders, failed orders, restore
 // requests) of the sale that belong to reservations of ids, in one
 // read-only transaction.
-func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {
+func (st *LedgerStore) LedgerOf(ctx context.Context, saleID string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {
 	l := &seckill.SaleLedger{}
 	if len(ids) == 0 || parts == 0 {
 		return l, nil
@@ -110,7 +121,7 @@ func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string,
 
 // saleRowsIn reads the rows that head (a SELECT … WHERE reservation_id IN)
 // finds for ids, keeping those of sale saleID.
-func saleRowsIn[T any](ctx context.Context, st *OrderStore, tx *sql.Tx, head string, ids []string, saleID string,
+func saleRowsIn[T any](ctx context.Context, st *LedgerStore, tx *sql.Tx, head string, ids []string, saleID string,
 	scan func(interface{ Scan(...any) error }) (*T, error), saleOf func(*T) string) ([]*T, error) {
 	var out []*T
 	err := st.eachRowIn(ctx, tx, head, ids, func(rows *sql.Rows) error {
@@ -128,7 +139,7 @@ func saleRowsIn[T any](ctx context.Context, st *OrderStore, tx *sql.Tx, head str
 // claims the stock store lost), restore requests by state, the buyers
 // over the limit and the sale's archive record. Each is an aggregate the
 // database computes: the memory here is the same for any sale.
-func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill.LedgerTotals, error) {
+func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckill.LedgerTotals, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("totals of sale %q: %w", saleID, seckill.ErrNotFound)
 	}
@@ -237,7 +248,7 @@ func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill
 // RecordArchive records that the archiver is dropping a sale's stock-store
 // keys, which hold claims reservation records. A later call (the drop did
 // not happen, and a later pass tries again) replaces the record.
-func (st *OrderStore) RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error {
+func (st *LedgerStore) RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error {
 	b := st.db.dialect.bindFrom
 	res, err := st.db.write.ExecContext(ctx, `UPDATE sale_archives SET archived_at_ms = `+b(1)+`, claims = `+b(2)+` WHERE sale_id = `+b(3), toMillis(at), claims, saleID)
 	if err == nil {
@@ -250,4 +261,38 @@ func (st *OrderStore) RecordArchive(ctx context.Context, saleID string, claims i
 		return fmt.Errorf("record archive of sale %s: %w", saleID, st.db.classify(err))
 	}
 	return nil
+}
+
+// SaleLedger reads everything the database knows of a sale's units, in
+// one read-only transaction so that the parts agree with each other: the
+// sale, and all its orders, failed orders and restore requests, each
+// oldest first (by creation time, then reservation id). ErrNotFound for an
+// unknown sale.
+func (st *LedgerStore) SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("ledger of sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, st.db.classify(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+
+	l := &seckill.SaleLedger{}
+	l.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
+	}
+	if l.Orders, err = queryAll(ctx, tx, scanOrder, st.rq.saleOrders, saleID); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
+	}
+	if l.Failed, err = queryAll(ctx, tx, scanFailedOrder, st.rq.saleFailedOrders, saleID); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
+	}
+	if l.Restores, err = queryAll(ctx, tx, scanRestoreRequest, st.rq.saleRequests, saleID); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
+	}
+	return l, nil
 }

@@ -153,7 +153,7 @@ func (db *DB) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...secki
 
 // insertOrderEvents is DB.insertOrderEvents through the order store's
 // prepared statements: the order writer's path.
-func (st *OrderStore) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...seckill.OrderEvent) error {
+func (st *orderDB) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...seckill.OrderEvent) error {
 	if !st.db.orderEvents || len(events) == 0 {
 		return nil
 	}
@@ -203,7 +203,7 @@ func (db *DB) eventInsertText(n int) string {
 }
 
 // eventInsertTexts lists the texts the order writer may insert events
-// with, for OrderStore.prepareAll.
+// with, for OrderWriter.prepareAll.
 func (db *DB) eventInsertTexts() []string {
 	if !db.orderEvents {
 		return nil

@@ -23,7 +23,7 @@ import (
 // answers as a second call would: unchanged). An error of the whole call
 // (the sale is unknown: ErrNotFound; a database failure; units that would
 // take the stock past what was put on sale, a bug) writes nothing.
-func (st *OrderStore) RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error) {
+func (st *RestoreStore) RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("restore orders of sale %q: %w", saleID, seckill.ErrNotFound)
 	}
@@ -44,7 +44,7 @@ func (st *OrderStore) RestoreOrders(ctx context.Context, saleID string, reservat
 	return results, nil
 }
 
-func (st *OrderStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleID string, ids []string, reason string, nowMs, stock, initial int64, results []seckill.OrderRestore) error {
+func (st *RestoreStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleID string, ids []string, reason string, nowMs, stock, initial int64, results []seckill.OrderRestore) error {
 	// The ids this call may touch: those of the sale, once each.
 	var valid []string
 	first := make(map[string]int, len(ids)) // id -> index of its first mention
@@ -174,7 +174,7 @@ func (st *OrderStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleI
 // idChunk, and fails with errConflict unless every chunk changed one row
 // per id (the rows are locked, or the ids were read under the sale's
 // lock: only a concurrent writer that ignored the lock gets there).
-func (st *OrderStore) execIn(ctx context.Context, tx *sql.Tx, head string, ids []string, args ...any) error {
+func (st *RestoreStore) execIn(ctx context.Context, tx *sql.Tx, head string, ids []string, args ...any) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
 		all := make([]any, 0, len(args)+len(chunk))
@@ -197,7 +197,7 @@ func (st *OrderStore) execIn(ctx context.Context, tx *sql.Tx, head string, ids [
 
 // insertRequests inserts rs, whose text is storable already, with
 // multi-row INSERTs.
-func (st *OrderStore) insertRequests(ctx context.Context, tx *sql.Tx, rs []*seckill.RestoreRequest) error {
+func (st *RestoreStore) insertRequests(ctx context.Context, tx *sql.Tx, rs []*seckill.RestoreRequest) error {
 	const width = 9 // restoreColumns
 	for start := 0; start < len(rs); start += insertChunk {
 		chunk := rs[start:min(start+insertChunk, len(rs))]
@@ -221,7 +221,7 @@ func (st *OrderStore) insertRequests(ctx context.Context, tx *sql.Tx, rs []*seck
 // statement per chunk of ids: state done, LastError = lastErr, Attempts +
 // 1, UpdatedAt = now. Done is the last state, so no request moves back;
 // ids with no request are skipped.
-func (st *OrderStore) FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error {
+func (st *RestoreStore) FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error {
 	var ids []string
 	for _, id := range reservationIDs {
 		if validReservationID(id) {
