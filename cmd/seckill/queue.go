@@ -15,7 +15,7 @@ import (
 
 // admittedStock is the stock store as a queue's ticket holders claim from
 // it: a sale that is not first come takes their batches.
-type admittedStock struct{ s *redis.Store }
+type admittedStock struct{ s redis.StockStore }
 
 func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return a.s.ReserveAdmitted(ctx, saleID, reqs)
@@ -28,7 +28,7 @@ func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckil
 func (m *Main) newQueue(w *wired) *httpapi.QueueConfig {
 	cfg := &m.Config
 	batched := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	admitted := combiner.New(admittedStock{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	admitted := combiner.New(admittedStock{m.stock.StockStore()}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	m.closers = append(m.closers, batched.Stop, admitted.Stop)
 	// A buyer's repeated join, once places are final, is answered from
 	// memory: the same place.

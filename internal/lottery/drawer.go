@@ -45,7 +45,7 @@ type Entries interface {
 	AllWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
-// Stock reserves the winners' units (internal/redis.Store).
+// Stock reserves the winners' units (internal/redis StockStore).
 type Stock interface {
 	ReserveAdmitted(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error)
 	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)

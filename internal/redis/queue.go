@@ -34,10 +34,10 @@ func (q *Queue) key(saleID, what string) string { return q.s.prefix + ":{" + sal
 // queueKeys name every key of a waiting room: archiving a sale drops them.
 var queueKeys = []string{"queue", "queue_ip", "queue_seq", "queue_pace"}
 
-func (q *Queue) keys(saleID string) []string {
+func (s *conn) queueKeys(saleID string) []string {
 	out := make([]string, len(queueKeys))
 	for i, k := range queueKeys {
-		out[i] = q.key(saleID, k)
+		out[i] = s.prefix + ":{" + saleID + "}:" + k
 	}
 	return out
 }
