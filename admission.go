@@ -421,7 +421,7 @@ type QueueJoinResult struct {
 	Position int64  // 1-based, as of the join
 }
 
-// Queuer gives places in waiting rooms (internal/combiner).
+// Queuer gives places in waiting rooms (internal/combiner, internal/repeats in front).
 type Queuer interface {
 	Join(ctx context.Context, s *Sale, perIP int64, req QueueJoin) (QueueJoinResult, error)
 }
