@@ -12,9 +12,11 @@ func TestAdmissionRoundTripsThroughItsStoredForm(t *testing.T) {
 		{},
 		{Mode: seckill.AdmitLottery, EntriesCloseAt: time.Date(2026, 12, 6, 9, 1, 30, 0, time.UTC)},
 		{Mode: seckill.AdmitQueue, AdmitPerSecond: 7},
+		{Mode: seckill.AdmitQueue, AdmitPerSecond: 7, Adaptive: &seckill.AdaptiveAdmission{MinPerSecond: 2, MaxPerSecond: 70, TargetLatencyMS: 150}},
 	} {
 		got, err := decodeAdmission(encodeAdmission(a))
-		if err != nil || got.Of() != a.Of() || !got.EntriesCloseAt.Equal(a.EntriesCloseAt) || got.AdmitPerSecond != a.AdmitPerSecond {
+		if err != nil || got.Of() != a.Of() || !got.EntriesCloseAt.Equal(a.EntriesCloseAt) || got.AdmitPerSecond != a.AdmitPerSecond ||
+			(got.Adaptive == nil) != (a.Adaptive == nil) || got.Adaptive != nil && *got.Adaptive != *a.Adaptive {
 			t.Errorf("round trip of %+v = %+v, %v", a, got, err)
 		}
 	}
