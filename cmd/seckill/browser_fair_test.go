@@ -73,7 +73,9 @@ func TestBrowserLottery(t *testing.T) {
 	op := openTab(t, browser, "operator")
 	op.signInAdmin(e, "/admin", "ops")
 
-	sale, closeAt := e.createLottery(1, 1, 8*time.Second)
+	// Entries close 20 s after the sale is made: time for two pages to
+	// load and post their entries on a loaded machine.
+	sale, closeAt := e.createLottery(1, 1, 20*time.Second)
 	for _, b := range []*browserTab{alice, bob} {
 		b.do(chromedp.Navigate(e.url + "/sales/" + sale))
 		b.waitFor("the entry form", headlineIs("Enter the draw.")+` && !document.getElementById("enter-form").hidden`, 30*time.Second)
@@ -158,7 +160,7 @@ func TestBrowserQueue(t *testing.T) {
 	op := openTab(t, browser, "operator")
 	op.signInAdmin(e, "/admin", "ops")
 
-	start := time.Now().Add(10 * time.Second)
+	start := time.Now().Add(20 * time.Second) // time for two pages to load and join on a loaded machine
 	sale := queueSale(start)
 	places := map[*browserTab]string{}
 	for _, b := range []*browserTab{alice, bob} {
