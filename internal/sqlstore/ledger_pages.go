@@ -159,11 +159,30 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 	} else if err != nil {
 		return fail("sale", err)
 	}
-	b := st.db.dialect.bindFrom
+	steps := []struct {
+		what string
+		read func(context.Context, *sql.Tx, string, *seckill.LedgerTotals) error
+	}{
+		{"orders", st.orderTotals},
+		{"failed orders", st.failedTotals},
+		{"restore requests", st.restoreTotals},
+		{"buyers over the limit", st.overLimitBuyers},
+		{"archive", st.archiveOf},
+	}
+	for _, step := range steps {
+		if err := step.read(ctx, tx, saleID, t); err != nil {
+			return fail(step.what, err)
+		}
+	}
+	return t, nil
+}
 
+// orderTotals adds up the sale's orders by status.
+func (st *LedgerStore) orderTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
 	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*), COALESCE(SUM(qty), 0) FROM orders WHERE sale_id = `+b(1)+` GROUP BY status`, saleID)
 	if err != nil {
-		return fail("orders", err)
+		return err
 	}
 	for rows.Next() {
 		var status string
@@ -184,22 +203,27 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 		}
 		dst.Count, dst.Units = dst.Count+c.Count, dst.Units+c.Units
 	}
-	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
-		return fail("orders", err)
-	}
+	return errors.Join(err, rows.Err(), rows.Close())
+}
 
+// failedTotals adds up the sale's failed orders, and among them those of
+// claims the stock store lost.
+func (st *LedgerStore) failedTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
 	lost := seckill.ReasonLostInStockStore
 	isLost := func(i int) string { return `SUBSTR(reason, 1, ` + fmt.Sprint(len(lost)) + `) = ` + b(i) }
-	err = tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(qty), 0),
+	return tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(qty), 0),
 		COUNT(CASE WHEN `+isLost(1)+` THEN 1 END), COALESCE(SUM(CASE WHEN `+isLost(2)+` THEN qty END), 0)
 		FROM failed_orders WHERE sale_id = `+b(3), lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
-	if err != nil {
-		return fail("failed orders", err)
-	}
+}
 
-	rows, err = tx.QueryContext(ctx, `SELECT state, COUNT(*), COUNT(alerted_at_ms) FROM restore_requests WHERE sale_id = `+b(1)+` GROUP BY state`, saleID)
+// restoreTotals counts the sale's restore requests by state, and those
+// not done that were alerted.
+func (st *LedgerStore) restoreTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
+	rows, err := tx.QueryContext(ctx, `SELECT state, COUNT(*), COUNT(alerted_at_ms) FROM restore_requests WHERE sale_id = `+b(1)+` GROUP BY state`, saleID)
 	if err != nil {
-		return fail("restore requests", err)
+		return err
 	}
 	for rows.Next() {
 		var state string
@@ -220,29 +244,32 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 		}
 		t.Alerted += alerted
 	}
-	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
-		return fail("restore requests", err)
-	}
+	return errors.Join(err, rows.Err(), rows.Close())
+}
 
-	err = tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders
+// overLimitBuyers counts the buyers whose live orders exceed the sale's
+// purchase limit.
+func (st *LedgerStore) overLimitBuyers(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
+	return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders
 		WHERE sale_id = `+b(1)+` AND status IN (`+b(2)+`, `+b(3)+`) GROUP BY user_id HAVING SUM(qty) > `+b(4)+`) over_limit`,
 		saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
-	if err != nil {
-		return fail("buyers over the limit", err)
-	}
+}
 
+// archiveOf reads the sale's archive record, if it has one.
+func (st *LedgerStore) archiveOf(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
 	var a seckill.SaleArchive
 	var at int64
-	err = tx.QueryRowContext(ctx, `SELECT archived_at_ms, claims FROM sale_archives WHERE sale_id = `+b(1), saleID).Scan(&at, &a.Claims)
+	err := tx.QueryRowContext(ctx, `SELECT archived_at_ms, claims FROM sale_archives WHERE sale_id = `+st.db.dialect.bindFrom(1), saleID).Scan(&at, &a.Claims)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
+		return nil
 	case err != nil:
-		return fail("archive", err)
-	default:
-		a.ArchivedAt = fromMillis(at)
-		t.Archive = &a
+		return err
 	}
-	return t, nil
+	a.ArchivedAt = fromMillis(at)
+	t.Archive = &a
+	return nil
 }
 
 // RecordArchive records that the archiver is dropping a sale's stock-store
