@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/repeats"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // backendCalls counts the calls of every port the admission routes and
@@ -157,10 +158,10 @@ const (
 // admissionEnv is an env with a lottery sale, a queue sale and testSale (all
 // started at testSale's start, with the clock there plus 10 s), every
 // backend call counted, and the node memory of internal/repeats.
-func admissionEnv(t *testing.T) (*env, *backendCalls, *seckill.AdmissionTickets) {
+func admissionEnv(t *testing.T) (*env, *backendCalls, *ticket.Signer) {
 	t.Helper()
 	calls := &backendCalls{}
-	tickets := seckill.NewAdmissionTickets([]byte("ticket-key-0123456789abcdefghijkl"))
+	tickets := ticket.New([]byte("ticket-key-0123456789abcdefghijkl"))
 	var clk *clock
 	now := func() time.Time { return clk.Now() }
 	e := newEnv(t, func(c *Config) {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/claimid"
+	"github.com/seckill-dev/seckill/internal/ticket"
 	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
@@ -445,7 +446,7 @@ func (s *Server) admissionModes(cfg Config, reg prometheus.Registerer) error {
 			q.OpensBefore = seckill.DefaultQueueOpensBefore
 		}
 		if q.TicketTTL <= 0 {
-			q.TicketTTL = seckill.DefaultTicketTTL
+			q.TicketTTL = ticket.DefaultTTL
 		}
 		s.queue = q
 		s.liveStock = ttlcache.New[bool](8, 128)
