@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // QueuePositions reads places in waiting rooms (internal/redis.Queue).
@@ -21,7 +22,7 @@ type QueuePositions interface {
 type QueueConfig struct {
 	Queuer    seckill.Queuer
 	Positions QueuePositions
-	Tickets   *seckill.AdmissionTickets
+	Tickets   *ticket.Signer
 	// Admitted decides the claims of ticket holders: a combiner over the
 	// stock store's ReserveAdmitted.
 	Admitted seckill.Reserver
@@ -31,8 +32,12 @@ type QueueConfig struct {
 	// PerIP caps the places one address may hold (0: none).
 	PerIP int64
 	// TicketTTL is how long a ticket is valid. Default
-	// seckill.DefaultTicketTTL.
+	// ticket.DefaultTTL.
 	TicketTTL time.Duration
+	// Pace, if set, is how far a queue sale's admission has got
+	// (internal/admitpace); default its fixed admit_per_second from the
+	// start.
+	Pace func(ctx context.Context, s *seckill.Sale) (seckill.QueuePace, error)
 	// SoldOut, if set, is Admitted's own sold-out flag: ticket holders'
 	// claims do not pass the Reserver's.
 	SoldOut func(saleID string, now time.Time) bool
@@ -56,7 +61,7 @@ type queueResponse struct {
 
 type queueMetrics struct {
 	joined, refused, ticketsIssued prometheus.Counter
-	ticketsRefused                 map[seckill.TicketProblem]prometheus.Counter
+	ticketsRefused                 map[ticket.Problem]prometheus.Counter
 }
 
 func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
@@ -67,13 +72,13 @@ func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
 		joined:         c("seckill_queue_joins_total", "Waiting-room joins answered with a place on this node (a repeated join included)."),
 		refused:        c("seckill_queue_joins_refused_total", "Waiting-room joins refused: the address holds --queue-per-ip places."),
 		ticketsIssued:  c("seckill_queue_tickets_issued_total", "Admission tickets issued on this node."),
-		ticketsRefused: map[seckill.TicketProblem]prometheus.Counter{},
+		ticketsRefused: map[ticket.Problem]prometheus.Counter{},
 	}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_queue_tickets_refused_total",
 		Help: "Reservations on queue sales refused for their admission ticket, by reason: missing, expired, wrong_buyer, wrong_sale, bad_signature.",
 	}, []string{"reason"})
-	for _, p := range seckill.TicketProblems {
+	for _, p := range ticket.Problems {
 		m.ticketsRefused[p] = refused.WithLabelValues(string(p)) // each reason shows from the start, at 0
 	}
 	for _, x := range []prometheus.Collector{m.joined, m.refused, m.ticketsIssued, refused} {
@@ -115,7 +120,11 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 		return s.writeError(w, r, seckill.Errorf(seckill.ERATELIMITED, "Your address holds %d places in this queue already.", s.queue.PerIP))
 	}
 	s.queueMetrics.joined.Inc()
-	return s.writeJSON(w, r, http.StatusOK, s.standing(r.Context(), sale, userID, res.Position, now))
+	resp, err := s.standing(r.Context(), sale, userID, res.Position, now)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, resp)
 }
 
 // handleMyQueue serves GET /api/v1/sales/{id}/queue/mine.
@@ -134,14 +143,25 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 	} else if !ok {
 		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", sale.ID))
 	}
-	return s.writeJSON(w, r, http.StatusOK, s.standing(r.Context(), sale, userID, pos, s.now()))
+	resp, err := s.standing(r.Context(), sale, userID, pos, s.now())
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, resp)
 }
 
 // standing is what a buyer at pos is told at now. Once the stock is gone
 // everyone still waiting is told sold_out on their next poll: from the
 // node's sold-out flag, or the live stock once the sale started.
-func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string, pos int64, now time.Time) queueResponse {
-	st := seckill.QueueStandingAt(pos, sale.StartAt, now, sale.Admission.AdmitPerSecond)
+func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string, pos int64, now time.Time) (queueResponse, error) {
+	pace := seckill.FixedQueuePace(sale)
+	if s.queue.Pace != nil {
+		var err error
+		if pace, err = s.queue.Pace(ctx, sale); err != nil {
+			return queueResponse{}, err
+		}
+	}
+	st := pace.StandingAt(pos, now)
 	resp := queueResponse{Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Admitted: st.Admitted}
 	soldOut := s.soldOut != nil && s.soldOut(sale.ID, now) ||
 		s.queue.SoldOut != nil && s.queue.SoldOut(sale.ID, now)
@@ -152,13 +172,13 @@ func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string
 	}
 	if soldOut {
 		resp.SoldOut, resp.Admitted, resp.Ahead, resp.ETASeconds = true, false, 0, 0
-		return resp
+		return resp, nil
 	}
 	if st.Admitted {
 		resp.Ticket, resp.TicketHeader = s.queue.Tickets.Issue(sale.ID, userID, now.Add(s.queue.TicketTTL)), ticketHeader
 		s.queueMetrics.ticketsIssued.Inc()
 	}
-	return resp
+	return resp, nil
 }
 
 // admittedReserver returns the Reserver of a reservation request: the
@@ -169,7 +189,7 @@ func (s *Server) admittedReserver(w http.ResponseWriter, r *http.Request, saleID
 	if len(vals) == 0 || s.queue.Tickets == nil {
 		return s.reserver, 0
 	}
-	problem := seckill.TicketBadSignature // two tickets: neither is taken
+	problem := ticket.BadSignature // two tickets: neither is taken
 	if len(vals) == 1 {
 		problem = s.queue.Tickets.Check(vals[0], saleID, userID, now)
 	}
@@ -188,6 +208,6 @@ func (s *Server) admissionRefused(ctx context.Context, r *http.Request, saleID s
 		return
 	}
 	if sale, err := s.cache.get(ctx, saleID); err == nil && sale.Admission.Of() == seckill.AdmitQueue {
-		s.queueMetrics.ticketsRefused[seckill.TicketMissing].Inc()
+		s.queueMetrics.ticketsRefused[ticket.Missing].Inc()
 	}
 }

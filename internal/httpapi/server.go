@@ -30,6 +30,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/claimid"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -442,7 +443,7 @@ func (s *Server) admissionModes(cfg Config, reg prometheus.Registerer) error {
 			q.OpensBefore = seckill.DefaultQueueOpensBefore
 		}
 		if q.TicketTTL <= 0 {
-			q.TicketTTL = seckill.DefaultTicketTTL
+			q.TicketTTL = ticket.DefaultTTL
 		}
 		s.queue = q
 		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
