@@ -10,6 +10,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/soldout"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // admittedStock is the stock store as a queue's ticket holders claim from
@@ -37,7 +38,7 @@ func (m *Main) newQueue() *httpapi.QueueConfig {
 	gate := soldout.New(admitted, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock()})
 	return &httpapi.QueueConfig{
 		Queuer: queuer, Positions: m.stock.Queue(), Admitted: gate, SoldOut: gate.AnswerSoldOutAt,
-		Tickets:     seckill.NewAdmissionTickets(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
+		Tickets:     ticket.New(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
 		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP),
 	}
 }

@@ -16,15 +16,12 @@ import (
 // with each other), the rows by keyset paging on (sale_id,
 // reservation_id) in byte order, and the rows of a list of reservations.
 
-// LedgerStore is the seckill.LedgerStore and seckill.LedgerPages of a DB:
-// what the database knows of a sale's units, whole or a page at a time,
+// LedgerStore is the seckill.LedgerPages (and conformance.LedgerStore) of a
+// DB: what the database knows of a sale's units, whole or a page at a time,
 // its counts for the archiver and the gauges, and its archive record.
 type LedgerStore struct{ *orderDB }
 
-var (
-	_ seckill.LedgerStore = (*LedgerStore)(nil)
-	_ seckill.LedgerPages = (*LedgerStore)(nil)
-)
+var _ seckill.LedgerPages = (*LedgerStore)(nil)
 
 // NewLedgerStore returns the ledger of db, which must be migrated.
 func NewLedgerStore(db *DB) *LedgerStore { return &LedgerStore{newOrderDB(db)} }
