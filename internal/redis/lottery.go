@@ -98,15 +98,6 @@ func (l *Lottery) Entry(ctx context.Context, saleID, userID string) (e seckill.L
 	return e, err == nil, err
 }
 
-// Count returns how many buyers entered the sale.
-func (l *Lottery) Count(ctx context.Context, saleID string) (int64, error) {
-	n, err := l.s.client.Do(ctx, l.s.client.B().Hlen().Key(l.key(saleID, "entries")).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("entrants: %w", classify(err))
-	}
-	return n, nil
-}
-
 // CloseEntries refuses every later entry of the sale, whatever the clocks
 // say: the draw calls it before it reads the entries.
 func (l *Lottery) CloseEntries(ctx context.Context, saleID string) error {
