@@ -132,16 +132,12 @@ func (s Outbox) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool
 	return false, nil
 }
 
-// ReadOutbox reads up to count entries of a sale's outbox that no consumer
-// of group has been given yet (XREADGROUP >), handing them to consumer:
-// they stay pending for it until acked. An entry holds the reservations of
-// one reserve script call, returned one seckill.OutboxEntry each, in
-// order, under the entry's stream id (as by ReadPendingOutbox and
-// ClaimStaleOutbox, whose counts are entries too). The group is made on
-// first use, from the stream's start; a sale not loaded that has no
-// outbox has nothing to read, and nothing is made for it
-// (outbox_group.lua). block > 0 waits up to that long for an entry when
-// there is none; block <= 0 does not wait.
+// ReadOutbox hands consumer up to count entries of a sale's outbox that no
+// consumer of group was given yet (XREADGROUP >); they stay pending for it
+// until acked. Each reservation of an entry comes as one OutboxEntry under
+// the entry's stream id, and count counts entries, as in the other reads.
+// The group is made on first use, from the stream's start (outbox_group.lua),
+// never for a sale with no outbox. block > 0 waits that long for an entry.
 func (s Outbox) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
 	return s.readOutbox(ctx, "read outbox", saleID, group, consumer, ">", count, block)
 }
@@ -304,124 +300,6 @@ func checkOutboxArgs(saleID, group, consumer string, count int) error {
 func validOutboxName(name string) bool {
 	_, ok := bucketBase(name)
 	return ok
-}
-
-// decodeOutbox decodes the entries of one outbox into their reservations,
-// in order; a bucket's events are its sale's.
-func decodeOutbox(saleID string, entries []rueidis.XRangeEntry) []seckill.OutboxEntry {
-	if base, ok := bucketBase(saleID); ok {
-		saleID = base
-	}
-	out := make([]seckill.OutboxEntry, 0, len(entries))
-	for _, e := range entries {
-		if _, ok := e.FieldValues[OutboxBatch]; ok {
-			out = decodeBatch(out, saleID, e)
-			continue
-		}
-		o := seckill.OutboxEntry{StreamID: e.ID}
-		o.Event, o.Err = decodeOutboxEvent(saleID, e.FieldValues)
-		if o.Err != nil {
-			o.Fields = e.FieldValues
-			o.Err = fmt.Errorf("%w: sale %s, stream id %s: %w", ErrMalformedOutboxEntry, saleID, e.ID, o.Err)
-		}
-		out = append(out, o)
-	}
-	return out
-}
-
-// decodeBatch appends the reservations of an entry of reserve.lua's batch
-// format to out. A line that cannot be decoded is a reservation with Err
-// and its values as Fields; an entry whose count or time cannot be read,
-// or whose count is not its number of lines, is one, with the entry's
-// fields.
-func decodeBatch(out []seckill.OutboxEntry, saleID string, e rueidis.XRangeEntry) []seckill.OutboxEntry {
-	f := e.FieldValues
-	malformed := func(seq int, fields map[string]string, err error) seckill.OutboxEntry {
-		return seckill.OutboxEntry{StreamID: e.ID, Seq: seq, Event: seckill.ReservationEvent{SaleID: saleID}, Fields: fields,
-			Err: fmt.Errorf("%w: sale %s, stream id %s: %w", ErrMalformedOutboxEntry, saleID, e.ID, err)}
-	}
-	n, err := strconv.Atoi(f[OutboxCount])
-	if err != nil || n < 1 || n != strings.Count(f[OutboxBatch], "\n")+1 {
-		return append(out, malformed(0, f, fmt.Errorf("%s %q does not count the lines of %s", OutboxCount, f[OutboxCount], OutboxBatch)))
-	}
-	ms, err := strconv.ParseInt(f[OutboxAtMs], 10, 64)
-	if err != nil || ms <= 0 {
-		return append(out, malformed(0, f, fmt.Errorf("invalid %s %q", OutboxAtMs, f[OutboxAtMs])))
-	}
-	at := time.UnixMilli(ms).UTC()
-	rest := f[OutboxBatch]
-	keys, keyed := f[OutboxKeys]
-	if keyed && strings.Count(keys, "\n")+1 != n {
-		// The keys are only a convenience for a retry: a batch whose
-		// keys do not line up is persisted without them.
-		keyed = false
-	}
-	for seq := range n {
-		var line, key string
-		line, rest, _ = strings.Cut(rest, "\n")
-		if keyed {
-			key, keys, _ = strings.Cut(keys, "\n")
-		}
-		qty, tail, _ := strings.Cut(line, " ")
-		short, user, _ := strings.Cut(tail, " ")
-		ev := seckill.ReservationEvent{ReservationID: saleID + "." + short, SaleID: saleID, UserID: user, ReservedAt: at}
-		if seckill.ValidIdempotencyKey(key) {
-			ev.KeyDigest = seckill.IdempotencyDigest(key)
-		}
-		q, qerr := strconv.ParseInt(qty, 10, 64)
-		ev.Qty = q
-		switch {
-		case !isReservationOf(ev.ReservationID, saleID):
-			err = fmt.Errorf("line %d: %q is not a reservation id", seq+1, short)
-		case !seckill.ValidUserID(user):
-			err = fmt.Errorf("line %d: invalid %s %q", seq+1, OutboxUserID, user)
-		case qerr != nil || q < 1:
-			err = fmt.Errorf("line %d: invalid %s %q", seq+1, OutboxQty, qty)
-		default:
-			out = append(out, seckill.OutboxEntry{StreamID: e.ID, Seq: seq, Event: ev})
-			continue
-		}
-		bad := malformed(seq, map[string]string{OutboxReservationID: ev.ReservationID, OutboxUserID: user, OutboxQty: qty,
-			OutboxReservedAtMs: f[OutboxAtMs]}, err)
-		out = append(out, bad)
-	}
-	return out
-}
-
-// isReservationOf reports whether id is a well-formed reservation id of
-// saleID.
-func isReservationOf(id, saleID string) bool {
-	sale, ok := seckill.SaleIDOfReservation(id)
-	return ok && sale == saleID
-}
-
-// decodeOutboxEvent decodes the fields of an entry of one reservation,
-// as reserve.lua wrote them before batches. It returns what it could
-// decode along with the first problem found.
-func decodeOutboxEvent(saleID string, f map[string]string) (seckill.ReservationEvent, error) {
-	ev := seckill.ReservationEvent{SaleID: saleID}
-	if f == nil {
-		return ev, errors.New("entry deleted from the stream while pending")
-	}
-	ev.ReservationID = f[OutboxReservationID]
-	ev.UserID = f[OutboxUserID]
-	if !isReservationOf(ev.ReservationID, saleID) {
-		return ev, fmt.Errorf("%s %q is not a reservation id of this sale", OutboxReservationID, ev.ReservationID)
-	}
-	if !seckill.ValidUserID(ev.UserID) {
-		return ev, fmt.Errorf("invalid %s %q", OutboxUserID, ev.UserID)
-	}
-	qty, err := strconv.ParseInt(f[OutboxQty], 10, 64)
-	if err != nil || qty < 1 {
-		return ev, fmt.Errorf("invalid %s %q", OutboxQty, f[OutboxQty])
-	}
-	ev.Qty = qty
-	ms, err := strconv.ParseInt(f[OutboxReservedAtMs], 10, 64)
-	if err != nil || ms <= 0 {
-		return ev, fmt.Errorf("invalid %s %q", OutboxReservedAtMs, f[OutboxReservedAtMs])
-	}
-	ev.ReservedAt = time.UnixMilli(ms).UTC()
-	return ev, nil
 }
 
 // OutboxLen returns the number of reservations in a sale's outbox: those
