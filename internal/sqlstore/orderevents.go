@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -390,6 +389,3 @@ func amountOf(qty, price int64) int64 {
 	}
 	return qty * price
 }
-
-// pgBind is PostgreSQL's i-th bind parameter.
-func pgBind(i int) string { return "$" + strconv.Itoa(i) }
