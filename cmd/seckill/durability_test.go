@@ -235,7 +235,7 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 		ledger, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 		return err == nil && int64(remaining) == ledger.Sale.Unsold
 	})
-	rep, err := reconcile.Reconcile(context.Background(), sale, e.m.orders.Ledger, e.m.stock, time.Now(), reconcile.Options{InFlightGrace: 10 * time.Second})
+	rep, err := reconcile.Reconcile(context.Background(), sale, e.m.orders.Ledger, e.m.stock.Ledger(), time.Now(), reconcile.Options{InFlightGrace: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -33,7 +33,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	host, _ := os.Hostname()
 	m.start(ctx, lottery.New(lottery.Config{
-		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock,
+		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock.StockStore(),
 		Owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), seckill.NewEntryID()[1:9]),
 		Interval: cfg.DrawInterval, Lease: cfg.DrawLease, Batch: cfg.DrawBatch, Pace: cfg.DrawPace,
 		NewID: claimIDs.New, Now: m.now, Logger: m.Logger,

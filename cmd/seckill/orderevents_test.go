@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+	"github.com/seckill-dev/seckill/internal/webhook"
 	"github.com/seckill-dev/seckill/internal/webhooksig"
 )
 
@@ -140,7 +141,7 @@ func (s *shop) handle(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	delete(s.inFlight, e.ID)
-	if seckill.DeliveredStatus(status) {
+	if webhook.DeliveredStatus(status) {
 		if s.accepted[e.ID] == 0 {
 			s.types[e.ID] = e.Type
 			if e.Type != string(seckill.EventOrderCreated) && e.Type != string(seckill.EventOrderFailed) &&

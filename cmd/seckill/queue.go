@@ -10,11 +10,12 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/soldout"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // admittedStock is the stock store as a queue's ticket holders claim from
 // it: a sale that is not first come takes their batches.
-type admittedStock struct{ s *redis.Store }
+type admittedStock struct{ s redis.StockStore }
 
 func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return a.s.ReserveAdmitted(ctx, saleID, reqs)
@@ -26,7 +27,7 @@ func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckil
 func (m *Main) newQueue() *httpapi.QueueConfig {
 	cfg := &m.Config
 	batched := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	admitted := combiner.New(admittedStock{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	admitted := combiner.New(admittedStock{m.stock.StockStore()}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	m.closers = append(m.closers, batched.Stop, admitted.Stop)
 	// A buyer's repeated join, once places are final, is answered from
 	// memory: the same place.
@@ -37,7 +38,7 @@ func (m *Main) newQueue() *httpapi.QueueConfig {
 	gate := soldout.New(admitted, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock()})
 	return &httpapi.QueueConfig{
 		Queuer: queuer, Positions: m.stock.Queue(), Admitted: gate, SoldOut: gate.AnswerSoldOutAt,
-		Tickets:     seckill.NewAdmissionTickets(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
+		Tickets:     ticket.New(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
 		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP),
 	}
 }

@@ -195,6 +195,11 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	if err != nil {
 		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
 	}
+	return s.answerReserve(w, r, saleID, res, checks, now)
+}
+
+// answerReserve answers the stock store's outcome of a reservation.
+func (s *Server) answerReserve(w http.ResponseWriter, r *http.Request, saleID string, res seckill.ReserveResult, checks []seckill.RateCheck, now time.Time) (outcome, int) {
 	switch res.Outcome {
 	case seckill.OutcomeReserved, seckill.OutcomeReplayed:
 		if res.ReservationID == "" {

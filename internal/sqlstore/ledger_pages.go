@@ -16,15 +16,12 @@ import (
 // with each other), the rows by keyset paging on (sale_id,
 // reservation_id) in byte order, and the rows of a list of reservations.
 
-// LedgerStore is the seckill.LedgerStore and seckill.LedgerPages of a DB:
-// what the database knows of a sale's units, whole or a page at a time,
+// LedgerStore is the seckill.LedgerPages (and conformance.LedgerStore) of a
+// DB: what the database knows of a sale's units, whole or a page at a time,
 // its counts for the archiver and the gauges, and its archive record.
 type LedgerStore struct{ *orderDB }
 
-var (
-	_ seckill.LedgerStore = (*LedgerStore)(nil)
-	_ seckill.LedgerPages = (*LedgerStore)(nil)
-)
+var _ seckill.LedgerPages = (*LedgerStore)(nil)
 
 // NewLedgerStore returns the ledger of db, which must be migrated.
 func NewLedgerStore(db *DB) *LedgerStore { return &LedgerStore{newOrderDB(db)} }
@@ -131,11 +128,29 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 	} else if err != nil {
 		return fail("sale", err)
 	}
-	q := &st.sql.ledger
+	steps := []struct {
+		what string
+		read func(context.Context, *sql.Tx, string, *seckill.LedgerTotals) error
+	}{
+		{"orders", st.orderTotals},
+		{"failed orders", st.failedTotals},
+		{"restore requests", st.restoreTotals},
+		{"buyers over the limit", st.overLimitBuyers},
+		{"archive", st.archiveOf},
+	}
+	for _, step := range steps {
+		if err := step.read(ctx, tx, saleID, t); err != nil {
+			return fail(step.what, err)
+		}
+	}
+	return t, nil
+}
 
-	rows, err := tx.QueryContext(ctx, q.orderTotals, saleID)
+// orderTotals adds up the sale's orders by status.
+func (st *LedgerStore) orderTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	rows, err := tx.QueryContext(ctx, st.sql.ledger.orderTotals, saleID)
 	if err != nil {
-		return fail("orders", err)
+		return err
 	}
 	for rows.Next() {
 		var status string
@@ -156,19 +171,22 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 		}
 		dst.Count, dst.Units = dst.Count+c.Count, dst.Units+c.Units
 	}
-	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
-		return fail("orders", err)
-	}
+	return errors.Join(err, rows.Err(), rows.Close())
+}
 
+// failedTotals adds up the sale's failed orders, and among them those of
+// claims the stock store lost.
+func (st *LedgerStore) failedTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
 	lost := seckill.ReasonLostInStockStore
-	err = tx.QueryRowContext(ctx, q.failedTotals, lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
-	if err != nil {
-		return fail("failed orders", err)
-	}
+	return tx.QueryRowContext(ctx, st.sql.ledger.failedTotals, lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
+}
 
-	rows, err = tx.QueryContext(ctx, q.restoreTotals, saleID)
+// restoreTotals counts the sale's restore requests by state, and those
+// not done that were alerted.
+func (st *LedgerStore) restoreTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	rows, err := tx.QueryContext(ctx, st.sql.ledger.restoreTotals, saleID)
 	if err != nil {
-		return fail("restore requests", err)
+		return err
 	}
 	for rows.Next() {
 		var state string
@@ -189,27 +207,29 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 		}
 		t.Alerted += alerted
 	}
-	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
-		return fail("restore requests", err)
-	}
+	return errors.Join(err, rows.Err(), rows.Close())
+}
 
-	err = tx.QueryRowContext(ctx, q.overLimit, saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
-	if err != nil {
-		return fail("buyers over the limit", err)
-	}
+// overLimitBuyers counts the buyers whose live orders exceed the sale's
+// purchase limit.
+func (st *LedgerStore) overLimitBuyers(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	return tx.QueryRowContext(ctx, st.sql.ledger.overLimit, saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
+}
 
+// archiveOf reads the sale's archive record, if it has one.
+func (st *LedgerStore) archiveOf(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
 	var a seckill.SaleArchive
 	var at int64
-	err = tx.QueryRowContext(ctx, q.archive, saleID).Scan(&at, &a.Claims)
+	err := tx.QueryRowContext(ctx, st.sql.ledger.archive, saleID).Scan(&at, &a.Claims)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
+		return nil
 	case err != nil:
-		return fail("archive", err)
-	default:
-		a.ArchivedAt = fromMillis(at)
-		t.Archive = &a
+		return err
 	}
-	return t, nil
+	a.ArchivedAt = fromMillis(at)
+	t.Archive = &a
+	return nil
 }
 
 // RecordArchive records that the archiver is dropping a sale's stock-store

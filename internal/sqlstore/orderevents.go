@@ -148,7 +148,7 @@ func (db *DB) fillEventTerms(ctx context.Context, tx *sql.Tx, events []seckill.O
 // claimSpread is how many candidates Claim reads per event it may take.
 const claimSpread = 4
 
-// EventStore is the seckill.EventOutbox of a DB: it leases the outbox's
+// EventStore is the event outbox of a DB (eventdelivery.Outbox): it leases the outbox's
 // events to deliverers and records how each delivery went, and lists
 // and redelivers them for operators.
 type EventStore struct {
@@ -156,12 +156,10 @@ type EventStore struct {
 	q  *eventQueries
 }
 
-var _ seckill.EventOutbox = (*EventStore)(nil)
-
 // NewEventStore returns the event outbox of db, which must be migrated.
 func NewEventStore(db *DB) *EventStore { return &EventStore{db: db, q: (&db.dialect.sql.events)} }
 
-// Claim leases due events as seckill.EventOutbox says. It looks for them
+// Claim leases due events as eventdelivery.Outbox says. It looks for them
 // on the read pool first, so an idle outbox costs no write transaction;
 // then, in one transaction, it locks those still pending and unleased
 // (skipping rows another deliverer is claiming: no two deliverers ever
@@ -250,7 +248,7 @@ func (s *EventStore) Delivered(ctx context.Context, seqs []int64, now time.Time)
 	return nil
 }
 
-// Failed records a failed attempt as seckill.EventOutbox says.
+// Failed records a failed attempt as eventdelivery.Outbox says.
 func (s *EventStore) Failed(ctx context.Context, seq int64, owner, lastErr string, next time.Time, dead bool, now time.Time) (bool, error) {
 	state, nextMs := string(seckill.DeliveryPending), toMillis(next)
 	var deadAt any // NULL

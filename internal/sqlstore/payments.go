@@ -10,18 +10,16 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Payments is the seckill.PaymentStore of a DB: payment events, stored
-// once per event id, and the order moves they make. What an event does is
-// seckill.DecidePayment's call; the SQL here only reads, records and makes
-// the conditional update.
+// Payments is the payment store of a DB (httpapi.PaymentStore): payment
+// events, stored once per event id, and the order moves they make. What an
+// event does is seckill.DecidePayment's call; the SQL here only reads,
+// records and makes the conditional update.
 type Payments struct {
 	st *orderDB
 	// currency is the deployment's currency, for sales made before sales
 	// had one (their currency column is '').
 	currency string
 }
-
-var _ seckill.PaymentStore = (*Payments)(nil)
 
 // NewPayments returns the payment store of the order store's database.
 // defaultCurrency stands for the currency of sales stored without one.
@@ -33,7 +31,7 @@ var errPaymentKeyReused = seckill.Errorf(seckill.EKEYREUSED,
 	"This event id was received before with other fields; an event id names one event.")
 
 // ApplyPayment stores e and makes its decision's order move in one
-// transaction, as seckill.PaymentStore says. The move is conditional on
+// transaction, as httpapi.PaymentStore says. The move is conditional on
 // the status the decision was made from: if a concurrent cancel (the
 // payment timeout) or payment moved the order first, the transaction is
 // tried again and decides on the new status. A concurrent delivery of

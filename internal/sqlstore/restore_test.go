@@ -16,7 +16,7 @@ import (
 func TestRestoreStore(t *testing.T) {
 	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		sales := NewSaleStore(db)
-		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, seckill.LedgerStore) {
+		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, conformance.LedgerStore) {
 			return sales, st, st.Restores, st.Ledger
 		})
 	})
