@@ -155,32 +155,6 @@ func (a *Admission) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// EncodeAdmission is a's stored form: "" for first come, else its JSON.
-func EncodeAdmission(a Admission) string {
-	if a.FirstCome() {
-		return ""
-	}
-	b, _ := json.Marshal(a) // plain fields: it cannot fail
-	return string(b)
-}
-
-// DecodeAdmission reads EncodeAdmission's form. First come is the zero
-// Admission, however it was written.
-func DecodeAdmission(s string) (Admission, error) {
-	var a Admission
-	if s == "" {
-		return a, nil
-	}
-	if err := json.Unmarshal([]byte(s), &a); err != nil {
-		return Admission{}, Errorf(EINVALID, "admission: %v", err)
-	}
-	a.EntriesCloseAt = a.EntriesCloseAt.UTC()
-	if a.FirstCome() {
-		return Admission{}, nil
-	}
-	return a, nil
-}
-
 // --- Lottery entry window ---
 
 // EntryWindow decides whether a lottery entry made at now is accepted:

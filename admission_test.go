@@ -68,27 +68,6 @@ func TestAdmissionValidate(t *testing.T) {
 	}
 }
 
-func TestAdmissionRoundTripsThroughItsStoredForm(t *testing.T) {
-	for _, a := range []seckill.Admission{
-		{},
-		{Mode: seckill.AdmitLottery, EntriesCloseAt: t0.Add(90 * time.Second)},
-		{Mode: seckill.AdmitQueue, AdmitPerSecond: 7},
-		{Mode: seckill.AdmitQueue, AdmitPerSecond: 7, Adaptive: &seckill.AdaptiveAdmission{MinPerSecond: 2, MaxPerSecond: 70, TargetLatencyMS: 150}},
-	} {
-		got, err := seckill.DecodeAdmission(seckill.EncodeAdmission(a))
-		if err != nil || got.Of() != a.Of() || !got.EntriesCloseAt.Equal(a.EntriesCloseAt) || got.AdmitPerSecond != a.AdmitPerSecond ||
-			(got.Adaptive == nil) != (a.Adaptive == nil) || got.Adaptive != nil && *got.Adaptive != *a.Adaptive {
-			t.Errorf("round trip of %+v = %+v, %v", a, got, err)
-		}
-	}
-	if seckill.EncodeAdmission(seckill.Admission{Mode: seckill.AdmitFirstCome}) != "" {
-		t.Error("first come is not stored as empty")
-	}
-	if _, err := seckill.DecodeAdmission("{"); err == nil {
-		t.Error("a broken stored admission decoded")
-	}
-}
-
 func TestEntryWindow(t *testing.T) {
 	lottery := admissionSale(seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: t0.Add(time.Minute)})
 	for _, tc := range []struct {

@@ -330,10 +330,10 @@ type settings struct {
 }
 
 func (c *Config) parse() (s settings, err error) {
-	if s.ipLimit, _, err = seckill.ParseLimit(c.RateLimitIP); err != nil {
+	if s.ipLimit, _, err = parseLimit(c.RateLimitIP); err != nil {
 		return s, fmt.Errorf("rate limit per IP: %w", err)
 	}
-	if s.userLimit, _, err = seckill.ParseLimit(c.RateLimitUser); err != nil {
+	if s.userLimit, _, err = parseLimit(c.RateLimitUser); err != nil {
 		return s, fmt.Errorf("rate limit per user: %w", err)
 	}
 	if s.proxies, err = httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {

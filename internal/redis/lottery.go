@@ -19,10 +19,10 @@ var enterScript = rueidis.NewLuaScriptRetryable(lua("lottery_enter.lua"))
 // slot: <prefix>:{sale}:entries (user -> "<entry id> <qty>"),
 // <prefix>:{sale}:lottery ({closed}) and <prefix>:{sale}:won (user ->
 // reservation id). The draw itself reserves through StockStore.ReserveAdmitted.
-type Lottery struct{ s *Store }
+type Lottery struct{ s *conn }
 
 // Lottery returns the store's lottery keeper.
-func (s *Store) Lottery() *Lottery { return &Lottery{s: s} }
+func (s *Store) Lottery() *Lottery { return &Lottery{s: s.conn} }
 
 func (l *Lottery) key(saleID, what string) string {
 	return l.s.prefix + ":{" + saleID + "}:" + what

@@ -24,10 +24,10 @@ var queuePaceScript = rueidis.NewLuaScript(lua("queue_pace.lua"))
 // Queue keeps queue sales' waiting rooms in the sale's hash slot:
 // <prefix>:{sale}:queue, :queue_ip and :queue_seq (queue_join.lua), and an
 // adaptive queue's pace in :queue_pace (queue_pace.lua).
-type Queue struct{ s *Store }
+type Queue struct{ s *conn }
 
 // Queue returns the store's waiting rooms.
-func (s *Store) Queue() *Queue { return &Queue{s: s} }
+func (s *Store) Queue() *Queue { return &Queue{s: s.conn} }
 
 func (q *Queue) key(saleID, what string) string { return q.s.prefix + ":{" + saleID + "}:" + what }
 
