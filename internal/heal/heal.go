@@ -8,9 +8,9 @@
 // tick, and heals a sale whose keys vanished (once it sold or was seen),
 // whose `reserved` is below what the database sold, whose reserve sequence
 // went backwards, or, for a while after the server's run_id changed, whose
-// recent orders Redis has no record of (only claims made since InFlight
-// before the change are looked up, so a tick costs what changed, not the
-// sale's size).
+// orders Redis has no record of (the whole ledger once, then each tick only
+// claims made since InFlight before the change: a tick costs what changed,
+// not the sale's size).
 //
 // A heal holds claims off (try_later), lets the events in flight land, then
 // page by page restores the records of orders Redis forgot and releases the
