@@ -238,46 +238,23 @@ func (q *orderQueries) tuples(rows, width int) string {
 }
 
 // PersistReservations turns events of one sale into orders in one
-// transaction, as seckill.OrderStore says. In order, each event is:
+// transaction, each event's outcome decided by seckill.DecidePersist over
+// what the database holds. Rejected and over-limit events go to
+// failed_orders (one attempt, the event as payload). An order whose restore
+// was parked is created cancelled, and a parked request moves to
+// redis_pending in the same transaction (for a rejected event too), so no
+// buyer can pay an order whose restore was asked for.
 //
-//   - PersistDuplicate if its reservation already has an order or a failed
-//     order, or appeared earlier in events;
-//   - PersistCreated if its reservation has a restore request (parked,
-//     because the restore was asked for before the order landed): its
-//     order is created cancelled, with the request's reason as its cancel
-//     reason, takes no stock, and a parked request moves to redis_pending
-//     in the same transaction, so no buyer can ever pay an order whose
-//     restore was asked for. (ParkRestore bumps the sale's version, so a
-//     park that commits after this call's reads fails its optimistic
-//     update and the retry sees it.) An invalid event (below) is rejected
-//     all the same, and its parked request moves to redis_pending too, as
-//     RestoreOrder does for a failed order;
-//   - PersistOverLimit if the buyer's orders of the sale that are not
-//     cancelled (with the events accepted before it) and its qty pass the
-//     sale's per-user limit, and recorded in failed_orders (reason
-//     seckill.ReasonOverLimit + ": …"): Redis may have forgotten what the
-//     buyer holds, the database has not;
-//   - PersistCreated if its qty fits in the stock the database has left
-//     (after the events accepted before it);
-//   - PersistRejected otherwise, and recorded in failed_orders (reason
-//     "insufficient database stock: …", one attempt, the event as JSON for
-//     payload); likewise an event whose user id or qty is invalid (reason
-//     "invalid reservation event: …").
+// The stock is taken with an optimistic-lock update of the sale row (a
+// ParkRestore bumps its version too, so a park after the reads is seen). A
+// try that loses a race is rolled back and redone from its reads, in a new
+// transaction (REPEATABLE READ would show the old snapshot), up to 20
+// times with jittered pauses; from the third try on the row is locked
+// before the reads, so a writer cannot be starved.
 //
-// The stock is taken with an optimistic-lock update of the sale row; a
-// transaction that loses to a concurrent writer (version moved, the same
-// reservation inserted, a deadlock) is rolled back and tried again from
-// its reads, up to 20 times with short jittered pauses, from the third
-// try on with the sale's row locked before the reads (so that a writer
-// cannot be starved by others that keep winning). Each try is a new
-// transaction: under MySQL's REPEATABLE READ, reads inside the old one
-// would see the old snapshot again.
-//
-// Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
-// cut to the millisecond. An unknown sale is ErrNotFound. An event whose
-// reservation id does not have the shape of an id of saleID, or whose SaleID is not
-// saleID, is the caller's mistake: the call fails with EINVALID and writes
-// nothing.
+// Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, cut to
+// the millisecond. An unknown sale is ErrNotFound; an event not of saleID
+// fails the call with EINVALID, writing nothing.
 func (st *OrderWriter) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("persist reservations of sale %q: %w", saleID, seckill.ErrNotFound)
