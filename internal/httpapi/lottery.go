@@ -113,7 +113,7 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	if err := seckill.EntryWindow(sale, s.now()); err != nil {
 		return s.writeError(w, r, err)
 	}
-	if status, ok := s.limitAdmission(w, r, userID); !ok {
+	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
 		return status
 	}
 	if err := checkContentType(r); err != nil {

@@ -104,7 +104,7 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 	if err := seckill.QueueWindow(sale, now, s.queue.OpensBefore); err != nil {
 		return s.writeError(w, r, err)
 	}
-	if status, ok := s.limitAdmission(w, r, userID); !ok {
+	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
 		return status
 	}
 	join := seckill.QueueJoin{UserID: userID}
