@@ -640,7 +640,9 @@ func TestEventsStream(t *testing.T) {
 	mu.Lock()
 	before := calls
 	mu.Unlock()
-	time.Sleep(400 * time.Millisecond)
+	for range 10 { // 10 intervals, counted by the second viewer's samples
+		nextSample(t, r2)
+	}
 	mu.Lock()
 	reads := calls - before
 	mu.Unlock()
