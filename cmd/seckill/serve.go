@@ -549,6 +549,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		PaymentURLTemplate:    cfg.PaymentURLTemplate,
 		OrderEvents:           orderEventsAPI(w.events),
 		BuyerClaims:           buyerClaims{m.orders, m.stock},
+		KeyedOrders:           guarded.KeyedOrders{Store: m.orders, B: w.dbBreaker},
 		Now:                   m.requestClock(),
 		Ready:                 m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {

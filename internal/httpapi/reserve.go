@@ -208,6 +208,16 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	case seckill.OutcomeSoldOut:
 		return outSoldOut, errSoldOut.write(w)
 	case seckill.OutcomeLimitExceeded:
+		if key != "" && s.keyedOrders != nil {
+			if o, ok := s.orderOfKey(r.Context(), saleID, userID, key); ok {
+				switch seckill.ReplayOfOrder(o, qty) {
+				case seckill.OutcomeReplayed:
+					return outReplayed, writeAccepted(w, o.ReservationID)
+				case seckill.OutcomeKeyReused:
+					return outKeyReused, errKeyReused.write(w)
+				}
+			}
+		}
 		return outLimitExceeded, errLimitExceeded.write(w)
 	case seckill.OutcomeEnded:
 		return outEnded, errEnded.write(w)
@@ -222,6 +232,28 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 		return outRateLimited, writeRateLimited(w, res.RetryAfter)
 	}
 	return s.fail(w, r, fmt.Errorf("reserve %s: unknown outcome %d", saleID, res.Outcome))
+}
+
+// KeyedOrders finds a buyer's order by the digest of the Idempotency-Key
+// its reservation was made under (internal/sqlstore OrderStore.OrderOfKey);
+// seckill.ErrNotFound when there is none.
+type KeyedOrders interface {
+	OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error)
+}
+
+// orderOfKey is the buyer's order made under key, if the database has one.
+// Only a claim the stock store refused as over the limit asks: its key's
+// record is gone (a failover, a heal) while the order it made counts. A
+// database that cannot answer leaves the refusal as it was.
+func (s *Server) orderOfKey(ctx context.Context, saleID, userID, key string) (*seckill.Order, bool) {
+	o, err := s.keyedOrders.OrderOfKey(ctx, saleID, userID, seckill.IdempotencyDigest(key))
+	if err != nil {
+		if !errors.Is(err, seckill.ErrNotFound) && ctx.Err() == nil {
+			s.logger.Warn("replay of a keyed claim from the database", "sale", saleID, "err", err)
+		}
+		return nil, false
+	}
+	return o, true
 }
 
 // withReserveBudget returns r bounded by the reservation route's budget

@@ -89,9 +89,10 @@ var postgresOrderQueries = orderQueries{
 		WHERE id = $3 AND version = $4 AND stock >= $5`,
 	insertOrders: `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
 	insertPlacedArrays: `INSERT INTO orders (` + orderInsertColumns + `)
-		SELECT 'o-' || r, r, $1, u, q, a, 'ordered', $2, ra, $3, $4
-		FROM unnest(CAST($5 AS text[]), CAST($6 AS text[]), CAST($7 AS bigint[]), CAST($8 AS bigint[]), CAST($9 AS bigint[]))
-			AS t(r, u, q, a, ra)`,
+		SELECT 'o-' || r, r, $1, u, q, a, 'ordered', $2, ra, $3, $4, NULLIF(k, '')
+		FROM unnest(CAST($5 AS text[]), CAST($6 AS text[]), CAST($7 AS bigint[]), CAST($8 AS bigint[]), CAST($9 AS bigint[]),
+			CAST($10 AS text[]))
+			AS t(r, u, q, a, ra, k)`,
 	insertFailedOrders: `INSERT INTO failed_orders (` + failedOrderColumns + `) VALUES `,
 
 	insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
