@@ -143,6 +143,15 @@ func DrawDue(s *Sale, now time.Time) bool {
 	return s.Admission.Of() == AdmitLottery && !now.Before(s.Admission.EntriesCloseAt)
 }
 
+// DrawWaiting is how long a lottery sale's draw has been due at now
+// without finishing: 0 before entries close, and once drawn.
+func DrawWaiting(s *Sale, drawn bool, now time.Time) time.Duration {
+	if drawn || !DrawDue(s, now) {
+		return 0
+	}
+	return now.Sub(s.Admission.EntriesCloseAt)
+}
+
 // --- Queue decisions ---
 
 // DefaultQueueOpensBefore is how long before the start a queue sale's
@@ -181,18 +190,53 @@ type QueueStanding struct {
 	Admitted   bool
 }
 
-// QueueStandingAt decides where position stands at now.
+// QueueStandingAt decides where position stands at now, admission
+// running at rate from start.
 func QueueStandingAt(position int64, start, now time.Time, rate int64) QueueStanding {
-	n := QueueAdmitted(start, now, rate)
+	return QueuePace{Start: start, Rate: rate}.StandingAt(position, now)
+}
+
+// QueuePace is how far a queue sale's admission has got. A fixed rate
+// runs from the start (At zero); an adapted one moves on from Admitted
+// positions at At, at Rate a second since.
+type QueuePace struct {
+	Start    time.Time // position 1 is admitted at this instant
+	Admitted float64   // positions admitted by At (adapted pace only)
+	At       time.Time // zero: Rate has held since Start
+	Rate     int64     // positions a second
+}
+
+// FixedQueuePace is the pace of s at its admit_per_second.
+func FixedQueuePace(s *Sale) QueuePace {
+	return QueuePace{Start: s.StartAt, Rate: s.Admission.AdmitPerSecond}
+}
+
+// AdmittedAt is the number of positions (1-based, in order) admitted by
+// now: none before the start.
+func (p QueuePace) AdmittedAt(now time.Time) int64 {
+	switch {
+	case now.Before(p.Start):
+		return 0
+	case p.At.IsZero():
+		return QueueAdmitted(p.Start, now, p.Rate)
+	case now.Before(p.At): // another node's clock ran ahead: hold
+		return int64(p.Admitted)
+	}
+	return int64(p.Admitted + float64(p.Rate)*now.Sub(p.At).Seconds())
+}
+
+// StandingAt decides where position stands at now.
+func (p QueuePace) StandingAt(position int64, now time.Time) QueueStanding {
+	n := p.AdmittedAt(now)
 	st := QueueStanding{Position: position, Admitted: position <= n}
 	if st.Admitted {
 		return st
 	}
 	st.Ahead = position - 1 - n
-	if rate > 0 {
-		wait := time.Duration(position-n) * time.Second / time.Duration(rate)
-		if now.Before(start) {
-			wait += start.Sub(now)
+	if p.Rate > 0 {
+		wait := time.Duration(position-n) * time.Second / time.Duration(p.Rate)
+		if now.Before(p.Start) {
+			wait += p.Start.Sub(now)
 		}
 		st.ETASeconds = int64((wait + time.Second - 1) / time.Second)
 	}
@@ -205,12 +249,29 @@ const QueueScoreBase = 1 << 40
 
 // --- Admission tickets ---
 
-// AdmissionTickets signs queue tickets, "<expiry unix>.<hex HMAC-SHA256>",
-// under a key every node shares: checking one calls no backend.
+// AdmissionTickets signs queue tickets, "<expiry unix>.<sale tag>.<buyer
+// tag>.<hex HMAC-SHA256>", under a key every node shares: checking one
+// calls no backend. The tags (a hash of the sale id, of the buyer id) only
+// say why a ticket is refused: another buyer's ticket is a resold place.
 type AdmissionTickets struct{ key []byte }
 
 // DefaultTicketTTL is how long an admission ticket stays valid.
 const DefaultTicketTTL = 5 * time.Minute
+
+// TicketProblem is why an admission ticket was refused ("" when it was
+// not): the label of seckill_queue_tickets_refused_total.
+type TicketProblem string
+
+const (
+	TicketMissing      TicketProblem = "missing"       // a claim on a queue sale with no ticket
+	TicketExpired      TicketProblem = "expired"       // genuine, but past its expiry
+	TicketWrongBuyer   TicketProblem = "wrong_buyer"   // made out to another buyer (its tag says)
+	TicketWrongSale    TicketProblem = "wrong_sale"    // made out for another sale (its tag says)
+	TicketBadSignature TicketProblem = "bad_signature" // malformed, forged, or signed with another key
+)
+
+// TicketProblems are every TicketProblem, in a fixed order.
+var TicketProblems = []TicketProblem{TicketMissing, TicketExpired, TicketWrongBuyer, TicketWrongSale, TicketBadSignature}
 
 // NewAdmissionTickets returns the signer of tickets under key.
 func NewAdmissionTickets(key []byte) *AdmissionTickets {
@@ -223,23 +284,50 @@ func (t *AdmissionTickets) mac(saleID, userID string, exp int64) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
+// ticketTag is the 8 hex digits naming id (a sale's or a buyer's) in a
+// ticket.
+func ticketTag(kind, id string) string {
+	h := sha256.Sum256([]byte(kind + "\x00" + id))
+	return hex.EncodeToString(h[:4])
+}
+
 // Issue returns a ticket for userID on saleID valid until expires.
 func (t *AdmissionTickets) Issue(saleID, userID string, expires time.Time) string {
 	exp := expires.Unix()
-	return strconv.FormatInt(exp, 10) + "." + t.mac(saleID, userID, exp)
+	return strconv.FormatInt(exp, 10) + "." + ticketTag("sale", saleID) + "." + ticketTag("buyer", userID) + "." + t.mac(saleID, userID, exp)
+}
+
+// Check returns why ticket does not admit userID to saleID at now, or ""
+// when it does. The signature is checked before the expiry, so a forged
+// expiry is a bad signature; the tags are not signed, so a wrong sale or
+// buyer is what the ticket says of itself.
+func (t *AdmissionTickets) Check(ticket, saleID, userID string, now time.Time) TicketProblem {
+	if ticket == "" {
+		return TicketMissing
+	}
+	parts := strings.Split(ticket, ".")
+	if len(parts) != 4 || len(parts[0]) > 12 || len(parts[3]) != 2*sha256.Size {
+		return TicketBadSignature
+	}
+	exp, err := strconv.ParseInt(parts[0], 10, 64)
+	switch {
+	case err != nil:
+		return TicketBadSignature
+	case parts[1] != ticketTag("sale", saleID):
+		return TicketWrongSale
+	case parts[2] != ticketTag("buyer", userID):
+		return TicketWrongBuyer
+	case !hmac.Equal([]byte(parts[3]), []byte(t.mac(saleID, userID, exp))):
+		return TicketBadSignature
+	case now.Unix() >= exp:
+		return TicketExpired
+	}
+	return ""
 }
 
 // Verify reports whether ticket admits userID to saleID at now.
 func (t *AdmissionTickets) Verify(ticket, saleID, userID string, now time.Time) bool {
-	exps, mac, ok := strings.Cut(ticket, ".")
-	if !ok || len(exps) > 12 || len(mac) != 2*sha256.Size {
-		return false
-	}
-	exp, err := strconv.ParseInt(exps, 10, 64)
-	if err != nil || now.Unix() >= exp {
-		return false
-	}
-	return hmac.Equal([]byte(mac), []byte(t.mac(saleID, userID, exp)))
+	return t.Check(ticket, saleID, userID, now) == ""
 }
 
 // QueueJoin is one buyer's request for a place in the waiting room.

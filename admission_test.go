@@ -1,6 +1,7 @@
 package seckill_test
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -155,28 +156,36 @@ func TestQueueStandingAt(t *testing.T) {
 	}
 }
 
-func TestAdmissionTickets(t *testing.T) {
+func TestAdmissionTicketsSayWhyTheyAreRefused(t *testing.T) {
 	tk := seckill.NewAdmissionTickets([]byte("k1"))
 	ticket := tk.Issue("s1", "alice", t0.Add(time.Minute))
+	exp, rest, _ := strings.Cut(ticket, ".")
+	later := strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)
 	for _, tc := range []struct {
 		name       string
 		tickets    *seckill.AdmissionTickets
 		ticket     string
 		sale, user string
 		at         time.Time
-		want       bool
+		want       seckill.TicketProblem
 	}{
-		{"valid", tk, ticket, "s1", "alice", t0, true},
-		{"expired", tk, ticket, "s1", "alice", t0.Add(time.Minute), false},
-		{"another buyer", tk, ticket, "s1", "bob", t0, false},
-		{"another sale", tk, ticket, "s2", "alice", t0, false},
-		{"another key", seckill.NewAdmissionTickets([]byte("k2")), ticket, "s1", "alice", t0, false},
-		{"expiry pushed back", tk, "9999999999" + ticket[strings.IndexByte(ticket, '.'):], "s1", "alice", t0, false},
-		{"garbage", tk, "x", "s1", "alice", t0, false},
-		{"empty", tk, "", "s1", "alice", t0, false},
+		{"valid", tk, ticket, "s1", "alice", t0, ""},
+		{"valid to its last second", tk, ticket, "s1", "alice", t0.Add(time.Minute - time.Nanosecond), ""},
+		{"expired", tk, ticket, "s1", "alice", t0.Add(time.Minute), seckill.TicketExpired},
+		{"another buyer", tk, ticket, "s1", "bob", t0, seckill.TicketWrongBuyer},
+		{"another sale", tk, ticket, "s2", "alice", t0, seckill.TicketWrongSale},
+		{"another key", seckill.NewAdmissionTickets([]byte("k2")), ticket, "s1", "alice", t0, seckill.TicketBadSignature},
+		{"expiry pushed back", tk, later + "." + rest, "s1", "alice", t0.Add(2 * time.Minute), seckill.TicketBadSignature},
+		{"expiry not a number", tk, "x" + exp[1:] + "." + rest, "s1", "alice", t0, seckill.TicketBadSignature},
+		{"the old format, without tags", tk, exp + "." + ticket[strings.LastIndexByte(ticket, '.')+1:], "s1", "alice", t0, seckill.TicketBadSignature},
+		{"garbage", tk, "x", "s1", "alice", t0, seckill.TicketBadSignature},
+		{"none", tk, "", "s1", "alice", t0, seckill.TicketMissing},
 	} {
-		if got := tc.tickets.Verify(tc.ticket, tc.sale, tc.user, tc.at); got != tc.want {
-			t.Errorf("%s: Verify = %v, want %v", tc.name, got, tc.want)
+		if got := tc.tickets.Check(tc.ticket, tc.sale, tc.user, tc.at); got != tc.want {
+			t.Errorf("%s: Check = %q, want %q", tc.name, got, tc.want)
+		}
+		if got := tc.tickets.Verify(tc.ticket, tc.sale, tc.user, tc.at); got != (tc.want == "") {
+			t.Errorf("%s: Verify = %v, want %v", tc.name, got, tc.want == "")
 		}
 	}
 }

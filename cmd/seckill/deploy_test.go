@@ -116,6 +116,7 @@ func TestDeployMonitoringCoversTheIssue(t *testing.T) {
 		"seckill_failed_orders_total", "seckill_restore_alerts_total", "seckill_reconcile_balanced",
 		"seckill_reconcile_outbox_entries", "seckill_stock_store_heals_total", "seckill_lost_claims_total",
 		"seckill_broker_backlog_messages", "seckill_order_event_dead_letters_total", "seckill_order_events_oldest_pending_seconds",
+		"seckill_lottery_draw_waiting_seconds", "seckill_queue_admitted_total", "seckill_queue_tickets_refused_total",
 	} {
 		if !strings.Contains(alerts, m) {
 			t.Errorf("no alert rule uses %s", m)
@@ -153,6 +154,10 @@ func TestDeployMetricsAreExported(t *testing.T) {
 	if r := e.reserve(sale, e.token("deploy-buyer"), 1, ""); r.status != 202 && r.status != 201 {
 		t.Fatalf("reserve: %d %v", r.status, r.body)
 	}
+	// A lottery and a queue sale, whose metrics exist only while such a
+	// sale is loaded.
+	e.createLottery(5, 1, 30*time.Minute)
+	e.createQueue(5, 4, time.Now().Add(-time.Second))
 	var missing []string
 	exported := func() bool {
 		resp, err := e.client.Get(e.base + "/metrics")
@@ -184,7 +189,8 @@ func TestDeployMetricsAreExported(t *testing.T) {
 }
 
 // TestDeployAlertRulesPromtool runs `promtool check rules` on the alert
-// rules when promtool is installed (Debian package prometheus).
+// rules, and `promtool test rules` on their unit tests (alerts_test.yml),
+// when promtool is installed (Debian package prometheus).
 func TestDeployAlertRulesPromtool(t *testing.T) {
 	bin, err := exec.LookPath("promtool")
 	if err != nil {
@@ -193,5 +199,9 @@ func TestDeployAlertRulesPromtool(t *testing.T) {
 	out, err := exec.Command(bin, "check", "rules", filepath.Join(deployDir, "prometheus", "alerts.yml")).CombinedOutput()
 	if err != nil {
 		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	}
+	out, err = exec.Command(bin, "test", "rules", filepath.Join(deployDir, "prometheus", "alerts_test.yml")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool test rules: %v\n%s", err, out)
 	}
 }

@@ -11,6 +11,21 @@ import (
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
+// createQueue creates a queue sale through the admin API, admitting rate a
+// second from start, ending an hour after it.
+func (e *engine) createQueue(stock, rate int64, start time.Time) string {
+	e.t.Helper()
+	id := servicetest.UniqueName("q")
+	if r := e.admin("POST", "/admin/v1/sales", map[string]any{
+		"id": id, "name": "Console", "price_cents": 49900, "stock": stock, "per_user_limit": 1,
+		"start_at": start.Format(time.RFC3339Nano), "end_at": start.Add(time.Hour).Format(time.RFC3339Nano),
+		"admission": map[string]any{"mode": "queue", "admit_per_second": rate},
+	}); r.status != http.StatusCreated {
+		e.t.Fatalf("create queue sale: %d %v", r.status, r.body)
+	}
+	return id
+}
+
 // TestQueueEndToEnd: on the embedded engine, buyers who join a queue
 // sale's waiting room before the start get distinct places, one each (a
 // second join keeps it), at most --queue-per-ip from one address; nobody
@@ -75,9 +90,19 @@ func TestQueueEndToEnd(t *testing.T) {
 		t.Fatalf("a second join moved the buyer: %v", r.body)
 	}
 
+	length, admitted := `seckill_queue_length{sale="`+sale+`"}`, `seckill_queue_admitted_total{sale="`+sale+`"}`
+	if l, a := e.metric(length), e.metric(admitted); l != buyers || a != 0 {
+		t.Errorf("before the start: queue length %v, admitted %v; want %d, 0", l, a, buyers)
+	}
+	refused := func(reason string) float64 {
+		return e.metric(`seckill_queue_tickets_refused_total{reason="` + reason + `"}`)
+	}
 	waitFor(t, 10*time.Second, "the start", func() bool { return time.Now().After(start) })
 	if r := e.reserve(sale, e.token(user(byPlace[1])), 1, ""); r.code() != seckill.EADMISSION {
 		t.Fatalf("claim without a ticket = %d %v; want admission_required", r.status, r.body)
+	}
+	if got := refused("missing"); got != 1 {
+		t.Errorf("tickets refused for missing = %v, want 1", got)
 	}
 	_, first := position(byPlace[1])
 	ticket, _ := first["ticket"].(string)
@@ -89,6 +114,15 @@ func TestQueueEndToEnd(t *testing.T) {
 	}
 	if r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user(byPlace[2])), map[string]any{"qty": 1}, "Admission-Ticket", ticket); r.code() != seckill.EADMISSION {
 		t.Fatalf("another buyer's ticket = %d %v; want refused", r.status, r.body)
+	}
+	if got := refused("wrong_buyer"); got != 1 {
+		t.Errorf("tickets refused for wrong_buyer = %v, want 1", got)
+	}
+	if r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user(byPlace[1])), map[string]any{"qty": 1}, "Admission-Ticket", ticket+"0"); r.code() != seckill.EADMISSION {
+		t.Fatalf("a tampered ticket = %d %v; want refused", r.status, r.body)
+	}
+	if got := refused("bad_signature"); got != 1 {
+		t.Errorf("tickets refused for bad_signature = %v, want 1", got)
 	}
 	claim := func(place int) reply {
 		_, st := position(byPlace[place])
@@ -108,5 +142,8 @@ func TestQueueEndToEnd(t *testing.T) {
 		if _, st := position(byPlace[place]); st["sold_out"] != true || st["ticket"] != nil {
 			t.Fatalf("place %d after the sell-out: %v; want sold_out", place, st)
 		}
+	}
+	if a := e.metric(admitted); a < stock || a > buyers {
+		t.Errorf("admitted after %d claims: %v; want between %d and %d", stock, a, stock, buyers)
 	}
 }

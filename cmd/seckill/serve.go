@@ -316,7 +316,9 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)
-	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock))
+	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock), metrics.NewAdmissionCollector(metrics.AdmissionConfig{
+		Sales: m.preheat, Entrants: m.stock.Lottery(), Queue: m.stock.Queue(), Draws: sqlstore.NewDrawStore(m.db), Now: m.now,
+	}))
 
 	// The combiner and the sold-out flag in front of it exist before the
 	// restorer, which clears the flag when stock comes back; they stop
@@ -594,9 +596,14 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 			return jwt.Sign([]byte(cfg.JWTSecret), name, 12*time.Hour, m.now())
 		}
 	}
-	room := controlroom.New(controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now})
+	roomCfg := controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now,
+		Lottery: m.stock.Lottery(), Queue: m.stock.Queue()}
+	if w.lottery != nil {
+		roomCfg.Draws = w.lottery.Draws
+	}
+	room := controlroom.New(roomCfg)
 	pages, err := web.New(web.Config{
-		Sales: w.reqSales, Stock: w.reqStock, Snapshot: room.Snapshot, AdminToken: cfg.AdminToken,
+		Sales: w.reqSales, Stock: w.reqStock, Snapshot: room.Snapshot, Admission: room.Admission, AdminToken: cfg.AdminToken,
 		DemoLogin: mint, BuyerPay: w.buyerPay, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 		API: api.Handler(), Buyers: w.verifier, QueueOpensBefore: cfg.QueueOpensBefore,
 	})

@@ -26,38 +26,38 @@ import (
 	"github.com/seckill-dev/seckill/internal/lostclaim"
 )
 
-// readmeBlock returns the first ```sh block after heading in README.md.
-func readmeBlock(t *testing.T, heading string) string {
+// shopDocBlock returns the first ```sh block after heading in docs/shop.md.
+func shopDocBlock(t *testing.T, heading string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/shop.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(raw), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("docs/shop.md has no %q", heading)
 	}
 	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("README.md %s has no sh example", heading)
+		t.Fatalf("docs/shop.md %s has no sh example", heading)
 	}
 	return m[1]
 }
 
-// TestReadmeSignIn runs the README's sign-in example: a running OpenID
+// TestShopDocSignIn runs docs/shop.md's sign-in example: a running OpenID
 // Connect provider (mockoidc) stands for login.example.com, and the shop's
-// client id is the README's audience. The example's exports configure the
+// client id is docs/shop.md's audience. The example's exports configure the
 // engine through the environment, as `seckill serve` reads it; its curl
 // line runs as written against the engine, with a token the provider
 // issued through the authorization-code flow.
-func TestReadmeSignIn(t *testing.T) {
-	block := readmeBlock(t, "### Sign-in")
+func TestShopDocSignIn(t *testing.T) {
+	block := shopDocBlock(t, "## Sign-in")
 	idpBase, idp := startOIDC(t)
 
 	// The exports, with the provider's address for login.example.com.
 	exports := regexp.MustCompile(`(?m)^export (SECKILL_\w+)=(\S+)$`).FindAllStringSubmatch(block, -1)
 	if len(exports) < 3 {
-		t.Fatalf("README sign-in example: %d exports, want the JWKS URL, issuer and audience", len(exports))
+		t.Fatalf("docs/shop.md sign-in example: %d exports, want the JWKS URL, issuer and audience", len(exports))
 	}
 	for _, e := range exports {
 		t.Setenv(e[1], strings.ReplaceAll(e[2], "https://login.example.com", idpBase))
@@ -71,7 +71,7 @@ func TestReadmeSignIn(t *testing.T) {
 		t.Fatal(err)
 	}
 	if env.JWTJWKSURL != idp.JWKSEndpoint() || env.JWTIssuer != idp.Issuer() || env.JWTAudience != idp.ClientID {
-		t.Fatalf("README exports read as JWKS %q, issuer %q, audience %q; the provider's are %q, %q, %q",
+		t.Fatalf("docs/shop.md exports read as JWKS %q, issuer %q, audience %q; the provider's are %q, %q, %q",
 			env.JWTJWKSURL, env.JWTIssuer, env.JWTAudience, idp.JWKSEndpoint(), idp.Issuer(), idp.ClientID)
 	}
 	e := startEngine(t, func(c *Config) {
@@ -81,7 +81,7 @@ func TestReadmeSignIn(t *testing.T) {
 
 	curl := regexp.MustCompile(`(?s)curl .*?[^\\]\n`).FindString(block)
 	if curl == "" {
-		t.Fatal("README sign-in example has no curl command")
+		t.Fatal("docs/shop.md sign-in example has no curl command")
 	}
 	curl = strings.ReplaceAll(curl, "http://127.0.0.1:8080", e.base)
 	run := func(token string) map[string]any {
@@ -101,7 +101,7 @@ func TestReadmeSignIn(t *testing.T) {
 	tokens := oidcSignIn(t, idp)
 	body := run(tokens.IDToken)
 	if id, _ := body["reservation_id"].(string); id == "" {
-		t.Fatalf("the README's curl with the provider's ID token: %v, want a reservation", body)
+		t.Fatalf("docs/shop.md's curl with the provider's ID token: %v, want a reservation", body)
 	}
 	// The buyer is the provider's subject: a second claim by the same
 	// buyer, with the access token, meets the per-buyer limit of 1.
@@ -116,7 +116,7 @@ func TestReadmeSignIn(t *testing.T) {
 
 func jsonText(v any) string { b, _ := json.Marshal(v); return string(b) }
 
-// startOIDC runs mockoidc with the README's client id and returns the base
+// startOIDC runs mockoidc with docs/shop.md's client id and returns the base
 // that stands for https://login.example.com (its issuer).
 func startOIDC(t *testing.T) (string, *mockoidc.MockOIDC) {
 	t.Helper()

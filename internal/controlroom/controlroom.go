@@ -35,6 +35,11 @@ type Config struct {
 	// Backlog is the broker's sampled queue depth; nil on a node without
 	// a broker.
 	Backlog *metrics.Backlog
+	// Lottery and Draws read lottery sales, Queue queue sales; nil: their
+	// panels show n/a.
+	Lottery LotteryReader
+	Draws   DrawReader
+	Queue   QueueReader
 	Now     func() time.Time
 }
 
@@ -43,6 +48,7 @@ type Room struct {
 	cfg Config
 	// recent keeps each sale's counters for snapshotTTL.
 	recent *ttlcache.Cache[judged]
+	orders drawOrders
 }
 
 // New returns the Room of cfg.

@@ -112,6 +112,9 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	if err := seckill.EntryWindow(sale, s.now()); err != nil {
 		return s.writeError(w, r, err)
 	}
+	if status, ok := s.limitAdmission(w, r, userID); !ok {
+		return status
+	}
 	if err := checkContentType(r); err != nil {
 		return s.writeError(w, r, err)
 	}

@@ -178,6 +178,32 @@ func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) i
 	return s.handleReserve(w, r, c)
 }
 
+// limitAdmission applies the reservation route's rate limits to a lottery
+// entry or a queue join of the verified buyer uid: the same limits, keys
+// and block list, asked of the limiter in a call of its own (the entry
+// and join scripts take no rate checks). It answers 429 itself and
+// returns false when the request is refused. Without a RateLimiter (the
+// limits decided in the reserve script only) nothing is limited.
+func (s *Server) limitAdmission(w http.ResponseWriter, r *http.Request, uid string) (int, bool) {
+	g := s.guard
+	if g.limiter == nil {
+		return 0, true
+	}
+	if !g.ip.limit.IsZero() {
+		if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
+			if retry, limited := g.check(r.Context(), &g.ip, ipRateKey(addr)); limited {
+				return writeRateLimited(w, retry), false
+			}
+		}
+	}
+	if !g.user.limit.IsZero() {
+		if retry, limited := g.check(r.Context(), &g.user, "user:"+uid); limited {
+			return writeRateLimited(w, retry), false
+		}
+	}
+	return 0, true
+}
+
 // rateChecks are the limits a reservation request of uid made at now must pass, for
 // the Reserver to decide in its stock-store call. A key refused recently
 // is answered from the block list instead (limited true), without a call:

@@ -55,7 +55,8 @@ type queueResponse struct {
 }
 
 type queueMetrics struct {
-	joined, refused, ticketsIssued, ticketsRefused prometheus.Counter
+	joined, refused, ticketsIssued prometheus.Counter
+	ticketsRefused                 map[seckill.TicketProblem]prometheus.Counter
 }
 
 func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
@@ -66,9 +67,16 @@ func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
 		joined:         c("seckill_queue_joins_total", "Waiting-room joins answered with a place on this node (a repeated join included)."),
 		refused:        c("seckill_queue_joins_refused_total", "Waiting-room joins refused: the address holds --queue-per-ip places."),
 		ticketsIssued:  c("seckill_queue_tickets_issued_total", "Admission tickets issued on this node."),
-		ticketsRefused: c("seckill_queue_tickets_refused_total", "Reservations refused for an invalid or expired admission ticket."),
+		ticketsRefused: map[seckill.TicketProblem]prometheus.Counter{},
 	}
-	for _, x := range []prometheus.Collector{m.joined, m.refused, m.ticketsIssued, m.ticketsRefused} {
+	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "seckill_queue_tickets_refused_total",
+		Help: "Reservations on queue sales refused for their admission ticket, by reason: missing, expired, wrong_buyer, wrong_sale, bad_signature.",
+	}, []string{"reason"})
+	for _, p := range seckill.TicketProblems {
+		m.ticketsRefused[p] = refused.WithLabelValues(string(p)) // each reason shows from the start, at 0
+	}
+	for _, x := range []prometheus.Collector{m.joined, m.refused, m.ticketsIssued, refused} {
 		if err := reg.Register(x); err != nil {
 			return nil, err
 		}
@@ -91,9 +99,12 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 	if err := seckill.QueueWindow(sale, now, s.queue.OpensBefore); err != nil {
 		return s.writeError(w, r, err)
 	}
+	if status, ok := s.limitAdmission(w, r, userID); !ok {
+		return status
+	}
 	join := seckill.QueueJoin{UserID: userID}
 	if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], s.guard.trusted); ok {
-		join.IP = addr.String()
+		join.IP = ipRateKey(addr) // an IPv6 client holds a /64: its cap is per /64, as its rate limit
 	}
 	res, err := s.queue.Queuer.Join(r.Context(), sale, s.queue.PerIP, join)
 	if err != nil {
@@ -158,9 +169,25 @@ func (s *Server) admittedReserver(w http.ResponseWriter, r *http.Request, saleID
 	if len(vals) == 0 || s.queue.Tickets == nil {
 		return s.reserver, 0
 	}
-	if len(vals) != 1 || !s.queue.Tickets.Verify(vals[0], saleID, userID, now) {
-		s.queueMetrics.ticketsRefused.Inc()
+	problem := seckill.TicketBadSignature // two tickets: neither is taken
+	if len(vals) == 1 {
+		problem = s.queue.Tickets.Check(vals[0], saleID, userID, now)
+	}
+	if problem != "" {
+		s.queueMetrics.ticketsRefused[problem].Inc()
 		return nil, errTicket.write(w)
 	}
 	return s.queue.Admitted, 0
+}
+
+// admissionRefused counts a claim refused admission_required that carried
+// no ticket, when its sale is a queue sale (a lottery's claims are refused
+// too, but no ticket would have let them in).
+func (s *Server) admissionRefused(ctx context.Context, r *http.Request, saleID string) {
+	if s.queueMetrics == nil || len(r.Header[ticketHeader]) != 0 {
+		return
+	}
+	if sale, err := s.cache.get(ctx, saleID); err == nil && sale.Admission.Of() == seckill.AdmitQueue {
+		s.queueMetrics.ticketsRefused[seckill.TicketMissing].Inc()
+	}
 }

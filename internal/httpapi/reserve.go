@@ -222,6 +222,7 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	case seckill.OutcomeEnded:
 		return outEnded, errEnded.write(w)
 	case seckill.OutcomeAdmissionRequired:
+		s.admissionRefused(r.Context(), r, saleID)
 		return outAdmission, errAdmission.write(w)
 	case seckill.OutcomeKeyReused:
 		return outKeyReused, errKeyReused.write(w)

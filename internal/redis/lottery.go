@@ -98,6 +98,15 @@ func (l *Lottery) Entry(ctx context.Context, saleID, userID string) (e seckill.L
 	return e, err == nil, err
 }
 
+// Count returns how many buyers entered the sale.
+func (l *Lottery) Count(ctx context.Context, saleID string) (int64, error) {
+	n, err := l.s.client.Do(ctx, l.s.client.B().Hlen().Key(l.key(saleID, "entries")).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("entrants: %w", classify(err))
+	}
+	return n, nil
+}
+
 // CloseEntries refuses every later entry of the sale, whatever the clocks
 // say: the draw calls it before it reads the entries.
 func (l *Lottery) CloseEntries(ctx context.Context, saleID string) error {
@@ -123,6 +132,16 @@ func (l *Lottery) Entries(ctx context.Context, saleID string) ([]seckill.Lottery
 		out = append(out, e)
 	}
 	return out, nil
+}
+
+// EntrantCount returns how many buyers have entered the sale: one read,
+// whatever the number of entries (the control room reads it every sample).
+func (l *Lottery) EntrantCount(ctx context.Context, saleID string) (int64, error) {
+	n, err := l.s.client.Do(ctx, l.s.client.B().Hlen().Key(l.key(saleID, "entries")).Build()).AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("entrant count: %w", classify(err))
+	}
+	return n, nil
 }
 
 // RecordWon records that the draw gave each user (key) a reservation

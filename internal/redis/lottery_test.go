@@ -45,6 +45,12 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 		if _, ok, err := l.Entry(ctx, "lot", "carol"); err != nil || ok {
 			t.Fatalf("Entry(carol) = %v, %v; want none", ok, err)
 		}
+		if n, err := l.EntrantCount(ctx, "lot"); err != nil || n != 2 {
+			t.Fatalf("EntrantCount = %d, %v; want 2 (alice and bob, once each)", n, err)
+		}
+		if n, err := l.EntrantCount(ctx, "nobody-entered"); err != nil || n != 0 {
+			t.Fatalf("EntrantCount of a sale without entries = %d, %v; want 0", n, err)
+		}
 
 		claim := func(user string) seckill.ReserveRequest {
 			return seckill.ReserveRequest{ReservationID: seckill.NewReservationID("lot", time.Now()), UserID: user, Qty: 1}

@@ -39,7 +39,32 @@ type point struct {
 	FailedOrders   *int64             `json:"failed_orders"`
 	ParkedRestores *int64             `json:"parked_restores"`
 	Reconciliation *reconView         `json:"reconciliation"`
-	Problems       []string           `json:"problems,omitempty"` // what could not be read
+	Admission      *admissionPoint    `json:"admission,omitempty"` // lottery and queue sales only
+	Problems       []string           `json:"problems,omitempty"`  // what could not be read
+}
+
+// admissionPoint is a sample of a lottery's or a queue's admission.
+type admissionPoint struct {
+	Mode seckill.AdmissionMode `json:"mode"`
+	// Lottery.
+	EntriesCloseAt time.Time `json:"entries_close_at,omitzero"`
+	Entrants       *int64    `json:"entrants,omitempty"`
+	Commitment     string    `json:"commitment,omitempty"`
+	Drawn          bool      `json:"drawn,omitempty"`
+	Seed           string    `json:"seed,omitempty"`
+	DrawnAt        time.Time `json:"drawn_at,omitzero"`
+	Winners        *int64    `json:"winners,omitempty"`
+	WinnerIDs      []string  `json:"winner_ids,omitempty"`
+	Promoted       *int64    `json:"promoted,omitempty"`
+	Waiting        *int64    `json:"waiting,omitempty"`
+	NextWaiting    []string  `json:"next_waiting,omitempty"`
+	// Queue.
+	AdmitPerSecond  int64    `json:"admit_per_second,omitempty"`
+	QueueLength     *int64   `json:"queue_length,omitempty"`
+	Admitted        *int64   `json:"admitted,omitempty"`
+	TicketsIssued   *int64   `json:"tickets_issued,omitempty"`
+	TicketRate      *float64 `json:"ticket_rate,omitempty"` // issued per second since the previous sample
+	TicketsNodeWide bool     `json:"tickets_node_wide,omitempty"`
 }
 
 type reconView struct {
@@ -74,14 +99,16 @@ type series struct {
 	// a read fails): the stock shown is never above its unsold units.
 	row *seckill.Sale
 
-	mu         sync.Mutex
-	points     []point // oldest first, within the window
-	seq        uint64
-	sampledAt  time.Time // monotonic
-	prevCounts map[string]int64
-	prevAt     time.Time // monotonic
-	lastProb   string    // the problems of the previous sample, to log changes only
-	lastUsed   time.Time // guarded by seriesSet.mu
+	mu          sync.Mutex
+	points      []point // oldest first, within the window
+	seq         uint64
+	sampledAt   time.Time // monotonic
+	prevCounts  map[string]int64
+	prevAt      time.Time // monotonic
+	lastProb    string    // the problems of the previous sample, to log changes only
+	prevTickets int64     // tickets issued at the previous sample, -1 for none
+
+	lastUsed time.Time // guarded by seriesSet.mu
 }
 
 func newSeriesSet(window, interval time.Duration) *seriesSet {
@@ -110,7 +137,7 @@ func (ss *seriesSet) get(sale *seckill.Sale, now time.Time) *series {
 			}
 			delete(ss.byID, oldest)
 		}
-		s = &series{row: sale}
+		s = &series{row: sale, prevTickets: -1}
 		ss.byID[sale.ID] = s
 	}
 	s.lastUsed = now
@@ -195,6 +222,24 @@ func (h *Handler) read(ctx context.Context, s *series, saleID string, now, mono 
 		}
 		s.prevCounts, s.prevAt = snap.Reservations, mono
 	}
+	if h.admission != nil && s.row != nil && !s.row.Admission.FirstCome() {
+		a, err := h.admission(ctx, s.row)
+		if err != nil {
+			a = AdmissionSnapshot{Entrants: NA, Winners: NA, Promoted: NA, Waiting: NA, QueueLength: NA, Admitted: NA, TicketsIssued: NA}
+			problems = append(problems, "admission unavailable")
+			errs = append(errs, "admission_err", err)
+		}
+		p.Admission = admissionPointOf(s.row, a)
+		if a.TicketsIssued >= 0 && s.prevTickets >= 0 && s.seq > 0 && mono.Sub(s.sampledAt) > 0 {
+			d := a.TicketsIssued - s.prevTickets
+			if d < 0 {
+				d = a.TicketsIssued // a restart
+			}
+			r := float64(d) / mono.Sub(s.sampledAt).Seconds()
+			p.Admission.TicketRate = &r
+		}
+		s.prevTickets = a.TicketsIssued
+	}
 	p.Problems = problems
 	if prob := strings.Join(problems, ", "); prob != s.lastProb {
 		if prob == "" {
@@ -203,6 +248,25 @@ func (h *Handler) read(ctx context.Context, s *series, saleID string, now, mono 
 			h.logger.WarnContext(ctx, "control room: read failed", append([]any{"sale", saleID}, errs...)...)
 		}
 		s.lastProb = prob
+	}
+	return p
+}
+
+func admissionPointOf(sale *seckill.Sale, a AdmissionSnapshot) *admissionPoint {
+	p := &admissionPoint{Mode: sale.Admission.Of()}
+	switch p.Mode {
+	case seckill.AdmitLottery:
+		p.EntriesCloseAt = sale.Admission.EntriesCloseAt
+		p.Entrants, p.Commitment = count(a.Entrants), a.Commitment
+		if !a.DrawnAt.IsZero() {
+			p.Drawn, p.Seed, p.DrawnAt = true, a.Seed, a.DrawnAt
+			p.Winners, p.WinnerIDs, p.Promoted = count(a.Winners), a.WinnerIDs, count(a.Promoted)
+			p.Waiting, p.NextWaiting = count(a.Waiting), a.NextWaiting
+		}
+	case seckill.AdmitQueue:
+		p.AdmitPerSecond = sale.Admission.AdmitPerSecond
+		p.QueueLength, p.Admitted = count(a.QueueLength), count(a.Admitted)
+		p.TicketsIssued, p.TicketsNodeWide = count(a.TicketsIssued), a.TicketsNodeWide
 	}
 	return p
 }

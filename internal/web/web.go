@@ -85,6 +85,38 @@ type Reconciliation struct {
 	CheckedAt time.Time
 }
 
+// AdmissionSnapshot is what the control room shows of a lottery's or a
+// queue's admission. Counts the wiring cannot know are NA.
+type AdmissionSnapshot struct {
+	// Lottery.
+	Entrants   int64
+	Commitment string
+	// Seed, DrawnAt and the rest below are set once drawn.
+	Seed    string
+	DrawnAt time.Time
+	// Winners counts the draw's winners; WinnerIDs are the first of their
+	// entry ids, in draw order.
+	Winners   int64
+	WinnerIDs []string
+	// Promoted counts the waiting-list entrants given a unit since the
+	// draw (a winner did not pay).
+	Promoted int64
+	// Waiting counts the waiting list; NextWaiting are the first of its
+	// entry ids, in draw order: the next to be given a unit that comes back.
+	Waiting     int64
+	NextWaiting []string
+
+	// Queue.
+	QueueLength int64
+	// Admitted is how many places have been admitted so far (at most the
+	// queue's length).
+	Admitted int64
+	// TicketsIssued counts admission tickets issued, cumulative, on this
+	// node for all sales together (TicketsNodeWide).
+	TicketsIssued   int64
+	TicketsNodeWide bool
+}
+
 // EmptySnapshot is a Snapshot with every count NA.
 func EmptySnapshot() Snapshot {
 	return Snapshot{OutboxLen: NA, BrokerBacklog: NA, OrdersPersisted: NA, FailedOrders: NA, ParkedRestores: NA}
@@ -98,7 +130,7 @@ const (
 	// DefaultBuyerEventInterval: a buyer's standing is read as often as
 	// the page would poll it.
 	DefaultBuyerEventInterval = 2 * time.Second
-	DefaultHistoryWindow = 5 * time.Minute
+	DefaultHistoryWindow      = 5 * time.Minute
 	// DefaultSnapshotTimeout bounds one Snapshot or Stock call made for
 	// the live feed.
 	DefaultSnapshotTimeout = 2 * time.Second
@@ -116,6 +148,9 @@ type Config struct {
 	// slower than that (reconciliation, counting rows) the wiring should
 	// cache. Nil: every count shows "n/a".
 	Snapshot func(ctx context.Context, saleID string) (Snapshot, error)
+	// Admission reads a lottery's or a queue's admission for the control
+	// room (called like Snapshot, for those sales only). Nil: not shown.
+	Admission func(ctx context.Context, sale *seckill.Sale) (AdmissionSnapshot, error)
 	// AdminToken is the operators' token, the same one the API checks.
 	// It signs the live feed's tickets. Empty: no tickets are issued.
 	AdminToken string
@@ -175,6 +210,7 @@ type Handler struct {
 	sales     SaleLookup
 	stock     StockReader
 	snapshot  func(ctx context.Context, saleID string) (Snapshot, error)
+	admission func(ctx context.Context, sale *seckill.Sale) (AdmissionSnapshot, error)
 	tickets   *ticketSigner // nil: admin token not set
 	demoLogin func(name string) (string, error)
 	buyerPay  bool
@@ -211,6 +247,7 @@ func New(cfg Config) (*Handler, error) {
 		sales:     cfg.Sales,
 		stock:     cfg.Stock,
 		snapshot:  cfg.Snapshot,
+		admission: cfg.Admission,
 		demoLogin: cfg.DemoLogin,
 		buyerPay:  cfg.BuyerPay,
 		currency:  cfg.Currency,

@@ -777,6 +777,7 @@
     }
     $("t-total").textContent = "";
     $("t-bar").style.width = "0";
+    $("adm-panel").hidden = true;
     $("failed-empty").hidden = false;
     $("failed-table").hidden = true;
     $("failed-body").textContent = "";
@@ -812,12 +813,43 @@
       (rc.undersold ? " (" + rc.undersold + " under)" : "") : "not checked";
     recon.classList.toggle("bad", Boolean(rc && rc.state === "oversold"));
     recon.classList.toggle("good", Boolean(rc && rc.state === "balanced"));
+    updateAdmission(p.admission || null);
     const probs = $("problems");
     probs.hidden = !(p.problems && p.problems.length);
     probs.textContent = p.problems && p.problems.length ? "Cannot read: " + p.problems.join(", ") + "." : "";
     if (p.failed_orders !== null && p.failed_orders !== cur.failed) {
       cur.failed = p.failed_orders;
       loadFailed();
+    }
+  }
+
+  // updateAdmission fills the lottery's or the queue's panel.
+  function updateAdmission(a) {
+    $("adm-panel").hidden = !a;
+    if (!a) return;
+    const lottery = a.mode === "lottery";
+    $("adm-lottery").hidden = $("adm-proof").hidden = !lottery;
+    $("adm-queue").hidden = lottery;
+    $("cap-adm").textContent = lottery ? "Entrants" : "Queue length and admitted";
+    if (lottery) {
+      $("a-entrants").textContent = num(a.entrants);
+      const close = a.entries_close_at ? Date.parse(a.entries_close_at) : NaN;
+      $("a-draw").textContent = a.drawn ? "drawn at " + sk.formatTime(Date.parse(a.drawn_at))
+        : sk.serverNow() < close ? "entries open, draw at " + sk.formatTime(close) : "drawing…";
+      $("a-winners").textContent = a.drawn ? num(a.winners) : "–";
+      $("a-promoted").textContent = a.drawn ? num(a.promoted) : "–";
+      $("a-waiting").textContent = a.drawn ? num(a.waiting) : "–";
+      $("a-commitment").textContent = a.commitment || "n/a";
+      $("a-seed").textContent = a.drawn ? a.seed : "secret until the draw";
+      $("a-winner-ids").textContent = a.drawn ? (a.winner_ids || []).join(" ") + (a.winners > (a.winner_ids || []).length ? " …" : "") || "none" : "–";
+      $("a-next").textContent = a.drawn ? (a.next_waiting || []).join(" ") + (a.waiting > (a.next_waiting || []).length ? " …" : "") || "nobody" : "–";
+      $("adm-note").textContent = "Anyone can check the draw: seckill draw verify --url URL --sale " + cur.sale.id + ".";
+    } else {
+      $("a-length").textContent = num(a.queue_length);
+      $("a-admitted").textContent = num(a.admitted);
+      $("a-rate").textContent = num(a.admit_per_second) + "/s";
+      $("a-tickets").textContent = num(a.tickets_issued) + (a.ticket_rate ? " (" + rate(a.ticket_rate) + "/s)" : "");
+      $("adm-note").textContent = a.tickets_node_wide ? "Tickets issued are this node's, for all queue sales together (a ticket is issued on every poll of an admitted buyer)." : "";
     }
   }
 
@@ -854,6 +886,19 @@
       { name: "broker backlog", color: "#8250df", values: pts.map(function (p) { return [p.t, p.broker_backlog]; }) },
     ];
     drawChart($("chart-lag"), lagSeries, now, 0, false);
+    if (last && last.admission) {
+      const lot = last.admission.mode === "lottery";
+      const admSeries = lot
+        ? [{ name: "entrants", color: "#0969da", values: pts.map(function (p) { return [p.t, p.admission ? p.admission.entrants : null]; }) }]
+        : [
+          { name: "queue length", color: "#8250df", values: pts.map(function (p) { return [p.t, p.admission ? p.admission.queue_length : null]; }) },
+          { name: "admitted", color: "#1a7f37", values: pts.map(function (p) { return [p.t, p.admission ? p.admission.admitted : null]; }) },
+        ];
+      drawChart($("chart-adm"), admSeries, now, 0, false);
+      $("chart-adm").setAttribute("aria-label", lot
+        ? "Entrants: " + num(last.admission.entrants) + " now."
+        : "Queue length " + num(last.admission.queue_length) + ", admitted " + num(last.admission.admitted) + " now.");
+    }
     const lagText = legend($("legend-lag"), lagSeries, function (s) {
       const v = s.values.length ? s.values[s.values.length - 1][1] : null;
       return num(v);

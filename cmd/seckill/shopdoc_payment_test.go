@@ -12,29 +12,29 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// TestReadmePayment runs the README's payment example as written: its
+// TestShopDocPayment runs docs/shop.md's payment example as written: its
 // exports (secrets from its openssl lines) configure the engine; its
 // lines after `seckill serve` run in bash against the engine with a real
 // reservation: the hand-signed webhook pays the order, and the shop
 // server's call of the same event answers the stored record, replayed.
-func TestReadmePayment(t *testing.T) {
-	block := readmeBlock(t, "### Payment")
+func TestShopDocPayment(t *testing.T) {
+	block := shopDocBlock(t, "## Payment")
 	for _, tool := range []string{"bash", "openssl", "curl", "sed", "date"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("%s is not on PATH: cannot run the README's example", tool)
+			t.Skipf("%s is not on PATH: cannot run docs/shop.md's example", tool)
 		}
 	}
 	exports, rest, ok := strings.Cut(block, "seckill serve\n")
 	if !ok {
-		t.Fatalf("the README's payment example has no `seckill serve` line:\n%s", block)
+		t.Fatalf("docs/shop.md's payment example has no `seckill serve` line:\n%s", block)
 	}
 	out, err := exec.Command("bash", "-c", exports+"\necho \"$SECKILL_PAYMENT_WEBHOOK_SECRET\"; echo \"$SECKILL_SERVICE_TOKEN\"; echo \"$SECKILL_PAYMENT_URL_TEMPLATE\"").Output()
 	if err != nil {
-		t.Fatalf("the README's exports: %v", err)
+		t.Fatalf("docs/shop.md's exports: %v", err)
 	}
 	vals := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(vals) != 3 {
-		t.Fatalf("the README's exports give %q", vals)
+		t.Fatalf("docs/shop.md's exports give %q", vals)
 	}
 	e := startEngine(t, func(c *Config) {
 		c.PaymentWebhookSecret, c.ServiceToken, c.PaymentURLTemplate = vals[0], vals[1], vals[2]
@@ -64,7 +64,7 @@ func TestReadmePayment(t *testing.T) {
 		"SECKILL_PAYMENT_WEBHOOK_SECRET="+vals[0], "SECKILL_SERVICE_TOKEN="+vals[1])
 	raw, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("the README's example: %v\n%s", err, raw)
+		t.Fatalf("docs/shop.md's example: %v\n%s", err, raw)
 	}
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	var answers []map[string]any
@@ -81,6 +81,6 @@ func TestReadmePayment(t *testing.T) {
 	}
 	o, err := e.m.orders.Order(context.Background(), id)
 	if err != nil || o.Status != seckill.OrderPaid {
-		t.Fatalf("the order after the README's example: %+v, %v", o, err)
+		t.Fatalf("the order after docs/shop.md's example: %+v, %v", o, err)
 	}
 }

@@ -19,34 +19,34 @@ import (
 	"github.com/seckill-dev/seckill/internal/webhooksig"
 )
 
-// readmeGoBlock is the first ```go block after heading in the README.
-func readmeGoBlock(t *testing.T, heading string) string {
+// shopDocGoBlock is the first ```go block after heading in docs/shop.md.
+func shopDocGoBlock(t *testing.T, heading string) string {
 	t.Helper()
-	raw, err := os.ReadFile("../../README.md")
+	raw, err := os.ReadFile("../../docs/shop.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, after, ok := strings.Cut(string(raw), "\n"+heading+"\n")
 	if !ok {
-		t.Fatalf("README.md has no %q", heading)
+		t.Fatalf("docs/shop.md has no %q", heading)
 	}
 	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("README.md %s has no go example", heading)
+		t.Fatalf("docs/shop.md %s has no go example", heading)
 	}
 	return m[1]
 }
 
-// TestReadmeOrderEvents runs the README's order-event example: its
+// TestShopDocOrderEvents runs docs/shop.md's order-event example: its
 // exports (the secret made by its openssl line) configure the engine, and
 // its receiver, compiled and run as written on another port, gets the
 // order.created of a claim, verified; it refuses a tampered body.
-func TestReadmeOrderEvents(t *testing.T) {
-	block := readmeBlock(t, "### Order events")
-	receiver := readmeGoBlock(t, "### Order events")
+func TestShopDocOrderEvents(t *testing.T) {
+	block := shopDocBlock(t, "## Order events")
+	receiver := shopDocGoBlock(t, "## Order events")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
-		t.Skip("the go command is not on PATH: cannot run the README's receiver")
+		t.Skip("the go command is not on PATH: cannot run docs/shop.md's receiver")
 	}
 
 	// The exports, evaluated by bash as a shell would.
@@ -58,16 +58,16 @@ func TestReadmeOrderEvents(t *testing.T) {
 	}
 	out, err := exec.Command("bash", "-c", strings.Join(exports, "\n")+"\necho \"$SECKILL_ORDER_WEBHOOK_URL\"; echo \"$SECKILL_ORDER_WEBHOOK_SECRET\"").Output()
 	if err != nil {
-		t.Fatalf("the README's exports: %v", err)
+		t.Fatalf("docs/shop.md's exports: %v", err)
 	}
 	vals := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(vals) != 2 || len(vals[1]) < webhooksig.MinSecretBytes {
-		t.Fatalf("the README's exports give %q: want a URL and a secret of %d bytes or more", vals, webhooksig.MinSecretBytes)
+		t.Fatalf("docs/shop.md's exports give %q: want a URL and a secret of %d bytes or more", vals, webhooksig.MinSecretBytes)
 	}
 	url, secret := vals[0], vals[1]
-	const readmeAddr = "127.0.0.1:9000"
-	if !strings.Contains(url, readmeAddr) || !strings.Contains(receiver, readmeAddr) {
-		t.Fatalf("the README's URL %q and receiver must both use %s", url, readmeAddr)
+	const docAddr = "127.0.0.1:9000"
+	if !strings.Contains(url, docAddr) || !strings.Contains(receiver, docAddr) {
+		t.Fatalf("docs/shop.md's URL %q and receiver must both use %s", url, docAddr)
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -75,17 +75,17 @@ func TestReadmeOrderEvents(t *testing.T) {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	url = strings.Replace(url, readmeAddr, addr, 1)
+	url = strings.Replace(url, docAddr, addr, 1)
 
 	dir := t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "receiver.go"), []byte(strings.Replace(receiver, readmeAddr, addr, 1)), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "receiver.go"), []byte(strings.Replace(receiver, docAddr, addr, 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	build := exec.Command(gobin, "build", "-o", "receiver", "receiver.go")
 	build.Dir = dir
 	build.Env = append(os.Environ(), "GO111MODULE=on", "GOFLAGS=-mod=mod")
 	if b, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build the README's receiver: %v\n%s", err, b)
+		t.Fatalf("go build docs/shop.md's receiver: %v\n%s", err, b)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -111,7 +111,7 @@ func TestReadmeOrderEvents(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	servicetest.WaitFor(t, 30*time.Second, "the README's receiver to listen", func() bool {
+	servicetest.WaitFor(t, 30*time.Second, "docs/shop.md's receiver to listen", func() bool {
 		c, err := net.Dial("tcp", addr)
 		if err == nil {
 			c.Close()
@@ -138,7 +138,7 @@ func TestReadmeOrderEvents(t *testing.T) {
 		}
 		return false
 	})
-	t.Logf("the README's receiver printed %s", got)
+	t.Logf("docs/shop.md's receiver printed %s", got)
 
 	// A body changed after signing is refused; the signed one is taken.
 	body := []byte(got)
@@ -155,7 +155,7 @@ func TestReadmeOrderEvents(t *testing.T) {
 		}
 		resp.Body.Close()
 		if resp.StatusCode != c.want {
-			t.Errorf("POST %s to the README's receiver: %d, want %d", c.body, resp.StatusCode, c.want)
+			t.Errorf("POST %s to docs/shop.md's receiver: %d, want %d", c.body, resp.StatusCode, c.want)
 		}
 	}
 }

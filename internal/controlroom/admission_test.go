@@ -1,0 +1,136 @@
+package controlroom
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/web"
+)
+
+func TestWaitingListIsTheDrawOrderLessEveryoneWithAUnit(t *testing.T) {
+	e := func(id, user string) seckill.LotteryEntry { return seckill.LotteryEntry{ID: id, UserID: user, Qty: 1} }
+	order := []seckill.LotteryEntry{e("e1", "a"), e("e2", "b"), e("e3", "c"), e("e4", "d"), e("e5", "e")}
+	for _, tc := range []struct {
+		name         string
+		drawWinners  []string
+		won          map[string]string
+		wantWaiting  []string
+		wantPromoted int64
+	}{
+		{"just drawn", []string{"e1", "e2"}, map[string]string{"a": "r1", "b": "r2"}, []string{"e3", "e4", "e5"}, 0},
+		{"the first of the waiting list got a unit back", []string{"e1", "e2"}, map[string]string{"a": "r1", "b": "r2", "c": "r3"}, []string{"e4", "e5"}, 1},
+		{"nobody won", nil, map[string]string{}, []string{"e1", "e2", "e3", "e4", "e5"}, 0},
+	} {
+		waiting, promoted := waitingList(order, tc.drawWinners, tc.won)
+		var ids []string
+		for _, w := range waiting {
+			ids = append(ids, w.ID)
+		}
+		if !slices.Equal(ids, tc.wantWaiting) || promoted != tc.wantPromoted {
+			t.Errorf("%s: waiting %v, promoted %d; want %v, %d", tc.name, ids, promoted, tc.wantWaiting, tc.wantPromoted)
+		}
+	}
+}
+
+type fakeLottery struct {
+	entries []seckill.LotteryEntry
+	won     map[string]string
+	reads   int // of Entries
+}
+
+func (f *fakeLottery) EntrantCount(context.Context, string) (int64, error) {
+	return int64(len(f.entries)), nil
+}
+func (f *fakeLottery) Entries(context.Context, string) ([]seckill.LotteryEntry, error) {
+	f.reads++
+	return f.entries, nil
+}
+func (f *fakeLottery) AllWon(context.Context, string) (map[string]string, error) { return f.won, nil }
+
+type fakeDraws struct{ rec seckill.DrawRecord }
+
+func (f *fakeDraws) EnsureDraw(context.Context, string) (seckill.DrawRecord, error) {
+	return f.rec, nil
+}
+
+type fakeQueue struct{ n int64 }
+
+func (f fakeQueue) Length(context.Context, string) (int64, error) { return f.n, nil }
+
+// TestAdmissionOfALottery: the commitment before the draw, the seed, the
+// winners and the waiting list (in draw order) after it; the draw order
+// is computed once.
+func TestAdmissionOfALottery(t *testing.T) {
+	seed := seckill.NewDrawSeed()
+	var entries []seckill.LotteryEntry
+	for i := range 30 {
+		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
+	}
+	order := seckill.DrawOrder(seed, entries)
+	l := &fakeLottery{entries: entries, won: map[string]string{}}
+	d := &fakeDraws{rec: seckill.DrawRecord{SaleID: "lot", Seed: seed}}
+	r := New(Config{Gatherer: prometheus.NewRegistry(), Lottery: l, Draws: d})
+	sale := &seckill.Sale{ID: "lot", Admission: seckill.Admission{Mode: seckill.AdmitLottery}}
+
+	a, err := r.Admission(t.Context(), sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Entrants != 30 || a.Commitment != seckill.DrawCommitment(seed) || a.Seed != "" || a.Winners != web.NA {
+		t.Fatalf("before the draw: %+v; want 30 entrants, the commitment, no seed, no winners", a)
+	}
+
+	d.rec.DrawnAt, d.rec.Entrants, d.rec.Stock = time.Now(), 30, 3
+	for _, e := range order[:3] {
+		d.rec.Winners = append(d.rec.Winners, e.ID)
+		l.won[e.UserID] = "r-" + e.UserID
+	}
+	l.won[order[3].UserID] = "r-late" // a unit came back to the first of the waiting list
+	for range 2 {
+		a, err = r.Admission(t.Context(), sale)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if a.Seed != seed || a.Winners != 3 || !slices.Equal(a.WinnerIDs, d.rec.Winners) || a.Promoted != 1 || a.Waiting != 26 {
+		t.Fatalf("after the draw: %+v", a)
+	}
+	var next []string
+	for _, e := range order[4 : 4+maxListed] {
+		next = append(next, e.ID)
+	}
+	if !slices.Equal(a.NextWaiting, next) {
+		t.Errorf("next on the waiting list %v, want %v", a.NextWaiting, next)
+	}
+	if l.reads != 1 {
+		t.Errorf("the entries were read %d times for one draw order", l.reads)
+	}
+}
+
+func TestAdmissionOfAQueue(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	issued := prometheus.NewCounter(prometheus.CounterOpts{Name: "seckill_queue_tickets_issued_total", Help: "h"})
+	reg.MustRegister(issued)
+	issued.Add(7)
+	start := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	now := start.Add(2 * time.Second)
+	r := New(Config{Gatherer: reg, Queue: fakeQueue{n: 100}, Now: func() time.Time { return now }})
+	sale := &seckill.Sale{ID: "q", StartAt: start, Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 5}}
+	a, err := r.Admission(t.Context(), sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.QueueLength != 100 || a.Admitted != 11 || a.TicketsIssued != 7 || !a.TicketsNodeWide {
+		t.Errorf("queue: %+v; want 100 long, 11 admitted (5/s for 2 s, the first at the start), 7 tickets", a)
+	}
+	r = New(Config{Gatherer: reg, Queue: fakeQueue{n: 4}, Now: func() time.Time { return now }})
+	if a, _ := r.Admission(t.Context(), sale); a.Admitted != 4 {
+		t.Errorf("admitted %d of a queue of 4", a.Admitted)
+	}
+}
