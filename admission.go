@@ -2,12 +2,7 @@ package seckill
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"strconv"
-	"strings"
 	"time"
 )
 
@@ -138,6 +133,11 @@ func EntryWindow(s *Sale, now time.Time) error {
 	return nil
 }
 
+// EntryKnownUntil is how long a node may answer a repeated entry into
+// lottery s from memory: an entry never changes, and EntryWindow refuses
+// every entry after close.
+func EntryKnownUntil(s *Sale) time.Time { return s.Admission.EntriesCloseAt }
+
 // DrawDue reports whether a lottery sale's draw should run at now.
 func DrawDue(s *Sale, now time.Time) bool {
 	return s.Admission.Of() == AdmitLottery && !now.Before(s.Admission.EntriesCloseAt)
@@ -170,6 +170,16 @@ func QueueWindow(s *Sale, now time.Time, opensBefore time.Duration) error {
 		return Errorf(EENDED, "the sale has ended")
 	}
 	return nil
+}
+
+// QueueSettleMargin covers the node's and the stock store's clocks
+// disagreeing about a queue sale's start.
+const QueueSettleMargin = 5 * time.Second
+
+// QueuePlaceSettled reports whether a place in queue sale s, read at now,
+// is final: after the start newcomers queue behind and nobody leaves.
+func QueuePlaceSettled(s *Sale, now time.Time, margin time.Duration) bool {
+	return s.Admission.Of() == AdmitQueue && !now.Before(s.StartAt.Add(margin))
 }
 
 // QueueAdmitted is how many positions are admitted by now: the first at the
@@ -247,89 +257,6 @@ func (p QueuePace) StandingAt(position int64, now time.Time) QueueStanding {
 // later ones QueueScoreBase plus their arrival number, behind them.
 const QueueScoreBase = 1 << 40
 
-// --- Admission tickets ---
-
-// AdmissionTickets signs queue tickets, "<expiry unix>.<sale tag>.<buyer
-// tag>.<hex HMAC-SHA256>", under a key every node shares: checking one
-// calls no backend. The tags (a hash of the sale id, of the buyer id) only
-// say why a ticket is refused: another buyer's ticket is a resold place.
-type AdmissionTickets struct{ key []byte }
-
-// DefaultTicketTTL is how long an admission ticket stays valid.
-const DefaultTicketTTL = 5 * time.Minute
-
-// TicketProblem is why an admission ticket was refused ("" when it was
-// not): the label of seckill_queue_tickets_refused_total.
-type TicketProblem string
-
-const (
-	TicketMissing      TicketProblem = "missing"       // a claim on a queue sale with no ticket
-	TicketExpired      TicketProblem = "expired"       // genuine, but past its expiry
-	TicketWrongBuyer   TicketProblem = "wrong_buyer"   // made out to another buyer (its tag says)
-	TicketWrongSale    TicketProblem = "wrong_sale"    // made out for another sale (its tag says)
-	TicketBadSignature TicketProblem = "bad_signature" // malformed, forged, or signed with another key
-)
-
-// TicketProblems are every TicketProblem, in a fixed order.
-var TicketProblems = []TicketProblem{TicketMissing, TicketExpired, TicketWrongBuyer, TicketWrongSale, TicketBadSignature}
-
-// NewAdmissionTickets returns the signer of tickets under key.
-func NewAdmissionTickets(key []byte) *AdmissionTickets {
-	return &AdmissionTickets{key: append([]byte(nil), key...)}
-}
-
-func (t *AdmissionTickets) mac(saleID, userID string, exp int64) string {
-	m := hmac.New(sha256.New, t.key)
-	m.Write([]byte("ticket\x00" + saleID + "\x00" + userID + "\x00" + strconv.FormatInt(exp, 10)))
-	return hex.EncodeToString(m.Sum(nil))
-}
-
-// ticketTag is the 8 hex digits naming id (a sale's or a buyer's) in a
-// ticket.
-func ticketTag(kind, id string) string {
-	h := sha256.Sum256([]byte(kind + "\x00" + id))
-	return hex.EncodeToString(h[:4])
-}
-
-// Issue returns a ticket for userID on saleID valid until expires.
-func (t *AdmissionTickets) Issue(saleID, userID string, expires time.Time) string {
-	exp := expires.Unix()
-	return strconv.FormatInt(exp, 10) + "." + ticketTag("sale", saleID) + "." + ticketTag("buyer", userID) + "." + t.mac(saleID, userID, exp)
-}
-
-// Check returns why ticket does not admit userID to saleID at now, or ""
-// when it does. The signature is checked before the expiry, so a forged
-// expiry is a bad signature; the tags are not signed, so a wrong sale or
-// buyer is what the ticket says of itself.
-func (t *AdmissionTickets) Check(ticket, saleID, userID string, now time.Time) TicketProblem {
-	if ticket == "" {
-		return TicketMissing
-	}
-	parts := strings.Split(ticket, ".")
-	if len(parts) != 4 || len(parts[0]) > 12 || len(parts[3]) != 2*sha256.Size {
-		return TicketBadSignature
-	}
-	exp, err := strconv.ParseInt(parts[0], 10, 64)
-	switch {
-	case err != nil:
-		return TicketBadSignature
-	case parts[1] != ticketTag("sale", saleID):
-		return TicketWrongSale
-	case parts[2] != ticketTag("buyer", userID):
-		return TicketWrongBuyer
-	case !hmac.Equal([]byte(parts[3]), []byte(t.mac(saleID, userID, exp))):
-		return TicketBadSignature
-	case now.Unix() >= exp:
-		return TicketExpired
-	}
-	return ""
-}
-
-// Verify reports whether ticket admits userID to saleID at now.
-func (t *AdmissionTickets) Verify(ticket, saleID, userID string, now time.Time) bool {
-	return t.Check(ticket, saleID, userID, now) == ""
-}
-
 // QueueJoin is one buyer's request for a place in the waiting room.
 type QueueJoin struct {
 	UserID string
@@ -342,7 +269,7 @@ type QueueJoinResult struct {
 	Position int64  // 1-based, as of the join
 }
 
-// Queuer gives places in waiting rooms (internal/combiner).
+// Queuer gives places in waiting rooms (internal/combiner, internal/repeats in front).
 type Queuer interface {
 	Join(ctx context.Context, s *Sale, perIP int64, req QueueJoin) (QueueJoinResult, error)
 }

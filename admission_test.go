@@ -1,7 +1,6 @@
 package seckill_test
 
 import (
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -118,6 +117,31 @@ func TestQueueWindow(t *testing.T) {
 	}
 }
 
+func TestQueuePlaceSettledFromTheStartPlusTheMargin(t *testing.T) {
+	q := admissionSale(seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10})
+	lottery := admissionSale(seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: t0.Add(time.Minute)})
+	for _, tc := range []struct {
+		name string
+		s    *seckill.Sale
+		at   time.Time
+		want bool
+	}{
+		{"before the start", q, t0.Add(-time.Minute), false},
+		{"at the start", q, t0, false},
+		{"just inside the margin", q, t0.Add(seckill.QueueSettleMargin - time.Millisecond), false},
+		{"at the start plus the margin", q, t0.Add(seckill.QueueSettleMargin), true},
+		{"an hour on", q, t0.Add(time.Hour), true},
+		{"a lottery", lottery, t0.Add(time.Hour), false},
+	} {
+		if got := seckill.QueuePlaceSettled(tc.s, tc.at, seckill.QueueSettleMargin); got != tc.want {
+			t.Errorf("%s: settled %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if !seckill.EntryKnownUntil(lottery).Equal(t0.Add(time.Minute)) {
+		t.Errorf("a lottery's entries are known until %s, want its entries close", seckill.EntryKnownUntil(lottery))
+	}
+}
+
 func TestQueueAdmitsPositionsAtTheRate(t *testing.T) {
 	for _, tc := range []struct {
 		at   time.Duration // from the start
@@ -152,40 +176,6 @@ func TestQueueStandingAt(t *testing.T) {
 	} {
 		if got := seckill.QueueStandingAt(tc.position, t0, t0.Add(tc.at), 10); got != tc.want {
 			t.Errorf("%s: %+v, want %+v", tc.name, got, tc.want)
-		}
-	}
-}
-
-func TestAdmissionTicketsSayWhyTheyAreRefused(t *testing.T) {
-	tk := seckill.NewAdmissionTickets([]byte("k1"))
-	ticket := tk.Issue("s1", "alice", t0.Add(time.Minute))
-	exp, rest, _ := strings.Cut(ticket, ".")
-	later := strconv.FormatInt(t0.Add(time.Hour).Unix(), 10)
-	for _, tc := range []struct {
-		name       string
-		tickets    *seckill.AdmissionTickets
-		ticket     string
-		sale, user string
-		at         time.Time
-		want       seckill.TicketProblem
-	}{
-		{"valid", tk, ticket, "s1", "alice", t0, ""},
-		{"valid to its last second", tk, ticket, "s1", "alice", t0.Add(time.Minute - time.Nanosecond), ""},
-		{"expired", tk, ticket, "s1", "alice", t0.Add(time.Minute), seckill.TicketExpired},
-		{"another buyer", tk, ticket, "s1", "bob", t0, seckill.TicketWrongBuyer},
-		{"another sale", tk, ticket, "s2", "alice", t0, seckill.TicketWrongSale},
-		{"another key", seckill.NewAdmissionTickets([]byte("k2")), ticket, "s1", "alice", t0, seckill.TicketBadSignature},
-		{"expiry pushed back", tk, later + "." + rest, "s1", "alice", t0.Add(2 * time.Minute), seckill.TicketBadSignature},
-		{"expiry not a number", tk, "x" + exp[1:] + "." + rest, "s1", "alice", t0, seckill.TicketBadSignature},
-		{"the old format, without tags", tk, exp + "." + ticket[strings.LastIndexByte(ticket, '.')+1:], "s1", "alice", t0, seckill.TicketBadSignature},
-		{"garbage", tk, "x", "s1", "alice", t0, seckill.TicketBadSignature},
-		{"none", tk, "", "s1", "alice", t0, seckill.TicketMissing},
-	} {
-		if got := tc.tickets.Check(tc.ticket, tc.sale, tc.user, tc.at); got != tc.want {
-			t.Errorf("%s: Check = %q, want %q", tc.name, got, tc.want)
-		}
-		if got := tc.tickets.Verify(tc.ticket, tc.sale, tc.user, tc.at); got != (tc.want == "") {
-			t.Errorf("%s: Verify = %v, want %v", tc.name, got, tc.want == "")
 		}
 	}
 }

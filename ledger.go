@@ -25,11 +25,6 @@ type SaleLedger struct {
 	Restores []*RestoreRequest
 }
 
-// LedgerStore reads a sale's database ledger (internal/sqlstore).
-type LedgerStore interface {
-	SaleLedger(ctx context.Context, saleID string) (*SaleLedger, error)
-}
-
 // LedgerPages reads a sale's database ledger a page at a time, so a sale of
 // millions of reservations costs one page of memory (internal/sqlstore).
 type LedgerPages interface {

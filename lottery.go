@@ -196,16 +196,6 @@ func (d DrawRecord) Published() DrawPublished {
 	return p
 }
 
-// DrawStore keeps lottery draw records (internal/sqlstore).
-type DrawStore interface {
-	EnsureDraw(ctx context.Context, saleID string) (DrawRecord, error) // with a fresh seed if none
-	// LeaseDraw gives owner the draw until until, if nobody holds it at now.
-	LeaseDraw(ctx context.Context, saleID, owner string, now, until time.Time) (ok bool, err error)
-	FinishDraw(ctx context.Context, d DrawRecord) error // once
-	// OpenDraws lists the sales with a draw whose sale has not ended.
-	OpenDraws(ctx context.Context, now time.Time) ([]string, error)
-}
-
 // EntryRequest is one buyer's entry into a lottery.
 type EntryRequest struct {
 	EntryID string // a fresh id (NewEntryID), used only if the buyer has none
@@ -220,7 +210,7 @@ type EntryResult struct {
 	New     bool         // this request made the entry
 }
 
-// Enterer records lottery entries (internal/combiner).
+// Enterer records lottery entries (internal/combiner, internal/repeats in front).
 type Enterer interface {
 	Enter(ctx context.Context, s *Sale, req EntryRequest) (EntryResult, error)
 }

@@ -1,7 +1,6 @@
 package seckill
 
 import (
-	"context"
 	"strconv"
 	"time"
 )
@@ -212,12 +211,4 @@ type PaymentFilter struct {
 	Outcome PaymentOutcome // "" keeps those that alert
 	Limit   int
 	Before  string // the previous page's next; "" for the newest
-}
-
-// PaymentStore applies and lists payment events (internal/sqlstore).
-type PaymentStore interface {
-	// ApplyPayment stores e and applies DecidePayment in one transaction. A
-	// stored id is Replayed (other fields: EKEYREUSED); no order: ErrNotFound.
-	ApplyPayment(ctx context.Context, e PaymentEvent, source PaymentSource, now time.Time) (*PaymentRecord, error)
-	Payments(ctx context.Context, f PaymentFilter) ([]*PaymentRecord, string, error)
 }

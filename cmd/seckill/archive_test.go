@@ -43,35 +43,35 @@ func TestEndedSaleIsArchived(t *testing.T) {
 			t.Fatalf("pay: %d %v", r.status, r.body)
 		}
 	}
-	live, err := e.m.stock.Footprint(ctx, sale)
+	live, err := e.m.stock.Archive().Footprint(ctx, sale)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("live sale: %d bytes in Redis for %d reservations (%.0f B each): %v", live.Total, live.Reservations, live.BytesPerReservation(), live.Keys)
 
 	servicetest.WaitFor(t, 30*time.Second, "the idempotency keys to go at the end", func() bool {
-		f, err := e.m.stock.Footprint(ctx, sale)
+		f, err := e.m.stock.Archive().Footprint(ctx, sale)
 		return err == nil && f.Keys["idem"] == 0 && f.Keys["res"] > 0
 	})
-	if _, ok, _ := e.m.stock.ArchivedSummary(ctx, sale); ok {
+	if _, ok, _ := e.m.stock.Archive().ArchivedSummary(ctx, sale); ok {
 		t.Fatal("archived before ArchiveAfter and the payment timeouts")
 	}
 	// Past the payment deadline and ArchiveAfter: the three unpaid orders
 	// are cancelled and restored, and then the sale is archived.
 	clk.advance(e.m.Config.PayTimeout + time.Minute)
 	servicetest.WaitFor(t, time.Minute, "the sale to be archived", func() bool {
-		_, ok, err := e.m.stock.ArchivedSummary(ctx, sale)
+		_, ok, err := e.m.stock.Archive().ArchivedSummary(ctx, sale)
 		return err == nil && ok
 	})
 	// Only the summary is left, at once: the relay, which may read the
 	// sale once more before it sees it gone, makes no outbox for a sale
 	// that is not loaded.
-	after, err := e.m.stock.Footprint(ctx, sale)
+	after, err := e.m.stock.Archive().Footprint(ctx, sale)
 	if err != nil || len(after.Keys) != 1 || after.Keys["archived"] == 0 {
 		t.Fatalf("archived sale's keys in Redis = %v, %v; want only the summary", after.Keys, err)
 	}
 	t.Logf("archived sale: %d bytes in Redis: %v", after.Total, after.Keys)
-	if kept, _ := e.m.stock.KeptSales(ctx); slices.Contains(kept, sale) {
+	if kept, _ := e.m.stock.Archive().KeptSales(ctx); slices.Contains(kept, sale) {
 		t.Errorf("the archived sale is still listed as kept")
 	}
 	// The operator sees it archived, in the sale's view and in the list.

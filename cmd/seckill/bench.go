@@ -167,7 +167,7 @@ func runBenchEngine(ctx context.Context, c bench.EngineConfig, logger *slog.Logg
 // outbox until committed) and what waits in its broker. bench waits for 0
 // after each window of a live benchmark.
 func (m *Main) Unsettled(ctx context.Context) (int64, error) {
-	n, err := m.stock.OutboxTotal(ctx)
+	n, err := m.stock.Outbox().OutboxTotal(ctx)
 	if b, ok := m.broker.(metrics.BacklogReader); ok && err == nil {
 		var l int64
 		l, err = b.Backlog(ctx)

@@ -361,7 +361,7 @@ func TestBrowserArchivedSale(t *testing.T) {
 	}
 	resID := ""
 	servicetest.WaitFor(t, 30*time.Second, "the order", func() bool {
-		ledger, err := e.m.orders.SaleLedger(context.Background(), sale)
+		ledger, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 		if err == nil && len(ledger.Orders) == 1 {
 			resID = ledger.Orders[0].ReservationID
 		}
@@ -387,7 +387,7 @@ func TestBrowserArchivedSale(t *testing.T) {
 
 	clk.advance(2 * time.Minute) // past ArchiveAfter
 	servicetest.WaitFor(t, 30*time.Second, "the sale archived", func() bool {
-		_, ok, err := e.m.stock.ArchivedSummary(context.Background(), sale)
+		_, ok, err := e.m.stock.Archive().ArchivedSummary(context.Background(), sale)
 		return err == nil && ok
 	})
 	if r := e.admin("GET", "/admin/v1/sales/"+sale, nil); r.body["phase"] != "archived" {
@@ -403,7 +403,7 @@ func TestBrowserArchivedSale(t *testing.T) {
 	// Ended early, its preheated row still said live: no heal may have
 	// taken the archive for lost writes and rebuilt the sale.
 	e.waitMetric("seckill_stock_store_heals_total 0")
-	if _, err := e.m.stock.Stock(context.Background(), sale); err == nil {
+	if _, err := e.m.stock.StockStore().Stock(context.Background(), sale); err == nil {
 		t.Error("the archived sale's stock is back in Redis")
 	}
 	op.shot("18-control-room-sale-archived")

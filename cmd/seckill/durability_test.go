@@ -232,10 +232,10 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	healed := servicetest.Eventually(60*time.Second, func() bool {
 		r := e.do("GET", "/api/v1/sales/"+sale, "", nil)
 		remaining, _ = r.body["remaining"].(float64)
-		ledger, err := e.m.orders.SaleLedger(context.Background(), sale)
+		ledger, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 		return err == nil && int64(remaining) == ledger.Sale.Unsold
 	})
-	rep, err := reconcile.Reconcile(context.Background(), sale, e.m.orders, e.m.stock, time.Now(), reconcile.Options{InFlightGrace: 10 * time.Second})
+	rep, err := reconcile.Reconcile(context.Background(), sale, e.m.orders.Ledger, e.m.stock.Ledger(), time.Now(), reconcile.Options{InFlightGrace: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,7 +334,7 @@ func (e *engine) settleCounted(claims []claim, within time.Duration) (final map[
 // failed orders by reason.
 func (e *engine) tallyLedger(sale string, limit int64) (ledger *seckill.SaleLedger, units int64, overLimit int, failedBy map[string]int) {
 	e.t.Helper()
-	ledger, err := e.m.orders.SaleLedger(context.Background(), sale)
+	ledger, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -56,8 +56,8 @@ func TestLostClaimFailsWithinItsBuyersWindow(t *testing.T) {
 	kept := &waves{e: e, sale: sale}
 	kept.run(0, 5)
 	servicetest.WaitFor(t, 30*time.Second, "the first claims in the database, their outbox empty", func() bool {
-		l, err := e.m.orders.SaleLedger(context.Background(), sale)
-		n, oerr := e.m.stock.OutboxLen(context.Background(), sale)
+		l, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
+		n, oerr := e.m.stock.Outbox().OutboxLen(context.Background(), sale)
 		return err == nil && oerr == nil && len(l.Orders) == 5 && n == 0
 	})
 	snap, err := primary.Snapshot()
@@ -117,7 +117,7 @@ func TestLostClaimFailsWithinItsBuyersWindow(t *testing.T) {
 			t.Errorf("lost claim %s reads %q; want failed %s", c.id, final[c.id], seckill.ReasonLostInStockStore)
 		}
 	}
-	rep, err := reconcile.Reconcile(context.Background(), sale, e.m.orders, e.m.stock, time.Now(), reconcile.Options{})
+	rep, err := reconcile.Reconcile(context.Background(), sale, e.m.orders.Ledger, e.m.stock.Ledger(), time.Now(), reconcile.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lottery"
 	"github.com/seckill-dev/seckill/internal/metrics"
+	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 )
 
@@ -22,15 +23,17 @@ import (
 func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfig {
 	cfg := &m.Config
 	drawStore := sqlstore.NewDrawStore(m.db)
-	enterer := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	m.closers = append(m.closers, enterer.Stop)
+	batched := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	m.closers = append(m.closers, batched.Stop)
+	// A buyer's repeated entry is answered from memory: the same entry.
+	enterer := repeats.NewEnterer(batched, repeats.Config{Now: m.requestClock()})
 
 	draws := metrics.NewDraws(w.reg)
 
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	host, _ := os.Hostname()
 	m.start(ctx, lottery.New(lottery.Config{
-		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock,
+		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock.StockStore(),
 		Owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), seckill.NewEntryID()[1:9]),
 		Interval: cfg.DrawInterval, Lease: cfg.DrawLease, Batch: cfg.DrawBatch, Pace: cfg.DrawPace,
 		NewID: claimIDs.New, Now: m.now, Logger: m.Logger,

@@ -9,5 +9,5 @@ import (
 // and the stock store (the units it counts as theirs).
 type buyerClaims struct {
 	*sqlstore.OrderStore
-	*redis.Store
+	redis.StockStore
 }

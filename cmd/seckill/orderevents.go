@@ -10,7 +10,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/eventdelivery"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/nats"
@@ -36,7 +35,7 @@ type eventsConfig struct {
 }
 
 func defaultEventsConfig() eventsConfig {
-	p := seckill.DefaultDeliveryPolicy
+	p := eventdelivery.DefaultPolicy
 	return eventsConfig{RetryFor: p.RetryFor, Backoff: p.FirstBackoff, MaxBackoff: p.MaxBackoff, Timeout: 10 * time.Second, Concurrency: 16,
 		Subject: nats.DefaultEventSubject}
 }
@@ -96,7 +95,7 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	w.reg.MustRegister(eventdelivery.NewStatsCollector(events.Stats, m.now))
 	worker, err := eventdelivery.New(eventdelivery.Config{
 		Outbox: events, Sink: sink, Owner: deliveryOwner(),
-		Policy:  seckill.DeliveryPolicy{FirstBackoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, RetryFor: cfg.RetryFor},
+		Policy:  eventdelivery.Policy{FirstBackoff: cfg.Backoff, MaxBackoff: cfg.MaxBackoff, RetryFor: cfg.RetryFor},
 		Timeout: cfg.Timeout, Lease: 2*cfg.Timeout + 2*time.Second, Concurrency: cfg.Concurrency,
 		Currency: m.Config.Currency, Registerer: w.reg, Logger: m.Logger, Now: m.now,
 	})

@@ -93,7 +93,7 @@ func TestOrderEventsToNATS(t *testing.T) {
 			var f figures
 			servicetest.WaitFor(t, 2*time.Minute, "every event in the stream", func() bool {
 				readStream()
-				l, err := e.m.orders.SaleLedger(context.Background(), sale)
+				l, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 				if err != nil || len(l.Orders)+len(l.Failed) < claims {
 					return false
 				}

@@ -22,6 +22,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+	"github.com/seckill-dev/seckill/internal/webhook"
 	"github.com/seckill-dev/seckill/internal/webhooksig"
 )
 
@@ -140,7 +141,7 @@ func (s *shop) handle(w http.ResponseWriter, r *http.Request) {
 
 	s.mu.Lock()
 	delete(s.inFlight, e.ID)
-	if seckill.DeliveredStatus(status) {
+	if webhook.DeliveredStatus(status) {
 		if s.accepted[e.ID] == 0 {
 			s.types[e.ID] = e.Type
 			if e.Type != string(seckill.EventOrderCreated) && e.Type != string(seckill.EventOrderFailed) &&
@@ -375,7 +376,7 @@ func TestOrderEventsReceiverDown(t *testing.T) {
 			outage := time.Since(began)
 			s.up()
 			f := s.awaitAllDelivered(func() (*seckill.SaleLedger, error) {
-				return e.m.orders.SaleLedger(context.Background(), sale)
+				return e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 			}, claims, 2*time.Minute)
 			t.Logf("shop down %s, %v failed deliveries", outage.Round(time.Millisecond), scrape(e.client, e.base, failed))
 			f.check(t, "receiver down mid-rush/"+b.name)
@@ -400,7 +401,7 @@ func TestOrderEventsReceiverFailsEveryThird(t *testing.T) {
 			sale := e.liveSale(300, 1)
 			claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 500, 3, "third")
 			f := s.awaitAllDelivered(func() (*seckill.SaleLedger, error) {
-				return e.m.orders.SaleLedger(context.Background(), sale)
+				return e.m.orders.Ledger.SaleLedger(context.Background(), sale)
 			}, claims, 2*time.Minute)
 			f.check(t, "receiver 500 every 3rd/"+b.name)
 			if f.Requests < f.Delivered*4/3 {
@@ -423,7 +424,7 @@ func TestOrderEventsTwoNodes(t *testing.T) {
 			sale := a.liveSale(400, 1)
 			claims := buyAndCancel(t, a.client, a.base, a.m.Config.JWTSecret, sale, 600, 3, "two")
 			f := s.awaitAllDelivered(func() (*seckill.SaleLedger, error) {
-				return a.m.orders.SaleLedger(context.Background(), sale)
+				return a.m.orders.Ledger.SaleLedger(context.Background(), sale)
 			}, claims, 2*time.Minute)
 			delivered := `seckill_order_event_attempts_total{result="delivered"}`
 			t.Logf("delivered by node a: %v, by node b: %v", scrape(a.client, a.base, delivered), scrape(bn.client, bn.base, delivered))
@@ -501,7 +502,7 @@ func TestOrderEventsSIGKILLMidDelivery(t *testing.T) {
 			defer db.Close()
 			orders := sqlstore.NewOrderStore(db)
 			f := s.awaitAllDelivered(func() (*seckill.SaleLedger, error) {
-				return orders.SaleLedger(context.Background(), sale)
+				return orders.Ledger.SaleLedger(context.Background(), sale)
 			}, claims, 2*time.Minute)
 			// The shop may have every event before the dead life's leases
 			// run out; its events are then sent again (duplicates) before
@@ -517,7 +518,7 @@ func TestOrderEventsSIGKILLMidDelivery(t *testing.T) {
 				var st struct{ Pending, Dead int }
 				return json.NewDecoder(resp.Body).Decode(&st) == nil && resp.StatusCode == http.StatusOK && st.Pending == 0 && st.Dead == 0
 			})
-			if l, err := orders.SaleLedger(context.Background(), sale); err == nil {
+			if l, err := orders.Ledger.SaleLedger(context.Background(), sale); err == nil {
 				f = s.tally(l)
 			}
 			f.check(t, "SIGKILL mid-delivery/"+b.name)

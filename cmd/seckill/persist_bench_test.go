@@ -188,7 +188,7 @@ func fmtRatios(xs []float64) string {
 func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stmt, n int) (rate, perTx, rollbacks float64) {
 	sales := sqlstore.NewSaleStore(e.m.db)
 	sale := benchSale(b, sales, int64(n))
-	if _, err := e.m.stock.Preheat(ctx, sale); err != nil {
+	if _, err := e.m.stock.StockStore().Preheat(ctx, sale); err != nil {
 		b.Fatal(err)
 	}
 	conflicts := e.m.orders.Conflicts()
@@ -200,7 +200,7 @@ func pipelineRound(ctx context.Context, b *testing.B, e *engine, unsold *sql.Stm
 			reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()),
 				UserID: fmt.Sprint("u", done+i), Qty: 1}
 		}
-		res, err := e.m.stock.Reserve(ctx, sale.ID, reqs)
+		res, err := e.m.stock.StockStore().Reserve(ctx, sale.ID, reqs)
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -89,7 +89,7 @@ func reconcileStores(ctx context.Context, cfg *Config, saleID string, grace time
 		return nil, err
 	}
 	defer stock.Close()
-	return reconcile.Sale(ctx, saleID, sqlstore.NewOrderStore(db), stock, time.Now(), reconcile.Options{InFlightGrace: grace})
+	return reconcile.Sale(ctx, saleID, sqlstore.NewLedgerStore(db), stock.Ledger(), time.Now(), reconcile.Options{InFlightGrace: grace})
 }
 
 func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string) (*reconcile.Report, error) {
@@ -108,7 +108,7 @@ func reconcileRemote(ctx context.Context, cfg *Config, serverURL, saleID string)
 }
 
 // saleCounts reads a sale's reconciliation counters from both stores.
-func saleCounts(ctx context.Context, saleID string, db *sqlstore.OrderStore, stock *redis.Store, now time.Time) (reconcile.Counts, error) {
+func saleCounts(ctx context.Context, saleID string, db *sqlstore.LedgerStore, stock redis.Ledger, now time.Time) (reconcile.Counts, error) {
 	d, err := db.SaleCounters(ctx, saleID)
 	if err != nil {
 		return reconcile.Counts{}, err

@@ -44,7 +44,7 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 		for i := start; i < min(start+256, n); i++ {
 			reqs = append(reqs, seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale, time.Now()), UserID: fmt.Sprint("b", i), Qty: 1})
 		}
-		res, err := e.m.stock.Reserve(ctx, sale, reqs)
+		res, err := e.m.stock.StockStore().Reserve(ctx, sale, reqs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -68,7 +68,7 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	subDone := make(chan struct{})
 	go func() {
 		defer close(subDone)
-		_ = e.m.stock.SubscribeRestocked(subCtx, func(s string) {
+		_ = e.m.stock.Restorer().SubscribeRestocked(subCtx, func(s string) {
 			if s == sale {
 				announced.Add(1)
 			}

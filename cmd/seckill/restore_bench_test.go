@@ -30,7 +30,7 @@ func BenchmarkRestore(b *testing.B) {
 	sales := sqlstore.NewSaleStore(e.m.db)
 	orders := func() (string, []string) {
 		sale := benchSale(b, sales, perRound)
-		if _, err := e.m.stock.Preheat(ctx, sale); err != nil {
+		if _, err := e.m.stock.StockStore().Preheat(ctx, sale); err != nil {
 			b.Fatal(err)
 		}
 		var ids []string
@@ -39,7 +39,7 @@ func BenchmarkRestore(b *testing.B) {
 			for i := start; i < min(start+256, perRound); i++ {
 				reqs = append(reqs, seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: fmt.Sprint("u", i), Qty: 1})
 			}
-			if _, err := e.m.stock.Reserve(ctx, sale.ID, reqs); err != nil {
+			if _, err := e.m.stock.StockStore().Reserve(ctx, sale.ID, reqs); err != nil {
 				b.Fatal(err)
 			}
 			for _, r := range reqs {

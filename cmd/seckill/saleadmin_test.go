@@ -176,7 +176,7 @@ func TestSalesAdmin(t *testing.T) {
 func TestRemainingNeverAboveUnsold(t *testing.T) {
 	e := startEngine(t, nil)
 	sale := e.liveSale(5, 5)
-	if _, err := e.m.stock.RaiseStock(context.Background(), sale, 8, 3); err != nil {
+	if _, err := e.m.stock.Admin().RaiseStock(context.Background(), sale, 8, 3); err != nil {
 		t.Fatal(err)
 	}
 	if got := e.stock(sale); got.Remaining() != 8 {

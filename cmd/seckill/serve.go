@@ -111,6 +111,7 @@ type wired struct {
 	sales     *sqlstore.SaleStore
 	reqSales  guarded.Sales // the stores as the request paths see them
 	reqStock  guarded.Stock
+	reqLimit  guarded.Limiter
 	dbBreaker *breaker.Breaker
 	backlog   *metrics.Backlog // nil without a broker
 	// relayWake is signalled after every reserve of this process: it
@@ -277,7 +278,8 @@ func (m *Main) observe(w *wired) {
 	w.dm = metrics.NewDurability(w.reg)
 	var redisBreaker *breaker.Breaker
 	redisBreaker, w.dbBreaker = guarded.NewBreakers(w.reg)
-	w.reqStock = guarded.Stock{Store: m.stock, B: redisBreaker}
+	w.reqStock = guarded.Stock{Store: m.stock.StockStore(), B: redisBreaker}
+	w.reqLimit = guarded.Limiter{Limiter: m.stock.RateLimiter(), B: redisBreaker}
 	w.reqSales = guarded.Sales{SaleStore: w.sales, B: w.dbBreaker}
 }
 
@@ -312,11 +314,11 @@ func (m *Main) connectBroker(ctx context.Context, w *wired) (err error) {
 // and the payment-timeout sweeper, the order writer and the relay.
 func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	cfg, pm := &m.Config, w.pm
-	m.preheat = preheat.New(w.sales, m.stock, preheat.Config{
+	m.preheat = preheat.New(w.sales, m.stock.StockStore(), preheat.Config{
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)
-	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock), metrics.NewAdmissionCollector(metrics.AdmissionConfig{
+	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock.StockStore()), metrics.NewAdmissionCollector(metrics.AdmissionConfig{
 		Sales: m.preheat, Entrants: m.stock.Lottery(), Queue: m.stock.Queue(), Draws: sqlstore.NewDrawStore(m.db), Now: m.now,
 	}))
 
@@ -344,10 +346,10 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	// Keyed requests on a flagged sale are answered by a lookup of their
 	// earlier reservation, batched per sale like reservations are; a
 	// replay waits as its reservation did.
-	w.replays = combiner.New(replayLookup{m.stock}, combiner.Config{MaxBatch: cfg.MaxBatch, Hold: hold})
+	w.replays = combiner.New(replayLookup{m.stock.StockStore()}, combiner.Config{MaxBatch: cfg.MaxBatch, Hold: hold})
 	m.gate = soldout.New(m.combiner, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock(), Replays: w.replays})
 
-	m.restorer = restore.New(m.orders, m.stock, restore.Config{
+	m.restorer = restore.New(m.orders.Restores, m.stock.Restorer(), restore.Config{
 		RetryInterval: cfg.RestoreRetryInterval, AlertAfter: cfg.RestoreAlertAfter,
 		Now: m.now, Logger: m.Logger, OnAlert: pm.ObserveRestoreAlert,
 		// This node clears its flag at once; the others hear the
@@ -383,7 +385,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 		}))
 	}
 	if w.roles.relay {
-		m.start(ctx, relay.New(m.stock, m.brokerFor("relay"), relay.Config{
+		m.start(ctx, relay.New(m.stock.Outbox(), m.brokerFor("relay"), relay.Config{
 			Logger: m.Logger, OnPublished: pm.ObserveRelayed, OnReclaimed: pm.ObserveReclaimed, ClaimMinIdle: cfg.RelayClaimIdle,
 			// The embedded broker's writer is this binary: events go
 			// compact. An external broker may have writers of an older
@@ -429,10 +431,10 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
 	// reconciles one last time.
-	m.start(ctx, archive.New(dbStores{w.sales, m.orders}, m.stock, archive.Config{
+	m.start(ctx, archive.New(dbStores{w.sales, m.orders.Ledger}, m.stock.Archive(), archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
 		Final: func(ctx context.Context, saleID string) (string, error) {
-			return reconcile.Final(ctx, saleID, m.orders, m.stock, m.now())
+			return reconcile.Final(ctx, saleID, m.orders.Ledger, m.stock.Ledger(), m.now())
 		},
 	}))
 
@@ -441,7 +443,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	w.gauges = reconcile.NewGaugeWorker(reconcile.GaugeConfig{
 		Sales: m.preheat.Loaded, Interval: cfg.ReconcileInterval, Now: m.now, Logger: m.Logger,
 		Counts: func(ctx context.Context, saleID string) (reconcile.Counts, error) {
-			return saleCounts(ctx, saleID, m.orders, m.stock, m.now())
+			return saleCounts(ctx, saleID, m.orders.Ledger, m.stock.Ledger(), m.now())
 		},
 	})
 	w.reg.MustRegister(w.gauges)
@@ -465,7 +467,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	if b, ok := m.broker.(metrics.BacklogReader); ok && cfg.RedisURL == "" {
 		hc.Backlog = b.Backlog
 	}
-	healer := heal.New(m.stock, dbStores{w.sales, m.orders}, m.preheat, hc)
+	healer := heal.New(m.stock.Healer(), dbStores{w.sales, m.orders.Ledger}, m.preheat, hc)
 	if cfg.RedisURL == "" {
 		// The embedded store starts empty, even after a SIGKILL that
 		// left orders in SQLite and claims in the broker's stream: every
@@ -484,19 +486,19 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	lc := lostclaim.Config{
 		After: cfg.LostClaimAfter, Now: m.now, Logger: m.Logger,
 		OnLost:  func(f *seckill.FailedOrder) { w.dm.LostClaims.Inc(); w.pm.ObserveFailed(f) },
-		Limiter: w.reqStock,
+		Limiter: w.reqLimit,
 	}
 	// A node that reads the broker judges a forgotten claim from what is
 	// in flight; one that does not (api only) waits out LostClaimAfter.
 	if b, ok := m.broker.(metrics.BacklogReader); ok {
-		lc.Outbox, lc.Backlog = m.stock, b.Backlog
+		lc.Outbox, lc.Backlog = m.stock.Outbox(), b.Backlog
 	}
 	lost := lostclaim.New(m.orders, claimIDs, lc)
-	sweeper := lostclaim.NewSweeper(m.gate, lost, m.stock, lostclaim.SweepConfig{Now: m.now, Logger: m.Logger})
+	sweeper := lostclaim.NewSweeper(m.gate, lost, m.stock.Ledger(), lostclaim.SweepConfig{Now: m.now, Logger: m.Logger})
 	w.sweeper.Store(sweeper)
 	m.start(context.Background(), sweeper)
 	admin, err := saleadmin.New(saleadmin.Config{
-		Store: w.sales, Live: m.stock, Now: m.now, Logger: m.Logger,
+		Store: w.sales, Live: m.stock.Admin(), Now: m.now, Logger: m.Logger,
 		OnChanged: func(s *seckill.Sale) {
 			m.gate.Clear(s.ID)
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -522,7 +524,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		ClaimIDs:       claimIDs,
 		Lost:           lost,
 		Restorer:       m.restorer,
-		RateLimiter:    w.reqStock,
+		RateLimiter:    w.reqLimit,
 		LimitInReserve: true,
 		RateLimitIP:    w.ipLimit,
 		RateLimitUser:  w.userLimit,
@@ -530,12 +532,12 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		MaxInFlight:    cfg.MaxInFlight,
 		Budget:         cfg.RequestBudget,
 		RouteBudgets:   w.routeBudgets,
-		Restores:       m.orders,
+		Restores:       m.orders.Restores,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, w.reqSales, w.reqStock); err != nil {
 				return nil, err
 			}
-			return reconcile.Sale(ctx, saleID, m.orders, m.stock, m.now(), reconcile.Options{})
+			return reconcile.Sale(ctx, saleID, m.orders.Ledger, m.stock.Ledger(), m.now(), reconcile.Options{})
 		},
 		Currency:              cfg.Currency,
 		SalesAdmin:            admin,
@@ -550,7 +552,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		BuyerPay:              w.buyerPay,
 		PaymentURLTemplate:    cfg.PaymentURLTemplate,
 		OrderEvents:           orderEventsAPI(w.events),
-		BuyerClaims:           buyerClaims{m.orders, m.stock},
+		BuyerClaims:           buyerClaims{m.orders, m.stock.StockStore()},
 		KeyedOrders:           guarded.KeyedOrders{Store: m.orders, B: w.dbBreaker},
 		Now:                   m.requestClock(),
 		Ready:                 m.ready,
@@ -572,7 +574,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 func (m *Main) followRestocks(ctx context.Context, api *httpapi.Server) {
 	var w startstop.Worker
 	w.Start(context.WithoutCancel(ctx), func(ctx context.Context) {
-		err := m.stock.SubscribeRestocked(ctx, func(saleID string) {
+		err := m.stock.Restorer().SubscribeRestocked(ctx, func(saleID string) {
 			m.gate.Clear(saleID)
 			api.ForgetSale(saleID)
 		})
@@ -812,12 +814,12 @@ func newLogger(w io.Writer, level string) (*slog.Logger, error) {
 // dbStores is the database as the archiver and the heal watcher read it.
 type dbStores struct {
 	*sqlstore.SaleStore
-	*sqlstore.OrderStore
+	*sqlstore.LedgerStore
 }
 
 // replayLookup gives the Redis idempotency lookup the shape the request
 // combiner batches.
-type replayLookup struct{ stock *redis.Store }
+type replayLookup struct{ stock redis.StockStore }
 
 func (l replayLookup) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return l.stock.Replays(ctx, saleID, reqs)

@@ -203,7 +203,7 @@ func (e *engine) reserve(sale, tok string, qty any, key string) reply {
 
 func (e *engine) stock(sale string) seckill.StockLevel {
 	e.t.Helper()
-	lvl, err := e.m.stock.Stock(context.Background(), sale)
+	lvl, err := e.m.stock.StockStore().Stock(context.Background(), sale)
 	if err != nil {
 		e.t.Fatalf("stock of %s: %v", sale, err)
 	}

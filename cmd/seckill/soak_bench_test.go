@@ -149,7 +149,7 @@ func BenchmarkSoak(b *testing.B) {
 		}
 	}
 	b.StopTimer()
-	if fp, err := e.m.stock.Footprint(ctx, sale); err == nil && fp.Reservations > 0 {
+	if fp, err := e.m.stock.Archive().Footprint(ctx, sale); err == nil && fp.Reservations > 0 {
 		var parts []string
 		for _, k := range []string{"res", "idem", "buyers", "outbox", "stock"} {
 			parts = append(parts, fmt.Sprintf("%s %.1f", k, float64(fp.Keys[k])/float64(fp.Reservations)))
@@ -171,13 +171,13 @@ func BenchmarkSoak(b *testing.B) {
 	// report run it, once every order has landed: in pages, so its heap
 	// is a few MB whatever the sale's size.
 	servicetest.WaitFor(b, 10*time.Minute, "every order persisted", func() bool {
-		c, err := e.m.orders.SaleCounters(ctx, sale)
+		c, err := e.m.orders.Ledger.SaleCounters(ctx, sale)
 		return err == nil && c.Stock-c.Unsold >= done.Load()
 	})
 	var rep *reconcile.Report
 	t0 := time.Now()
 	peak := servicetest.PeakHeap(func() {
-		rep, err = reconcile.Reconcile(ctx, sale, e.m.orders, e.m.stock, time.Now(), reconcile.Options{})
+		rep, err = reconcile.Reconcile(ctx, sale, e.m.orders.Ledger, e.m.stock.Ledger(), time.Now(), reconcile.Options{})
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -195,11 +195,11 @@ func BenchmarkSoak(b *testing.B) {
 func soakLine(b *testing.B, ctx context.Context, e *engine, sale string, at time.Duration, done int64, peak uint64, h *loadgen.Histogram) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	used, err := e.m.stock.UsedMemory(ctx)
+	used, err := e.m.stock.Archive().UsedMemory(ctx)
 	if err != nil {
 		b.Logf("used memory: %v", err)
 	}
-	fp, err := e.m.stock.Footprint(ctx, sale)
+	fp, err := e.m.stock.Archive().Footprint(ctx, sale)
 	if err != nil {
 		b.Logf("footprint: %v", err)
 	}

@@ -256,12 +256,14 @@ func (seckillEngine) OpenStock(ctx context.Context, url, keyPrefix string) (stra
 	if err != nil {
 		return nil, err
 	}
-	return &combinedStock{Store: store, comb: combiner.New(store, combiner.Config{})}, nil
+	stock := store.StockStore()
+	return &combinedStock{StockStore: stock, store: store, comb: combiner.New(stock, combiner.Config{})}, nil
 }
 
 type combinedStock struct {
-	*redis.Store
-	comb *combiner.Combiner
+	redis.StockStore
+	store *redis.Store
+	comb  *combiner.Combiner
 }
 
 func (c *combinedStock) ReserveOne(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
@@ -270,6 +272,6 @@ func (c *combinedStock) ReserveOne(ctx context.Context, saleID string, req secki
 
 func (c *combinedStock) Close(ctx context.Context) error {
 	err := c.comb.Stop(ctx)
-	c.Store.Close()
+	c.store.Close()
 	return err
 }

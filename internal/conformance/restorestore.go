@@ -17,10 +17,16 @@ import (
 
 // restoreStores returns the stores of one database: sales, orders,
 // restores and the ledger.
-type restoreStores = func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, seckill.LedgerStore)
+type restoreStores = func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, LedgerStore)
+
+// LedgerStore reads a sale's whole database ledger, which this suite checks
+// restores against (internal/sqlstore); reconciliation reads it by pages.
+type LedgerStore interface {
+	SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error)
+}
 
 // RestoreStore runs the conformance suite of seckill.RestoreStore and
-// seckill.LedgerStore against the stores newStores returns: a sale store
+// LedgerStore against the stores newStores returns: a sale store
 // and an order store, to make the sales and orders that restores act on,
 // and the restore and ledger stores of the same database. newStores is
 // called once per subtest and returns stores ready for use (migrated); it
@@ -29,7 +35,7 @@ type restoreStores = func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, 
 //
 // The suite sees the database's unsold stock as the sale store's
 // Sale.Unsold, and its optimistic-lock counter as Sale.Version.
-func RestoreStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, seckill.LedgerStore)) {
+func RestoreStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, LedgerStore)) {
 	t.Run("RestoreOrdered", func(t *testing.T) { testRestoreOrdered(t, newStores) })
 	t.Run("ConcurrentRestores", func(t *testing.T) { testConcurrentRestores(t, newStores) })
 	t.Run("RestorePayRace", func(t *testing.T) { testRestorePayRace(t, newStores) })

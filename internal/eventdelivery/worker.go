@@ -2,7 +2,7 @@
 // database's event outbox to the shop's sinks (a webhook, a broker):
 // claiming due events under a lease, delivering each order's events one
 // at a time and in order, and recording what became of each attempt by
-// the domain's DeliveryPolicy (retry later, or dead-letter and alert).
+// its Policy (retry later, or dead-letter and alert).
 package eventdelivery
 
 import (
@@ -27,11 +27,11 @@ type Sink interface {
 
 // Config configures a Worker. Outbox, Sink and Owner are required.
 type Config struct {
-	Outbox seckill.EventOutbox
+	Outbox Outbox
 	Sink   Sink
 	// Owner names this deliverer in its leases: unique per process.
 	Owner  string
-	Policy seckill.DeliveryPolicy
+	Policy Policy
 	// Lease is how long a claim holds its events; a delivery is cut off
 	// a second before its lease ends, so no other deliverer can take an
 	// event while this one may still be sending it. Default 1m.
@@ -67,8 +67,8 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Outbox == nil || cfg.Sink == nil || cfg.Owner == "" {
 		return nil, errors.New("event delivery: need an outbox, a sink and an owner")
 	}
-	if cfg.Policy == (seckill.DeliveryPolicy{}) {
-		cfg.Policy = seckill.DefaultDeliveryPolicy
+	if cfg.Policy == (Policy{}) {
+		cfg.Policy = DefaultPolicy
 	}
 	if cfg.Policy.FirstBackoff <= 0 || cfg.Policy.MaxBackoff < cfg.Policy.FirstBackoff || cfg.Policy.RetryFor <= 0 {
 		return nil, fmt.Errorf("event delivery: policy %+v: want 0 < first backoff <= max backoff and a positive retry window", cfg.Policy)

@@ -96,7 +96,7 @@ func TestPassRecordsEachOutcome(t *testing.T) {
 	})
 	var logs bytes.Buffer
 	reg := prometheus.NewRegistry()
-	policy := seckill.DeliveryPolicy{FirstBackoff: time.Second, MaxBackoff: time.Minute, RetryFor: 24 * time.Hour}
+	policy := Policy{FirstBackoff: time.Second, MaxBackoff: time.Minute, RetryFor: 24 * time.Hour}
 	w, err := New(Config{Outbox: out, Sink: sink, Owner: "n1", Policy: policy, Lease: 20 * time.Second, Timeout: 10 * time.Second,
 		Currency: "EUR", Registerer: reg, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Now: func() time.Time { return now }, Jitter: func() float64 { return 0 }})

@@ -44,11 +44,10 @@ func NewBreakers(reg prometheus.Registerer) (redisB, dbB *breaker.Breaker) {
 }
 
 // StockCalls are the stock store's calls the request paths make
-// (internal/redis Store).
+// (internal/redis StockStore).
 type StockCalls interface {
 	Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error)
 	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
-	Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error)
 	Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error)
 	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
 }
@@ -71,17 +70,6 @@ func (g Stock) Stock(ctx context.Context, saleID string) (seckill.StockLevel, er
 	})
 }
 
-// Allow is refused at once while the breaker is open (the guard then lets
-// the request through unlimited, as for any limiter failure), but its own
-// failures are not counted: it gives up after a short timeout of its own,
-// and a Redis merely slow for it must not open the breaker for everyone.
-func (g Stock) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
-	if err := g.B.Refusing(); err != nil {
-		return seckill.RateResult{}, err
-	}
-	return g.Store.Allow(ctx, key, limit)
-}
-
 func (g Stock) Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error) {
 	type rec struct {
 		user, status string
@@ -98,6 +86,24 @@ func (g Stock) Reservation(ctx context.Context, reservationID string) (userID st
 // no preheat scheduler is wired).
 func (g Stock) Preheat(ctx context.Context, s *seckill.Sale) (bool, error) {
 	return breaker.Do(ctx, g.B, func(ctx context.Context) (bool, error) { return g.Store.Preheat(ctx, s) })
+}
+
+// Limiter is the shared rate limiter (internal/redis RateLimiter) as
+// requests see it: behind the stock store's breaker, on the same Redis.
+type Limiter struct {
+	Limiter seckill.RateLimiter
+	B       *breaker.Breaker
+}
+
+// Allow is refused at once while the breaker is open (the guard then lets
+// the request through unlimited, as for any limiter failure), but its own
+// failures are not counted: it gives up after a short timeout of its own,
+// and a Redis merely slow for it must not open the breaker for everyone.
+func (g Limiter) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
+	if err := g.B.Refusing(); err != nil {
+		return seckill.RateResult{}, err
+	}
+	return g.Limiter.Allow(ctx, key, limit)
 }
 
 // SaleCalls are the sale store's calls the request paths make

@@ -49,14 +49,14 @@ func TestEveryCallGoesThroughTheBreaker(t *testing.T) {
 	ctx := context.Background()
 	d := &down{}
 	b := breaker.New(breaker.Config{Name: "test", Threshold: 1, OpenFor: time.Hour})
-	stock, sales, orders := Stock{Store: d, B: b}, Sales{SaleStore: d, B: b}, Orders{OrderStore: d, B: b}
+	stock, limiter, sales, orders := Stock{Store: d, B: b}, Limiter{Limiter: d, B: b}, Sales{SaleStore: d, B: b}, Orders{OrderStore: d, B: b}
 	if _, err := stock.Stock(ctx, "s"); seckill.ErrorCode(err) != seckill.EUNAVAILABLE || d.calls != 1 {
 		t.Fatalf("first call: %v after %d backend calls; want the outage, 1 call", err, d.calls)
 	}
 	calls := map[string]func() error{
 		"Reserve":           func() error { _, err := stock.Reserve(ctx, "s", nil); return err },
 		"Stock":             func() error { _, err := stock.Stock(ctx, "s"); return err },
-		"Allow":             func() error { _, err := stock.Allow(ctx, "k", seckill.RateLimit{}); return err },
+		"Allow":             func() error { _, err := limiter.Allow(ctx, "k", seckill.RateLimit{}); return err },
 		"Reservation":       func() error { _, _, _, err := stock.Reservation(ctx, "r"); return err },
 		"Preheat":           func() error { _, err := stock.Preheat(ctx, &seckill.Sale{}); return err },
 		"Sale":              func() error { _, err := sales.Sale(ctx, "s"); return err },

@@ -63,7 +63,7 @@ func (f *fakeDB) FailedOrdersAfter(_ context.Context, _, after string, limit int
 
 // reserveOne reserves one unit of sale for user, alone in a batch.
 func reserveOne(ctx context.Context, stock *redis.Store, saleID, user string) (seckill.ReserveResult, error) {
-	res, err := stock.Reserve(ctx, saleID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(saleID, time.Now()), UserID: user, Qty: 1}})
+	res, err := stock.StockStore().Reserve(ctx, saleID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(saleID, time.Now()), UserID: user, Qty: 1}})
 	if err != nil {
 		return seckill.ReserveResult{}, err
 	}
@@ -109,14 +109,14 @@ func TestHeal(t *testing.T) {
 
 	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
-	if _, err := stock.Preheat(ctx, sale); err != nil {
+	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
 		t.Fatal(err)
 	}
 	db := &fakeDB{sale: *sale}
 	var logs bytes.Buffer
 	var mu sync.Mutex
 	var heals []string
-	w := New(stock, db, loaded{sale}, Config{
+	w := New(stock.Healer(), db, loaded{sale}, Config{
 		Settle: 10 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		OnHeal: func(_, reason string, _, _ int) { mu.Lock(); heals = append(heals, reason); mu.Unlock() },
@@ -156,7 +156,7 @@ func TestHeal(t *testing.T) {
 	if len(heals) != 1 || !strings.Contains(logs.String(), "ALERT") {
 		t.Fatalf("heals %q, log %q; want one heal, alerted", heals, logs.String())
 	}
-	lvl, err := stock.Stock(ctx, sale.ID)
+	lvl, err := stock.StockStore().Stock(ctx, sale.ID)
 	if err != nil || lvl.Reserved != 5 || lvl.Heals != 1 {
 		t.Errorf("after the heal: %+v, %v; want reserved 5 (the database's), 1 heal", lvl, err)
 	}
@@ -164,29 +164,29 @@ func TestHeal(t *testing.T) {
 		if r, err := reserve(u); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
 			t.Errorf("%s after the heal: %+v, %v; want limit_exceeded (the database has their order)", u, r, err)
 		}
-		if _, _, st, err := stock.Reservation(ctx, ids[u]); err != nil || st != redis.StatusActive {
+		if _, _, st, err := stock.StockStore().Reservation(ctx, ids[u]); err != nil || st != redis.StatusActive {
 			t.Errorf("%s's record after the heal: %q, %v; want active", u, st, err)
 		}
 	}
-	if _, _, st, err := stock.Reservation(ctx, again.ReservationID); err != nil || st != "restored" {
+	if _, _, st, err := stock.StockStore().Reservation(ctx, again.ReservationID); err != nil || st != "restored" {
 		t.Errorf("refused claim's record after the heal: %q, %v; want restored", st, err)
 	}
 
 	// While a sale heals, claims are refused with try_later.
-	if _, err := stock.BeginHeal(ctx, sale, "1:x"); err != nil {
+	if _, err := stock.Healer().BeginHeal(ctx, sale, "1:x"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reserve("u9"); !errors.Is(err, redis.ErrHealing) || seckill.ErrorCode(err) != seckill.ETRYLATER {
 		t.Errorf("reserve while healing: %v; want ErrHealing (try_later)", err)
 	}
-	if err := stock.AbortHeal(ctx, sale.ID, "1:x"); err != nil {
+	if err := stock.Healer().AbortHeal(ctx, sale.ID, "1:x"); err != nil {
 		t.Fatal(err)
 	}
 
 	// Every key gone (a restart with no AOF): rebuilt from the database.
 	do("DEL", keys+"stock", keys+"res", keys+"buyers", keys+"idem")
 	w.Tick(ctx)
-	if lvl, err := stock.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 5 || lvl.Total != 10 {
+	if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 5 || lvl.Total != 10 {
 		t.Errorf("after vanished keys: %+v, %v; want total 10, reserved 5", lvl, err)
 	}
 	if r, err := reserve("u1"); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
@@ -203,7 +203,7 @@ func TestHeal(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	w2 := New(stock, db, loaded{sale}, Config{})
+	w2 := New(stock.Healer(), db, loaded{sale}, Config{})
 	w2.Start(ctx)
 	for range 2 {
 		if err := w2.Stop(ctx); err != nil {
@@ -240,7 +240,7 @@ func TestHold(t *testing.T) {
 	var logs bytes.Buffer
 	heals := 0
 	cfg := Config{Settle: 10 * time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil)), OnHeal: func(string, string, int, int) { heals++ }}
-	w := New(stock, db, loaded{}, cfg) // not preheated: Loaded lists nothing
+	w := New(stock.Healer(), db, loaded{}, cfg) // not preheated: Loaded lists nothing
 	held, err := w.Hold(ctx, []*seckill.Sale{sale, ended})
 	if err != nil || held != 1 {
 		t.Fatalf("Hold: %d, %v; want 1 (the live sale only)", held, err)
@@ -250,7 +250,7 @@ func TestHold(t *testing.T) {
 		t.Fatalf("reserve on a held sale: %v; want ErrHealing (try_later)", err)
 	}
 	// A preheat meanwhile (the scheduler) does not let claims in.
-	if _, err := stock.Preheat(ctx, sale); err != nil {
+	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := reserve("u9"); !errors.Is(err, redis.ErrHealing) {
@@ -260,7 +260,7 @@ func TestHold(t *testing.T) {
 	if heals != 1 || !strings.Contains(logs.String(), "ALERT") {
 		t.Fatalf("%d heals, log %q; want one heal, alerted", heals, logs.String())
 	}
-	if lvl, err := stock.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 3 {
+	if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 3 {
 		t.Errorf("after the heal: %+v, %v; want reserved 3 (the database's)", lvl, err)
 	}
 	if r, err := reserve("u1"); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
@@ -276,12 +276,12 @@ func TestHold(t *testing.T) {
 
 	// A heal that cannot read the database lets claims in again.
 	other := &seckill.Sale{ID: "hold_fail", Name: "tea", Stock: 10, PurchaseLimit: 1, StartAt: now.Add(-time.Hour), EndAt: now.Add(time.Hour)}
-	w2 := New(stock, failingLedger{&fakeDB{sale: *other}}, loaded{other}, Config{Settle: 10 * time.Millisecond})
+	w2 := New(stock.Healer(), failingLedger{&fakeDB{sale: *other}}, loaded{other}, Config{Settle: 10 * time.Millisecond})
 	if held, err := w2.Hold(ctx, []*seckill.Sale{other}); err != nil || held != 1 {
 		t.Fatalf("Hold: %d, %v", held, err)
 	}
 	w2.Tick(ctx)
-	res, err := stock.Reserve(ctx, other.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(other.ID, time.Now()), UserID: "u1", Qty: 1}})
+	res, err := stock.StockStore().Reserve(ctx, other.ID, []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID(other.ID, time.Now()), UserID: "u1", Qty: 1}})
 	if err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Errorf("reserve after a failed heal: %+v, %v; want reserved (claims let in again)", res, err)
 	}
@@ -296,26 +296,26 @@ func TestNoHealOfASaleEndedEarly(t *testing.T) {
 	stock, raw := startStock(t)
 	preheated := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
-	if _, err := stock.Preheat(ctx, preheated); err != nil {
+	if _, err := stock.StockStore().Preheat(ctx, preheated); err != nil {
 		t.Fatal(err)
 	}
 	ended := *preheated
 	ended.EndAt = time.Now().Add(-time.Second)
 	db := &fakeDB{sale: ended, orders: []*seckill.Order{{ReservationID: seckill.NewReservationID(ended.ID, time.Now()), UserID: "u1", Qty: 1, Status: seckill.OrderPaid}}}
 	var heals int
-	w := New(stock, db, loaded{preheated}, Config{Settle: 10 * time.Millisecond, OnHeal: func(string, string, int, int) { heals++ }})
+	w := New(stock.Healer(), db, loaded{preheated}, Config{Settle: 10 * time.Millisecond, OnHeal: func(string, string, int, int) { heals++ }})
 	keys := "sk:{" + ended.ID + "}:"
 	if err := raw.Do(ctx, raw.B().Del().Key(keys+"stock", keys+"res", keys+"buyers", keys+"idem").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := stock.Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
+	if _, err := stock.StockStore().Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
 		t.Fatalf("stock after the archive: %v, want not found", err)
 	}
 	w.Tick(ctx)
 	if heals != 0 {
 		t.Errorf("%d heals of a sale the database has ended", heals)
 	}
-	if _, err := stock.Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
+	if _, err := stock.StockStore().Stock(ctx, ended.ID); !errors.Is(err, seckill.ErrNotFound) {
 		t.Errorf("stock after a tick: %v, want still not found (nothing rebuilt)", err)
 	}
 }
@@ -360,13 +360,13 @@ func TestHealWaitsForTheBacklogToDrain(t *testing.T) {
 				}
 				return 1, nil
 			}
-			w := New(stock, db, loaded{}, Config{Backlog: backlog, DrainMax: 300 * time.Millisecond})
+			w := New(stock.Healer(), db, loaded{}, Config{Backlog: backlog, DrainMax: 300 * time.Millisecond})
 			if held, err := w.Hold(ctx, []*seckill.Sale{sale}); err != nil || held != 1 {
 				t.Fatalf("Hold: %d, %v", held, err)
 			}
 			start := time.Now()
 			w.Tick(ctx)
-			if lvl, err := stock.Stock(ctx, sale.ID); err != nil || lvl.Reserved != tc.wantSold {
+			if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != tc.wantSold {
 				t.Errorf("after the heal: %+v, %v; want reserved %d", lvl, err, tc.wantSold)
 			}
 			if tc.wantCalls > 0 && calls != tc.wantCalls {
@@ -382,7 +382,7 @@ func TestHealWaitsForTheBacklogToDrain(t *testing.T) {
 // restartedStock is a stock store whose server id the test changes, as
 // a Redis restart or failover does.
 type restartedStock struct {
-	*redis.Store
+	redis.Healer
 	id string
 }
 
@@ -413,7 +413,7 @@ func TestSuspectTicksReadWhatChanged(t *testing.T) {
 	defer emb.Close()
 	now := time.Now()
 	sale := &seckill.Sale{ID: servicetest.UniqueName("suspect_"), Name: "tea", Stock: 100, PurchaseLimit: 1, StartAt: now.Add(-2 * time.Hour), EndAt: now.Add(time.Hour)}
-	if _, err := emb.Preheat(ctx, sale); err != nil {
+	if _, err := emb.StockStore().Preheat(ctx, sale); err != nil {
 		t.Fatal(err)
 	}
 	db := &countingDB{fakeDB: &fakeDB{sale: *sale}}
@@ -421,7 +421,7 @@ func TestSuspectTicksReadWhatChanged(t *testing.T) {
 	claim := func(user string, at time.Time) {
 		t.Helper()
 		id := seckill.NewReservationID(sale.ID, at)
-		if _, err := emb.Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: id, UserID: user, Qty: 1}}); err != nil {
+		if _, err := emb.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: id, UserID: user, Qty: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		db.mu.Lock()
@@ -433,7 +433,7 @@ func TestSuspectTicksReadWhatChanged(t *testing.T) {
 	for i := range old {
 		claim(fmt.Sprintf("old%d", i), now.Add(-time.Hour))
 	}
-	stock := &restartedStock{Store: emb, id: "first"}
+	stock := &restartedStock{Healer: emb.Healer(), id: "first"}
 	heals, restarts := 0, 0
 	w := New(stock, db, loaded{sale}, Config{InFlight: time.Minute, OnHeal: func(string, string, int, int) { heals++ }, OnRestart: func() { restarts++ }})
 	w.Tick(ctx) // learns the server id

@@ -43,10 +43,10 @@ func benchChain(b *testing.B, sale *seckill.Sale) (*env, *soldout.Gate, *redis.S
 func benchChainWith(b *testing.B, sale *seckill.Sale, mod func(*Config)) (*env, *soldout.Gate, *redis.Store) {
 	b.Helper()
 	store := benchRedis(b)
-	if _, err := store.Preheat(context.Background(), sale); err != nil {
+	if _, err := store.StockStore().Preheat(context.Background(), sale); err != nil {
 		b.Fatalf("Preheat: %v", err)
 	}
-	comb := combiner.New(store, combiner.Config{})
+	comb := combiner.New(store.StockStore(), combiner.Config{})
 	b.Cleanup(func() { _ = comb.Stop(context.Background()) })
 	gate := soldout.New(comb, soldout.Config{})
 	e := newEnv(b, func(c *Config) { c.Reserver = gate }, mod)
@@ -142,7 +142,7 @@ func BenchmarkReservePath(b *testing.B) {
 // Compare with internal/redis BenchmarkAllowRefused, the Redis call each
 // request would cost without it.
 func BenchmarkBlockedClient(b *testing.B) {
-	limiter := &countingLimiter{next: benchRedis(b)}
+	limiter := &countingLimiter{next: benchRedis(b).RateLimiter()}
 	e := newEnv(b, func(c *Config) {
 		c.Reserver = echoReserver{}
 		c.RateLimiter, c.RateLimitIP = limiter, seckill.RateLimit{Rate: 1, Period: time.Hour}

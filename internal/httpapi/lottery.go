@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -137,8 +138,27 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 		code = http.StatusCreated
 		s.lotteryMetrics.entrants.Inc()
 	}
-	return s.writeJSON(w, r, code, entryResponse{EntryID: res.Entry.ID, Qty: res.Entry.Qty, Status: seckill.EntryEntered,
-		ResultsAt: sale.Admission.EntriesCloseAt})
+	return s.writeEntered(w, r, code, res.Entry, sale.Admission.EntriesCloseAt)
+}
+
+// writeEntered writes the answer to an entry: entryResponse's JSON. Ids
+// this system makes need no escaping, so the body is built by appending,
+// as writeAccepted's is (encoding/json was a third of the route's CPU);
+// anything else goes through encoding/json.
+func (s *Server) writeEntered(w http.ResponseWriter, r *http.Request, code int, e seckill.LotteryEntry, resultsAt time.Time) int {
+	if !plainID(e.ID) || resultsAt.Year() < 1 || resultsAt.Year() > 9999 {
+		return s.writeJSON(w, r, code, entryResponse{EntryID: e.ID, Qty: e.Qty, Status: seckill.EntryEntered, ResultsAt: resultsAt})
+	}
+	body := make([]byte, 0, 2*len(e.ID)+96)
+	body = append(body, `{"entry_id":"`...)
+	body = append(body, e.ID...)
+	body = append(body, `","qty":`...)
+	body = strconv.AppendInt(body, e.Qty, 10)
+	body = append(body, `,"status":"`+string(seckill.EntryEntered)+`","results_at":"`...)
+	body = resultsAt.AppendFormat(body, time.RFC3339Nano)
+	body = append(body, "\"}\n"...)
+	writeBody(w, code, body)
+	return code
 }
 
 // handleMyEntry serves GET /api/v1/sales/{id}/entries/mine.

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"errors"
@@ -127,9 +128,18 @@ func (s *Server) isService(r *http.Request) bool {
 	return subtle.ConstantTimeCompare(h[:], s.pay.serviceHash[:]) == 1
 }
 
+// PaymentStore applies and lists payment events (internal/sqlstore).
+type PaymentStore interface {
+	// ApplyPayment stores e and applies seckill.DecidePayment in one
+	// transaction. A stored id is Replayed (other fields: EKEYREUSED); no
+	// order: ErrNotFound.
+	ApplyPayment(ctx context.Context, e seckill.PaymentEvent, source seckill.PaymentSource, now time.Time) (*seckill.PaymentRecord, error)
+	Payments(ctx context.Context, f seckill.PaymentFilter) ([]*seckill.PaymentRecord, string, error)
+}
+
 // paySide is the Server's part of payments.
 type paySide struct {
-	store          seckill.PaymentStore
+	store          PaymentStore
 	secrets        [][]byte
 	metrics        *paymentMetrics
 	serviceHash    [sha256.Size]byte

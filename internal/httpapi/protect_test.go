@@ -30,7 +30,7 @@ func embeddedLimiter(t testing.TB) *countingLimiter {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
 	t.Cleanup(s.Close)
-	return &countingLimiter{next: s}
+	return &countingLimiter{next: s.RateLimiter()}
 }
 
 type countingLimiter struct {

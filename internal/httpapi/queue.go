@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // QueuePositions reads places in waiting rooms (internal/redis.Queue).
@@ -21,7 +22,7 @@ type QueuePositions interface {
 type QueueConfig struct {
 	Queuer    seckill.Queuer
 	Positions QueuePositions
-	Tickets   *seckill.AdmissionTickets
+	Tickets   *ticket.Signer
 	// Admitted decides the claims of ticket holders: a combiner over the
 	// stock store's ReserveAdmitted.
 	Admitted seckill.Reserver
@@ -31,7 +32,7 @@ type QueueConfig struct {
 	// PerIP caps the places one address may hold (0: none).
 	PerIP int64
 	// TicketTTL is how long a ticket is valid. Default
-	// seckill.DefaultTicketTTL.
+	// ticket.DefaultTTL.
 	TicketTTL time.Duration
 	// SoldOut, if set, is Admitted's own sold-out flag: ticket holders'
 	// claims do not pass the Reserver's.
@@ -56,7 +57,7 @@ type queueResponse struct {
 
 type queueMetrics struct {
 	joined, refused, ticketsIssued prometheus.Counter
-	ticketsRefused                 map[seckill.TicketProblem]prometheus.Counter
+	ticketsRefused                 map[ticket.Problem]prometheus.Counter
 }
 
 func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
@@ -67,13 +68,13 @@ func newQueueMetrics(reg prometheus.Registerer) (*queueMetrics, error) {
 		joined:         c("seckill_queue_joins_total", "Waiting-room joins answered with a place on this node (a repeated join included)."),
 		refused:        c("seckill_queue_joins_refused_total", "Waiting-room joins refused: the address holds --queue-per-ip places."),
 		ticketsIssued:  c("seckill_queue_tickets_issued_total", "Admission tickets issued on this node."),
-		ticketsRefused: map[seckill.TicketProblem]prometheus.Counter{},
+		ticketsRefused: map[ticket.Problem]prometheus.Counter{},
 	}
 	refused := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_queue_tickets_refused_total",
 		Help: "Reservations on queue sales refused for their admission ticket, by reason: missing, expired, wrong_buyer, wrong_sale, bad_signature.",
 	}, []string{"reason"})
-	for _, p := range seckill.TicketProblems {
+	for _, p := range ticket.Problems {
 		m.ticketsRefused[p] = refused.WithLabelValues(string(p)) // each reason shows from the start, at 0
 	}
 	for _, x := range []prometheus.Collector{m.joined, m.refused, m.ticketsIssued, refused} {
@@ -169,7 +170,7 @@ func (s *Server) admittedReserver(w http.ResponseWriter, r *http.Request, saleID
 	if len(vals) == 0 || s.queue.Tickets == nil {
 		return s.reserver, 0
 	}
-	problem := seckill.TicketBadSignature // two tickets: neither is taken
+	problem := ticket.BadSignature // two tickets: neither is taken
 	if len(vals) == 1 {
 		problem = s.queue.Tickets.Check(vals[0], saleID, userID, now)
 	}
@@ -188,6 +189,6 @@ func (s *Server) admissionRefused(ctx context.Context, r *http.Request, saleID s
 		return
 	}
 	if sale, err := s.cache.get(ctx, saleID); err == nil && sale.Admission.Of() == seckill.AdmitQueue {
-		s.queueMetrics.ticketsRefused[seckill.TicketMissing].Inc()
+		s.queueMetrics.ticketsRefused[ticket.Missing].Inc()
 	}
 }

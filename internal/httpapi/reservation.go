@@ -39,7 +39,7 @@ type Restorer interface {
 
 // PendingStore reads the stock store's record of a reservation, which
 // exists from the moment a unit is claimed, before the order writer has
-// put it in the database (internal/redis Store.Reservation). It returns
+// put it in the database (internal/redis StockStore.Reservation). It returns
 // seckill.ErrNotFound when there is no record.
 type PendingStore interface {
 	Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error)

@@ -195,6 +195,16 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	if err != nil {
 		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
 	}
+	if res.Outcome == seckill.OutcomeLimitExceeded && key != "" && s.keyedOrders != nil {
+		if o, ok := s.orderOfKey(r.Context(), saleID, userID, key); ok {
+			res = seckill.ReserveResult{Outcome: seckill.ReplayOfOrder(o, qty), ReservationID: o.ReservationID, Qty: o.Qty}
+		}
+	}
+	return s.answerReserve(w, r, saleID, res, checks, now)
+}
+
+// answerReserve answers the stock store's outcome of a reservation.
+func (s *Server) answerReserve(w http.ResponseWriter, r *http.Request, saleID string, res seckill.ReserveResult, checks []seckill.RateCheck, now time.Time) (outcome, int) {
 	switch res.Outcome {
 	case seckill.OutcomeReserved, seckill.OutcomeReplayed:
 		if res.ReservationID == "" {
@@ -208,16 +218,6 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	case seckill.OutcomeSoldOut:
 		return outSoldOut, errSoldOut.write(w)
 	case seckill.OutcomeLimitExceeded:
-		if key != "" && s.keyedOrders != nil {
-			if o, ok := s.orderOfKey(r.Context(), saleID, userID, key); ok {
-				switch seckill.ReplayOfOrder(o, qty) {
-				case seckill.OutcomeReplayed:
-					return outReplayed, writeAccepted(w, o.ReservationID)
-				case seckill.OutcomeKeyReused:
-					return outKeyReused, errKeyReused.write(w)
-				}
-			}
-		}
 		return outLimitExceeded, errLimitExceeded.write(w)
 	case seckill.OutcomeEnded:
 		return outEnded, errEnded.write(w)

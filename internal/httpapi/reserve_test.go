@@ -5,7 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -678,4 +680,40 @@ func TestSoldOutIsNotLookedUp(t *testing.T) {
 		return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
 	})
 	wantError(t, e.reserve("alice", testSaleID, `{"qty":1}`, map[string][]string{"Idempotency-Key": {"k"}}), http.StatusConflict, seckill.ESOLDOUT)
+}
+
+// TestEnteredBodyIsEncodingJSONs: the appended answer to an entry is the
+// bytes encoding/json makes of entryResponse, whatever the entry and the
+// close time (a zone other than UTC, nanoseconds or none, an id that
+// needs escaping, a year JSON cannot carry).
+func TestEnteredBodyIsEncodingJSONs(t *testing.T) {
+	s := &Server{logger: slog.New(slog.DiscardHandler)}
+	berlin := time.FixedZone("CET", 3600)
+	for _, tc := range []struct {
+		id string
+		at time.Time
+	}{
+		{seckill.NewEntryID(), time.Date(2026, 12, 6, 13, 0, 0, 0, time.UTC)},
+		{seckill.NewEntryID(), time.Date(2026, 12, 6, 13, 0, 0, 123456789, berlin)},
+		{seckill.NewEntryID(), time.Date(2026, 12, 6, 13, 0, 0, 120000000, time.UTC)},
+		{`e"<odd>`, time.Date(2026, 12, 6, 13, 0, 0, 0, time.UTC)},
+		{seckill.NewEntryID(), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)},
+	} {
+		e := seckill.LotteryEntry{ID: tc.id, UserID: "u", Qty: 3}
+		rec := httptest.NewRecorder()
+		code := s.writeEntered(rec, httptest.NewRequest("POST", "/", nil), http.StatusCreated, e, tc.at)
+		want, err := json.Marshal(entryResponse{EntryID: e.ID, Qty: e.Qty, Status: seckill.EntryEntered, ResultsAt: tc.at})
+		if err != nil {
+			if code != http.StatusInternalServerError {
+				t.Errorf("%s at %s: %d, want 500 as json.Marshal fails (%v)", tc.id, tc.at, code, err)
+			}
+			continue
+		}
+		if code != http.StatusCreated || rec.Code != http.StatusCreated || rec.Body.String() != string(want)+"\n" {
+			t.Errorf("%s at %s: %d %s, want 201 %s", tc.id, tc.at, rec.Code, rec.Body, want)
+		}
+		if ct := rec.Header().Get("Content-Type"); ct != "application/json" {
+			t.Errorf("Content-Type %q", ct)
+		}
+	}
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/claimid"
+	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -105,7 +106,7 @@ type Config struct {
 	// the signed webhook POST /webhooks/v1/payments (PaymentWebhookSecrets),
 	// POST /admin/v1/orders/{order_id}/payments (ServiceToken) and the
 	// operators' GET /admin/v1/payments (payment.go).
-	Payments seckill.PaymentStore
+	Payments PaymentStore
 	// OrderList, if set, serves the shop's back office
 	// GET /admin/v1/sales/{id}/orders (order_list.go).
 	OrderList seckill.OrderLister
@@ -264,22 +265,8 @@ type Server struct {
 
 // New checks cfg, registers the API's metrics and builds the routes.
 func New(cfg Config) (*Server, error) {
-	switch {
-	case cfg.Sales == nil:
-		return nil, errors.New("httpapi: Config.Sales is required")
-	case cfg.Stock == nil:
-		return nil, errors.New("httpapi: Config.Stock is required")
-	case cfg.Reserver == nil:
-		return nil, errors.New("httpapi: Config.Reserver is required")
-	case cfg.Verifier == nil:
-		return nil, errors.New("httpapi: Config.Verifier is required")
-	case (cfg.Orders == nil) != (cfg.Pending == nil):
-		// Either alone would answer a claimed reservation 404 (or pending
-		// forever): both, or neither.
-		return nil, errors.New("httpapi: Config.Orders and Config.Pending go together")
-	case (cfg.Orders == nil) != (cfg.Restorer == nil):
-		// A cancel must give the stock back: no order actions without it.
-		return nil, errors.New("httpapi: Config.Orders and Config.Restorer go together")
+	if err := checkConfig(cfg); err != nil {
+		return nil, err
 	}
 	s := &Server{
 		sales:         cfg.Sales,
@@ -317,11 +304,60 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.pay = pay
 	s.orderList = cfg.OrderList
+	s.buyerClaims = cfg.BuyerClaims
+	if err := s.fillDefaults(cfg); err != nil {
+		return nil, err
+	}
+	reg := s.registry(cfg)
+	if err := s.registerMetrics(cfg, reg); err != nil {
+		return nil, err
+	}
+	if err := s.admissionModes(cfg, reg); err != nil {
+		return nil, err
+	}
+	ttl := cfg.SaleCacheTTL
+	if ttl <= 0 {
+		ttl = DefaultSaleCacheTTL
+	}
+	s.cache = newSaleCache(s.sales.Sale, ttl, s.now)
+	s.reserveMetrics = s.metrics.route(reservePattern)
+	s.reserveMetrics.duration = nil // handleReserve observes its own latency
+	s.reserveBudget = s.budgetOf(reservePattern)
+	s.routes()
+	s.handler = s.reserveFront(Harden(s.mux))
+	return s, nil
+}
+
+// checkConfig refuses a Config missing a required port, or holding one of
+// two ports that go together without the other.
+func checkConfig(cfg Config) error {
+	switch {
+	case cfg.Sales == nil:
+		return errors.New("httpapi: Config.Sales is required")
+	case cfg.Stock == nil:
+		return errors.New("httpapi: Config.Stock is required")
+	case cfg.Reserver == nil:
+		return errors.New("httpapi: Config.Reserver is required")
+	case cfg.Verifier == nil:
+		return errors.New("httpapi: Config.Verifier is required")
+	case (cfg.Orders == nil) != (cfg.Pending == nil):
+		// Either alone would answer a claimed reservation 404 (or pending
+		// forever): both, or neither.
+		return errors.New("httpapi: Config.Orders and Config.Pending go together")
+	case (cfg.Orders == nil) != (cfg.Restorer == nil):
+		// A cancel must give the stock back: no order actions without it.
+		return errors.New("httpapi: Config.Orders and Config.Restorer go together")
+	}
+	return nil
+}
+
+// fillDefaults fills the zero knobs and refuses invalid ones.
+func (s *Server) fillDefaults(cfg Config) error {
 	if s.payTimeout <= 0 {
 		s.payTimeout = 15 * time.Minute
 	}
 	if s.currency != "" && !seckill.ValidCurrency(s.currency) {
-		return nil, fmt.Errorf("httpapi: Config.Currency %q is not an ISO 4217 code", s.currency)
+		return fmt.Errorf("httpapi: Config.Currency %q is not an ISO 4217 code", s.currency)
 	}
 	if s.preheater == nil {
 		s.preheater = cfg.Stock
@@ -340,12 +376,18 @@ func New(cfg Config) (*Server, error) {
 	}
 	for name, d := range s.routeBudgets {
 		if d <= 0 || !slices.Contains(RouteNames(), name) {
-			return nil, fmt.Errorf("httpapi: route budget %s=%s: want a known route and a positive duration", name, d)
+			return fmt.Errorf("httpapi: route budget %s=%s: want a known route and a positive duration", name, d)
 		}
 	}
 	if s.logger == nil {
 		s.logger = slog.New(slog.DiscardHandler)
 	}
+	return nil
+}
+
+// registry returns where the API's collectors go, and sets s.gatherer to
+// what /metrics serves: a registry of its own when cfg names neither.
+func (s *Server) registry(cfg Config) prometheus.Registerer {
 	reg := cfg.Registerer
 	if reg == nil && s.gatherer == nil {
 		r := prometheus.NewRegistry()
@@ -359,62 +401,62 @@ func New(cfg Config) (*Server, error) {
 			s.gatherer = prometheus.NewRegistry()
 		}
 	}
+	return reg
+}
+
+// registerMetrics registers the collectors of the routes s serves.
+func (s *Server) registerMetrics(cfg Config, reg prometheus.Registerer) error {
+	var err error
 	if s.metrics, err = newMetrics(reg); err != nil {
-		return nil, err
+		return err
 	}
 	if s.guard, err = newGuard(cfg, reg, s.logger, s.now); err != nil {
-		return nil, err
+		return err
 	}
 	if s.orders != nil {
 		if s.resMetrics, err = newReservationMetrics(reg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if s.pay.store != nil && s.orders != nil {
 		if s.pay.metrics, err = newPaymentMetrics(reg); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	if s.adminMetrics, err = newAdminMetrics(reg); err != nil {
-		return nil, err
-	}
-	s.buyerClaims = cfg.BuyerClaims
+	s.adminMetrics, err = newAdminMetrics(reg)
+	return err
+}
+
+// admissionModes takes the lottery's and the queue's ports, when cfg has
+// them, and registers their collectors.
+func (s *Server) admissionModes(cfg Config, reg prometheus.Registerer) error {
+	var err error
 	if cfg.Lottery != nil {
 		if cfg.Lottery.Enterer == nil || cfg.Lottery.Store == nil || cfg.Lottery.Draws == nil {
-			return nil, errors.New("httpapi: Lottery needs Enterer, Store and Draws")
+			return errors.New("httpapi: Lottery needs Enterer, Store and Draws")
 		}
 		s.lottery = *cfg.Lottery
 		if s.lotteryMetrics, err = newLotteryMetrics(reg); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if cfg.Queue != nil {
 		q := *cfg.Queue
 		if q.Queuer == nil || q.Positions == nil || q.Tickets == nil || q.Admitted == nil {
-			return nil, errors.New("httpapi: Queue needs Queuer, Positions, Tickets and Admitted")
+			return errors.New("httpapi: Queue needs Queuer, Positions, Tickets and Admitted")
 		}
 		if q.OpensBefore <= 0 {
 			q.OpensBefore = seckill.DefaultQueueOpensBefore
 		}
 		if q.TicketTTL <= 0 {
-			q.TicketTTL = seckill.DefaultTicketTTL
+			q.TicketTTL = ticket.DefaultTTL
 		}
 		s.queue = q
 		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	ttl := cfg.SaleCacheTTL
-	if ttl <= 0 {
-		ttl = DefaultSaleCacheTTL
-	}
-	s.cache = newSaleCache(s.sales.Sale, ttl, s.now)
-	s.reserveMetrics = s.metrics.route(reservePattern)
-	s.reserveMetrics.duration = nil // handleReserve observes its own latency
-	s.reserveBudget = s.budgetOf(reservePattern)
-	s.routes()
-	s.handler = s.reserveFront(Harden(s.mux))
-	return s, nil
+	return nil
 }
 
 // Handler returns the API's handler. In front of a mux of its own, wrap
@@ -425,11 +467,9 @@ func (s *Server) Handler() http.Handler { return s.handler }
 // so the metrics need no wrapper around the ResponseWriter.
 type handler func(w http.ResponseWriter, r *http.Request) int
 
+// routes is the table of the API's routes: each port the Config gave adds
+// its own. TestOpenAPIMatchesRoutes reads it against docs/openapi.yaml.
 func (s *Server) routes() {
-	type route struct {
-		method, path string
-		h            handler
-	}
 	routes := []route{
 		{"POST", "/admin/v1/sales", s.handleCreateSale},
 		{"GET", "/admin/v1/sales/{id}", s.handleAdminSale},
@@ -505,6 +545,18 @@ func (s *Server) routes() {
 			route{"GET", "/api/v1/sales/{id}/queue/mine", s.handleMyQueue},
 		)
 	}
+	s.register(routes)
+}
+
+// route is one (method, path) the API serves.
+type route struct {
+	method, path string
+	h            handler
+}
+
+// register puts routes on the mux, each instrumented, and answers the
+// rest in the API's error shape: 405 for a known path, 404 otherwise.
+func (s *Server) register(routes []route) {
 	allowed := map[string][]string{}
 	var paths []string
 	for _, rt := range routes {

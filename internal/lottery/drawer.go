@@ -45,10 +45,20 @@ type Entries interface {
 	AllWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
-// Stock reserves the winners' units (internal/redis.Store).
+// Stock reserves the winners' units (internal/redis StockStore).
 type Stock interface {
 	ReserveAdmitted(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error)
 	Stock(ctx context.Context, saleID string) (seckill.StockLevel, error)
+}
+
+// DrawStore keeps lottery draw records (internal/sqlstore).
+type DrawStore interface {
+	EnsureDraw(ctx context.Context, saleID string) (seckill.DrawRecord, error) // with a fresh seed if none
+	// LeaseDraw gives owner the draw until until, if nobody holds it at now.
+	LeaseDraw(ctx context.Context, saleID, owner string, now, until time.Time) (ok bool, err error)
+	FinishDraw(ctx context.Context, d seckill.DrawRecord) error // once
+	// OpenDraws lists the sales with a draw whose sale has not ended.
+	OpenDraws(ctx context.Context, now time.Time) ([]string, error)
 }
 
 // Sales reads sales.
@@ -59,7 +69,7 @@ type Sales interface {
 // Config wires a Drawer. Draws, Sales, Entries, Stock and Owner are
 // required.
 type Config struct {
-	Draws   seckill.DrawStore
+	Draws   DrawStore
 	Sales   Sales
 	Entries Entries
 	Stock   Stock

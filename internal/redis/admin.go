@@ -15,6 +15,28 @@ import (
 // changes first (internal/sqlstore); these scripts then bring the live
 // copy in line, each idempotent, so a failed call can simply be made again.
 
+// Admin is the stock store's side of an operator's changes to a sale
+// (saleadmin.Live).
+type Admin struct{ *conn }
+
+// Admin returns the store's admin side.
+func (s *Store) Admin() Admin { return Admin{s.conn} }
+
+// Stock is StockStore.Stock.
+func (s Admin) Stock(ctx context.Context, saleID string) (seckill.StockLevel, error) {
+	return StockStore{s.conn}.Stock(ctx, saleID)
+}
+
+// OutboxLen is Outbox.OutboxLen.
+func (s Admin) OutboxLen(ctx context.Context, saleID string) (int64, error) {
+	return Outbox{s.conn}.OutboxLen(ctx, saleID)
+}
+
+// PublishRestocked is Restorer.PublishRestocked.
+func (s Admin) PublishRestocked(ctx context.Context, saleID string) error {
+	return Restorer{s.conn}.PublishRestocked(ctx, saleID)
+}
+
 var (
 	saleEditScript  = rueidis.NewLuaScriptRetryable(lua("stock_write.lua", "sale_edit.lua"))
 	saleEndScript   = rueidis.NewLuaScriptRetryable(lua("sale_end.lua"))
@@ -28,7 +50,7 @@ var ErrSaleStarted = seckill.Errorf(seckill.ESTATECONFLICT, "The sale has starte
 // EditSale gives a sale that has not started the stock, limit and window
 // of s, loading it if it is not loaded (see sale_edit.lua). ErrSaleStarted
 // when the live copy has opened or has reservations.
-func (s *Store) EditSale(ctx context.Context, sale *seckill.Sale) error {
+func (s Admin) EditSale(ctx context.Context, sale *seckill.Sale) error {
 	if err := sale.Validate(); err != nil {
 		return fmt.Errorf("edit sale: %w", err)
 	}
@@ -66,7 +88,7 @@ func (s *Store) EditSale(ctx context.Context, sale *seckill.Sale) error {
 
 // EndSale ends a loaded sale now, by Redis's clock (see sale_end.lua).
 // ended is true when this call ended it; a sale not loaded is left alone.
-func (s *Store) EndSale(ctx context.Context, saleID string) (ended bool, err error) {
+func (s Admin) EndSale(ctx context.Context, saleID string) (ended bool, err error) {
 	if !seckill.ValidSaleID(saleID) {
 		return false, fmt.Errorf("end sale: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
@@ -91,7 +113,7 @@ func (s *Store) EndSale(ctx context.Context, saleID string) (ended bool, err err
 // already or the sale is not loaded. A sale of several buckets gets the
 // added units in bucket 0 instead, once per new total (move_in.lua keyed
 // by it); added = 0 changes nothing there.
-func (s *Store) RaiseStock(ctx context.Context, saleID string, total, added int64) (raised bool, err error) {
+func (s Admin) RaiseStock(ctx context.Context, saleID string, total, added int64) (raised bool, err error) {
 	if !seckill.ValidSaleID(saleID) {
 		return false, fmt.Errorf("raise stock: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}

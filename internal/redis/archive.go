@@ -22,16 +22,23 @@ import (
 // removed by ArchiveSale), so a restarted node still finds the ended
 // sales whose keys are left.
 
+// Archive frees an ended sale's keys (internal/archive's Stock) and
+// measures what they take.
+type Archive struct{ *conn }
+
+// Archive returns the store's archive.
+func (s *Store) Archive() Archive { return Archive{s.conn} }
+
 // Archiving twice changes nothing, so a lost reply may be retried.
 var archiveScript = rueidis.NewLuaScriptRetryable(lua("archive.lua"))
 
-func (s *Store) salesRegistryKey() string { return s.prefix + ":sales" }
+func (s *conn) salesRegistryKey() string { return s.prefix + ":sales" }
 
-func (s *Store) archivedKey(saleID string) string { return s.prefix + ":{" + saleID + "}:archived" }
+func (s *conn) archivedKey(saleID string) string { return s.prefix + ":{" + saleID + "}:archived" }
 
 // KeptSales lists the sales that have keys in Redis: preheated and not
 // archived yet.
-func (s *Store) KeptSales(ctx context.Context) ([]string, error) {
+func (s Archive) KeptSales(ctx context.Context) ([]string, error) {
 	ids, err := s.client.Do(ctx, s.client.B().Smembers().Key(s.salesRegistryKey()).Build()).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("kept sales: %w", classify(err))
@@ -39,7 +46,7 @@ func (s *Store) KeptSales(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-func (s *Store) keep(ctx context.Context, saleID string) error {
+func (s *conn) keep(ctx context.Context, saleID string) error {
 	if err := s.client.Do(ctx, s.client.B().Sadd().Key(s.salesRegistryKey()).Member(saleID).Build()).Error(); err != nil {
 		return fmt.Errorf("register sale: %w", classify(err))
 	}
@@ -47,7 +54,7 @@ func (s *Store) keep(ctx context.Context, saleID string) error {
 }
 
 // tags returns the key sets of a sale: one, or one per bucket.
-func (s *Store) tags(ctx context.Context, saleID string) ([]string, error) {
+func (s *conn) tags(ctx context.Context, saleID string) ([]string, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, seckill.Errorf(seckill.EINVALID, "invalid sale id")
 	}
@@ -61,7 +68,7 @@ func (s *Store) tags(ctx context.Context, saleID string) ([]string, error) {
 // DropIdempotency deletes a sale's idempotency hash (every bucket's) if
 // its window has closed by Redis TIME; dropped is false when it has not
 // (nothing changes) or the sale is not loaded.
-func (s *Store) DropIdempotency(ctx context.Context, saleID string) (dropped bool, err error) {
+func (s Archive) DropIdempotency(ctx context.Context, saleID string) (dropped bool, err error) {
 	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return false, fmt.Errorf("drop idempotency of %s: %w", saleID, err)
@@ -81,7 +88,7 @@ func (s *Store) DropIdempotency(ctx context.Context, saleID string) (dropped boo
 
 // ReservationCount is the number of reservation records of a sale (HLEN
 // of its res hash, of every bucket's).
-func (s *Store) ReservationCount(ctx context.Context, saleID string) (int64, error) {
+func (s Archive) ReservationCount(ctx context.Context, saleID string) (int64, error) {
 	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return 0, fmt.Errorf("reservation count: %w", err)
@@ -95,7 +102,7 @@ func (s *Store) ReservationCount(ctx context.Context, saleID string) (int64, err
 
 // sumOver adds up one integer reply per key set of tags (a sale's, or
 // each of its buckets'); count builds the command for one key set.
-func (s *Store) sumOver(ctx context.Context, tags []string, count func(keys []string) rueidis.Completed) (int64, error) {
+func (s *conn) sumOver(ctx context.Context, tags []string, count func(keys []string) rueidis.Completed) (int64, error) {
 	var total int64
 	for _, tag := range tags {
 		n, err := s.client.Do(ctx, count(s.keys(tag))).AsInt64()
@@ -116,7 +123,7 @@ func (s *Store) sumOver(ctx context.Context, tags []string, count func(keys []st
 // archived is true when this call dropped the keys; otherwise whyNot says
 // why nothing changed ("not loaded" for a sale archived before, or never
 // preheated here).
-func (s *Store) ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error) {
+func (s Archive) ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error) {
 	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return false, "", fmt.Errorf("archive %s: %w", saleID, err)
@@ -160,7 +167,7 @@ func (s *Store) ArchiveSale(ctx context.Context, saleID string, recorded int64, 
 	// The relays need not read them any more. One that listed the sale
 	// before may read it once more; that makes nothing (outbox_group.lua).
 	for _, tag := range tags {
-		if _, err := s.ForgetOutbox(ctx, tag); err != nil {
+		if _, err := (Outbox{s.conn}).ForgetOutbox(ctx, tag); err != nil {
 			return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 		}
 	}
@@ -185,7 +192,7 @@ func whyNotArchived(code int64) string {
 
 // ArchivedSummary returns the summary ArchiveSale kept for a sale; ok is
 // false when the sale is not archived.
-func (s *Store) ArchivedSummary(ctx context.Context, saleID string) (summary string, ok bool, err error) {
+func (s Archive) ArchivedSummary(ctx context.Context, saleID string) (summary string, ok bool, err error) {
 	if !seckill.ValidSaleID(saleID) {
 		return "", false, nil
 	}
@@ -199,7 +206,7 @@ func (s *Store) ArchivedSummary(ctx context.Context, saleID string) (summary str
 }
 
 // archive runs archive.lua on the key set of tag (a sale, or a bucket).
-func (s *Store) archive(ctx context.Context, tag, mode, recorded, summary string) (int64, error) {
+func (s *conn) archive(ctx context.Context, tag, mode, recorded, summary string) (int64, error) {
 	keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
 	code, err := archiveScript.Exec(ctx, s.client, keys, []string{mode, recorded, summary}).AsInt64()
 	if err != nil {
@@ -227,7 +234,7 @@ func (f Footprint) BytesPerReservation() float64 {
 // Footprint measures a sale's keys with MEMORY USAGE … SAMPLES 0, which
 // walks every element: O(size) on the Redis side, for reports and soak
 // tests, not for a hot path.
-func (s *Store) Footprint(ctx context.Context, saleID string) (Footprint, error) {
+func (s Archive) Footprint(ctx context.Context, saleID string) (Footprint, error) {
 	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return Footprint{}, fmt.Errorf("footprint: %w", err)
@@ -258,7 +265,7 @@ func (s *Store) Footprint(ctx context.Context, saleID string) (Footprint, error)
 
 // UsedMemory is the server's used_memory (INFO memory): every key of
 // every sale, and whatever else shares the server.
-func (s *Store) UsedMemory(ctx context.Context) (int64, error) {
+func (s Archive) UsedMemory(ctx context.Context) (int64, error) {
 	info, err := s.client.Do(ctx, s.client.B().Info().Section("memory").Build()).ToString()
 	if err != nil {
 		return 0, fmt.Errorf("used memory: %w", classify(err))

@@ -16,24 +16,24 @@ import (
 func testArchive(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 3))
-	if kept, err := s.KeptSales(ctx); err != nil || !slices.Contains(kept, sale.ID) {
+	if kept, err := s.Archive().KeptSales(ctx); err != nil || !slices.Contains(kept, sale.ID) {
 		t.Fatalf("KeptSales = %v, %v; want it to list %s", kept, err, sale.ID)
 	}
 	reqs := []seckill.ReserveRequest{request(sale.ID, "alice", 1, "k1"), request(sale.ID, "bob", 2, "k2"), request(sale.ID, "carol", 1, "")}
-	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, reqs); err != nil {
 		t.Fatal(err)
 	}
-	live, err := s.Footprint(ctx, sale.ID)
+	live, err := s.Archive().Footprint(ctx, sale.ID)
 	if err != nil {
 		t.Fatalf("Footprint: %v", err)
 	}
 	if live.Reservations != 3 || live.Keys["idem"] == 0 || live.Keys["res"] == 0 || live.BytesPerReservation() <= 0 {
 		t.Fatalf("Footprint of the live sale = %+v", live)
 	}
-	if dropped, err := s.DropIdempotency(ctx, sale.ID); err != nil || dropped {
+	if dropped, err := s.Archive().DropIdempotency(ctx, sale.ID); err != nil || dropped {
 		t.Fatalf("DropIdempotency of a live sale = %v, %v; want false", dropped, err)
 	}
-	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale of a live sale = %v %q, %v; want refused", ok, why, err)
 	}
 	// End the window in Redis itself (every bucket's end_ms in the past),
@@ -43,24 +43,24 @@ func testArchive(t *testing.T, s *Store) {
 			t.Fatalf("closing the window of %s: %v", tag, err)
 		}
 	}
-	if dropped, err := s.DropIdempotency(ctx, sale.ID); err != nil || !dropped {
+	if dropped, err := s.Archive().DropIdempotency(ctx, sale.ID); err != nil || !dropped {
 		t.Fatalf("DropIdempotency of an ended sale = %v, %v; want true", dropped, err)
 	}
-	if f, err := s.Footprint(ctx, sale.ID); err != nil || f.Keys["idem"] != 0 {
+	if f, err := s.Archive().Footprint(ctx, sale.ID); err != nil || f.Keys["idem"] != 0 {
 		t.Fatalf("Footprint after dropping the idempotency hash = %+v, %v; want no idem", f, err)
 	}
-	lvl, err := s.Stock(ctx, sale.ID)
+	lvl, err := s.StockStore().Stock(ctx, sale.ID)
 	if err != nil || lvl.Reserved != 4 {
 		t.Fatalf("Stock after dropping the idempotency hash = %+v, %v; want 4 reserved", lvl, err)
 	}
-	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale with the outbox full = %v %q, %v; want refused", ok, why, err)
 	}
 	// The relay's part: read and acknowledge every entry, of every bucket.
 	tags := mustTags(t, s, sale.ID)
 	read := 0
 	for _, tag := range tags {
-		es, err := s.ReadOutbox(ctx, tag, "relay", "r1", 10, 0)
+		es, err := s.Outbox().ReadOutbox(ctx, tag, "relay", "r1", 10, 0)
 		if err != nil {
 			t.Fatalf("ReadOutbox(%s): %v", tag, err)
 		}
@@ -68,7 +68,7 @@ func testArchive(t *testing.T, s *Store) {
 		for _, e := range es {
 			ids = append(ids, e.StreamID)
 		}
-		if err := s.AckOutbox(ctx, tag, "relay", ids); err != nil {
+		if err := s.Outbox().AckOutbox(ctx, tag, "relay", ids); err != nil {
 			t.Fatal(err)
 		}
 		read += len(es)
@@ -76,10 +76,10 @@ func testArchive(t *testing.T, s *Store) {
 	if read != 3 {
 		t.Fatalf("read %d outbox entries; want 3", read)
 	}
-	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 2, "{}"); err != nil || ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 2, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale with a reservation not in the database = %v %q, %v; want refused", ok, why, err)
 	}
-	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, `{"balanced":true}`); err != nil || !ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, `{"balanced":true}`); err != nil || !ok {
 		t.Fatalf("ArchiveSale = %v %q, %v; want archived", ok, why, err)
 	}
 	for _, tag := range tags {
@@ -95,7 +95,7 @@ func testArchive(t *testing.T, s *Store) {
 	// stream it made).
 	for _, tag := range tags {
 		for _, block := range []time.Duration{0, 10 * time.Millisecond} {
-			if es, err := s.ReadOutbox(ctx, tag, "relay", "r2", 10, block); err != nil || len(es) != 0 {
+			if es, err := s.Outbox().ReadOutbox(ctx, tag, "relay", "r2", 10, block); err != nil || len(es) != 0 {
 				t.Errorf("ReadOutbox(%s, block %v) after archiving = %v, %v; want nothing", tag, block, es, err)
 			}
 		}
@@ -103,17 +103,17 @@ func testArchive(t *testing.T, s *Store) {
 			t.Errorf("a relay's read after archiving left %s behind", k)
 		}
 	}
-	if sum, ok, err := s.ArchivedSummary(ctx, sale.ID); err != nil || !ok || sum != `{"balanced":true}` {
+	if sum, ok, err := s.Archive().ArchivedSummary(ctx, sale.ID); err != nil || !ok || sum != `{"balanced":true}` {
 		t.Errorf("ArchivedSummary = %q, %v, %v", sum, ok, err)
 	}
-	if kept, err := s.KeptSales(ctx); err != nil || slices.Contains(kept, sale.ID) {
+	if kept, err := s.Archive().KeptSales(ctx); err != nil || slices.Contains(kept, sale.ID) {
 		t.Errorf("KeptSales = %v, %v; want %s gone", kept, err, sale.ID)
 	}
-	after, err := s.Footprint(ctx, sale.ID)
+	after, err := s.Archive().Footprint(ctx, sale.ID)
 	if err != nil || after.Total >= live.Total || after.Reservations != 0 || len(after.Keys) != 1 {
 		t.Errorf("Footprint after archiving = %+v, %v; want only the summary (live: %+v)", after, err, live)
 	}
-	if ok, why, err := s.ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok || why != "not loaded" {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok || why != "not loaded" {
 		t.Errorf("second ArchiveSale = %v %q, %v; want not loaded", ok, why, err)
 	}
 }
@@ -132,21 +132,21 @@ func exists(t *testing.T, s *Store, key string) int64 {
 func testCounters(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := liveSale(10, 3)
-	if c, err := s.Counters(ctx, sale.ID); err != nil || c.Loaded {
+	if c, err := s.Ledger().Counters(ctx, sale.ID); err != nil || c.Loaded {
 		t.Fatalf("Counters of a sale not loaded = %+v, %v", c, err)
 	}
 	mustPreheat(t, s, sale)
 	reqs := []seckill.ReserveRequest{request(sale.ID, "a", 2, ""), request(sale.ID, "b", 1, ""), request(sale.ID, "c", 3, "")}
-	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, reqs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RestoreReservation(ctx, reqs[0].ReservationID); err != nil {
+	if _, err := s.Restorer().RestoreReservation(ctx, reqs[0].ReservationID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RestoreReservations(ctx, sale.ID, []string{reqs[1].ReservationID, reqs[0].ReservationID}); err != nil {
+	if _, err := s.Restorer().RestoreReservations(ctx, sale.ID, []string{reqs[1].ReservationID, reqs[0].ReservationID}); err != nil {
 		t.Fatal(err)
 	}
-	c, err := s.Counters(ctx, sale.ID)
+	c, err := s.Ledger().Counters(ctx, sale.ID)
 	want := StockCounters{Loaded: true, Total: 10, Reserved: 3, Restored: 3, Records: 3, Outbox: 3}
 	if err != nil || c != want {
 		t.Fatalf("Counters = %+v, %v; want %+v", c, err, want)

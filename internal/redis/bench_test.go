@@ -37,7 +37,7 @@ func preheatedBench(ctx context.Context, b *testing.B, url string) (*Store, *sec
 	b.Helper()
 	s := connect(b, url)
 	sale := benchSale()
-	if _, err := s.Preheat(ctx, sale); err != nil {
+	if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 		b.Fatalf("Preheat: %v", err)
 	}
 	return s, sale
@@ -87,7 +87,7 @@ func BenchmarkTextbookReserve(b *testing.B) {
 	ctx := context.Background()
 	s := connect(b, url)
 	sale := benchSale()
-	if _, err := s.Preheat(ctx, sale); err != nil {
+	if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 		b.Fatalf("Preheat: %v", err)
 	}
 	script := rueidis.NewLuaScript(textbookLua)
@@ -119,17 +119,17 @@ func ExampleStore() {
 		ID: "tea", Name: "Tea gift set", Stock: 200, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour),
 	}
-	if _, err := store.Preheat(ctx, sale); err != nil {
+	if _, err := store.StockStore().Preheat(ctx, sale); err != nil {
 		panic(err)
 	}
-	res, err := store.Reserve(ctx, "tea", []seckill.ReserveRequest{
+	res, err := store.StockStore().Reserve(ctx, "tea", []seckill.ReserveRequest{
 		{ReservationID: seckill.NewReservationID("tea", time.Now()), UserID: "alice", Qty: 1},
 		{ReservationID: seckill.NewReservationID("tea", time.Now()), UserID: "alice", Qty: 1},
 	})
 	if err != nil {
 		panic(err)
 	}
-	level, _ := store.Stock(ctx, "tea")
+	level, _ := store.StockStore().Stock(ctx, "tea")
 	fmt.Println(res[0].Outcome, res[1].Outcome, level.Remaining())
 	// Output: reserved limit_exceeded 199
 }
@@ -137,7 +137,7 @@ func ExampleStore() {
 // benchReserve reserves reqs in one call and reports whether every one
 // was reserved (failing b if not).
 func benchReserve(ctx context.Context, b *testing.B, s *Store, saleID string, reqs []seckill.ReserveRequest) bool {
-	res, err := s.Reserve(ctx, saleID, reqs)
+	res, err := s.StockStore().Reserve(ctx, saleID, reqs)
 	if err != nil {
 		b.Errorf("Reserve: %v", err)
 		return false

@@ -150,7 +150,7 @@ type bucketCache struct{ m sync.Map } // sale id -> *bucketSet
 
 // buckets returns the layout of saleID, read once from bucket 0's stock
 // hash. A sale not loaded yet is one bucket and is not remembered.
-func (s *Store) buckets(ctx context.Context, saleID string) (*bucketSet, error) {
+func (s *conn) buckets(ctx context.Context, saleID string) (*bucketSet, error) {
 	if v, ok := s.layouts.m.Load(saleID); ok {
 		return v.(*bucketSet), nil
 	}
@@ -175,7 +175,7 @@ func (s *Store) buckets(ctx context.Context, saleID string) (*bucketSet, error) 
 // preheatBuckets loads buckets 1..K-1 of a sale (bucket 0 is the sale's own
 // stock hash, loaded last by Preheat with the bucket count) and registers
 // their outboxes. Bucket b gets Stock/K units, the first Stock%K one more.
-func (s *Store) preheatBuckets(ctx context.Context, sale *seckill.Sale) error {
+func (s *conn) preheatBuckets(ctx context.Context, sale *seckill.Sale) error {
 	k := sale.BucketCount()
 	bs := newBucketSet(sale.ID, int(k))
 	for b := 1; b < int(k); b++ {
@@ -229,7 +229,7 @@ func bucketShare(stock, k int64, b int) int64 {
 // fails, as with a lost reply: reservations made in the other buckets
 // stand and are ordered, and a retry with the same idempotency key gets
 // them back.
-func (s *Store) reserveBuckets(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+func (s *conn) reserveBuckets(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	results := make([]seckill.ReserveResult, len(reqs))
 	byBucket := make([][]int, bs.k())
 	for i, r := range reqs {
@@ -300,7 +300,7 @@ func (st bucketState) available() int64 { return max(st.total-st.reserved, 0) }
 
 // readBuckets reads every bucket's stock hash and move journal, the
 // buckets at once (one round trip per shard).
-func (s *Store) readBuckets(ctx context.Context, bs *bucketSet) ([]bucketState, error) {
+func (s *conn) readBuckets(ctx context.Context, bs *bucketSet) ([]bucketState, error) {
 	cmds := make(rueidis.Commands, 0, 2*bs.k())
 	for _, tag := range bs.tags {
 		keys := s.keys(tag)
@@ -334,15 +334,15 @@ func (s *Store) readBuckets(ctx context.Context, bs *bucketSet) ([]bucketState, 
 	return out, nil
 }
 
-func (s *Store) movesKey(tag string) string   { return s.prefix + ":{" + tag + "}:moves" }
-func (s *Store) movesInKey(tag string) string { return s.prefix + ":{" + tag + "}:movesin" }
+func (s *conn) movesKey(tag string) string   { return s.prefix + ":{" + tag + "}:moves" }
+func (s *conn) movesInKey(tag string) string { return s.prefix + ":{" + tag + "}:movesin" }
 
 // rebalance moves unreserved units into bucket dst, at least need if the
 // donor has them and up to half of the donor's unreserved units, from the
 // bucket with the most. moved is false only when two consecutive reads of
 // every bucket found nothing to move, nothing in transit and no change: the
 // whole sale is sold out (but for a restore landing after the read).
-func (s *Store) rebalance(ctx context.Context, bs *bucketSet, dst int, need int64) (moved bool, err error) {
+func (s *conn) rebalance(ctx context.Context, bs *bucketSet, dst int, need int64) (moved bool, err error) {
 	var last []bucketState
 	for round := 0; round < rebalanceRounds; round++ {
 		states, err := s.readBuckets(ctx, bs)
@@ -407,7 +407,7 @@ func sameStates(a, b []bucketState) bool {
 
 // move takes up to n unreserved units from bucket src to bucket dst and
 // returns how many moved.
-func (s *Store) move(ctx context.Context, bs *bucketSet, src, dst int, n int64) (int64, error) {
+func (s *conn) move(ctx context.Context, bs *bucketSet, src, dst int, n int64) (int64, error) {
 	var raw [8]byte
 	_, _ = rand.Read(raw[:])
 	id := hex.EncodeToString(raw[:])
@@ -434,7 +434,7 @@ func (s *Store) move(ctx context.Context, bs *bucketSet, src, dst int, n int64) 
 
 // finishMove adds a journalled move's units to its receiver (once, however
 // often it is called) and deletes the journal entry.
-func (s *Store) finishMove(ctx context.Context, bs *bucketSet, src, dst int, id string, n int64) error {
+func (s *conn) finishMove(ctx context.Context, bs *bucketSet, src, dst int, id string, n int64) error {
 	code, err := moveInScript.Exec(ctx, s.client, []string{s.keys(bs.tags[dst])[keyStock], s.movesInKey(bs.tags[dst])},
 		[]string{id, strconv.FormatInt(n, 10)}).AsInt64()
 	if err != nil {
@@ -453,7 +453,7 @@ func (s *Store) finishMove(ctx context.Context, bs *bucketSet, src, dst int, id 
 // moveStale: its mover died, or lost its connection, between the steps.
 // The entry's time is Redis's; a node whose clock is off finishes moves
 // early (harmless: finishing is idempotent) or late (a longer undersell).
-func (s *Store) finishStaleMove(ctx context.Context, bs *bucketSet, src int, id, entry string) (finished bool, err error) {
+func (s *conn) finishStaleMove(ctx context.Context, bs *bucketSet, src int, id, entry string) (finished bool, err error) {
 	parts := strings.Split(entry, ":")
 	if len(parts) != 3 {
 		return false, fmt.Errorf("rebalance: bucket %d: malformed journal entry %q", src, entry)
@@ -473,7 +473,7 @@ func (s *Store) finishStaleMove(ctx context.Context, bs *bucketSet, src int, id,
 // RepairMoves finishes every stale move of a sale's buckets (a mover that
 // died between its two steps): the next rebalance does it anyway; this is
 // for an operator, or a test, that wants it now.
-func (s *Store) RepairMoves(ctx context.Context, saleID string) (repaired int, err error) {
+func (s Admin) RepairMoves(ctx context.Context, saleID string) (repaired int, err error) {
 	bs, err := s.buckets(ctx, saleID)
 	if err != nil {
 		return 0, err
@@ -498,7 +498,7 @@ func (s *Store) RepairMoves(ctx context.Context, saleID string) (repaired int, e
 
 // bucketsStock is the stock of a sale of several buckets: every bucket's
 // total and reserved, and the units journalled as moving between two.
-func (s *Store) bucketsStock(ctx context.Context, bs *bucketSet) (seckill.StockLevel, error) {
+func (s *conn) bucketsStock(ctx context.Context, bs *bucketSet) (seckill.StockLevel, error) {
 	states, err := s.readBuckets(ctx, bs)
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: %w", err)
@@ -517,7 +517,7 @@ func (s *Store) bucketsStock(ctx context.Context, bs *bucketSet) (seckill.StockL
 // homeIdem reads the idempotency entry of every keyed request from its
 // buyer's home bucket, in the order of reqs (unkeyed ones skipped), one
 // round trip per shard.
-func (s *Store) homeIdem(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]rueidis.RedisMessage, error) {
+func (s *conn) homeIdem(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]rueidis.RedisMessage, error) {
 	cmds := make(rueidis.Commands, 0, len(reqs))
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
@@ -539,7 +539,7 @@ func (s *Store) homeIdem(ctx context.Context, bs *bucketSet, reqs []seckill.Rese
 // bucketsOf returns, for each reservation id of a sale of several
 // buckets, the tag of the bucket holding its record (bucket 0's when none
 // does), in one round trip per shard.
-func (s *Store) bucketsOf(ctx context.Context, bs *bucketSet, ids []string) ([]string, error) {
+func (s *conn) bucketsOf(ctx context.Context, bs *bucketSet, ids []string) ([]string, error) {
 	cmds := make(rueidis.Commands, 0, len(ids)*bs.k())
 	for _, id := range ids {
 		for _, tag := range bs.tags {
@@ -566,7 +566,7 @@ func (s *Store) bucketsOf(ctx context.Context, bs *bucketSet, ids []string) ([]s
 // bucketOf returns the tag of the bucket holding a reservation's record:
 // the sale itself when it has one bucket, else the first bucket whose res
 // hash has it (the sale itself when none has).
-func (s *Store) bucketOf(ctx context.Context, saleID, reservationID string) (string, error) {
+func (s *conn) bucketOf(ctx context.Context, saleID, reservationID string) (string, error) {
 	bs, err := s.buckets(ctx, saleID)
 	if err != nil || bs.k() == 1 {
 		return saleID, err
@@ -615,7 +615,7 @@ func inTransit(states []bucketState) int64 {
 	return n
 }
 
-func (s *Store) staleAfter() time.Duration {
+func (s *conn) staleAfter() time.Duration {
 	if s.moveStale > 0 {
 		return s.moveStale
 	}

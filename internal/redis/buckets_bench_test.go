@@ -50,7 +50,7 @@ func BenchmarkBuckets(b *testing.B) {
 		for _, k := range append([]int64{control}, bucketBenchKs...) {
 			sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
 			sale.Buckets = max(k, 1)
-			if _, err := s.Preheat(ctx, sale); err != nil {
+			if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 				b.Fatal(err)
 			}
 			size := batch

@@ -27,10 +27,10 @@ func TestBuckets(t *testing.T) {
 		}
 		unordered := conformance.UnorderedAcrossBuyers("buyers of different buckets are decided at once, in their buckets")
 		t.Run("Conformance", func(t *testing.T) {
-			conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return bucketed(t) }, unordered)
+			conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return bucketed(t).StockStore() }, unordered)
 		})
 		t.Run("RestoreConformance", func(t *testing.T) {
-			conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return bucketed(t) }, unordered)
+			conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return restoring(bucketed(t)) }, unordered)
 		})
 		runParallel(t, newStore, []storeTest{
 			{"Rush", testBucketRush},
@@ -100,7 +100,7 @@ func rush(t *testing.T, s *Store, saleID string, users []string, tries, batch in
 					reqs = append(reqs, request(saleID, users[i%len(users)], 1, ""))
 				}
 				c := call{sent: time.Now()}
-				got, err := s.Reserve(context.Background(), saleID, reqs)
+				got, err := s.StockStore().Reserve(context.Background(), saleID, reqs)
 				c.answered = time.Now()
 				if err != nil {
 					t.Errorf("Reserve: %v", err)
@@ -165,7 +165,7 @@ func preheatBuckets(t *testing.T, s *Store, stock, limit int64) (*seckill.Sale, 
 
 func wantLevel(t *testing.T, s *Store, saleID string, total, reserved int64) {
 	t.Helper()
-	lvl, err := s.Stock(context.Background(), saleID)
+	lvl, err := s.StockStore().Stock(context.Background(), saleID)
 	if err != nil || lvl.Total != total || lvl.Reserved != reserved {
 		t.Errorf("Stock = %+v, %v; want total %d, reserved %d", lvl, err, total, reserved)
 	}
@@ -187,11 +187,11 @@ func testBucketRush(t *testing.T, s *Store) {
 		}
 	}
 	wantLevel(t, s, sale.ID, 300, 300)
-	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 300 {
+	if n, err := s.Outbox().OutboxLen(ctx, sale.ID); err != nil || n != 300 {
 		t.Errorf("OutboxLen = %d, %v; want 300 over the buckets", n, err)
 	}
 	r.wantNoPhantoms(t)
-	registered, err := s.OutboxSales(ctx)
+	registered, err := s.Outbox().OutboxSales(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,11 +251,11 @@ func testCrashMidMove(t *testing.T, s *Store) {
 	}
 	s.moveStale = time.Hour
 	for i := range 10 {
-		if got, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, users[i], 1, "")}); err != nil || got[0].Outcome != seckill.OutcomeReserved {
+		if got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, users[i], 1, "")}); err != nil || got[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("buyer %d: %+v, %v", i, got, err)
 		}
 	}
-	got, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, users[10], 1, "")})
+	got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, users[10], 1, "")})
 	if err != nil || got[0].Outcome != seckill.OutcomeSoldOut {
 		t.Fatalf("the buyer whose rebalance crashed: %+v, %v; want sold_out (a phantom, until repaired)", got, err)
 	}
@@ -272,13 +272,13 @@ func testCrashMidMove(t *testing.T, s *Store) {
 		t.Fatalf("after the crash: %d units in buckets, %d journalled; want some journalled, 30 in all", inBuckets, moving)
 	}
 	wantLevel(t, s, sale.ID, 30, 10)
-	if n, err := s.RepairMoves(ctx, sale.ID); err != nil || n != 0 {
+	if n, err := s.Admin().RepairMoves(ctx, sale.ID); err != nil || n != 0 {
 		t.Errorf("RepairMoves of a fresh journal entry = %d, %v; want 0 (its mover may still be alive)", n, err)
 	}
 	// The entry goes stale: the next buyer's rebalance finishes it.
 	s.moveStale = time.Nanosecond
 	servicetest.WaitFor(t, 10*time.Second, "the stale move finished and its buyer served", func() bool {
-		got, err = s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, users[10], 1, "")})
+		got, err = s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, users[10], 1, "")})
 		return err == nil && got[0].Outcome == seckill.OutcomeReserved
 	})
 	r := rush(t, s, sale.ID, usersOf(bs, -1, 100, "after"), 1, 4)
@@ -306,7 +306,7 @@ func testBucketReplays(t *testing.T, s *Store) {
 		}
 		again = append(again, replay, request(sale.ID, r.UserID, 1, "")) // and one without a key
 	}
-	if got, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+	if got, err := s.StockStore().Reserve(ctx, sale.ID, reqs); err != nil {
 		t.Fatal(err)
 	} else {
 		for i, r := range got {
@@ -315,7 +315,7 @@ func testBucketReplays(t *testing.T, s *Store) {
 			}
 		}
 	}
-	got, err := s.Replays(ctx, sale.ID, again)
+	got, err := s.StockStore().Replays(ctx, sale.ID, again)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,7 +96,7 @@ var ErrConfigRefused = errors.New("refused CONFIG GET")
 // reserveDurable runs the reserve script and WAIT in one pipeline on one
 // dedicated connection: WAIT counts the replicas that have every write of
 // its own connection, so it must follow the script on the same one.
-func (s *Store) reserveDurable(ctx context.Context, keys, args []string) (rueidis.RedisMessage, int64, error) {
+func (s *conn) reserveDurable(ctx context.Context, keys, args []string) (rueidis.RedisMessage, int64, error) {
 	var msg rueidis.RedisMessage
 	var acked int64
 	err := s.client.Dedicated(func(c rueidis.DedicatedClient) error {

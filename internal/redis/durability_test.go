@@ -54,23 +54,23 @@ func durableStore(t *testing.T) (*Store, *redistest.Server, *redistest.Server) {
 func TestWaitReplicas(t *testing.T) {
 	s, _, replica := durableStore(t)
 	t.Run("Conformance", func(t *testing.T) {
-		conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return s })
+		conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return s.StockStore() })
 	})
 
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 1))
-	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "a", 1, "")}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+	if res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "a", 1, "")}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Fatalf("Reserve with the replica up = %+v, %v; want reserved", res, err)
 	}
 
 	replica.Kill()
 	req := request(sale.ID, "b", 1, "key-b")
-	_, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req})
+	_, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{req})
 	if !errors.Is(err, ErrNotDurable) || seckill.ErrorCode(err) != seckill.ETRYLATER {
 		t.Fatalf("Reserve with the replica down: %v; want ErrNotDurable (try_later)", err)
 	}
 	// A batch that claims nothing (a's limit is reached) needs no replica.
-	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "a", 1, "")}); err != nil || res[0].Outcome != seckill.OutcomeLimitExceeded {
+	if res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "a", 1, "")}); err != nil || res[0].Outcome != seckill.OutcomeLimitExceeded {
 		t.Errorf("Reserve that claims nothing, replica down = %+v, %v; want limit_exceeded", res, err)
 	}
 
@@ -81,7 +81,7 @@ func TestWaitReplicas(t *testing.T) {
 	// once the replica has caught up.
 	retry := request(sale.ID, "b", 1, "key-b")
 	for {
-		res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{retry})
+		res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{retry})
 		if err == nil {
 			if res[0].Outcome != seckill.OutcomeReplayed || res[0].ReservationID != req.ReservationID {
 				t.Fatalf("retry after the replica came back = %+v; want a replay of %s", res[0], req.ReservationID)
@@ -171,7 +171,7 @@ func cpuTime() time.Duration {
 func reserveRound(b *testing.B, s *Store, batch, calls int) {
 	ctx := context.Background()
 	sale := liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit)
-	if _, err := s.Preheat(ctx, sale); err != nil {
+	if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 		b.Fatal(err)
 	}
 	var next, users atomic.Int64
@@ -186,7 +186,7 @@ func reserveRound(b *testing.B, s *Store, batch, calls int) {
 					reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()),
 						UserID: "user-" + strconv.Itoa(int(users.Add(1)%benchUsers)), Qty: 1}
 				}
-				res, err := s.Reserve(ctx, sale.ID, reqs)
+				res, err := s.StockStore().Reserve(ctx, sale.ID, reqs)
 				if err != nil {
 					b.Errorf("Reserve: %v", err)
 					return

@@ -25,8 +25,21 @@ var (
 // rebuilding from the database after the stock store lost writes.
 var ErrHealing = &seckill.Error{Code: seckill.ETRYLATER, Message: "The sale is being repaired after a stock-store failure; retry in a moment."}
 
+// Healer is what the heal watcher (internal/heal) reads and writes: the
+// sales' states and the server's identity, to see lost writes, and the
+// heal scripts that rebuild a sale from the database.
+type Healer struct{ *conn }
+
+// Healer returns the store's healer.
+func (s *Store) Healer() Healer { return Healer{s.conn} }
+
+// ReservationsOf is Ledger.ReservationsOf.
+func (s Healer) ReservationsOf(ctx context.Context, saleID string, ids []string) (map[string]seckill.ReservationRecord, error) {
+	return Ledger{s.conn}.ReservationsOf(ctx, saleID, ids)
+}
+
 // SaleState reads a sale's stock hash in one call.
-func (s *Store) SaleState(ctx context.Context, saleID string) (seckill.StockWatch, error) {
+func (s Healer) SaleState(ctx context.Context, saleID string) (seckill.StockWatch, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return seckill.StockWatch{}, fmt.Errorf("sale state: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
@@ -60,7 +73,7 @@ func (s *Store) SaleState(ctx context.Context, saleID string) (seckill.StockWatc
 // ServerID identifies the Redis process(es) behind the store: the run_id of
 // every node, which changes when a server restarts (and may have reloaded
 // less than it had acknowledged) or a failover puts another one in charge.
-func (s *Store) ServerID(ctx context.Context) (string, error) {
+func (s Healer) ServerID(ctx context.Context) (string, error) {
 	if s.embedded != nil {
 		// Lives and dies with this process: a new one starts empty, and
 		// the engine heals it at start (see cmd/seckill).
@@ -85,7 +98,7 @@ func (s *Store) ServerID(ctx context.Context) (string, error) {
 // BeginHeal makes the sale refuse claims (try later) until ApplyHeal or
 // AbortHeal with the same token, recreating its stock hash (reserved 0)
 // if it vanished; recreated reports that.
-func (s *Store) BeginHeal(ctx context.Context, sale *seckill.Sale, token string) (recreated bool, err error) {
+func (s Healer) BeginHeal(ctx context.Context, sale *seckill.Sale, token string) (recreated bool, err error) {
 	if err := sale.Validate(); err != nil {
 		return false, fmt.Errorf("begin heal: %w", err)
 	}
@@ -111,18 +124,18 @@ func (s *Store) BeginHeal(ctx context.Context, sale *seckill.Sale, token string)
 // active record of release (the database refused its claim), counts the
 // heal and lets claims in again. It fails, changing nothing, when the
 // sale's healing flag no longer holds token.
-func (s *Store) ApplyHeal(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error) {
+func (s Healer) ApplyHeal(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error) {
 	return s.applyHeal(ctx, saleID, token, "1", add, release)
 }
 
 // HealPage is ApplyHeal of one page of a large heal: it leaves the sale
 // healing (claims refused), for the next page and the ApplyHeal that
 // ends it.
-func (s *Store) HealPage(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error) {
+func (s Healer) HealPage(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error) {
 	return s.applyHeal(ctx, saleID, token, "0", add, release)
 }
 
-func (s *Store) applyHeal(ctx context.Context, saleID, token, finish string, add, release []seckill.ReservationRecord) (added, released int, err error) {
+func (s *conn) applyHeal(ctx context.Context, saleID, token, finish string, add, release []seckill.ReservationRecord) (added, released int, err error) {
 	keys := s.keys(saleID)
 	args := make([]string, 0, 3+4*len(add)+3*len(release))
 	args = append(args, token, finish, strconv.Itoa(len(add)))
@@ -148,7 +161,7 @@ func (s *Store) applyHeal(ctx context.Context, saleID, token, finish string, add
 
 // AbortHeal lets claims in again after a heal (begun with token) that
 // could not finish, unless another heal took over since.
-func (s *Store) AbortHeal(ctx context.Context, saleID, token string) error {
+func (s Healer) AbortHeal(ctx context.Context, saleID, token string) error {
 	err := healAbortScript.Exec(ctx, s.client, s.keys(saleID)[:1], []string{token}).Error()
 	if err != nil {
 		return fmt.Errorf("abort heal: %w", classify(err))

@@ -65,7 +65,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	drain := func(sale *seckill.Sale) func() {
 		return func() {
 			for {
-				es, err := s.ReadOutbox(ctx, sale.ID, "relay", "r1", 500, 0)
+				es, err := s.Outbox().ReadOutbox(ctx, sale.ID, "relay", "r1", 500, 0)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -78,7 +78,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 						ids = append(ids, e.StreamID)
 					}
 				}
-				if err := s.AckOutbox(ctx, sale.ID, "relay", ids); err != nil {
+				if err := s.Outbox().AckOutbox(ctx, sale.ID, "relay", ids); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -100,7 +100,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 	for range b.N {
 		for _, c := range cases {
 			sale := benchSale()
-			if _, err := s.Preheat(ctx, sale); err != nil {
+			if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 				b.Fatal(err)
 			}
 			work := c.work(sale)

@@ -18,7 +18,7 @@ var enterScript = rueidis.NewLuaScriptRetryable(lua("lottery_enter.lua"))
 // Lottery keeps a lottery sale's entries and results in the sale's hash
 // slot: <prefix>:{sale}:entries (user -> "<entry id> <qty>"),
 // <prefix>:{sale}:lottery ({closed}) and <prefix>:{sale}:won (user ->
-// reservation id). The draw itself reserves through Store.ReserveAdmitted.
+// reservation id). The draw itself reserves through StockStore.ReserveAdmitted.
 type Lottery struct{ s *Store }
 
 // Lottery returns the store's lottery keeper.

@@ -24,7 +24,7 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 		l := s.Lottery()
 		now := time.Now()
 		sale := lotterySale("lot", now.Add(-time.Minute), now.Add(time.Hour/2))
-		if _, err := s.Preheat(ctx, sale); err != nil {
+		if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 			t.Fatal(err)
 		}
 		a1, a2, b := seckill.NewEntryID(), seckill.NewEntryID(), seckill.NewEntryID()
@@ -55,11 +55,11 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 		claim := func(user string) seckill.ReserveRequest {
 			return seckill.ReserveRequest{ReservationID: seckill.NewReservationID("lot", time.Now()), UserID: user, Qty: 1}
 		}
-		got, err := s.Reserve(ctx, "lot", []seckill.ReserveRequest{claim("carol")})
+		got, err := s.StockStore().Reserve(ctx, "lot", []seckill.ReserveRequest{claim("carol")})
 		if err != nil || got[0].Outcome != seckill.OutcomeAdmissionRequired {
 			t.Fatalf("first come claim on a lottery = %+v, %v; want admission_required", got, err)
 		}
-		got, err = s.ReserveAdmitted(ctx, "lot", []seckill.ReserveRequest{claim("alice")})
+		got, err = s.StockStore().ReserveAdmitted(ctx, "lot", []seckill.ReserveRequest{claim("alice")})
 		if err != nil || got[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("admitted claim = %+v, %v; want reserved", got, err)
 		}
@@ -107,11 +107,11 @@ func TestFirstComeSaleIgnoresTheAdmittedMark(t *testing.T) {
 	defer s.Close()
 	now := time.Now()
 	sale := &seckill.Sale{ID: "fc", Name: "fc", Stock: 1, PurchaseLimit: 1, StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour)}
-	if _, err := s.Preheat(t.Context(), sale); err != nil {
+	if _, err := s.StockStore().Preheat(t.Context(), sale); err != nil {
 		t.Fatal(err)
 	}
 	for i, want := range []seckill.Outcome{seckill.OutcomeReserved, seckill.OutcomeSoldOut} {
-		got, err := s.ReserveAdmitted(t.Context(), "fc", []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID("fc", now), UserID: "u" + string(rune('a'+i)), Qty: 1}})
+		got, err := s.StockStore().ReserveAdmitted(t.Context(), "fc", []seckill.ReserveRequest{{ReservationID: seckill.NewReservationID("fc", now), UserID: "u" + string(rune('a'+i)), Qty: 1}})
 		if err != nil || got[0].Outcome != want {
 			t.Fatalf("claim %d = %+v, %v; want %s", i, got, err, want)
 		}

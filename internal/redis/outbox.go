@@ -34,6 +34,13 @@ var (
 	outboxGroupScript = rueidis.NewLuaScriptRetryable(lua("outbox_group.lua"))
 )
 
+// Outbox is the relay's side of the outboxes (relay.Outbox), and what
+// others read of them: their lengths and the age of their oldest entry.
+type Outbox struct{ *conn }
+
+// Outbox returns the store's outboxes.
+func (s *Store) Outbox() Outbox { return Outbox{s.conn} }
+
 // forgetGrace is how long after its window ends a sale stays registered
 // even with an empty outbox. It covers clocks: a Cluster failover may hand
 // the sale's slot to a node whose clock is a little behind, which could
@@ -43,12 +50,12 @@ const forgetGrace = time.Minute
 // ErrMalformedOutboxEntry is wrapped by seckill.OutboxEntry.Err.
 var ErrMalformedOutboxEntry = errors.New("malformed outbox entry")
 
-func (s *Store) outboxRegistryKey() string { return s.prefix + ":outboxes" }
+func (s *conn) outboxRegistryKey() string { return s.prefix + ":outboxes" }
 
 // register adds a sale to the registry of outboxes. Preheat calls it
 // before it loads the sale, so that a sale that can take reservations is
 // always registered. Registering twice changes nothing.
-func (s *Store) register(ctx context.Context, saleID string) error {
+func (s *conn) register(ctx context.Context, saleID string) error {
 	err := s.client.Do(ctx, s.client.B().Sadd().Key(s.outboxRegistryKey()).Member(saleID).Build()).Error()
 	if err != nil {
 		return fmt.Errorf("register outbox: %w", classify(err))
@@ -58,7 +65,7 @@ func (s *Store) register(ctx context.Context, saleID string) error {
 
 // OutboxSales returns the ids of the sales whose outboxes a relay must
 // read, sorted.
-func (s *Store) OutboxSales(ctx context.Context) ([]string, error) {
+func (s Outbox) OutboxSales(ctx context.Context) ([]string, error) {
 	ids, err := s.client.Do(ctx, s.client.B().Smembers().Key(s.outboxRegistryKey()).Build()).AsStrSlice()
 	if err != nil {
 		return nil, fmt.Errorf("outbox sales: %w", classify(err))
@@ -69,7 +76,7 @@ func (s *Store) OutboxSales(ctx context.Context) ([]string, error) {
 
 // OutboxTotal is the entries of every outbox OutboxSales lists: claims not
 // yet relayed, or relayed and not yet acknowledged.
-func (s *Store) OutboxTotal(ctx context.Context) (int64, error) {
+func (s Outbox) OutboxTotal(ctx context.Context) (int64, error) {
 	sales, err := s.OutboxSales(ctx)
 	if err != nil {
 		return 0, err
@@ -90,7 +97,7 @@ func (s *Store) OutboxTotal(ctx context.Context) (int64, error) {
 // or its window ended more than a minute ago. forgotten reports whether it
 // did. A live sale's outbox is never forgotten, even when empty, since its
 // next reservation would then go unseen.
-func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool, err error) {
+func (s Outbox) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool, err error) {
 	if _, ok := bucketBase(saleID); !ok {
 		return false, fmt.Errorf("forget outbox: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
@@ -135,7 +142,7 @@ func (s *Store) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool
 // outbox has nothing to read, and nothing is made for it
 // (outbox_group.lua). block > 0 waits up to that long for an entry when
 // there is none; block <= 0 does not wait.
-func (s *Store) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
+func (s Outbox) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
 	return s.readOutbox(ctx, "read outbox", saleID, group, consumer, ">", count, block)
 }
 
@@ -143,11 +150,11 @@ func (s *Store) ReadOutbox(ctx context.Context, saleID, group, consumer string, 
 // given to consumer and are still pending (not acked), oldest first: the
 // batch a relay must publish again after a failed Publish or Ack, or after
 // a restart under the same consumer name.
-func (s *Store) ReadPendingOutbox(ctx context.Context, saleID, group, consumer string, count int) ([]seckill.OutboxEntry, error) {
+func (s Outbox) ReadPendingOutbox(ctx context.Context, saleID, group, consumer string, count int) ([]seckill.OutboxEntry, error) {
 	return s.readOutbox(ctx, "read pending outbox", saleID, group, consumer, "0", count, 0)
 }
 
-func (s *Store) readOutbox(ctx context.Context, op, saleID, group, consumer, id string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
+func (s *conn) readOutbox(ctx context.Context, op, saleID, group, consumer, id string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
 	if err := checkOutboxArgs(saleID, group, consumer, count); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -185,7 +192,7 @@ func (s *Store) readOutbox(ctx context.Context, op, saleID, group, consumer, id 
 // have been pending in group for at least minIdle, whoever held them (a
 // relay that died between reading and acking), and returns them; they are
 // then pending for consumer.
-func (s *Store) ClaimStaleOutbox(ctx context.Context, saleID, group, consumer string, minIdle time.Duration, count int) ([]seckill.OutboxEntry, error) {
+func (s Outbox) ClaimStaleOutbox(ctx context.Context, saleID, group, consumer string, minIdle time.Duration, count int) ([]seckill.OutboxEntry, error) {
 	if err := checkOutboxArgs(saleID, group, consumer, count); err != nil {
 		return nil, fmt.Errorf("claim outbox: %w", err)
 	}
@@ -226,7 +233,7 @@ func (s *Store) ClaimStaleOutbox(ctx context.Context, saleID, group, consumer st
 // them from the stream, atomically. Call it only once the broker has
 // confirmed the entries. An id that is not pending in the group (never
 // read, or already acked) is left as it is.
-func (s *Store) AckOutbox(ctx context.Context, saleID, group string, ids []string) error {
+func (s Outbox) AckOutbox(ctx context.Context, saleID, group string, ids []string) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -246,7 +253,7 @@ func (s *Store) AckOutbox(ctx context.Context, saleID, group string, ids []strin
 // OutboxPending returns the number of a sale's outbox entries that group
 // has handed to a relay and not yet acked: reservations in flight to the
 // broker. It is 0 when the group does not exist.
-func (s *Store) OutboxPending(ctx context.Context, saleID, group string) (int64, error) {
+func (s Outbox) OutboxPending(ctx context.Context, saleID, group string) (int64, error) {
 	if err := checkOutboxArgs(saleID, group, "-", 1); err != nil {
 		return 0, fmt.Errorf("outbox pending: %w", err)
 	}
@@ -269,7 +276,7 @@ func (s *Store) OutboxPending(ctx context.Context, saleID, group string) (int64,
 // createGroup makes group on the outbox of saleID (a sale id or a
 // bucket's tag), unless neither the outbox nor the sale exists: made is
 // false then, and there is nothing to read (outbox_group.lua).
-func (s *Store) createGroup(ctx context.Context, saleID, group string) (made bool, err error) {
+func (s *conn) createGroup(ctx context.Context, saleID, group string) (made bool, err error) {
 	keys := s.keys(saleID)
 	n, err := outboxGroupScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyOutbox]}, []string{group}).AsInt64()
 	return n == 1, err
@@ -415,4 +422,111 @@ func decodeOutboxEvent(saleID string, f map[string]string) (seckill.ReservationE
 	}
 	ev.ReservedAt = time.UnixMilli(ms).UTC()
 	return ev, nil
+}
+
+// OutboxLen returns the number of reservations in a sale's outbox: those
+// not yet relayed, or relayed and not yet acknowledged.
+// For a sale of several buckets it is the sum of every bucket's outbox; a
+// bucket's name (as OutboxSales lists it) gives that bucket's alone.
+func (s Outbox) OutboxLen(ctx context.Context, saleID string) (int64, error) {
+	base, ok := bucketBase(saleID)
+	if !ok {
+		return 0, fmt.Errorf("outbox len: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
+	}
+	tags := []string{saleID}
+	if base == saleID {
+		bs, err := s.buckets(ctx, saleID)
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", err)
+		}
+		tags = bs.tags
+	}
+	cmds := make(rueidis.Commands, 0, 2*len(tags))
+	for _, tag := range tags {
+		cmds = append(cmds, s.outboxCountCmds(tag)...)
+	}
+	res := s.client.DoMulti(ctx, cmds...)
+	var n int64
+	for b := range tags {
+		c, err := outboxCount(res[2*b], res[2*b+1])
+		if err != nil {
+			return 0, fmt.Errorf("outbox len: %w", err)
+		}
+		n += c
+	}
+	return n, nil
+}
+
+// outboxCountCmds are the two reads outboxCount takes: the stock hash's
+// outboxed and relayed, and the outbox's XLEN.
+func (s *conn) outboxCountCmds(tag string) rueidis.Commands {
+	keys := s.keys(tag)
+	return rueidis.Commands{
+		s.client.B().Hmget().Key(keys[keyStock]).Field("outboxed", "relayed").Build(),
+		s.client.B().Xlen().Key(keys[keyOutbox]).Build(),
+	}
+}
+
+// outboxCount is the reservations in one outbox: outboxed - relayed
+// (reserve.lua, outbox_ack.lua), or, before the sale's first batch
+// written with the count, the entries, each of one reservation then. A
+// stock hash lost while its outbox was not leaves only the entries to
+// count, each of which may hold many reservations.
+func outboxCount(counts, xlen rueidis.RedisResult) (int64, error) {
+	vals, err := counts.ToArray()
+	if err != nil {
+		return 0, classify(err)
+	}
+	entries, err := xlen.AsInt64()
+	if err != nil {
+		return 0, classify(err)
+	}
+	if len(vals) != 2 || vals[0].IsNil() {
+		return entries, nil
+	}
+	outboxed, err := vals[0].AsInt64()
+	if err != nil {
+		return 0, fmt.Errorf("malformed outboxed: %w", err)
+	}
+	var relayed int64
+	if !vals[1].IsNil() {
+		if relayed, err = vals[1].AsInt64(); err != nil {
+			return 0, fmt.Errorf("malformed relayed: %w", err)
+		}
+	}
+	return max(outboxed-relayed, entries), nil
+}
+
+// OutboxOldest is when the oldest entry of the sale's outbox (of each of
+// its buckets) was appended, by the Redis clock its stream id carries;
+// empty when no outbox of the sale holds an entry.
+func (s Outbox) OutboxOldest(ctx context.Context, saleID string) (oldest time.Time, empty bool, err error) {
+	bs, err := s.buckets(ctx, saleID)
+	if err != nil {
+		return time.Time{}, false, fmt.Errorf("outbox oldest: %w", err)
+	}
+	cmds := make(rueidis.Commands, len(bs.tags))
+	for i, tag := range bs.tags {
+		cmds[i] = s.client.B().Xrange().Key(s.keys(tag)[keyOutbox]).Start("-").End("+").Count(1).Build()
+	}
+	empty = true
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		entries, err := r.AsXRange()
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("outbox oldest: %w", classify(err))
+		}
+		if len(entries) == 0 {
+			continue
+		}
+		ms, _, _ := strings.Cut(entries[0].ID, "-")
+		at, err := strconv.ParseInt(ms, 10, 64)
+		if err != nil {
+			return time.Time{}, false, fmt.Errorf("outbox oldest: stream id %q: %w", entries[0].ID, err)
+		}
+		if t := time.UnixMilli(at); empty || t.Before(oldest) {
+			oldest = t
+		}
+		empty = false
+	}
+	return oldest, empty, nil
 }

@@ -58,7 +58,7 @@ func reserveBatch(t *testing.T, s *Store, saleID string, n int) []seckill.Reserv
 	for i := range reqs {
 		reqs[i] = request(saleID, servicetest.UniqueName("u"), 1, "")
 	}
-	res, err := s.Reserve(context.Background(), saleID, reqs)
+	res, err := s.StockStore().Reserve(context.Background(), saleID, reqs)
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
@@ -94,10 +94,10 @@ func requestIDs(reqs []seckill.ReserveRequest) []string {
 func wantCounts(t *testing.T, s *Store, saleID string, wantLen, wantPending int64) {
 	t.Helper()
 	ctx := context.Background()
-	if n, err := s.OutboxLen(ctx, saleID); err != nil || n != wantLen {
+	if n, err := s.Outbox().OutboxLen(ctx, saleID); err != nil || n != wantLen {
 		t.Errorf("OutboxLen = %d, %v; want %d", n, err, wantLen)
 	}
-	if n, err := s.OutboxPending(ctx, saleID, testGroup); err != nil || n != wantPending {
+	if n, err := s.Outbox().OutboxPending(ctx, saleID, testGroup); err != nil || n != wantPending {
 		t.Errorf("OutboxPending = %d, %v; want %d", n, err, wantPending)
 	}
 }
@@ -105,7 +105,7 @@ func wantCounts(t *testing.T, s *Store, saleID string, wantLen, wantPending int6
 // ackWant acks ids for testGroup and checks the counts after it.
 func ackWant(t *testing.T, s *Store, saleID string, ids []string, wantLen, wantPending int64) {
 	t.Helper()
-	if err := s.AckOutbox(context.Background(), saleID, testGroup, ids); err != nil {
+	if err := s.Outbox().AckOutbox(context.Background(), saleID, testGroup, ids); err != nil {
 		t.Fatalf("AckOutbox(%v): %v", ids, err)
 	}
 	wantCounts(t, s, saleID, wantLen, wantPending)
@@ -113,7 +113,7 @@ func ackWant(t *testing.T, s *Store, saleID string, ids []string, wantLen, wantP
 
 func testOutboxRegistry(t *testing.T, s *Store) {
 	ctx := context.Background()
-	if got, err := s.OutboxSales(ctx); err != nil || len(got) != 0 {
+	if got, err := s.Outbox().OutboxSales(ctx); err != nil || len(got) != 0 {
 		t.Fatalf("OutboxSales before any preheat = %v, %v; want none", got, err)
 	}
 	a, b := liveSale(5, 1), liveSale(5, 1)
@@ -124,7 +124,7 @@ func testOutboxRegistry(t *testing.T, s *Store) {
 	if b.ID > a.ID {
 		want = fmt.Sprint([]string{a.ID, b.ID})
 	}
-	if got, err := s.OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
+	if got, err := s.Outbox().OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
 		t.Fatalf("OutboxSales = %v, %v; want %s", got, err, want)
 	}
 	// A registration lost somehow is repaired by the next preheat, though
@@ -132,18 +132,18 @@ func testOutboxRegistry(t *testing.T, s *Store) {
 	if err := s.client.Do(ctx, s.client.B().Srem().Key(s.outboxRegistryKey()).Member(a.ID).Build()).Error(); err != nil {
 		t.Fatalf("SREM: %v", err)
 	}
-	if created, err := s.Preheat(ctx, a); err != nil || created {
+	if created, err := s.StockStore().Preheat(ctx, a); err != nil || created {
 		t.Fatalf("second Preheat = %v, %v; want false, nil", created, err)
 	}
-	if got, err := s.OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
+	if got, err := s.Outbox().OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
 		t.Fatalf("OutboxSales after a second preheat = %v, %v; want %s", got, err, want)
 	}
 	// A refused preheat registers nothing.
 	bad := liveSale(0, 1)
-	if _, err := s.Preheat(ctx, bad); err == nil {
+	if _, err := s.StockStore().Preheat(ctx, bad); err == nil {
 		t.Fatal("Preheat of stock 0 succeeded")
 	}
-	if got, err := s.OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
+	if got, err := s.Outbox().OutboxSales(ctx); err != nil || fmt.Sprint(got) != want {
 		t.Fatalf("OutboxSales after a refused preheat = %v, %v; want %s", got, err, want)
 	}
 }
@@ -161,7 +161,7 @@ func testOutboxForget(t *testing.T, s *Store) {
 	ctx := context.Background()
 	forget := func(saleID string, want bool) {
 		t.Helper()
-		got, err := s.ForgetOutbox(ctx, saleID)
+		got, err := s.Outbox().ForgetOutbox(ctx, saleID)
 		if err != nil || got != want {
 			t.Fatalf("ForgetOutbox(%s) = %v, %v; want %v, nil", saleID, got, err, want)
 		}
@@ -209,7 +209,7 @@ func testOutboxForget(t *testing.T, s *Store) {
 	}
 	forget(unloaded, true)
 
-	if _, err := s.ForgetOutbox(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
+	if _, err := s.Outbox().ForgetOutbox(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("ForgetOutbox of a bad sale id: err = %v; want code %s", err, seckill.EINVALID)
 	}
 }
@@ -219,14 +219,14 @@ func testOutboxReadAck(t *testing.T, s *Store) {
 	sale := mustPreheat(t, s, liveSale(10, 1))
 	// Reading before anything was reserved creates the group; the entries
 	// reserved afterwards are then all delivered.
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
 		t.Fatalf("ReadOutbox of an empty outbox = %v, %v; want none", es, err)
 	}
 	before := time.Now().Add(-time.Second)
 	reqs := reserveN(t, s, sale.ID, 5)
 	after := time.Now().Add(time.Second)
 
-	first, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0)
+	first, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0)
 	if err != nil || len(first) != 3 {
 		t.Fatalf("ReadOutbox(count 3) = %d entries, %v; want 3", len(first), err)
 	}
@@ -240,11 +240,11 @@ func testOutboxReadAck(t *testing.T, s *Store) {
 		}
 	}
 	// A second consumer of the group competes for the rest.
-	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c2", 10, 0)
+	rest, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c2", 10, 0)
 	if err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(requestIDs(reqs[3:])) {
 		t.Fatalf("ReadOutbox by c2 = %v, %v; want %v", reservationIDs(rest), err, requestIDs(reqs[3:]))
 	}
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
 		t.Fatalf("ReadOutbox once all were delivered = %v, %v; want none", es, err)
 	}
 	wantCounts(t, s, sale.ID, 5, 5)
@@ -254,15 +254,15 @@ func testOutboxReadAck(t *testing.T, s *Store) {
 	// the entries) changes nothing.
 	ackWant(t, s, sale.ID, streamIDs(first), 2, 2)
 	ackWant(t, s, sale.ID, streamIDs(rest), 0, 0)
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, nil); err != nil {
+	if err := s.Outbox().AckOutbox(ctx, sale.ID, testGroup, nil); err != nil {
 		t.Fatalf("AckOutbox of nothing: %v", err)
 	}
 
 	// The reservations themselves are untouched by acking their entries.
-	if _, _, status, err := s.Reservation(ctx, reqs[0].ReservationID); err != nil || status != StatusActive {
+	if _, _, status, err := s.StockStore().Reservation(ctx, reqs[0].ReservationID); err != nil || status != StatusActive {
 		t.Errorf("Reservation after ack = %q, %v; want %q", status, err, StatusActive)
 	}
-	if n, err := s.OutboxPending(ctx, servicetest.UniqueName("sale_"), testGroup); err != nil || n != 0 {
+	if n, err := s.Outbox().OutboxPending(ctx, servicetest.UniqueName("sale_"), testGroup); err != nil || n != 0 {
 		t.Errorf("OutboxPending of an unknown sale = %d, %v; want 0, nil", n, err)
 	}
 }
@@ -274,7 +274,7 @@ func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 1))
 	reserveN(t, s, sale.ID, 2)
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
 	if err != nil || len(es) != 1 {
 		t.Fatalf("ReadOutbox = %d entries, %v; want 1", len(es), err)
 	}
@@ -291,13 +291,13 @@ func testOutboxAckOnlyDelivered(t *testing.T, s *Store) {
 		{"othergroup", []string{es[0].StreamID, undelivered}},
 		{testGroup, []string{"1-0"}}, // no such entry
 	} {
-		if err := s.AckOutbox(ctx, sale.ID, tt.group, tt.ids); err != nil {
+		if err := s.Outbox().AckOutbox(ctx, sale.ID, tt.group, tt.ids); err != nil {
 			t.Fatalf("AckOutbox(%s, %v): %v", tt.group, tt.ids, err)
 		}
 		wantCounts(t, s, sale.ID, 2, 1)
 	}
 	ackWant(t, s, sale.ID, []string{es[0].StreamID, undelivered}, 1, 0)
-	if rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(rest) != 1 || rest[0].StreamID != undelivered {
+	if rest, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(rest) != 1 || rest[0].StreamID != undelivered {
 		t.Fatalf("ReadOutbox = %v, %v; want the undelivered entry %s", streamIDs(rest), err, undelivered)
 	}
 }
@@ -309,15 +309,15 @@ func testOutboxAckOutOfOrder(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := liveSale(10, 1)
 	mustPreheat(t, s, sale)
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
 		t.Fatalf("ReadOutbox of an empty outbox = %v, %v; want none", es, err)
 	}
 	reqs := reserveN(t, s, sale.ID, 7)
-	older, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0)
+	older, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0)
 	if err != nil || len(older) != 3 {
 		t.Fatalf("ReadOutbox by c1 = %d entries, %v; want 3", len(older), err)
 	}
-	newer, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c2", 3, 0)
+	newer, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c2", 3, 0)
 	if err != nil || len(newer) != 3 {
 		t.Fatalf("ReadOutbox by c2 = %d entries, %v; want 3", len(newer), err)
 	}
@@ -327,7 +327,7 @@ func testOutboxAckOutOfOrder(t *testing.T, s *Store) {
 	ackWant(t, s, sale.ID, streamIDs(newer), 4, 3)
 	ackWant(t, s, sale.ID, streamIDs(older[1:]), 2, 1)
 	ackWant(t, s, sale.ID, streamIDs(older[:1]), 1, 0)
-	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	rest, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
 	if err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(requestIDs(reqs[6:])) {
 		t.Fatalf("ReadOutbox = %v, %v; want the entry never delivered, %v", reservationIDs(rest), err, requestIDs(reqs[6:]))
 	}
@@ -338,14 +338,14 @@ func testOutboxBlock(t *testing.T, s *Store) {
 	sale := mustPreheat(t, s, liveSale(10, 1))
 	const block = 300 * time.Millisecond
 	start := time.Now()
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, block)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, block)
 	if took := time.Since(start); err != nil || len(es) != 0 || took < block/2 {
 		t.Fatalf("ReadOutbox(block %s) of an empty outbox = %v, %v after %s; want none after about %s", block, es, err, took, block)
 	}
 	// An entry appended while a read waits ends the wait.
 	done := make(chan []seckill.OutboxEntry, 1)
 	go func() {
-		es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 10*time.Second)
+		es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 10*time.Second)
 		if err != nil {
 			t.Errorf("blocked ReadOutbox: %v", err)
 		}
@@ -373,7 +373,7 @@ func testOutboxGroup(t *testing.T, s *Store) {
 	gone := liveSale(10, 1) // never preheated
 	key := s.keys(gone.ID)[keyOutbox]
 	for _, block := range []time.Duration{0, 10 * time.Millisecond} {
-		if es, err := s.ReadOutbox(ctx, gone.ID, testGroup, "c1", 10, block); err != nil || len(es) != 0 {
+		if es, err := s.Outbox().ReadOutbox(ctx, gone.ID, testGroup, "c1", 10, block); err != nil || len(es) != 0 {
 			t.Fatalf("ReadOutbox(block %v) of a sale not loaded = %v, %v; want nothing", block, es, err)
 		}
 	}
@@ -389,7 +389,7 @@ func testOutboxGroup(t *testing.T, s *Store) {
 	if err := s.client.Do(ctx, add).Error(); err != nil {
 		t.Fatal(err)
 	}
-	if es, err := s.ReadOutbox(ctx, gone.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 1 || es[0].Event.ReservationID != id {
+	if es, err := s.Outbox().ReadOutbox(ctx, gone.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 1 || es[0].Event.ReservationID != id {
 		t.Fatalf("ReadOutbox of an outbox without its sale = %v, %v; want %s", reservationIDs(es), err, id)
 	}
 
@@ -403,7 +403,7 @@ func testOutboxGroup(t *testing.T, s *Store) {
 		t.Fatal("no outbox after making the group of a loaded sale")
 	}
 	reqs := reserveN(t, s, sale.ID, 2)
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs)) {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs)) {
 		t.Fatalf("ReadOutbox = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs))
 	}
 }
@@ -412,33 +412,33 @@ func testOutboxReadPending(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 1))
 	// No group yet: nothing pending, and no error.
-	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
 		t.Fatalf("ReadPendingOutbox before any read = %v, %v; want none", es, err)
 	}
 	reqs := reserveN(t, s, sale.ID, 4)
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0); err != nil || len(es) != 3 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 3, 0); err != nil || len(es) != 3 {
 		t.Fatalf("ReadOutbox = %d, %v; want 3", len(es), err)
 	}
 	// A Publish failed: the same entries come back, oldest first, and
 	// only to their consumer; reading them again delivers nothing new.
 	for range 2 {
-		es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10)
+		es, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10)
 		if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[:3])) {
 			t.Fatalf("ReadPendingOutbox(c1) = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs[:3]))
 		}
 	}
-	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 2); err != nil || len(es) != 2 {
+	if es, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 2); err != nil || len(es) != 2 {
 		t.Fatalf("ReadPendingOutbox(count 2) = %d, %v; want 2", len(es), err)
 	}
-	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c2", 10); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c2", 10); err != nil || len(es) != 0 {
 		t.Fatalf("ReadPendingOutbox(c2) = %v, %v; want none", reservationIDs(es), err)
 	}
 	wantCounts(t, s, sale.ID, 4, 3)
-	es, _ := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10)
-	if err := s.AckOutbox(ctx, sale.ID, testGroup, streamIDs(es)); err != nil {
+	es, _ := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10)
+	if err := s.Outbox().AckOutbox(ctx, sale.ID, testGroup, streamIDs(es)); err != nil {
 		t.Fatalf("AckOutbox: %v", err)
 	}
-	if es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 10); err != nil || len(es) != 0 {
 		t.Fatalf("ReadPendingOutbox after ack = %v, %v; want none", reservationIDs(es), err)
 	}
 	wantCounts(t, s, sale.ID, 1, 0)
@@ -447,16 +447,16 @@ func testOutboxReadPending(t *testing.T, s *Store) {
 func testOutboxClaim(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 1))
-	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 0, 10); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 0, 10); err != nil || len(es) != 0 {
 		t.Fatalf("ClaimStaleOutbox without a group = %v, %v; want none", es, err)
 	}
 	reqs := reserveN(t, s, sale.ID, 4)
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "dead", 3, 0); err != nil || len(es) != 3 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "dead", 3, 0); err != nil || len(es) != 3 {
 		t.Fatalf("ReadOutbox = %d, %v; want 3", len(es), err)
 	}
 	delivered := time.Now() // at or after the delivery to "dead"
 	// Not idle long enough: a live relay's batch is left alone.
-	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", time.Hour, 10); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", time.Hour, 10); err != nil || len(es) != 0 {
 		t.Fatalf("ClaimStaleOutbox(min idle 1h) = %v, %v; want none", reservationIDs(es), err)
 	}
 	// The entries are to be idle 100ms for c2, and c2's claim is to
@@ -465,7 +465,7 @@ func testOutboxClaim(t *testing.T, s *Store) {
 	// calls go on a loaded machine.
 	const gap = 500 * time.Millisecond
 	time.Sleep(gap)
-	es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 2)
+	es, err := s.Outbox().ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 2)
 	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[:2])) {
 		t.Fatalf("ClaimStaleOutbox(count 2) = %v, %v; want %v", reservationIDs(es), err, requestIDs(reqs[:2]))
 	}
@@ -479,13 +479,13 @@ func testOutboxClaim(t *testing.T, s *Store) {
 	// least that long), which is gap more than the time since c2 claimed
 	// the other two: they are not stale for it unless this call takes
 	// longer than gap to reach Redis.
-	if es, err := s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", time.Since(delivered).Truncate(time.Millisecond), 10); err != nil ||
+	if es, err := s.Outbox().ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", time.Since(delivered).Truncate(time.Millisecond), 10); err != nil ||
 		fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(reqs[2:3])) {
 		t.Fatalf("ClaimStaleOutbox by c3 = %v, %v; want only %v", reservationIDs(es), err, requestIDs(reqs[2:3]))
 	}
 	pending := func(consumer string) []string {
 		t.Helper()
-		es, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, consumer, 10)
+		es, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, consumer, 10)
 		if err != nil {
 			t.Fatalf("ReadPendingOutbox(%s): %v", consumer, err)
 		}
@@ -499,7 +499,7 @@ func testOutboxClaim(t *testing.T, s *Store) {
 	}
 	// The undelivered fourth entry is never claimed: it is not pending.
 	time.Sleep(150 * time.Millisecond)
-	es, err = s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 10)
+	es, err = s.Outbox().ClaimStaleOutbox(ctx, sale.ID, testGroup, "c2", 100*time.Millisecond, 10)
 	if err != nil || len(es) != 3 {
 		t.Fatalf("ClaimStaleOutbox of everything stale = %v, %v; want the 3 delivered entries", reservationIDs(es), err)
 	}
@@ -544,7 +544,7 @@ func testOutboxMalformed(t *testing.T, s *Store) {
 		}
 	}
 	reserveN(t, s, sale.ID, 1) // a good one after the bad ones
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 100, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 100, 0)
 	if err != nil || len(es) != len(tests)+1 {
 		t.Fatalf("ReadOutbox = %d entries, %v; want %d", len(es), err, len(tests)+1)
 	}
@@ -563,7 +563,7 @@ func testOutboxMalformed(t *testing.T, s *Store) {
 	if err := s.client.Do(ctx, s.client.B().Xdel().Key(key).Id(es[0].StreamID).Build()).Error(); err != nil {
 		t.Fatalf("XDEL: %v", err)
 	}
-	again, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 100)
+	again, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c1", 100)
 	if err != nil {
 		t.Fatalf("ReadPendingOutbox: %v", err)
 	}
@@ -602,7 +602,7 @@ func testOutboxMalformedBatches(t *testing.T, s *Store) {
 	add("2", at, "1 "+short()+" u1") // count off
 	add("1", "yesterday", "1 "+short()+" u1")
 	add("4", at, "1 "+good1+" u1\nx "+short()+" u2\n1 NOTANID u3\n1 "+good2+" u 4")
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
 	if err != nil || len(es) != 6 {
 		t.Fatalf("ReadOutbox = %d reservations, %v; want 6", len(es), err)
 	}
@@ -638,18 +638,18 @@ func testOutboxInvalidArgs(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := servicetest.UniqueName("sale_")
 	calls := map[string]func() error{
-		"bad sale": func() error { _, err := s.ReadOutbox(ctx, "a{b}", testGroup, "c", 1, 0); return err },
-		"no group": func() error { _, err := s.ReadOutbox(ctx, sale, "", "c", 1, 0); return err },
+		"bad sale": func() error { _, err := s.Outbox().ReadOutbox(ctx, "a{b}", testGroup, "c", 1, 0); return err },
+		"no group": func() error { _, err := s.Outbox().ReadOutbox(ctx, sale, "", "c", 1, 0); return err },
 		"no consumer": func() error {
-			_, err := s.ReadPendingOutbox(ctx, sale, testGroup, "", 1)
+			_, err := s.Outbox().ReadPendingOutbox(ctx, sale, testGroup, "", 1)
 			return err
 		},
 		"zero count": func() error {
-			_, err := s.ClaimStaleOutbox(ctx, sale, testGroup, "c", time.Second, 0)
+			_, err := s.Outbox().ClaimStaleOutbox(ctx, sale, testGroup, "c", time.Second, 0)
 			return err
 		},
-		"ack bad sale":     func() error { return s.AckOutbox(ctx, "a b", testGroup, []string{"1-0"}) },
-		"pending no group": func() error { _, err := s.OutboxPending(ctx, sale, ""); return err },
+		"ack bad sale":     func() error { return s.Outbox().AckOutbox(ctx, "a b", testGroup, []string{"1-0"}) },
+		"pending no group": func() error { _, err := s.Outbox().OutboxPending(ctx, sale, ""); return err },
 	}
 	for name, call := range calls {
 		if err := call(); seckill.ErrorCode(err) != seckill.EINVALID {
@@ -665,7 +665,7 @@ func testOutboxInvalidArgs(t *testing.T, s *Store) {
 func testOutboxBatches(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(20, 1))
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0); err != nil || len(es) != 0 {
 		t.Fatalf("ReadOutbox of an empty outbox = %v, %v; want none", es, err)
 	}
 	first := reserveBatch(t, s, sale.ID, 3)
@@ -673,7 +673,7 @@ func testOutboxBatches(t *testing.T, s *Store) {
 	third := reserveBatch(t, s, sale.ID, 2)
 	wantCounts(t, s, sale.ID, 9, 0)
 
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
 	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(requestIDs(first)) {
 		t.Fatalf("ReadOutbox(count 1) = %v, %v; want the first batch %v", reservationIDs(es), err, requestIDs(first))
 	}
@@ -682,12 +682,12 @@ func testOutboxBatches(t *testing.T, s *Store) {
 			t.Errorf("reservation %d of the batch = %+v; want seq %d, stream id %s, user %s, qty 1", i, e, i, es[0].StreamID, first[i].UserID)
 		}
 	}
-	later, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c2", 10, 0)
+	later, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c2", 10, 0)
 	if want := append(requestIDs(second), requestIDs(third)...); err != nil || fmt.Sprint(reservationIDs(later)) != fmt.Sprint(want) {
 		t.Fatalf("ReadOutbox by c2 = %v, %v; want %v", reservationIDs(later), err, want)
 	}
 	wantCounts(t, s, sale.ID, 9, 3)
-	pending, err := s.ReadPendingOutbox(ctx, sale.ID, testGroup, "c2", 1)
+	pending, err := s.Outbox().ReadPendingOutbox(ctx, sale.ID, testGroup, "c2", 1)
 	if err != nil || fmt.Sprint(reservationIDs(pending)) != fmt.Sprint(requestIDs(second)) {
 		t.Fatalf("ReadPendingOutbox(count 1) = %v, %v; want the second batch %v", reservationIDs(pending), err, requestIDs(second))
 	}
@@ -700,12 +700,12 @@ func testOutboxBatches(t *testing.T, s *Store) {
 
 	// A claim takes whole entries too.
 	fourth := reserveBatch(t, s, sale.ID, 2)
-	if es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "dead", 10, 0); err != nil || len(es) != 2 {
+	if es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "dead", 10, 0); err != nil || len(es) != 2 {
 		t.Fatalf("ReadOutbox = %v, %v; want the fourth batch", reservationIDs(es), err)
 	}
 	var claimed []seckill.OutboxEntry
 	servicetest.WaitFor(t, 10*time.Second, "the fourth batch idle for 1ms", func() bool {
-		claimed, err = s.ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", time.Millisecond, 1)
+		claimed, err = s.Outbox().ClaimStaleOutbox(ctx, sale.ID, testGroup, "c3", time.Millisecond, 1)
 		return err != nil || len(claimed) > 0
 	})
 	if err != nil || fmt.Sprint(reservationIDs(claimed)) != fmt.Sprint(requestIDs(fourth)) {
@@ -734,20 +734,20 @@ func testOutboxEntriesOfOne(t *testing.T, s *Store) {
 	}
 	olds := []string{old(), old(), old()}
 	wantCounts(t, s, sale.ID, 3, 0)
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 1, 0)
 	if err != nil || fmt.Sprint(reservationIDs(es)) != fmt.Sprint(olds[:1]) {
 		t.Fatalf("ReadOutbox(count 1) = %v, %v; want %v", reservationIDs(es), err, olds[:1])
 	}
 	ackWant(t, s, sale.ID, streamIDs(es), 2, 0) // acked before the count exists
 	batch := reserveBatch(t, s, sale.ID, 3)
 	wantCounts(t, s, sale.ID, 5, 0)
-	rest, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	rest, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
 	if want := append(olds[1:], requestIDs(batch)...); err != nil || fmt.Sprint(reservationIDs(rest)) != fmt.Sprint(want) {
 		t.Fatalf("ReadOutbox = %v, %v; want %v", reservationIDs(rest), err, want)
 	}
 	ackWant(t, s, sale.ID, streamIDs(rest[:1]), 4, 2)
 	ackWant(t, s, sale.ID, streamIDs(rest[1:]), 0, 0)
-	c, err := s.Counters(ctx, sale.ID)
+	c, err := s.Ledger().Counters(ctx, sale.ID)
 	if err != nil || c.Outbox != 0 {
 		t.Fatalf("Counters = %+v, %v; want an empty outbox", c, err)
 	}
@@ -765,15 +765,15 @@ func testOutboxKeysTravel(t *testing.T, s *Store) {
 		request(sale.ID, servicetest.UniqueName("u"), 1, ""),
 	}
 	for pass := range 2 { // the second pass replays the keyed one
-		res, err := s.Reserve(ctx, sale.ID, reqs[pass:2])
+		res, err := s.StockStore().Reserve(ctx, sale.ID, reqs[pass:2])
 		if err != nil || res[len(res)-1].Outcome != []seckill.Outcome{seckill.OutcomeReserved, seckill.OutcomeReplayed}[pass] {
 			t.Fatalf("Reserve pass %d = %+v, %v", pass, res, err)
 		}
 	}
-	if _, err := s.Reserve(ctx, sale.ID, reqs[2:]); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, reqs[2:]); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
-	es, err := s.ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
+	es, err := s.Outbox().ReadOutbox(ctx, sale.ID, testGroup, "c1", 10, 0)
 	if err != nil || len(es) != 3 {
 		t.Fatalf("ReadOutbox = %+v, %v; want 3 reservations", es, err)
 	}

@@ -20,7 +20,14 @@ var rateLimitScript = rueidis.NewLuaScript(lua("ratelimit.lua"))
 // MaxRateKeyBytes bounds a rate-limit key ("ip:…", "user:<user id>").
 const MaxRateKeyBytes = 256
 
-var _ seckill.RateLimiter = (*Store)(nil)
+// RateLimiter is the shared rate limiter (seckill.RateLimiter): one GCRA
+// state per limited key, on the Redis clock.
+type RateLimiter struct{ *conn }
+
+var _ seckill.RateLimiter = RateLimiter{}
+
+// RateLimiter returns the store's rate limiter.
+func (s *Store) RateLimiter() RateLimiter { return RateLimiter{s.conn} }
 
 // rateKeyEscaper keeps braces out of the hash tag, so the whole limited
 // key is the tag (a '}' inside it would end the tag early) and distinct
@@ -37,7 +44,7 @@ var rateKeyEscaper = strings.NewReplacer("%", "%25", "{", "%7B", "}", "%7D")
 // for minutes, and a raised limit would not take effect until the old
 // state expired. Nodes that agree share one key, so the limit stays exact
 // across them.
-func (s *Store) rateKey(key string, interval, tolerance int64) string {
+func (s *conn) rateKey(key string, interval, tolerance int64) string {
 	return s.prefix + ":rl:{" + rateKeyEscaper.Replace(key) + "}:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(tolerance, 10)
 }
 
@@ -46,7 +53,7 @@ func (s *Store) rateKey(key string, interval, tolerance int64) string {
 // at once, then one every limit.Period/limit.Rate (rounded down to a
 // microsecond). Refused requests are not counted. The state of a key
 // expires as soon as it is back to a full burst.
-func (s *Store) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
+func (s RateLimiter) Allow(ctx context.Context, key string, limit seckill.RateLimit) (seckill.RateResult, error) {
 	if err := limit.Validate(); err != nil {
 		return seckill.RateResult{}, fmt.Errorf("allow: %w", err)
 	}

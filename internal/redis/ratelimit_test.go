@@ -18,17 +18,17 @@ import (
 func TestRateLimiter(t *testing.T) {
 	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
 		t.Run("Conformance", func(t *testing.T) {
-			conformance.RateLimiter(t, func(t *testing.T) seckill.RateLimiter { return newStore(t) })
+			conformance.RateLimiter(t, func(t *testing.T) seckill.RateLimiter { return newStore(t).RateLimiter() })
 		})
 		runParallel(t, newStore, []storeTest{
 			{"KeyExpiresWithItsBurst", testRateKeyExpires},
 			{"NodesThatDisagree", testRateLimitNodesDisagree},
 			{"KeyTooLong", func(t *testing.T, s *Store) {
 				limit := seckill.RateLimit{Rate: 1, Period: time.Second}
-				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes), limit); err != nil {
+				if _, err := s.RateLimiter().Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes), limit); err != nil {
 					t.Errorf("key of %d bytes: %v", MaxRateKeyBytes, err)
 				}
-				if _, err := s.Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes+1), limit); seckill.ErrorCode(err) != seckill.EINVALID {
+				if _, err := s.RateLimiter().Allow(context.Background(), strings.Repeat("k", MaxRateKeyBytes+1), limit); seckill.ErrorCode(err) != seckill.EINVALID {
 					t.Errorf("key of %d bytes: err = %v; want code %s", MaxRateKeyBytes+1, err, seckill.EINVALID)
 				}
 			}},
@@ -43,7 +43,7 @@ func testRateKeyExpires(t *testing.T, s *Store) {
 	key := servicetest.UniqueName("ip:")
 	limit := seckill.RateLimit{Rate: 20, Period: time.Minute} // 3 s per request
 	for range 3 {
-		if r, err := s.Allow(ctx, key, limit); err != nil || !r.Allowed {
+		if r, err := s.RateLimiter().Allow(ctx, key, limit); err != nil || !r.Allowed {
 			t.Fatalf("Allow = %+v, %v", r, err)
 		}
 	}
@@ -66,7 +66,7 @@ func testRateLimitNodesDisagree(t *testing.T, s *Store) {
 	old, raised := seckill.RateLimit{Rate: 20, Period: time.Minute}, seckill.RateLimit{Rate: 40, Period: time.Minute}
 	passed, start := 0, time.Now()
 	for i := range 100 {
-		r, err := s.Allow(ctx, key, old) // node A and node B alike
+		r, err := s.RateLimiter().Allow(ctx, key, old) // node A and node B alike
 		if err != nil {
 			t.Fatalf("request %d: %v", i, err)
 		}
@@ -80,19 +80,19 @@ func testRateLimitNodesDisagree(t *testing.T, s *Store) {
 	// Node A is still at 5/1m and hammers the key far ahead.
 	low := seckill.RateLimit{Rate: 5, Period: time.Minute}
 	for range 50 {
-		if _, err := s.Allow(ctx, key, low); err != nil {
+		if _, err := s.RateLimiter().Allow(ctx, key, low); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Node B, already at 1,000,000/1s, is not locked out by A's state.
-	if r, err := s.Allow(ctx, key, seckill.RateLimit{Rate: 1_000_000, Period: time.Second}); err != nil || !r.Allowed {
+	if r, err := s.RateLimiter().Allow(ctx, key, seckill.RateLimit{Rate: 1_000_000, Period: time.Second}); err != nil || !r.Allowed {
 		t.Fatalf("node at 1000000/1s after a node at 5/1m: Allow = %+v, %v; want allowed", r, err)
 	}
 	// The limit raised from 20/1m to 40/1m: 40 more pass at once, not
 	// after the old state's minute.
 	passed, start = 0, time.Now()
 	for range 60 {
-		if r, err := s.Allow(ctx, key, raised); err != nil {
+		if r, err := s.RateLimiter().Allow(ctx, key, raised); err != nil {
 			t.Fatal(err)
 		} else if r.Allowed {
 			passed++
@@ -126,7 +126,7 @@ func TestRateLimitGCRAExact(t *testing.T) {
 	key := "ip:192.0.2.1"
 	want := func(step string, allowed bool, remaining int, retry time.Duration) {
 		t.Helper()
-		r, err := s.Allow(ctx, key, limit)
+		r, err := s.RateLimiter().Allow(ctx, key, limit)
 		if err != nil || r.Allowed != allowed || r.Remaining != remaining || r.RetryAfter != retry {
 			t.Fatalf("%s: Allow = %+v, %v; want allowed %v, remaining %d, retry %s", step, r, err, allowed, remaining, retry)
 		}
@@ -159,11 +159,11 @@ func TestRateLimitGCRAExact(t *testing.T) {
 	// down to a microsecond, and the burst is still exactly the rate.
 	odd := seckill.RateLimit{Rate: 7, Period: time.Minute} // 8571428.57 µs
 	for i := range 7 {
-		if r, err := s.Allow(ctx, "odd", odd); err != nil || !r.Allowed || r.Remaining != 6-i {
+		if r, err := s.RateLimiter().Allow(ctx, "odd", odd); err != nil || !r.Allowed || r.Remaining != 6-i {
 			t.Fatalf("odd burst %d = %+v, %v", i+1, r, err)
 		}
 	}
-	if r, err := s.Allow(ctx, "odd", odd); err != nil || r.Allowed || r.RetryAfter != 8571428*time.Microsecond {
+	if r, err := s.RateLimiter().Allow(ctx, "odd", odd); err != nil || r.Allowed || r.RetryAfter != 8571428*time.Microsecond {
 		t.Fatalf("odd 8th = %+v, %v; want refused, retry 8.571428 s", r, err)
 	}
 }
@@ -176,14 +176,14 @@ func TestRateLimitUnavailable(t *testing.T) {
 		t.Fatalf("StartEmbedded: %v", err)
 	}
 	s.Close()
-	_, err = s.Allow(context.Background(), "ip:192.0.2.1", seckill.RateLimit{Rate: 1, Period: time.Second})
+	_, err = s.RateLimiter().Allow(context.Background(), "ip:192.0.2.1", seckill.RateLimit{Rate: 1, Period: time.Second})
 	if seckill.ErrorCode(err) != seckill.EUNAVAILABLE {
 		t.Fatalf("Allow on a closed store: err = %v; want code %s", err, seckill.EUNAVAILABLE)
 	}
 }
 
 func TestRateKeyEscaping(t *testing.T) {
-	s := &Store{prefix: "sk"}
+	s := &conn{prefix: "sk"}
 	for key, want := range map[string]string{
 		"ip:192.0.2.1":      "sk:rl:{ip:192.0.2.1}:3000000:60000000",
 		"user:a{b}c":        "sk:rl:{user:a%7Bb%7Dc}:3000000:60000000",
@@ -211,7 +211,7 @@ func BenchmarkAllow(b *testing.B) {
 	b.RunParallel(func(pb *testing.PB) {
 		ctx := context.Background()
 		for pb.Next() {
-			r, err := s.Allow(ctx, keys[next.Add(1)%int64(len(keys))], limit)
+			r, err := s.RateLimiter().Allow(ctx, keys[next.Add(1)%int64(len(keys))], limit)
 			if err != nil || !r.Allowed {
 				b.Errorf("Allow = %+v, %v; want allowed", r, err)
 				return
@@ -228,14 +228,14 @@ func BenchmarkAllowRefused(b *testing.B) {
 	s := connect(b, servicetest.Redis.URL(b))
 	limit := seckill.RateLimit{Rate: 1, Period: time.Hour}
 	ctx := context.Background()
-	if _, err := s.Allow(ctx, "ip:192.0.2.1", limit); err != nil {
+	if _, err := s.RateLimiter().Allow(ctx, "ip:192.0.2.1", limit); err != nil {
 		b.Fatal(err)
 	}
 	b.SetParallelism(benchParallelism)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			r, err := s.Allow(ctx, "ip:192.0.2.1", limit)
+			r, err := s.RateLimiter().Allow(ctx, "ip:192.0.2.1", limit)
 			if err != nil || r.Allowed {
 				b.Errorf("Allow = %+v, %v; want refused", r, err)
 				return

@@ -29,11 +29,11 @@ func TestRecordBytes(t *testing.T) {
 		reqs = append(reqs, request(sale.ID, fmt.Sprintf("user-%05d", i), 1, fmt.Sprintf("key-%08d", i)))
 	}
 	for i := 0; i < n; i += 500 {
-		if _, err := s.Reserve(ctx, sale.ID, reqs[i:i+500]); err != nil {
+		if _, err := s.StockStore().Reserve(ctx, sale.ID, reqs[i:i+500]); err != nil {
 			t.Fatal(err)
 		}
 	}
-	compact, err := s.Footprint(ctx, sale.ID)
+	compact, err := s.Archive().Footprint(ctx, sale.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,7 +42,7 @@ func TestRecordBytes(t *testing.T) {
 	for _, r := range reqs {
 		plantRecord(t, s, key, r.ReservationID, fmt.Sprintf("active:1:%d:%s", at, r.UserID))
 	}
-	old, err := s.Footprint(ctx, sale.ID)
+	old, err := s.Archive().Footprint(ctx, sale.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

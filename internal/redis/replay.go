@@ -28,7 +28,7 @@ func idemField(userID, key string) string {
 // The local sold-out flag (internal/soldout) asks it for keyed requests
 // on a sale it knows to be sold out: a key that holds no reservation can
 // only be answered sold_out there, the reserve script need not run.
-func (s *Store) Replays(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+func (s StockStore) Replays(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	results := make([]seckill.ReserveResult, len(reqs))
 	fields := make([]string, 0, len(reqs))
 	for _, r := range reqs {

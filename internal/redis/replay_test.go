@@ -19,7 +19,7 @@ func testReplays(t *testing.T, s *Store) {
 		request(sale.ID, "alice", 2, "k1"),
 		request(sale.ID, "bob:with:colons", 1, "k2"),
 	}
-	if _, err := s.Reserve(ctx, sale.ID, first); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, first); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
 	probes := []seckill.ReserveRequest{
@@ -31,11 +31,11 @@ func testReplays(t *testing.T, s *Store) {
 		request(sale.ID, "carol", 1, "k3"),           // a key never seen
 		request(sale.ID, "carol", 1, ""),             // no key
 	}
-	got, err := s.Replays(ctx, sale.ID, probes)
+	got, err := s.StockStore().Replays(ctx, sale.ID, probes)
 	if err != nil {
 		t.Fatalf("Replays: %v", err)
 	}
-	want, err := s.Reserve(ctx, sale.ID, probes)
+	want, err := s.StockStore().Reserve(ctx, sale.ID, probes)
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
@@ -51,10 +51,10 @@ func testReplays(t *testing.T, s *Store) {
 	if got[0].Outcome != seckill.OutcomeReplayed || got[0].ReservationID != first[0].ReservationID {
 		t.Errorf("replay of alice's k1 = %+v; want %s", got[0], first[0].ReservationID)
 	}
-	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 3 {
+	if lvl, err := s.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 3 {
 		t.Errorf("Stock = %+v, %v; want 3 reserved (Replays reserves nothing)", lvl, err)
 	}
-	if res, err := s.Replays(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "x", 1, "")}); err != nil || res[0] != (seckill.ReserveResult{}) {
+	if res, err := s.StockStore().Replays(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "x", 1, "")}); err != nil || res[0] != (seckill.ReserveResult{}) {
 		t.Errorf("Replays of a keyless request = %+v, %v; want the zero result without a call", res, err)
 	}
 }
@@ -66,7 +66,7 @@ func testCompactIdempotency(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 3))
 	r := request(sale.ID, "alice", 1, "k1")
-	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil {
 		t.Fatal(err)
 	}
 	idem := s.keys(sale.ID)[keyIdem]
@@ -80,11 +80,11 @@ func testCompactIdempotency(t *testing.T, s *Store) {
 	}
 	probes := []seckill.ReserveRequest{request(sale.ID, "alice", 1, "k1"), request(sale.ID, "bob", 1, "k2")}
 	want := []string{r.ReservationID, old.ReservationID}
-	got, err := s.Reserve(ctx, sale.ID, probes)
+	got, err := s.StockStore().Reserve(ctx, sale.ID, probes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	looked, err := s.Replays(ctx, sale.ID, probes)
+	looked, err := s.StockStore().Replays(ctx, sale.ID, probes)
 	if err != nil {
 		t.Fatal(err)
 	}

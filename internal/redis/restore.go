@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -15,8 +13,7 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// The Redis side of restoring (seckill.StockRestorer) and the stock-store
-// side of reconciliation (seckill.StockLedger).
+// The Redis side of restoring (seckill.StockRestorer).
 //
 // A restore runs one script on the sale's slot (restore.lua) that gives
 // an active reservation's units back to the stock and to its buyer's
@@ -44,10 +41,14 @@ const StatusRestored = "restored"
 // about: it calls for an operator. Nothing was changed.
 var ErrInconsistentReservation = errors.New("reservation inconsistent with the sale's stock")
 
-var (
-	_ seckill.StockRestorer = (*Store)(nil)
-	_ seckill.StockLedger   = (*Store)(nil)
-)
+// Restorer gives reservations' units back and announces restocks
+// (seckill.StockRestorer).
+type Restorer struct{ *conn }
+
+var _ seckill.StockRestorer = Restorer{}
+
+// Restorer returns the store's restorer.
+func (s *Store) Restorer() Restorer { return Restorer{s.conn} }
 
 // RestoreReservation gives an active reservation's units back to its
 // sale's stock and to its buyer's limit, and marks it restored, in one
@@ -61,7 +62,7 @@ var (
 // that made the reservation keeps answering with that reservation, now
 // restored, and takes no unit. A buyer who wants the units again sends a
 // new request (with a new key).
-func (s *Store) RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error) {
+func (s Restorer) RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error) {
 	saleID, ok := seckill.SaleIDOfReservation(reservationID)
 	if !ok {
 		return false, fmt.Errorf("restore %q: %w", reservationID, seckill.ErrNotFound)
@@ -82,7 +83,7 @@ const MaxRestoreBatch = 1000
 // reservationIDs[i], in order, so an id listed twice is restored once.
 // An id that is not a reservation id of saleID is ErrNotFound there. More
 // than MaxRestoreBatch ids is EINVALID, as is an invalid sale id.
-func (s *Store) RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]seckill.ReservationRestore, error) {
+func (s Restorer) RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]seckill.ReservationRestore, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("restore reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
@@ -118,7 +119,7 @@ func (s *Store) RestoreReservations(ctx context.Context, saleID string, reservat
 // restoreScript runs restore.lua on ids of saleID and returns its codes:
 // on the sale's key set, or, for a sale of several buckets, on each
 // bucket's for the ids whose records it holds.
-func (s *Store) restoreScript(ctx context.Context, saleID string, ids []string) ([]int64, error) {
+func (s *conn) restoreScript(ctx context.Context, saleID string, ids []string) ([]int64, error) {
 	bs, err := s.buckets(ctx, saleID)
 	if err != nil {
 		return nil, err
@@ -152,7 +153,7 @@ func (s *Store) restoreScript(ctx context.Context, saleID string, ids []string) 
 }
 
 // restoreIn runs restore.lua on ids in the key set of tag.
-func (s *Store) restoreIn(ctx context.Context, tag string, ids []string) ([]int64, error) {
+func (s *conn) restoreIn(ctx context.Context, tag string, ids []string) ([]int64, error) {
 	keys := s.keys(tag)
 	answers, err := restoreScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]}, ids).ToArray()
 	if err != nil {
@@ -191,12 +192,12 @@ func restoreAnswer(reservationID string, code int64) (restored bool, err error) 
 	return false, fmt.Errorf("restore %s: unexpected answer %d from restore script", reservationID, code)
 }
 
-func (s *Store) restockedChannel() string { return s.prefix + ":restocked" }
+func (s *conn) restockedChannel() string { return s.prefix + ":restocked" }
 
 // PublishRestocked announces to every subscriber (every API node) that a
 // sale has stock again. Announcements are fire and forget: a subscriber
 // that is reconnecting at that moment misses it.
-func (s *Store) PublishRestocked(ctx context.Context, saleID string) error {
+func (s Restorer) PublishRestocked(ctx context.Context, saleID string) error {
 	if !seckill.ValidSaleID(saleID) {
 		return fmt.Errorf("publish restocked: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
 	}
@@ -229,7 +230,7 @@ const (
 // fn runs on the subscription's goroutine, one call at a time: it must
 // return quickly, since announcements wait for it. Messages that are not
 // a valid sale id are dropped.
-func (s *Store) SubscribeRestocked(ctx context.Context, fn func(saleID string)) error {
+func (s Restorer) SubscribeRestocked(ctx context.Context, fn func(saleID string)) error {
 	var confirmed atomic.Bool
 	hctx := rueidis.WithOnSubscriptionHook(ctx, func(sub rueidis.PubSubSubscription) {
 		if sub.Kind == "subscribe" {
@@ -267,142 +268,4 @@ func (s *Store) SubscribeRestocked(ctx context.Context, fn func(saleID string)) 
 		case <-time.After(wait):
 		}
 	}
-}
-
-// reservationsScanCount is the COUNT hint of each HSCAN call: enough to
-// list a large sale in few round trips, few enough that no call blocks
-// Redis for long.
-const reservationsScanCount = 1000
-
-// Reservations lists every reservation record of a sale, sorted by
-// reservation id (which sorts by time); none for a sale that has none or
-// is not loaded. It holds the whole list: for a large sale, use
-// ScanReservations. A malformed record fails the whole call, naming it:
-// reconciliation must not skip what it cannot read.
-func (s *Store) Reservations(ctx context.Context, saleID string) ([]seckill.ReservationRecord, error) {
-	var out []seckill.ReservationRecord
-	index := map[string]int{}
-	err := s.ScanReservations(ctx, saleID, reservationsScanCount, func(page []seckill.ReservationRecord) error {
-		for _, r := range page {
-			if j, ok := index[r.ReservationID]; ok {
-				out[j] = r
-				continue
-			}
-			index[r.ReservationID] = len(out)
-			out = append(out, r)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	slices.SortFunc(out, func(a, b seckill.ReservationRecord) int { return strings.Compare(a.ReservationID, b.ReservationID) })
-	return out, nil
-}
-
-// ScanReservations calls fn with the reservation records of a sale, one
-// HSCAN reply (about count records) of one bucket at a time, so that
-// neither Redis nor this process holds a large sale at once; nothing for
-// a sale that is not loaded. The pages are no snapshot: a reservation
-// made or restored during the scan may or may not be in them, or may
-// appear in its earlier state. HSCAN returns an element twice only when
-// the hash shrinks during the scan, and a res hash never shrinks (records
-// are never deleted, only the whole key is); a page repeats no record.
-// A malformed record fails the scan, naming it.
-func (s *Store) ScanReservations(ctx context.Context, saleID string, count int, fn func([]seckill.ReservationRecord) error) error {
-	if !seckill.ValidSaleID(saleID) {
-		return fmt.Errorf("reservations: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
-	}
-	if count < 1 {
-		count = reservationsScanCount
-	}
-	bs, err := s.buckets(ctx, saleID)
-	if err != nil {
-		return fmt.Errorf("reservations: %w", err)
-	}
-	var page []seckill.ReservationRecord
-	seen := map[string]int{}
-	for _, tag := range bs.tags { // every bucket of the sale
-		key := s.keys(tag)[keyRes]
-		var cursor uint64
-		for {
-			e, err := s.client.Do(ctx, s.client.B().Hscan().Key(key).Cursor(cursor).Count(int64(count)).Build()).AsScanEntry()
-			if err != nil {
-				return fmt.Errorf("reservations: %w", classify(err))
-			}
-			if len(e.Elements)%2 != 0 {
-				return fmt.Errorf("reservations: HSCAN answered %d elements; want field, value pairs", len(e.Elements))
-			}
-			page = page[:0]
-			clear(seen)
-			for i := 0; i < len(e.Elements); i += 2 {
-				r, err := parseRecord(idOfField(saleID, e.Elements[i]), e.Elements[i+1])
-				if err != nil {
-					return fmt.Errorf("reservations: sale %s: %w", saleID, err)
-				}
-				if j, ok := seen[r.ReservationID]; ok {
-					page[j] = r
-					continue
-				}
-				seen[r.ReservationID] = len(page)
-				page = append(page, r)
-			}
-			if len(page) > 0 {
-				if err := fn(page); err != nil {
-					return err
-				}
-			}
-			if cursor = e.Cursor; cursor == 0 {
-				break
-			}
-		}
-	}
-	return nil
-}
-
-// ReservationsOf reads the records of ids, reservations of saleID, with
-// one HMGET of each bucket's res hash (pipelined), and returns those it
-// found. A malformed record fails the call, naming it.
-func (s *Store) ReservationsOf(ctx context.Context, saleID string, ids []string) (map[string]seckill.ReservationRecord, error) {
-	if !seckill.ValidSaleID(saleID) {
-		return nil, fmt.Errorf("reservations of ids: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
-	}
-	out := make(map[string]seckill.ReservationRecord, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
-	bs, err := s.buckets(ctx, saleID)
-	if err != nil {
-		return nil, fmt.Errorf("reservations of ids: %w", err)
-	}
-	// Each id's compact field, then its whole id (a record written before).
-	fields := make([]string, 0, 2*len(ids))
-	of := make([]string, 0, 2*len(ids))
-	for _, id := range ids {
-		for _, f := range recordFields(id) {
-			fields, of = append(fields, f), append(of, id)
-		}
-	}
-	cmds := make(rueidis.Commands, 0, len(bs.tags))
-	for _, tag := range bs.tags {
-		cmds = append(cmds, s.client.B().Hmget().Key(s.keys(tag)[keyRes]).Field(fields...).Build())
-	}
-	for _, res := range s.client.DoMulti(ctx, cmds...) {
-		vals, err := res.ToArray()
-		if err != nil {
-			return nil, fmt.Errorf("reservations of ids: %w", classify(err))
-		}
-		for i, v := range vals {
-			rec, err := v.ToString()
-			if err != nil || i >= len(of) {
-				continue // nil: not in this bucket, or not under this field
-			}
-			r, err := parseRecord(of[i], rec)
-			if err != nil {
-				return nil, fmt.Errorf("reservations of ids: sale %s: %w", saleID, err)
-			}
-			out[r.ReservationID] = r
-		}
-	}
-	return out, nil
 }

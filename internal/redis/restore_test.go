@@ -19,7 +19,7 @@ import (
 func TestStockRestorer(t *testing.T) {
 	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
 		t.Run("Conformance", func(t *testing.T) {
-			conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return newStore(t) })
+			conformance.StockRestorer(t, func(t *testing.T) conformance.RestoringStockStore { return restoring(newStore(t)) })
 		})
 		runParallel(t, newStore, []storeTest{
 			{"RestoredRecord", testRestoredRecord},
@@ -64,14 +64,14 @@ func testRecordsWrittenBefore(t *testing.T, s *Store) {
 	sale := mustPreheat(t, s, liveSale(10, 5))
 	const user = "old:user"
 	reqs := []seckill.ReserveRequest{request(sale.ID, user, 2, ""), request(sale.ID, user, 1, ""), request(sale.ID, "new", 1, "")}
-	if res, err := s.Reserve(ctx, sale.ID, reqs); err != nil || res[2].Outcome != seckill.OutcomeReserved {
+	if res, err := s.StockStore().Reserve(ctx, sale.ID, reqs); err != nil || res[2].Outcome != seckill.OutcomeReserved {
 		t.Fatalf("Reserve = %+v, %v", res, err)
 	}
 	key := s.keys(sale.ID)[keyRes]
 	plantRecord(t, s, key, reqs[0].ReservationID, "active:2:1700000000000:"+user)
 	plantRecord(t, s, key, reqs[1].ReservationID, "active:1:1700000000001:"+user)
 
-	got, err := s.Reservations(ctx, sale.ID)
+	got, err := s.Ledger().Reservations(ctx, sale.ID)
 	if err != nil || len(got) != 3 {
 		t.Fatalf("Reservations = %+v, %v; want 3", got, err)
 	}
@@ -85,16 +85,16 @@ func testRecordsWrittenBefore(t *testing.T, s *Store) {
 	if r := byID[reqs[2].ReservationID]; r.UserID != "new" || r.Qty != 1 || time.Since(r.ReservedAt) > time.Minute {
 		t.Errorf("compact record listed as %+v; want new, qty 1, reserved just now", r)
 	}
-	of, err := s.ReservationsOf(ctx, sale.ID, requestIDs(reqs))
+	of, err := s.Ledger().ReservationsOf(ctx, sale.ID, requestIDs(reqs))
 	if err != nil || len(of) != 3 || of[reqs[0].ReservationID] != byID[reqs[0].ReservationID] || of[reqs[2].ReservationID] != byID[reqs[2].ReservationID] {
 		t.Errorf("ReservationsOf = %+v, %v; want what Reservations lists", of, err)
 	}
-	if u, qty, status, err := s.Reservation(ctx, reqs[0].ReservationID); err != nil || u != user || qty != 2 || status != StatusActive {
+	if u, qty, status, err := s.StockStore().Reservation(ctx, reqs[0].ReservationID); err != nil || u != user || qty != 2 || status != StatusActive {
 		t.Errorf("Reservation of an old record = %q, %d, %q, %v", u, qty, status, err)
 	}
 
 	// Restored by the script, an old record keeps its form and field.
-	if restored, err := s.RestoreReservation(ctx, reqs[0].ReservationID); err != nil || !restored {
+	if restored, err := s.Restorer().RestoreReservation(ctx, reqs[0].ReservationID); err != nil || !restored {
 		t.Fatalf("RestoreReservation(old) = %v, %v", restored, err)
 	}
 	if rec := hgetall(t, s, key)[reqs[0].ReservationID]; rec != "restored:2:1700000000000:"+user {
@@ -102,10 +102,10 @@ func testRecordsWrittenBefore(t *testing.T, s *Store) {
 	}
 	// Released by a heal, too; and a heal adds nothing for an old record.
 	token := "t1"
-	if _, err := s.BeginHeal(ctx, sale, token); err != nil {
+	if _, err := s.Healer().BeginHeal(ctx, sale, token); err != nil {
 		t.Fatal(err)
 	}
-	added, released, err := s.ApplyHeal(ctx, sale.ID, token,
+	added, released, err := s.Healer().ApplyHeal(ctx, sale.ID, token,
 		[]seckill.ReservationRecord{{ReservationID: reqs[1].ReservationID, UserID: user, Qty: 1, ReservedAt: time.UnixMilli(1700000000001)}},
 		[]seckill.ReservationRecord{{ReservationID: reqs[1].ReservationID, UserID: user, Qty: 1}})
 	if err != nil || added != 0 || released != 1 {
@@ -114,7 +114,7 @@ func testRecordsWrittenBefore(t *testing.T, s *Store) {
 	if rec := hgetall(t, s, key); rec[reqs[1].ReservationID] != "restored:1:1700000000001:"+user || rec[recordField(reqs[1].ReservationID)] != "" {
 		t.Errorf("old record after a heal released it = %q (compact field %q)", rec[reqs[1].ReservationID], rec[recordField(reqs[1].ReservationID)])
 	}
-	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 1 {
+	if lvl, err := s.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 1 {
 		t.Errorf("stock after restoring and releasing the old records = %+v, %v; want 1 reserved", lvl, err)
 	}
 }
@@ -134,7 +134,7 @@ func testRestoredRecord(t *testing.T, s *Store) {
 	sale := mustPreheat(t, s, liveSale(10, 5))
 	const user = "user:with:colons"
 	a, b := request(sale.ID, user, 2, "k"), request(sale.ID, user, 1, "")
-	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{a, b}); err != nil || res[1].Outcome != seckill.OutcomeReserved {
+	if res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{a, b}); err != nil || res[1].Outcome != seckill.OutcomeReserved {
 		t.Fatalf("Reserve = %+v, %v", res, err)
 	}
 	keys := s.keys(sale.ID)
@@ -145,14 +145,14 @@ func testRestoredRecord(t *testing.T, s *Store) {
 	}
 	idemBefore := hgetall(t, s, keys[keyIdem])
 
-	if restored, err := s.RestoreReservation(ctx, a.ReservationID); err != nil || !restored {
+	if restored, err := s.Restorer().RestoreReservation(ctx, a.ReservationID); err != nil || !restored {
 		t.Fatalf("RestoreReservation = %v, %v; want true, nil", restored, err)
 	}
 	rec := hgetall(t, s, keys[keyRes])
 	if want := "-" + recBefore; rec[field] != want {
 		t.Errorf("record after restore = %q; want %q (was %q)", rec[field], want, recBefore)
 	}
-	if gotUser, qty, status, err := s.Reservation(ctx, a.ReservationID); err != nil || gotUser != user || qty != 2 || status != StatusRestored {
+	if gotUser, qty, status, err := s.StockStore().Reservation(ctx, a.ReservationID); err != nil || gotUser != user || qty != 2 || status != StatusRestored {
 		t.Errorf("Reservation = %q, %d, %q, %v; want %q, 2, %q", gotUser, qty, status, err, user, StatusRestored)
 	}
 	if got := hgetall(t, s, keys[keyBuyers]); fmt.Sprint(got) != fmt.Sprint(map[string]string{user: "1"}) {
@@ -162,13 +162,13 @@ func testRestoredRecord(t *testing.T, s *Store) {
 		t.Errorf("idempotency entries after restore = %v; want unchanged %v", got, idemBefore)
 	}
 
-	if restored, err := s.RestoreReservation(ctx, b.ReservationID); err != nil || !restored {
+	if restored, err := s.Restorer().RestoreReservation(ctx, b.ReservationID); err != nil || !restored {
 		t.Fatalf("RestoreReservation = %v, %v; want true, nil", restored, err)
 	}
 	if got := hgetall(t, s, keys[keyBuyers]); len(got) != 0 {
 		t.Errorf("buyers after restoring every unit = %v; want the field deleted", got)
 	}
-	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 2 {
+	if n, err := s.Outbox().OutboxLen(ctx, sale.ID); err != nil || n != 2 {
 		t.Errorf("OutboxLen = %d, %v; want 2: a restore appends nothing", n, err)
 	}
 }
@@ -229,7 +229,7 @@ func testRestoreInconsistent(t *testing.T, s *Store) {
 	for _, tt := range tests {
 		sale := mustPreheat(t, s, liveSale(10, 5))
 		r := request(sale.ID, "u1", 2, "")
-		if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+		if res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{r}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("Reserve = %+v, %v", res, err)
 		}
 		keys := s.keys(sale.ID)
@@ -238,7 +238,7 @@ func testRestoreInconsistent(t *testing.T, s *Store) {
 		for _, k := range keys[:keyOutbox] {
 			before = append(before, hgetall(t, s, k))
 		}
-		restored, err := s.RestoreReservation(ctx, r.ReservationID)
+		restored, err := s.Restorer().RestoreReservation(ctx, r.ReservationID)
 		if !errors.Is(err, ErrInconsistentReservation) || restored {
 			t.Errorf("%s: RestoreReservation = %v, %v; want false, ErrInconsistentReservation", tt.name, restored, err)
 		}
@@ -254,7 +254,7 @@ func testReservationsSorted(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(100, 1))
 	reqs := reserveN(t, s, sale.ID, 50)
-	got, err := s.Reservations(ctx, sale.ID)
+	got, err := s.Ledger().Reservations(ctx, sale.ID)
 	if err != nil {
 		t.Fatalf("Reservations: %v", err)
 	}
@@ -271,10 +271,10 @@ func testReservationsSorted(t *testing.T, s *Store) {
 
 func testReservationsMalformed(t *testing.T, s *Store) {
 	ctx := context.Background()
-	if got, err := s.Reservations(ctx, servicetest.UniqueName("sale_")); err != nil || len(got) != 0 {
+	if got, err := s.Ledger().Reservations(ctx, servicetest.UniqueName("sale_")); err != nil || len(got) != 0 {
 		t.Errorf("Reservations of a sale never loaded = %+v, %v; want none", got, err)
 	}
-	if _, err := s.Reservations(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
+	if _, err := s.Ledger().Reservations(ctx, "a{b}"); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("Reservations(a{b}): err = %v; want code %s", err, seckill.EINVALID)
 	}
 	for _, rec := range []string{"paused:1:1700000000000:u", "active:x:1700000000000:u", "active:1:-5:u", "active:1:1700000000000:", "active",
@@ -283,7 +283,7 @@ func testReservationsMalformed(t *testing.T, s *Store) {
 		reserveN(t, s, sale.ID, 3)
 		id := seckill.NewReservationID(sale.ID, time.Now())
 		plantRecord(t, s, s.keys(sale.ID)[keyRes], id, rec)
-		if got, err := s.Reservations(ctx, sale.ID); err == nil || !strings.Contains(err.Error(), id) {
+		if got, err := s.Ledger().Reservations(ctx, sale.ID); err == nil || !strings.Contains(err.Error(), id) {
 			t.Errorf("Reservations with record %q = %d records, %v; want an error naming %s", rec, len(got), err, id)
 		}
 	}
@@ -295,7 +295,7 @@ func testReservationsMalformed(t *testing.T, s *Store) {
 func subscribeRestocked(ctx context.Context, s *Store) (heard chan string, done chan error) {
 	heard, done = make(chan string, 100), make(chan error, 1)
 	go func() {
-		done <- s.SubscribeRestocked(ctx, func(id string) {
+		done <- s.Restorer().SubscribeRestocked(ctx, func(id string) {
 			select {
 			case heard <- id:
 			default:
@@ -320,10 +320,10 @@ func testRestockedChannelPerPrefix(t *testing.T, s, other *Store) {
 	mine := servicetest.UniqueName("sale_")
 	deadline := time.After(5 * time.Second)
 	for {
-		if err := s.PublishRestocked(ctx, mine); err != nil {
+		if err := s.Restorer().PublishRestocked(ctx, mine); err != nil {
 			t.Fatalf("PublishRestocked: %v", err)
 		}
-		if err := other.PublishRestocked(ctx, "theirs"); err != nil {
+		if err := other.Restorer().PublishRestocked(ctx, "theirs"); err != nil {
 			t.Fatalf("PublishRestocked: %v", err)
 		}
 		select {
@@ -353,7 +353,7 @@ func TestSubscribeRestockedReconnects(t *testing.T) {
 		deadline := time.After(15 * time.Second)
 		for {
 			// Fails while the connection comes back: keep announcing.
-			_ = s.PublishRestocked(context.Background(), saleID)
+			_ = s.Restorer().PublishRestocked(context.Background(), saleID)
 			select {
 			case id := <-heard:
 				if id == saleID {

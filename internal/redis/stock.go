@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -36,11 +35,20 @@ var scriptOutcomes = map[int64]scriptOutcome{
 	10: {"ADMISSION_REQUIRED", seckill.OutcomeAdmissionRequired, nil},
 }
 
+// StockStore is the stock store (seckill.StockStore) and the request paths'
+// other reads of it: reservations, a buyer's holding, idempotency replays.
+type StockStore struct{ *conn }
+
+var _ seckill.StockStore = StockStore{}
+
+// StockStore returns the store's stock store.
+func (s *Store) StockStore() StockStore { return StockStore{s.conn} }
+
 // Preheat loads a sale's stock, limit and window unless it is already
 // loaded; created reports whether this call loaded it. It never resets a
 // loaded sale. Every call (re)registers the sale's outbox for the relay
 // (see OutboxSales).
-func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, err error) {
+func (s StockStore) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, err error) {
 	if err := sale.Validate(); err != nil {
 		return false, fmt.Errorf("preheat: %w", err)
 	}
@@ -79,7 +87,7 @@ func (s *Store) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, 
 // only the cheap invariants that keep the script's books right whatever
 // the caller (see validateBatch): a batch that breaks one, or of over
 // MaxBatch requests, is refused whole with an invalid_request error.
-func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+func (s StockStore) Reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return s.reserve(ctx, saleID, reqs, false)
 }
 
@@ -88,11 +96,11 @@ func (s *Store) Reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 // request of a sale whose admission is not first come
 // (OutcomeAdmissionRequired); ReserveAdmitted decides them as Reserve
 // decides a first come sale's.
-func (s *Store) ReserveAdmitted(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+func (s StockStore) ReserveAdmitted(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	return s.reserve(ctx, saleID, reqs, true)
 }
 
-func (s *Store) reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest, admitted bool) ([]seckill.ReserveResult, error) {
+func (s *conn) reserve(ctx context.Context, saleID string, reqs []seckill.ReserveRequest, admitted bool) ([]seckill.ReserveResult, error) {
 	if len(reqs) == 0 {
 		return nil, nil
 	}
@@ -135,7 +143,7 @@ func (s *Store) reserve(ctx context.Context, saleID string, reqs []seckill.Reser
 // appended tells the WithOnOutboxAppend hook of a Reserve whose results
 // claimed units (a replay appends nothing, but is rare enough that a
 // spurious wake costs nothing worth a finer test).
-func (s *Store) appended(results []seckill.ReserveResult) {
+func (s *conn) appended(results []seckill.ReserveResult) {
 	if s.onAppend == nil {
 		return
 	}
@@ -151,14 +159,14 @@ func (s *Store) appended(results []seckill.ReserveResult) {
 // buckets first, one limiter call per check (a request may be tried in
 // several buckets, and its count must not depend on which), then reserves
 // what they allowed in the buckets.
-func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
+func (s *conn) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	results := make([]seckill.ReserveResult, len(reqs))
 	var allowed []seckill.ReserveRequest
 	var at []int
 	for i, r := range reqs {
 		limited := false
 		for k, c := range r.RateChecks {
-			res, err := s.Allow(ctx, c.Key, c.Limit)
+			res, err := RateLimiter{s}.Allow(ctx, c.Key, c.Limit)
 			if err != nil {
 				return nil, err
 			}
@@ -190,7 +198,7 @@ func (s *Store) reserveBucketsLimited(ctx context.Context, bs *bucketSet, reqs [
 // reserveIn runs the reserve script on the key set of tag: a sale, or one
 // bucket of a sale; the requests' rate checks, the same limits in the same
 // order (sameLimits), are counted in hashes of tag's slot (saleRateBase).
-func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest, admitted bool) ([]seckill.ReserveResult, error) {
+func (s *conn) reserveIn(ctx context.Context, tag string, reqs []seckill.ReserveRequest, admitted bool) ([]seckill.ReserveResult, error) {
 	keys := s.keys(tag)
 	for _, c := range reqs[0].RateChecks {
 		keys = append(keys, s.saleRateBase(tag, c.Limit))
@@ -240,7 +248,7 @@ func (s *Store) reserveIn(ctx context.Context, tag string, reqs []seckill.Reserv
 // call: <prefix>:{<sale>}:rl:<interval µs>:<tolerance µs>, and the script
 // adds :<generation> (reserve.lua). The limit is in the name for the
 // reasons rateKey gives.
-func (s *Store) saleRateBase(saleID string, l seckill.RateLimit) string {
+func (s *conn) saleRateBase(saleID string, l seckill.RateLimit) string {
 	interval := l.Interval().Microseconds()
 	return s.prefix + ":{" + saleID + "}:rl:" + strconv.FormatInt(interval, 10) + ":" + strconv.FormatInt(interval*int64(l.Rate), 10)
 }
@@ -364,7 +372,7 @@ func decodeReserve(msg rueidis.RedisMessage, reqs []seckill.ReserveRequest) ([]s
 
 // Stock returns the live stock of a sale; seckill.ErrNotFound when the sale
 // is not preheated.
-func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, error) {
+func (s StockStore) Stock(ctx context.Context, saleID string) (seckill.StockLevel, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return seckill.StockLevel{}, fmt.Errorf("stock: sale %q: %w", saleID, seckill.ErrNotFound)
 	}
@@ -396,7 +404,7 @@ func (s *Store) Stock(ctx context.Context, saleID string) (seckill.StockLevel, e
 // Reservation returns the record of one reservation as the reserve script
 // wrote it (status is StatusActive until a later script changes it);
 // seckill.ErrNotFound when there is none.
-func (s *Store) Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error) {
+func (s StockStore) Reservation(ctx context.Context, reservationID string) (userID string, qty int64, status string, err error) {
 	saleID, ok := seckill.SaleIDOfReservation(reservationID)
 	if !ok {
 		return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
@@ -427,109 +435,20 @@ func (s *Store) Reservation(ctx context.Context, reservationID string) (userID s
 	return "", 0, "", fmt.Errorf("reservation %q: %w", reservationID, seckill.ErrNotFound)
 }
 
-// OutboxLen returns the number of reservations in a sale's outbox: those
-// not yet relayed, or relayed and not yet acknowledged.
-// For a sale of several buckets it is the sum of every bucket's outbox; a
-// bucket's name (as OutboxSales lists it) gives that bucket's alone.
-func (s *Store) OutboxLen(ctx context.Context, saleID string) (int64, error) {
-	base, ok := bucketBase(saleID)
-	if !ok {
-		return 0, fmt.Errorf("outbox len: %w", seckill.Errorf(seckill.EINVALID, "invalid sale id"))
-	}
-	tags := []string{saleID}
-	if base == saleID {
-		bs, err := s.buckets(ctx, saleID)
-		if err != nil {
-			return 0, fmt.Errorf("outbox len: %w", err)
-		}
-		tags = bs.tags
-	}
-	cmds := make(rueidis.Commands, 0, 2*len(tags))
-	for _, tag := range tags {
-		cmds = append(cmds, s.outboxCountCmds(tag)...)
-	}
-	res := s.client.DoMulti(ctx, cmds...)
-	var n int64
-	for b := range tags {
-		c, err := outboxCount(res[2*b], res[2*b+1])
-		if err != nil {
-			return 0, fmt.Errorf("outbox len: %w", err)
-		}
-		n += c
-	}
-	return n, nil
-}
-
-// outboxCountCmds are the two reads outboxCount takes: the stock hash's
-// outboxed and relayed, and the outbox's XLEN.
-func (s *Store) outboxCountCmds(tag string) rueidis.Commands {
-	keys := s.keys(tag)
-	return rueidis.Commands{
-		s.client.B().Hmget().Key(keys[keyStock]).Field("outboxed", "relayed").Build(),
-		s.client.B().Xlen().Key(keys[keyOutbox]).Build(),
-	}
-}
-
-// outboxCount is the reservations in one outbox: outboxed - relayed
-// (reserve.lua, outbox_ack.lua), or, before the sale's first batch
-// written with the count, the entries, each of one reservation then. A
-// stock hash lost while its outbox was not leaves only the entries to
-// count, each of which may hold many reservations.
-func outboxCount(counts, xlen rueidis.RedisResult) (int64, error) {
-	vals, err := counts.ToArray()
-	if err != nil {
-		return 0, classify(err)
-	}
-	entries, err := xlen.AsInt64()
-	if err != nil {
-		return 0, classify(err)
-	}
-	if len(vals) != 2 || vals[0].IsNil() {
-		return entries, nil
-	}
-	outboxed, err := vals[0].AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("malformed outboxed: %w", err)
-	}
-	var relayed int64
-	if !vals[1].IsNil() {
-		if relayed, err = vals[1].AsInt64(); err != nil {
-			return 0, fmt.Errorf("malformed relayed: %w", err)
-		}
-	}
-	return max(outboxed-relayed, entries), nil
-}
-
-// OutboxOldest is when the oldest entry of the sale's outbox (of each of
-// its buckets) was appended, by the Redis clock its stream id carries;
-// empty when no outbox of the sale holds an entry.
-func (s *Store) OutboxOldest(ctx context.Context, saleID string) (oldest time.Time, empty bool, err error) {
+// Held is how many units the store counts user as holding on a sale (the
+// count its per-user limit checks), from the buyer's home bucket on a
+// bucketed sale; 0 for a buyer or sale it does not know.
+func (s StockStore) Held(ctx context.Context, saleID, userID string) (int64, error) {
 	bs, err := s.buckets(ctx, saleID)
 	if err != nil {
-		return time.Time{}, false, fmt.Errorf("outbox oldest: %w", err)
+		return 0, err
 	}
-	cmds := make(rueidis.Commands, len(bs.tags))
-	for i, tag := range bs.tags {
-		cmds[i] = s.client.B().Xrange().Key(s.keys(tag)[keyOutbox]).Start("-").End("+").Count(1).Build()
+	key := s.keys(bs.tags[bs.home(userID)])[keyBuyers]
+	n, err := s.client.Do(ctx, s.client.B().Hget().Key(key).Field(userID).Build()).AsInt64()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	} else if err != nil {
+		return 0, fmt.Errorf("held by a buyer of sale %s: %w", saleID, classify(err))
 	}
-	empty = true
-	for _, r := range s.client.DoMulti(ctx, cmds...) {
-		entries, err := r.AsXRange()
-		if err != nil {
-			return time.Time{}, false, fmt.Errorf("outbox oldest: %w", classify(err))
-		}
-		if len(entries) == 0 {
-			continue
-		}
-		ms, _, _ := strings.Cut(entries[0].ID, "-")
-		at, err := strconv.ParseInt(ms, 10, 64)
-		if err != nil {
-			return time.Time{}, false, fmt.Errorf("outbox oldest: stream id %q: %w", entries[0].ID, err)
-		}
-		if t := time.UnixMilli(at); empty || t.Before(oldest) {
-			oldest = t
-		}
-		empty = false
-	}
-	return oldest, empty, nil
+	return n, nil
 }

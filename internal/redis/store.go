@@ -3,6 +3,23 @@
 // embedded default on an in-process miniredis, both driven through the same
 // rueidis client and the same Lua scripts.
 //
+// A Store (New, StartEmbedded) is the connection; it opens and closes the
+// client. Each port is a small type over it, got from the Store, with its
+// methods in a file of its own:
+//
+//	StockStore()   seckill.StockStore, the request paths' reads   stock.go, replay.go
+//	RateLimiter()  seckill.RateLimiter                            ratelimit.go
+//	Outbox()       the relay's outbox (relay.Outbox)              outbox.go
+//	Restorer()     seckill.StockRestorer                          restore.go
+//	Ledger()       seckill.StockLedger, for reconciliation        ledger.go
+//	Healer()       the heal watcher's side (heal.Stock)           heal.go
+//	Archive()      freeing an ended sale's keys (archive.Stock)   archive.go
+//	Admin()        an operator's changes (saleadmin.Live)         admin.go
+//	Lottery()      a lottery sale's entries and winners           lottery.go
+//	Queue()        a queue sale's line                            queue.go
+//
+// They share the key layout below, so they stay in one package.
+//
 // Each sale's state lives in five keys that share one Cluster hash slot
 // (<prefix> is "sk" unless WithKeyPrefix says otherwise):
 //
@@ -77,9 +94,19 @@ const (
 	StatusActive = "active"
 )
 
-// Store is the stock store on Redis. It is safe for concurrent use; its
-// client pipelines concurrent calls onto shared connections by itself.
+// Store is the connection to Redis that every port type of this package
+// shares (Stock, Outbox, Restorer, ...): it opens the client and closes
+// it. It is safe for concurrent use; its client pipelines concurrent calls
+// onto shared connections by itself.
 type Store struct {
+	*conn
+	closeOnce sync.Once
+}
+
+// conn is what the port types share: the client, the key layout and the
+// sales' bucket layouts. Its methods are the package's building blocks;
+// the exported methods live on the port types, one file each.
+type conn struct {
 	client   rueidis.Client
 	prefix   string
 	embedded *miniredis.Miniredis // nil unless started by StartEmbedded
@@ -101,11 +128,7 @@ type Store struct {
 	// minBuckets, if set, loads every sale with at least that many
 	// buckets, so tests can run whole suites on bucketed sales.
 	minBuckets int64
-
-	closeOnce sync.Once
 }
-
-var _ seckill.StockStore = (*Store)(nil)
 
 // Option configures a Store.
 type Option func(*options)
@@ -194,7 +217,7 @@ func newStore(ctx context.Context, url string, o options, srv *miniredis.Minired
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))
 	}
-	s := &Store{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout, onAppend: o.onAppend}
+	s := &Store{conn: &conn{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout, onAppend: o.onAppend}}
 	if s.waitReplicas > 0 && s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
 	}
@@ -226,7 +249,7 @@ func (s *Store) Ping(ctx context.Context) error {
 
 // keys returns the five keys of a sale, in the order the scripts take
 // them. The {sale} hash tag puts them in one Cluster slot.
-func (s *Store) keys(saleID string) []string {
+func (s *conn) keys(saleID string) []string {
 	base := s.prefix + ":{" + saleID + "}:"
 	return []string{base + "stock", base + "buyers", base + "idem", base + "res", base + "outbox"}
 }
@@ -291,22 +314,4 @@ func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return total, nil
-}
-
-// Held is how many units the store counts user as holding on a sale (the
-// count its per-user limit checks), from the buyer's home bucket on a
-// bucketed sale; 0 for a buyer or sale it does not know.
-func (s *Store) Held(ctx context.Context, saleID, userID string) (int64, error) {
-	bs, err := s.buckets(ctx, saleID)
-	if err != nil {
-		return 0, err
-	}
-	key := s.keys(bs.tags[bs.home(userID)])[keyBuyers]
-	n, err := s.client.Do(ctx, s.client.B().Hget().Key(key).Field(userID).Build()).AsInt64()
-	if rueidis.IsRedisNil(err) {
-		return 0, nil
-	} else if err != nil {
-		return 0, fmt.Errorf("held by a buyer of sale %s: %w", saleID, classify(err))
-	}
-	return n, nil
 }

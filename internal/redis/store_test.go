@@ -102,6 +102,23 @@ func onBackends(t *testing.T, test func(t *testing.T, newStore func(*testing.T) 
 	}
 }
 
+// restoring is s as conformance.StockRestorer takes it: its stock store,
+// restorer and ledger in one value.
+func restoring(s *Store) conformance.RestoringStockStore {
+	return restoringStore{s.StockStore(), s.Restorer(), s.Ledger()}
+}
+
+type restoringStore struct {
+	seckill.StockStore
+	seckill.StockRestorer
+	Ledger
+}
+
+// Stock is the ledger's, which is the stock store's.
+func (r restoringStore) Stock(ctx context.Context, saleID string) (seckill.StockLevel, error) {
+	return r.Ledger.Stock(ctx, saleID)
+}
+
 // storeTest is a test of one store, by name.
 type storeTest struct {
 	name string
@@ -120,7 +137,7 @@ func runParallel(t *testing.T, newStore func(*testing.T) *Store, tests []storeTe
 func TestStore(t *testing.T) {
 	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
 		t.Run("Conformance", func(t *testing.T) {
-			conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return newStore(t) })
+			conformance.StockStore(t, func(t *testing.T) seckill.StockStore { return newStore(t).StockStore() })
 		})
 		runParallel(t, newStore, []storeTest{
 			{"Outbox", testOutbox},
@@ -157,7 +174,7 @@ func liveSale(stock, limit int64) *seckill.Sale {
 // mustPreheat preheats sale and returns it.
 func mustPreheat(t *testing.T, s *Store, sale *seckill.Sale) *seckill.Sale {
 	t.Helper()
-	if _, err := s.Preheat(context.Background(), sale); err != nil {
+	if _, err := s.StockStore().Preheat(context.Background(), sale); err != nil {
 		t.Fatalf("Preheat: %v", err)
 	}
 	return sale
@@ -181,7 +198,7 @@ func testOutbox(t *testing.T, s *Store) {
 		request(sale.ID, "dave", 3, ""),  // sold out
 		request(sale.ID, "erin", 2, ""),
 	}
-	results, err := s.Reserve(ctx, sale.ID, reqs)
+	results, err := s.StockStore().Reserve(ctx, sale.ID, reqs)
 	if err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
@@ -195,7 +212,7 @@ func testOutbox(t *testing.T, s *Store) {
 	if len(want) != 3 {
 		t.Fatalf("results %+v: want 3 reservations", results)
 	}
-	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != 3 {
+	if n, err := s.Outbox().OutboxLen(ctx, sale.ID); err != nil || n != 3 {
 		t.Fatalf("OutboxLen = %d, %v; want 3, nil", n, err)
 	}
 	// One entry for the batch: its count, its time and a line per
@@ -231,7 +248,7 @@ func testOutbox(t *testing.T, s *Store) {
 	if wantOrder := []string{reqs[0].ReservationID, reqs[2].ReservationID, reqs[5].ReservationID}; fmt.Sprint(order) != fmt.Sprint(wantOrder) {
 		t.Errorf("outbox order %v; want request order %v", order, wantOrder)
 	}
-	if n, err := s.OutboxLen(ctx, servicetest.UniqueName("sale_")); err != nil || n != 0 {
+	if n, err := s.Outbox().OutboxLen(ctx, servicetest.UniqueName("sale_")); err != nil || n != 0 {
 		t.Errorf("OutboxLen of an unknown sale = %d, %v; want 0, nil", n, err)
 	}
 }
@@ -243,15 +260,15 @@ func testReservationRecord(t *testing.T, s *Store) {
 		request(sale.ID, "user:with:colons", 2, "k"),
 		request(sale.ID, "u2", 4, ""), // rejected: no record
 	}
-	if _, err := s.Reserve(ctx, sale.ID, reqs); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, reqs); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
-	user, qty, status, err := s.Reservation(ctx, reqs[0].ReservationID)
+	user, qty, status, err := s.StockStore().Reservation(ctx, reqs[0].ReservationID)
 	if err != nil || user != "user:with:colons" || qty != 2 || status != StatusActive {
 		t.Fatalf("Reservation = %q, %d, %q, %v; want %q, 2, %q, nil", user, qty, status, err, "user:with:colons", StatusActive)
 	}
 	for _, id := range []string{reqs[1].ReservationID, seckill.NewReservationID("nosuchsale", time.Now()), "malformed"} {
-		if _, _, _, err := s.Reservation(ctx, id); !errors.Is(err, seckill.ErrNotFound) {
+		if _, _, _, err := s.StockStore().Reservation(ctx, id); !errors.Is(err, seckill.ErrNotFound) {
 			t.Errorf("Reservation(%s): err = %v; want ErrNotFound", id, err)
 		}
 	}
@@ -262,7 +279,7 @@ func testReservationRecord(t *testing.T, s *Store) {
 func testBuyersNeverExpire(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(5, 3))
-	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")}); err != nil {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")}); err != nil {
 		t.Fatalf("Reserve: %v", err)
 	}
 	for _, key := range s.keys(sale.ID) {
@@ -286,7 +303,7 @@ func testFullBatch(t *testing.T, s *Store) {
 	for i := range reqs {
 		reqs[i] = request(sale.ID, "u"+strconv.Itoa(i), 1, "k")
 	}
-	res, err := s.Reserve(ctx, sale.ID, reqs)
+	res, err := s.StockStore().Reserve(ctx, sale.ID, reqs)
 	if err != nil {
 		t.Fatalf("Reserve of %d requests: %v", MaxBatch, err)
 	}
@@ -295,10 +312,10 @@ func testFullBatch(t *testing.T, s *Store) {
 			t.Fatalf("results[%d] = %+v; want reserved", i, r)
 		}
 	}
-	if n, err := s.OutboxLen(ctx, sale.ID); err != nil || n != MaxBatch {
+	if n, err := s.Outbox().OutboxLen(ctx, sale.ID); err != nil || n != MaxBatch {
 		t.Errorf("OutboxLen = %d, %v; want %d", n, err, MaxBatch)
 	}
-	res, err = s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "late", 1, "")})
+	res, err = s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "late", 1, "")})
 	if err != nil || res[0].Outcome != seckill.OutcomeSoldOut {
 		t.Errorf("one more = %+v, %v; want sold out", res, err)
 	}
@@ -326,7 +343,7 @@ func testRateChecks(t *testing.T, s *Store) {
 			reqs[i] = request(sale.ID, "u"+strconv.Itoa(sent+i), 1, "")
 			reqs[i].RateChecks = checks("u"+strconv.Itoa(sent+i), perMin)
 		}
-		res, err := s.Reserve(ctx, sale.ID, reqs)
+		res, err := s.StockStore().Reserve(ctx, sale.ID, reqs)
 		if err != nil {
 			t.Fatalf("Reserve: %v", err)
 		}
@@ -348,13 +365,13 @@ func testRateChecks(t *testing.T, s *Store) {
 	if reserved != 20 || limited != 80 {
 		t.Fatalf("at 20/1m: %d reserved, %d rate limited of 100; want exactly 20 and 80", reserved, limited)
 	}
-	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 20 {
+	if lvl, err := s.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 20 {
 		t.Errorf("stock level %+v, %v; want 20 reserved (refused requests reserve nothing)", lvl, err)
 	}
 	// A node already at a raised limit is not held back by the old state.
 	req := request(sale.ID, "raised", 1, "")
 	req.RateChecks = checks("raised", seckill.RateLimit{Rate: 40, Period: time.Minute})
-	if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{req}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+	if res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{req}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 		t.Errorf("after raising the limit to 40/1m: %+v, %v; want reserved at once", res, err)
 	}
 	// The same in one batch beside requests still at the old limit: each
@@ -362,20 +379,20 @@ func testRateChecks(t *testing.T, s *Store) {
 	changed := []seckill.ReserveRequest{request(sale.ID, "old1", 1, ""), request(sale.ID, "new", 1, ""), request(sale.ID, "old2", 1, "")}
 	changed[0].RateChecks, changed[2].RateChecks = checks("old1", perMin), checks("old2", perMin)
 	changed[1].RateChecks = checks("new", seckill.RateLimit{Rate: 40, Period: time.Minute})
-	if res, err := s.Reserve(ctx, sale.ID, changed); err != nil || len(res) != 3 || res[0].Outcome != seckill.OutcomeRateLimited ||
+	if res, err := s.StockStore().Reserve(ctx, sale.ID, changed); err != nil || len(res) != 3 || res[0].Outcome != seckill.OutcomeRateLimited ||
 		res[1].Outcome != seckill.OutcomeReserved || res[2].Outcome != seckill.OutcomeRateLimited {
 		t.Errorf("batch across a limit change = %+v, %v; want limited, reserved, limited", res, err)
 	}
 	// Mixed: a request without checks between two with them.
 	mixed := []seckill.ReserveRequest{request(sale.ID, "m1", 1, ""), request(sale.ID, "m2", 1, ""), request(sale.ID, "m3", 1, "")}
 	mixed[0].RateChecks, mixed[2].RateChecks = checks("m1", perMin), checks("m3", perMin)
-	res, err := s.Reserve(ctx, sale.ID, mixed)
+	res, err := s.StockStore().Reserve(ctx, sale.ID, mixed)
 	if err != nil || len(res) != 3 || res[0].Outcome != seckill.OutcomeRateLimited || res[1].Outcome != seckill.OutcomeReserved || res[2].Outcome != seckill.OutcomeRateLimited {
 		t.Errorf("mixed batch = %+v, %v; want limited, reserved, limited", res, err)
 	}
 	bad := request(sale.ID, "bad", 1, "")
 	bad.RateChecks = []seckill.RateCheck{{Key: "", Limit: perMin}}
-	if _, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{bad}); seckill.ErrorCode(err) != seckill.EINVALID {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{bad}); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("empty rate key: err %v; want %s", err, seckill.EINVALID)
 	}
 }
@@ -416,7 +433,7 @@ func testRateGenerations(t *testing.T, s *Store) {
 		g := now / tol
 		cur := base + ":" + strconv.FormatInt(g, 10)
 		a := strconv.Itoa(attempt)
-		if res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{checked("gen-other"+a, ip+"-other")}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
+		if res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{checked("gen-other"+a, ip+"-other")}); err != nil || res[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("a fresh address: %+v, %v; want reserved", res, err)
 		}
 		// An address whose burst is spent, as the previous generation
@@ -426,7 +443,7 @@ func testRateGenerations(t *testing.T, s *Store) {
 		if err := s.client.Do(ctx, s.client.B().Hset().Key(prev).FieldValue().FieldValue(ip, strconv.FormatInt(now+tol, 10)).Build()).Error(); err != nil {
 			t.Fatalf("HSET: %v", err)
 		}
-		res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{checked("gen-other"+a, ip+"-other"), checked("gen"+a, ip)})
+		res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{checked("gen-other"+a, ip+"-other"), checked("gen"+a, ip)})
 		if err != nil {
 			t.Fatalf("Reserve: %v", err)
 		}
@@ -472,22 +489,22 @@ func testInvalidInput(t *testing.T, s *Store) {
 	for _, tt := range tests {
 		r := good
 		tt.mutate(&r)
-		_, err := s.Reserve(ctx, tt.saleID, []seckill.ReserveRequest{good, r})
+		_, err := s.StockStore().Reserve(ctx, tt.saleID, []seckill.ReserveRequest{good, r})
 		if seckill.ErrorCode(err) != seckill.EINVALID {
 			t.Errorf("%s: err = %v; want code %s", tt.name, err, seckill.EINVALID)
 		}
 	}
-	if _, err := s.Reserve(ctx, sale.ID, make([]seckill.ReserveRequest, MaxBatch+1)); seckill.ErrorCode(err) != seckill.EINVALID {
+	if _, err := s.StockStore().Reserve(ctx, sale.ID, make([]seckill.ReserveRequest, MaxBatch+1)); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("batch over MaxBatch: err = %v; want code %s", err, seckill.EINVALID)
 	}
 	bad := *sale
 	bad.ID = servicetest.UniqueName("sale_")
 	bad.Stock = 0
-	if _, err := s.Preheat(ctx, &bad); seckill.ErrorCode(err) != seckill.EINVALID {
+	if _, err := s.StockStore().Preheat(ctx, &bad); seckill.ErrorCode(err) != seckill.EINVALID {
 		t.Errorf("Preheat of stock 0: err = %v; want code %s", err, seckill.EINVALID)
 	}
 	// Nothing of the refused batches was applied.
-	if lvl, err := s.Stock(ctx, sale.ID); err != nil || lvl.Reserved != 0 {
+	if lvl, err := s.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 0 {
 		t.Errorf("Stock = %+v, %v; want nothing reserved", lvl, err)
 	}
 }
@@ -501,7 +518,7 @@ func TestClusterSpreadsSales(t *testing.T) {
 	ctx := context.Background()
 	for range 30 {
 		sale := mustPreheat(t, s, liveSale(5, 1))
-		res, err := s.Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")})
+		res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "u1", 1, "k")})
 		if err != nil || res[0].Outcome != seckill.OutcomeReserved {
 			t.Fatalf("Reserve = %+v, %v", res, err)
 		}

@@ -441,89 +441,13 @@ func (r *Relay) backoff(failures int) time.Duration {
 // the outbox held before the call is published.
 func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st *saleState, block bool) (n int, full, settled bool, err error) {
 	size := r.cfg.BatchSize
-	// The batch is built in the relay's scratch slice: an empty outbox,
-	// the common case between bursts, costs no allocation. Entries are
-	// deduplicated only when more than one read contributed, by stream
-	// id: a read returns each entry's reservations together, so those of
-	// an entry an earlier read gave are all left out.
-	batch, reads := r.batch[:0], 0
-	add := func(es []seckill.OutboxEntry) {
-		if len(es) == 0 {
-			return
-		}
-		st.observe(es)
-		if reads++; reads == 1 {
-			batch = append(batch, es...)
-			return
-		}
-		if len(r.seen) == 0 {
-			for _, e := range batch {
-				r.seen[e.StreamID] = true
-			}
-		}
-		from := len(batch)
-		for _, e := range es {
-			if !r.seen[e.StreamID] {
-				batch = append(batch, e)
-			}
-		}
-		for _, e := range batch[from:] {
-			r.seen[e.StreamID] = true
-		}
+	b := outboxBatch{r: r, st: st, entries: r.batch[:0]}
+	defer b.release()
+	left, err := r.readBatch(ctx, log, sale, st, &b, block)
+	if err != nil {
+		return 0, false, false, err
 	}
-	defer func() {
-		clear(batch) // drop references to the entries
-		r.batch = batch[:0]
-		clear(r.seen)
-	}()
-	ownDone := !st.ownPending
-	readAll := false // the read of new entries got all it asked for: more may wait
-	unread := true   // new entries may be left unread
-	staleLeft := false
-	if st.ownPending {
-		count := st.entriesFor(size)
-		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count)
-		if err != nil {
-			return 0, false, false, err
-		}
-		add(es)
-		ownDone = countEntries(es) < count
-	}
-	if now := time.Now(); len(batch) < size && now.Sub(st.lastClaim) >= r.cfg.ClaimMinIdle/2 {
-		want := st.entriesFor(size - len(batch))
-		es, err := r.outbox.ClaimStaleOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, r.cfg.ClaimMinIdle, want)
-		if err != nil {
-			return 0, false, false, err
-		}
-		if len(es) > 0 {
-			log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again",
-				"sale", sale, "entries", countEntries(es), "reservations", len(es))
-			if r.cfg.OnReclaimed != nil {
-				r.cfg.OnReclaimed(sale, len(es))
-			}
-		}
-		add(es)
-		if countEntries(es) < want { // else more may be stale: claim again next pass
-			st.lastClaim = now
-		} else {
-			staleLeft = true
-		}
-	}
-	if len(batch) < size {
-		var wait time.Duration
-		if block && len(batch) == 0 {
-			wait = r.cfg.Block
-		}
-		count := st.entriesFor(size - len(batch))
-		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count, wait)
-		if err != nil {
-			return 0, false, false, err
-		}
-		add(es)
-		readAll = countEntries(es) == count
-		unread = readAll
-	}
-	if len(batch) == 0 {
+	if len(b.entries) == 0 {
 		st.ownPending = false
 		return 0, false, true, r.maybeForget(ctx, log, sale, st)
 	}
@@ -533,10 +457,135 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 	// Whole entries, up to size reservations (an entry larger than size
 	// alone): the entries read beyond them stay pending for this consumer,
 	// which publishes them first on its next pass.
-	whole := fitEntries(batch, size)
-	ownDone = ownDone && whole == len(batch)
-	full = whole < len(batch) || whole >= size || readAll
-	pub := batch[:whole]
+	whole := fitEntries(b.entries, size)
+	ownDone := left.ownDone && whole == len(b.entries)
+	full = whole < len(b.entries) || whole >= size || left.readAll
+	pub := b.entries[:whole]
+	if err := r.publishAndAck(ctx, log, sale, pub); err != nil {
+		return 0, false, false, err
+	}
+	st.ownPending = !ownDone
+	return len(pub), full, ownDone && !left.unread && !left.staleLeft, nil
+}
+
+// outboxBatch is one pass's batch, built in the relay's scratch slice: an
+// empty outbox, the common case between bursts, costs no allocation.
+type outboxBatch struct {
+	r       *Relay
+	st      *saleState
+	entries []seckill.OutboxEntry
+	reads   int
+}
+
+// add appends a read's entries. Entries are deduplicated only when more
+// than one read contributed, by stream id: a read returns each entry's
+// reservations together, so those of an entry an earlier read gave are
+// all left out.
+func (b *outboxBatch) add(es []seckill.OutboxEntry) {
+	if len(es) == 0 {
+		return
+	}
+	b.st.observe(es)
+	if b.reads++; b.reads == 1 {
+		b.entries = append(b.entries, es...)
+		return
+	}
+	seen := b.r.seen
+	if len(seen) == 0 {
+		for _, e := range b.entries {
+			seen[e.StreamID] = true
+		}
+	}
+	from := len(b.entries)
+	for _, e := range es {
+		if !seen[e.StreamID] {
+			b.entries = append(b.entries, e)
+		}
+	}
+	for _, e := range b.entries[from:] {
+		seen[e.StreamID] = true
+	}
+}
+
+// release hands the scratch space back, dropping references to the entries.
+func (b *outboxBatch) release() {
+	clear(b.entries)
+	b.r.batch = b.entries[:0]
+	clear(b.r.seen)
+}
+
+// outboxLeft says what a pass's reads may have left in the outbox.
+type outboxLeft struct {
+	ownDone   bool // this consumer's pending entries were all read
+	staleLeft bool // more entries of dead relays may be stale
+	readAll   bool // the read of new entries got all it asked for: more may wait
+	unread    bool // new entries may be left unread (not read, or readAll)
+}
+
+// readBatch fills b from the three sources in order, each only while the
+// batch has room: this consumer's pending entries, stale ones, new ones.
+func (r *Relay) readBatch(ctx context.Context, log *slog.Logger, sale string, st *saleState, b *outboxBatch, block bool) (outboxLeft, error) {
+	size := r.cfg.BatchSize
+	left := outboxLeft{ownDone: !st.ownPending, unread: true}
+	if st.ownPending {
+		count := st.entriesFor(size)
+		es, err := r.outbox.ReadPendingOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count)
+		if err != nil {
+			return left, err
+		}
+		b.add(es)
+		left.ownDone = countEntries(es) < count
+	}
+	if now := time.Now(); len(b.entries) < size && now.Sub(st.lastClaim) >= r.cfg.ClaimMinIdle/2 {
+		stale, err := r.claimStale(ctx, log, sale, st, b, now)
+		if err != nil {
+			return left, err
+		}
+		left.staleLeft = stale
+	}
+	if len(b.entries) < size {
+		var wait time.Duration
+		if block && len(b.entries) == 0 {
+			wait = r.cfg.Block
+		}
+		count := st.entriesFor(size - len(b.entries))
+		es, err := r.outbox.ReadOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, count, wait)
+		if err != nil {
+			return left, err
+		}
+		b.add(es)
+		left.readAll = countEntries(es) == count
+		left.unread = left.readAll
+	}
+	return left, nil
+}
+
+// claimStale adds to b the entries dead relays left unacknowledged, and
+// reports whether more may be stale (claim again next pass).
+func (r *Relay) claimStale(ctx context.Context, log *slog.Logger, sale string, st *saleState, b *outboxBatch, now time.Time) (more bool, err error) {
+	want := st.entriesFor(r.cfg.BatchSize - len(b.entries))
+	es, err := r.outbox.ClaimStaleOutbox(ctx, sale, r.cfg.Group, r.cfg.Consumer, r.cfg.ClaimMinIdle, want)
+	if err != nil {
+		return false, err
+	}
+	if len(es) > 0 {
+		log.Warn("relay: reclaimed entries a relay left unacknowledged; publishing them again",
+			"sale", sale, "entries", countEntries(es), "reservations", len(es))
+		if r.cfg.OnReclaimed != nil {
+			r.cfg.OnReclaimed(sale, len(es))
+		}
+	}
+	b.add(es)
+	if countEntries(es) < want {
+		st.lastClaim = now
+		return false, nil
+	}
+	return true, nil
+}
+
+// publishAndAck publishes pub and, once the broker confirmed it, acks its
+// entries in the outbox. A failure leaves them pending for the next pass.
+func (r *Relay) publishAndAck(ctx context.Context, log *slog.Logger, sale string, pub []seckill.OutboxEntry) error {
 	msgs := make([]seckill.Message, len(pub))
 	ids := make([]string, 0, countEntries(pub))
 	for i, e := range pub {
@@ -546,10 +595,10 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		}
 	}
 	pctx, cancel := context.WithTimeout(ctx, r.cfg.PublishTimeout)
-	err = r.broker.Publish(pctx, msgs)
+	err := r.broker.Publish(pctx, msgs)
 	cancel()
 	if err != nil {
-		return 0, false, false, fmt.Errorf("publish %d reservations: %w", len(msgs), err)
+		return fmt.Errorf("publish %d reservations: %w", len(msgs), err)
 	}
 	if r.cfg.OnPublished != nil {
 		r.cfg.OnPublished(len(msgs))
@@ -558,13 +607,12 @@ func (r *Relay) relaySale(ctx context.Context, log *slog.Logger, sale string, st
 		r.beforeAck()
 	}
 	if err := ctx.Err(); err != nil {
-		return 0, false, false, err // abandoned: whoever reclaims the batch publishes it again
+		return err // abandoned: whoever reclaims the batch publishes it again
 	}
 	if err := r.outbox.AckOutbox(ctx, sale, r.cfg.Group, ids); err != nil {
-		return 0, false, false, fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
+		return fmt.Errorf("ack %d published reservations (they will be published again): %w", len(ids), err)
 	}
-	st.ownPending = !ownDone
-	return len(pub), full, ownDone && !unread && !staleLeft, nil
+	return nil
 }
 
 // maybeForget asks, now and then, to drop an idle sale from the registry;

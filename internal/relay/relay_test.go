@@ -24,7 +24,7 @@ import (
 )
 
 // The Redis store is the relay's outbox.
-var _ Outbox = (*redis.Store)(nil)
+var _ Outbox = redis.Outbox{}
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m,
@@ -232,7 +232,7 @@ func preheat(t *testing.T, s *redis.Store, stock int64) *seckill.Sale {
 		StartAt:       time.Now().Add(-time.Hour),
 		EndAt:         time.Now().Add(time.Hour),
 	}
-	if _, err := s.Preheat(context.Background(), sale); err != nil {
+	if _, err := s.StockStore().Preheat(context.Background(), sale); err != nil {
 		t.Fatalf("Preheat: %v", err)
 	}
 	return sale
@@ -264,7 +264,7 @@ func reserveIn(t *testing.T, s *redis.Store, saleID string, n, per int) map[stri
 				Qty:           1,
 			}
 		}
-		res, err := s.Reserve(context.Background(), saleID, reqs)
+		res, err := s.StockStore().Reserve(context.Background(), saleID, reqs)
 		if err != nil {
 			t.Errorf("Reserve: %v", err)
 			return out
@@ -297,10 +297,10 @@ func callOf(t *testing.T, m seckill.Message) string {
 func wantOutbox(t *testing.T, s *redis.Store, saleID string, wantLen, wantPending int64) {
 	t.Helper()
 	ctx := context.Background()
-	if n, err := s.OutboxLen(ctx, saleID); err != nil || n != wantLen {
+	if n, err := s.Outbox().OutboxLen(ctx, saleID); err != nil || n != wantLen {
 		t.Errorf("sale %s: OutboxLen = %d, %v; want %d", saleID, n, err, wantLen)
 	}
-	if n, err := s.OutboxPending(ctx, saleID, "relay"); err != nil || n != wantPending {
+	if n, err := s.Outbox().OutboxPending(ctx, saleID, "relay"); err != nil || n != wantPending {
 		t.Errorf("sale %s: OutboxPending = %d, %v; want %d", saleID, n, err, wantPending)
 	}
 }
@@ -360,7 +360,7 @@ func TestRelaysEveryReservationOnce(t *testing.T) {
 		cfg := testConfig(t, "r1")
 		cfg.Block = 50 * time.Millisecond // idle reads wait for entries
 		cfg.OnPublished = func(n int) { onPublished.Add(int64(n)) }
-		r := start(t, s, broker, cfg)
+		r := start(t, s.Outbox(), broker, cfg)
 		var during []map[string]seckill.ReserveRequest
 		for range 5 {
 			during = append(during, reserve(t, s, a.ID, 37), reserve(t, s, b.ID, 11))
@@ -397,7 +397,7 @@ func TestCompactEvents(t *testing.T) {
 		broker := &fakeBroker{}
 		cfg := testConfig(t, "compact")
 		cfg.CompactEvents = true
-		start(t, s, broker, cfg)
+		start(t, s.Outbox(), broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
 		wantPublished(t, broker, want)
 		for _, m := range broker.messages() {
@@ -421,7 +421,7 @@ func TestRelayIsFairAcrossSales(t *testing.T) {
 		broker := &fakeBroker{}
 		cfg := testConfig(t, "r1")
 		cfg.BatchSize = 20
-		start(t, s, broker, cfg)
+		start(t, s.Outbox(), broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "the small sale's reservation", func() bool { return broker.counts()[id] > 0 })
 		broker.mu.Lock()
 		call := slices.IndexFunc(broker.batches, func(b []seckill.Message) bool {
@@ -441,7 +441,7 @@ func TestBrokerOutage(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		sale := preheat(t, s, 1000)
 		want := reserve(t, s, sale.ID, 130)
-		r, broker := startBrokerDown(t, s)
+		r, broker := startBrokerDown(t, s.Outbox())
 		servicetest.WaitFor(t, 30*time.Second, "several failed Publish calls", func() bool { return broker.failedCalls() >= 5 })
 		more := reserve(t, s, sale.ID, 20) // the API goes on reserving meanwhile
 		servicetest.WaitFor(t, 30*time.Second, "more failed Publish calls", func() bool { return broker.failedCalls() >= 10 })
@@ -452,10 +452,10 @@ func TestBrokerOutage(t *testing.T) {
 		// entries of the first read (the backlog's two, of 100 and 30
 		// reservations) are pending for this relay, which retries them
 		// rather than reading further.
-		if n, err := s.OutboxLen(context.Background(), sale.ID); err != nil || n != 150 {
+		if n, err := s.Outbox().OutboxLen(context.Background(), sale.ID); err != nil || n != 150 {
 			t.Errorf("OutboxLen during the outage = %d, %v; want 150", n, err)
 		}
-		if n, err := s.OutboxPending(context.Background(), sale.ID, "relay"); err != nil || n != 2 {
+		if n, err := s.Outbox().OutboxPending(context.Background(), sale.ID, "relay"); err != nil || n != 2 {
 			t.Errorf("OutboxPending during the outage = %d, %v; want the first read's 2 entries", n, err)
 		}
 
@@ -485,7 +485,7 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 		// The entries' idle time counts from their delivery to the doomed
 		// relay, which comes after this instant (and before the crash).
 		startedAt := time.Now()
-		doomed := crashBeforeAck(t, s, broker, cfg)
+		doomed := crashBeforeAck(t, s.Outbox(), broker, cfg)
 		if err := stopWithin(doomed, 10*time.Second); err == nil {
 			t.Error("Stop of the killed relay = nil; want an error: it never drained")
 		}
@@ -508,7 +508,7 @@ func TestCrashBetweenPublishAndAck(t *testing.T) {
 			takeovers.Add(1)
 			reclaimed.Add(int64(n))
 		}
-		heir := start(t, s, broker, heirCfg)
+		heir := start(t, s.Outbox(), broker, heirCfg)
 		servicetest.WaitFor(t, 30*time.Second, "everything published again", func() bool { return broker.publishedCount() >= 30+len(want) })
 		if took := time.Since(startedAt); took < 300*time.Millisecond {
 			t.Errorf("the entries were reclaimed %s after the doomed relay started; want no sooner than ClaimMinIdle (300ms) after their delivery: a live relay's batch must be left alone", took)
@@ -539,7 +539,7 @@ func TestWholeEntries(t *testing.T) {
 		want := merge(reserveIn(t, s, sale.ID, 30, 30), reserveIn(t, s, sale.ID, 30, 30),
 			reserveIn(t, s, sale.ID, 80, 80), reserveIn(t, s, sale.ID, 5, 5))
 		broker := &fakeBroker{}
-		r := start(t, s, broker, testConfig(t, "r1")) // BatchSize 50
+		r := start(t, s.Outbox(), broker, testConfig(t, "r1")) // BatchSize 50
 		servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
 		stop(t, r)
 		if dups := wantPublished(t, broker, want); dups != 0 {
@@ -567,9 +567,9 @@ func TestRestartUnderSameName(t *testing.T) {
 		broker := &fakeBroker{}
 		cfg := testConfig(t, "r1")
 		cfg.ClaimMinIdle = time.Hour
-		_ = crashBeforeAck(t, s, broker, cfg).Stop(context.Background())
+		_ = crashBeforeAck(t, s.Outbox(), broker, cfg).Stop(context.Background())
 
-		again := start(t, s, broker, cfg)
+		again := start(t, s.Outbox(), broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "the batch published again", func() bool { return broker.publishedCount() >= 20 })
 		stop(t, again)
 		if dups := wantPublished(t, broker, want); dups != 10 {
@@ -585,7 +585,7 @@ func TestStopDrains(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		a, b := preheat(t, s, 1000), preheat(t, s, 1000)
 		want := merge(reserve(t, s, a.ID, 400), reserve(t, s, b.ID, 100))
-		r, broker := startBrokerDown(t, s)
+		r, broker := startBrokerDown(t, s.Outbox())
 		stopped := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
@@ -620,7 +620,7 @@ func TestStopGivesUp(t *testing.T) {
 	forEachBackend(t, func(t *testing.T, s *redis.Store) {
 		sale := preheat(t, s, 1000)
 		reserve(t, s, sale.ID, 20)
-		r, _ := startBrokerDown(t, s)
+		r, _ := startBrokerDown(t, s.Outbox())
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		if err := r.Stop(ctx); !errors.Is(err, context.DeadlineExceeded) {
@@ -782,7 +782,7 @@ func openWakingRedis(t *testing.T) (*redis.Store, chan struct{}) {
 func TestWakeEndsTheIdlePause(t *testing.T) {
 	s, wake := openWakingRedis(t)
 	sale := preheat(t, s, 100)
-	out := &passCounter{Outbox: s}
+	out := &passCounter{Outbox: s.Outbox()}
 	broker := &fakeBroker{}
 	cfg := testConfig(t, "wake")
 	cfg.PollInterval = time.Hour
@@ -794,7 +794,7 @@ func TestWakeEndsTheIdlePause(t *testing.T) {
 	servicetest.WaitFor(t, 10*time.Second, "the reservations published", func() bool { return broker.publishedCount() >= len(want) })
 	wantPublished(t, broker, want)
 	servicetest.WaitFor(t, 10*time.Second, "the outbox acknowledged", func() bool {
-		n, err := s.OutboxPending(context.Background(), sale.ID, "relay")
+		n, err := s.Outbox().OutboxPending(context.Background(), sale.ID, "relay")
 		return err == nil && n == 0
 	})
 }
@@ -807,7 +807,7 @@ func TestWakeEndsTheIdlePause(t *testing.T) {
 func TestLingerGathersABatch(t *testing.T) {
 	s, wake := openWakingRedis(t)
 	sale := preheat(t, s, 100)
-	out := &passCounter{Outbox: s}
+	out := &passCounter{Outbox: s.Outbox()}
 	broker := &fakeBroker{}
 	const linger = time.Second
 	cfg := testConfig(t, "linger")
@@ -855,7 +855,7 @@ func TestNoLingerWhileBatchesFill(t *testing.T) {
 	cfg := testConfig(t, "busy")
 	cfg.BatchSize = 80
 	cfg.Linger = time.Hour
-	start(t, s, broker, cfg)
+	start(t, s.Outbox(), broker, cfg)
 	servicetest.WaitFor(t, 30*time.Second, "every reservation published", func() bool { return broker.publishedCount() >= len(want) })
 	wantPublished(t, broker, want)
 	broker.mu.Lock()
@@ -882,7 +882,7 @@ func TestProgressStoresOnlyWhatIsPublished(t *testing.T) {
 		want := reserve(t, s, sale.ID, 130)
 		gate.Appended()
 		ticket := gate.Ticket()
-		start(t, s, broker, cfg)
+		start(t, s.Outbox(), broker, cfg)
 		servicetest.WaitFor(t, 30*time.Second, "failed Publish calls", func() bool { return broker.failedCalls() >= 3 })
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		err := gate.Wait(ctx, ticket)

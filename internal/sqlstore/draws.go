@@ -11,12 +11,10 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// DrawStore is the seckill.DrawStore of a DB: the lottery_draws table.
+// DrawStore is the lottery_draws table of a DB (lottery.DrawStore).
 type DrawStore struct {
 	db *DB
 }
-
-var _ seckill.DrawStore = (*DrawStore)(nil)
 
 // NewDrawStore returns the draw store of db, which must be migrated.
 func NewDrawStore(db *DB) *DrawStore { return &DrawStore{db: db} }

@@ -16,12 +16,20 @@ import (
 // with each other), the rows by keyset paging on (sale_id,
 // reservation_id) in byte order, and the rows of a list of reservations.
 
-var _ seckill.LedgerPages = (*OrderStore)(nil)
+// LedgerStore is the seckill.LedgerPages (and conformance.LedgerStore) of a
+// DB: what the database knows of a sale's units, whole or a page at a time,
+// its counts for the archiver and the gauges, and its archive record.
+type LedgerStore struct{ *orderDB }
+
+var _ seckill.LedgerPages = (*LedgerStore)(nil)
+
+// NewLedgerStore returns the ledger of db, which must be migrated.
+func NewLedgerStore(db *DB) *LedgerStore { return &LedgerStore{newOrderDB(db)} }
 
 // byteOrder is what makes a comparison or an ORDER BY of reservation ids
 // byte order in the dialect: MySQL's ids are ascii_bin, SQLite compares
 // TEXT as bytes, PostgreSQL's TEXT follows the database's collation.
-func (st *OrderStore) byteOrder() string {
+func (st *orderDB) byteOrder() string {
 	if st.db.dialect == postgresDialect {
 		return ` COLLATE "C"`
 	}
@@ -34,7 +42,7 @@ func (st *OrderStore) byteOrder() string {
 // index on reservation_id (MySQL and SQLite are told so: they would
 // otherwise take the sale_id index and sort all of the sale's rows for
 // each page); PostgreSQL has indexes of its own in byte order (0008).
-func (st *OrderStore) pageQuery(columns, table, index string) string {
+func (st *LedgerStore) pageQuery(columns, table, index string) string {
 	b, c := st.db.dialect.bindFrom, st.byteOrder()
 	from, sale := table, `sale_id`
 	switch st.db.dialect {
@@ -48,7 +56,7 @@ func (st *OrderStore) pageQuery(columns, table, index string) string {
 		` ORDER BY reservation_id` + c + ` LIMIT ` + b(4)
 }
 
-func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+func pageOf[T any](ctx context.Context, st *LedgerStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, seckill.Errorf(seckill.EINVALID, "limit must be positive"))
 	}
@@ -63,24 +71,24 @@ func pageOf[T any](ctx context.Context, st *OrderStore, what, columns, table, in
 
 // OrdersAfter returns up to limit orders of the sale whose reservation id
 // sorts after after, by reservation id.
-func (st *OrderStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
+func (st *LedgerStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
 	return pageOf(ctx, st, "orders", orderColumns, "orders", "PRIMARY", saleID, after, limit, scanOrder)
 }
 
 // FailedOrdersAfter is OrdersAfter of failed orders.
-func (st *OrderStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
+func (st *LedgerStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
 	return pageOf(ctx, st, "failed orders", failedOrderSelect, "failed_orders", "PRIMARY", saleID, after, limit, scanFailedOrder)
 }
 
 // RestoresAfter is OrdersAfter of restore requests.
-func (st *OrderStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
+func (st *LedgerStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
 	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", "PRIMARY", saleID, after, limit, scanRestoreRequest)
 }
 
 // LedgerOf returns the rows of parts (orders, failed orders, restore
 // requests) of the sale that belong to reservations of ids, in one
 // read-only transaction.
-func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {
+func (st *LedgerStore) LedgerOf(ctx context.Context, saleID string, ids []string, parts seckill.LedgerParts) (*seckill.SaleLedger, error) {
 	l := &seckill.SaleLedger{}
 	if len(ids) == 0 || parts == 0 {
 		return l, nil
@@ -110,7 +118,7 @@ func (st *OrderStore) LedgerOf(ctx context.Context, saleID string, ids []string,
 
 // saleRowsIn reads the rows that head (a SELECT … WHERE reservation_id IN)
 // finds for ids, keeping those of sale saleID.
-func saleRowsIn[T any](ctx context.Context, st *OrderStore, tx *sql.Tx, head string, ids []string, saleID string,
+func saleRowsIn[T any](ctx context.Context, st *LedgerStore, tx *sql.Tx, head string, ids []string, saleID string,
 	scan func(interface{ Scan(...any) error }) (*T, error), saleOf func(*T) string) ([]*T, error) {
 	var out []*T
 	err := st.eachRowIn(ctx, tx, head, ids, func(rows *sql.Rows) error {
@@ -128,7 +136,7 @@ func saleRowsIn[T any](ctx context.Context, st *OrderStore, tx *sql.Tx, head str
 // claims the stock store lost), restore requests by state, the buyers
 // over the limit and the sale's archive record. Each is an aggregate the
 // database computes: the memory here is the same for any sale.
-func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill.LedgerTotals, error) {
+func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckill.LedgerTotals, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("totals of sale %q: %w", saleID, seckill.ErrNotFound)
 	}
@@ -148,11 +156,30 @@ func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill
 	} else if err != nil {
 		return fail("sale", err)
 	}
-	b := st.db.dialect.bindFrom
+	steps := []struct {
+		what string
+		read func(context.Context, *sql.Tx, string, *seckill.LedgerTotals) error
+	}{
+		{"orders", st.orderTotals},
+		{"failed orders", st.failedTotals},
+		{"restore requests", st.restoreTotals},
+		{"buyers over the limit", st.overLimitBuyers},
+		{"archive", st.archiveOf},
+	}
+	for _, step := range steps {
+		if err := step.read(ctx, tx, saleID, t); err != nil {
+			return fail(step.what, err)
+		}
+	}
+	return t, nil
+}
 
+// orderTotals adds up the sale's orders by status.
+func (st *LedgerStore) orderTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
 	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*), COALESCE(SUM(qty), 0) FROM orders WHERE sale_id = `+b(1)+` GROUP BY status`, saleID)
 	if err != nil {
-		return fail("orders", err)
+		return err
 	}
 	for rows.Next() {
 		var status string
@@ -173,22 +200,27 @@ func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill
 		}
 		dst.Count, dst.Units = dst.Count+c.Count, dst.Units+c.Units
 	}
-	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
-		return fail("orders", err)
-	}
+	return errors.Join(err, rows.Err(), rows.Close())
+}
 
+// failedTotals adds up the sale's failed orders, and among them those of
+// claims the stock store lost.
+func (st *LedgerStore) failedTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
 	lost := seckill.ReasonLostInStockStore
 	isLost := func(i int) string { return `SUBSTR(reason, 1, ` + fmt.Sprint(len(lost)) + `) = ` + b(i) }
-	err = tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(qty), 0),
+	return tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(qty), 0),
 		COUNT(CASE WHEN `+isLost(1)+` THEN 1 END), COALESCE(SUM(CASE WHEN `+isLost(2)+` THEN qty END), 0)
 		FROM failed_orders WHERE sale_id = `+b(3), lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
-	if err != nil {
-		return fail("failed orders", err)
-	}
+}
 
-	rows, err = tx.QueryContext(ctx, `SELECT state, COUNT(*), COUNT(alerted_at_ms) FROM restore_requests WHERE sale_id = `+b(1)+` GROUP BY state`, saleID)
+// restoreTotals counts the sale's restore requests by state, and those
+// not done that were alerted.
+func (st *LedgerStore) restoreTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
+	rows, err := tx.QueryContext(ctx, `SELECT state, COUNT(*), COUNT(alerted_at_ms) FROM restore_requests WHERE sale_id = `+b(1)+` GROUP BY state`, saleID)
 	if err != nil {
-		return fail("restore requests", err)
+		return err
 	}
 	for rows.Next() {
 		var state string
@@ -209,35 +241,38 @@ func (st *OrderStore) LedgerTotals(ctx context.Context, saleID string) (*seckill
 		}
 		t.Alerted += alerted
 	}
-	if err = errors.Join(err, rows.Err(), rows.Close()); err != nil {
-		return fail("restore requests", err)
-	}
+	return errors.Join(err, rows.Err(), rows.Close())
+}
 
-	err = tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders
+// overLimitBuyers counts the buyers whose live orders exceed the sale's
+// purchase limit.
+func (st *LedgerStore) overLimitBuyers(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
+	b := st.db.dialect.bindFrom
+	return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders
 		WHERE sale_id = `+b(1)+` AND status IN (`+b(2)+`, `+b(3)+`) GROUP BY user_id HAVING SUM(qty) > `+b(4)+`) over_limit`,
 		saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
-	if err != nil {
-		return fail("buyers over the limit", err)
-	}
+}
 
+// archiveOf reads the sale's archive record, if it has one.
+func (st *LedgerStore) archiveOf(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
 	var a seckill.SaleArchive
 	var at int64
-	err = tx.QueryRowContext(ctx, `SELECT archived_at_ms, claims FROM sale_archives WHERE sale_id = `+b(1), saleID).Scan(&at, &a.Claims)
+	err := tx.QueryRowContext(ctx, `SELECT archived_at_ms, claims FROM sale_archives WHERE sale_id = `+st.db.dialect.bindFrom(1), saleID).Scan(&at, &a.Claims)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
+		return nil
 	case err != nil:
-		return fail("archive", err)
-	default:
-		a.ArchivedAt = fromMillis(at)
-		t.Archive = &a
+		return err
 	}
-	return t, nil
+	a.ArchivedAt = fromMillis(at)
+	t.Archive = &a
+	return nil
 }
 
 // RecordArchive records that the archiver is dropping a sale's stock-store
 // keys, which hold claims reservation records. A later call (the drop did
 // not happen, and a later pass tries again) replaces the record.
-func (st *OrderStore) RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error {
+func (st *LedgerStore) RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error {
 	b := st.db.dialect.bindFrom
 	res, err := st.db.write.ExecContext(ctx, `UPDATE sale_archives SET archived_at_ms = `+b(1)+`, claims = `+b(2)+` WHERE sale_id = `+b(3), toMillis(at), claims, saleID)
 	if err == nil {
@@ -250,4 +285,38 @@ func (st *OrderStore) RecordArchive(ctx context.Context, saleID string, claims i
 		return fmt.Errorf("record archive of sale %s: %w", saleID, st.db.classify(err))
 	}
 	return nil
+}
+
+// SaleLedger reads everything the database knows of a sale's units, in
+// one read-only transaction so that the parts agree with each other: the
+// sale, and all its orders, failed orders and restore requests, each
+// oldest first (by creation time, then reservation id). ErrNotFound for an
+// unknown sale.
+func (st *LedgerStore) SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error) {
+	if !seckill.ValidSaleID(saleID) {
+		return nil, fmt.Errorf("ledger of sale %q: %w", saleID, seckill.ErrNotFound)
+	}
+	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, st.db.classify(err))
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+
+	l := &seckill.SaleLedger{}
+	l.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
+	} else if err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
+	}
+	if l.Orders, err = queryAll(ctx, tx, scanOrder, st.rq.saleOrders, saleID); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
+	}
+	if l.Failed, err = queryAll(ctx, tx, scanFailedOrder, st.rq.saleFailedOrders, saleID); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
+	}
+	if l.Restores, err = queryAll(ctx, tx, scanRestoreRequest, st.rq.saleRequests, saleID); err != nil {
+		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
+	}
+	return l, nil
 }

@@ -19,7 +19,7 @@ func TestLedgerPagesSeekTheReservationIndex(t *testing.T) {
 		{"failed_orders", failedOrderSelect, "PRIMARY"},
 		{"restore_requests", restoreColumns, "PRIMARY"},
 	} {
-		got := sqlitePlan(t, db, st.pageQuery(tt.columns, tt.table, tt.index), "tea", "tea.", "tea/", 10)
+		got := sqlitePlan(t, db, st.Ledger.pageQuery(tt.columns, tt.table, tt.index), "tea", "tea.", "tea/", 10)
 		if !strings.Contains(got, "(reservation_id>? AND reservation_id<?)") || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("plan of a page of %s: %s; want a range of the reservation id's index, no sort", tt.table, got)
 		}

@@ -8,7 +8,7 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-var _ seckill.OrderLister = (*OrderStore)(nil)
+var _ seckill.OrderLister = (*Orders)(nil)
 
 var errBadOrderCursor = seckill.Errorf(seckill.EINVALID, "cursor is not the next of a page of this sale's orders")
 
@@ -18,7 +18,7 @@ var errBadOrderCursor = seckill.Errorf(seckill.EINVALID, "cursor is not the next
 // filter is checked on the rows of that range: a page of a rare status may
 // read more of the sale's rows than it returns. The cursor is base64url of
 // the page's last reservation id.
-func (st *OrderStore) OrderPage(ctx context.Context, f seckill.OrderFilter) ([]*seckill.Order, string, error) {
+func (st *Orders) OrderPage(ctx context.Context, f seckill.OrderFilter) ([]*seckill.Order, string, error) {
 	switch {
 	case !seckill.ValidSaleID(f.SaleID):
 		return nil, "", fmt.Errorf("order page: %w", seckill.Errorf(seckill.EINVALID, "sale id %q is not valid", f.SaleID))
@@ -57,7 +57,7 @@ func (st *OrderStore) OrderPage(ctx context.Context, f seckill.OrderFilter) ([]*
 
 // orderPageQuery is pageQuery of orders (sale $1, after $2, before $3,
 // then the limit), and with byStatus of a status ($4, before the limit).
-func (st *OrderStore) orderPageQuery(byStatus bool) string {
+func (st *Orders) orderPageQuery(byStatus bool) string {
 	b, c := st.db.dialect.bindFrom, st.byteOrder()
 	from, sale, status := "orders", "sale_id", "status"
 	switch st.db.dialect {

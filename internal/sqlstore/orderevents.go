@@ -153,7 +153,7 @@ func (db *DB) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...secki
 
 // insertOrderEvents is DB.insertOrderEvents through the order store's
 // prepared statements: the order writer's path.
-func (st *OrderStore) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...seckill.OrderEvent) error {
+func (st *orderDB) insertOrderEvents(ctx context.Context, tx *sql.Tx, events ...seckill.OrderEvent) error {
 	if !st.db.orderEvents || len(events) == 0 {
 		return nil
 	}
@@ -203,7 +203,7 @@ func (db *DB) eventInsertText(n int) string {
 }
 
 // eventInsertTexts lists the texts the order writer may insert events
-// with, for OrderStore.prepareAll.
+// with, for OrderWriter.prepareAll.
 func (db *DB) eventInsertTexts() []string {
 	if !db.orderEvents {
 		return nil
@@ -256,7 +256,7 @@ func (db *DB) fillEventTerms(ctx context.Context, tx *sql.Tx, events []seckill.O
 // claimSpread is how many candidates Claim reads per event it may take.
 const claimSpread = 4
 
-// EventStore is the seckill.EventOutbox of a DB: it leases the outbox's
+// EventStore is the event outbox of a DB (eventdelivery.Outbox): it leases the outbox's
 // events to deliverers and records how each delivery went, and lists
 // and redelivers them for operators.
 type EventStore struct {
@@ -264,12 +264,10 @@ type EventStore struct {
 	q  *eventQueries
 }
 
-var _ seckill.EventOutbox = (*EventStore)(nil)
-
 // NewEventStore returns the event outbox of db, which must be migrated.
 func NewEventStore(db *DB) *EventStore { return &EventStore{db: db, q: db.dialect.events} }
 
-// Claim leases due events as seckill.EventOutbox says. It looks for them
+// Claim leases due events as eventdelivery.Outbox says. It looks for them
 // on the read pool first, so an idle outbox costs no write transaction;
 // then, in one transaction, it locks those still pending and unleased
 // (skipping rows another deliverer is claiming: no two deliverers ever
@@ -358,7 +356,7 @@ func (s *EventStore) Delivered(ctx context.Context, seqs []int64, now time.Time)
 	return nil
 }
 
-// Failed records a failed attempt as seckill.EventOutbox says.
+// Failed records a failed attempt as eventdelivery.Outbox says.
 func (s *EventStore) Failed(ctx context.Context, seq int64, owner, lastErr string, next time.Time, dead bool, now time.Time) (bool, error) {
 	state, nextMs := string(seckill.DeliveryPending), toMillis(next)
 	var deadAt any // NULL

@@ -30,7 +30,7 @@ func TestNoSinkNoEventRows(t *testing.T) {
 		createSale(t, db, "tea", 2)
 		evs := events("tea", 1, 1, 1)
 		persist(t, st, "tea", evs)
-		if _, _, err := st.RestoreOrder(t.Context(), evs[0].ReservationID, "timeout", time.Now()); err != nil {
+		if _, _, err := st.Restores.RestoreOrder(t.Context(), evs[0].ReservationID, "timeout", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if got := allEvents(t, NewEventStore(db)); len(got) != 0 {
@@ -57,10 +57,10 @@ func TestOrderChangesRecordTheirEvents(t *testing.T) {
 		if _, err := st.PayOrder(ctx, evs[0].ReservationID, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.RestoreOrder(ctx, evs[1].ReservationID, "timeout", time.Now()); err != nil {
+		if _, _, err := st.Restores.RestoreOrder(ctx, evs[1].ReservationID, "timeout", time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := st.RestoreOrders(ctx, "tea", []string{evs[2].ReservationID}, "timeout", time.Now()); err != nil {
+		if _, err := st.Restores.RestoreOrders(ctx, "tea", []string{evs[2].ReservationID}, "timeout", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		dead := seckill.NewReservationID("tea", time.Now())
@@ -108,7 +108,7 @@ func TestOrderChangesRecordTheirEvents(t *testing.T) {
 		// A redelivered batch and a second restore change nothing, and
 		// record nothing.
 		persist(t, st, "tea", evs)
-		if _, _, err := st.RestoreOrder(ctx, evs[1].ReservationID, "again", time.Now()); err != nil {
+		if _, _, err := st.Restores.RestoreOrder(ctx, evs[1].ReservationID, "again", time.Now()); err != nil {
 			t.Fatal(err)
 		}
 		if n := len(allEvents(t, NewEventStore(db))); n != len(want) {

@@ -6,53 +6,26 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-	"unicode/utf8"
 
 	"github.com/seckill-dev/seckill"
-	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
-// OrderStore is the seckill.OrderStore of a DB: orders and failed orders,
-// and the database's count of unsold stock that orders take from. It is
-// also the DB's seckill.RestoreStore and seckill.LedgerStore (restore.go).
-type OrderStore struct {
-	db *DB
-	q  *orderQueries
-	rq *restoreQueries
-	// stmts holds the writer's statements, prepared once (query text →
-	// *sql.Stmt on the write pool) and used in each transaction through
-	// Tx.StmtContext, which reuses a connection's prepared copy. The texts
-	// are few (variable-length lists come in power-of-two sizes), so all
-	// of them are prepared before the first transaction: preparing on the
-	// pool while a transaction holds its only connection (SQLite) would
-	// wait forever.
-	stmts     sync.Map
+// OrderWriter is the order writer's side of the order store: it turns
+// reservation events into orders (PersistReservations) and records failed
+// orders.
+type OrderWriter struct {
+	*orderDB
+	// prepMu guards preparedA: whether prepareAll has prepared the
+	// writer's statements (into orderDB.stmts).
 	prepMu    sync.Mutex
 	preparedA bool
-	// texts memoises the statement texts built per batch (a head and
-	// lists of bind parameters, textKey → string): the same few come
-	// back every batch, and building them was a quarter of the writer's
-	// CPU in the persistence benchmark's profile.
-	texts sync.Map
-	// held is what each buyer holds in the sales this store persists,
+	// held is what each buyer holds in the sales this writer persists,
 	// so that a batch need not read it (holdings.go).
 	held holdings
-	// reads is the read pool with its statements prepared once: the
-	// restore retry pass lists restore requests after every batch the
-	// writer persists, and parsing its two queries each time was 3.6 % of
-	// the server's CPU in `seckill bench live`.
-	reads preparedPool
-
-	// maxAttempts bounds the transactions one PersistReservations call
-	// tries while it loses to concurrent writers; maxBackoff caps the
-	// jittered pause between them.
-	maxAttempts int
-	maxBackoff  time.Duration
 	// lockAfter is how many attempts a PersistReservations call makes
 	// optimistically; the attempts after those lock the sale's row first
 	// (persist).
@@ -68,30 +41,11 @@ type OrderStore struct {
 	// attempt right after the stock update, while the transaction holds
 	// the sale's row lock.
 	afterTakeStock func()
-	// beforePark, when set (by tests), runs in every attempt of
-	// ParkRestore that found nothing to restore, after its reads and
-	// before it parks: the window the sale's row lock keeps writers out of.
-	beforePark func()
-}
-
-var _ seckill.OrderStore = (*OrderStore)(nil)
-
-// NewOrderStore returns the order store of db, which must be migrated.
-func NewOrderStore(db *DB) *OrderStore {
-	return &OrderStore{
-		db:          db,
-		q:           db.dialect.orders,
-		rq:          db.dialect.restores,
-		reads:       preparedPool{db: db.read},
-		maxAttempts: persistAttempts,
-		maxBackoff:  persistMaxBackoff,
-		lockAfter:   persistLockAfter,
-	}
 }
 
 // Ping checks that the database answers. The order writer uses it to tell
 // an outage (wait, spend no attempt) from a bad batch.
-func (st *OrderStore) Ping(ctx context.Context) error { return st.db.Ping(ctx) }
+func (st *OrderWriter) Ping(ctx context.Context) error { return st.db.Ping(ctx) }
 
 const (
 	// persistAttempts and persistMaxBackoff bound the retries of a
@@ -130,12 +84,6 @@ const (
 	// VARCHAR(255)).
 	maxFailedTextBytes = 255
 )
-
-// errConflict marks a transaction that lost to a concurrent writer: the
-// sale's version moved, a competing writer inserted the same reservation,
-// or the database aborted the transaction (deadlock, serialization
-// failure). The whole transaction is tried again.
-var errConflict = errors.New("lost to a concurrent writer")
 
 // errRecheck marks an attempt of PersistReservations that did not read
 // which events already have orders and found it needed to (persist): it
@@ -265,29 +213,8 @@ func (q *orderQueries) list(first, n int) string {
 	return b.String()
 }
 
-// textKey names a statement text: head followed by rows lists of width
-// bind parameters, or (head "", width 0) the batch reads for lists of rows,
-// with the lookup of orders or without.
-type textKey struct {
-	head        string
-	rows, width int
-	withOrders  bool
-	withHeld    bool
-}
-
-// tuplesText is head + q.tuples(rows, width), built once.
-func (st *OrderStore) tuplesText(head string, rows, width int) string {
-	k := textKey{head: head, rows: rows, width: width}
-	if t, ok := st.texts.Load(k); ok {
-		return t.(string)
-	}
-	t := head + st.q.tuples(rows, width)
-	st.texts.Store(k, t)
-	return t
-}
-
 // batchReadsText is q.batchReadsOf(n, withOrders, withHeld), built once.
-func (st *OrderStore) batchReadsText(n int, withOrders, withHeld bool) string {
+func (st *OrderWriter) batchReadsText(n int, withOrders, withHeld bool) string {
 	k := textKey{rows: n, withOrders: withOrders, withHeld: withHeld}
 	if t, ok := st.texts.Load(k); ok {
 		return t.(string)
@@ -351,7 +278,7 @@ func (q *orderQueries) tuples(rows, width int) string {
 // reservation id does not have the shape of an id of saleID, or whose SaleID is not
 // saleID, is the caller's mistake: the call fails with EINVALID and writes
 // nothing.
-func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
+func (st *OrderWriter) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("persist reservations of sale %q: %w", saleID, seckill.ErrNotFound)
 	}
@@ -404,20 +331,12 @@ func (st *OrderStore) PersistReservations(ctx context.Context, saleID string, ev
 // right after its stock update, while it holds the sale's row lock: a
 // test hook, for catching a writer inside its transaction on purpose.
 // Call it before the store is used.
-func (st *OrderStore) SetAfterTakeStock(f func()) { st.afterTakeStock = f }
+func (st *OrderWriter) SetAfterTakeStock(f func()) { st.afterTakeStock = f }
 
 // Conflicts is the number of PersistReservations transactions rolled back
 // so far because they lost to a concurrent writer (the sale's version
 // moved, the same reservation inserted, a deadlock) and were tried again.
-func (st *OrderStore) Conflicts() int64 { return st.conflicts.Load() }
-
-// pause waits before attempt (2, 3, …): a random time in [d/2, d], d
-// doubling from 2ms up to maxBackoff, so that writers that collided spread
-// out instead of colliding again.
-func (st *OrderStore) pause(ctx context.Context, attempt int) error {
-	d := min(st.maxBackoff, time.Millisecond<<min(attempt-1, 20))
-	return startstop.Sleep(ctx, d/2+rand.N(d/2+1))
-}
+func (st *OrderWriter) Conflicts() int64 { return st.conflicts.Load() }
 
 // persist is one attempt of PersistReservations: one transaction.
 //
@@ -445,7 +364,7 @@ func (st *OrderStore) pause(ctx context.Context, attempt int) error {
 // a writer's turn, the stock's correctness never rests on it. On SQLite,
 // whose writes take turns on the database's lock, there is nothing to
 // lock.
-func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
+func (st *OrderWriter) persist(ctx context.Context, attempt int, lock, readOrders bool, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return nil, fmt.Errorf("begin: %w", err)
@@ -524,7 +443,7 @@ func (st *OrderStore) persist(ctx context.Context, attempt int, lock, readOrders
 // (holdings.go), and from the database otherwise, or when readOrders: a
 // recheck reads everything, and drops the holdings, which may have
 // counted too much.
-func (st *OrderStore) readBatch(ctx context.Context, tx *sql.Tx, saleID string, events []seckill.ReservationEvent, readOrders bool) (*batchRows, error) {
+func (st *OrderWriter) readBatch(ctx context.Context, tx *sql.Tx, saleID string, events []seckill.ReservationEvent, readOrders bool) (*batchRows, error) {
 	ids, users := batchKeys(events)
 	if readOrders {
 		st.held.drop(saleID)
@@ -623,16 +542,6 @@ func planRows(plan seckill.PersistPlan, events []seckill.ReservationEvent, price
 	return outcomes, orders, failed, restored
 }
 
-// conflictOr wraps err with what, marking it errConflict when it is a
-// unique violation (a concurrent writer inserted the same reservation
-// first) or a transient abort.
-func (st *OrderStore) conflictOr(err error, what string) error {
-	if st.db.isUniqueViolation(err) || st.q.isTransient(err) {
-		return fmt.Errorf("%s: %w: %w", what, errConflict, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
 // rejectedEvent is the failed order of an event the database refused.
 func rejectedEvent(e seckill.ReservationEvent, reason string, at time.Time) *seckill.FailedOrder {
 	f := &seckill.FailedOrder{
@@ -671,7 +580,7 @@ type batchRows struct {
 // own (PostgreSQL's READ COMMITTED), the sale's row comes from the first,
 // so a writer that commits before a later one has moved the version read
 // here, and the stock update notices. users are at most as many as ids.
-func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string, ids, users []string, withOrders bool) (*batchRows, error) {
+func (st *OrderWriter) batchReads(ctx context.Context, tx *sql.Tx, saleID string, ids, users []string, withOrders bool) (*batchRows, error) {
 	withHeld := len(users) > 0
 	r := &batchRows{existing: map[string]bool{}, restores: map[string]string{}, held: map[string]int64{}}
 	for start := 0; start < len(ids); start += idChunk {
@@ -743,7 +652,7 @@ func (st *OrderStore) batchReads(ctx context.Context, tx *sql.Tx, saleID string,
 // sums what buyers hold (batchReadsOf): the sale, then the buyers as one
 // array or as a list of n (padded with the last one, or with "", which is
 // no buyer's id, when this chunk of ids has no buyer left).
-func (st *OrderStore) appendHeldArgs(args []any, saleID string, buyers []string, n int) []any {
+func (st *OrderWriter) appendHeldArgs(args []any, saleID string, buyers []string, n int) []any {
 	args = append(args, saleID)
 	if st.q.heldByBuyer != "" {
 		return append(args, buyers)
@@ -807,61 +716,10 @@ func (q *orderQueries) batchReadsOf(n int, withOrders, withHeld bool) string {
 	return b.String()
 }
 
-// existing returns which of ids already have an order or a failed order.
-func (st *OrderStore) existing(ctx context.Context, tx *sql.Tx, ids []string) (map[string]bool, error) {
-	found := make(map[string]bool)
-	for _, head := range []string{st.q.orderIDsIn, st.q.failedOrderIDsIn} {
-		err := st.eachRowIn(ctx, tx, head, ids, func(rows *sql.Rows) error {
-			var id string
-			err := rows.Scan(&id)
-			found[id] = true
-			return err
-		})
-		if err != nil {
-			return nil, err
-		}
-	}
-	return found, nil
-}
-
-// eachRowIn runs head + "(ids…)" with the ids in chunks of idChunk (the
-// dialects' placeholder limits) and calls scan on every row.
-func (st *OrderStore) eachRowIn(ctx context.Context, tx *sql.Tx, head string, ids []string, scan func(*sql.Rows) error, tail ...string) error {
-	for start := 0; start < len(ids); start += idChunk {
-		chunk := ids[start:min(start+idChunk, len(ids))]
-		// Padded to a power of two with the last id again (an IN list
-		// does not mind), so that few statement texts exist.
-		args := make([]any, padLen(len(chunk)))
-		for i := range args {
-			args[i] = chunk[min(i, len(chunk)-1)]
-		}
-		query := st.tuplesText(head, 1, len(args))
-		for _, t := range tail {
-			query += t
-		}
-		rows, err := st.query(ctx, tx, query, args...)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			if err := scan(rows); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		err = rows.Err()
-		rows.Close()
-		if err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // insertOrders inserts orders with multi-row INSERTs: those still ordered
 // without a cancel reason (up to placedChunk rows each), the others with
 // theirs (up to insertChunk).
-func (st *OrderStore) insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
+func (st *orderDB) insertOrders(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
 	var placed, cancelled []*seckill.Order
 	for _, o := range orders {
 		if o.Status == seckill.OrderPlaced {
@@ -921,7 +779,7 @@ func sharedPlacement(orders []*seckill.Order) bool {
 // insertPlaced inserts new orders that share their placement
 // (sharedPlacement) with st.q.insertPlacedArrays. The order ids are the
 // database's ('o-' || reservation id, as the table's CHECK requires).
-func (st *OrderStore) insertPlaced(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
+func (st *orderDB) insertPlaced(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
 	var (
 		rids, users, keys  = make([]string, len(orders)), make([]string, len(orders)), make([]string, len(orders))
 		qty, amount, resAt = make([]int64, len(orders)), make([]int64, len(orders)), make([]int64, len(orders))
@@ -937,7 +795,7 @@ func (st *OrderStore) insertPlaced(ctx context.Context, tx *sql.Tx, orders []*se
 }
 
 // writerQueries lists every statement text PersistReservations runs.
-func (st *OrderStore) writerQueries() []string {
+func (st *OrderWriter) writerQueries() []string {
 	qs := []string{st.q.takeStock}
 	if st.q.insertPlacedArrays != "" {
 		qs = append(qs, st.q.insertPlacedArrays)
@@ -964,7 +822,7 @@ func (st *OrderStore) writerQueries() []string {
 // prepareAll prepares the writer's statements once, outside any
 // transaction. If the database refuses (not migrated yet, down), the
 // statements run unprepared and the next call tries again.
-func (st *OrderStore) prepareAll(ctx context.Context) {
+func (st *OrderWriter) prepareAll(ctx context.Context) {
 	st.prepMu.Lock()
 	defer st.prepMu.Unlock()
 	if st.preparedA {
@@ -981,59 +839,6 @@ func (st *OrderStore) prepareAll(ctx context.Context) {
 		st.stmts.Store(q, s)
 	}
 	st.preparedA = true
-}
-
-// stmtOf is query's prepared statement within tx, or nil if it has none.
-func (st *OrderStore) stmtOf(ctx context.Context, tx *sql.Tx, query string) *sql.Stmt {
-	if v, ok := st.stmts.Load(query); ok {
-		return tx.StmtContext(ctx, v.(*sql.Stmt))
-	}
-	return nil
-}
-
-// exec runs query with args in tx, prepared if it can be.
-func (st *OrderStore) exec(ctx context.Context, tx *sql.Tx, query string, args ...any) (sql.Result, error) {
-	if s := st.stmtOf(ctx, tx, query); s != nil {
-		return s.ExecContext(ctx, args...)
-	}
-	return tx.ExecContext(ctx, query, args...)
-}
-
-// preparedPool runs queries on a pool prepared, each text prepared once
-// on first use (query text → *sql.Stmt, which prepares it again on each
-// connection it meets); a text the database refuses to prepare runs
-// unprepared.
-type preparedPool struct {
-	db    *sql.DB
-	stmts sync.Map
-}
-
-func (p *preparedPool) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	v, ok := p.stmts.Load(query)
-	if !ok {
-		s, err := p.db.PrepareContext(ctx, query)
-		if err != nil {
-			return p.db.QueryContext(ctx, query, args...)
-		}
-		if v, ok = p.stmts.LoadOrStore(query, s); ok {
-			s.Close()
-		}
-	}
-	return v.(*sql.Stmt).QueryContext(ctx, args...)
-}
-
-func (st *OrderStore) query(ctx context.Context, tx *sql.Tx, query string, args ...any) (*sql.Rows, error) {
-	if s := st.stmtOf(ctx, tx, query); s != nil {
-		return s.QueryContext(ctx, args...)
-	}
-	return tx.QueryContext(ctx, query, args...)
-}
-
-func (st *OrderStore) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
-	if s := st.stmtOf(ctx, tx, query); s != nil {
-		return s.QueryRowContext(ctx, args...)
-	}
-	return tx.QueryRowContext(ctx, query, args...)
 }
 
 // runLen is the length of the next run of a list of n rows inserted by one
@@ -1066,14 +871,10 @@ func padLen(n int) int {
 	return r
 }
 
-type execer interface {
-	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
-}
-
 // insertFailedOrders inserts failed orders, whose reservation ids are
 // valid keys (validFailedKey), with multi-row INSERTs of up to
 // insertChunk rows. Their other text is made storable here.
-func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed []*seckill.FailedOrder) error {
+func (st *orderDB) insertFailedOrders(ctx context.Context, tx execer, failed []*seckill.FailedOrder) error {
 	for start, n := 0, 0; start < len(failed); start += n {
 		n = runLen(len(failed)-start, insertChunk)
 		chunk := failed[start : start+n]
@@ -1101,149 +902,6 @@ func (st *OrderStore) insertFailedOrders(ctx context.Context, tx execer, failed 
 	return nil
 }
 
-// Order returns the order of a reservation; ErrNotFound when none.
-func (st *OrderStore) Order(ctx context.Context, reservationID string) (*seckill.Order, error) {
-	return byReservation(ctx, st, "order", validReservationID, scanOrder, st.q.order, reservationID)
-}
-
-// byReservation reads the row (named what in errors) that query selects
-// by reservation id: ErrNotFound when there is none, or when valid says
-// the id could not have one.
-func byReservation[T any](ctx context.Context, st *OrderStore, what string, valid func(string) bool,
-	scan func(interface{ Scan(...any) error }) (*T, error), query, reservationID string) (*T, error) {
-	if !valid(reservationID) {
-		return nil, fmt.Errorf("%s of reservation %q: %w", what, reservationID, seckill.ErrNotFound)
-	}
-	v, err := scan(st.db.read.QueryRowContext(ctx, query, reservationID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("%s of reservation %s: %w", what, reservationID, seckill.ErrNotFound)
-	} else if err != nil {
-		return nil, fmt.Errorf("%s of reservation %s: %w", what, reservationID, st.db.classify(err))
-	}
-	return v, nil
-}
-
-// PayOrder moves an ordered order whose PayBy is after now to paid. An
-// order already paid, cancelled or past its PayBy (PayBy <= now, at
-// millisecond precision) is ESTATECONFLICT; an unknown reservation is
-// ErrNotFound.
-func (st *OrderStore) PayOrder(ctx context.Context, reservationID string, now time.Time) (*seckill.Order, error) {
-	if !validReservationID(reservationID) {
-		return nil, fmt.Errorf("pay order of reservation %q: %w", reservationID, seckill.ErrNotFound)
-	}
-	nowMs := toMillis(now)
-	var o *seckill.Order
-	// Retried: on MySQL a payment racing a restore of the same order can
-	// be chosen as a deadlock victim, which is not an answer for the buyer.
-	err := st.inRetriedTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, st.q.payOrder,
-			string(seckill.OrderPaid), nowMs, reservationID, string(seckill.OrderPlaced), nowMs)
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if o, err = st.orderInTx(ctx, tx, reservationID); err != nil {
-			return err
-		} else if n == 1 {
-			return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderPaid, o, o.UpdatedAt))
-		}
-		if err := o.PayRefusal(fromMillis(nowMs)); err != nil {
-			return err
-		}
-		return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status) // moved by another transaction meanwhile
-	})
-	if err != nil {
-		return nil, fmt.Errorf("pay order of reservation %s: %w", reservationID, st.db.classify(err))
-	}
-	return o, nil
-}
-
-// CancelOrder moves an ordered order (expired or not) to cancelled with
-// reason, which is cut to 2000 bytes of valid UTF-8. It does not return
-// the order's stock to the sale. An order already cancelled is returned
-// unchanged with changed=false; a paid one is ESTATECONFLICT; an unknown
-// reservation is ErrNotFound.
-func (st *OrderStore) CancelOrder(ctx context.Context, reservationID, reason string, now time.Time) (*seckill.Order, bool, error) {
-	if !validReservationID(reservationID) {
-		return nil, false, fmt.Errorf("cancel order of reservation %q: %w", reservationID, seckill.ErrNotFound)
-	}
-	var (
-		o       *seckill.Order
-		changed bool
-	)
-	err := st.inRetriedTx(ctx, func(tx *sql.Tx) error { // as PayOrder
-		res, err := tx.ExecContext(ctx, st.q.cancelOrder,
-			string(seckill.OrderCancelled), storableText(reason, maxReasonBytes), toMillis(now),
-			reservationID, string(seckill.OrderPlaced))
-		if err != nil {
-			return err
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return err
-		}
-		if o, err = st.orderInTx(ctx, tx, reservationID); err != nil {
-			return err
-		}
-		changed = n == 1
-		if !changed && o.Status != seckill.OrderCancelled {
-			return seckill.Errorf(seckill.ESTATECONFLICT, "order is %s", o.Status)
-		} else if changed {
-			return st.db.insertOrderEvents(ctx, tx, seckill.NewOrderEvent(seckill.EventOrderCancelled, o, o.UpdatedAt))
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, false, fmt.Errorf("cancel order of reservation %s: %w", reservationID, st.db.classify(err))
-	}
-	return o, changed, nil
-}
-
-// orderInTx reads an order inside tx, so that it shows tx's own change.
-func (st *OrderStore) orderInTx(ctx context.Context, tx *sql.Tx, reservationID string) (*seckill.Order, error) {
-	o, err := scanOrder(tx.QueryRowContext(ctx, st.q.order, reservationID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, seckill.ErrNotFound
-	}
-	return o, err
-}
-
-// inTx runs fn in a write transaction, committing if fn returns nil.
-func (st *OrderStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	tx, err := st.db.write.BeginTx(ctx, nil)
-	if err != nil {
-		return st.db.classify(err)
-	}
-	if err := fn(tx); err != nil {
-		_ = tx.Rollback()
-		return st.db.classify(err)
-	}
-	return st.db.classify(tx.Commit())
-}
-
-// ExpiredOrders lists up to limit orders still ordered with PayBy <= now
-// (at millisecond precision), oldest deadline first. limit must be
-// positive.
-func (st *OrderStore) ExpiredOrders(ctx context.Context, now time.Time, limit int) ([]*seckill.Order, error) {
-	if limit < 1 {
-		return nil, fmt.Errorf("expired orders: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
-	}
-	orders, err := queryAll(ctx, st.db.read, scanOrder, st.q.expiredOrders, string(seckill.OrderPlaced), toMillis(now), limit)
-	if err != nil {
-		return nil, fmt.Errorf("expired orders: %w", st.db.classify(err))
-	}
-	return orders, nil
-}
-
-// FailedOrder returns the failed order of a reservation; ErrNotFound when
-// none.
-func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*seckill.FailedOrder, error) {
-	return byReservation(ctx, st, "failed order", validFailedKey, scanFailedOrder, st.q.failedOrder, reservationID)
-}
-
 // RecordFailedOrder stores f unless its reservation already has a failed
 // order or an order (then ErrDuplicate, and nothing changes): one
 // reservation never ends as both, so an operator never refunds a buyer who
@@ -1257,7 +915,7 @@ func (st *OrderStore) FailedOrder(ctx context.Context, reservationID string) (*s
 // well-formed), else EINVALID. SaleID and UserID (which may be empty) are
 // stored as at most 255 bytes and Reason as at most 2000 bytes of valid
 // UTF-8, cut if longer: a failed order is never refused over its text.
-func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOrder) error {
+func (st *OrderWriter) RecordFailedOrder(ctx context.Context, f *seckill.FailedOrder) error {
 	if !validFailedKey(f.ReservationID) {
 		return fmt.Errorf("record failed order: %w", seckill.Errorf(seckill.EINVALID,
 			"reservation id must be 1-%d bytes of UTF-8 without NUL", maxFailedTextBytes))
@@ -1303,98 +961,4 @@ func (st *OrderStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOr
 	}
 	f.CreatedAt = stored.CreatedAt
 	return nil
-}
-
-// scanOrder reads the columns of orderColumns.
-func scanOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
-	var s orderScan
-	if err := row.Scan(s.targets()...); err != nil {
-		return nil, err
-	}
-	return s.order(), nil
-}
-
-// orderScan holds one row of orderColumns as Scan reads it.
-type orderScan struct {
-	o                                  seckill.Order
-	status                             string
-	payBy, reservedAt, created, update int64
-	reason                             sql.NullString
-}
-
-// targets are the Scan targets of orderColumns.
-func (s *orderScan) targets() []any {
-	return []any{&s.o.ID, &s.o.ReservationID, &s.o.SaleID, &s.o.UserID, &s.o.Qty, &s.o.AmountCents, &s.status,
-		&s.payBy, &s.reservedAt, &s.created, &s.update, &s.reason}
-}
-
-// order is the scanned order.
-func (s *orderScan) order() *seckill.Order {
-	o := s.o
-	o.Status = seckill.OrderStatus(s.status)
-	o.PayBy, o.ReservedAt = fromMillis(s.payBy), fromMillis(s.reservedAt)
-	o.CreatedAt, o.UpdatedAt = fromMillis(s.created), fromMillis(s.update)
-	o.CancelReason = s.reason.String
-	return &o
-}
-
-// scanFailedOrder reads the columns of failedOrderSelect.
-func scanFailedOrder(row interface{ Scan(...any) error }) (*seckill.FailedOrder, error) {
-	var (
-		f                        seckill.FailedOrder
-		attempts, created        int64
-		payload                  []byte
-		resolvedAt               sql.NullInt64
-		resolution, note, solver sql.NullString
-	)
-	err := row.Scan(&f.ReservationID, &f.SaleID, &f.UserID, &f.Qty, &f.Reason, &attempts, &payload, &created,
-		&resolvedAt, &resolution, &note, &solver)
-	if err != nil {
-		return nil, err
-	}
-	if resolvedAt.Valid {
-		f.Resolution = &seckill.Resolution{
-			Action: seckill.FailedOrderAction(resolution.String), Note: note.String,
-			Actor: solver.String, ResolvedAt: fromMillis(resolvedAt.Int64),
-		}
-		if f.Resolution.Action == seckill.ResolveRedrive {
-			f.Resolution.OrderID = seckill.OrderIDOf(f.ReservationID)
-		}
-	}
-	f.Attempts = int(attempts)
-	if len(payload) > 0 {
-		f.Payload = payload
-	}
-	f.CreatedAt = fromMillis(created)
-	return &f, nil
-}
-
-// validReservationID reports whether id can name an order. Other ids
-// cannot exist, and must not reach a dialect that would reject them
-// differently (MySQL's ASCII column).
-func validReservationID(id string) bool {
-	_, ok := seckill.SaleIDOfReservation(id)
-	return ok
-}
-
-// validFailedKey reports whether id can key a failed order: 1 to 255 bytes
-// of valid UTF-8 without NUL, which every dialect stores unchanged.
-func validFailedKey(id string) bool {
-	return id != "" && len(id) <= maxFailedTextBytes && utf8.ValidString(id) && !strings.ContainsRune(id, 0)
-}
-
-// storableText returns s as every dialect can store it: valid UTF-8
-// (invalid bytes become U+FFFD), no NUL (PostgreSQL refuses it in text),
-// and at most maxBytes bytes, cut at a character boundary.
-func storableText(s string, maxBytes int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\uFFFD")
-	if len(s) > maxBytes {
-		i := maxBytes
-		for i > 0 && !utf8.RuneStart(s[i]) {
-			i--
-		}
-		s = s[:i]
-	}
-	return s
 }

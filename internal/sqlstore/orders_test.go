@@ -587,7 +587,7 @@ func TestStorableText(t *testing.T) {
 func TestFailedOrderResolver(t *testing.T) {
 	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		conformance.FailedOrderResolver(t, func(*testing.T) conformance.ResolverStores {
-			return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: st, Restores: st, Resolver: st}
+			return conformance.ResolverStores{Sales: NewSaleStore(db), Orders: st, Restores: st.Restores, Resolver: st}
 		})
 	})
 }
@@ -632,7 +632,7 @@ func TestPersistPreparesOnce(t *testing.T) {
 // is one of the statement texts prepared before the first transaction,
 // and the runs cover the batch.
 func TestInsertRunsArePrepared(t *testing.T) {
-	st := &OrderStore{q: &sqliteOrderQueries, rq: &sqliteRestoreQueries}
+	st := &OrderWriter{orderDB: &orderDB{q: &sqliteOrderQueries, rq: &sqliteRestoreQueries}}
 	prepared := map[string]bool{}
 	for _, q := range st.writerQueries() {
 		prepared[q] = true

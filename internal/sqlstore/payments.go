@@ -11,23 +11,21 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Payments is the seckill.PaymentStore of a DB: payment events, stored
-// once per event id, and the order moves they make. What an event does is
-// seckill.DecidePayment's call; the SQL here only reads, records and makes
-// the conditional update.
+// Payments is the payment store of a DB (httpapi.PaymentStore): payment
+// events, stored once per event id, and the order moves they make. What an
+// event does is seckill.DecidePayment's call; the SQL here only reads,
+// records and makes the conditional update.
 type Payments struct {
-	st *OrderStore
+	st *orderDB
 	// currency is the deployment's currency, for sales made before sales
 	// had one (their currency column is '').
 	currency string
 }
 
-var _ seckill.PaymentStore = (*Payments)(nil)
-
 // NewPayments returns the payment store of the order store's database.
 // defaultCurrency stands for the currency of sales stored without one.
 func NewPayments(orders *OrderStore, defaultCurrency string) *Payments {
-	return &Payments{st: orders, currency: defaultCurrency}
+	return &Payments{st: orders.orderDB, currency: defaultCurrency}
 }
 
 // paymentColumns is what payment queries select, in scanPayment's order,
@@ -38,7 +36,7 @@ var errPaymentKeyReused = seckill.Errorf(seckill.EKEYREUSED,
 	"This event id was received before with other fields; an event id names one event.")
 
 // ApplyPayment stores e and makes its decision's order move in one
-// transaction, as seckill.PaymentStore says. The move is conditional on
+// transaction, as httpapi.PaymentStore says. The move is conditional on
 // the status the decision was made from: if a concurrent cancel (the
 // payment timeout) or payment moved the order first, the transaction is
 // tried again and decides on the new status. A concurrent delivery of
@@ -123,7 +121,7 @@ func (p *Payments) orderAndCurrency(ctx context.Context, tx *sql.Tx, reservation
 // refund_due → refunded). If another transaction moved the order first it
 // returns errConflict, and the caller's transaction is tried again. o is
 // updated to the new state.
-func (st *OrderStore) moveOrderTx(ctx context.Context, tx *sql.Tx, o *seckill.Order, to seckill.OrderStatus, typ seckill.OrderEventType, nowMs int64) error {
+func (st *orderDB) moveOrderTx(ctx context.Context, tx *sql.Tx, o *seckill.Order, to seckill.OrderStatus, typ seckill.OrderEventType, nowMs int64) error {
 	b := st.db.dialect.bindFrom
 	res, err := tx.ExecContext(ctx, `UPDATE orders SET status = `+b(1)+`, updated_at_ms = `+b(2)+
 		` WHERE reservation_id = `+b(3)+` AND status = `+b(4), string(to), nowMs, o.ReservationID, string(o.Status))

@@ -72,7 +72,7 @@ func TestPayments(t *testing.T) {
 
 		// Cancelled and its units back (the sweeper's database step);
 		// then the money comes: refund_due, and the stock stays back.
-		if _, changed, err := st.RestoreOrder(ctx, late, seckill.ReasonPayTimeout, now); err != nil || !changed {
+		if _, changed, err := st.Restores.RestoreOrder(ctx, late, seckill.ReasonPayTimeout, now); err != nil || !changed {
 			t.Fatalf("restore: %v, %v", changed, err)
 		}
 		stock, _ := saleRow(t, db, "tea")
@@ -85,7 +85,7 @@ func TestPayments(t *testing.T) {
 			t.Fatalf("stock %d after a late payment, was %d", got, stock)
 		}
 		// A restore of it changes nothing: its units went back already.
-		if _, changed, err := st.RestoreOrder(ctx, late, "again", now); err != nil || changed {
+		if _, changed, err := st.Restores.RestoreOrder(ctx, late, "again", now); err != nil || changed {
 			t.Fatalf("restore of refund_due: changed %v, %v", changed, err)
 		}
 		rec, err = p.ApplyPayment(ctx, payment("evt_5", seckill.RefundSucceeded, late, 200), seckill.SourceService, now.Add(3*time.Second))
@@ -218,7 +218,7 @@ func TestPaymentRaces(t *testing.T) {
 			}()
 			go func() {
 				defer wg.Done()
-				_, changed, restoreErr = st.RestoreOrder(ctx, e.ReservationID, seckill.ReasonPayTimeout, time.Now())
+				_, changed, restoreErr = st.Restores.RestoreOrder(ctx, e.ReservationID, seckill.ReasonPayTimeout, time.Now())
 			}()
 			wg.Wait()
 			if payErr != nil {
@@ -248,7 +248,7 @@ func TestPaymentRaces(t *testing.T) {
 		t.Logf("%d of %d races went to the cancel", restored, len(evs)-1)
 
 		// The sweeper's batch restore of a paid order is refused too.
-		res, err := st.RestoreOrders(ctx, "tea", []string{evs[0].ReservationID}, seckill.ReasonPayTimeout, time.Now())
+		res, err := st.Restores.RestoreOrders(ctx, "tea", []string{evs[0].ReservationID}, seckill.ReasonPayTimeout, time.Now())
 		if err != nil || seckill.ErrorCode(res[0].Err) != seckill.ESTATECONFLICT {
 			t.Fatalf("batch restore of a paid order = %+v, %v", res, err)
 		}

@@ -10,14 +10,18 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// The order store also owns restore requests (seckill.RestoreStore) and
-// reads a sale's ledger (seckill.LedgerStore): a restore changes orders,
-// the sale's stock and its request in one transaction, and
-// PersistReservations honours parked requests in its own.
-var (
-	_ seckill.RestoreStore = (*OrderStore)(nil)
-	_ seckill.LedgerStore  = (*OrderStore)(nil)
-)
+// RestoreStore is the seckill.RestoreStore of a DB: restore requests,
+// and the orders and stock a restore changes with them in one
+// transaction. PersistReservations honours parked requests in its own.
+type RestoreStore struct {
+	*orderDB
+	// beforePark, when set (by tests), runs in every attempt of
+	// ParkRestore that found nothing to restore, after its reads and
+	// before it parks: the window the sale's row lock keeps writers out of.
+	beforePark func()
+}
+
+var _ seckill.RestoreStore = (*RestoreStore)(nil)
 
 // Locking. Every transaction that creates a restore request, or decides
 // on an order's restore, first locks the sale's row (restoreQueries.
@@ -166,7 +170,7 @@ var stateRank = map[seckill.RestoreState]int{
 //
 // Like PersistReservations, a transaction that loses to a concurrent
 // writer is tried again from the start.
-func (st *OrderStore) RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (*seckill.Order, bool, error) {
+func (st *RestoreStore) RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (*seckill.Order, bool, error) {
 	saleID, ok := seckill.SaleIDOfReservation(reservationID)
 	if !ok {
 		return nil, false, fmt.Errorf("restore order of reservation %q: %w", reservationID, seckill.ErrNotFound)
@@ -211,7 +215,7 @@ func (st *OrderStore) RestoreOrder(ctx context.Context, reservationID, reason st
 //
 // reservationID must be a well-formed reservation id of saleID, else
 // EINVALID; an unknown sale is ErrNotFound.
-func (st *OrderStore) ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*seckill.RestoreRequest, error) {
+func (st *RestoreStore) ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*seckill.RestoreRequest, error) {
 	if sale, ok := seckill.SaleIDOfReservation(reservationID); !ok || sale != saleID {
 		return nil, fmt.Errorf("park restore of reservation %q: %w", reservationID,
 			seckill.Errorf(seckill.EINVALID, "%q is not a reservation id of sale %q", reservationID, saleID))
@@ -257,7 +261,7 @@ func (st *OrderStore) ParkRestore(ctx context.Context, reservationID, saleID, re
 
 // lockSale locks the sale's row for the rest of tx and returns its stock
 // and initial stock; ErrNotFound when there is no such sale.
-func (st *OrderStore) lockSale(ctx context.Context, tx *sql.Tx, saleID string) (stock, initial int64, err error) {
+func (st *RestoreStore) lockSale(ctx context.Context, tx *sql.Tx, saleID string) (stock, initial int64, err error) {
 	err = tx.QueryRowContext(ctx, st.rq.lockSale, saleID).Scan(&stock, &initial)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, 0, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
@@ -271,7 +275,7 @@ func (st *OrderStore) lockSale(ctx context.Context, tx *sql.Tx, saleID string) (
 // the sale's row lock (lockSale: stock and initial are what it read).
 // found is false when the reservation has neither an order nor a failed
 // order; then nothing was written.
-func (st *OrderStore) restoreLocked(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs, stock, initial int64) (o *seckill.Order, changed, found bool, err error) {
+func (st *RestoreStore) restoreLocked(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs, stock, initial int64) (o *seckill.Order, changed, found bool, err error) {
 	reason = storableText(reason, maxReasonBytes)
 	o, err = scanOrder(tx.QueryRowContext(ctx, st.rq.orderForUpdate, reservationID))
 	if errors.Is(err, sql.ErrNoRows) {
@@ -338,7 +342,7 @@ func (st *OrderStore) restoreLocked(ctx context.Context, tx *sql.Tx, saleID, res
 
 // ensureRequest records a redis_pending request for a reservation that
 // has none, reporting whether it did.
-func (st *OrderStore) ensureRequest(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs int64) (bool, error) {
+func (st *RestoreStore) ensureRequest(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs int64) (bool, error) {
 	if _, err := st.requestInTx(ctx, tx, reservationID); err == nil {
 		return false, nil
 	} else if !errors.Is(err, seckill.ErrNotFound) {
@@ -349,7 +353,7 @@ func (st *OrderStore) ensureRequest(ctx context.Context, tx *sql.Tx, saleID, res
 
 // reopenRequest records a reservation's request as redis_pending with
 // reason, whether or not it had one.
-func (st *OrderStore) reopenRequest(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs int64) error {
+func (st *RestoreStore) reopenRequest(ctx context.Context, tx *sql.Tx, saleID, reservationID, reason string, nowMs int64) error {
 	res, err := tx.ExecContext(ctx, st.rq.reopenRequest, string(seckill.RestoreStateRedisPending), reason, nowMs, reservationID)
 	if err != nil {
 		return fmt.Errorf("update restore request: %w", err)
@@ -376,7 +380,7 @@ func pendingRequest(saleID, reservationID, reason string, nowMs int64) *seckill.
 // insertRequest inserts r, whose text is storable already. A unique
 // violation (a concurrent writer recorded it first) is a conflict: the
 // transaction is tried again and finds it.
-func (st *OrderStore) insertRequest(ctx context.Context, tx *sql.Tx, r *seckill.RestoreRequest) error {
+func (st *RestoreStore) insertRequest(ctx context.Context, tx *sql.Tx, r *seckill.RestoreRequest) error {
 	var alerted any // NULL when zero
 	if !r.AlertedAt.IsZero() {
 		alerted = toMillis(r.AlertedAt)
@@ -390,7 +394,7 @@ func (st *OrderStore) insertRequest(ctx context.Context, tx *sql.Tx, r *seckill.
 }
 
 // requestInTx reads a request inside tx; ErrNotFound when none.
-func (st *OrderStore) requestInTx(ctx context.Context, tx *sql.Tx, reservationID string) (*seckill.RestoreRequest, error) {
+func (st *RestoreStore) requestInTx(ctx context.Context, tx *sql.Tx, reservationID string) (*seckill.RestoreRequest, error) {
 	r, err := scanRestoreRequest(tx.QueryRowContext(ctx, st.rq.request, reservationID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, seckill.ErrNotFound
@@ -400,38 +404,16 @@ func (st *OrderStore) requestInTx(ctx context.Context, tx *sql.Tx, reservationID
 	return r, nil
 }
 
-// inRetriedTx runs fn in a write transaction, committing if fn returns
-// nil, and starts over, as PersistReservations does, when the transaction
-// loses to a concurrent writer (errConflict, a unique violation, a
-// deadlock). fn must set its results afresh on every call.
-func (st *OrderStore) inRetriedTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	var err error
-	for attempt := 1; attempt <= st.maxAttempts; attempt++ {
-		if attempt > 1 {
-			if serr := st.pause(ctx, attempt); serr != nil {
-				return fmt.Errorf("%w (after: %w)", serr, err)
-			}
-		}
-		err = st.inTx(ctx, fn)
-		if err == nil {
-			return nil
-		} else if !errors.Is(err, errConflict) && !st.db.isUniqueViolation(err) && !st.q.isTransient(err) {
-			return err
-		}
-	}
-	return fmt.Errorf("gave up after %d attempts: %w", st.maxAttempts, err)
-}
-
 // RestoreRequest returns the restore request of a reservation;
 // ErrNotFound when none.
-func (st *OrderStore) RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error) {
-	return byReservation(ctx, st, "restore request", validReservationID, scanRestoreRequest, st.rq.request, reservationID)
+func (st *RestoreStore) RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error) {
+	return byReservation(ctx, st.orderDB, "restore request", validReservationID, scanRestoreRequest, st.rq.request, reservationID)
 }
 
 // RestoreRequests lists up to limit requests in state, oldest first (by
 // CreatedAt, then reservation id). An unknown state or a limit below 1 is
 // EINVALID.
-func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error) {
+func (st *RestoreStore) RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error) {
 	if _, ok := stateRank[state]; !ok {
 		return nil, fmt.Errorf("restore requests: %w", seckill.Errorf(seckill.EINVALID, "unknown restore state %q", state))
 	}
@@ -452,7 +434,7 @@ func (st *OrderStore) RestoreRequests(ctx context.Context, state seckill.Restore
 // done): a step that is done is never undone, so such an update is
 // ESTATECONFLICT and changes nothing. An unknown state is EINVALID; an
 // unknown reservation ErrNotFound.
-func (st *OrderStore) UpdateRestore(ctx context.Context, reservationID string, state seckill.RestoreState, lastErr string, alerted bool, now time.Time) error {
+func (st *RestoreStore) UpdateRestore(ctx context.Context, reservationID string, state seckill.RestoreState, lastErr string, alerted bool, now time.Time) error {
 	rank, ok := stateRank[state]
 	if !ok {
 		return fmt.Errorf("update restore of reservation %s: %w", reservationID,
@@ -498,64 +480,9 @@ func (st *OrderStore) UpdateRestore(ctx context.Context, reservationID string, s
 	return nil
 }
 
-// SaleLedger reads everything the database knows of a sale's units, in
-// one read-only transaction so that the parts agree with each other: the
-// sale, and all its orders, failed orders and restore requests, each
-// oldest first (by creation time, then reservation id). ErrNotFound for an
-// unknown sale.
-func (st *OrderStore) SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error) {
-	if !seckill.ValidSaleID(saleID) {
-		return nil, fmt.Errorf("ledger of sale %q: %w", saleID, seckill.ErrNotFound)
-	}
-	tx, err := st.db.read.BeginTx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: begin: %w", saleID, st.db.classify(err))
-	}
-	defer tx.Rollback() //nolint:errcheck // read-only
-
-	l := &seckill.SaleLedger{}
-	l.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
-	} else if err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
-	}
-	if l.Orders, err = queryAll(ctx, tx, scanOrder, st.rq.saleOrders, saleID); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
-	}
-	if l.Failed, err = queryAll(ctx, tx, scanFailedOrder, st.rq.saleFailedOrders, saleID); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
-	}
-	if l.Restores, err = queryAll(ctx, tx, scanRestoreRequest, st.rq.saleRequests, saleID); err != nil {
-		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
-	}
-	return l, nil
-}
-
-// scanRestoreRequest reads the columns of restoreColumns.
-func scanRestoreRequest(row interface{ Scan(...any) error }) (*seckill.RestoreRequest, error) {
-	var (
-		r                seckill.RestoreRequest
-		state            string
-		attempts         int64
-		alerted          sql.NullInt64
-		created, updated int64
-	)
-	err := row.Scan(&r.ReservationID, &r.SaleID, &r.Reason, &state, &attempts, &r.LastError, &alerted, &created, &updated)
-	if err != nil {
-		return nil, err
-	}
-	r.State, r.Attempts = seckill.RestoreState(state), int(attempts)
-	if alerted.Valid {
-		r.AlertedAt = fromMillis(alerted.Int64)
-	}
-	r.CreatedAt, r.UpdatedAt = fromMillis(created), fromMillis(updated)
-	return &r, nil
-}
-
 // restoresOf returns the reasons of the restore requests, in any state,
 // of those of ids that have one.
-func (st *OrderStore) restoresOf(ctx context.Context, tx *sql.Tx, ids []string) (map[string]string, error) {
+func (st *orderDB) restoresOf(ctx context.Context, tx *sql.Tx, ids []string) (map[string]string, error) {
 	found := make(map[string]string)
 	err := st.eachRowIn(ctx, tx, st.rq.requestsIn, ids, func(rows *sql.Rows) error {
 		var id, reason string
@@ -572,7 +499,7 @@ func (st *OrderStore) restoresOf(ctx context.Context, tx *sql.Tx, ids []string) 
 // settleParked moves the parked requests of ids to redis_pending: their
 // orders were just created cancelled (or rejected), taking no stock.
 // Requests in a later state stay as they are.
-func (st *OrderStore) settleParked(ctx context.Context, tx *sql.Tx, ids []string, nowMs int64) error {
+func (st *orderDB) settleParked(ctx context.Context, tx *sql.Tx, ids []string, nowMs int64) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
 		args := make([]any, 0, 3+len(chunk))

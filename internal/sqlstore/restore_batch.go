@@ -23,7 +23,7 @@ import (
 // answers as a second call would: unchanged). An error of the whole call
 // (the sale is unknown: ErrNotFound; a database failure; units that would
 // take the stock past what was put on sale, a bug) writes nothing.
-func (st *OrderStore) RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error) {
+func (st *RestoreStore) RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("restore orders of sale %q: %w", saleID, seckill.ErrNotFound)
 	}
@@ -44,10 +44,35 @@ func (st *OrderStore) RestoreOrders(ctx context.Context, saleID string, reservat
 	return results, nil
 }
 
-func (st *OrderStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleID string, ids []string, reason string, nowMs, stock, initial int64, results []seckill.OrderRestore) error {
-	// The ids this call may touch: those of the sale, once each.
-	var valid []string
-	first := make(map[string]int, len(ids)) // id -> index of its first mention
+func (st *RestoreStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleID string, ids []string, reason string, nowMs, stock, initial int64, results []seckill.OrderRestore) error {
+	valid, first := idsOfSale(saleID, ids, results)
+	found, err := st.readRestoreState(ctx, tx, valid)
+	if err != nil {
+		return err
+	}
+	plan, err := planRestores(saleID, valid, first, found, reason, nowMs, results)
+	if err != nil {
+		return err
+	}
+	// A repeated id answers as a second call would: unchanged.
+	for i, id := range ids {
+		if j, ok := first[id]; ok && j != i {
+			r := results[j]
+			results[i] = seckill.OrderRestore{Order: r.Order, Err: r.Err}
+		}
+	}
+	if plan.units > 0 && stock > initial-plan.units {
+		return fmt.Errorf("return %d units to sale %s: its stock %d would exceed the %d put on sale: units were returned before (a bug)",
+			plan.units, saleID, stock, initial)
+	}
+	return st.applyRestores(ctx, tx, saleID, plan, found.orders, reason, nowMs)
+}
+
+// idsOfSale returns the ids this call may touch: those of the sale, once
+// each, with the index of each one's first mention. Another sale's id
+// answers ErrNotFound in results.
+func idsOfSale(saleID string, ids []string, results []seckill.OrderRestore) (valid []string, first map[string]int) {
+	first = make(map[string]int, len(ids))
 	for i, id := range ids {
 		if s, ok := seckill.SaleIDOfReservation(id); !ok || s != saleID {
 			results[i].Err = seckill.ErrNotFound
@@ -59,122 +84,132 @@ func (st *OrderStore) restoreOrdersLocked(ctx context.Context, tx *sql.Tx, saleI
 		first[id] = i
 		valid = append(valid, id)
 	}
-	orders := make(map[string]*seckill.Order, len(valid))
+	return valid, first
+}
+
+// restoreState is what the database holds of the ids to restore.
+type restoreState struct {
+	orders   map[string]*seckill.Order // locked
+	failed   map[string]bool           // ids with a failed order and no order
+	requests map[string]string         // reasons of the restore requests, by id
+}
+
+func (st *RestoreStore) readRestoreState(ctx context.Context, tx *sql.Tx, valid []string) (restoreState, error) {
+	found := restoreState{orders: make(map[string]*seckill.Order, len(valid)), failed: map[string]bool{}}
 	err := st.eachRowIn(ctx, tx, st.rq.ordersIn, valid, func(rows *sql.Rows) error {
 		o, err := scanOrder(rows)
 		if err == nil {
-			orders[o.ReservationID] = o
+			found.orders[o.ReservationID] = o
 		}
 		return err
 	}, st.rq.lockSuffix)
 	if err != nil {
-		return fmt.Errorf("read orders: %w", err)
+		return found, fmt.Errorf("read orders: %w", err)
 	}
 	var missing []string
 	for _, id := range valid {
-		if orders[id] == nil {
+		if found.orders[id] == nil {
 			missing = append(missing, id)
 		}
 	}
-	failed := map[string]bool{}
 	if len(missing) > 0 {
-		if failed, err = st.existing(ctx, tx, missing); err != nil {
-			return fmt.Errorf("find failed orders: %w", err)
+		if found.failed, err = st.existing(ctx, tx, missing); err != nil {
+			return found, fmt.Errorf("find failed orders: %w", err)
 		}
 	}
-	requests, err := st.restoresOf(ctx, tx, valid)
-	if err != nil {
-		return fmt.Errorf("read restore requests: %w", err)
+	if found.requests, err = st.restoresOf(ctx, tx, valid); err != nil {
+		return found, fmt.Errorf("read restore requests: %w", err)
 	}
+	return found, nil
+}
 
-	var (
-		cancel  []string                  // orders to cancel
-		reopen  []string                  // requests to move to redis_pending with reason
-		insert  []*seckill.RestoreRequest // requests to create
-		units   int64                     // returned to the sale's stock
-		changed = map[string]bool{}
-	)
+// restorePlan is the writes of one RestoreOrders call.
+type restorePlan struct {
+	cancel []string                  // orders to cancel
+	reopen []string                  // requests to move to redis_pending with reason
+	insert []*seckill.RestoreRequest // requests to create
+	units  int64                     // returned to the sale's stock
+}
+
+// planRestores decides each id's restore as RestoreOrder would, filling
+// results[first[id]] (a placed order is answered cancelled).
+func planRestores(saleID string, valid []string, first map[string]int, found restoreState, reason string, nowMs int64, results []seckill.OrderRestore) (restorePlan, error) {
+	var plan restorePlan
 	for _, id := range valid {
 		i := first[id]
-		_, hasRequest := requests[id]
-		o := orders[id]
+		_, hasRequest := found.requests[id]
+		o := found.orders[id]
 		switch {
-		case o == nil && !failed[id]:
+		case o == nil && !found.failed[id]:
 			results[i].Err = seckill.ErrNotFound
 		case o == nil: // a failed order: only the Redis step is left
 			if !hasRequest {
-				insert = append(insert, pendingRequest(saleID, id, reason, nowMs))
-				results[i].Changed, changed[id] = true, true
+				plan.insert = append(plan.insert, pendingRequest(saleID, id, reason, nowMs))
+				results[i].Changed = true
 			}
 		case o.Status == seckill.OrderPlaced:
-			cancel = append(cancel, id)
-			units += o.Qty
+			plan.cancel = append(plan.cancel, id)
+			plan.units += o.Qty
 			if hasRequest {
-				reopen = append(reopen, id)
+				plan.reopen = append(plan.reopen, id)
 			} else {
-				insert = append(insert, pendingRequest(saleID, id, reason, nowMs))
+				plan.insert = append(plan.insert, pendingRequest(saleID, id, reason, nowMs))
 			}
 			o.Status, o.CancelReason, o.UpdatedAt = seckill.OrderCancelled, reason, fromMillis(nowMs)
-			results[i].Order, results[i].Changed, changed[id] = o, true, true
+			results[i].Order, results[i].Changed = o, true
 		case o.Status == seckill.OrderCancelled || o.Status == seckill.OrderRefundDue || o.Status == seckill.OrderRefunded:
 			if !hasRequest {
-				insert = append(insert, pendingRequest(saleID, id, reason, nowMs))
+				plan.insert = append(plan.insert, pendingRequest(saleID, id, reason, nowMs))
 			}
 			results[i].Order = o
 		case o.Status == seckill.OrderPaid:
 			results[i].Err = seckill.Errorf(seckill.ESTATECONFLICT, "order is paid")
 		default:
-			return fmt.Errorf("order %s has unknown status %q", id, o.Status)
+			return plan, fmt.Errorf("order %s has unknown status %q", id, o.Status)
 		}
 	}
-	// A repeated id answers as a second call would: unchanged.
-	for i, id := range ids {
-		if j, ok := first[id]; ok && j != i {
-			r := results[j]
-			results[i] = seckill.OrderRestore{Order: r.Order, Err: r.Err}
-		}
-	}
+	return plan, nil
+}
 
-	if units > 0 && stock > initial-units {
-		return fmt.Errorf("return %d units to sale %s: its stock %d would exceed the %d put on sale: units were returned before (a bug)",
-			units, saleID, stock, initial)
-	}
-	if err := st.execIn(ctx, tx, st.rq.cancelOrdersIn, cancel,
+// applyRestores writes plan: orders cancelled, units returned, their
+// events recorded, requests reopened and inserted.
+func (st *RestoreStore) applyRestores(ctx context.Context, tx *sql.Tx, saleID string, plan restorePlan, orders map[string]*seckill.Order, reason string, nowMs int64) error {
+	if err := st.execIn(ctx, tx, st.rq.cancelOrdersIn, plan.cancel,
 		string(seckill.OrderCancelled), reason, nowMs, string(seckill.OrderPlaced)); err != nil {
 		return fmt.Errorf("cancel orders: %w", err)
 	}
-	if units > 0 {
-		res, err := tx.ExecContext(ctx, st.rq.returnStock, units, nowMs, saleID, units)
+	if plan.units > 0 {
+		res, err := tx.ExecContext(ctx, st.rq.returnStock, plan.units, nowMs, saleID, plan.units)
 		if err != nil {
 			return fmt.Errorf("return stock: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
 			return fmt.Errorf("return stock: %w", err)
 		} else if n != 1 {
-			return fmt.Errorf("return %d units to sale %s: its stock would exceed what was put on sale (a bug)", units, saleID)
+			return fmt.Errorf("return %d units to sale %s: its stock would exceed what was put on sale (a bug)", plan.units, saleID)
 		}
 	}
 	if st.db.orderEvents {
-		events := make([]seckill.OrderEvent, 0, len(cancel))
-		for _, id := range cancel {
+		events := make([]seckill.OrderEvent, 0, len(plan.cancel))
+		for _, id := range plan.cancel {
 			events = append(events, seckill.NewOrderEvent(seckill.EventOrderCancelled, orders[id], fromMillis(nowMs)))
 		}
 		if err := st.db.insertOrderEvents(ctx, tx, events...); err != nil {
 			return err
 		}
 	}
-	if err := st.execIn(ctx, tx, st.rq.reopenRequestsIn, reopen,
+	if err := st.execIn(ctx, tx, st.rq.reopenRequestsIn, plan.reopen,
 		string(seckill.RestoreStateRedisPending), reason, nowMs); err != nil {
 		return fmt.Errorf("reopen restore requests: %w", err)
 	}
-	return st.insertRequests(ctx, tx, insert)
+	return st.insertRequests(ctx, tx, plan.insert)
 }
 
 // execIn runs head + "(ids…)" with args before the ids, in chunks of
 // idChunk, and fails with errConflict unless every chunk changed one row
 // per id (the rows are locked, or the ids were read under the sale's
 // lock: only a concurrent writer that ignored the lock gets there).
-func (st *OrderStore) execIn(ctx context.Context, tx *sql.Tx, head string, ids []string, args ...any) error {
+func (st *RestoreStore) execIn(ctx context.Context, tx *sql.Tx, head string, ids []string, args ...any) error {
 	for start := 0; start < len(ids); start += idChunk {
 		chunk := ids[start:min(start+idChunk, len(ids))]
 		all := make([]any, 0, len(args)+len(chunk))
@@ -197,7 +232,7 @@ func (st *OrderStore) execIn(ctx context.Context, tx *sql.Tx, head string, ids [
 
 // insertRequests inserts rs, whose text is storable already, with
 // multi-row INSERTs.
-func (st *OrderStore) insertRequests(ctx context.Context, tx *sql.Tx, rs []*seckill.RestoreRequest) error {
+func (st *RestoreStore) insertRequests(ctx context.Context, tx *sql.Tx, rs []*seckill.RestoreRequest) error {
 	const width = 9 // restoreColumns
 	for start := 0; start < len(rs); start += insertChunk {
 		chunk := rs[start:min(start+insertChunk, len(rs))]
@@ -221,7 +256,7 @@ func (st *OrderStore) insertRequests(ctx context.Context, tx *sql.Tx, rs []*seck
 // statement per chunk of ids: state done, LastError = lastErr, Attempts +
 // 1, UpdatedAt = now. Done is the last state, so no request moves back;
 // ids with no request are skipped.
-func (st *OrderStore) FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error {
+func (st *RestoreStore) FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error {
 	var ids []string
 	for _, id := range reservationIDs {
 		if validReservationID(id) {

@@ -16,8 +16,8 @@ import (
 func TestRestoreStore(t *testing.T) {
 	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		sales := NewSaleStore(db)
-		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, seckill.LedgerStore) {
-			return sales, st, st, st
+		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, conformance.LedgerStore) {
+			return sales, st, st.Restores, st.Ledger
 		})
 	})
 }
@@ -32,7 +32,7 @@ func countRequests(t *testing.T, db *DB, saleID string) int {
 // an error.
 func park(t *testing.T, st *OrderStore, id, reason string) {
 	t.Helper()
-	if _, err := st.ParkRestore(t.Context(), id, "tea", reason, time.Now()); err != nil {
+	if _, err := st.Restores.ParkRestore(t.Context(), id, "tea", reason, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -41,7 +41,7 @@ func park(t *testing.T, st *OrderStore, id, reason string) {
 // id.
 func wantRequestState(t *testing.T, st *OrderStore, id string, want seckill.RestoreState) {
 	t.Helper()
-	if r, err := st.RestoreRequest(t.Context(), id); err != nil || r.State != want {
+	if r, err := st.Restores.RestoreRequest(t.Context(), id); err != nil || r.State != want {
 		t.Errorf("request = %+v, %v; want %s", r, err, want)
 	}
 }
@@ -60,7 +60,7 @@ func TestRestoreNeverAboveInitialStock(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, stockVersion := saleRow(t, db, "tea")
-		o, changed, err := st.RestoreOrder(t.Context(), evs[0].ReservationID, "operator", time.Now())
+		o, changed, err := st.Restores.RestoreOrder(t.Context(), evs[0].ReservationID, "operator", time.Now())
 		if err == nil || errors.Is(err, seckill.ErrNotFound) || seckill.ErrorCode(err) != seckill.EINTERNAL {
 			t.Fatalf("RestoreOrder over the initial stock = %+v, %v, %v; want an internal error", o, changed, err)
 		}
@@ -100,7 +100,7 @@ func TestPersistRetriesAfterPark(t *testing.T) {
 		st.beforeTakeStock = func(attempt int) {
 			attempts = append(attempts, attempt)
 			if attempt == 1 {
-				if _, err := NewOrderStore(db).ParkRestore(t.Context(), evs[0].ReservationID, "tea", "early", time.Now()); err != nil {
+				if _, err := NewOrderStore(db).Restores.ParkRestore(t.Context(), evs[0].ReservationID, "tea", "early", time.Now()); err != nil {
 					t.Error(err)
 				}
 			}
@@ -162,14 +162,14 @@ func TestUpdateRestoreNeverBackward(t *testing.T) {
 		}
 		attempts := 0
 		for i, s := range steps {
-			err := st.UpdateRestore(ctx, id, s.to, "e", false, time.Now())
+			err := st.Restores.UpdateRestore(ctx, id, s.to, "e", false, time.Now())
 			if code := seckill.ErrorCode(err); code != s.code {
 				t.Errorf("step %d: UpdateRestore(%s) = %v, want code %q", i, s.to, err, s.code)
 			}
 			if err == nil {
 				attempts++
 			}
-			r, err := st.RestoreRequest(ctx, id)
+			r, err := st.Restores.RestoreRequest(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -189,17 +189,17 @@ func TestRestoreText(t *testing.T) {
 		id := events("tea", 1)[0].ReservationID
 		long := "a\x00\xff" + strings.Repeat("b", 3000)
 		want := "a\uFFFD\uFFFD" + strings.Repeat("b", maxReasonBytes-7)
-		r, err := st.ParkRestore(ctx, id, "tea", long, time.Now())
+		r, err := st.Restores.ParkRestore(ctx, id, "tea", long, time.Now())
 		if err != nil {
 			t.Fatal(err)
 		}
 		if r.Reason != want {
 			t.Errorf("ParkRestore returned a reason of %d bytes, want %d", len(r.Reason), len(want))
 		}
-		if err := st.UpdateRestore(ctx, id, seckill.RestoreStateParked, long, false, time.Now()); err != nil {
+		if err := st.Restores.UpdateRestore(ctx, id, seckill.RestoreStateParked, long, false, time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		r, err = st.RestoreRequest(ctx, id)
+		r, err = st.Restores.RestoreRequest(ctx, id)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,8 +224,8 @@ func TestParkHoldsOffPersist(t *testing.T) {
 		createSale(t, db, "tea", 3)
 		evs := events("tea", 1)
 		persisted := make(chan error, 1)
-		st.beforePark = func() {
-			st.beforePark = nil
+		st.Restores.beforePark = func() {
+			st.Restores.beforePark = nil
 			go func() {
 				_, err := NewOrderStore(db).PersistReservations(t.Context(), "tea", evs, time.Now(), time.Minute)
 				persisted <- err
@@ -259,7 +259,7 @@ func TestDeadLetterSettlesParked(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantRequestState(t, st, id, seckill.RestoreStateRedisPending)
-		if _, changed, err := st.RestoreOrder(t.Context(), id, "operator", time.Now()); err != nil || changed {
+		if _, changed, err := st.Restores.RestoreOrder(t.Context(), id, "operator", time.Now()); err != nil || changed {
 			t.Errorf("RestoreOrder after = %v, %v; want unchanged, nil", changed, err)
 		}
 	})

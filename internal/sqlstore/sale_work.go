@@ -15,7 +15,7 @@ import (
 // or a failed order, awaitingPayment the orders still ordered (the
 // payment timeout will cancel and restore them), openRestores the restore
 // requests not done (parked or redis_pending).
-func (st *OrderStore) SaleWork(ctx context.Context, saleID string) (recorded, awaitingPayment, openRestores int64, err error) {
+func (st *LedgerStore) SaleWork(ctx context.Context, saleID string) (recorded, awaitingPayment, openRestores int64, err error) {
 	b := st.q.bind
 	query := `SELECT (SELECT COUNT(*) FROM orders WHERE sale_id = ` + b(1) + `),
 		(SELECT COUNT(*) FROM failed_orders WHERE sale_id = ` + b(2) + `),
@@ -48,7 +48,7 @@ type SaleCounters struct {
 // SaleCounters reads a sale's SaleCounters in one statement; ErrNotFound
 // for an unknown sale. The restore counts use the (state, created) index:
 // they cost what is unfinished, not the sale's history.
-func (st *OrderStore) SaleCounters(ctx context.Context, saleID string) (SaleCounters, error) {
+func (st *LedgerStore) SaleCounters(ctx context.Context, saleID string) (SaleCounters, error) {
 	b := st.q.bind
 	// The unfinished requests of the sale, with parameters from i.
 	open := func(i int) string {

@@ -26,7 +26,7 @@ func TestSaleWork(t *testing.T) {
 		}
 		want := func(recorded, awaiting, restores int64) {
 			t.Helper()
-			r, a, o, err := st.SaleWork(ctx, "tea")
+			r, a, o, err := st.Ledger.SaleWork(ctx, "tea")
 			if err != nil || r != recorded || a != awaiting || o != restores {
 				t.Fatalf("SaleWork = %d, %d, %d, %v; want %d, %d, %d", r, a, o, err, recorded, awaiting, restores)
 			}
@@ -35,18 +35,18 @@ func TestSaleWork(t *testing.T) {
 		if _, err := st.PayOrder(ctx, evs[0].ReservationID, now); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.RestoreOrder(ctx, evs[1].ReservationID, "timeout", now); err != nil {
+		if _, _, err := st.Restores.RestoreOrder(ctx, evs[1].ReservationID, "timeout", now); err != nil {
 			t.Fatal(err)
 		}
 		want(4, 1, 1)
-		if err := st.FinishRestores(ctx, []string{evs[1].ReservationID}, "", now); err != nil {
+		if err := st.Restores.FinishRestores(ctx, []string{evs[1].ReservationID}, "", now); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := st.CancelOrder(ctx, evs[2].ReservationID, "buyer", now); err != nil {
 			t.Fatal(err)
 		}
 		want(4, 0, 0)
-		c, err := st.SaleCounters(ctx, "tea")
+		c, err := st.Ledger.SaleCounters(ctx, "tea")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -55,19 +55,19 @@ func TestSaleWork(t *testing.T) {
 		if want := (SaleCounters{Stock: 3, Unsold: 1, FailedOrders: 1, FailedUnits: 1}); c != want {
 			t.Errorf("SaleCounters = %+v; want %+v", c, want)
 		}
-		if _, err := st.ParkRestore(ctx, seckill.NewReservationID("tea", now), "tea", "early", now); err != nil {
+		if _, err := st.Restores.ParkRestore(ctx, seckill.NewReservationID("tea", now), "tea", "early", now); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := st.RestoreOrder(ctx, evs[3].ReservationID, "refund", now); err != nil {
+		if _, _, err := st.Restores.RestoreOrder(ctx, evs[3].ReservationID, "refund", now); err != nil {
 			t.Fatal(err)
 		}
-		if c, err = st.SaleCounters(ctx, "tea"); err != nil || c.Parked != 1 || c.RedisPending != 1 || c.Alerted != 0 {
+		if c, err = st.Ledger.SaleCounters(ctx, "tea"); err != nil || c.Parked != 1 || c.RedisPending != 1 || c.Alerted != 0 {
 			t.Errorf("SaleCounters with a parked and a pending restore = %+v, %v", c, err)
 		}
-		if _, err := st.SaleCounters(ctx, "nosale"); !errors.Is(err, seckill.ErrNotFound) {
+		if _, err := st.Ledger.SaleCounters(ctx, "nosale"); !errors.Is(err, seckill.ErrNotFound) {
 			t.Errorf("SaleCounters of an unknown sale: %v; want ErrNotFound", err)
 		}
-		if r, a, o, err := st.SaleWork(ctx, "nosale"); err != nil || r+a+o != 0 {
+		if r, a, o, err := st.Ledger.SaleWork(ctx, "nosale"); err != nil || r+a+o != 0 {
 			t.Errorf("SaleWork of an unknown sale = %d, %d, %d, %v; want zeros", r, a, o, err)
 		}
 	})

@@ -3,8 +3,9 @@
 // dialects, SQLite (the embedded default), MySQL/MariaDB and PostgreSQL. It
 // owns the schema and its numbered migrations, the SQL text of each dialect,
 // and the translation of driver errors into the domain's sentinels at this
-// edge. It implements seckill.SaleStore (SaleStore), and seckill.OrderStore,
-// seckill.RestoreStore and seckill.LedgerStore (OrderStore).
+// edge. Each port is a small store of its own over the DB: SaleStore,
+// OrderWriter, Orders and FailedOrderStore (together the OrderStore),
+// RestoreStore, LedgerStore, Payments, EventStore and DrawStore.
 //
 // Times are stored as BIGINT unix milliseconds in *_ms columns: exact and
 // identical in all three dialects, with no driver time parsing involved.

@@ -52,18 +52,18 @@ func TestOutageIsUnavailable(t *testing.T) {
 				"FailedOrderCounts": func(ctx context.Context) error { _, err := orders.FailedOrderCounts(ctx); return err },
 				"PayOrder":          func(ctx context.Context) error { _, err := orders.PayOrder(ctx, resID, time.Now()); return err },
 				"RestoreOrder": func(ctx context.Context) error {
-					_, _, err := orders.RestoreOrder(ctx, resID, "test", time.Now())
+					_, _, err := orders.Restores.RestoreOrder(ctx, resID, "test", time.Now())
 					return err
 				},
 				"ParkRestore": func(ctx context.Context) error {
-					_, err := orders.ParkRestore(ctx, resID, sale.ID, "test", time.Now())
+					_, err := orders.Restores.ParkRestore(ctx, resID, sale.ID, "test", time.Now())
 					return err
 				},
 				"RestoreRequests": func(ctx context.Context) error {
-					_, err := orders.RestoreRequests(ctx, seckill.RestoreStateParked, 10)
+					_, err := orders.Restores.RestoreRequests(ctx, seckill.RestoreStateParked, 10)
 					return err
 				},
-				"SaleLedger": func(ctx context.Context) error { _, err := orders.SaleLedger(ctx, sale.ID); return err },
+				"SaleLedger": func(ctx context.Context) error { _, err := orders.Ledger.SaleLedger(ctx, sale.ID); return err },
 			}
 			for _, outage := range []struct {
 				name        string

@@ -18,12 +18,13 @@ func (testEngine) OpenStock(ctx context.Context, url, keyPrefix string) (EngineS
 	if err != nil {
 		return nil, err
 	}
-	return engineStock{store, combiner.New(store, combiner.Config{})}, nil
+	return engineStock{store.StockStore(), store, combiner.New(store.StockStore(), combiner.Config{})}, nil
 }
 
 type engineStock struct {
-	*redis.Store
-	c *combiner.Combiner
+	redis.StockStore
+	store *redis.Store
+	c     *combiner.Combiner
 }
 
 func (e engineStock) ReserveOne(ctx context.Context, sale string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
@@ -32,6 +33,6 @@ func (e engineStock) ReserveOne(ctx context.Context, sale string, req seckill.Re
 
 func (e engineStock) Close(ctx context.Context) error {
 	err := e.c.Stop(ctx)
-	e.Store.Close()
+	e.store.Close()
 	return err
 }

@@ -406,3 +406,31 @@ func TestBuyerFeed(t *testing.T) {
 	}
 	t.Fatalf("the feed ended without a standing: %v", sc.Err())
 }
+
+// TestStandingEndpoint: what the page polls when the feed fails is the
+// signed-in buyer's standing, to them only.
+func TestStandingEndpoint(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	api.places["bob"] = 2
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	a := bob.send("GET", "/sales/q/standing", nil)
+	var st standing
+	if err := json.Unmarshal(a.body, &st); err != nil || a.status != http.StatusOK {
+		t.Fatalf("standing = %d %s", a.status, a.body)
+	}
+	if st.State != stWaiting || st.Position != 2 || st.Ahead != 1 || st.Ticket != "" || a.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("standing %+v, Cache-Control %q", st, a.header.Get("Cache-Control"))
+	}
+	nobody := &browser{t: t, f: f}
+	if a := nobody.send("GET", "/sales/q/standing", nil); a.status != http.StatusUnauthorized {
+		t.Errorf("standing without a session = %d", a.status)
+	}
+	forged := &browser{t: t, f: f, cookie: "forged"}
+	if a := forged.send("GET", "/sales/q/standing", nil); a.status != http.StatusUnauthorized {
+		t.Errorf("standing with a token that does not verify = %d", a.status)
+	}
+	if a := bob.send("GET", "/sales/tea/standing", nil); a.status != http.StatusConflict {
+		t.Errorf("standing of a first come sale = %d, want 409", a.status)
+	}
+}

@@ -129,8 +129,9 @@ type buyerData struct {
 	Currency      string
 
 	// Admission of the sale; the rest is set for lottery and queue sales.
-	Mode     seckill.AdmissionMode
-	ModeNote string
+	Mode      seckill.AdmissionMode
+	ResultsAt string // RFC 3339, UTC: a lottery's entries_close_at
+	ModeNote  string
 	// Sessions says the page can sign a buyer in without a script.
 	Sessions bool
 	// Buyer is the signed-in buyer of the session, "" for none.
@@ -210,6 +211,9 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if !sale.Admission.FirstCome() {
 		data.ModeNote = modeNote(sale, h.queueOpensBefore)
+		if sale.Admission.Of() == seckill.AdmitLottery {
+			data.ResultsAt = sale.Admission.EntriesCloseAt.UTC().Format(time.RFC3339Nano)
+		}
 		sess, ok := h.session(r)
 		if ok {
 			data.Buyer, data.FormToken = sess.userID, formToken(sess, sale.ID)

@@ -92,8 +92,12 @@ func (s *Sender) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 	// Drained (a little) so the connection is reused.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
-	if !seckill.DeliveredStatus(resp.StatusCode) {
+	if !DeliveredStatus(resp.StatusCode) {
 		return &StatusError{Code: resp.StatusCode}
 	}
 	return nil
 }
+
+// DeliveredStatus reports whether an HTTP status means the receiver took
+// the event: any 2xx. Anything else, redirects included, is tried again.
+func DeliveredStatus(code int) bool { return code >= 200 && code <= 299 }

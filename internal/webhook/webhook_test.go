@@ -76,3 +76,11 @@ func TestNewSenderRefusesShortSecretsAndOddURLs(t *testing.T) {
 		t.Error("an ftp url was accepted")
 	}
 }
+
+func TestDeliveredStatusIsAny2xx(t *testing.T) {
+	for code, want := range map[int]bool{199: false, 200: true, 202: true, 204: true, 299: true, 301: false, 404: false, 500: false} {
+		if got := DeliveredStatus(code); got != want {
+			t.Errorf("DeliveredStatus(%d) = %v, want %v", code, got, want)
+		}
+	}
+}

@@ -25,6 +25,7 @@
   // (rendered, then the buyer feed), through the buyer's session cookie.
   const mode = d.mode || "first_come";
   const sessions = d.sessions === "true";
+  const resultsAt = Date.parse(d.resultsAt || "") || 0;
   const AWAIT_PAYMENT_EVERY_MS = 5000;
   const enc = encodeURIComponent;
 
@@ -58,7 +59,7 @@
     buy: $("buy"), hint: $("buy-hint"), buyBox: $("buy-box"), status: $("status"), problem: $("problem"),
     order: $("order"), orderId: $("order-id"), orderQty: $("order-qty"), orderTotal: $("order-total"),
     orderStatus: $("order-status"), orderPayBy: $("order-payby"), orderPayByLabel: $("order-payby-label"),
-    pay: $("pay"), payLink: $("pay-link"), recheck: $("recheck"), price: $("price"), qty: document.getElementById("qty"),
+    pay: $("pay"), payLink: $("pay-link"), countdownNote: $("countdown-note"), recheck: $("recheck"), price: $("price"), qty: document.getElementById("qty"),
   };
 
   // --- messages -----------------------------------------------------------
@@ -186,6 +187,11 @@
       els.countdown.textContent = sk.formatCountdown(sale.startAt - now);
       els.countdown.setAttribute("aria-label", "Starts in " + sk.spokenDuration(sale.startAt - now));
       els.whenNote.textContent = "Opens at " + sk.formatDateTime(sale.startAt) + ", by the shop's clock.";
+    } else if (ph === "live" && mode === "lottery" && now < resultsAt) {
+      els.phase.textContent = "Entries open · results in";
+      els.countdown.textContent = sk.formatCountdown(resultsAt - now);
+      els.countdown.setAttribute("aria-label", "Results in " + sk.spokenDuration(resultsAt - now));
+      els.whenNote.textContent = "The draw is at " + sk.formatDateTime(resultsAt) + ", by the shop's clock.";
     } else if (ph === "live") {
       els.phase.textContent = "Live now · ends in";
       els.countdown.textContent = sk.formatCountdown(sale.endAt - now);
@@ -205,7 +211,8 @@
       els.whenNote.textContent = "";
     }
     app.dataset.phase = ph;
-    if (ph === "live" && !state.wasLive && state.token && !state.claim) {
+    if (mode !== "first_come") announceCountdown(now, ph);
+    if (mode === "first_come" && ph === "live" && !state.wasLive && state.token && !state.claim) {
       say("The sale is live. You can buy now.");
     }
     state.wasLive = ph === "live";
@@ -507,6 +514,25 @@
   }
 
   // --- lottery and queue: the buyer's standing ------------------------------
+
+  // The countdown on screen is not a live region (it would be read out every
+  // second); a polite region says it at a few marks instead.
+  const MARKS_MS = [3600000, 600000, 300000, 60000, 10000];
+  let markSaid = { target: 0, mark: Infinity };
+  function announceCountdown(now, ph) {
+    let target = 0;
+    let what = "";
+    if (ph === "scheduled") { target = sale.startAt; what = mode === "lottery" ? "Entries open" : "The sale starts"; }
+    else if (ph === "live" && mode === "lottery" && now < resultsAt) { target = resultsAt; what = "The results come"; }
+    if (!target) return;
+    const left = target - now;
+    if (markSaid.target !== target) markSaid = { target: target, mark: Infinity };
+    const mark = MARKS_MS.find(function (m) { return left <= m && left > m - 1500; });
+    if (mark && mark < markSaid.mark) {
+      markSaid.mark = mark;
+      els.countdownNote.textContent = what + " in " + sk.spokenDuration(mark) + ".";
+    }
+  }
 
   const adm = mode === "first_come" ? null : {
     box: $("admission"), headline: $("adm-headline"), detail: $("adm-detail"), reload: $("adm-reload"),

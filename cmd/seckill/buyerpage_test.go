@@ -1,0 +1,157 @@
+package main
+
+import (
+	"html"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/internal/servicetest"
+)
+
+// pageClient is a browser without a script: a cookie jar, forms posted
+// as forms, redirects followed.
+type pageClient struct {
+	t    *testing.T
+	e    *webEngine
+	http *http.Client
+}
+
+func newPageClient(t *testing.T, e *webEngine) *pageClient {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pageClient{t: t, e: e, http: &http.Client{Jar: jar, Timeout: 30 * time.Second}}
+}
+
+// get returns the page's text, entities decoded.
+func (c *pageClient) get(path string) string {
+	c.t.Helper()
+	resp, err := c.http.Get(c.e.url + path)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.read(resp)
+}
+
+// post posts a form and returns the page it leads to, and where that is.
+func (c *pageClient) post(path string, form url.Values) (page, at string) {
+	c.t.Helper()
+	resp, err := c.http.PostForm(c.e.url+path, form)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	return c.read(resp), resp.Request.URL.RequestURI()
+}
+
+func (c *pageClient) read(resp *http.Response) string {
+	c.t.Helper()
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		c.t.Fatalf("%s: %d\n%s", resp.Request.URL, resp.StatusCode, b)
+	}
+	return html.UnescapeString(string(b))
+}
+
+// formToken is the form token of a rendered page.
+func formToken(t *testing.T, page string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(page, `name="form_token" value="`)
+	tok, _, _ := strings.Cut(rest, `"`)
+	if !ok || tok == "" {
+		t.Fatalf("no form token in the page:\n%s", page)
+	}
+	return tok
+}
+
+// headline is what the page's live region says.
+func headline(page string) string {
+	_, rest, _ := strings.Cut(page, `id="adm-headline"`)
+	_, rest, _ = strings.Cut(rest, ">")
+	h, _, _ := strings.Cut(rest, "<")
+	return h
+}
+
+// TestBuyerPagesWithoutScript: on the real engine, buyers with no script
+// sign in, enter a lottery and join a queue with plain forms, and read
+// their standing from the page the server renders: in the draw, then won
+// or lost; their place, then their turn.
+func TestBuyerPagesWithoutScript(t *testing.T) {
+	e := &webEngine{engine: startEngine(t, func(c *Config) { c.DemoLogin, c.DrawInterval = "on", 50*time.Millisecond })}
+	e.url = e.base
+	sale, closeAt := e.createLottery(1, 1, 4*time.Second)
+
+	ann, bob := newPageClient(t, e), newPageClient(t, e)
+	for _, b := range []struct {
+		c    *pageClient
+		name string
+	}{{ann, "ann"}, {bob, "bob"}} {
+		if h := headline(b.c.get("/sales/" + sale)); h != "Sign in to enter the draw." {
+			t.Fatalf("signed out: headline %q", h)
+		}
+		page, at := b.c.post("/sales/"+sale+"/session", url.Values{"name": {b.name}})
+		if at != "/sales/"+sale+"?notice=signed_in" || headline(page) != "Enter the draw." {
+			t.Fatalf("%s signed in: at %s, headline %q", b.name, at, headline(page))
+		}
+		page, _ = b.c.post("/sales/"+sale+"/enter", url.Values{"form_token": {formToken(t, page)}, "qty": {"1"}})
+		if want := "You're in the draw, results at " + closeAt.UTC().Format("15:04") + " UTC."; headline(page) != want {
+			t.Fatalf("%s entered: headline %q, want %q", b.name, headline(page), want)
+		}
+	}
+	if time.Now().After(closeAt) {
+		t.Fatal("the entries closed before both buyers entered: the machine is too slow for this test's window")
+	}
+	var results []string
+	waitFor(t, time.Until(closeAt)+30*time.Second, "both results", func() bool {
+		results = []string{headline(ann.get("/sales/" + sale)), headline(bob.get("/sales/" + sale))}
+		return !strings.HasPrefix(results[0], "You're in the draw") && !strings.HasPrefix(results[1], "You're in the draw") &&
+			!strings.Contains(results[0]+results[1], "being prepared")
+	})
+	won, lost := 0, 0
+	for _, h := range results {
+		switch {
+		case strings.HasPrefix(h, "You won, pay by "):
+			won++
+		case h == "Not drawn this time.":
+			lost++
+		}
+	}
+	if won != 1 || lost != 1 {
+		t.Fatalf("results %q: want one winner with a time to pay by, one not drawn", results)
+	}
+
+	// The queue: a place before the start, the turn after it.
+	now := time.Now()
+	start := now.Add(3 * time.Second)
+	q := servicetest.UniqueName("q")
+	if r := e.admin("POST", "/admin/v1/sales", map[string]any{
+		"id": q, "name": "Console", "price_cents": 49900, "stock": 5, "per_user_limit": 1,
+		"start_at": start.Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+		"admission": map[string]any{"mode": "queue", "admit_per_second": 1},
+	}); r.status != http.StatusCreated {
+		t.Fatalf("create queue sale: %d %v", r.status, r.body)
+	}
+	page := ann.get("/sales/" + q)
+	if headline(page) != "Join the queue." {
+		t.Fatalf("queue page: headline %q", headline(page))
+	}
+	page, at := ann.post("/sales/"+q+"/join", url.Values{"form_token": {formToken(t, page)}})
+	if at != "/sales/"+q+"?notice=joined" || !strings.HasPrefix(headline(page), "Position 1 — ") {
+		t.Fatalf("joined: at %s, headline %q", at, headline(page))
+	}
+	waitFor(t, 30*time.Second, "ann's turn", func() bool { return headline(ann.get("/sales/"+q)) == "It's your turn." })
+	// Bob's session is his own: he has no place.
+	if h := headline(bob.get("/sales/" + q)); h != "Join the queue." {
+		t.Errorf("bob's queue page: headline %q, want to join", h)
+	}
+}
