@@ -27,7 +27,9 @@ func benchQueueLedger() string { return filepath.Join(os.TempDir(), "seckill-ben
 var benchLedgerMu sync.Mutex
 
 // isRabbitMQ reports whether a broker URL names RabbitMQ.
-func isRabbitMQ(u string) bool { return strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://") }
+func isRabbitMQ(u string) bool {
+	return strings.HasPrefix(u, "amqp://") || strings.HasPrefix(u, "amqps://")
+}
 
 // deleteBenchQueue deletes the queues of a bench engine's queue name.
 func deleteBenchQueue(ctx context.Context, url, queue string) error {
