@@ -22,7 +22,63 @@ const MaxAdmitPerSecond = 1_000_000
 type Admission struct {
 	Mode           AdmissionMode `json:"mode"`
 	EntriesCloseAt time.Time     `json:"entries_close_at,omitzero"`  // lottery
-	AdmitPerSecond int64         `json:"admit_per_second,omitempty"` // queue
+	AdmitPerSecond int64         `json:"admit_per_second,omitempty"` // queue; with Adaptive, its starting rate
+	// Adaptive, if set, lets a queue's rate follow the engine's own
+	// reservation latency (NextAdmitRate).
+	Adaptive *AdaptiveAdmission `json:"adaptive,omitempty"`
+}
+
+// AdaptiveAdmission bounds a queue's adapted rate. Zero fields take their
+// defaults: MinPerSecond 1, MaxPerSecond the sale's admit_per_second,
+// TargetLatencyMS DefaultTargetLatency.
+type AdaptiveAdmission struct {
+	MinPerSecond    int64 `json:"min_per_second,omitempty"`
+	MaxPerSecond    int64 `json:"max_per_second,omitempty"`
+	TargetLatencyMS int64 `json:"target_latency_ms,omitempty"`
+}
+
+// DefaultTargetLatency is the mean reservation latency an adaptive queue
+// keeps its admitted buyers under unless the sale says otherwise.
+const DefaultTargetLatency = 250 * time.Millisecond
+
+// AdmitBounds are an adaptive queue's bounds with every default applied.
+type AdmitBounds struct {
+	Min, Max int64
+	Target   time.Duration
+}
+
+// Bounds returns a's adaptive bounds; ok is false when its rate is fixed.
+func (a Admission) Bounds() (b AdmitBounds, ok bool) {
+	if a.Of() != AdmitQueue || a.Adaptive == nil {
+		return b, false
+	}
+	b = AdmitBounds{Min: a.Adaptive.MinPerSecond, Max: a.Adaptive.MaxPerSecond, Target: time.Duration(a.Adaptive.TargetLatencyMS) * time.Millisecond}
+	if b.Min == 0 {
+		b.Min = 1
+	}
+	if b.Max == 0 {
+		b.Max = a.AdmitPerSecond
+	}
+	if b.Target == 0 {
+		b.Target = DefaultTargetLatency
+	}
+	return b, true
+}
+
+// NextAdmitRate is an adaptive queue's rate after one step (AIMD, as TCP
+// adapts its window): a mean latency above the target halves the rate, one
+// at or under it adds a tenth of the bounds' span (at least 1), within the
+// bounds. No observation (nobody admitted claimed) keeps the rate: an idle
+// engine says nothing about the load more buyers would bring.
+func NextAdmitRate(rate int64, mean time.Duration, observed bool, b AdmitBounds) int64 {
+	switch {
+	case !observed:
+	case mean > b.Target:
+		rate /= 2
+	default:
+		rate += max((b.Max-b.Min+9)/10, 1)
+	}
+	return min(max(rate, b.Min), b.Max)
 }
 
 // Of returns the mode, first come when unset.
@@ -40,14 +96,14 @@ func (a Admission) FirstCome() bool { return a.Of() == AdmitFirstCome }
 func (a Admission) validate(s *Sale) error {
 	switch a.Of() {
 	case AdmitFirstCome:
-		if !a.EntriesCloseAt.IsZero() || a.AdmitPerSecond != 0 {
-			return Errorf(EINVALID, "admission: first_come takes no entries_close_at or admit_per_second")
+		if !a.EntriesCloseAt.IsZero() || a.AdmitPerSecond != 0 || a.Adaptive != nil {
+			return Errorf(EINVALID, "admission: first_come takes no entries_close_at, admit_per_second or adaptive")
 		}
 		return nil
 	case AdmitLottery:
 		switch {
-		case a.AdmitPerSecond != 0:
-			return Errorf(EINVALID, "admission: a lottery takes no admit_per_second")
+		case a.AdmitPerSecond != 0 || a.Adaptive != nil:
+			return Errorf(EINVALID, "admission: a lottery takes no admit_per_second or adaptive")
 		case a.EntriesCloseAt.IsZero():
 			return Errorf(EINVALID, "admission: a lottery needs entries_close_at (RFC 3339)")
 		case !a.EntriesCloseAt.After(s.StartAt) || !a.EntriesCloseAt.Before(s.EndAt):
@@ -59,6 +115,14 @@ func (a Admission) validate(s *Sale) error {
 			return Errorf(EINVALID, "admission: a queue takes no entries_close_at")
 		case a.AdmitPerSecond < 1 || a.AdmitPerSecond > MaxAdmitPerSecond:
 			return Errorf(EINVALID, "admission: admit_per_second must be between 1 and %d", MaxAdmitPerSecond)
+		}
+		if b, ok := a.Bounds(); ok {
+			switch {
+			case b.Min < 1 || b.Max > MaxAdmitPerSecond || b.Min > a.AdmitPerSecond || a.AdmitPerSecond > b.Max:
+				return Errorf(EINVALID, "admission: adaptive needs 1 <= min_per_second <= admit_per_second <= max_per_second <= %d", MaxAdmitPerSecond)
+			case b.Target < time.Millisecond || b.Target > time.Minute:
+				return Errorf(EINVALID, "admission: adaptive target_latency_ms must be between 1 and 60000")
+			}
 		}
 	default:
 		return Errorf(EINVALID, "admission: mode must be first_come, lottery or queue")
@@ -89,32 +153,6 @@ func (a *Admission) UnmarshalJSON(b []byte) error {
 		*a = Admission{}
 	}
 	return nil
-}
-
-// EncodeAdmission is a's stored form: "" for first come, else its JSON.
-func EncodeAdmission(a Admission) string {
-	if a.FirstCome() {
-		return ""
-	}
-	b, _ := json.Marshal(a) // plain fields: it cannot fail
-	return string(b)
-}
-
-// DecodeAdmission reads EncodeAdmission's form. First come is the zero
-// Admission, however it was written.
-func DecodeAdmission(s string) (Admission, error) {
-	var a Admission
-	if s == "" {
-		return a, nil
-	}
-	if err := json.Unmarshal([]byte(s), &a); err != nil {
-		return Admission{}, Errorf(EINVALID, "admission: %v", err)
-	}
-	a.EntriesCloseAt = a.EntriesCloseAt.UTC()
-	if a.FirstCome() {
-		return Admission{}, nil
-	}
-	return a, nil
 }
 
 // --- Lottery entry window ---

@@ -2,7 +2,6 @@ package seckill
 
 import (
 	"context"
-	"fmt"
 	"time"
 )
 
@@ -44,7 +43,7 @@ type Releaser interface {
 	Release()
 }
 
-// DeadLetter is a message that failed RetryPolicy.MaxAttempts times; the
+// DeadLetter is a message that failed its retry policy's MaxAttempts; the
 // order writer records it in failed_orders.
 type DeadLetter struct {
 	Message  Message
@@ -70,42 +69,6 @@ func (o ConsumeOptions) WithDefaults() ConsumeOptions {
 	}
 	o.Linger = max(o.Linger, 0)
 	return o
-}
-
-// RetryPolicy: failed attempt n is retried after Delay(n), and dead-lettered
-// once it has failed MaxAttempts times.
-type RetryPolicy struct {
-	MaxAttempts int
-	// Backoff is the first wait; it doubles each time, up to MaxBackoff.
-	Backoff    time.Duration
-	MaxBackoff time.Duration
-}
-
-// DefaultRetryPolicy is 5 attempts with back-off 100ms, 200ms, 400ms, 800ms.
-func DefaultRetryPolicy() RetryPolicy {
-	return RetryPolicy{MaxAttempts: 5, Backoff: 100 * time.Millisecond, MaxBackoff: 30 * time.Second}
-}
-
-// Validate reports a policy that cannot work.
-func (p RetryPolicy) Validate() error {
-	switch {
-	case p.MaxAttempts < 1:
-		return fmt.Errorf("retry policy: MaxAttempts must be at least 1, got %d", p.MaxAttempts)
-	case p.Backoff < time.Millisecond:
-		return fmt.Errorf("retry policy: Backoff must be at least 1ms, got %s", p.Backoff)
-	case p.MaxBackoff < p.Backoff:
-		return fmt.Errorf("retry policy: MaxBackoff %s is below Backoff %s", p.MaxBackoff, p.Backoff)
-	}
-	return nil
-}
-
-// Delay is the wait before attempt+1 after attempt (1-based) failed.
-func (p RetryPolicy) Delay(attempt int) time.Duration {
-	d := p.Backoff
-	for i := 1; i < attempt && d < p.MaxBackoff; i++ {
-		d *= 2
-	}
-	return min(d, p.MaxBackoff)
 }
 
 // Broker carries reservation events from the relay to the order writer:

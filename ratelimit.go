@@ -2,10 +2,7 @@ package seckill
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -49,7 +46,7 @@ func (l RateLimit) Validate() error {
 	return nil
 }
 
-// String formats l the way ParseLimit reads it, e.g. "20/1m"; the zero
+// String formats l as the configuration writes it, e.g. "20/1m"; the zero
 // Limit is "off".
 func (l RateLimit) String() string {
 	if l.IsZero() {
@@ -67,39 +64,6 @@ func (l RateLimit) String() string {
 		per = p.String()
 	}
 	return strconv.Itoa(l.Rate) + "/" + per
-}
-
-var errLimitSyntax = errors.New(`want RATE/PERIOD, e.g. "20/1m", "5/1s", or "off"`)
-
-// ParseLimit reads "RATE/PERIOD" ("20/1m", "100/1h30m", "20/m") or "off"
-// (off = true, the zero Limit), as configured.
-func ParseLimit(s string) (l RateLimit, off bool, err error) {
-	s = strings.TrimSpace(s)
-	if strings.EqualFold(s, "off") {
-		return RateLimit{}, true, nil
-	}
-	rate, per, ok := strings.Cut(s, "/")
-	if !ok || rate == "" || len(rate) > 7 || per == "" {
-		return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
-	}
-	for i := 0; i < len(rate); i++ {
-		if rate[i] < '0' || rate[i] > '9' {
-			return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
-		}
-	}
-	n, _ := strconv.Atoi(rate) // at most 7 digits: cannot fail
-	if strings.TrimLeft(per, "abcdefghijklmnopqrstuvwxyzµ") == "" {
-		per = "1" + per // a bare unit: "20/m" is "20/1m"
-	}
-	d, err := time.ParseDuration(per)
-	if err != nil || per[0] == '+' || per[0] == '-' {
-		return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, errLimitSyntax)
-	}
-	l = RateLimit{Rate: n, Period: d}
-	if err := l.Validate(); err != nil {
-		return RateLimit{}, false, fmt.Errorf("rate limit %q: %w", s, err)
-	}
-	return l, false, nil
 }
 
 // RateResult is a RateLimiter's decision on one request.

@@ -73,7 +73,9 @@ func TestBrowserLottery(t *testing.T) {
 	op := openTab(t, browser, "operator")
 	op.signInAdmin(e, "/admin", "ops")
 
-	sale, closeAt := e.createLottery(1, 1, 8*time.Second)
+	// Entries close 20 s after the sale is made: time for two pages to
+	// load and post their entries on a loaded machine.
+	sale, closeAt := e.createLottery(1, 1, 20*time.Second)
 	for _, b := range []*browserTab{alice, bob} {
 		b.do(chromedp.Navigate(e.url + "/sales/" + sale))
 		b.waitFor("the entry form", headlineIs("Enter the draw.")+` && !document.getElementById("enter-form").hidden`, 30*time.Second)
@@ -158,14 +160,13 @@ func TestBrowserQueue(t *testing.T) {
 	op := openTab(t, browser, "operator")
 	op.signInAdmin(e, "/admin", "ops")
 
-	start := time.Now().Add(10 * time.Second)
+	start := time.Now().Add(20 * time.Second) // time for two pages to load and join on a loaded machine
 	sale := queueSale(start)
 	places := map[*browserTab]string{}
 	for _, b := range []*browserTab{alice, bob} {
 		b.do(chromedp.Navigate(e.url + "/sales/" + sale))
 		b.waitFor("the join form", headlineIs("Join the queue.")+` && !document.getElementById("join-form").hidden`, 30*time.Second)
 		b.submitAndWait("join", "a place", headlineIs("Position "), 30*time.Second)
-		places[b] = b.text("adm-headline")
 		if !evalJS[bool](b, `document.getElementById("buy-box").hidden`) {
 			t.Errorf("%s: the buy button shows before the buyer's turn", b.name)
 		}
@@ -173,6 +174,12 @@ func TestBrowserQueue(t *testing.T) {
 	if time.Now().After(start) {
 		t.Fatal("the sale started before both buyers joined: the machine is too slow for this test's window")
 	}
+	// Places are drawn at random until the start: bob's join may put him
+	// ahead of alice, whose page then says so.
+	waitFor(t, 30*time.Second, "places 1 and 2", func() bool {
+		places[alice], places[bob] = alice.text("adm-headline"), bob.text("adm-headline")
+		return strings.HasPrefix(places[alice], "Position 1 ") != strings.HasPrefix(places[bob], "Position 1 ")
+	})
 	first, second := alice, bob
 	if strings.HasPrefix(places[bob], "Position 1 ") {
 		first, second = bob, alice

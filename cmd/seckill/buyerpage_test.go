@@ -89,7 +89,7 @@ func headline(page string) string {
 func TestBuyerPagesWithoutScript(t *testing.T) {
 	e := &webEngine{engine: startEngine(t, func(c *Config) { c.DemoLogin, c.DrawInterval = "on", 50*time.Millisecond })}
 	e.url = e.base
-	sale, closeAt := e.createLottery(1, 1, 4*time.Second)
+	sale, closeAt := e.createLottery(1, 1, 10*time.Second)
 
 	ann, bob := newPageClient(t, e), newPageClient(t, e)
 	for _, b := range []struct {
@@ -132,7 +132,7 @@ func TestBuyerPagesWithoutScript(t *testing.T) {
 
 	// The queue: a place before the start, the turn after it.
 	now := time.Now()
-	start := now.Add(3 * time.Second)
+	start := now.Add(5 * time.Second)
 	q := servicetest.UniqueName("q")
 	if r := e.admin("POST", "/admin/v1/sales", map[string]any{
 		"id": q, "name": "Console", "price_cents": 49900, "stock": 5, "per_user_limit": 1,

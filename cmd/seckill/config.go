@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/admitpace"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/lostclaim"
@@ -48,6 +49,7 @@ type Config struct {
 	DrawPace              time.Duration // pause between two batches of winners
 	QueueOpensBefore      time.Duration // how long before a queue sale's start its waiting room opens
 	QueuePerIP            int           // places one address may hold in a waiting room (0: no cap)
+	QueueAdaptInterval    time.Duration // how often an adaptive queue's rate is adapted
 	OrderWriters          int
 	OrderBatch            int
 	RelayClaimIdle        time.Duration
@@ -151,6 +153,7 @@ func DefaultConfig() Config {
 		DrawBatch:             256,
 		QueueOpensBefore:      15 * time.Minute,
 		QueuePerIP:            10,
+		QueueAdaptInterval:    admitpace.DefaultInterval,
 		OrderWriters:          2,
 		OrderBatch:            500,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
@@ -233,6 +236,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		intFlag(fs, &c.DrawBatch, "draw-batch", c.DrawBatch, "lottery winners reserved in one Redis script call"),
 		durationFlag(fs, &c.QueueOpensBefore, "queue-opens-before", c.QueueOpensBefore, "how long before a queue sale's start its waiting room opens (who joins before the start gets a random place)"),
 		intFlag(fs, &c.QueuePerIP, "queue-per-ip", c.QueuePerIP, "places one client address may hold in a queue sale's waiting room (0: no cap)"),
+		durationFlag(fs, &c.QueueAdaptInterval, "queue-adapt-interval", c.QueueAdaptInterval, "how often an adaptive queue sale's admission rate steps with the ticket holders' claim latency"),
 		durationFlag(fs, &c.DrawPace, "draw-pace", c.DrawPace, "pause between two batches of lottery winners, to spread the draw's orders over time (0: none)"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
@@ -326,10 +330,10 @@ type settings struct {
 }
 
 func (c *Config) parse() (s settings, err error) {
-	if s.ipLimit, _, err = seckill.ParseLimit(c.RateLimitIP); err != nil {
+	if s.ipLimit, _, err = parseLimit(c.RateLimitIP); err != nil {
 		return s, fmt.Errorf("rate limit per IP: %w", err)
 	}
-	if s.userLimit, _, err = seckill.ParseLimit(c.RateLimitUser); err != nil {
+	if s.userLimit, _, err = parseLimit(c.RateLimitUser); err != nil {
 		return s, fmt.Errorf("rate limit per user: %w", err)
 	}
 	if s.proxies, err = httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/admitpace"
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
@@ -22,9 +23,10 @@ func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckil
 }
 
 // newQueue returns the API's side of queue sales: joins batched per sale
-// like claims, tickets signed with a key every node derives from the JWT
+// like claims, the pace of adaptive sales (timed on the ticket holders'
+// claims, as the combiner and the stock store serve them), tickets signed with a key every node derives from the JWT
 // secret, and a combiner of its own for ticket holders' claims.
-func (m *Main) newQueue() *httpapi.QueueConfig {
+func (m *Main) newQueue(w *wired) *httpapi.QueueConfig {
 	cfg := &m.Config
 	batched := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	admitted := combiner.New(admittedStock{m.stock.StockStore()}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
@@ -35,10 +37,10 @@ func (m *Main) newQueue() *httpapi.QueueConfig {
 	// Its own sold-out flag, so that a sell-out is told to everyone still
 	// waiting from memory. Restores clear it through m.gate's announcement
 	// only after its safety interval.
-	gate := soldout.New(admitted, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock()})
+	gate := soldout.New(admitpace.Timed{Next: admitted, Latency: w.admitLatency}, soldout.Config{SafetyInterval: cfg.SoldOutInterval, Now: m.requestClock()})
 	return &httpapi.QueueConfig{
 		Queuer: queuer, Positions: m.stock.Queue(), Admitted: gate, SoldOut: gate.AnswerSoldOutAt,
 		Tickets:     ticket.New(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
-		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP),
+		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP), Pace: w.pacer.Pace,
 	}
 }

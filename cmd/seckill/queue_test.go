@@ -147,3 +147,55 @@ func TestQueueEndToEnd(t *testing.T) {
 		t.Errorf("admitted after %d claims: %v; want between %d and %d", stock, a, stock, buyers)
 	}
 }
+
+// TestAdaptiveQueueSpeedsUpWhileClaimsAreFast: a queue sale created with
+// "adaptive" starts at its admit_per_second (1) and, as its admitted buyers
+// claim quickly, admits faster (its rate, in /metrics, rises within its
+// bounds) until the stock is gone; its pace is kept in Redis.
+func TestAdaptiveQueueSpeedsUpWhileClaimsAreFast(t *testing.T) {
+	const buyers, stock = 12, 8
+	e := startEngine(t, func(c *Config) { c.QueueAdaptInterval, c.QueuePerIP = 50*time.Millisecond, 0 })
+	now := time.Now()
+	sale := servicetest.UniqueName("qa")
+	if r := e.admin("POST", "/admin/v1/sales", map[string]any{
+		"id": sale, "name": "Console", "price_cents": 49900, "stock": stock, "per_user_limit": 1,
+		"start_at": now.Add(-time.Second).Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+		"admission": map[string]any{"mode": "queue", "admit_per_second": 1,
+			"adaptive": map[string]any{"max_per_second": 40, "target_latency_ms": 60000}},
+	}); r.status != http.StatusCreated {
+		t.Fatalf("create adaptive queue sale: %d %v", r.status, r.body)
+	}
+	if r := e.admin("GET", "/admin/v1/sales/"+sale, nil); r.status != http.StatusOK {
+		t.Fatalf("admin sale: %d %v", r.status, r.body)
+	} else if a, _ := r.body["admission"].(map[string]any); a["adaptive"] == nil {
+		t.Fatalf("the sale does not show its adaptive admission: %v", r.body["admission"])
+	}
+	user := func(i int) string { return fmt.Sprintf("abuyer-%d", i) }
+	for i := range buyers {
+		if r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token(user(i)), nil); r.status != http.StatusOK {
+			t.Fatalf("join %d: %d %v", i, r.status, r.body)
+		}
+	}
+	rate := `seckill_queue_admit_rate{sale="` + sale + `"}`
+	if got := e.metric(rate); got != 1 {
+		t.Errorf("admission rate before any claim = %v, want 1 (admit_per_second)", got)
+	}
+	// Arrival order after the start: buyer i holds place i+1.
+	for i := range stock {
+		var ticket string
+		waitFor(t, 60*time.Second, fmt.Sprintf("buyer %d admitted", i), func() bool {
+			r := e.do("GET", "/api/v1/sales/"+sale+"/queue/mine", e.token(user(i)), nil)
+			ticket, _ = r.body["ticket"].(string)
+			return ticket != ""
+		})
+		if r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user(i)), map[string]any{"qty": 1}, "Admission-Ticket", ticket); r.status != http.StatusAccepted {
+			t.Fatalf("buyer %d claims: %d %v", i, r.status, r.body)
+		}
+	}
+	if got := e.metric(rate); got <= 1 || got > 40 {
+		t.Errorf("admission rate after %d fast claims = %v; want above 1, at most 40", stock, got)
+	}
+	if p, err := e.m.stock.Queue().Pace(t.Context(), &seckill.Sale{ID: sale, StartAt: now.Add(-time.Second), Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 1}}); err != nil || p.At.IsZero() || p.Rate <= 1 {
+		t.Errorf("pace in Redis = %+v, %v; want moved on at a rate above 1", p, err)
+	}
+}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/ackgate"
+	"github.com/seckill-dev/seckill/internal/admitpace"
 	"github.com/seckill-dev/seckill/internal/archive"
 	"github.com/seckill-dev/seckill/internal/breaker"
 	"github.com/seckill-dev/seckill/internal/claimid"
@@ -131,6 +132,10 @@ type wired struct {
 	events     *sqlstore.EventStore
 	eventsWake func()
 	lottery    *httpapi.LotteryConfig
+	// pacer moves adaptive queue sales on, at rates adapted to
+	// admitLatency: the latency of ticket holders' claims on this node.
+	pacer        *admitpace.Pacer
+	admitLatency *admitpace.Latency
 }
 
 // Run opens every backend, starts the workers and begins serving HTTP. It
@@ -318,8 +323,13 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)
+	w.admitLatency = &admitpace.Latency{}
+	w.pacer = admitpace.New(admitpace.Config{Sales: m.preheat, Store: m.stock.Queue(), Latency: w.admitLatency,
+		Interval: cfg.QueueAdaptInterval, Now: m.now, Logger: m.Logger})
+	m.start(ctx, w.pacer)
 	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock.StockStore()), metrics.NewAdmissionCollector(metrics.AdmissionConfig{
-		Sales: m.preheat, Entrants: m.stock.Lottery(), Queue: m.stock.Queue(), Draws: sqlstore.NewDrawStore(m.db), Now: m.now,
+		Sales: m.preheat, Entrants: m.stock.Lottery(), Queue: m.stock.Queue(), Draws: sqlstore.NewDrawStore(m.db),
+		Pace: w.pacer.Pace, Now: m.now,
 	}))
 
 	// The combiner and the sold-out flag in front of it exist before the
@@ -542,7 +552,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		Currency:              cfg.Currency,
 		SalesAdmin:            admin,
 		Lottery:               w.lottery,
-		Queue:                 m.newQueue(),
+		Queue:                 m.newQueue(w),
 		Resolver:              m.orders,
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),

@@ -24,7 +24,7 @@ type Taken[M any] struct {
 // the handler.
 type Round[M, O any] struct {
 	Namespace string
-	Policy    seckill.RetryPolicy
+	Policy    RetryPolicy
 	// Logger, Adapter, Where and WhereName name the consumer in the
 	// warning about another deployment's message: "nats", "stream", the
 	// stream's name.

@@ -21,7 +21,7 @@ type copyOf struct {
 
 func testRound(putBackFirst *[]string) Round[string, copyOf] {
 	r := Round[string, copyOf]{
-		Namespace: "ours", Policy: seckill.RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: time.Minute},
+		Namespace: "ours", Policy: RetryPolicy{MaxAttempts: 3, Backoff: time.Second, MaxBackoff: time.Minute},
 		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Adapter: "test", Where: "queue", WhereName: "q",
 		PutBackForOwner: func(t Taken[string]) copyOf { return copyOf{kind: "owner", ids: []string{t.ID}} },
 		Retry: func(delay time.Duration, _ time.Time, run []PackedMessage) copyOf {

@@ -239,7 +239,7 @@ type Verdict struct {
 // handler returned: an unsettled delivery is then a retry, otherwise a
 // crash, which abandons the whole pack (the events already acked come
 // back as duplicates, which the order writer tolerates).
-func Judge(ds []*PackDelivery, policy seckill.RetryPolicy, live bool) Verdict {
+func Judge(ds []*PackDelivery, policy RetryPolicy, live bool) Verdict {
 	var v Verdict
 	for _, d := range ds {
 		state, reason := d.Freeze()
@@ -282,7 +282,7 @@ func Judge(ds []*PackDelivery, policy seckill.RetryPolicy, live bool) Verdict {
 // as a pack but does not parse is one delivery carrying the raw body: the
 // handler cannot decode it, so it ends as a failed order an operator can
 // read.
-func Unpack(id string, body []byte, crashes int, policy seckill.RetryPolicy) (p Pack, all []*PackDelivery, handOut []seckill.Delivery) {
+func Unpack(id string, body []byte, crashes int, policy RetryPolicy) (p Pack, all []*PackDelivery, handOut []seckill.Delivery) {
 	p, err := DecodePack(id, body)
 	if err != nil {
 		p = Pack{Events: []PackedMessage{{Message: seckill.Message{ID: id, Body: body}, Attempt: 1}}}

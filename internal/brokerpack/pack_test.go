@@ -86,7 +86,7 @@ func TestSplitPacksBounds(t *testing.T) {
 }
 
 func TestJudge(t *testing.T) {
-	policy := seckill.RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+	policy := RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
 	mk := func(n int) *PackDelivery { return &PackDelivery{Msg: seckill.Message{ID: fmt.Sprint("r", n)}, N: n} }
 	acked, retried, last, quiet := mk(1), mk(2), mk(3), mk(1)
 	acked.Ack()
@@ -113,7 +113,7 @@ func TestJudge(t *testing.T) {
 // broker's duplicate window would drop a copy named like the message it
 // copies), even at its last attempt.
 func TestJudgeReleased(t *testing.T) {
-	policy := seckill.RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
+	policy := RetryPolicy{MaxAttempts: 3, Backoff: 100 * time.Millisecond, MaxBackoff: time.Second}
 	for _, n := range []int{1, 3} {
 		d := &PackDelivery{Msg: seckill.Message{ID: "r1"}, N: n}
 		d.Release()

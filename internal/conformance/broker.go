@@ -18,7 +18,7 @@ import (
 // BrokerRetry is the retry policy newBroker must give the brokers it builds
 // for the Broker suite: back-off 100ms, 200ms, 400ms, 400ms, then the dead
 // letter. The suite's timing checks derive from it.
-var BrokerRetry = seckill.RetryPolicy{
+var BrokerRetry = brokerpack.RetryPolicy{
 	MaxAttempts: 5,
 	Backoff:     100 * time.Millisecond,
 	MaxBackoff:  400 * time.Millisecond,

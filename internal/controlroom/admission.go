@@ -63,8 +63,22 @@ func (d *drawOrders) get(ctx context.Context, l LotteryReader, rec seckill.DrawR
 }
 
 // Admission is a lottery's or a queue's admission now
-// (web.Config.Admission). Counts it has no reader for are NA.
+// (web.Config.Admission), read at most once per snapshotTTL: the draw
+// record is a database read. Counts it has no reader for are NA.
 func (r *Room) Admission(ctx context.Context, sale *seckill.Sale) (web.AdmissionSnapshot, error) {
+	now := r.cfg.Now()
+	if a, _, ok := r.recentAdmission.Get(sale.ID, now); ok {
+		return a, nil
+	}
+	a, err := r.admission(ctx, sale)
+	if err != nil {
+		return a, err
+	}
+	r.recentAdmission.Put(sale.ID, a, now.Add(snapshotTTL), now)
+	return a, nil
+}
+
+func (r *Room) admission(ctx context.Context, sale *seckill.Sale) (web.AdmissionSnapshot, error) {
 	a := web.AdmissionSnapshot{Entrants: web.NA, Winners: web.NA, Promoted: web.NA, Waiting: web.NA,
 		QueueLength: web.NA, Admitted: web.NA, TicketsIssued: web.NA}
 	switch sale.Admission.Of() {

@@ -75,7 +75,8 @@ func TestAdmissionOfALottery(t *testing.T) {
 	order := seckill.DrawOrder(seed, entries)
 	l := &fakeLottery{entries: entries, won: map[string]string{}}
 	d := &fakeDraws{rec: seckill.DrawRecord{SaleID: "lot", Seed: seed}}
-	r := New(Config{Gatherer: prometheus.NewRegistry(), Lottery: l, Draws: d})
+	now := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	r := New(Config{Gatherer: prometheus.NewRegistry(), Lottery: l, Draws: d, Now: func() time.Time { return now }})
 	sale := &seckill.Sale{ID: "lot", Admission: seckill.Admission{Mode: seckill.AdmitLottery}}
 
 	a, err := r.Admission(t.Context(), sale)
@@ -92,6 +93,10 @@ func TestAdmissionOfALottery(t *testing.T) {
 		l.won[e.UserID] = "r-" + e.UserID
 	}
 	l.won[order[3].UserID] = "r-late" // a unit came back to the first of the waiting list
+	if a, _ := r.Admission(t.Context(), sale); a.Seed != "" {
+		t.Fatalf("read again within %s: %+v; want the kept reading", snapshotTTL, a)
+	}
+	now = now.Add(snapshotTTL)
 	for range 2 {
 		a, err = r.Admission(t.Context(), sale)
 		if err != nil {
@@ -107,6 +112,12 @@ func TestAdmissionOfALottery(t *testing.T) {
 	}
 	if !slices.Equal(a.NextWaiting, next) {
 		t.Errorf("next on the waiting list %v, want %v", a.NextWaiting, next)
+	}
+	for range 3 {
+		now = now.Add(snapshotTTL)
+		if _, err := r.Admission(t.Context(), sale); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if l.reads != 1 {
 		t.Errorf("the entries were read %d times for one draw order", l.reads)

@@ -48,13 +48,15 @@ type Room struct {
 	cfg Config
 	// recent keeps each sale's counters for snapshotTTL.
 	recent *ttlcache.Cache[judged]
-	orders drawOrders
+	// recentAdmission keeps each sale's admission for snapshotTTL.
+	recentAdmission *ttlcache.Cache[web.AdmissionSnapshot]
+	orders          drawOrders
 }
 
 // New returns the Room of cfg.
 func New(cfg Config) *Room {
 	defaults.Clock(&cfg.Now)
-	return &Room{cfg: cfg, recent: ttlcache.New[judged](1, 1000)}
+	return &Room{cfg: cfg, recent: ttlcache.New[judged](1, 1000), recentAdmission: ttlcache.New[web.AdmissionSnapshot](1, 1000)}
 }
 
 // judged is one reading of a sale's counters and the verdict on them.

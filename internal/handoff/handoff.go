@@ -56,8 +56,8 @@ type Durable interface {
 type Config struct {
 	// Retry is the policy of the durable broker, which the handoff applies
 	// to the first attempt it hands out itself. Default
-	// seckill.DefaultRetryPolicy.
-	Retry seckill.RetryPolicy
+	// brokerpack.DefaultRetryPolicy.
+	Retry brokerpack.RetryPolicy
 	// Wait is how long a Publish waits for a consumer of this process to
 	// take its batch before storing it on the durable broker. Default 1s.
 	Wait time.Duration
@@ -72,7 +72,7 @@ type Config struct {
 
 func (c Config) withDefaults() Config {
 	if c.Retry.MaxAttempts == 0 {
-		c.Retry = seckill.DefaultRetryPolicy()
+		c.Retry = brokerpack.DefaultRetryPolicy()
 	}
 	if c.Wait <= 0 {
 		c.Wait = time.Second

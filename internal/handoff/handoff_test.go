@@ -212,7 +212,7 @@ func TestRetryAndDeadLetterGoDurable(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFake()
-			policy := seckill.RetryPolicy{MaxAttempts: tt.maxAttempts, Backoff: 300 * time.Millisecond, MaxBackoff: time.Second}
+			policy := brokerpack.RetryPolicy{MaxAttempts: tt.maxAttempts, Backoff: 300 * time.Millisecond, MaxBackoff: time.Second}
 			b := newHandoff(t, f, Config{Retry: policy, Wait: time.Minute})
 			consume(t, b, seckill.ConsumeOptions{}, func(_ context.Context, batch []seckill.Delivery) {
 				for i, d := range batch {

@@ -160,13 +160,16 @@ type admissionRequest struct {
 	Mode           string `json:"mode"`
 	EntriesCloseAt string `json:"entries_close_at"`
 	AdmitPerSecond int64  `json:"admit_per_second"`
+	// Adaptive, if present, lets a queue's rate follow the engine's
+	// latency from admit_per_second.
+	Adaptive *seckill.AdaptiveAdmission `json:"adaptive"`
 }
 
 func (a *admissionRequest) decode() (seckill.Admission, error) {
 	if a == nil {
 		return seckill.Admission{}, nil
 	}
-	out := seckill.Admission{Mode: seckill.AdmissionMode(a.Mode), AdmitPerSecond: a.AdmitPerSecond}
+	out := seckill.Admission{Mode: seckill.AdmissionMode(a.Mode), AdmitPerSecond: a.AdmitPerSecond, Adaptive: a.Adaptive}
 	if a.EntriesCloseAt != "" {
 		t, err := parseTime("admission.entries_close_at", a.EntriesCloseAt)
 		if err != nil {

@@ -34,6 +34,10 @@ type QueueConfig struct {
 	// TicketTTL is how long a ticket is valid. Default
 	// ticket.DefaultTTL.
 	TicketTTL time.Duration
+	// Pace, if set, is how far a queue sale's admission has got
+	// (internal/admitpace); default its fixed admit_per_second from the
+	// start.
+	Pace func(ctx context.Context, s *seckill.Sale) (seckill.QueuePace, error)
 	// SoldOut, if set, is Admitted's own sold-out flag: ticket holders'
 	// claims do not pass the Reserver's.
 	SoldOut func(saleID string, now time.Time) bool
@@ -116,7 +120,11 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 		return s.writeError(w, r, seckill.Errorf(seckill.ERATELIMITED, "Your address holds %d places in this queue already.", s.queue.PerIP))
 	}
 	s.queueMetrics.joined.Inc()
-	return s.writeJSON(w, r, http.StatusOK, s.standing(r.Context(), sale, userID, res.Position, now))
+	resp, err := s.standing(r.Context(), sale, userID, res.Position, now)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, resp)
 }
 
 // handleMyQueue serves GET /api/v1/sales/{id}/queue/mine.
@@ -135,14 +143,25 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 	} else if !ok {
 		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", sale.ID))
 	}
-	return s.writeJSON(w, r, http.StatusOK, s.standing(r.Context(), sale, userID, pos, s.now()))
+	resp, err := s.standing(r.Context(), sale, userID, pos, s.now())
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	return s.writeJSON(w, r, http.StatusOK, resp)
 }
 
 // standing is what a buyer at pos is told at now. Once the stock is gone
 // everyone still waiting is told sold_out on their next poll: from the
 // node's sold-out flag, or the live stock once the sale started.
-func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string, pos int64, now time.Time) queueResponse {
-	st := seckill.QueueStandingAt(pos, sale.StartAt, now, sale.Admission.AdmitPerSecond)
+func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string, pos int64, now time.Time) (queueResponse, error) {
+	pace := seckill.FixedQueuePace(sale)
+	if s.queue.Pace != nil {
+		var err error
+		if pace, err = s.queue.Pace(ctx, sale); err != nil {
+			return queueResponse{}, err
+		}
+	}
+	st := pace.StandingAt(pos, now)
 	resp := queueResponse{Position: st.Position, Ahead: st.Ahead, ETASeconds: st.ETASeconds, Admitted: st.Admitted}
 	soldOut := s.soldOut != nil && s.soldOut(sale.ID, now) ||
 		s.queue.SoldOut != nil && s.queue.SoldOut(sale.ID, now)
@@ -153,13 +172,13 @@ func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string
 	}
 	if soldOut {
 		resp.SoldOut, resp.Admitted, resp.Ahead, resp.ETASeconds = true, false, 0, 0
-		return resp
+		return resp, nil
 	}
 	if st.Admitted {
 		resp.Ticket, resp.TicketHeader = s.queue.Tickets.Issue(sale.ID, userID, now.Add(s.queue.TicketTTL)), ticketHeader
 		s.queueMetrics.ticketsIssued.Inc()
 	}
-	return resp
+	return resp, nil
 }
 
 // admittedReserver returns the Reserver of a reservation request: the

@@ -25,7 +25,7 @@ type AdmissionConfig struct {
 	Sales interface{ Loaded() []*seckill.Sale }
 	// Entrants counts a lottery sale's entries (internal/redis.Lottery).
 	Entrants interface {
-		Count(ctx context.Context, saleID string) (int64, error)
+		EntrantCount(ctx context.Context, saleID string) (int64, error)
 	}
 	// Queue counts the places in a queue sale's waiting room
 	// (internal/redis.Queue).
@@ -92,7 +92,7 @@ func (c *AdmissionCollector) Collect(ch chan<- prometheus.Metric) {
 
 func (c *AdmissionCollector) collectLottery(ctx context.Context, ch chan<- prometheus.Metric, s *seckill.Sale, now time.Time) {
 	if c.cfg.Entrants != nil {
-		if n, err := c.cfg.Entrants.Count(ctx, s.ID); err == nil {
+		if n, err := c.cfg.Entrants.EntrantCount(ctx, s.ID); err == nil {
 			ch <- prometheus.MustNewConstMetric(c.entrants, prometheus.GaugeValue, float64(n), s.ID)
 		}
 	}

@@ -28,7 +28,7 @@ type fakeAdmission struct {
 
 func (f *fakeAdmission) Loaded() []*seckill.Sale { f.mu.Lock(); defer f.mu.Unlock(); return f.sales }
 
-func (f *fakeAdmission) Count(_ context.Context, id string) (int64, error) {
+func (f *fakeAdmission) EntrantCount(_ context.Context, id string) (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.broken[id] {

@@ -91,7 +91,7 @@ const (
 type Option func(*config)
 
 type config struct {
-	retry          seckill.RetryPolicy
+	retry          brokerpack.RetryPolicy
 	logger         *slog.Logger
 	ackWait        time.Duration
 	replicas       int
@@ -104,8 +104,8 @@ type config struct {
 const pingInterval = 5 * time.Second
 
 // WithRetryPolicy sets the attempt limit and back-off (default
-// seckill.DefaultRetryPolicy).
-func WithRetryPolicy(p seckill.RetryPolicy) Option { return func(c *config) { c.retry = p } }
+// brokerpack.DefaultRetryPolicy).
+func WithRetryPolicy(p brokerpack.RetryPolicy) Option { return func(c *config) { c.retry = p } }
 
 // WithLogger sets where consumer errors are logged.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -174,7 +174,7 @@ func New(ctx context.Context, url, stream string, opts ...Option) (*Broker, erro
 
 func newConfig(opts []Option) (config, error) {
 	cfg := config{
-		retry:          seckill.DefaultRetryPolicy(),
+		retry:          brokerpack.DefaultRetryPolicy(),
 		logger:         slog.New(slog.DiscardHandler),
 		ackWait:        30 * time.Second,
 		replicas:       1,

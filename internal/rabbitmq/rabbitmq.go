@@ -57,7 +57,7 @@ var errNotConnected = errors.New("not connected to rabbitmq (reconnecting)")
 type Option func(*config)
 
 type config struct {
-	retry        seckill.RetryPolicy
+	retry        brokerpack.RetryPolicy
 	logger       *slog.Logger
 	reconnectMin time.Duration
 	reconnectMax time.Duration
@@ -72,8 +72,8 @@ type config struct {
 func WithNamespace(ns string) Option { return func(c *config) { c.namespace = ns } }
 
 // WithRetryPolicy sets the attempt limit and back-off (default
-// seckill.DefaultRetryPolicy). Each distinct delay gets its own retry queue.
-func WithRetryPolicy(p seckill.RetryPolicy) Option { return func(c *config) { c.retry = p } }
+// brokerpack.DefaultRetryPolicy). Each distinct delay gets its own retry queue.
+func WithRetryPolicy(p brokerpack.RetryPolicy) Option { return func(c *config) { c.retry = p } }
 
 // WithLogger sets where connection losses and settle failures are logged.
 func WithLogger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
@@ -114,7 +114,7 @@ var _ seckill.Broker = (*Broker)(nil)
 // returns a Broker that stays connected until Close.
 func New(ctx context.Context, url, queue string, opts ...Option) (*Broker, error) {
 	cfg := config{
-		retry:        seckill.DefaultRetryPolicy(),
+		retry:        brokerpack.DefaultRetryPolicy(),
 		logger:       slog.New(slog.DiscardHandler),
 		reconnectMin: 100 * time.Millisecond,
 		reconnectMax: 5 * time.Second,

@@ -208,6 +208,7 @@ func (s Archive) ArchivedSummary(ctx context.Context, saleID string) (summary st
 // archive runs archive.lua on the key set of tag (a sale, or a bucket).
 func (s *conn) archive(ctx context.Context, tag, mode, recorded, summary string) (int64, error) {
 	keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
+	keys = append(keys, s.queueKeys(tag)...)
 	code, err := archiveScript.Exec(ctx, s.client, keys, []string{mode, recorded, summary}).AsInt64()
 	if err != nil {
 		return 0, classify(err)
@@ -218,7 +219,7 @@ func (s *conn) archive(ctx context.Context, tag, mode, recorded, summary string)
 // Footprint is the Redis memory of one sale's keys, as MEMORY USAGE
 // reports it (all nested values sampled), and its reservations.
 type Footprint struct {
-	Keys         map[string]int64 // key suffix (stock, buyers, idem, res, outbox, archived, moves, movesin) -> bytes, every bucket's
+	Keys         map[string]int64 // key suffix (stock, buyers, idem, res, outbox, archived, moves, movesin, queue…) -> bytes, every bucket's
 	Total        int64
 	Reservations int64
 }
@@ -239,10 +240,11 @@ func (s Archive) Footprint(ctx context.Context, saleID string) (Footprint, error
 	if err != nil {
 		return Footprint{}, fmt.Errorf("footprint: %w", err)
 	}
-	names := []string{"stock", "buyers", "idem", "res", "outbox", "archived", "moves", "movesin"}
+	names := append([]string{"stock", "buyers", "idem", "res", "outbox", "archived", "moves", "movesin"}, queueKeys...)
 	f := Footprint{Keys: map[string]int64{}}
 	for _, tag := range tags {
 		keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
+		keys = append(keys, s.queueKeys(tag)...)
 		for i, k := range keys {
 			n, err := s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Args("SAMPLES", "0").Build()).AsInt64()
 			if err != nil && strings.Contains(err.Error(), "syntax") { // the embedded server takes no SAMPLES

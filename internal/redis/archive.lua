@@ -9,6 +9,9 @@
 -- KEYS[6]  sk:{sale}:archived  string: what the sale looked like when archived
 -- KEYS[7]  sk:{sale}:moves     hash: units moving out to other buckets
 -- KEYS[8]  sk:{sale}:movesin   set: moves applied here
+-- KEYS[9…] the sale's other keys that go with it: a queue sale's waiting
+--          room (queue.go). A lottery's entries and results stay: the
+--          database has no copy of the entry list the draw publishes.
 -- (For a sale of several buckets the caller runs it on each bucket's key
 -- set, bucket 0, the sale's own, last.)
 -- ARGV[1]  "idem":  drop only the idempotency hash
@@ -56,4 +59,7 @@ if ARGV[3] ~= '' then
   redis.call('SET', KEYS[6], ARGV[3])
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[7], KEYS[8])
+for i = 9, #KEYS do
+  redis.call('DEL', KEYS[i])
+end
 return 1

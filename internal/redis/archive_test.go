@@ -161,3 +161,76 @@ func mustTags(t *testing.T, s *Store, saleID string) []string {
 	}
 	return tags
 }
+
+// saleKeys lists the keys of saleID's hash tag, on every node, by their
+// suffix after "{sale}:".
+func saleKeys(t *testing.T, s *Store, saleID string) []string {
+	t.Helper()
+	ctx := context.Background()
+	pattern := s.prefix + ":{" + saleID + "}:*"
+	var out []string
+	for _, node := range s.client.Nodes() {
+		var cursor uint64
+		for {
+			e, err := node.Do(ctx, node.B().Scan().Cursor(cursor).Match(pattern).Count(1000).Build()).AsScanEntry()
+			if err != nil {
+				t.Fatalf("scan %s: %v", pattern, err)
+			}
+			for _, k := range e.Elements {
+				out = append(out, k[len(pattern)-1:])
+			}
+			if cursor = e.Cursor; cursor == 0 {
+				break
+			}
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// testArchiveAdmission: archiving a queue sale drops its waiting room
+// with the rest of its keys; a lottery's entries and results stay, the
+// only copy of the entry list its draw publishes.
+func testArchiveAdmission(t *testing.T, s *Store) {
+	ctx := context.Background()
+	queue := liveSale(10, 1)
+	queue.Admission = seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 5}
+	mustPreheat(t, s, queue)
+	if _, err := s.Queue().JoinBatch(ctx, queue, 10, []seckill.QueueJoin{{UserID: "a", IP: "ip:192.0.2.1"}, {UserID: "b", IP: "ip:192.0.2.1"}, {UserID: "c"}}); err != nil {
+		t.Fatalf("JoinBatch: %v", err)
+	}
+	lottery := liveSale(10, 1)
+	lottery.Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: time.Now().Add(30 * time.Minute)}
+	mustPreheat(t, s, lottery)
+	if _, err := s.Lottery().EnterBatch(ctx, lottery, []seckill.EntryRequest{{EntryID: seckill.NewEntryID(), UserID: "a", Qty: 1}, {EntryID: seckill.NewEntryID(), UserID: "b", Qty: 1}}); err != nil {
+		t.Fatalf("EnterBatch: %v", err)
+	}
+	if err := s.Lottery().CloseEntries(ctx, lottery.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Lottery().RecordWon(ctx, lottery.ID, map[string]string{"a": "r1"}); err != nil {
+		t.Fatal(err)
+	}
+	for sale, want := range map[string][]string{
+		queue.ID:   {"queue", "queue_ip", "queue_seq", "stock"},
+		lottery.ID: {"entries", "lottery", "stock", "won"},
+	} {
+		if got := saleKeys(t, s, sale); !slices.Equal(got, want) {
+			t.Fatalf("keys of %s before archiving = %v, want %v", sale, got, want)
+		}
+		if err := s.client.Do(ctx, s.client.B().Hset().Key(s.keys(sale)[keyStock]).FieldValue().FieldValue("end_ms", "1").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if ok, why, err := s.Archive().ArchiveSale(ctx, sale, 0, "{}"); err != nil || !ok {
+			t.Fatalf("ArchiveSale(%s) = %v %q, %v", sale, ok, why, err)
+		}
+	}
+	for sale, want := range map[string][]string{
+		queue.ID:   {"archived"},
+		lottery.ID: {"archived", "entries", "lottery", "won"},
+	} {
+		if got := saleKeys(t, s, sale); !slices.Equal(got, want) {
+			t.Errorf("keys of %s after archiving = %v, want %v", sale, got, want)
+		}
+	}
+}

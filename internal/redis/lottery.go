@@ -19,10 +19,10 @@ var enterScript = rueidis.NewLuaScriptRetryable(lua("lottery_enter.lua"))
 // slot: <prefix>:{sale}:entries (user -> "<entry id> <qty>"),
 // <prefix>:{sale}:lottery ({closed}) and <prefix>:{sale}:won (user ->
 // reservation id). The draw itself reserves through StockStore.ReserveAdmitted.
-type Lottery struct{ s *Store }
+type Lottery struct{ s *conn }
 
 // Lottery returns the store's lottery keeper.
-func (s *Store) Lottery() *Lottery { return &Lottery{s: s} }
+func (s *Store) Lottery() *Lottery { return &Lottery{s: s.conn} }
 
 func (l *Lottery) key(saleID, what string) string {
 	return l.s.prefix + ":{" + saleID + "}:" + what
@@ -96,15 +96,6 @@ func (l *Lottery) Entry(ctx context.Context, saleID, userID string) (e seckill.L
 	}
 	e, err = parseEntry(userID, v)
 	return e, err == nil, err
-}
-
-// Count returns how many buyers entered the sale.
-func (l *Lottery) Count(ctx context.Context, saleID string) (int64, error) {
-	n, err := l.s.client.Do(ctx, l.s.client.B().Hlen().Key(l.key(saleID, "entries")).Build()).AsInt64()
-	if err != nil {
-		return 0, fmt.Errorf("entrants: %w", classify(err))
-	}
-	return n, nil
 }
 
 // CloseEntries refuses every later entry of the sale, whatever the clocks

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -16,14 +17,30 @@ import (
 // so a lost reply may be retried.
 var queueJoinScript = rueidis.NewLuaScriptRetryable(lua("queue_join.lua"))
 
+// Moving the pace on is not retried: a replay would count the time since
+// at the new rate, not the old (a small error, but a needless one).
+var queuePaceScript = rueidis.NewLuaScript(lua("queue_pace.lua"))
+
 // Queue keeps queue sales' waiting rooms in the sale's hash slot:
-// <prefix>:{sale}:queue, :queue_ip and :queue_seq (queue_join.lua).
-type Queue struct{ s *Store }
+// <prefix>:{sale}:queue, :queue_ip and :queue_seq (queue_join.lua), and an
+// adaptive queue's pace in :queue_pace (queue_pace.lua).
+type Queue struct{ s *conn }
 
 // Queue returns the store's waiting rooms.
-func (s *Store) Queue() *Queue { return &Queue{s: s} }
+func (s *Store) Queue() *Queue { return &Queue{s: s.conn} }
 
 func (q *Queue) key(saleID, what string) string { return q.s.prefix + ":{" + saleID + "}:" + what }
+
+// queueKeys name every key of a waiting room: archiving a sale drops them.
+var queueKeys = []string{"queue", "queue_ip", "queue_seq", "queue_pace"}
+
+func (s *conn) queueKeys(saleID string) []string {
+	out := make([]string, len(queueKeys))
+	for i, k := range queueKeys {
+		out[i] = s.prefix + ":{" + saleID + "}:" + k
+	}
+	return out
+}
 
 // JoinBatch gives reqs, all of sale s, their places in one script call.
 func (q *Queue) JoinBatch(ctx context.Context, s *seckill.Sale, perIP int64, reqs []seckill.QueueJoin) ([]seckill.QueueJoinResult, error) {
@@ -81,4 +98,54 @@ func (q *Queue) Length(ctx context.Context, saleID string) (int64, error) {
 		return 0, fmt.Errorf("queue length: %w", classify(err))
 	}
 	return n, nil
+}
+
+// AdvancePace moves the adaptive queue sale s's admission on to now (Redis
+// TIME) at the rate the last call set, and sets rate from now on. Before
+// the start it changes nothing and returns the starting pace.
+func (q *Queue) AdvancePace(ctx context.Context, s *seckill.Sale, rate int64) (seckill.QueuePace, error) {
+	if rate < 1 || rate > seckill.MaxAdmitPerSecond {
+		return seckill.QueuePace{}, seckill.Errorf(seckill.EINVALID, "admission rate %d out of range", rate)
+	}
+	args := []string{strconv.FormatInt(s.StartAt.UnixMilli(), 10), strconv.FormatInt(s.Admission.AdmitPerSecond, 10), strconv.FormatInt(rate, 10)}
+	vals, err := queuePaceScript.Exec(ctx, q.s.client, []string{q.key(s.ID, "queue_pace")}, args).AsStrSlice()
+	if err != nil {
+		return seckill.QueuePace{}, fmt.Errorf("queue pace: %w", classify(err))
+	}
+	if len(vals) != 3 {
+		return seckill.QueuePace{}, fmt.Errorf("queue pace: %d values from the pace script", len(vals))
+	}
+	return parsePace(s, vals[0], vals[1], vals[2])
+}
+
+// Pace reads the adaptive queue sale s's pace as the nodes last moved it;
+// before any node has, the sale's starting rate from its start.
+func (q *Queue) Pace(ctx context.Context, s *seckill.Sale) (seckill.QueuePace, error) {
+	vals, err := q.s.client.Do(ctx, q.s.client.B().Hmget().Key(q.key(s.ID, "queue_pace")).Field("admitted", "at", "rate").Build()).ToArray()
+	if err != nil {
+		return seckill.QueuePace{}, fmt.Errorf("queue pace: %w", classify(err))
+	}
+	var str [3]string
+	for i, v := range vals {
+		if i < 3 {
+			str[i], _ = v.ToString()
+		}
+	}
+	if str[0] == "" {
+		return seckill.FixedQueuePace(s), nil
+	}
+	return parsePace(s, str[0], str[1], str[2])
+}
+
+func parsePace(s *seckill.Sale, admitted, at, rate string) (seckill.QueuePace, error) {
+	a, err1 := strconv.ParseFloat(admitted, 64)
+	ms, err2 := strconv.ParseInt(at, 10, 64)
+	r, err3 := strconv.ParseInt(rate, 10, 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		return seckill.QueuePace{}, fmt.Errorf("queue pace: malformed %q %q %q", admitted, at, rate)
+	}
+	if a == 0 { // before the start
+		return seckill.FixedQueuePace(s), nil
+	}
+	return seckill.QueuePace{Start: s.StartAt, Admitted: a, At: time.UnixMilli(ms), Rate: r}, nil
 }

@@ -36,3 +36,45 @@ func TestQueueAfterTheStartIsArrivalOrderOnePlaceEachCappedPerAddress(t *testing
 		}
 	})
 }
+
+// TestAdaptiveQueuePaceMovesOnAtTheRateLastSet: until a node moves it, an
+// adaptive queue's pace is its starting rate from the start; a move counts
+// the time since at the rate in force, then sets the next; the pace reads
+// back as moved; before the start nothing is written.
+func TestAdaptiveQueuePaceMovesOnAtTheRateLastSet(t *testing.T) {
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		ctx := t.Context()
+		s := newStore(t)
+		q := s.Queue()
+		now := time.Now()
+		sale := &seckill.Sale{ID: "qp", StartAt: now.Add(-10 * time.Second), EndAt: now.Add(time.Hour),
+			Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 2, Adaptive: &seckill.AdaptiveAdmission{MaxPerSecond: 50}}}
+		if p, err := q.Pace(ctx, sale); err != nil || p != seckill.FixedQueuePace(sale) {
+			t.Fatalf("Pace before any move = %+v, %v; want the starting rate from the start", p, err)
+		}
+		first, err := q.AdvancePace(ctx, sale, 7)
+		// 10 s or more at 2 a second since position 1 at the start.
+		if err != nil || first.Admitted < 21 || first.Rate != 7 || first.At.Before(sale.StartAt.Add(10*time.Second).Truncate(time.Millisecond)) {
+			t.Fatalf("first move = %+v, %v; want 21 or more admitted, rate 7", first, err)
+		}
+		if p, err := q.Pace(ctx, sale); err != nil || p.Admitted != first.Admitted || !p.At.Equal(first.At) || p.Rate != 7 {
+			t.Fatalf("Pace = %+v, %v; want %+v", p, err, first)
+		}
+		second, err := q.AdvancePace(ctx, sale, 3)
+		elapsed := second.At.Sub(first.At).Seconds()
+		if err != nil || second.Rate != 3 || second.Admitted < first.Admitted || second.Admitted-first.Admitted > 7*elapsed+0.001 {
+			t.Fatalf("second move = %+v, %v after %+v; want the %.3f s between at 7 a second", second, err, first, elapsed)
+		}
+
+		later := &seckill.Sale{ID: "qp2", StartAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour), Admission: sale.Admission}
+		if p, err := q.AdvancePace(ctx, later, 9); err != nil || p != seckill.FixedQueuePace(later) {
+			t.Fatalf("move before the start = %+v, %v; want the starting pace", p, err)
+		}
+		if n := exists(t, s, q.key("qp2", "queue_pace")); n != 0 {
+			t.Fatalf("a move before the start wrote the pace")
+		}
+		if _, err := q.AdvancePace(ctx, sale, 0); seckill.ErrorCode(err) != seckill.EINVALID {
+			t.Fatalf("rate 0: %v; want invalid", err)
+		}
+	})
+}

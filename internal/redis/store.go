@@ -73,21 +73,6 @@ const DefaultKeyPrefix = "sk"
 // one call to a few milliseconds.
 const MaxBatch = 1024
 
-// Outbox stream field names (reserve.lua). An entry is a batch: n
-// reservations, reserved at at (ms), in b, one line each. Entries written
-// before held one reservation in the four fields after them, which stand
-// for a batch's line where one must be shown raw (a malformed line).
-const (
-	OutboxCount         = "n"
-	OutboxAtMs          = "at"
-	OutboxBatch         = "b"
-	OutboxKeys          = "k" // the batch's idempotency keys, a line each; absent when none
-	OutboxReservationID = "reservation_id"
-	OutboxUserID        = "user_id"
-	OutboxQty           = "qty"
-	OutboxReservedAtMs  = "reserved_at_ms"
-)
-
 // Reservation statuses held in the res hash.
 const (
 	// StatusActive is a reservation that holds its units.

@@ -149,6 +149,7 @@ func TestStore(t *testing.T) {
 			{"Replays", testReplays},
 			{"CompactIdempotency", testCompactIdempotency},
 			{"Archive", testArchive},
+			{"ArchiveAdmission", testArchiveAdmission},
 			{"Counters", testCounters},
 			{"InvalidInput", testInvalidInput},
 			{"Ping", func(t *testing.T, s *Store) {

@@ -32,7 +32,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
 	_, err := st.db.write.ExecContext(ctx, st.db.dialect.q.insertSale,
 		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PurchaseLimit,
-		start, end, 1, now, now, s.BucketCount(), s.Currency, seckill.EncodeAdmission(s.Admission))
+		start, end, 1, now, now, s.BucketCount(), s.Currency, encodeAdmission(s.Admission))
 	if st.db.isUniqueViolation(err) {
 		return fmt.Errorf("create sale %s: %w", s.ID, seckill.ErrDuplicate)
 	} else if err != nil {
@@ -41,7 +41,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	s.Version, s.Unsold, s.Buckets = 1, s.Stock, s.BucketCount()
 	s.CreatedAt = fromMillis(now)
 	s.StartAt, s.EndAt = fromMillis(start), fromMillis(end)
-	s.Admission, _ = seckill.DecodeAdmission(seckill.EncodeAdmission(s.Admission)) // as Sale reads it back
+	s.Admission, _ = decodeAdmission(encodeAdmission(s.Admission)) // as Sale reads it back
 	if s.Admission.Of() == seckill.AdmitLottery {
 		// The seed, and so the commitment, from the start. Should this
 		// fail, the first reader of the draw makes it (EnsureDraw).
@@ -93,7 +93,7 @@ func scanSale(row interface{ Scan(...any) error }) (*seckill.Sale, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.Admission, err = seckill.DecodeAdmission(admission); err != nil {
+	if s.Admission, err = decodeAdmission(admission); err != nil {
 		return nil, fmt.Errorf("sale %s: stored %w", s.ID, err)
 	}
 	s.StartAt, s.EndAt, s.CreatedAt = fromMillis(start), fromMillis(end), fromMillis(createdAtMs)

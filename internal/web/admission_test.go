@@ -401,10 +401,20 @@ func TestBuyerFeed(t *testing.T) {
 			if st.State != stAdmitted || st.Ticket != "ticket-of-ann" || st.Headline != "It's your turn." {
 				t.Errorf("standing %+v", st)
 			}
-			return
+			break
 		}
 	}
-	t.Fatalf("the feed ended without a standing: %v", sc.Err())
+	// The standing has not changed: the feed keeps the line alive without
+	// sending it again.
+	for sc.Scan() {
+		switch line := sc.Text(); {
+		case line == ": keep-alive":
+			return
+		case strings.HasPrefix(line, "event: "):
+			t.Fatalf("the feed sent %q again with nothing changed", line)
+		}
+	}
+	t.Fatalf("the feed ended: %v", sc.Err())
 }
 
 // TestStandingEndpoint: what the page polls when the feed fails is the
