@@ -553,7 +553,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		SalesAdmin:            admin,
 		Lottery:               w.lottery,
 		Queue:                 m.newQueue(w),
-		Resolver:              m.orders,
+		Resolver:              redriveResolver{orders: m.orders, stock: m.stock.Redriver(), logger: m.Logger},
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),
 		OrderList:             m.orders,
