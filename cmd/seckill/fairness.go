@@ -163,13 +163,40 @@ func (f *fairness) call(method, path, user string, body any, hdr ...string) (int
 
 // run plays one crowd against a fresh sale in mode.
 func (f *fairness) run(ctx context.Context, mode string, round int) (fairnessResult, error) {
+	sale, open, err := f.createSale(mode, round)
+	if err != nil {
+		return fairnessResult{}, err
+	}
+	crowd, bots := f.crowd(sale, open, round)
+	var botUnits, units atomic.Int64
+	won := func(b fairBuyer) {
+		units.Add(1)
+		if b.bot {
+			botUnits.Add(1)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, b := range crowd {
+		wg.Go(func() { f.play(ctx, mode, sale, b, won) })
+	}
+	wg.Wait()
+	if mode == "lottery" {
+		if err := f.lotteryWinners(sale, crowd, won); err != nil {
+			return fairnessResult{}, err
+		}
+	}
+	return fairnessResult{Mode: mode, BotUnits: int(botUnits.Load()), Units: int(units.Load()), Bots: bots, Buyers: f.o.Buyers}, nil
+}
+
+// createSale creates a fresh sale in mode and returns it with its opening
+// instant: when the sale takes its first request, the start for
+// first_come and lottery, the waiting room's opening for a queue (whose
+// sale starts once the crowd is in).
+func (f *fairness) createSale(mode string, round int) (sale string, open time.Time, err error) {
 	o := f.o
-	// The opening instant is when the sale takes its first request: the
-	// start for first_come and lottery, the waiting room's opening for a
-	// queue (whose sale starts once the crowd is in).
-	open := time.Now().Add(time.Second)
+	open = time.Now().Add(time.Second)
 	start, end := open, open.Add(time.Hour)
-	sale := fmt.Sprintf("fair-%s-%d-%d", strings.ReplaceAll(mode, "_", ""), round, time.Now().UnixNano()%1e9)
+	sale = fmt.Sprintf("fair-%s-%d-%d", strings.ReplaceAll(mode, "_", ""), round, time.Now().UnixNano()%1e9)
 	body := map[string]any{"id": sale, "name": "drop", "price_cents": 100, "stock": o.Units, "per_user_limit": 1}
 	switch mode {
 	case "lottery":
@@ -179,7 +206,7 @@ func (f *fairness) run(ctx context.Context, mode string, round int) (fairnessRes
 		body["admission"] = map[string]any{"mode": "queue", "admit_per_second": o.Rate}
 	}
 	if mode == "queue" && f.cfg.QueueOpensBefore < start.Sub(open) {
-		return fairnessResult{}, fmt.Errorf("the queue opens %s before the start; the crowd needs %s", f.cfg.QueueOpensBefore, start.Sub(open))
+		return "", open, fmt.Errorf("the queue opens %s before the start; the crowd needs %s", f.cfg.QueueOpensBefore, start.Sub(open))
 	}
 	body["start_at"], body["end_at"] = start.Format(time.RFC3339Nano), end.Format(time.RFC3339Nano)
 	req, _ := json.Marshal(body)
@@ -188,96 +215,97 @@ func (f *fairness) run(ctx context.Context, mode string, round int) (fairnessRes
 	hreq.Header.Set("Content-Type", "application/json")
 	resp, err := f.client.Do(hreq)
 	if err != nil {
-		return fairnessResult{}, err
+		return "", open, err
 	}
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusCreated {
-		return fairnessResult{}, fmt.Errorf("create sale: %s", resp.Status)
+		return "", open, fmt.Errorf("create sale: %s", resp.Status)
 	}
+	return sale, open, nil
+}
 
-	bots := int(math.Round(float64(o.Buyers) * o.BotShare))
+// fairBuyer is one of the crowd: a bot arrives at the opening instant with
+// no latency, a person over the first seconds with some.
+type fairBuyer struct {
+	user    string
+	bot     bool
+	arrival time.Time
+	latency time.Duration
+}
+
+// crowd draws the round's buyers; the first bots of them are bots.
+func (f *fairness) crowd(sale string, open time.Time, round int) (crowd []fairBuyer, bots int) {
+	o := f.o
+	bots = int(math.Round(float64(o.Buyers) * o.BotShare))
 	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(round)))
-	type buyer struct {
-		user    string
-		bot     bool
-		arrival time.Time
-		latency time.Duration
-	}
-	crowd := make([]buyer, o.Buyers)
+	crowd = make([]fairBuyer, o.Buyers)
 	for i := range crowd {
-		b := buyer{user: fmt.Sprintf("%s-b%d", sale, i), bot: i < bots, arrival: open}
+		b := fairBuyer{user: fmt.Sprintf("%s-b%d", sale, i), bot: i < bots, arrival: open}
 		if !b.bot {
 			b.arrival = open.Add(time.Duration(rng.Int64N(int64(o.Spread))))
 			b.latency = o.MinLat + time.Duration(rng.Int64N(int64(o.MaxLat-o.MinLat)))
 		}
 		crowd[i] = b
 	}
-	var botUnits, units atomic.Int64
-	won := func(b buyer) {
-		units.Add(1)
-		if b.bot {
-			botUnits.Add(1)
-		}
+	return crowd, bots
+}
+
+// play is one buyer at the sale: arrive, then try as the mode asks.
+func (f *fairness) play(ctx context.Context, mode, sale string, b fairBuyer, won func(fairBuyer)) {
+	// A request travels latency/2 each way: it is sent at arrival, lands
+	// latency/2 later, its answer is seen after another latency/2.
+	send := func(method, path string, body any, hdr ...string) (int, map[string]any) {
+		time.Sleep(b.latency / 2)
+		st, out := f.call(method, path, b.user, body, hdr...)
+		time.Sleep(b.latency / 2)
+		return st, out
 	}
-	var wg sync.WaitGroup
-	for _, b := range crowd {
-		wg.Go(func() {
-			// A request travels latency/2 each way: it is sent at
-			// arrival, lands latency/2 later, its answer is seen after
-			// another latency/2.
-			send := func(method, path string, body any, hdr ...string) (int, map[string]any) {
-				time.Sleep(b.latency / 2)
-				st, out := f.call(method, path, b.user, body, hdr...)
-				time.Sleep(b.latency / 2)
-				return st, out
-			}
-			time.Sleep(time.Until(b.arrival))
-			switch mode {
-			case "first_come":
-				for ctx.Err() == nil {
-					st, out := send("POST", "/api/v1/sales/"+sale+"/reservations", map[string]any{"qty": 1})
-					if st == http.StatusAccepted {
-						won(b)
-						return
-					}
-					if !retryable(out) { // a bot a hair early retries at once
-						return
-					}
-				}
-			case "lottery":
-				for ctx.Err() == nil {
-					if _, out := send("POST", "/api/v1/sales/"+sale+"/entries", map[string]any{"qty": 1}); !retryable(out) {
-						return
-					}
-				}
-			case "queue":
-				poll := time.Second
-				if b.bot {
-					poll = 100 * time.Millisecond
-				}
-				f.queueBuyer(ctx, sale, poll, send, func() { won(b) })
-			}
-		})
-	}
-	wg.Wait()
-	if mode == "lottery" {
-		deadline := time.Now().Add(time.Minute)
-		for {
-			if _, d := f.call("GET", "/api/v1/sales/"+sale+"/draw", "", nil); d["drawn"] == true {
-				break
-			}
-			if time.Now().After(deadline) {
-				return fairnessResult{}, fmt.Errorf("the draw did not run within a minute")
-			}
-			time.Sleep(50 * time.Millisecond)
-		}
-		for _, b := range crowd {
-			if _, r := f.call("GET", "/api/v1/sales/"+sale+"/entries/mine", b.user, nil); r["status"] == "won" {
+	time.Sleep(time.Until(b.arrival))
+	switch mode {
+	case "first_come":
+		for ctx.Err() == nil {
+			st, out := send("POST", "/api/v1/sales/"+sale+"/reservations", map[string]any{"qty": 1})
+			if st == http.StatusAccepted {
 				won(b)
+				return
+			}
+			if !retryable(out) { // a bot a hair early retries at once
+				return
 			}
 		}
+	case "lottery":
+		for ctx.Err() == nil {
+			if _, out := send("POST", "/api/v1/sales/"+sale+"/entries", map[string]any{"qty": 1}); !retryable(out) {
+				return
+			}
+		}
+	case "queue":
+		poll := time.Second
+		if b.bot {
+			poll = 100 * time.Millisecond
+		}
+		f.queueBuyer(ctx, sale, poll, send, func() { won(b) })
 	}
-	return fairnessResult{Mode: mode, BotUnits: int(botUnits.Load()), Units: int(units.Load()), Bots: bots, Buyers: o.Buyers}, nil
+}
+
+// lotteryWinners waits for the draw, then counts each buyer who won.
+func (f *fairness) lotteryWinners(sale string, crowd []fairBuyer, won func(fairBuyer)) error {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if _, d := f.call("GET", "/api/v1/sales/"+sale+"/draw", "", nil); d["drawn"] == true {
+			break
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("the draw did not run within a minute")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	for _, b := range crowd {
+		if _, r := f.call("GET", "/api/v1/sales/"+sale+"/entries/mine", b.user, nil); r["status"] == "won" {
+			won(b)
+		}
+	}
+	return nil
 }
 
 // queueBuyer joins, polls until admitted or sold out, then claims with

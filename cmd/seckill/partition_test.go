@@ -421,12 +421,12 @@ func (r *partitionRun) settle(units int, pc partitionCase, stopPoll func() map[s
 		if faultLen >= 20*time.Second && f.took >= faultLen {
 			t.Errorf("%s only %s after the fault, when it had healed (%s): a node cut off held the orders", f.what, f.took.Round(time.Millisecond), faultLen.Round(time.Millisecond))
 		}
-		wantWithin(t, f.what, f.took, f.bound)
+		servicetest.WantWithin(t, f.what, f.took, f.bound)
 	}
 	if !pc.stop {
 		// Every answer while the fault lasts, a polite 503 at worst,
 		// within the request budget (2 s) and some slack.
-		wantWithin(t, "slowest answer while the fault lasted", r.slowest, 3*time.Second)
+		servicetest.WantWithin(t, "slowest answer while the fault lasted", r.slowest, 3*time.Second)
 	}
 	if t.Failed() {
 		for _, n := range r.c.nodes {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"testing"
@@ -84,10 +83,10 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 		s, err := sales.Sale(ctx, sale)
 		return err == nil && s.Unsold == n
 	})
-	load := loadAverage(t)
+	load := servicetest.LoadAverage()
 	t.Logf("%d expired orders back in stock %v after their deadline (%.0f restores/s, sweep interval %v, load average %.1f on %d CPUs); %d restock announcements",
 		n, took.Round(time.Millisecond), n/took.Seconds(), e.m.Config.SweepInterval, load, runtime.NumCPU(), announced.Load())
-	wantWithin(t, fmt.Sprintf("%d expired orders back in stock", n), took, 10*time.Second+e.m.Config.SweepInterval)
+	servicetest.WantWithin(t, fmt.Sprintf("%d expired orders back in stock", n), took, 10*time.Second+e.m.Config.SweepInterval)
 	if a := announced.Load(); a > n/100 {
 		t.Errorf("%d restock announcements for %d restores: not batched", a, n)
 	}
@@ -95,34 +94,4 @@ func TestPayTimeoutRestoresInBatches(t *testing.T) {
 	if code != 0 || report["balanced"] != true {
 		t.Fatalf("reconcile after the restores: exit %d, %v", code, report)
 	}
-}
-
-// wantWithin fails the test when took is over bound, unless the machine
-// is loaded past its CPUs (then wall-clock latency is queueing for a core,
-// and the overrun is logged, not asserted).
-func wantWithin(t *testing.T, what string, took, bound time.Duration) {
-	t.Helper()
-	if took <= bound {
-		return
-	}
-	if load := loadAverage(t); load > float64(runtime.NumCPU()) {
-		t.Logf("%s after %v, over the %v bound, on a machine loaded %.1f on %d CPUs: not asserted", what, took.Round(time.Millisecond), bound, load, runtime.NumCPU())
-		return
-	}
-	t.Errorf("%s after %v; want within %v", what, took.Round(time.Millisecond), bound)
-}
-
-// loadAverage is the machine's one-minute load average (0 where
-// /proc/loadavg is not there).
-func loadAverage(t *testing.T) float64 {
-	t.Helper()
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return 0
-	}
-	var load float64
-	if _, err := fmt.Sscan(string(b), &load); err != nil {
-		return 0
-	}
-	return load
 }

@@ -295,9 +295,11 @@ func TestLimiterTimeoutFailsOpen(t *testing.T) {
 	if w := e.from("198.51.100.1:1", "alice", `{"qty":1}`); w.Code != http.StatusAccepted {
 		t.Fatalf("status %d; want 202", w.Code)
 	}
-	if took := time.Since(start); took < rateLimitTimeout || took > rateLimitTimeout+2*time.Second {
+	took := time.Since(start)
+	if took < rateLimitTimeout {
 		t.Fatalf("took %s; want about %s", took, rateLimitTimeout)
 	}
+	servicetest.WantWithin(t, "the answer", took, rateLimitTimeout+2*time.Second)
 }
 
 // TestBlockListLapses: a refused key is answered locally until the
@@ -402,9 +404,7 @@ func TestInFlightCap(t *testing.T) {
 			t.Fatalf("Retry-After = %q; want 1", got)
 		}
 	}
-	if took := time.Since(start); took > 2*time.Second {
-		t.Fatalf("50 shed requests took %s; want them answered at once", took)
-	}
+	servicetest.WantWithin(t, "50 shed requests answered (want at once)", time.Since(start), 2*time.Second)
 	if n := e.reserver.count(); n != capN {
 		t.Fatalf("reserver calls = %d; want %d (shed requests must reserve nothing)", n, capN)
 	}

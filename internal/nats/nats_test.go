@@ -160,13 +160,26 @@ func TestDuplicatePublishStoredOnce(t *testing.T) {
 		}
 	}
 	c := consumeAll(t, b, nil)
-	servicetest.WaitFor(t, 30*time.Second, "the messages", func() bool { return len(c.get()) == len(msgs) })
-	time.Sleep(2 * conformance.BrokerAckWait)
-	for id, attempts := range c.get() {
-		if len(attempts) != 1 {
-			t.Errorf("%s delivered %d times; want once", id, len(attempts))
+	// A sentinel published last comes after any second copy in the stream:
+	// once it is handled, every copy stored has been delivered.
+	awaitSentinel(t, b, c, "dup")
+	for _, m := range msgs {
+		if attempts := c.get()[m.ID]; len(attempts) != 1 {
+			t.Errorf("%s delivered %d times; want once", m.ID, len(attempts))
 		}
 	}
+}
+
+// awaitSentinel publishes one last message and waits until c has seen it.
+// The consumer handles batches one at a time, in stream order, redeliveries
+// first: whatever was to be delivered before it has been.
+func awaitSentinel(t *testing.T, b *Broker, c *collector, tag string) {
+	t.Helper()
+	sentinel := conformance.BrokerMessages(tag+"_sentinel", 1)
+	if err := b.Publish(context.Background(), sentinel); err != nil {
+		t.Fatalf("Publish the sentinel: %v", err)
+	}
+	servicetest.WaitFor(t, 30*time.Second, "the sentinel", func() bool { return len(c.get()[sentinel[0].ID]) > 0 })
 }
 
 // TestSlowHandlerKeepsItsBatch: a handler that takes several AckWaits
@@ -174,18 +187,24 @@ func TestDuplicatePublishStoredOnce(t *testing.T) {
 func TestSlowHandlerKeepsItsBatch(t *testing.T) {
 	ackWait := 300 * time.Millisecond
 	b := newEmbedded(t, t.TempDir(), WithAckWait(ackWait))
-	if err := b.Publish(context.Background(), conformance.BrokerMessages("slow", 3)); err != nil {
+	msgs := conformance.BrokerMessages("slow", 3)
+	if err := b.Publish(context.Background(), msgs); err != nil {
 		t.Fatalf("Publish: %v", err)
 	}
 	var once sync.Once
+	slowDone := make(chan struct{})
 	c := consumeAll(t, b, func(ctx context.Context, batch []seckill.Delivery) {
-		once.Do(func() { time.Sleep(4 * ackWait) })
+		once.Do(func() {
+			time.Sleep(4 * ackWait) // the slow database
+			close(slowDone)
+		})
 	})
 	servicetest.WaitFor(t, 30*time.Second, "the messages", func() bool { return len(c.get()) == 3 })
-	time.Sleep(6 * ackWait)
-	for id, attempts := range c.get() {
-		if len(attempts) != 1 {
-			t.Errorf("%s delivered with attempts %v; want once", id, attempts)
+	<-slowDone
+	awaitSentinel(t, b, c, "slow")
+	for _, m := range msgs {
+		if attempts := c.get()[m.ID]; len(attempts) != 1 {
+			t.Errorf("%s delivered with attempts %v; want once", m.ID, attempts)
 		}
 	}
 }

@@ -287,20 +287,12 @@ func (w *Writer) settle(sale string, batch []seckill.Delivery, idx []int, evs []
 	}
 }
 
-// persist persists evs of sale, together with the events of this
-// process's other consumers that wait for the sale meanwhile.
-//
-// The consumers of this process persist a sale one transaction at a time:
-// two transactions of a sale cannot commit together anyway (its row is
-// locked from the stock update to the commit), and two begun together
-// would have one lose its optimistic lock and redo its reads. So a
-// consumer whose turn comes persists, in one transaction, every batch of
-// the sale queued by then (its own, if no one did it already): under load
-// the transactions grow with what has arrived, and their fixed cost
-// (round trips, a commit) is paid once for all. If that transaction fails,
-// each batch is tried alone, so that one bad batch fails only itself.
-// Writers in other processes, and a redrive, still meet on the optimistic
-// lock.
+// persist persists evs of sale in one transaction with the batches of the
+// sale that this process's other consumers queued meanwhile: a sale's
+// transactions serialize on its row lock anyway, so one pays the fixed cost
+// (round trips, a commit) for all. If it fails, each batch is tried alone,
+// so a bad batch fails only itself. Other processes, and a redrive, still
+// meet on the optimistic lock.
 func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
 	mine := &job{evs: evs}
 	q, release := w.sales.enqueue(sale, mine)
@@ -334,19 +326,15 @@ func (w *Writer) persist(ctx context.Context, sale string, evs []seckill.Reserva
 }
 
 // persistOnce calls the store, waiting out a database outage: while the
-// database does not answer a ping, or the store says it is unavailable
-// (it did not answer in time, a lock it waited for was not given, the
-// server ended the session), the same events are tried again from the
-// start after a growing pause, and no attempt is spent. A transaction the
-// server killed was rolled back whole, and one whose commit answer was
-// lost is found committed by the next try (its events are then
-// duplicates): nothing is written twice. It returns an error only for a
-// failure with the database up (a bad event, an unknown sale), or when
-// ctx ends.
+// database is down or the store answers unavailable, the same events are
+// tried again after a growing pause, spending no attempt. Retrying is safe:
+// a transaction the server killed rolled back whole, and one whose commit
+// answer was lost turns the retry's events into duplicates. It fails only
+// with the database up (a bad event, an unknown sale) or when ctx ends.
 //
 // With ReleaseAfter, the wait ends after that long with errReleased, and
-// while the database stays out of reach (down) a batch is first checked
-// with a ping and given back at once if it fails.
+// while the database stays down a batch is first checked with a ping and
+// given back at once if it fails.
 func (w *Writer) persistOnce(ctx context.Context, sale string, evs []seckill.ReservationEvent) ([]seckill.PersistOutcome, error) {
 	pause := w.cfg.OutageBackoff
 	start := time.Now()

@@ -16,7 +16,8 @@ import (
 // copy in line, each idempotent, so a failed call can simply be made again.
 
 // Admin is the stock store's side of an operator's changes to a sale
-// (saleadmin.Live).
+// (saleadmin.Live). Its RepairMoves lives in buckets.go, next to the
+// bucket moves it finishes.
 type Admin struct{ *conn }
 
 // Admin returns the store's admin side.

@@ -16,43 +16,26 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Stock buckets: one hot sale over several Cluster shards.
+// Stock buckets: one hot sale over several Cluster shards (docs/shards.md).
 //
-// A sale with Buckets = K > 1 keeps its stock in K buckets. Bucket 0 is the
-// sale's own key set, <prefix>:{<sale>}:*, and its stock hash also holds
-// `buckets` = K. Bucket b > 0 is the key set of the tag <sale>~<b>~<n>,
-// <prefix>:{<sale>~<b>~<n>}:*, a complete copy of a sale's keys (stock,
-// buyers, idem, res, outbox) with its own total and reserved: the reserve,
-// restore and outbox scripts run on a bucket exactly as on a sale, unchanged.
-// n is the first number that puts bucket b's slot in the middle of the
-// b-th K-th of the slot space after bucket 0's, so a Cluster of K masters
-// holding equal slot ranges has one bucket on each.
+// Bucket 0 is the sale's own keys, <prefix>:{<sale>}:*, whose stock hash
+// holds `buckets` = K; bucket b > 0 is a complete copy under the tag
+// <sale>~<b>~<n> (n: the first that puts its slot mid-way into the b-th
+// K-th of the slot space after bucket 0's), so the scripts run on a bucket
+// unchanged. A buyer reserves in the home bucket FNV-1a(user) mod K, which
+// keeps the limit and idempotency exact; a home bucket that runs dry pulls
+// units from another.
 //
-// A buyer always reserves in their home bucket, FNV-1a(user) mod K, so the
-// per-user limit (the buyers hash) and idempotency keys (the idem hash)
-// stay exact: they live in one bucket. When a home bucket answers sold_out
-// for a request while other buckets still have unreserved units, the
-// request is not answered yet: the store moves units into the home bucket
-// and asks it again (rebalance). A move is two scripts on two slots:
+// A move takes units out of the donor before they reach the receiver, so a
+// crash between its two scripts undersells and never oversells:
 //
 //	move_out.lua  on the donor: total -= n only if total - reserved >= n,
 //	              and a journal entry <prefix>:{donor}:moves[id] = "<dst>:<n>:<s>"
 //	move_in.lua   on the receiver: total += n, once per move id
 //	              (<prefix>:{dst}:movesin holds the ids applied)
 //
-// then the journal entry is deleted. Units leave the donor before they
-// reach the receiver, so a crash between the two steps undersells (the
-// units are in no bucket) and never oversells; a journal entry older than
-// moveStale is finished by the next rebalance of the sale (move_in is
-// idempotent), and Stock counts journalled units as part of the total.
-//
-// The phantom sold-out bound: a buyer is answered sold_out while another
-// bucket has unreserved units only (a) when a mover crashed between its two
-// steps, for at most moveStale plus the next sold_out that triggers the
-// repair (and then the local sold-out flag's safety interval on that node),
-// or (b) when a restore lands in a bucket after the rebalance read it empty.
-// Otherwise sold_out is answered only after two consecutive reads of every
-// bucket found no unreserved unit, no unit in transit, and no change.
+// A journal entry older than moveStale is finished by the sale's next
+// rebalance; Stock counts journalled units in the total.
 
 var (
 	// Never retried by the client: a lost reply is settled by the journal.

@@ -132,16 +132,12 @@ func (s Outbox) ForgetOutbox(ctx context.Context, saleID string) (forgotten bool
 	return false, nil
 }
 
-// ReadOutbox reads up to count entries of a sale's outbox that no consumer
-// of group has been given yet (XREADGROUP >), handing them to consumer:
-// they stay pending for it until acked. An entry holds the reservations of
-// one reserve script call, returned one seckill.OutboxEntry each, in
-// order, under the entry's stream id (as by ReadPendingOutbox and
-// ClaimStaleOutbox, whose counts are entries too). The group is made on
-// first use, from the stream's start; a sale not loaded that has no
-// outbox has nothing to read, and nothing is made for it
-// (outbox_group.lua). block > 0 waits up to that long for an entry when
-// there is none; block <= 0 does not wait.
+// ReadOutbox hands consumer up to count entries of a sale's outbox that no
+// consumer of group was given yet (XREADGROUP >); they stay pending for it
+// until acked. Each reservation of an entry comes as one OutboxEntry under
+// the entry's stream id, and count counts entries, as in the other reads.
+// The group is made on first use, from the stream's start (outbox_group.lua),
+// never for a sale with no outbox. block > 0 waits that long for an entry.
 func (s Outbox) ReadOutbox(ctx context.Context, saleID, group, consumer string, count int, block time.Duration) ([]seckill.OutboxEntry, error) {
 	return s.readOutbox(ctx, "read outbox", saleID, group, consumer, ">", count, block)
 }

@@ -587,15 +587,19 @@ func TestStopDrains(t *testing.T) {
 		want := merge(reserve(t, s, a.ID, 400), reserve(t, s, b.ID, 100))
 		r, broker := startBrokerDown(t, s.Outbox())
 		stopped := make(chan error, 1)
+		before := broker.failedCalls()
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 			defer cancel()
 			stopped <- r.Stop(ctx)
 		}()
+		// The sentinel: two more failed publishes, so the relay went on
+		// trying after Stop was called, and Stop had not returned.
+		servicetest.WaitFor(t, 30*time.Second, "publishes failing after Stop", func() bool { return broker.failedCalls() >= before+2 })
 		select {
 		case err := <-stopped:
 			t.Fatalf("Stop returned %v while the broker was down and the outboxes full", err)
-		case <-time.After(100 * time.Millisecond):
+		default:
 		}
 		broker.setFail(nil)
 		if err := <-stopped; err != nil {

@@ -46,19 +46,14 @@ type Config struct {
 // sold out. It is safe for concurrent use and starts no goroutines.
 //
 // Two rules keep its answers the ones the stock store would give:
-//   - A sale is flagged only when a request for one unit was refused as
-//     sold out: then not a single unit is left. A refused request for two
-//     says nothing about a request for one.
-//   - A request with an Idempotency-Key on a flagged sale may be the
-//     retry of a request that took the last unit, and must get that
-//     reservation back, not "sold out" (design §2: a replayed key gets
-//     the same answer). So its earlier answer is looked up (Config.Replays,
-//     a read that reserves nothing) and given if there is one; if there
-//     is none the reserve script could only answer sold out (or, for a
-//     buyer at the limit, limit_exceeded, which the flag answers as sold
-//     out just as it does for a request without a key), so the Gate
-//     answers sold out itself. Without Replays, or when the lookup fails
-//     or a Clear came during it, the request goes to the stock store.
+//   - A sale is flagged only when a one-unit request was refused as sold
+//     out: a refused two says nothing about one.
+//   - A request with an Idempotency-Key may replay the claim of the last
+//     unit (design §2), so its earlier answer is looked up (Config.Replays)
+//     and given; with none, the script could only refuse it (limit_exceeded
+//     too, which the flag answers as sold out anyway), so the Gate answers
+//     sold out. Without Replays, or when the lookup fails or a Clear came
+//     during it, the request goes to the stock store.
 //
 // Gate implements prometheus.Collector, exporting its hits and flags.
 type Gate struct {

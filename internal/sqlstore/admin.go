@@ -16,125 +16,7 @@ import (
 
 // The operator's side of a sale: lists, edits, ending early, adding stock,
 // resolving failed orders, and the audit_log every change is written to in
-// the same transaction.
-
-var _ seckill.SaleAdmin = (*SaleStore)(nil)
-
-// adminQueries is the SQL of this file. The text is the same in every
-// dialect but for the bind parameters (PostgreSQL's are renumbered from
-// '?' by rebind) and the row lock (SQLite's IMMEDIATE transactions hold the
-// database's write lock from BEGIN, so a plain read locks).
-type adminQueries struct {
-	// lockSale selects saleColumns of sale $1, locking the row.
-	lockSale string
-	// listSales selects saleColumns; completed in Go with a WHERE clause
-	// and "ORDER BY start_at_ms DESC, id DESC LIMIT n" (see ListSales).
-	listSales string
-	// editSale sets every editable column of sale $10 at version $11.
-	editSale string
-	// endSale sets start_at_ms $1, end_at_ms $2, updated_at_ms $3 of sale
-	// $4 at version $5.
-	endSale string
-	// addStock adds $1 to stock and initial_stock of sale $3 at version $4.
-	addStock string
-	// insertAudit inserts (sale_id, subject, actor, action, detail, at_ms).
-	insertAudit string
-	// auditOfSale selects auditColumns of sale $1, newest first, up to $2;
-	// auditAll the same of every sale, up to $1.
-	auditOfSale string
-	auditAll    string
-
-	// failedForUpdate selects failedOrderSelect of reservation $1, locked.
-	failedForUpdate string
-	// saleForRedrive selects stock, version, price_cents, per_user_limit
-	// of sale $1, locked.
-	saleForRedrive string
-	// buyerHeld sums the qty of the orders of sale $1 by user $2 in status
-	// $3 or $4.
-	buyerHeld string
-	// resolveFailed sets resolved_at_ms $1, resolution $2,
-	// resolution_note $3, resolved_by $4 of reservation $5 if unresolved.
-	resolveFailed string
-}
-
-const auditColumns = `id, sale_id, subject, actor, action, detail, at_ms`
-
-func newAdminQueries(d *dialect) *adminQueries {
-	lock := " FOR UPDATE"
-	if d == sqliteDialect {
-		lock = ""
-	}
-	q := &adminQueries{
-		lockSale:  `SELECT ` + saleColumns + ` FROM sales WHERE id = ?` + lock,
-		listSales: `SELECT ` + saleColumns + ` FROM sales`,
-		editSale: `UPDATE sales SET name = ?, price_cents = ?, currency = ?, stock = ?, initial_stock = ?,
-			per_user_limit = ?, start_at_ms = ?, end_at_ms = ?, updated_at_ms = ?, version = version + 1
-			WHERE id = ? AND version = ?`,
-		endSale: `UPDATE sales SET start_at_ms = ?, end_at_ms = ?, updated_at_ms = ?, version = version + 1
-			WHERE id = ? AND version = ?`,
-		addStock: `UPDATE sales SET stock = stock + ?, initial_stock = initial_stock + ?, updated_at_ms = ?, version = version + 1
-			WHERE id = ? AND version = ?`,
-		insertAudit: `INSERT INTO audit_log (sale_id, subject, actor, action, detail, at_ms) VALUES (?, ?, ?, ?, ?, ?)`,
-		auditOfSale: `SELECT ` + auditColumns + ` FROM audit_log WHERE sale_id = ? ORDER BY id DESC LIMIT ?`,
-		auditAll:    `SELECT ` + auditColumns + ` FROM audit_log ORDER BY id DESC LIMIT ?`,
-
-		failedForUpdate: `SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE reservation_id = ?` + lock,
-		saleForRedrive:  `SELECT stock, version, price_cents, per_user_limit FROM sales WHERE id = ?` + lock,
-		buyerHeld: `SELECT COALESCE(SUM(qty), 0) FROM orders
-			WHERE sale_id = ? AND user_id = ? AND status IN (?, ?)`,
-		resolveFailed: `UPDATE failed_orders SET resolved_at_ms = ?, resolution = ?, resolution_note = ?, resolved_by = ?
-			WHERE reservation_id = ? AND resolved_at_ms IS NULL`,
-	}
-	if d == postgresDialect {
-		for _, p := range []*string{&q.lockSale, &q.editSale, &q.endSale, &q.addStock, &q.insertAudit,
-			&q.auditOfSale, &q.auditAll, &q.failedForUpdate, &q.saleForRedrive, &q.buyerHeld, &q.resolveFailed} {
-			*p = rebind(*p)
-		}
-	}
-	return q
-}
-
-var (
-	sqliteAdminQueries   = newAdminQueries(sqliteDialect)
-	mysqlAdminQueries    = newAdminQueries(mysqlDialect)
-	postgresAdminQueries = newAdminQueries(postgresDialect)
-)
-
-func adminQueriesOf(d *dialect) *adminQueries {
-	switch d {
-	case sqliteDialect:
-		return sqliteAdminQueries
-	case mysqlDialect:
-		return mysqlAdminQueries
-	case postgresDialect:
-		return postgresAdminQueries
-	}
-	panic("sqlstore: no admin queries for dialect " + d.name)
-}
-
-// rebind numbers the '?' parameters of q as $1, $2, … (no query of this
-// file has a '?' anywhere else).
-func rebind(q string) string {
-	var b strings.Builder
-	n := 0
-	for i := 0; i < len(q); i++ {
-		if q[i] == '?' {
-			n++
-			b.WriteString("$" + strconv.Itoa(n))
-			continue
-		}
-		b.WriteByte(q[i])
-	}
-	return b.String()
-}
-
-// bindFrom is the dialect's i-th (1-based) bind parameter.
-func (d *dialect) bindFrom(i int) string {
-	if d == postgresDialect {
-		return "$" + strconv.Itoa(i)
-	}
-	return "?"
-}
+// the same transaction. SaleStore is the DB's saleadmin.Admin.
 
 // ListSales returns one page of sales matching f, newest start first,
 // then by id descending. The cursor is opaque to callers: the last sale's
@@ -143,37 +25,23 @@ func (st *SaleStore) ListSales(ctx context.Context, f seckill.SaleFilter) (*seck
 	if f.Limit < 1 || f.Limit > seckill.MaxSalePage {
 		return nil, fmt.Errorf("list sales: %w", seckill.Errorf(seckill.EINVALID, "limit must be between 1 and %d", seckill.MaxSalePage))
 	}
-	d := st.db.dialect
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string { args = append(args, v); return d.bindFrom(len(args)) }
-	now := toMillis(f.Now)
 	switch f.State {
-	case "":
-	case seckill.SaleScheduled:
-		where = append(where, "start_at_ms > "+arg(now))
-	case seckill.SaleLive:
-		where = append(where, "start_at_ms <= "+arg(now)+" AND end_at_ms > "+arg(now))
-	case seckill.SaleEnded:
-		where = append(where, "end_at_ms <= "+arg(now))
+	case "", seckill.SaleScheduled, seckill.SaleLive, seckill.SaleEnded:
 	default:
 		return nil, fmt.Errorf("list sales: %w", seckill.Errorf(seckill.EINVALID, "state must be scheduled, live or ended"))
 	}
+	var (
+		start int64
+		id    string
+	)
 	if f.After != "" {
-		start, id, err := decodeSaleCursor(f.After)
-		if err != nil {
+		var err error
+		if start, id, err = decodeSaleCursor(f.After); err != nil {
 			return nil, fmt.Errorf("list sales: %w", err)
 		}
-		where = append(where, "(start_at_ms < "+arg(start)+" OR (start_at_ms = "+arg(start)+" AND id < "+arg(id)+"))")
-	}
-	q := adminQueriesOf(d).listSales
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	// One more than asked: whether there is a next page.
-	q += " ORDER BY start_at_ms DESC, id DESC LIMIT " + arg(f.Limit+1)
+	q, args := st.db.dialect.sql.salesPage(f.State, toMillis(f.Now), f.After != "", start, id, f.Limit+1)
 	sales, err := queryAll(ctx, st.db.read, scanSale, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list sales: %w", err)
@@ -226,7 +94,7 @@ func (st *SaleStore) saleTx(ctx context.Context, id string, fn func(tx *sql.Tx, 
 	if !seckill.ValidSaleID(id) {
 		return fmt.Errorf("sale %q: %w", id, seckill.ErrNotFound)
 	}
-	q := adminQueriesOf(st.db.dialect)
+	q := &st.db.dialect.sql.admin
 	tx, err := st.db.write.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -265,7 +133,7 @@ func checkOne(res sql.Result, err error, what string) error {
 }
 
 // EditSale replaces the editable fields of a sale that has not started
-// (see seckill.SaleAdmin). Its stock sets both what is on sale and what is
+// (see saleadmin.Admin). Its stock sets both what is on sale and what is
 // unsold: nothing is sold before the start. Times are stored to the
 // millisecond, as CreateSale does.
 func (st *SaleStore) EditSale(ctx context.Context, s *seckill.Sale, version int64, actor string, now time.Time) (*seckill.Sale, error) {
@@ -286,7 +154,7 @@ func (st *SaleStore) EditSale(ctx context.Context, s *seckill.Sale, version int6
 		next.StartAt, next.EndAt = fromMillis(toMillis(s.StartAt)), fromMillis(toMillis(s.EndAt))
 		next.Unsold, next.Version, next.CreatedAt = s.Stock, cur.Version+1, cur.CreatedAt
 		nowMs := toMillis(now)
-		res, err := tx.ExecContext(ctx, adminQueriesOf(st.db.dialect).editSale,
+		res, err := tx.ExecContext(ctx, st.db.dialect.sql.admin.editSale,
 			next.Name, next.PriceCents, next.Currency, next.Stock, next.Stock, next.PurchaseLimit,
 			toMillis(next.StartAt), toMillis(next.EndAt), nowMs, cur.ID, cur.Version)
 		if err := checkOne(res, err, "edit sale"); err != nil {
@@ -302,7 +170,7 @@ func (st *SaleStore) EditSale(ctx context.Context, s *seckill.Sale, version int6
 	return out, nil
 }
 
-// EndSale ends a sale at now (see seckill.SaleAdmin).
+// EndSale ends a sale at now (see saleadmin.Admin).
 func (st *SaleStore) EndSale(ctx context.Context, id, actor string, now time.Time) (*seckill.Sale, bool, error) {
 	var (
 		out     *seckill.Sale
@@ -321,7 +189,7 @@ func (st *SaleStore) EndSale(ctx context.Context, id, actor string, now time.Tim
 			next.StartAt = fromMillis(nowMs - 1)
 		}
 		next.Version++
-		res, err := tx.ExecContext(ctx, adminQueriesOf(st.db.dialect).endSale,
+		res, err := tx.ExecContext(ctx, st.db.dialect.sql.admin.endSale,
 			toMillis(next.StartAt), nowMs, nowMs, cur.ID, cur.Version)
 		if err := checkOne(res, err, "end sale"); err != nil {
 			return nil, err
@@ -337,7 +205,7 @@ func (st *SaleStore) EndSale(ctx context.Context, id, actor string, now time.Tim
 }
 
 // AddStock puts n more units on a sale that has not ended (see
-// seckill.SaleAdmin). The stock store learns of them separately (the
+// saleadmin.Admin). The stock store learns of them separately (the
 // caller's next step): until it does they are unsold, never sold twice.
 func (st *SaleStore) AddStock(ctx context.Context, id string, n int64, actor string, now time.Time) (*seckill.Sale, error) {
 	if n < 1 || n > seckill.MaxSaleStock {
@@ -356,7 +224,7 @@ func (st *SaleStore) AddStock(ctx context.Context, id string, n int64, actor str
 		next.Stock += n
 		next.Unsold += n
 		next.Version++
-		res, err := tx.ExecContext(ctx, adminQueriesOf(st.db.dialect).addStock, n, n, nowMs, cur.ID, cur.Version)
+		res, err := tx.ExecContext(ctx, st.db.dialect.sql.admin.addStock, n, n, nowMs, cur.ID, cur.Version)
 		if err := checkOne(res, err, "add stock"); err != nil {
 			return nil, err
 		}
@@ -413,7 +281,7 @@ func (st *SaleStore) RecordAudit(ctx context.Context, e *seckill.AuditEntry) err
 		e.At = st.db.now()
 	}
 	e.At = fromMillis(toMillis(e.At))
-	return insertAudit(ctx, st.db.write, adminQueriesOf(st.db.dialect), e)
+	return insertAudit(ctx, st.db.write, &st.db.dialect.sql.admin, e)
 }
 
 // AuditLog lists up to limit entries of a sale (every sale for ""),
@@ -422,7 +290,7 @@ func (st *SaleStore) AuditLog(ctx context.Context, saleID string, limit int) ([]
 	if limit < 1 {
 		return nil, fmt.Errorf("audit log: %w", seckill.Errorf(seckill.EINVALID, "limit must be positive, got %d", limit))
 	}
-	q := adminQueriesOf(st.db.dialect)
+	q := &st.db.dialect.sql.admin
 	query, args := q.auditAll, []any{limit}
 	if saleID != "" {
 		query, args = q.auditOfSale, []any{saleID, limit}

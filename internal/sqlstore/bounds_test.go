@@ -3,11 +3,13 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
 
@@ -123,9 +125,7 @@ func TestBoundsEndAHostage(t *testing.T) {
 			if c := seckill.ErrorCode(db.classify(err)); c != seckill.EUNAVAILABLE {
 				t.Errorf("lock wait timeout classified %q (%v); want unavailable", c, err)
 			}
-			if waited > testBounds.LockTimeout+2*time.Second {
-				t.Errorf("the second writer waited %s; want about the lock timeout %s", waited, testBounds.LockTimeout)
-			}
+			servicetest.WantWithin(t, fmt.Sprintf("the second writer's wait (lock timeout %s)", testBounds.LockTimeout), waited, testBounds.LockTimeout+2*time.Second)
 			// Retried until the server ends the silent session.
 			deadline := time.Now().Add(testBounds.IdleTxTimeout + 10*time.Second)
 			for {

@@ -27,10 +27,7 @@ func (st *Orders) BuyerOrders(ctx context.Context, saleID, userID string) ([]*se
 	if !seckill.ValidSaleID(saleID) || !seckill.ValidUserID(userID) {
 		return nil, nil
 	}
-	b := st.q.bind
-	query := `SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ` + b(1) + ` AND user_id = ` + b(2) +
-		` ORDER BY created_at_ms, reservation_id LIMIT ` + fmt.Sprint(MaxBuyerOrders)
-	orders, err := queryAll(ctx, st.db.read, scanOrder, query, saleID, userID)
+	orders, err := queryAll(ctx, st.db.read, scanOrder, st.q.buyerOrders, saleID, userID)
 	if err != nil {
 		return nil, fmt.Errorf("orders of a buyer of sale %s: %w", saleID, st.db.classify(err))
 	}

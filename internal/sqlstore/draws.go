@@ -19,13 +19,6 @@ type DrawStore struct {
 // NewDrawStore returns the draw store of db, which must be migrated.
 func NewDrawStore(db *DB) *DrawStore { return &DrawStore{db: db} }
 
-func (st *DrawStore) q(query string) string {
-	if st.db.dialect == postgresDialect {
-		return rebind(query)
-	}
-	return query
-}
-
 // EnsureDraw returns the sale's draw record, inserting one with a fresh
 // seed when there is none. Two nodes inserting at once: one insert wins,
 // both return its row.
@@ -34,7 +27,7 @@ func (st *DrawStore) EnsureDraw(ctx context.Context, saleID string) (seckill.Dra
 	if !errors.Is(err, seckill.ErrNotFound) {
 		return d, err
 	}
-	_, err = st.db.write.ExecContext(ctx, st.q(`INSERT INTO lottery_draws (sale_id, seed, created_at_ms) VALUES (?, ?, ?)`),
+	_, err = st.db.write.ExecContext(ctx, st.db.dialect.sql.draws.insert,
 		saleID, seckill.NewDrawSeed(), toMillis(st.db.now()))
 	if err != nil && !st.db.isUniqueViolation(err) {
 		return seckill.DrawRecord{}, fmt.Errorf("draw of %s: %w", saleID, st.db.classify(err))
@@ -52,7 +45,7 @@ func (st *DrawStore) drawFrom(ctx context.Context, db *sql.DB, saleID string) (s
 		drawnAt int64
 		winners sql.NullString
 	)
-	err := db.QueryRowContext(ctx, st.q(`SELECT sale_id, seed, drawn_at_ms, entrants, stock, winners FROM lottery_draws WHERE sale_id = ?`), saleID).
+	err := db.QueryRowContext(ctx, st.db.dialect.sql.draws.bySale, saleID).
 		Scan(&d.SaleID, &d.Seed, &drawnAt, &d.Entrants, &d.Stock, &winners)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, fmt.Errorf("draw of %s: %w", saleID, seckill.ErrNotFound)
@@ -72,8 +65,7 @@ func (st *DrawStore) drawFrom(ctx context.Context, db *sql.DB, saleID string) (s
 // LeaseDraw takes the draw's lease for owner until until when it is free
 // at now (expired, or owner's already).
 func (st *DrawStore) LeaseDraw(ctx context.Context, saleID, owner string, now, until time.Time) (bool, error) {
-	res, err := st.db.write.ExecContext(ctx, st.q(`UPDATE lottery_draws SET lease_owner = ?, lease_until_ms = ?
-		WHERE sale_id = ? AND (lease_until_ms < ? OR lease_owner = ?)`),
+	res, err := st.db.write.ExecContext(ctx, st.db.dialect.sql.draws.lease,
 		owner, toMillis(until), saleID, toMillis(now), owner)
 	if err != nil {
 		return false, fmt.Errorf("lease draw of %s: %w", saleID, st.db.classify(err))
@@ -88,8 +80,7 @@ func (st *DrawStore) LeaseDraw(ctx context.Context, saleID, owner string, now, u
 // FinishDraw records d as drawn unless a draw is recorded already: the
 // first finish stands (every run of a draw computes the same one).
 func (st *DrawStore) FinishDraw(ctx context.Context, d seckill.DrawRecord) error {
-	_, err := st.db.write.ExecContext(ctx, st.q(`UPDATE lottery_draws SET drawn_at_ms = ?, entrants = ?, stock = ?, winners = ?
-		WHERE sale_id = ? AND drawn_at_ms = 0`),
+	_, err := st.db.write.ExecContext(ctx, st.db.dialect.sql.draws.finish,
 		max(toMillis(d.DrawnAt), 1), d.Entrants, d.Stock, strings.Join(d.Winners, " "), d.SaleID)
 	if err != nil {
 		return fmt.Errorf("finish draw of %s: %w", d.SaleID, st.db.classify(err))
@@ -99,8 +90,7 @@ func (st *DrawStore) FinishDraw(ctx context.Context, d seckill.DrawRecord) error
 
 // OpenDraws lists the sales with a draw record that end after now.
 func (st *DrawStore) OpenDraws(ctx context.Context, now time.Time) ([]string, error) {
-	rows, err := st.db.read.QueryContext(ctx, st.q(`SELECT d.sale_id FROM lottery_draws d JOIN sales s ON s.id = d.sale_id
-		WHERE s.end_at_ms > ? ORDER BY d.sale_id`), toMillis(now))
+	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.draws.open, toMillis(now))
 	if err != nil {
 		return nil, fmt.Errorf("open draws: %w", st.db.classify(err))
 	}

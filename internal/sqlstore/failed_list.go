@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -66,50 +65,29 @@ func (st *FailedOrderStore) failedPageQuery(f seckill.FailedOrderFilter) (string
 	if f.SaleID != "" && storableText(f.SaleID, maxFailedTextBytes) != f.SaleID {
 		return "", nil, seckill.Errorf(seckill.EINVALID, "sale id must be at most %d bytes of UTF-8 without NUL", maxFailedTextBytes)
 	}
-	d := st.db.dialect
-	var (
-		where []string
-		args  []any
-	)
-	arg := func(v any) string { args = append(args, v); return d.bindFrom(len(args)) }
-	if f.SaleID != "" {
-		where = append(where, "sale_id = "+arg(f.SaleID))
-	}
 	switch f.State {
-	case "", seckill.FailedAll:
-	case seckill.FailedOpen:
-		where = append(where, "resolved_at_ms IS NULL")
-	case seckill.FailedResolved:
-		where = append(where, "resolved_at_ms IS NOT NULL")
+	case "", seckill.FailedAll, seckill.FailedOpen, seckill.FailedResolved:
 	default:
 		return "", nil, seckill.Errorf(seckill.EINVALID, "state must be open, resolved or all, got %q", f.State)
 	}
-	c := st.byteOrder()
+	var (
+		ms int64
+		id string
+	)
 	if f.Before != "" {
-		ms, id, err := decodeKeyCursor(f.Before, validFailedKey, errBadFailedCursor)
-		if err != nil {
+		var err error
+		if ms, id, err = decodeKeyCursor(f.Before, validFailedKey, errBadFailedCursor); err != nil {
 			return "", nil, err
 		}
-		// The row value (created_at_ms, reservation_id) < (ms, id), spelt
-		// so that every dialect sees a range on created_at_ms.
-		where = append(where, "created_at_ms <= "+arg(ms)+
-			" AND (created_at_ms < "+arg(ms)+" OR reservation_id"+c+" < "+arg(id)+")")
 	}
-	q := `SELECT ` + failedOrderSelect + ` FROM failed_orders`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	q += " ORDER BY created_at_ms DESC, reservation_id" + c + " DESC LIMIT " + arg(f.Limit+1)
+	q, args := st.sql.failedPage(f.SaleID, f.State, f.Before != "", ms, id, f.Limit+1)
 	return q, args, nil
 }
 
 // FailedOrderCounts counts each sale's open and resolved failed orders in
-// one grouped read, the sale with the newest failed order first. COUNT of
-// resolved_at_ms counts the resolved ones (it skips NULLs) and is a
-// BIGINT in every dialect, where SUM is a NUMERIC in PostgreSQL.
+// one grouped read, the sale with the newest failed order first.
 func (st *FailedOrderStore) FailedOrderCounts(ctx context.Context) ([]seckill.FailedOrderCount, error) {
-	rows, err := st.db.read.QueryContext(ctx, `SELECT sale_id, COUNT(*), COUNT(resolved_at_ms), MAX(created_at_ms)
-		FROM failed_orders GROUP BY sale_id ORDER BY MAX(created_at_ms) DESC, sale_id`)
+	rows, err := st.db.read.QueryContext(ctx, st.q.failedCounts)
 	if err != nil {
 		return nil, fmt.Errorf("failed order counts: %w", st.db.classify(err))
 	}
@@ -152,7 +130,7 @@ func (st *FailedOrderStore) ResolveFailedOrder(ctx context.Context, reservationI
 		return nil, false, fmt.Errorf("failed order of reservation %q: %w", reservationID, seckill.ErrNotFound)
 	}
 	note = storableText(note, seckill.MaxResolutionNoteLen)
-	aq := adminQueriesOf(st.db.dialect)
+	aq := &st.sql.admin
 	var (
 		out     *seckill.Resolution
 		changed bool

@@ -43,7 +43,7 @@ func TestOrderOfKeyFindsTheKeyedOrder(t *testing.T) {
 		}
 		for i, want := range []sql.NullString{{String: k1, Valid: true}, {}, {}} {
 			var got sql.NullString
-			err := db.read.QueryRowContext(t.Context(), `SELECT key_digest FROM orders WHERE reservation_id = `+db.dialect.orders.bind(1),
+			err := db.read.QueryRowContext(t.Context(), `SELECT key_digest FROM orders WHERE reservation_id = `+(&db.dialect.sql.orders).bind(1),
 				evs[i].ReservationID).Scan(&got)
 			if err != nil || got != want {
 				t.Errorf("key_digest of event %d = %+v, %v; want %+v", i, got, err, want)

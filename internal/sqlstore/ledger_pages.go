@@ -26,43 +26,15 @@ var _ seckill.LedgerPages = (*LedgerStore)(nil)
 // NewLedgerStore returns the ledger of db, which must be migrated.
 func NewLedgerStore(db *DB) *LedgerStore { return &LedgerStore{newOrderDB(db)} }
 
-// byteOrder is what makes a comparison or an ORDER BY of reservation ids
-// byte order in the dialect: MySQL's ids are ascii_bin, SQLite compares
-// TEXT as bytes, PostgreSQL's TEXT follows the database's collation.
-func (st *orderDB) byteOrder() string {
-	if st.db.dialect == postgresDialect {
-		return ` COLLATE "C"`
-	}
-	return ""
-}
-
-// pageQuery selects columns of table's rows of sale $1 whose reservation
-// id sorts after $2 and before $3, up to $4 of them, by reservation id.
-// A sale's ids all start "<sale>.", so [$2, $3) is a range of the unique
-// index on reservation_id (MySQL and SQLite are told so: they would
-// otherwise take the sale_id index and sort all of the sale's rows for
-// each page); PostgreSQL has indexes of its own in byte order (0008).
-func (st *LedgerStore) pageQuery(columns, table, index string) string {
-	b, c := st.db.dialect.bindFrom, st.byteOrder()
-	from, sale := table, `sale_id`
-	switch st.db.dialect {
-	case mysqlDialect:
-		from += ` FORCE INDEX (` + index + `)`
-	case sqliteDialect:
-		sale = `+sale_id` // SQLite's way to say: no index on this one
-	}
-	return `SELECT ` + columns + ` FROM ` + from + ` WHERE ` + sale + ` = ` + b(1) +
-		` AND reservation_id` + c + ` > ` + b(2) + ` AND reservation_id` + c + ` < ` + b(3) +
-		` ORDER BY reservation_id` + c + ` LIMIT ` + b(4)
-}
-
-func pageOf[T any](ctx context.Context, st *LedgerStore, what, columns, table, index, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
+// pageOf runs query, a page of a sale's rows by reservation id (ledgerQueries.
+// ordersAfter), for up to limit rows after after.
+func pageOf[T any](ctx context.Context, st *LedgerStore, what, query, saleID, after string, limit int, scan func(interface{ Scan(...any) error }) (*T, error)) ([]*T, error) {
 	if limit < 1 {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, seckill.Errorf(seckill.EINVALID, "limit must be positive"))
 	}
 	// Every id of the sale sorts between "<sale>." and "<sale>/".
 	after = max(after, saleID+".")
-	out, err := queryAll(ctx, st.db.read, scan, st.pageQuery(columns, table, index), saleID, after, saleID+"/", limit)
+	out, err := queryAll(ctx, st.db.read, scan, query, saleID, after, saleID+"/", limit)
 	if err != nil {
 		return nil, fmt.Errorf("%s of sale %s: %w", what, saleID, st.db.classify(err))
 	}
@@ -72,17 +44,17 @@ func pageOf[T any](ctx context.Context, st *LedgerStore, what, columns, table, i
 // OrdersAfter returns up to limit orders of the sale whose reservation id
 // sorts after after, by reservation id.
 func (st *LedgerStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
-	return pageOf(ctx, st, "orders", orderColumns, "orders", "PRIMARY", saleID, after, limit, scanOrder)
+	return pageOf(ctx, st, "orders", st.sql.ledger.ordersAfter, saleID, after, limit, scanOrder)
 }
 
 // FailedOrdersAfter is OrdersAfter of failed orders.
 func (st *LedgerStore) FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error) {
-	return pageOf(ctx, st, "failed orders", failedOrderSelect, "failed_orders", "PRIMARY", saleID, after, limit, scanFailedOrder)
+	return pageOf(ctx, st, "failed orders", st.sql.ledger.failedAfter, saleID, after, limit, scanFailedOrder)
 }
 
 // RestoresAfter is OrdersAfter of restore requests.
 func (st *LedgerStore) RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.RestoreRequest, error) {
-	return pageOf(ctx, st, "restore requests", restoreColumns, "restore_requests", "PRIMARY", saleID, after, limit, scanRestoreRequest)
+	return pageOf(ctx, st, "restore requests", st.sql.ledger.restoresAfter, saleID, after, limit, scanRestoreRequest)
 }
 
 // LedgerOf returns the rows of parts (orders, failed orders, restore
@@ -103,11 +75,11 @@ func (st *LedgerStore) LedgerOf(ctx context.Context, saleID string, ids []string
 			func(o *seckill.Order) string { return o.SaleID })
 	}
 	if err == nil && parts&seckill.LedgerFailed != 0 {
-		l.Failed, err = saleRowsIn(ctx, st, tx, `SELECT `+failedOrderSelect+` FROM failed_orders WHERE reservation_id IN `, ids, saleID, scanFailedOrder,
+		l.Failed, err = saleRowsIn(ctx, st, tx, st.sql.ledger.failedIn, ids, saleID, scanFailedOrder,
 			func(f *seckill.FailedOrder) string { return f.SaleID })
 	}
 	if err == nil && parts&seckill.LedgerRestores != 0 {
-		l.Restores, err = saleRowsIn(ctx, st, tx, `SELECT `+restoreColumns+` FROM restore_requests WHERE reservation_id IN `, ids, saleID, scanRestoreRequest,
+		l.Restores, err = saleRowsIn(ctx, st, tx, st.sql.ledger.requestsIn, ids, saleID, scanRestoreRequest,
 			func(q *seckill.RestoreRequest) string { return q.SaleID })
 	}
 	if err != nil {
@@ -150,7 +122,7 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 	defer tx.Rollback() //nolint:errcheck // read-only
 
 	t := &seckill.LedgerTotals{}
-	t.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
+	t.Sale, err = scanSale(tx.QueryRowContext(ctx, st.sql.sales.byID, saleID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("totals of sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
@@ -176,8 +148,7 @@ func (st *LedgerStore) LedgerTotals(ctx context.Context, saleID string) (*seckil
 
 // orderTotals adds up the sale's orders by status.
 func (st *LedgerStore) orderTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
-	b := st.db.dialect.bindFrom
-	rows, err := tx.QueryContext(ctx, `SELECT status, COUNT(*), COALESCE(SUM(qty), 0) FROM orders WHERE sale_id = `+b(1)+` GROUP BY status`, saleID)
+	rows, err := tx.QueryContext(ctx, st.sql.ledger.orderTotals, saleID)
 	if err != nil {
 		return err
 	}
@@ -206,19 +177,14 @@ func (st *LedgerStore) orderTotals(ctx context.Context, tx *sql.Tx, saleID strin
 // failedTotals adds up the sale's failed orders, and among them those of
 // claims the stock store lost.
 func (st *LedgerStore) failedTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
-	b := st.db.dialect.bindFrom
 	lost := seckill.ReasonLostInStockStore
-	isLost := func(i int) string { return `SUBSTR(reason, 1, ` + fmt.Sprint(len(lost)) + `) = ` + b(i) }
-	return tx.QueryRowContext(ctx, `SELECT COUNT(*), COALESCE(SUM(qty), 0),
-		COUNT(CASE WHEN `+isLost(1)+` THEN 1 END), COALESCE(SUM(CASE WHEN `+isLost(2)+` THEN qty END), 0)
-		FROM failed_orders WHERE sale_id = `+b(3), lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
+	return tx.QueryRowContext(ctx, st.sql.ledger.failedTotals, lost, lost, saleID).Scan(&t.Failed.Count, &t.Failed.Units, &t.LostClaims.Count, &t.LostClaims.Units)
 }
 
 // restoreTotals counts the sale's restore requests by state, and those
 // not done that were alerted.
 func (st *LedgerStore) restoreTotals(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
-	b := st.db.dialect.bindFrom
-	rows, err := tx.QueryContext(ctx, `SELECT state, COUNT(*), COUNT(alerted_at_ms) FROM restore_requests WHERE sale_id = `+b(1)+` GROUP BY state`, saleID)
+	rows, err := tx.QueryContext(ctx, st.sql.ledger.restoreTotals, saleID)
 	if err != nil {
 		return err
 	}
@@ -247,17 +213,14 @@ func (st *LedgerStore) restoreTotals(ctx context.Context, tx *sql.Tx, saleID str
 // overLimitBuyers counts the buyers whose live orders exceed the sale's
 // purchase limit.
 func (st *LedgerStore) overLimitBuyers(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
-	b := st.db.dialect.bindFrom
-	return tx.QueryRowContext(ctx, `SELECT COUNT(*) FROM (SELECT user_id FROM orders
-		WHERE sale_id = `+b(1)+` AND status IN (`+b(2)+`, `+b(3)+`) GROUP BY user_id HAVING SUM(qty) > `+b(4)+`) over_limit`,
-		saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
+	return tx.QueryRowContext(ctx, st.sql.ledger.overLimit, saleID, string(seckill.OrderPlaced), string(seckill.OrderPaid), t.Sale.PurchaseLimit).Scan(&t.OverLimitBuyers)
 }
 
 // archiveOf reads the sale's archive record, if it has one.
 func (st *LedgerStore) archiveOf(ctx context.Context, tx *sql.Tx, saleID string, t *seckill.LedgerTotals) error {
 	var a seckill.SaleArchive
 	var at int64
-	err := tx.QueryRowContext(ctx, `SELECT archived_at_ms, claims FROM sale_archives WHERE sale_id = `+st.db.dialect.bindFrom(1), saleID).Scan(&at, &a.Claims)
+	err := tx.QueryRowContext(ctx, st.sql.ledger.archive, saleID).Scan(&at, &a.Claims)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil
@@ -273,12 +236,11 @@ func (st *LedgerStore) archiveOf(ctx context.Context, tx *sql.Tx, saleID string,
 // keys, which hold claims reservation records. A later call (the drop did
 // not happen, and a later pass tries again) replaces the record.
 func (st *LedgerStore) RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error {
-	b := st.db.dialect.bindFrom
-	res, err := st.db.write.ExecContext(ctx, `UPDATE sale_archives SET archived_at_ms = `+b(1)+`, claims = `+b(2)+` WHERE sale_id = `+b(3), toMillis(at), claims, saleID)
+	res, err := st.db.write.ExecContext(ctx, st.sql.ledger.updateArchive, toMillis(at), claims, saleID)
 	if err == nil {
 		var n int64
 		if n, err = res.RowsAffected(); err == nil && n == 0 {
-			_, err = st.db.write.ExecContext(ctx, `INSERT INTO sale_archives (sale_id, archived_at_ms, claims) VALUES (`+b(1)+`, `+b(2)+`, `+b(3)+`)`, saleID, toMillis(at), claims)
+			_, err = st.db.write.ExecContext(ctx, st.sql.ledger.insertArchive, saleID, toMillis(at), claims)
 		}
 	}
 	if err != nil && !st.db.isUniqueViolation(err) { // a concurrent pass recorded it
@@ -303,19 +265,19 @@ func (st *LedgerStore) SaleLedger(ctx context.Context, saleID string) (*seckill.
 	defer tx.Rollback() //nolint:errcheck // read-only
 
 	l := &seckill.SaleLedger{}
-	l.Sale, err = scanSale(tx.QueryRowContext(ctx, st.db.dialect.q.sale, saleID))
+	l.Sale, err = scanSale(tx.QueryRowContext(ctx, st.sql.sales.byID, saleID))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, seckill.ErrNotFound)
 	} else if err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: %w", saleID, st.db.classify(err))
 	}
-	if l.Orders, err = queryAll(ctx, tx, scanOrder, st.rq.saleOrders, saleID); err != nil {
+	if l.Orders, err = queryAll(ctx, tx, scanOrder, st.sql.ledger.saleOrders, saleID); err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: orders: %w", saleID, st.db.classify(err))
 	}
-	if l.Failed, err = queryAll(ctx, tx, scanFailedOrder, st.rq.saleFailedOrders, saleID); err != nil {
+	if l.Failed, err = queryAll(ctx, tx, scanFailedOrder, st.sql.ledger.saleFailedOrders, saleID); err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: failed orders: %w", saleID, st.db.classify(err))
 	}
-	if l.Restores, err = queryAll(ctx, tx, scanRestoreRequest, st.rq.saleRequests, saleID); err != nil {
+	if l.Restores, err = queryAll(ctx, tx, scanRestoreRequest, st.sql.ledger.saleRequests, saleID); err != nil {
 		return nil, fmt.Errorf("ledger of sale %s: restore requests: %w", saleID, st.db.classify(err))
 	}
 	return l, nil

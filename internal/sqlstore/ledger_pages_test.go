@@ -13,13 +13,13 @@ import (
 // cost pages × rows).
 func TestLedgerPagesSeekTheReservationIndex(t *testing.T) {
 	db := openMigrated(t, sqltest.SQLite)
-	st := NewOrderStore(db)
-	for _, tt := range []struct{ table, columns, index string }{
-		{"orders", orderColumns, "PRIMARY"},
-		{"failed_orders", failedOrderSelect, "PRIMARY"},
-		{"restore_requests", restoreColumns, "PRIMARY"},
+	q := &db.dialect.sql.ledger
+	for _, tt := range []struct{ table, query string }{
+		{"orders", q.ordersAfter},
+		{"failed_orders", q.failedAfter},
+		{"restore_requests", q.restoresAfter},
 	} {
-		got := sqlitePlan(t, db, st.Ledger.pageQuery(tt.columns, tt.table, tt.index), "tea", "tea.", "tea/", 10)
+		got := sqlitePlan(t, db, tt.query, "tea", "tea.", "tea/", 10)
 		if !strings.Contains(got, "(reservation_id>? AND reservation_id<?)") || strings.Contains(got, "TEMP B-TREE") {
 			t.Errorf("plan of a page of %s: %s; want a range of the reservation id's index, no sort", tt.table, got)
 		}

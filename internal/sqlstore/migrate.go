@@ -100,8 +100,8 @@ func (db *DB) Migrate(ctx context.Context) error {
 }
 
 func (db *DB) migrate(ctx context.Context, conn *sql.Conn, ms []migration) error {
-	q := &db.dialect.q
-	if _, err := conn.ExecContext(ctx, q.createMigrationsTable); err != nil {
+	q := &db.dialect.sql.migrations
+	if _, err := conn.ExecContext(ctx, q.createTable); err != nil {
 		return fmt.Errorf("migrate: create schema_migrations: %w", err)
 	}
 	for _, m := range ms {
@@ -113,7 +113,7 @@ func (db *DB) migrate(ctx context.Context, conn *sql.Conn, ms []migration) error
 }
 
 func (db *DB) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
-	q := &db.dialect.q
+	q := &db.dialect.sql.migrations
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -121,7 +121,7 @@ func (db *DB) applyMigration(ctx context.Context, conn *sql.Conn, m migration) e
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 
 	var applied int
-	if err := tx.QueryRowContext(ctx, q.migrationApplied, m.version).Scan(&applied); err != nil {
+	if err := tx.QueryRowContext(ctx, q.applied, m.version).Scan(&applied); err != nil {
 		return fmt.Errorf("check schema_migrations: %w", err)
 	}
 	if applied > 0 {
@@ -136,7 +136,7 @@ func (db *DB) applyMigration(ctx context.Context, conn *sql.Conn, m migration) e
 			return err
 		}
 	}
-	if _, err := tx.ExecContext(ctx, q.recordMigration, m.version, m.name, db.now().UnixMilli()); err != nil {
+	if _, err := tx.ExecContext(ctx, q.record, m.version, m.name, db.now().UnixMilli()); err != nil {
 		return fmt.Errorf("record in schema_migrations: %w", err)
 	}
 	return tx.Commit()

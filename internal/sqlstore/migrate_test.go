@@ -330,7 +330,7 @@ func TestMigration0009KeepsOrders(t *testing.T) {
 			if stock, _ := saleRow(t, db, "tea"); stock != 0 {
 				t.Errorf("stock %d after 10 units ordered; want 0", stock)
 			}
-			q := db.dialect.orders
+			q := &db.dialect.sql.orders
 			_, err = db.write.ExecContext(ctx, `UPDATE orders SET id = 'o-x' WHERE reservation_id = `+q.bind(1), evs[1].ReservationID)
 			if err == nil {
 				t.Error("an order id that is not its reservation's was stored")

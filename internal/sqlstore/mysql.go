@@ -15,14 +15,7 @@ import (
 
 var mysqlDialect = &dialect{
 	name: "mysql",
-	q: qmarkQueries(`CREATE TABLE IF NOT EXISTS schema_migrations (
-			version       BIGINT       NOT NULL PRIMARY KEY,
-			name          VARCHAR(255) NOT NULL,
-			applied_at_ms BIGINT       NOT NULL
-		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`),
-	orders:   &mysqlOrderQueries,
-	restores: &mysqlRestoreQueries,
-	events:   newEventQueries(func(int) string { return "?" }, ` FOR UPDATE SKIP LOCKED`, ` ON DUPLICATE KEY UPDATE id = id`),
+	sql:  mysqlSQL,
 	isUniqueViolation: func(err error) bool {
 		var e *mysql.MySQLError
 		// 1062 ER_DUP_ENTRY; 1586 ER_DUP_ENTRY_WITH_KEY_NAME.
@@ -38,36 +31,25 @@ var mysqlDialect = &dialect{
 			errors.As(err, &e) && (e.Number == 1040 || e.Number == 1053 || e.Number == 1205 ||
 				e.Number == 1969 || e.Number == 3024 || e.Number == 4031)
 	},
+	isTransient: func(err error) bool {
+		var e *mysql.MySQLError
+		// 1213 ER_LOCK_DEADLOCK: InnoDB rolled the transaction back. 1205
+		// ER_LOCK_WAIT_TIMEOUT (innodb_lock_wait_timeout): the row's holder
+		// may be a node cut off inside its transaction; the attempt is
+		// rolled back and tried again from its reads.
+		return errors.As(err, &e) && (e.Number == 1213 || e.Number == 1205)
+	},
 	lockMigrations:      lockMySQLMigrations,
 	unbound:             unboundMySQL,
 	oneStatementPerExec: true, // multiStatements stays off
 }
-
-// mysqlOrderQueries is the order store's SQL on MySQL/MariaDB.
-var mysqlOrderQueries = qmarkOrderQueries(func(err error) bool {
-	var e *mysql.MySQLError
-	// 1213 ER_LOCK_DEADLOCK: InnoDB rolled the transaction back. 1205
-	// ER_LOCK_WAIT_TIMEOUT (innodb_lock_wait_timeout): the row's holder
-	// may be a node cut off inside its transaction; the attempt is
-	// rolled back and tried again from its reads.
-	return errors.As(err, &e) && (e.Number == 1213 || e.Number == 1205)
-})
-
-// mysqlRestoreQueries is the restore store's SQL on MySQL/MariaDB. Locking
-// reads (FOR UPDATE) read the latest committed row, whatever the
-// transaction's snapshot.
-var mysqlRestoreQueries = qmarkRestoreQueries(` FOR UPDATE`)
-
-// mysqlLockName is the GET_LOCK name that serialises migrations of one
-// database. Lock names are server-wide and at most 64 characters.
-const mysqlLockName = `LEFT(CONCAT('seckill_migrate:', DATABASE()), 64)`
 
 // lockMySQLMigrations waits for the database's migration lock in short
 // server-side waits, so that a cancelled ctx is noticed between them.
 func lockMySQLMigrations(ctx context.Context, conn *sql.Conn) (func() error, error) {
 	for {
 		var got sql.NullInt64
-		if err := conn.QueryRowContext(ctx, `SELECT GET_LOCK(`+mysqlLockName+`, 2)`).Scan(&got); err != nil {
+		if err := conn.QueryRowContext(ctx, mysqlSQL.migrations.lock).Scan(&got); err != nil {
 			return nil, err
 		}
 		if !got.Valid {
@@ -83,7 +65,7 @@ func lockMySQLMigrations(ctx context.Context, conn *sql.Conn) (func() error, err
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		_, err := conn.ExecContext(ctx, `DO RELEASE_LOCK(`+mysqlLockName+`)`)
+		_, err := conn.ExecContext(ctx, mysqlSQL.migrations.unlock)
 		return err
 	}, nil
 }

@@ -14,7 +14,7 @@ var errBadOrderCursor = seckill.Errorf(seckill.EINVALID, "cursor is not the next
 
 // OrderPage returns one page of a sale's orders by reservation id (byte
 // order), as seckill.OrderLister says: a range of the primary key from the
-// cursor on (pageQuery), so a page costs the same at any depth. A status
+// cursor on (orderQueries.orderPage), so a page costs the same at any depth. A status
 // filter is checked on the rows of that range: a page of a rare status may
 // read more of the sale's rows than it returns. The cursor is base64url of
 // the page's last reservation id.
@@ -40,7 +40,11 @@ func (st *Orders) OrderPage(ctx context.Context, f seckill.OrderFilter) ([]*seck
 		args = append(args, string(f.Status))
 	}
 	args = append(args, f.Limit+1)
-	page, err := queryAll(ctx, st.db.read, scanOrder, st.orderPageQuery(f.Status != ""), args...)
+	query := st.q.orderPage
+	if f.Status != "" {
+		query = st.q.orderPageByStatus
+	}
+	page, err := queryAll(ctx, st.db.read, scanOrder, query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("orders of sale %s: %w", f.SaleID, st.db.classify(err))
 	}
@@ -53,26 +57,4 @@ func (st *Orders) OrderPage(ctx context.Context, f seckill.OrderFilter) ([]*seck
 		page = []*seckill.Order{}
 	}
 	return page, next, nil
-}
-
-// orderPageQuery is pageQuery of orders (sale $1, after $2, before $3,
-// then the limit), and with byStatus of a status ($4, before the limit).
-func (st *Orders) orderPageQuery(byStatus bool) string {
-	b, c := st.db.dialect.bindFrom, st.byteOrder()
-	from, sale, status := "orders", "sale_id", "status"
-	switch st.db.dialect {
-	case mysqlDialect:
-		from += " FORCE INDEX (PRIMARY)"
-	case sqliteDialect:
-		// No index on these: the range of the key is the plan.
-		sale, status = "+sale_id", "+status"
-	}
-	q := `SELECT ` + orderColumns + ` FROM ` + from + ` WHERE ` + sale + ` = ` + b(1) +
-		` AND reservation_id` + c + ` > ` + b(2) + ` AND reservation_id` + c + ` < ` + b(3)
-	limit := 4
-	if byStatus {
-		q += ` AND ` + status + ` = ` + b(4)
-		limit = 5
-	}
-	return q + ` ORDER BY reservation_id` + c + ` LIMIT ` + b(limit)
 }

@@ -118,7 +118,11 @@ func TestOrderPagePlan(t *testing.T) {
 			args = append(args, "paid")
 		}
 		args = append(args, 10)
-		got := sqlitePlan(t, db, st.orderPageQuery(byStatus), args...)
+		query := st.q.orderPage
+		if byStatus {
+			query = st.q.orderPageByStatus
+		}
+		got := sqlitePlan(t, db, query, args...)
 		if want := "SEARCH orders USING INDEX sqlite_autoindex_orders_1 (reservation_id>? AND reservation_id<?)"; got != want {
 			t.Errorf("plan (by status %v): %s, want %s", byStatus, got, want)
 		}

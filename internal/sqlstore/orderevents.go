@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -24,113 +23,6 @@ func (db *DB) EnableOrderEvents() { db.orderEvents = true }
 
 // OrderEventsEnabled reports whether order changes record their events.
 func (db *DB) OrderEventsEnabled() bool { return db.orderEvents }
-
-// eventInsertColumns is what insertOrderEvents sets; state defaults to
-// pending.
-const (
-	eventInsertColumns = `id, type, order_id, reservation_id, sale_id, user_id, qty, amount_cents, currency, at_ms, next_at_ms, retry_from_ms`
-	eventInsertWidth   = 12
-	eventColumns       = `seq, id, type, order_id, reservation_id, sale_id, user_id, qty, amount_cents, currency, at_ms,
-		state, attempts, next_at_ms, retry_from_ms, last_error, delivered_at_ms, dead_at_ms`
-	// maxEventErrorBytes bounds a delivery's stored error.
-	maxEventErrorBytes = 500
-)
-
-// eventQueries is the outbox's SQL in one dialect.
-type eventQueries struct {
-	bind func(i int) string
-	// insertHead is completed with rows of eventInsertColumns, then
-	// insertTail, which skips an event whose id exists.
-	insertHead, insertTail string
-	// saleTerms selects currency, price_cents of sale $1.
-	saleTerms string
-	// candidates selects up to $3 seqs of pending events due at $1 whose
-	// lease ended by $2 and that are the first undelivered event of their
-	// order, soonest first.
-	candidates string
-	// lockHead selects eventColumns of the events of state pending whose
-	// lease ended by $1 and whose seq is IN a list (from $2), completed
-	// with lockLimit (the list's last parameter + 1: the most rows) and
-	// lockTail, which locks them and skips rows locked already.
-	lockHead, lockTail string
-	lockLimit          func(i int) string
-	// leaseIn sets lease_owner $1, lease_until_ms $2 and counts an
-	// attempt on the events whose seq is IN a list (from $3).
-	leaseIn string
-	// deliveredIn sets delivered at $1 on the pending events whose seq is
-	// IN a list (from $2).
-	deliveredIn string
-	// failed sets state $1, next_at_ms $2, dead_at_ms $3, last_error $4
-	// on event seq $5 if owner $6 leases it and it is pending.
-	failed string
-	// redeliver sets pending, next_at_ms and retry_from_ms $1 on event id
-	// $2 if it is dead.
-	redeliver string
-	// byID selects eventColumns of event id $1.
-	byID string
-	// listState selects up to $2 events of state $1, newest first;
-	// listAll up to $1 of any state.
-	listState, listAll string
-	// stateStats selects COUNT(*), MIN(at_ms) of the events of state $1.
-	stateStats string
-}
-
-// newEventQueries builds the outbox's SQL, written with '?', for a
-// dialect's bind parameters, its row locks' clause (skipLocked) and its
-// clause that ignores a duplicate id (onConflict).
-func newEventQueries(bind func(int) string, skipLocked, onConflict string) *eventQueries {
-	n := func(q string) string {
-		var b strings.Builder
-		i := 0
-		for _, c := range q {
-			if c == '?' {
-				i++
-				b.WriteString(bind(i))
-				continue
-			}
-			b.WriteRune(c)
-		}
-		return b.String()
-	}
-	return &eventQueries{
-		bind:       bind,
-		insertHead: `INSERT INTO order_events (` + eventInsertColumns + `) VALUES `,
-		insertTail: onConflict,
-		saleTerms:  n(`SELECT currency, price_cents FROM sales WHERE id = ?`),
-		candidates: n(`SELECT e.seq FROM order_events e
-			WHERE e.state = 'pending' AND e.next_at_ms <= ? AND e.lease_until_ms <= ?
-			AND NOT EXISTS (SELECT 1 FROM order_events p
-				WHERE p.order_id = e.order_id AND p.seq < e.seq AND p.state <> 'delivered')
-			ORDER BY e.next_at_ms, e.seq LIMIT ?`),
-		lockHead:    n(`SELECT ` + eventColumns + ` FROM order_events WHERE state = 'pending' AND lease_until_ms <= ? AND seq IN `),
-		lockTail:    skipLocked,
-		lockLimit:   func(i int) string { return ` ORDER BY seq LIMIT ` + bind(i) },
-		leaseIn:     n(`UPDATE order_events SET lease_owner = ?, lease_until_ms = ?, attempts = attempts + 1 WHERE seq IN `),
-		deliveredIn: n(`UPDATE order_events SET state = 'delivered', delivered_at_ms = ?, lease_until_ms = 0, last_error = '' WHERE state = 'pending' AND seq IN `),
-		failed: n(`UPDATE order_events SET state = ?, next_at_ms = ?, dead_at_ms = ?, last_error = ?, lease_until_ms = 0
-			WHERE seq = ? AND lease_owner = ? AND state = 'pending'`),
-		redeliver: n(`UPDATE order_events SET state = 'pending', next_at_ms = ?, retry_from_ms = ?, dead_at_ms = NULL, lease_until_ms = 0
-			WHERE id = ? AND state = 'dead'`),
-		byID:       n(`SELECT ` + eventColumns + ` FROM order_events WHERE id = ?`),
-		listState:  n(`SELECT ` + eventColumns + ` FROM order_events WHERE state = ? ORDER BY seq DESC LIMIT ?`),
-		listAll:    n(`SELECT ` + eventColumns + ` FROM order_events ORDER BY seq DESC LIMIT ?`),
-		stateStats: n(`SELECT COUNT(*), COALESCE(MIN(at_ms), 0) FROM order_events WHERE state = ?`),
-	}
-}
-
-// list returns "(p, p, …)": n bind parameters numbered from first.
-func (q *eventQueries) list(first, n int) string {
-	var b strings.Builder
-	b.WriteByte('(')
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(q.bind(first + i))
-	}
-	b.WriteByte(')')
-	return b.String()
-}
 
 // eventExec runs a statement inside the transaction of an order change:
 // tx.ExecContext, or the order store's prepared statements.
@@ -187,7 +79,7 @@ func (db *DB) eventInsertText(n int) string {
 	if t, ok := db.eventTexts.Load(n); ok {
 		return t.(string)
 	}
-	q := db.dialect.events
+	q := (&db.dialect.sql.events)
 	var b strings.Builder
 	b.WriteString(q.insertHead)
 	for r := range n {
@@ -237,7 +129,7 @@ func (db *DB) fillEventTerms(ctx context.Context, tx *sql.Tx, events []seckill.O
 		t, ok := sales[e.SaleID]
 		if !ok {
 			t = &terms{}
-			err := tx.QueryRowContext(ctx, db.dialect.events.saleTerms, e.SaleID).Scan(&t.currency, &t.price)
+			err := tx.QueryRowContext(ctx, (&db.dialect.sql.events).saleTerms, e.SaleID).Scan(&t.currency, &t.price)
 			if err != nil && !errors.Is(err, sql.ErrNoRows) {
 				return fmt.Errorf("read terms of sale %s: %w", e.SaleID, err)
 			}
@@ -265,7 +157,7 @@ type EventStore struct {
 }
 
 // NewEventStore returns the event outbox of db, which must be migrated.
-func NewEventStore(db *DB) *EventStore { return &EventStore{db: db, q: db.dialect.events} }
+func NewEventStore(db *DB) *EventStore { return &EventStore{db: db, q: (&db.dialect.sql.events)} }
 
 // Claim leases due events as eventdelivery.Outbox says. It looks for them
 // on the read pool first, so an idle outbox costs no write transaction;
@@ -495,6 +387,3 @@ func amountOf(qty, price int64) int64 {
 	}
 	return qty * price
 }
-
-// pgBind is PostgreSQL's i-th bind parameter.
-func pgBind(i int) string { return "$" + strconv.Itoa(i) }

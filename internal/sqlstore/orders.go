@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,129 +89,6 @@ const (
 // wrote nothing, and is tried again at once, reading them.
 var errRecheck = errors.New("an event may already have its order")
 
-// orderQueries is the order store's SQL text in one dialect. It lives
-// beside the dialect's other SQL (sqlite.go, mysql.go, postgres.go).
-// Statements ending in "IN " or "VALUES " are completed in Go with a list
-// of bind parameters (see list and tuples).
-type orderQueries struct {
-	// bind returns the i-th (1-based) bind parameter: '?' or '$i'.
-	bind func(i int) string
-	// heldSum is the SQL of the units a buyer's orders hold, SUM(qty), as
-	// a BIGINT (PostgreSQL's SUM of a BIGINT is a NUMERIC).
-	heldSum string
-	// heldByBuyer, when set, is the batch read's part that sums what
-	// each buyer holds, taking the sale (%[1]s) and the buyers as one
-	// array parameter (%[2]s), instead of an IN list (batchReadsOf).
-	heldByBuyer string
-	// isTransient recognises an error after which the database has rolled
-	// the transaction back and trying it again may succeed (a deadlock, a
-	// serialization failure).
-	isTransient func(error) bool
-
-	// orderIDsIn and failedOrderIDsIn select the reservation_id of the
-	// orders (failed orders) whose reservation_id is IN a list.
-	orderIDsIn       string
-	failedOrderIDsIn string
-	// bumpSaleVersion increments the version of sale $1, taking its row
-	// lock and failing any optimistic update that read the old version.
-	bumpSaleVersion string
-	// takeStock takes $1 units of sale $3 at version $4 if it has $5 (= $1)
-	// left, bumping the version and setting updated_at_ms to $2.
-	takeStock string
-	// insertOrders inserts rows of orderInsertColumns; insertFailedOrders
-	// rows of failedOrderColumns.
-	insertOrders       string
-	insertFailedOrders string
-	// insertPlacedArrays, when set, inserts new orders (status ordered)
-	// of one sale, pay-by, creation and update time ($1-$4) from arrays of
-	// their reservation ids, buyers, quantities, amounts and reservation
-	// times ($5-$9): one statement of nine parameters for a whole batch
-	// (insertPlaced).
-	insertPlacedArrays string
-	// insertCancelledOrders inserts rows of orderInsertColumns followed by
-	// cancel_reason: orders whose restore was asked for before they landed.
-	insertCancelledOrders string
-
-	// order and failedOrder select one row by reservation_id ($1).
-	order       string
-	failedOrder string
-	// payOrder sets status $1 and updated_at_ms $2 on reservation $3 if
-	// its status is $4 and pay_by_ms > $5.
-	payOrder string
-	// cancelOrder sets status $1, cancel_reason $2, updated_at_ms $3 on
-	// reservation $4 if its status is $5.
-	cancelOrder string
-	// expiredOrders selects up to $3 orders of status $1 with
-	// pay_by_ms <= $2, oldest deadline first. No tie-break: the
-	// (status, pay_by_ms) index gives that order and the scan stops at
-	// the limit, where a second key would sort every expired order for
-	// each batch (20,000 of them after a rush that nobody paid for).
-	expiredOrders string
-}
-
-// orderColumns is the column list every order query selects, in
-// scanOrder's order; orderInsertColumns is what an insert sets (a new
-// order has no cancel reason). The same in every dialect.
-const (
-	orderColumns       = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason`
-	orderInsertColumns = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, key_digest`
-	orderInsertWidth   = 12
-	// cancelledInsertWidth is orderInsertWidth plus cancel_reason.
-	cancelledInsertWidth = orderInsertWidth + 1
-	// failedOrderColumns is both what failed-order queries select, in
-	// scanFailedOrder's order, and what an insert sets.
-	failedOrderColumns = `reservation_id, sale_id, user_id, qty, reason, attempts, payload, created_at_ms`
-	failedOrderWidth   = 8
-	// failedOrderSelect is what failed-order queries select, in
-	// scanFailedOrder's order: the columns above and the resolution.
-	failedOrderSelect = failedOrderColumns + `, resolved_at_ms, resolution, resolution_note, resolved_by`
-)
-
-// qmarkOrderQueries is the order SQL of the dialects that bind with "?":
-// SQLite and MySQL/MariaDB share its text and differ only in which errors
-// are worth a retry.
-func qmarkOrderQueries(isTransient func(error) bool) orderQueries {
-	return orderQueries{
-		bind:        func(int) string { return "?" },
-		isTransient: isTransient,
-		heldSum:     `SUM(qty)`,
-
-		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
-		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
-		bumpSaleVersion:  `UPDATE sales SET version = version + 1 WHERE id = ?`,
-		takeStock: `UPDATE sales SET stock = stock - ?, version = version + 1, updated_at_ms = ?
-			WHERE id = ? AND version = ? AND stock >= ?`,
-		insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
-		insertFailedOrders: `INSERT INTO failed_orders (` + failedOrderColumns + `) VALUES `,
-
-		insertCancelledOrders: `INSERT INTO orders (` + orderInsertColumns + `, cancel_reason) VALUES `,
-
-		order:       `SELECT ` + orderColumns + ` FROM orders WHERE reservation_id = ?`,
-		failedOrder: `SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE reservation_id = ?`,
-		payOrder: `UPDATE orders SET status = ?, updated_at_ms = ?
-			WHERE reservation_id = ? AND status = ? AND pay_by_ms > ?`,
-		cancelOrder: `UPDATE orders SET status = ?, cancel_reason = ?, updated_at_ms = ?
-			WHERE reservation_id = ? AND status = ?`,
-		expiredOrders: `SELECT ` + orderColumns + ` FROM orders
-			WHERE status = ? AND pay_by_ms <= ?
-			ORDER BY pay_by_ms LIMIT ?`,
-	}
-}
-
-// list returns "(p, p, …)": n bind parameters numbered from first.
-func (q *orderQueries) list(first, n int) string {
-	var b strings.Builder
-	b.WriteByte('(')
-	for i := range n {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(q.bind(first + i))
-	}
-	b.WriteByte(')')
-	return b.String()
-}
-
 // batchReadsText is q.batchReadsOf(n, withOrders, withHeld), built once.
 func (st *OrderWriter) batchReadsText(n int, withOrders, withHeld bool) string {
 	k := textKey{rows: n, withOrders: withOrders, withHeld: withHeld}
@@ -224,60 +100,24 @@ func (st *OrderWriter) batchReadsText(n int, withOrders, withHeld bool) string {
 	return t
 }
 
-// tuples returns "(…), (…)": rows lists of width bind parameters each,
-// numbered from 1.
-func (q *orderQueries) tuples(rows, width int) string {
-	var b strings.Builder
-	for r := range rows {
-		if r > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(q.list(1+r*width, width))
-	}
-	return b.String()
-}
-
 // PersistReservations turns events of one sale into orders in one
-// transaction, as seckill.OrderStore says. In order, each event is:
+// transaction, each event's outcome decided by seckill.DecidePersist over
+// what the database holds. Rejected and over-limit events go to
+// failed_orders (one attempt, the event as payload). An order whose restore
+// was parked is created cancelled, and a parked request moves to
+// redis_pending in the same transaction (for a rejected event too), so no
+// buyer can pay an order whose restore was asked for.
 //
-//   - PersistDuplicate if its reservation already has an order or a failed
-//     order, or appeared earlier in events;
-//   - PersistCreated if its reservation has a restore request (parked,
-//     because the restore was asked for before the order landed): its
-//     order is created cancelled, with the request's reason as its cancel
-//     reason, takes no stock, and a parked request moves to redis_pending
-//     in the same transaction, so no buyer can ever pay an order whose
-//     restore was asked for. (ParkRestore bumps the sale's version, so a
-//     park that commits after this call's reads fails its optimistic
-//     update and the retry sees it.) An invalid event (below) is rejected
-//     all the same, and its parked request moves to redis_pending too, as
-//     RestoreOrder does for a failed order;
-//   - PersistOverLimit if the buyer's orders of the sale that are not
-//     cancelled (with the events accepted before it) and its qty pass the
-//     sale's per-user limit, and recorded in failed_orders (reason
-//     seckill.ReasonOverLimit + ": …"): Redis may have forgotten what the
-//     buyer holds, the database has not;
-//   - PersistCreated if its qty fits in the stock the database has left
-//     (after the events accepted before it);
-//   - PersistRejected otherwise, and recorded in failed_orders (reason
-//     "insufficient database stock: …", one attempt, the event as JSON for
-//     payload); likewise an event whose user id or qty is invalid (reason
-//     "invalid reservation event: …").
+// The stock is taken with an optimistic-lock update of the sale row (a
+// ParkRestore bumps its version too, so a park after the reads is seen). A
+// try that loses a race is rolled back and redone from its reads, in a new
+// transaction (REPEATABLE READ would show the old snapshot), up to 20
+// times with jittered pauses; from the third try on the row is locked
+// before the reads, so a writer cannot be starved.
 //
-// The stock is taken with an optimistic-lock update of the sale row; a
-// transaction that loses to a concurrent writer (version moved, the same
-// reservation inserted, a deadlock) is rolled back and tried again from
-// its reads, up to 20 times with short jittered pauses, from the third
-// try on with the sale's row locked before the reads (so that a writer
-// cannot be starved by others that keep winning). Each try is a new
-// transaction: under MySQL's REPEATABLE READ, reads inside the old one
-// would see the old snapshot again.
-//
-// Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, all
-// cut to the millisecond. An unknown sale is ErrNotFound. An event whose
-// reservation id does not have the shape of an id of saleID, or whose SaleID is not
-// saleID, is the caller's mistake: the call fails with EINVALID and writes
-// nothing.
+// Orders get CreatedAt = UpdatedAt = now and PayBy = now+payTimeout, cut to
+// the millisecond. An unknown sale is ErrNotFound; an event not of saleID
+// fails the call with EINVALID, writing nothing.
 func (st *OrderWriter) PersistReservations(ctx context.Context, saleID string, events []seckill.ReservationEvent, now time.Time, payTimeout time.Duration) ([]seckill.PersistOutcome, error) {
 	if !seckill.ValidSaleID(saleID) {
 		return nil, fmt.Errorf("persist reservations of sale %q: %w", saleID, seckill.ErrNotFound)
@@ -675,46 +515,6 @@ const (
 	batchRowRestore
 	batchRowHeld
 )
-
-// batchReadsOf is the text of batchReads for lists of n: parameter 1 is
-// the sale; then, withOrders, a list of the n reservation ids; then the
-// same list and the sale again, twice; then the sale and n buyers. Each
-// row is (kind, key, a, b, c, d, text): the sale's stock, version, price,
-// limit and currency; a reservation with an order or a failed order; a restore
-// request and its reason; a buyer and the units of their orders not
-// cancelled. The sum is the database's: a buyer who bought again and again
-// (the limit allows) is one row, not one per order, which in a rush that
-// sells 100,000 units to 10,000 buyers was most of the rows read.
-//
-// The failed orders and restore requests are looked up only if the sale
-// has any: in a rush it has none, and the test, one seek of an index on
-// sale_id made once per statement (it names no row of the outer query),
-// saves a seek per id in each table.
-func (q *orderQueries) batchReadsOf(n int, withOrders, withHeld bool) string {
-	var b strings.Builder
-	p := 1
-	next := func() string { p++; return q.bind(p - 1) }
-	list := func() string { l := q.list(p, n); p += n; return l }
-	b.WriteString(`SELECT 0, id, stock, version, price_cents, per_user_limit, currency FROM sales WHERE id = ` + next())
-	if withOrders {
-		b.WriteString(` UNION ALL SELECT 1, reservation_id, 0, 0, 0, 0, '' FROM orders WHERE reservation_id IN ` + list())
-	}
-	b.WriteString(` UNION ALL SELECT 2, reservation_id, 0, 0, 0, 0, '' FROM failed_orders WHERE reservation_id IN ` + list() +
-		` AND EXISTS (SELECT 1 FROM failed_orders WHERE sale_id = ` + next() + `)`)
-	b.WriteString(` UNION ALL SELECT 3, reservation_id, 0, 0, 0, 0, reason FROM restore_requests WHERE reservation_id IN ` + list() +
-		` AND EXISTS (SELECT 1 FROM restore_requests WHERE sale_id = ` + next() + `)`)
-	if !withHeld {
-		return b.String()
-	}
-	if q.heldByBuyer != "" {
-		sale := next()
-		b.WriteString(` UNION ALL ` + fmt.Sprintf(q.heldByBuyer, sale, next()))
-		return b.String()
-	}
-	b.WriteString(` UNION ALL SELECT 4, user_id, ` + q.heldSum + `, 0, 0, 0, '' FROM orders WHERE sale_id = ` + next())
-	b.WriteString(` AND status NOT IN ('cancelled', 'refund_due', 'refunded') AND user_id IN ` + list() + ` GROUP BY user_id`)
-	return b.String()
-}
 
 // insertOrders inserts orders with multi-row INSERTs: those still ordered
 // without a cancel reason (up to placedChunk rows each), the others with

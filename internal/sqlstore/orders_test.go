@@ -40,7 +40,7 @@ func createSale(t *testing.T, db *DB, id string, stock int64) *seckill.Sale {
 // saleRow reads the unsold stock and version of a sale.
 func saleRow(t *testing.T, db *DB, id string) (stock, version int64) {
 	t.Helper()
-	q := db.dialect.orders
+	q := &db.dialect.sql.orders
 	err := db.read.QueryRowContext(t.Context(), `SELECT stock, version FROM sales WHERE id = `+q.bind(1), id).Scan(&stock, &version)
 	if err != nil {
 		t.Fatalf("read sale %s: %v", id, err)
@@ -51,7 +51,7 @@ func saleRow(t *testing.T, db *DB, id string) (stock, version int64) {
 // countRows counts the rows of table (orders or failed_orders) of a sale.
 func countRows(t *testing.T, db *DB, table, saleID string) int {
 	t.Helper()
-	q := db.dialect.orders
+	q := &db.dialect.sql.orders
 	var n int
 	if err := db.read.QueryRowContext(t.Context(), `SELECT COUNT(*) FROM `+table+` WHERE sale_id = `+q.bind(1), saleID).Scan(&n); err != nil {
 		t.Fatalf("count %s: %v", table, err)
@@ -171,7 +171,7 @@ func TestPersistGivesUp(t *testing.T) {
 		// update below wait for the call's own transaction.
 		st.maxAttempts, st.maxBackoff, st.lockAfter = 3, time.Millisecond, 3
 		createSale(t, db, "tea", 3)
-		q := db.dialect.orders
+		q := &db.dialect.sql.orders
 		var calls atomic.Int32
 		st.beforeTakeStock = func(int) {
 			calls.Add(1)
@@ -209,7 +209,7 @@ func TestPersistLocksAfterLosing(t *testing.T) {
 			attempts = append(attempts, attempt)
 			if attempt <= st.lockAfter {
 				// Another writer wins this round.
-				if _, err := db.write.ExecContext(ctx, db.dialect.orders.bumpSaleVersion, "tea"); err != nil {
+				if _, err := db.write.ExecContext(ctx, (&db.dialect.sql.orders).bumpSaleVersion, "tea"); err != nil {
 					t.Error(err)
 				}
 				return
@@ -217,7 +217,7 @@ func TestPersistLocksAfterLosing(t *testing.T) {
 			// PostgreSQL and MariaDB both refuse at once, with a lock
 			// error, a NOWAIT read of a row another transaction locks.
 			var version int64
-			err := db.write.QueryRowContext(ctx, `SELECT version FROM sales WHERE id = `+db.dialect.orders.bind(1)+` FOR UPDATE NOWAIT`, "tea").Scan(&version)
+			err := db.write.QueryRowContext(ctx, `SELECT version FROM sales WHERE id = `+(&db.dialect.sql.orders).bind(1)+` FOR UPDATE NOWAIT`, "tea").Scan(&version)
 			if err == nil || !strings.Contains(strings.ToLower(err.Error()), "lock") {
 				t.Errorf("a locking read of the sale during attempt %d: version %d, %v; want it refused, the row locked", attempt, version, err)
 			}
@@ -245,7 +245,7 @@ func TestPersistRetriesUniqueViolation(t *testing.T) {
 	onDialects(t, dialects[1:], func(t *testing.T, db *DB, st *OrderStore) {
 		createSale(t, db, "tea", 1)
 		evs := events("tea", 1, 1, 1) // created, rejected, created-by-other
-		q := db.dialect.orders
+		q := &db.dialect.sql.orders
 		st.beforeTakeStock = func(attempt int) {
 			if attempt != 1 {
 				return
@@ -632,7 +632,7 @@ func TestPersistPreparesOnce(t *testing.T) {
 // is one of the statement texts prepared before the first transaction,
 // and the runs cover the batch.
 func TestInsertRunsArePrepared(t *testing.T) {
-	st := &OrderWriter{orderDB: &orderDB{q: &sqliteOrderQueries, rq: &sqliteRestoreQueries}}
+	st := &OrderWriter{orderDB: &orderDB{q: &sqliteSQL.orders, rq: &sqliteSQL.restores}}
 	prepared := map[string]bool{}
 	for _, q := range st.writerQueries() {
 		prepared[q] = true

@@ -44,7 +44,9 @@ func NewOrderStore(db *DB) *OrderStore {
 // orderDB is what the order-side stores of a DB share: the dialect's SQL,
 // the statements prepared once, and the retries of their transactions.
 type orderDB struct {
-	db *DB
+	db  *DB
+	sql *queries
+	// q and rq are sql's orders and restores.
 	q  *orderQueries
 	rq *restoreQueries
 	// stmts holds the writer's statements, prepared once (query text →
@@ -76,8 +78,9 @@ type orderDB struct {
 func newOrderDB(db *DB) *orderDB {
 	return &orderDB{
 		db:          db,
-		q:           db.dialect.orders,
-		rq:          db.dialect.restores,
+		sql:         db.dialect.sql,
+		q:           &db.dialect.sql.orders,
+		rq:          &db.dialect.sql.restores,
 		reads:       preparedPool{db: db.read},
 		maxAttempts: persistAttempts,
 		maxBackoff:  persistMaxBackoff,
@@ -136,7 +139,7 @@ func (st *orderDB) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
 // unique violation (a concurrent writer inserted the same reservation
 // first) or a transient abort.
 func (st *orderDB) conflictOr(err error, what string) error {
-	if st.db.isUniqueViolation(err) || st.q.isTransient(err) {
+	if st.db.isUniqueViolation(err) || st.db.dialect.isTransient(err) {
 		return fmt.Errorf("%s: %w: %w", what, errConflict, err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
@@ -282,7 +285,7 @@ func (st *orderDB) inRetriedTx(ctx context.Context, fn func(*sql.Tx) error) erro
 		err = st.inTx(ctx, fn)
 		if err == nil {
 			return nil
-		} else if !errors.Is(err, errConflict) && !st.db.isUniqueViolation(err) && !st.q.isTransient(err) {
+		} else if !errors.Is(err, errConflict) && !st.db.isUniqueViolation(err) && !st.db.dialect.isTransient(err) {
 			return err
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -27,10 +26,6 @@ type Payments struct {
 func NewPayments(orders *OrderStore, defaultCurrency string) *Payments {
 	return &Payments{st: orders.orderDB, currency: defaultCurrency}
 }
-
-// paymentColumns is what payment queries select, in scanPayment's order,
-// and what an insert sets.
-const paymentColumns = `event_id, type, reservation_id, sale_id, amount_cents, currency, source, outcome, from_status, to_status, detail, received_at_ms`
 
 var errPaymentKeyReused = seckill.Errorf(seckill.EKEYREUSED,
 	"This event id was received before with other fields; an event id names one event.")
@@ -61,8 +56,7 @@ func (p *Payments) ApplyPayment(ctx context.Context, e seckill.PaymentEvent, sou
 
 // applyTx is one attempt of ApplyPayment.
 func (p *Payments) applyTx(ctx context.Context, tx *sql.Tx, e seckill.PaymentEvent, source seckill.PaymentSource, now time.Time) (*seckill.PaymentRecord, error) {
-	b := p.st.db.dialect.bindFrom
-	old, err := scanPayment(tx.QueryRowContext(ctx, `SELECT `+paymentColumns+` FROM payment_events WHERE event_id = `+b(1), e.ID))
+	old, err := scanPayment(tx.QueryRowContext(ctx, p.st.sql.payments.byEventID, e.ID))
 	switch {
 	case err == nil:
 		if old.PaymentEvent != e {
@@ -89,7 +83,7 @@ func (p *Payments) applyTx(ctx context.Context, tx *sql.Tx, e seckill.PaymentEve
 		Outcome: d.Outcome, FromStatus: d.From, ToStatus: d.To,
 		Detail: storableText(d.Detail, maxReasonBytes), ReceivedAt: fromMillis(nowMs),
 	}
-	_, err = tx.ExecContext(ctx, `INSERT INTO payment_events (`+paymentColumns+`) VALUES `+p.st.q.list(1, 12),
+	_, err = tx.ExecContext(ctx, p.st.sql.payments.insert,
 		rec.ID, string(rec.Type), rec.ReservationID, rec.SaleID, rec.AmountCents, rec.Currency, string(rec.Source),
 		string(rec.Outcome), string(rec.FromStatus), string(rec.ToStatus), rec.Detail, nowMs)
 	return rec, err
@@ -100,9 +94,7 @@ func (p *Payments) applyTx(ctx context.Context, tx *sql.Tx, e seckill.PaymentEve
 // ErrNotFound.
 func (p *Payments) orderAndCurrency(ctx context.Context, tx *sql.Tx, reservationID string) (*seckill.Order, string, error) {
 	var currency string
-	o, err := scanOrderThen(tx.QueryRowContext(ctx, `SELECT `+orderColumns+`,
-		(SELECT currency FROM sales WHERE sales.id = orders.sale_id)
-		FROM orders WHERE reservation_id = `+p.st.db.dialect.bindFrom(1), reservationID), &currency)
+	o, err := scanOrderThen(tx.QueryRowContext(ctx, p.st.sql.payments.orderAndCurrency, reservationID), &currency)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, "", seckill.ErrNotFound
 	} else if err != nil {
@@ -122,9 +114,7 @@ func (p *Payments) orderAndCurrency(ctx context.Context, tx *sql.Tx, reservation
 // returns errConflict, and the caller's transaction is tried again. o is
 // updated to the new state.
 func (st *orderDB) moveOrderTx(ctx context.Context, tx *sql.Tx, o *seckill.Order, to seckill.OrderStatus, typ seckill.OrderEventType, nowMs int64) error {
-	b := st.db.dialect.bindFrom
-	res, err := tx.ExecContext(ctx, `UPDATE orders SET status = `+b(1)+`, updated_at_ms = `+b(2)+
-		` WHERE reservation_id = `+b(3)+` AND status = `+b(4), string(to), nowMs, o.ReservationID, string(o.Status))
+	res, err := tx.ExecContext(ctx, st.sql.payments.moveOrder, string(to), nowMs, o.ReservationID, string(o.Status))
 	if err != nil {
 		return err
 	}
@@ -184,23 +174,18 @@ func (p *Payments) Payments(ctx context.Context, f seckill.PaymentFilter) ([]*se
 	if len(outcomes) == 0 {
 		return nil, "", fmt.Errorf("payments: %w", seckill.Errorf(seckill.EINVALID, "unknown outcome %q", f.Outcome))
 	}
-	var args []any
-	arg := func(v any) string { args = append(args, v); return st.db.dialect.bindFrom(len(args)) }
-	var in []string
-	for _, o := range outcomes {
-		in = append(in, arg(o))
-	}
-	where := "outcome IN (" + strings.Join(in, ", ") + ")"
-	c := st.byteOrder()
+	var (
+		ms int64
+		id string
+	)
 	if f.Before != "" {
-		ms, id, err := decodeKeyCursor(f.Before, func(id string) bool { return id != "" && len(id) <= seckill.MaxPaymentEventIDBytes }, errBadPaymentCursor)
+		var err error
+		ms, id, err = decodeKeyCursor(f.Before, func(id string) bool { return id != "" && len(id) <= seckill.MaxPaymentEventIDBytes }, errBadPaymentCursor)
 		if err != nil {
 			return nil, "", fmt.Errorf("payments: %w", err)
 		}
-		where += " AND received_at_ms <= " + arg(ms) + " AND (received_at_ms < " + arg(ms) + " OR event_id" + c + " < " + arg(id) + ")"
 	}
-	q := `SELECT ` + paymentColumns + ` FROM payment_events WHERE ` + where +
-		` ORDER BY received_at_ms DESC, event_id` + c + ` DESC LIMIT ` + arg(f.Limit+1)
+	q, args := st.sql.paymentsPage(outcomes, f.Before != "", ms, id, f.Limit+1)
 	page, err := queryAll(ctx, st.db.read, scanPayment, q, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("payments: %w", st.db.classify(err))

@@ -148,7 +148,7 @@ func TestPayments(t *testing.T) {
 // outbox, in order.
 func orderEventTypes(t *testing.T, db *DB, reservationID string) string {
 	t.Helper()
-	rows, err := db.read.QueryContext(t.Context(), `SELECT type FROM order_events WHERE reservation_id = `+db.dialect.bindFrom(1)+` ORDER BY seq`, reservationID)
+	rows, err := db.read.QueryContext(t.Context(), `SELECT type FROM order_events WHERE reservation_id = `+db.dialect.sql.bind(1)+` ORDER BY seq`, reservationID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestRestoreNeverAboveInitialStock(t *testing.T) {
 		createSale(t, db, "tea", 5)
 		evs := events("tea", 2)
 		persist(t, st, "tea", evs)
-		q := db.dialect.orders
+		q := &db.dialect.sql.orders
 		// The bug: the units are back already.
 		if _, err := db.write.ExecContext(t.Context(), `UPDATE sales SET stock = 4 WHERE id = `+q.bind(1), "tea"); err != nil {
 			t.Fatal(err)

@@ -16,13 +16,8 @@ import (
 // payment timeout will cancel and restore them), openRestores the restore
 // requests not done (parked or redis_pending).
 func (st *LedgerStore) SaleWork(ctx context.Context, saleID string) (recorded, awaitingPayment, openRestores int64, err error) {
-	b := st.q.bind
-	query := `SELECT (SELECT COUNT(*) FROM orders WHERE sale_id = ` + b(1) + `),
-		(SELECT COUNT(*) FROM failed_orders WHERE sale_id = ` + b(2) + `),
-		(SELECT COUNT(*) FROM orders WHERE sale_id = ` + b(3) + ` AND status = ` + b(4) + `),
-		(SELECT COUNT(*) FROM restore_requests WHERE sale_id = ` + b(5) + ` AND state <> ` + b(6) + `)`
 	var orders, failed int64
-	err = st.db.read.QueryRowContext(ctx, query, saleID, saleID, saleID, string(seckill.OrderPlaced), saleID,
+	err = st.db.read.QueryRowContext(ctx, st.sql.ledger.saleWork, saleID, saleID, saleID, string(seckill.OrderPlaced), saleID,
 		string(seckill.RestoreStateDone)).Scan(&orders, &failed, &awaitingPayment, &openRestores)
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("work of sale %s: %w", saleID, err)
@@ -49,22 +44,9 @@ type SaleCounters struct {
 // for an unknown sale. The restore counts use the (state, created) index:
 // they cost what is unfinished, not the sale's history.
 func (st *LedgerStore) SaleCounters(ctx context.Context, saleID string) (SaleCounters, error) {
-	b := st.q.bind
-	// The unfinished requests of the sale, with parameters from i.
-	open := func(i int) string {
-		return `FROM restore_requests WHERE state IN (` + b(i) + `, ` + b(i+1) + `) AND sale_id = ` + b(i+2)
-	}
-	// Numbered in the order they appear: '?' binds by position.
-	query := `SELECT s.initial_stock, s.stock,
-		(SELECT COUNT(*) FROM failed_orders WHERE sale_id = ` + b(1) + `),
-		(SELECT COALESCE(SUM(qty), 0) FROM failed_orders WHERE sale_id = ` + b(2) + `),
-		(SELECT COUNT(CASE WHEN state = ` + b(3) + ` THEN 1 END) ` + open(4) + `),
-		(SELECT COUNT(CASE WHEN state = ` + b(7) + ` THEN 1 END) ` + open(8) + `),
-		(SELECT COUNT(alerted_at_ms) ` + open(11) + `)
-		FROM sales s WHERE s.id = ` + b(14)
 	parked, pending := string(seckill.RestoreStateParked), string(seckill.RestoreStateRedisPending)
 	var c SaleCounters
-	err := st.db.read.QueryRowContext(ctx, query, saleID, saleID,
+	err := st.db.read.QueryRowContext(ctx, st.sql.ledger.saleCounters, saleID, saleID,
 		parked, parked, pending, saleID,
 		pending, parked, pending, saleID,
 		parked, pending, saleID, saleID).Scan(&c.Stock, &c.Unsold, &c.FailedOrders, &c.FailedUnits, &c.Parked, &c.RedisPending, &c.Alerted)

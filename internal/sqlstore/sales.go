@@ -30,7 +30,7 @@ func (st *SaleStore) CreateSale(ctx context.Context, s *seckill.Sale) error {
 	}
 	now := toMillis(st.db.now())
 	start, end := toMillis(s.StartAt), toMillis(s.EndAt)
-	_, err := st.db.write.ExecContext(ctx, st.db.dialect.q.insertSale,
+	_, err := st.db.write.ExecContext(ctx, st.db.dialect.sql.sales.insert,
 		s.ID, s.Name, s.PriceCents, s.Stock, s.Stock, s.PurchaseLimit,
 		start, end, 1, now, now, s.BucketCount(), s.Currency, encodeAdmission(s.Admission))
 	if st.db.isUniqueViolation(err) {
@@ -61,7 +61,7 @@ func (st *SaleStore) Sale(ctx context.Context, id string) (*seckill.Sale, error)
 		// dialect that would reject it differently (MySQL's ASCII column).
 		return nil, fmt.Errorf("sale %q: %w", id, seckill.ErrNotFound)
 	}
-	s, err := scanSale(st.db.read.QueryRowContext(ctx, st.db.dialect.q.sale, id))
+	s, err := scanSale(st.db.read.QueryRowContext(ctx, st.db.dialect.sql.sales.byID, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("sale %s: %w", id, seckill.ErrNotFound)
 	} else if err != nil {
@@ -74,7 +74,7 @@ func (st *SaleStore) Sale(ctx context.Context, id string) (*seckill.Sale, error)
 // by StartAt then ID. Both bounds are compared at millisecond precision,
 // the precision of stored times.
 func (st *SaleStore) SalesStartingBefore(ctx context.Context, t, now time.Time) ([]*seckill.Sale, error) {
-	sales, err := queryAll(ctx, st.db.read, scanSale, st.db.dialect.q.salesStartingBefore, toMillis(t), toMillis(now))
+	sales, err := queryAll(ctx, st.db.read, scanSale, st.db.dialect.sql.sales.startingBefore, toMillis(t), toMillis(now))
 	if err != nil {
 		return nil, fmt.Errorf("list sales starting before %s: %w", t.UTC().Format(time.RFC3339Nano), st.db.classify(err))
 	}

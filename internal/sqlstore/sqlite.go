@@ -18,15 +18,7 @@ import (
 
 var sqliteDialect = &dialect{
 	name: "sqlite",
-	q: qmarkQueries(`CREATE TABLE IF NOT EXISTS schema_migrations (
-			version       INTEGER NOT NULL PRIMARY KEY,
-			name          TEXT    NOT NULL,
-			applied_at_ms INTEGER NOT NULL
-		) STRICT`),
-	orders:   &sqliteOrderQueries,
-	restores: &sqliteRestoreQueries,
-	// IMMEDIATE transactions hold the database's write lock: no row locks.
-	events: newEventQueries(func(int) string { return "?" }, ``, ` ON CONFLICT (id) DO NOTHING`),
+	sql:  sqliteSQL,
 	isUniqueViolation: func(err error) bool {
 		var e *sqlite.Error
 		return errors.As(err, &e) &&
@@ -45,6 +37,9 @@ var sqliteDialect = &dialect{
 		}
 		return false
 	},
+	// Nothing is transient: the single write connection and IMMEDIATE
+	// transactions leave no deadlock to break.
+	isTransient: func(error) bool { return false },
 	// SQLite has one writer per file. Every transaction of the write pool
 	// begins IMMEDIATE, taking the write lock up front, and each migration
 	// re-checks schema_migrations inside its transaction: that is the lock.
@@ -52,16 +47,6 @@ var sqliteDialect = &dialect{
 		return func() error { return nil }, nil
 	},
 }
-
-// sqliteOrderQueries is the order store's SQL on SQLite. Nothing is
-// transient: the single write connection and IMMEDIATE transactions leave
-// no deadlock to break.
-var sqliteOrderQueries = qmarkOrderQueries(func(error) bool { return false })
-
-// sqliteRestoreQueries is the restore store's SQL on SQLite. Its IMMEDIATE
-// transactions hold the database's write lock from BEGIN, so locking a row
-// is a plain read.
-var sqliteRestoreQueries = qmarkRestoreQueries(``)
 
 // sqliteBusyTimeout is how long (ms) a connection waits for another
 // process's write lock before failing. Within this process writes queue on

@@ -246,20 +246,18 @@ func (db *DB) isUniqueViolation(err error) bool {
 	return err != nil && db.dialect.isUniqueViolation(err)
 }
 
-// dialect is everything that differs between the databases. Each dialect's
-// value, SQL text included, lives in its own file: sqlite.go, mysql.go,
-// postgres.go.
+// dialect is everything that differs between the databases: its SQL
+// (queries_sqlite.go, queries_mysql.go, queries_postgres.go) and its
+// driver's ways (sqlite.go, mysql.go, postgres.go).
 type dialect struct {
 	name string
-	q    queries
-	// orders and restores are the order store's SQL (orders.go,
-	// restore.go).
-	orders   *orderQueries
-	restores *restoreQueries
-	// events is the order-event outbox's SQL (orderevents.go).
-	events *eventQueries
+	sql  *queries
 	// isUniqueViolation recognises the driver's unique-key violation.
 	isUniqueViolation func(error) bool
+	// isTransient recognises an error after which the database has rolled
+	// the transaction back and trying it again may succeed (a deadlock, a
+	// serialization failure).
+	isTransient func(error) bool
 	// isUnavailable recognises the driver's own ways of saying that the
 	// server is gone, shutting down or refusing connections, beyond the
 	// network and context errors every dialect shares (unavailable.go).
@@ -274,47 +272,3 @@ type dialect struct {
 	// per Exec, so migrations must be split into statements.
 	oneStatementPerExec bool
 }
-
-// queries is the SQL text of one dialect. Placeholders are the dialect's
-// own ('?' or '$1').
-type queries struct {
-	// createMigrationsTable creates schema_migrations (version, name,
-	// applied_at_ms) if it does not exist.
-	createMigrationsTable string
-	// migrationApplied counts the rows of one version ($1).
-	migrationApplied string
-	// recordMigration inserts (version, name, applied_at_ms).
-	recordMigration string
-
-	// insertSale inserts (id, name, price_cents, stock, initial_stock,
-	// per_user_limit, start_at_ms, end_at_ms, version, created_at_ms,
-	// updated_at_ms, buckets, currency, admission).
-	insertSale string
-	// sale selects saleColumns of one id.
-	sale string
-	// salesStartingBefore selects saleColumns where start_at_ms <= $1 and
-	// end_at_ms > $2.
-	salesStartingBefore string
-}
-
-// qmarkQueries is the SQL of the dialects whose placeholders are '?'
-// (SQLite, MySQL/MariaDB); only the migrations table's DDL differs.
-func qmarkQueries(createMigrationsTable string) queries {
-	return queries{
-		createMigrationsTable: createMigrationsTable,
-		migrationApplied:      `SELECT COUNT(*) FROM schema_migrations WHERE version = ?`,
-		recordMigration:       `INSERT INTO schema_migrations (version, name, applied_at_ms) VALUES (?, ?, ?)`,
-
-		insertSale: `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
-			start_at_ms, end_at_ms, version, created_at_ms, updated_at_ms, buckets, currency, admission)
-			VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-		sale: `SELECT ` + saleColumns + ` FROM sales WHERE id = ?`,
-		salesStartingBefore: `SELECT ` + saleColumns + ` FROM sales
-			WHERE start_at_ms <= ? AND end_at_ms > ?
-			ORDER BY start_at_ms, id`,
-	}
-}
-
-// saleColumns is the column list every sale query selects, in scanSale's
-// order. It is the same in every dialect.
-const saleColumns = `id, name, price_cents, initial_stock, stock, per_user_limit, start_at_ms, end_at_ms, version, created_at_ms, buckets, currency, admission`

@@ -151,7 +151,7 @@ func TestCreateSaleClock(t *testing.T) {
 func TestStockNeverNegative(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
 		createSale(t, db, "tea", 2)
-		where := " WHERE id = " + db.dialect.orders.bind(1)
+		where := " WHERE id = " + (&db.dialect.sql.orders).bind(1)
 		for _, set := range []string{"stock = stock - 3", "stock = stock + 1"} {
 			_, err := db.write.ExecContext(t.Context(), "UPDATE sales SET "+set+where, "tea")
 			if err == nil {

@@ -1,0 +1,26 @@
+package sqlstore
+
+// mysqlLockName is the GET_LOCK name that serialises migrations of one
+// database. Lock names are server-wide and at most 64 characters.
+const mysqlLockName = `LEFT(CONCAT('seckill_migrate:', DATABASE()), 64)`
+
+// mysqlSQL is MySQL's and MariaDB's SQL: the statements of queries.go with
+// these parts.
+var mysqlSQL = newQueries(sqlParts{
+	createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version       BIGINT       NOT NULL PRIMARY KEY,
+			name          VARCHAR(255) NOT NULL,
+			applied_at_ms BIGINT       NOT NULL
+		) ENGINE = InnoDB DEFAULT CHARACTER SET utf8mb4`,
+	// Waits up to 2 s a call, so that a cancelled context is noticed
+	// between calls (lockMySQLMigrations).
+	lockMigrations:   `SELECT GET_LOCK(` + mysqlLockName + `, 2)`,
+	unlockMigrations: `DO RELEASE_LOCK(` + mysqlLockName + `)`,
+	// Locking reads (FOR UPDATE) read the latest committed row, whatever
+	// the transaction's snapshot.
+	forUpdate:         ` FOR UPDATE`,
+	skipLocked:        ` FOR UPDATE SKIP LOCKED`,
+	ignoreDuplicateID: ` ON DUPLICATE KEY UPDATE id = id`,
+	primaryKey:        ` FORCE INDEX (PRIMARY)`,
+	heldSum:           `SUM(qty)`,
+})

@@ -1,0 +1,22 @@
+package sqlstore
+
+// sqliteSQL is SQLite's SQL: the statements of queries.go with these parts.
+var sqliteSQL = newQueries(sqlParts{
+	createMigrationsTable: `CREATE TABLE IF NOT EXISTS schema_migrations (
+			version       INTEGER NOT NULL PRIMARY KEY,
+			name          TEXT    NOT NULL,
+			applied_at_ms INTEGER NOT NULL
+		) STRICT`,
+	// No migration lock: every transaction of the write pool begins
+	// IMMEDIATE, taking the database's write lock up front (sqliteDialect).
+	//
+	// No row locks either, for the same reason: a locking read is a plain
+	// read.
+	forUpdate:         ``,
+	skipLocked:        ``,
+	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
+	// A keyset page walks the primary key: + keeps the planner off the
+	// sale_id and status indexes.
+	noIndex: `+`,
+	heldSum: `SUM(qty)`,
+})
