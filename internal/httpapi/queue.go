@@ -114,7 +114,7 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 		}
 		return s.writeJSON(w, r, http.StatusOK, resp)
 	}
-	if status, ok := s.limitAdmission(w, r, userID); !ok {
+	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
 		return status
 	}
 	join := seckill.QueueJoin{UserID: userID}
