@@ -185,8 +185,12 @@ type Config struct {
 	LimitInReserve bool
 	RateLimitIP    seckill.RateLimit
 	RateLimitUser  seckill.RateLimit
-	TrustedProxies []netip.Prefix
-	MaxInFlight    int
+	// AdmissionLimiter, if set, counts the limits of lottery entries and
+	// queue joins in one call a batch (protect.go); without it they cost
+	// the RateLimiter a call a check.
+	AdmissionLimiter AdmissionLimiter
+	TrustedProxies   []netip.Prefix
+	MaxInFlight      int
 
 	// OrderEvents, if set, serves the operator's view of order-event
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
@@ -242,8 +246,10 @@ type Server struct {
 	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
-	pay           paySide // payment.go
-	orderList     seckill.OrderLister
+	// admissionLimiter counts entries' and joins' limits (limitAdmission).
+	admissionLimiter AdmissionLimiter
+	pay              paySide // payment.go
+	orderList        seckill.OrderLister
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
@@ -413,6 +419,7 @@ func (s *Server) registerMetrics(cfg Config, reg prometheus.Registerer) error {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return err
 	}
+	s.admissionLimiter = cfg.AdmissionLimiter
 	if s.guard, err = newGuard(cfg, reg, s.logger, s.now); err != nil {
 		return err
 	}
