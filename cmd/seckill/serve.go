@@ -557,7 +557,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		SalesAdmin:            admin,
 		Lottery:               w.lottery,
 		Queue:                 m.newQueue(w),
-		Resolver:              m.orders,
+		Resolver:              redriveResolver{orders: m.orders, stock: m.stock.Redriver(), logger: m.Logger},
 		PayTimeout:            cfg.PayTimeout,
 		Payments:              sqlstore.NewPayments(m.orders, cfg.Currency),
 		OrderList:             m.orders,
@@ -567,6 +567,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		PaymentURLTemplate:    cfg.PaymentURLTemplate,
 		OrderEvents:           orderEventsAPI(w.events),
 		BuyerClaims:           buyerClaims{m.orders, m.stock.StockStore()},
+		KeyedOrders:           guarded.KeyedOrders{Store: m.orders, B: w.dbBreaker},
 		Now:                   m.requestClock(),
 		Ready:                 m.ready,
 		OnSaleCreated: func(s *seckill.Sale) {

@@ -207,6 +207,10 @@ type Config struct {
 	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
 	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
 	BuyerClaims BuyerClaims
+	// KeyedOrders, if set, answers a keyed claim the stock store refuses
+	// as over the limit with the buyer's order made under the same key,
+	// when the database has one (the key's record was lost in Redis).
+	KeyedOrders KeyedOrders
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -252,6 +256,7 @@ type Server struct {
 	// The lottery routes (lottery.go); lottery.Enterer nil: none.
 	lottery        LotteryConfig
 	buyerClaims    BuyerClaims // nil: no reservations/mine route
+	keyedOrders    KeyedOrders // nil: no replay from the database
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
@@ -281,6 +286,7 @@ func New(cfg Config) (*Server, error) {
 		verifier:      cfg.Verifier,
 		verifierAt:    asVerifierAt(cfg.Verifier),
 		orders:        cfg.Orders,
+		keyedOrders:   cfg.KeyedOrders,
 		pending:       cfg.Pending,
 		lost:          cfg.Lost,
 		claimIDs:      cfg.ClaimIDs,
