@@ -23,20 +23,20 @@ func BuyerStatus(o *Order, f *FailedOrder) (status string, ok bool) {
 
 // CanPay reports whether the buyer may still pay o at now (PayBy is the
 // first instant too late); the store's conditional update is the same rule.
-func (o *Order) CanPay(now time.Time) bool { return o.PayRefusal(now) == nil }
+func (o *Order) CanPay(now time.Time) bool { return o.Status == OrderPlaced && now.Before(o.PayBy) }
 
-// PayRefusal says why the buyer may not pay o at now, as an ESTATECONFLICT
-// *Error; nil when they may.
+// PayRefusal says why the buyer may not pay o at now (CanPay is false), as
+// an ESTATECONFLICT *Error; nil when they may.
 func (o *Order) PayRefusal(now time.Time) error {
 	switch {
+	case o.CanPay(now):
+		return nil
 	case o.Status == OrderPaid:
 		return Errorf(ESTATECONFLICT, "order is already paid")
 	case o.Status == OrderCancelled:
 		return Errorf(ESTATECONFLICT, "order is cancelled")
 	case !now.Before(o.PayBy):
 		return Errorf(ESTATECONFLICT, "payment deadline %s has passed", o.PayBy.Format(time.RFC3339))
-	case o.Status != OrderPlaced:
-		return Errorf(ESTATECONFLICT, "order is %s", o.Status)
 	}
-	return nil
+	return Errorf(ESTATECONFLICT, "order is %s", o.Status)
 }

@@ -125,22 +125,6 @@ type AuditEntry struct {
 // ValidActor: 1 to MaxAuditActorBytes of printable UTF-8.
 func ValidActor(name string) bool { return printable(name, MaxAuditActorBytes) }
 
-// SaleAdmin is the database side of an operator's changes (internal/sqlstore):
-// each change and its audit entry in one transaction, bumping Version.
-type SaleAdmin interface {
-	ListSales(ctx context.Context, f SaleFilter) (*SalePage, error)
-	// EditSale replaces the fields of a sale not started at now; version,
-	// when not 0, must match (ECONFLICT). Started: ESTATECONFLICT.
-	EditSale(ctx context.Context, s *Sale, version int64, actor string, now time.Time) (*Sale, error)
-	// EndSale ends the sale at now; an ended one is unchanged, unaudited.
-	EndSale(ctx context.Context, id, actor string, now time.Time) (s *Sale, changed bool, err error)
-	// AddStock adds n units until the sale ends (then ESTATECONFLICT).
-	AddStock(ctx context.Context, id string, n int64, actor string, now time.Time) (*Sale, error)
-	RecordAudit(ctx context.Context, e *AuditEntry) error
-	// AuditLog lists entries newest first; saleID "" lists all sales'.
-	AuditLog(ctx context.Context, saleID string, limit int) ([]*AuditEntry, error)
-}
-
 // FailedOrderAction is what an operator decides for a failed order.
 type FailedOrderAction string
 

@@ -1,7 +1,8 @@
 // Package seckill is the domain of the flash-sale engine: sales,
 // reservations, orders, the API's error codes, the rules as pure functions,
-// and the ports with more than one implementation. It imports no Redis, SQL,
-// AMQP or NATS code, so the promises of docs/design.md read in one place.
+// and the ports shared by several packages (a port with one consumer lives
+// in it). It imports no Redis, SQL, AMQP or NATS code, so the promises of
+// docs/design.md read in one place.
 package seckill
 
 import (

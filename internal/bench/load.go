@@ -42,7 +42,7 @@ const (
 // Spec is one measurement, as the load generator receives it.
 type Spec struct {
 	URL         string        `json:"url"`
-	Requests    [][]byte      `json:"requests"`            // raw HTTP/1.1 requests; call i sends Requests[i % len]
+	Requests    [][]byte      `json:"requests"`            // raw HTTP/1.1 requests; call i (warm-up and window in one count) sends Requests[i % len]
 	Want        int           `json:"want"`                // the status every answer should have
 	WantAlso    int           `json:"want_also,omitempty"` // a second status as good (a lottery's 201 new and 200 repeated entry)
 	Concurrency int           `json:"concurrency"`
@@ -171,8 +171,9 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 		counting atomic.Bool
 	)
 	n := int64(len(spec.Requests))
+	var offset int64 // the warm-up's calls: the window goes on where it stopped
 	op := func(_ context.Context, c loadgen.Call) error {
-		resp, err := conns[c.Worker].Do(spec.Requests[c.Seq%n])
+		resp, err := conns[c.Worker].Do(spec.Requests[(offset+c.Seq)%n])
 		if !counting.Load() {
 			return err
 		}
@@ -198,9 +199,11 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 		return loadgen.Run(ctx, loadgen.Options{Workers: spec.Concurrency, Duration: d, MinCalls: int64(spec.Concurrency), Rate: float64(spec.Rate)}, op)
 	}
 	if spec.Warmup > 0 {
-		if _, err := run(spec.Warmup); err != nil {
+		warm, err := run(spec.Warmup)
+		if err != nil {
 			return Load{}, err
 		}
+		offset = warm.Calls
 	}
 	counting.Store(true)
 	fmt.Fprintln(marks, lineMeasuring)

@@ -14,7 +14,7 @@ var commands = []struct{ name, summary string }{
 	{"live", "reservations through the full API on --redis-url (and hello and textbook, for the ratios)"},
 	{"soldout", "the sold-out path through the full API (and hello and textbook, for the ratios)"},
 	{"all", "hello, textbook, live and soldout in sequence, with a ratio table"},
-	{"entries", "lottery entries through the full API against the sold-out path (issue 29: an entry costs at most 1/0.9 of a sold-out answer)"},
+	{"entries", "lottery entries (repeated and new) and queue joins through the full API against the sold-out path (issue 29: an entry or a join costs at most 1/0.9 of a sold-out answer)"},
 	{"fairness", "bots (10%, at the opening instant, zero latency) against people (over the first seconds, 50-500 ms latency): the bots' share of the units under first_come, lottery and queue"},
 }
 

@@ -8,16 +8,17 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/saleadmin"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // SaleAdminStore is a sale store with the operator's side.
 type SaleAdminStore interface {
 	seckill.SaleStore
-	seckill.SaleAdmin
+	saleadmin.Admin
 }
 
-// SaleAdmin runs the conformance suite of seckill.SaleAdmin. newStore is
+// SaleAdmin runs the conformance suite of saleadmin.Admin. newStore is
 // called once per subtest; stores may share a database: every subtest
 // lists only the sales whose ids it made (it pages through the others).
 func SaleAdmin(t *testing.T, newStore func(t *testing.T) SaleAdminStore) {
@@ -44,7 +45,7 @@ func createAt(t *testing.T, store seckill.SaleStore, prefix string, start, end t
 
 // listAll pages through every sale of state with pages of size, keeping
 // those whose id starts with prefix, in the order listed.
-func listAll(t *testing.T, store seckill.SaleAdmin, state seckill.SaleState, now time.Time, size int, prefix string) []string {
+func listAll(t *testing.T, store saleadmin.Admin, state seckill.SaleState, now time.Time, size int, prefix string) []string {
 	t.Helper()
 	var ids []string
 	seen := map[string]bool{}
@@ -141,7 +142,7 @@ func testListSalesBadInput(t *testing.T, store SaleAdminStore) {
 }
 
 // lastAudit is the newest audit entry of a sale.
-func lastAudit(t *testing.T, store seckill.SaleAdmin, saleID string) *seckill.AuditEntry {
+func lastAudit(t *testing.T, store saleadmin.Admin, saleID string) *seckill.AuditEntry {
 	t.Helper()
 	log, err := store.AuditLog(t.Context(), saleID, 10)
 	if err != nil {

@@ -85,13 +85,21 @@ func (r *Room) admission(ctx context.Context, sale *seckill.Sale) (web.Admission
 	case seckill.AdmitLottery:
 		return a, r.lottery(ctx, sale, &a)
 	case seckill.AdmitQueue:
+		pace := seckill.FixedQueuePace(sale)
+		if r.cfg.Pace != nil {
+			var err error
+			if pace, err = r.cfg.Pace(ctx, sale); err != nil {
+				return a, err
+			}
+		}
+		a.AdmitRate = pace.Rate
 		if r.cfg.Queue != nil {
 			n, err := r.cfg.Queue.Length(ctx, sale.ID)
 			if err != nil {
 				return a, err
 			}
 			a.QueueLength = n
-			a.Admitted = min(n, seckill.QueueAdmitted(sale.StartAt, r.cfg.Now(), sale.Admission.AdmitPerSecond))
+			a.Admitted = min(n, pace.AdmittedAt(r.cfg.Now()))
 		}
 		if n, ok := r.counter("seckill_queue_tickets_issued_total"); ok {
 			a.TicketsIssued, a.TicketsNodeWide = n, true

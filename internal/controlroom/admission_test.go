@@ -144,4 +144,12 @@ func TestAdmissionOfAQueue(t *testing.T) {
 	if a, _ := r.Admission(t.Context(), sale); a.Admitted != 4 {
 		t.Errorf("admitted %d of a queue of 4", a.Admitted)
 	}
+	// An adaptive queue: the admitted and the rate are the shared pace's.
+	adaptive := func(ctx context.Context, s *seckill.Sale) (seckill.QueuePace, error) {
+		return seckill.QueuePace{Start: start, Admitted: 50, At: now.Add(-time.Second), Rate: 20}, nil
+	}
+	r = New(Config{Gatherer: reg, Queue: fakeQueue{n: 100}, Pace: adaptive, Now: func() time.Time { return now }})
+	if a, _ := r.Admission(t.Context(), sale); a.Admitted != 70 || a.AdmitRate != 20 {
+		t.Errorf("adaptive queue: admitted %d at %d/s; want 70 (50, then 20 for 1 s) at 20/s", a.Admitted, a.AdmitRate)
+	}
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/defaults"
 	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/reconcile"
@@ -40,7 +41,10 @@ type Config struct {
 	Lottery LotteryReader
 	Draws   DrawReader
 	Queue   QueueReader
-	Now     func() time.Time
+	// Pace is how far a queue sale's admission has got
+	// (internal/admitpace); nil: its fixed admit_per_second.
+	Pace func(ctx context.Context, s *seckill.Sale) (seckill.QueuePace, error)
+	Now  func() time.Time
 }
 
 // Room answers the control room's snapshots of a sale.

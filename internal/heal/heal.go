@@ -1,39 +1,23 @@
 // Package heal owns the engine's answer to a stock store that lost writes
-// it had acknowledged: it notices, and rebuilds the sale's state from the
-// database without an operator and without a restart.
+// it had acknowledged (a power loss under AOF everysec, a failover to a
+// lagging replica): it notices, and rebuilds the sale's state from the
+// database without an operator or a restart. Left alone, Redis would sell
+// again what the database sold, forget buyers' limits and forget claims.
 //
-// Redis loses acknowledged writes on a power loss under AOF everysec, or
-// when a failover promotes a replica that lagged. Left alone, it then
-// sells again units the database already sold (every such claim ends in
-// failed_orders), forgets whom it sold to (the buyers' limit), and forgets
-// reservations buyers were told about.
+// The Watcher reads each loaded sale's stock hash and database row on every
+// tick, and heals a sale whose keys vanished (once it sold or was seen),
+// whose `reserved` is below what the database sold, whose reserve sequence
+// went backwards, or, for a while after the server's run_id changed, whose
+// orders Redis has no record of (the whole ledger once, then each tick only
+// claims made since InFlight before the change: a tick costs what changed,
+// not the sale's size).
 //
-// The Watcher looks at every loaded sale on each tick, cheaply: one read
-// of the sale's stock hash, one of its database row. A sale is healed when
-//
-//   - its keys vanished while the database has sold units of it, or the
-//     watcher had seen them;
-//   - its `reserved` is below what the database sold (in normal operation
-//     the database only ever follows Redis);
-//   - its reserve sequence went backwards; or
-//   - the Redis server restarted or failed over (its run_id changed) and,
-//     for a while after, a comparison finds orders Redis has no record
-//     of: the whole ledger once, then on each tick only the orders of
-//     claims made since InFlight before the change (those that may still
-//     have been on their way), so a tick costs what changed, not the
-//     sale's size.
-//
-// A heal sets the sale's healing flag (the reserve script then refuses
-// every claim with try_later), waits a moment for the events in flight to
-// land, then reads the database's orders and failed orders a page at a
-// time, looks each page up in the stock store's records and, one script
-// call per page: adds an active record (its units counted in
-// `reserved` and in the buyer's limit) for every order Redis forgot, and
-// releases the units of records whose claims the database refused (short
-// stock, over the limit, recorded lost), so that the public `remaining`
-// comes back to the stock minus what the database sold. `reserved` never
-// goes below what the database and the records in flight account for.
-// Each heal logs a line starting ALERT and is counted.
+// A heal holds claims off (try_later), lets the events in flight land, then
+// page by page restores the records of orders Redis forgot and releases the
+// units of claims the database refused; `reserved` never goes below what the
+// database and the records in flight account for. Each heal logs an ALERT
+// and is counted. The whole story: docs/durability.md, "Loss detection and
+// self-healing".
 package heal
 
 import (

@@ -110,11 +110,9 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	if sale == nil {
 		return status
 	}
-	if err := seckill.EntryWindow(sale, s.now()); err != nil {
+	now := s.now()
+	if err := seckill.EntryWindow(sale, now); err != nil {
 		return s.writeError(w, r, err)
-	}
-	if status, ok := s.limitAdmission(w, r, userID); !ok {
-		return status
 	}
 	if err := checkContentType(r); err != nil {
 		return s.writeError(w, r, err)
@@ -125,6 +123,14 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	}
 	if qty > sale.PurchaseLimit {
 		return s.writeError(w, r, seckill.Errorf(seckill.EPURCHASELIMIT, "qty is over this sale's limit of %d a buyer.", sale.PurchaseLimit))
+	}
+	// A repeat this node knows is answered before the rate limits, as a
+	// sold-out claim is: it costs no backend call and changes nothing.
+	if known, ok := s.knownEntry(sale.ID, userID, now); ok {
+		return s.writeEntered(w, r, http.StatusOK, known, sale.Admission.EntriesCloseAt)
+	}
+	if status, ok := s.limitAdmission(w, r, userID); !ok {
+		return status
 	}
 	res, err := s.lottery.Enterer.Enter(r.Context(), sale, seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: userID, Qty: qty})
 	if err != nil {
@@ -139,6 +145,18 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 		s.lotteryMetrics.entrants.Inc()
 	}
 	return s.writeEntered(w, r, code, res.Entry, sale.Admission.EntriesCloseAt)
+}
+
+// knownEntries is an Enterer that remembers entries (internal/repeats).
+type knownEntries interface {
+	KnownEntry(saleID, userID string, now time.Time) (seckill.LotteryEntry, bool)
+}
+
+func (s *Server) knownEntry(saleID, userID string, now time.Time) (seckill.LotteryEntry, bool) {
+	if k, ok := s.lottery.Enterer.(knownEntries); ok {
+		return k.KnownEntry(saleID, userID, now)
+	}
+	return seckill.LotteryEntry{}, false
 }
 
 // writeEntered writes the answer to an entry: entryResponse's JSON. Ids

@@ -39,34 +39,71 @@ func (s *Server) Front(next http.Handler) http.Handler {
 	return s.reserveFront(Harden(next))
 }
 
-// reserveFront serves a request for the reservation route itself and
-// passes every other one to next.
+// The admission routes a crowd stampedes, served in front of the mux as
+// the reservation route is (the lottery's and the queue's, when set).
+const (
+	enterPattern = "POST /api/v1/sales/{id}/entries"
+	joinPattern  = "POST /api/v1/sales/{id}/queue"
+)
+
+// reserveFront serves a request for the reservation route itself, and
+// one for an admission route in front (s.fronted), and passes every other
+// one to next.
 func (s *Server) reserveFront(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if saleID, ok := reservationSale(r); ok {
+		saleID, suffix, ok := frontSale(r)
+		if !ok {
+			next.ServeHTTP(w, r)
+			return
+		}
+		if suffix == reserveSuffix {
 			r.Pattern = reservePattern // as the mux would set it
 			s.serveReserve(w, r, saleID, true)
 			return
 		}
-		next.ServeHTTP(w, r)
+		h, pattern := s.fronted.enter, enterPattern
+		if suffix == joinSuffix {
+			h, pattern = s.fronted.join, joinPattern
+		}
+		if h == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		r.Pattern = pattern
+		r.SetPathValue("id", saleID)
+		h.ServeHTTP(w, r)
 	})
 }
 
-// reservationSale returns the sale id of a request for the reservation
-// route when the mux would route it there with that id, and the id is a
-// valid one: a path with nothing escaped (RawPath empty, so the mux's
-// segments are Path's) and only sale-id characters between the prefix
-// and the suffix (so no '/', and no '.' or '..' for Harden to refuse).
-// Every other request, of this route or not, goes the long way.
-func reservationSale(r *http.Request) (string, bool) {
-	const prefix, suffix = "/api/v1/sales/", "/reservations"
+// frontedRoutes are the admission routes' handlers as the mux has them
+// (instrumented); nil when the route is not served.
+type frontedRoutes struct{ enter, join http.Handler }
+
+const (
+	salesPrefix   = "/api/v1/sales/"
+	reserveSuffix = "/reservations"
+	enterSuffix   = "/entries"
+	joinSuffix    = "/queue"
+)
+
+// frontSale returns the sale id and the route's suffix of a POST the mux
+// would route to the reservation route or an admission route with that
+// id, when the id is a valid one: a path with nothing escaped (RawPath
+// empty, so the mux's segments are Path's) and only sale-id characters
+// between the prefix and the suffix (so no '/', and no '.' or '..' for
+// Harden to refuse). Every other request goes the long way.
+func frontSale(r *http.Request) (saleID, suffix string, ok bool) {
 	p := r.URL.Path
-	if r.Method != http.MethodPost || r.URL.RawPath != "" ||
-		len(p) <= len(prefix)+len(suffix) || !strings.HasPrefix(p, prefix) || !strings.HasSuffix(p, suffix) {
-		return "", false
+	if r.Method != http.MethodPost || r.URL.RawPath != "" || !strings.HasPrefix(p, salesPrefix) {
+		return "", "", false
 	}
-	saleID := p[len(prefix) : len(p)-len(suffix)]
-	return saleID, seckill.ValidSaleID(saleID)
+	for _, suffix := range [...]string{reserveSuffix, enterSuffix, joinSuffix} {
+		if len(p) > len(salesPrefix)+len(suffix) && strings.HasSuffix(p, suffix) {
+			saleID = p[len(salesPrefix) : len(p)-len(suffix)]
+			return saleID, suffix, seckill.ValidSaleID(saleID)
+		}
+	}
+	return "", "", false
 }
 
 // muxReserve is the reservation route as the mux finds it.
@@ -194,6 +231,11 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	})
 	if err != nil {
 		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
+	}
+	if res.Outcome == seckill.OutcomeReserved && reserver != s.reserver && s.liveStock != nil {
+		// A ticket holder's claim took units: this node's waiting room
+		// reads the live stock afresh (liveSoldOut).
+		s.liveStock.Delete(saleID)
 	}
 	return s.answerReserve(w, r, saleID, res, checks, now)
 }

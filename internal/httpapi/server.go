@@ -31,6 +31,7 @@ import (
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/claimid"
 	"github.com/seckill-dev/seckill/internal/ticket"
+	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
 // MaxBodyBytes caps every request body; more is answered 413.
@@ -250,12 +251,14 @@ type Server struct {
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
 	queue        QueueConfig
 	queueMetrics *queueMetrics
+	liveStock    *ttlcache.Cache[bool]                   // queue sales' live "sold out" (liveSoldOut)
 	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
 	budget       time.Duration
 	routeBudgets map[string]time.Duration
 	gatherer     prometheus.Gatherer
 	mux          *http.ServeMux
-	handler      http.Handler // mux behind Harden
+	fronted      frontedRoutes // the admission routes reserveFront serves
+	handler      http.Handler  // mux behind Harden
 }
 
 // New checks cfg, registers the API's metrics and builds the routes.
@@ -446,6 +449,7 @@ func (s *Server) admissionModes(cfg Config, reg prometheus.Registerer) error {
 			q.TicketTTL = ticket.DefaultTTL
 		}
 		s.queue = q
+		s.liveStock = ttlcache.New[bool](8, 128)
 		if s.queueMetrics, err = newQueueMetrics(reg); err != nil {
 			return err
 		}
@@ -562,6 +566,12 @@ func (s *Server) register(routes []route) {
 			h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { s.muxReserve(w, r) })
 		} else {
 			h = s.instrument(pattern, rt.h)
+		}
+		switch pattern {
+		case enterPattern:
+			s.fronted.enter = h
+		case joinPattern:
+			s.fronted.join = h
 		}
 		s.mux.Handle(pattern, h)
 		if allowed[rt.path] == nil {

@@ -80,7 +80,7 @@ const (
 )
 
 // Store is the connection to Redis that every port type of this package
-// shares (Stock, Outbox, Restorer, ...): it opens the client and closes
+// shares (StockStore, Outbox, Restorer, ...): it opens the client and closes
 // it. It is safe for concurrent use; its client pipelines concurrent calls
 // onto shared connections by itself.
 type Store struct {
@@ -90,7 +90,7 @@ type Store struct {
 
 // conn is what the port types share: the client, the key layout and the
 // sales' bucket layouts. Its methods are the package's building blocks;
-// the exported methods live on the port types, one file each.
+// the exported methods live on the port types (see the package doc).
 type conn struct {
 	client   rueidis.Client
 	prefix   string

@@ -81,15 +81,25 @@ func NewEnterer(next seckill.Enterer, cfg Config) *Enterer {
 // next otherwise.
 func (e *Enterer) Enter(ctx context.Context, s *seckill.Sale, req seckill.EntryRequest) (seckill.EntryResult, error) {
 	now := e.now()
-	if v, ok := e.known.get(s.ID, req.UserID, now); ok {
-		e.hits.Add(1)
-		return seckill.EntryResult{Entry: seckill.LotteryEntry{ID: v.id, UserID: req.UserID, Qty: v.qty}}, nil
+	if known, ok := e.KnownEntry(s.ID, req.UserID, now); ok {
+		return seckill.EntryResult{Entry: known}, nil
 	}
 	res, err := e.next.Enter(ctx, s, req)
 	if err == nil && res.Refused == "" && res.Entry.ID != "" {
 		e.known.put(s.ID, req.UserID, entry{id: res.Entry.ID, qty: res.Entry.Qty}, seckill.EntryKnownUntil(s), now)
 	}
 	return res, err
+}
+
+// KnownEntry returns the buyer's entry into the sale when it is known at
+// now, so that a caller can answer it before anything that costs more.
+func (e *Enterer) KnownEntry(saleID, userID string, now time.Time) (seckill.LotteryEntry, bool) {
+	v, ok := e.known.get(saleID, userID, now)
+	if !ok {
+		return seckill.LotteryEntry{}, false
+	}
+	e.hits.Add(1)
+	return seckill.LotteryEntry{ID: v.id, UserID: userID, Qty: v.qty}, true
 }
 
 // Hits counts the entries answered from memory.
@@ -118,8 +128,7 @@ func NewQueuer(next seckill.Queuer, cfg Config) *Queuer {
 // place was final: a place read before the start may still move.
 func (q *Queuer) Join(ctx context.Context, s *seckill.Sale, perIP int64, req seckill.QueueJoin) (seckill.QueueJoinResult, error) {
 	now := q.now()
-	if pos, ok := q.known.get(s.ID, req.UserID, now); ok {
-		q.hits.Add(1)
+	if pos, ok := q.KnownPlace(s.ID, req.UserID, now); ok {
 		return seckill.QueueJoinResult{Position: pos}, nil
 	}
 	res, err := q.next.Join(ctx, s, perIP, req)
@@ -127,6 +136,16 @@ func (q *Queuer) Join(ctx context.Context, s *seckill.Sale, perIP int64, req sec
 		q.known.put(s.ID, req.UserID, res.Position, s.EndAt, now)
 	}
 	return res, err
+}
+
+// KnownPlace returns the buyer's final place in the sale's waiting room
+// when it is known at now.
+func (q *Queuer) KnownPlace(saleID, userID string, now time.Time) (int64, bool) {
+	pos, ok := q.known.get(saleID, userID, now)
+	if ok {
+		q.hits.Add(1)
+	}
+	return pos, ok
 }
 
 // Hits counts the joins answered from memory.

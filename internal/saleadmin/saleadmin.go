@@ -23,7 +23,23 @@ import (
 // Store is the database side (internal/sqlstore).
 type Store interface {
 	Sale(ctx context.Context, id string) (*seckill.Sale, error)
-	seckill.SaleAdmin
+	Admin
+}
+
+// Admin is the database side of an operator's changes (internal/sqlstore):
+// each change and its audit entry in one transaction, bumping Version.
+type Admin interface {
+	ListSales(ctx context.Context, f seckill.SaleFilter) (*seckill.SalePage, error)
+	// EditSale replaces the fields of a sale not started at now; version,
+	// when not 0, must match (ECONFLICT). Started: ESTATECONFLICT.
+	EditSale(ctx context.Context, s *seckill.Sale, version int64, actor string, now time.Time) (*seckill.Sale, error)
+	// EndSale ends the sale at now; an ended one is unchanged, unaudited.
+	EndSale(ctx context.Context, id, actor string, now time.Time) (s *seckill.Sale, changed bool, err error)
+	// AddStock adds n units until the sale ends (then ESTATECONFLICT).
+	AddStock(ctx context.Context, id string, n int64, actor string, now time.Time) (*seckill.Sale, error)
+	RecordAudit(ctx context.Context, e *seckill.AuditEntry) error
+	// AuditLog lists entries newest first; saleID "" lists all sales'.
+	AuditLog(ctx context.Context, saleID string, limit int) ([]*seckill.AuditEntry, error)
 }
 
 // Live is the stock store's side (internal/redis).

@@ -16,9 +16,7 @@ import (
 
 // The operator's side of a sale: lists, edits, ending early, adding stock,
 // resolving failed orders, and the audit_log every change is written to in
-// the same transaction.
-
-var _ seckill.SaleAdmin = (*SaleStore)(nil)
+// the same transaction. SaleStore is the DB's saleadmin.Admin.
 
 // ListSales returns one page of sales matching f, newest start first,
 // then by id descending. The cursor is opaque to callers: the last sale's
@@ -135,7 +133,7 @@ func checkOne(res sql.Result, err error, what string) error {
 }
 
 // EditSale replaces the editable fields of a sale that has not started
-// (see seckill.SaleAdmin). Its stock sets both what is on sale and what is
+// (see saleadmin.Admin). Its stock sets both what is on sale and what is
 // unsold: nothing is sold before the start. Times are stored to the
 // millisecond, as CreateSale does.
 func (st *SaleStore) EditSale(ctx context.Context, s *seckill.Sale, version int64, actor string, now time.Time) (*seckill.Sale, error) {
@@ -172,7 +170,7 @@ func (st *SaleStore) EditSale(ctx context.Context, s *seckill.Sale, version int6
 	return out, nil
 }
 
-// EndSale ends a sale at now (see seckill.SaleAdmin).
+// EndSale ends a sale at now (see saleadmin.Admin).
 func (st *SaleStore) EndSale(ctx context.Context, id, actor string, now time.Time) (*seckill.Sale, bool, error) {
 	var (
 		out     *seckill.Sale
@@ -207,7 +205,7 @@ func (st *SaleStore) EndSale(ctx context.Context, id, actor string, now time.Tim
 }
 
 // AddStock puts n more units on a sale that has not ended (see
-// seckill.SaleAdmin). The stock store learns of them separately (the
+// saleadmin.Admin). The stock store learns of them separately (the
 // caller's next step): until it does they are unsold, never sold twice.
 func (st *SaleStore) AddStock(ctx context.Context, id string, n int64, actor string, now time.Time) (*seckill.Sale, error) {
 	if n < 1 || n > seckill.MaxSaleStock {

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -59,7 +60,8 @@ type admissionPoint struct {
 	Waiting        *int64    `json:"waiting,omitempty"`
 	NextWaiting    []string  `json:"next_waiting,omitempty"`
 	// Queue.
-	AdmitPerSecond  int64    `json:"admit_per_second,omitempty"`
+	AdmitPerSecond  int64    `json:"admit_per_second,omitempty"` // the rate now
+	Adaptive        bool     `json:"adaptive,omitempty"`
 	QueueLength     *int64   `json:"queue_length,omitempty"`
 	Admitted        *int64   `json:"admitted,omitempty"`
 	TicketsIssued   *int64   `json:"tickets_issued,omitempty"`
@@ -264,7 +266,7 @@ func admissionPointOf(sale *seckill.Sale, a AdmissionSnapshot) *admissionPoint {
 			p.Waiting, p.NextWaiting = count(a.Waiting), a.NextWaiting
 		}
 	case seckill.AdmitQueue:
-		p.AdmitPerSecond = sale.Admission.AdmitPerSecond
+		p.AdmitPerSecond, p.Adaptive = cmp.Or(a.AdmitRate, sale.Admission.AdmitPerSecond), sale.Admission.Adaptive != nil
 		p.QueueLength, p.Admitted = count(a.QueueLength), count(a.Admitted)
 		p.TicketsIssued, p.TicketsNodeWide = count(a.TicketsIssued), a.TicketsNodeWide
 	}

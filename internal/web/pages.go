@@ -233,9 +233,13 @@ func modeNote(sale *seckill.Sale, opensBefore time.Duration) string {
 		return "A draw: everyone who enters by " + clock(sale.Admission.EntriesCloseAt) +
 			" has the same chance, and the winners are drawn then."
 	case seckill.AdmitQueue:
+		pace := grouped(sale.Admission.AdmitPerSecond) + " a second"
+		if b, ok := sale.Admission.Bounds(); ok {
+			pace = "at the pace the shop can serve (" + grouped(b.Min) + " to " + grouped(b.Max) + " a second)"
+		}
 		return "A waiting room, open from " + clock(sale.StartAt.Add(-opensBefore)) +
 			": everyone who joins before the start gets a random place, and buyers take their turn " +
-			grouped(sale.Admission.AdmitPerSecond) + " a second from " + clock(sale.StartAt) + "."
+			pace + " from " + clock(sale.StartAt) + "."
 	}
 	return ""
 }

@@ -107,6 +107,9 @@ type AdmissionSnapshot struct {
 	NextWaiting []string
 
 	// Queue.
+	// AdmitRate is the rate positions are admitted at now, a second
+	// (an adaptive queue's follows the engine's latency); 0: unknown.
+	AdmitRate   int64
 	QueueLength int64
 	// Admitted is how many places have been admitted so far (at most the
 	// queue's length).

@@ -847,7 +847,7 @@
     } else {
       $("a-length").textContent = num(a.queue_length);
       $("a-admitted").textContent = num(a.admitted);
-      $("a-rate").textContent = num(a.admit_per_second) + "/s";
+      $("a-rate").textContent = num(a.admit_per_second) + "/s" + (a.adaptive ? " (adaptive)" : "");
       $("a-tickets").textContent = num(a.tickets_issued) + (a.ticket_rate ? " (" + rate(a.ticket_rate) + "/s)" : "");
       $("adm-note").textContent = a.tickets_node_wide ? "Tickets issued are this node's, for all queue sales together (a ticket is issued on every poll of an admitted buyer)." : "";
     }
