@@ -1,9 +1,6 @@
 package seckill
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // The ledger: what the database and the stock store each hold of a sale,
 // compared by internal/reconcile to prove nothing was oversold or lost.
@@ -23,21 +20,6 @@ type SaleLedger struct {
 	Orders   []*Order
 	Failed   []*FailedOrder
 	Restores []*RestoreRequest
-}
-
-// LedgerPages reads a sale's database ledger a page at a time, so a sale of
-// millions of reservations costs one page of memory (internal/sqlstore).
-type LedgerPages interface {
-	// LedgerTotals reads the sale and its ledger's sums in one consistent
-	// read; ErrNotFound for an unknown sale.
-	LedgerTotals(ctx context.Context, saleID string) (*LedgerTotals, error)
-	// The *After pages hold up to limit rows whose reservation id sorts
-	// after after ("" first), by reservation id.
-	OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*Order, error)
-	FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*FailedOrder, error)
-	RestoresAfter(ctx context.Context, saleID, after string, limit int) ([]*RestoreRequest, error)
-	// LedgerOf returns the rows of parts of the reservations ids (Sale nil).
-	LedgerOf(ctx context.Context, saleID string, ids []string, parts LedgerParts) (*SaleLedger, error)
 }
 
 // LedgerParts names the tables a LedgerOf reads.
@@ -76,17 +58,4 @@ type LedgerTotals struct {
 type SaleArchive struct {
 	ArchivedAt time.Time `json:"archived_at"`
 	Claims     int64     `json:"claims"`
-}
-
-// StockLedger reads a sale's stock-store side (internal/redis).
-type StockLedger interface {
-	Stock(ctx context.Context, saleID string) (StockLevel, error)
-	Reservations(ctx context.Context, saleID string) ([]ReservationRecord, error)
-	// ScanReservations calls fn with pages of about count records, each
-	// record once, in no order, no snapshot; fn's error ends the scan.
-	ScanReservations(ctx context.Context, saleID string, count int, fn func([]ReservationRecord) error) error
-	// ReservationsOf returns the records of ids the stock store has.
-	ReservationsOf(ctx context.Context, saleID string, ids []string) (map[string]ReservationRecord, error)
-	// OutboxLen counts entries not yet relayed, unacknowledged ones included.
-	OutboxLen(ctx context.Context, saleID string) (int64, error)
 }

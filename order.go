@@ -29,6 +29,10 @@ type Order struct {
 	CreatedAt     time.Time   `json:"created_at"`
 	UpdatedAt     time.Time   `json:"updated_at"`
 	CancelReason  string      `json:"cancel_reason,omitempty"`
+	// KeyDigest is the IdempotencyDigest of the key its reservation was
+	// made under, "" without one. Written with the order, read only by
+	// OrderOfKey: no answer shows it.
+	KeyDigest string `json:"-"`
 }
 
 // OrderIDOf is the order id of a reservation: derived, so that a redelivered

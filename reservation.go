@@ -191,6 +191,17 @@ func ValidIdempotencyKey(key string) bool {
 	return true
 }
 
+// ReplayOfOrder is the answer to a retry of qty units whose Idempotency-Key
+// made order o: a replay of it when the qty is the same, else
+// OutcomeKeyReused, as the stock store answers while it remembers the key.
+// A cancelled order is replayed too: a key names one claim for good.
+func ReplayOfOrder(o *Order, qty int64) Outcome {
+	if o.Qty == qty {
+		return OutcomeReplayed
+	}
+	return OutcomeKeyReused
+}
+
 // IdempotencyDigest is what the event and the order keep of an
 // Idempotency-Key: the first 128 bits of its SHA-256, base64url. The
 // database never holds a client's key, and a digest has one size.

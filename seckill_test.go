@@ -191,6 +191,23 @@ func TestIdempotencyDigestIsValidAndTellsKeysApart(t *testing.T) {
 	}
 }
 
+func TestReplayOfOrder(t *testing.T) {
+	for _, tt := range []struct {
+		order *seckill.Order
+		qty   int64
+		want  seckill.Outcome
+	}{
+		{&seckill.Order{Qty: 2, Status: seckill.OrderPlaced}, 2, seckill.OutcomeReplayed},
+		{&seckill.Order{Qty: 2, Status: seckill.OrderCancelled}, 2, seckill.OutcomeReplayed},
+		{&seckill.Order{Qty: 2, Status: seckill.OrderPlaced}, 1, seckill.OutcomeKeyReused},
+		{&seckill.Order{Qty: 1, Status: seckill.OrderPaid}, 3, seckill.OutcomeKeyReused},
+	} {
+		if got := seckill.ReplayOfOrder(tt.order, tt.qty); got != tt.want {
+			t.Errorf("ReplayOfOrder(qty %d %s, %d) = %v, want %v", tt.order.Qty, tt.order.Status, tt.qty, got, tt.want)
+		}
+	}
+}
+
 func TestErrorCode(t *testing.T) {
 	wrapped := fmt.Errorf("reserve: %w", seckill.Errorf(seckill.ESOLDOUT, "gone"))
 	if got := seckill.ErrorCode(wrapped); got != seckill.ESOLDOUT {

@@ -156,10 +156,29 @@ func runBenchEngine(ctx context.Context, c bench.EngineConfig, logger *slog.Logg
 		cfg.Roles = "api"
 	}
 	m := &Main{Config: cfg, Stdout: io.Discard, Logger: logger}
+	if isRabbitMQ(cfg.BrokerURL) {
+		// Its queues go when it closes, and those of killed runs now.
+		if err := noteBenchQueue(ctx, cfg.BrokerURL, cfg.BrokerQueue); err != nil {
+			logger.Warn("bench: leftover RabbitMQ queues", "err", err)
+		}
+		if err := m.Run(ctx); err != nil {
+			return nil, errors.Join(err, forgetBenchQueue(context.WithoutCancel(ctx), cfg.BrokerURL, cfg.BrokerQueue))
+		}
+		return rabbitBenchEngine{m}, nil
+	}
 	if err := m.Run(ctx); err != nil {
 		return nil, err
 	}
 	return m, nil
+}
+
+// rabbitBenchEngine is a bench engine on RabbitMQ: closing it deletes
+// its queues.
+type rabbitBenchEngine struct{ *Main }
+
+func (e rabbitBenchEngine) Close(ctx context.Context) error {
+	err := e.Main.Close(ctx)
+	return errors.Join(err, forgetBenchQueue(context.WithoutCancel(ctx), e.Config.BrokerURL, e.Config.BrokerQueue))
 }
 
 // Unsettled counts the claims this engine took that are not yet orders or

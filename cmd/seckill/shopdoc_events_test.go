@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -19,31 +18,13 @@ import (
 	"github.com/seckill-dev/seckill/internal/webhooksig"
 )
 
-// shopDocGoBlock is the first ```go block after heading in docs/shop.md.
-func shopDocGoBlock(t *testing.T, heading string) string {
-	t.Helper()
-	raw, err := os.ReadFile("../../docs/shop.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(raw), "\n"+heading+"\n")
-	if !ok {
-		t.Fatalf("docs/shop.md has no %q", heading)
-	}
-	m := regexp.MustCompile("(?s)```go\n(.*?)```").FindStringSubmatch(after)
-	if m == nil {
-		t.Fatalf("docs/shop.md %s has no go example", heading)
-	}
-	return m[1]
-}
-
 // TestShopDocOrderEvents runs docs/shop.md's order-event example: its
 // exports (the secret made by its openssl line) configure the engine, and
 // its receiver, compiled and run as written on another port, gets the
 // order.created of a claim, verified; it refuses a tampered body.
 func TestShopDocOrderEvents(t *testing.T) {
 	block := shopDocBlock(t, "## Order events")
-	receiver := shopDocGoBlock(t, "## Order events")
+	receiver := shopDocCode(t, "## Order events", "go")
 	gobin, err := exec.LookPath("go")
 	if err != nil {
 		t.Skip("the go command is not on PATH: cannot run docs/shop.md's receiver")

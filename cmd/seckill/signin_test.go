@@ -29,6 +29,12 @@ import (
 // shopDocBlock returns the first ```sh block after heading in docs/shop.md.
 func shopDocBlock(t *testing.T, heading string) string {
 	t.Helper()
+	return shopDocCode(t, heading, "sh")
+}
+
+// shopDocCode returns the first ```lang block after heading in docs/shop.md.
+func shopDocCode(t *testing.T, heading, lang string) string {
+	t.Helper()
 	raw, err := os.ReadFile("../../docs/shop.md")
 	if err != nil {
 		t.Fatal(err)
@@ -37,9 +43,9 @@ func shopDocBlock(t *testing.T, heading string) string {
 	if !ok {
 		t.Fatalf("docs/shop.md has no %q", heading)
 	}
-	m := regexp.MustCompile("(?s)```sh\n(.*?)```").FindStringSubmatch(after)
+	m := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```").FindStringSubmatch(after)
 	if m == nil {
-		t.Fatalf("docs/shop.md %s has no sh example", heading)
+		t.Fatalf("docs/shop.md %s has no %s example", heading, lang)
 	}
 	return m[1]
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -861,7 +862,7 @@ func testSaleLedger(t *testing.T, newStores restoreStores) {
 func testLedgerPages(t *testing.T, newStores restoreStores) {
 	ctx := t.Context()
 	sales, orders, rs, ledgers := newStores(t)
-	pages, ok := ledgers.(seckill.LedgerPages)
+	pages, ok := ledgers.(reconcile.LedgerPages)
 	if !ok {
 		t.Skip("the ledger store does not read pages")
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/reconcile"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -19,13 +20,13 @@ import (
 type RestoringStockStore = interface {
 	seckill.StockStore
 	seckill.StockRestorer
-	seckill.StockLedger
+	reconcile.StockLedger
 }
 
 // restockPatience is how long a restock announcement may take to arrive.
 const restockPatience = 5 * time.Second
 
-// StockRestorer exercises the seckill.StockRestorer and seckill.StockLedger
+// StockRestorer exercises the seckill.StockRestorer and reconcile.StockLedger
 // sides of a stock store. newStore is called once per subtest and must
 // return a store whose sales and restock announcements no other test sees
 // (announcements of other sales are tolerated); it should register its own
@@ -313,7 +314,7 @@ func wantRestore(t *testing.T, store seckill.StockRestorer, reservationID string
 	}
 }
 
-func restoreRecords(t *testing.T, store seckill.StockLedger, saleID string) []seckill.ReservationRecord {
+func restoreRecords(t *testing.T, store reconcile.StockLedger, saleID string) []seckill.ReservationRecord {
 	t.Helper()
 	recs, err := store.Reservations(context.Background(), saleID)
 	if err != nil {

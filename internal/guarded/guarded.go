@@ -171,3 +171,18 @@ func (g Orders) FailedOrderCounts(ctx context.Context) ([]seckill.FailedOrderCou
 func (g Orders) PayOrder(ctx context.Context, id string, now time.Time) (*seckill.Order, error) {
 	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.Order, error) { return g.OrderStore.PayOrder(ctx, id, now) })
 }
+
+// KeyedOrders is the order store's OrderOfKey as the reservation route
+// sees it (internal/sqlstore OrderStore).
+type KeyedOrders struct {
+	Store interface {
+		OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error)
+	}
+	B *breaker.Breaker
+}
+
+func (g KeyedOrders) OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error) {
+	return breaker.Do(ctx, g.B, func(ctx context.Context) (*seckill.Order, error) {
+		return g.Store.OrderOfKey(ctx, saleID, userID, digest)
+	})
+}

@@ -105,9 +105,10 @@ type Watcher struct {
 	serverID     string
 	suspectUntil time.Time
 	suspectFrom  time.Time       // claims made since are compared on every suspect tick
-	compared     map[string]bool // sales whose whole ledger was compared since the change
+	compared     map[string]stamp // sales whose whole ledger was compared since the change, as they were then
 	seen         map[string]seckill.StockWatch
 	held         map[string]heldSale // by Hold, until their first heal
+	comparisons  int                 // ledger comparisons of suspect ticks, for tests
 
 	worker startstop.Worker
 }
@@ -195,7 +196,7 @@ func (w *Watcher) Tick(ctx context.Context) {
 			"was", w.serverID, "now", id)
 		w.suspectUntil = now.Add(w.cfg.Suspect)
 		w.suspectFrom = now.Add(-w.cfg.InFlight)
-		w.compared = map[string]bool{}
+		w.compared = map[string]stamp{}
 		if w.cfg.OnRestart != nil {
 			w.cfg.OnRestart()
 		}
@@ -284,11 +285,17 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 	case loss != seckill.StockFine:
 		reason = loss.Reason(c)
 	case now.Before(w.suspectUntil):
+		at := stamp{version: row.Version, seq: st.Seq, reserved: st.Reserved}
+		last, compared := w.compared[sale.ID]
+		if compared && last == at {
+			break // nothing changed on either side since its last comparison
+		}
 		var add, release int
 		from := ""
-		if w.compared[sale.ID] {
+		if compared {
 			from = seckill.ReservationIDFloor(sale.ID, w.suspectFrom)
 		}
+		w.comparisons++
 		err := w.plan(ctx, sale.ID, from, func(a, r []seckill.ReservationRecord) error {
 			add, release = add+len(a), release+len(r)
 			return nil
@@ -296,7 +303,7 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		if err != nil {
 			return err
 		}
-		w.compared[sale.ID] = true
+		w.compared[sale.ID] = at
 		if add > 0 || release > 0 {
 			reason = fmt.Sprintf("after a Redis restart or failover, %d orders have no record and %d refused claims hold units", add, release)
 		}
@@ -313,6 +320,12 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 	w.seen[sale.ID] = st
 	return nil
 }
+
+// stamp is what a suspect tick compares to skip a sale that did not
+// change: the database row's version, which every write of its orders,
+// failed orders and restores bumps, and the stock hash's reserve sequence
+// and reserved units.
+type stamp struct{ version, seq, reserved int64 }
 
 // staleHeal is how long past its Settle a heal may run before another
 // node takes it over.

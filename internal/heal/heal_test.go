@@ -402,8 +402,11 @@ func (c *countingDB) OrdersAfter(ctx context.Context, sale, after string, limit 
 
 // TestSuspectTicksReadWhatChanged: after a Redis restart the watcher
 // compares a sale's whole ledger once, then on each tick only the orders
-// of claims made since InFlight before the restart: a tick's reads follow
-// what changed, not the sale's size. OnRestart is told of the restart once.
+// of claims made since InFlight before the restart, and only when the sale
+// changed since its last comparison (the row's version, the reserve
+// sequence, reserved): a tick's reads follow what changed, not the sale's
+// size nor the number of ticks. A late order Redis has no record of is
+// still found. OnRestart is told of the restart once.
 func TestSuspectTicksReadWhatChanged(t *testing.T) {
 	ctx := context.Background()
 	emb, err := redis.StartEmbedded(ctx)
@@ -424,10 +427,7 @@ func TestSuspectTicksReadWhatChanged(t *testing.T) {
 		if _, err := emb.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{{ReservationID: id, UserID: user, Qty: 1}}); err != nil {
 			t.Fatal(err)
 		}
-		db.mu.Lock()
-		db.orders = append(db.orders, &seckill.Order{ReservationID: id, UserID: user, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: at})
-		slices.SortFunc(db.orders, func(a, b *seckill.Order) int { return strings.Compare(a.ReservationID, b.ReservationID) })
-		db.mu.Unlock()
+		db.land(id, user, at)
 	}
 	const old = 30
 	for i := range old {
@@ -449,7 +449,40 @@ func TestSuspectTicksReadWhatChanged(t *testing.T) {
 	if db.rows != 1 {
 		t.Errorf("a later tick read %d orders; want only the 1 made since InFlight before the restart", db.rows)
 	}
+	// Ticks with nothing changed on either side compare nothing.
+	before := w.comparisons
+	db.rows = 0
+	for range 5 {
+		w.Tick(ctx)
+	}
+	if db.rows != 0 || w.comparisons != before {
+		t.Errorf("5 ticks with nothing changed read %d orders in %d comparisons; want none", db.rows, w.comparisons-before)
+	}
 	if heals != 0 || restarts != 1 {
 		t.Errorf("%d heals with every order recorded, %d restarts told; want none and 1", heals, restarts)
 	}
+	// A claim in Redis whose order is on its way: the reserve sequence
+	// moved, so the next tick compares (and finds nothing to heal).
+	if _, err := reserveOne(ctx, emb, sale.ID, "inflight"); err != nil {
+		t.Fatal(err)
+	}
+	w.Tick(ctx)
+	// An order that lands late, whose claim Redis lost (its units are
+	// counted: the in-flight claim's): only the database's version
+	// moved, and the next tick compares, and heals.
+	db.land(seckill.NewReservationID(sale.ID, time.Now()), "lost", time.Now())
+	w.Tick(ctx)
+	if w.comparisons != before+2 || heals != 1 {
+		t.Errorf("after a claim and an order Redis has no record of: %d comparisons, %d heals; want 2 and 1", w.comparisons-before, heals)
+	}
+}
+
+// land adds an order as the order writer does, bumping the sale row's
+// version.
+func (f *fakeDB) land(id, user string, at time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.orders = append(f.orders, &seckill.Order{ReservationID: id, UserID: user, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: at})
+	slices.SortFunc(f.orders, func(a, b *seckill.Order) int { return strings.Compare(a.ReservationID, b.ReservationID) })
+	f.sale.Version++
 }

@@ -331,3 +331,34 @@ func TestAnAdmittedClaimRefreshesTheLiveStock(t *testing.T) {
 		t.Fatalf("poll after a claim on this node: %s, want sold_out", body)
 	}
 }
+
+// TestAPollOfAFinalPlaceCallsNoBackend: a buyer who joined before the
+// start polls their place; the first poll once places are final reads it
+// from the store, and every later one is answered from memory.
+func TestAPollOfAFinalPlaceCallsNoBackend(t *testing.T) {
+	e, calls, _ := admissionEnv(t)
+	start := testSale().StartAt
+	e.clock.Set(start.Add(-time.Minute))
+	if w := e.post("cat", "/api/v1/sales/"+testQueueID+"/queue", nil); w.Code != http.StatusOK {
+		t.Fatalf("join before the start: %d %s", w.Code, w.Body)
+	}
+	poll := func() map[string]int {
+		t.Helper()
+		before := calls.snapshot()
+		w := e.do(req{method: "GET", path: "/api/v1/sales/" + testQueueID + "/queue/mine", auth: "Bearer " + buyerToken(t, "cat")})
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"position":1`) {
+			t.Fatalf("poll: %d %s, want position 1", w.Code, w.Body)
+		}
+		return calls.since(before)
+	}
+	if got := poll(); got["queue.Position"] != 1 {
+		t.Fatalf("a poll before the start called %v, want the store's position", got)
+	}
+	e.clock.Set(start.Add(seckill.QueueSettleMargin))
+	if got := poll(); got["queue.Position"] != 1 {
+		t.Fatalf("the first poll once final called %v, want the store's position", got)
+	}
+	if got := poll(); got["queue.Position"] != 0 {
+		t.Fatalf("a later poll called %v, want no position read", got)
+	}
+}

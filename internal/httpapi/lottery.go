@@ -129,7 +129,7 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	if known, ok := s.knownEntry(sale.ID, userID, now); ok {
 		return s.writeEntered(w, r, http.StatusOK, known, sale.Admission.EntriesCloseAt)
 	}
-	if status, ok := s.limitAdmission(w, r, userID); !ok {
+	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
 		return status
 	}
 	res, err := s.lottery.Enterer.Enter(r.Context(), sale, seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: userID, Qty: qty})

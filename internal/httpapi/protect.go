@@ -178,14 +178,45 @@ func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) i
 	return s.handleReserve(w, r, c)
 }
 
+// AdmissionLimiter counts a lottery entry's or a queue join's rate checks
+// within its sale, batched, in the same state as the sale's claims' checks
+// (internal/combiner.RateChecker over internal/redis).
+type AdmissionLimiter interface {
+	CheckRates(ctx context.Context, saleID string, checks []seckill.RateCheck) (refusedBy int, retry time.Duration, err error)
+}
+
 // limitAdmission applies the reservation route's rate limits to a lottery
-// entry or a queue join of the verified buyer uid: the same limits, keys
-// and block list, asked of the limiter in a call of its own (the entry
-// and join scripts take no rate checks). It answers 429 itself and
-// returns false when the request is refused. Without a RateLimiter (the
-// limits decided in the reserve script only) nothing is limited.
-func (s *Server) limitAdmission(w http.ResponseWriter, r *http.Request, uid string) (int, bool) {
+// entry or a queue join of the verified buyer uid on saleID: the same
+// limits and block list; counted by the AdmissionLimiter in one call a
+// batch, or without one by the RateLimiter, a call a check. It answers 429
+// itself and returns false when the request is refused. A failing limiter
+// lets the request through, as for claims.
+func (s *Server) limitAdmission(w http.ResponseWriter, r *http.Request, saleID, uid string) (int, bool) {
 	g := s.guard
+	if s.admissionLimiter != nil {
+		now := s.now()
+		checks, retry, limited := g.rateChecks(r, uid, now)
+		if limited {
+			return writeRateLimited(w, retry), false
+		}
+		if len(checks) == 0 {
+			return 0, true
+		}
+		lctx, cancel := context.WithTimeout(r.Context(), rateLimitTimeout)
+		by, retry, err := s.admissionLimiter.CheckRates(lctx, saleID, checks)
+		cancel()
+		if err != nil {
+			if r.Context().Err() == nil {
+				g.failOpen(r.Context(), err)
+			}
+			return 0, true
+		}
+		if by >= 0 {
+			g.refused(checks, by, retry, now)
+			return writeRateLimited(w, retry), false
+		}
+		return 0, true
+	}
 	if g.limiter == nil {
 		return 0, true
 	}

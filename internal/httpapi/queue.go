@@ -114,7 +114,7 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 		}
 		return s.writeJSON(w, r, http.StatusOK, resp)
 	}
-	if status, ok := s.limitAdmission(w, r, userID); !ok {
+	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
 		return status
 	}
 	join := seckill.QueueJoin{UserID: userID}
@@ -142,6 +142,11 @@ type knownPlaces interface {
 	KnownPlace(saleID, userID string, now time.Time) (int64, bool)
 }
 
+// placeRememberer keeps a place a poll read, once final (internal/repeats).
+type placeRememberer interface {
+	RememberPlace(s *seckill.Sale, userID string, pos int64, now time.Time)
+}
+
 func (s *Server) knownPlace(saleID, userID string, now time.Time) (int64, bool) {
 	if k, ok := s.queue.Queuer.(knownPlaces); ok {
 		return k.KnownPlace(saleID, userID, now)
@@ -159,13 +164,19 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 	if sale == nil {
 		return status
 	}
-	pos, ok, err := s.queue.Positions.Position(r.Context(), sale.ID, userID)
-	if err != nil {
-		return s.writeError(w, r, err)
-	} else if !ok {
-		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", sale.ID))
+	now := s.now()
+	pos, ok := s.knownPlace(sale.ID, userID, now)
+	if !ok {
+		if pos, ok, err = s.queue.Positions.Position(r.Context(), sale.ID, userID); err != nil {
+			return s.writeError(w, r, err)
+		} else if !ok {
+			return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", sale.ID))
+		}
+		if k, ok := s.queue.Queuer.(placeRememberer); ok {
+			k.RememberPlace(sale, userID, pos, now)
+		}
 	}
-	resp, err := s.standing(r.Context(), sale, userID, pos, s.now())
+	resp, err := s.standing(r.Context(), sale, userID, pos, now)
 	if err != nil {
 		return s.writeError(w, r, err)
 	}

@@ -232,6 +232,11 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	if err != nil {
 		return s.fail(w, r, fmt.Errorf("reserve %s: %w", saleID, err))
 	}
+	if res.Outcome == seckill.OutcomeLimitExceeded && key != "" && s.keyedOrders != nil {
+		if o, ok := s.orderOfKey(r.Context(), saleID, userID, key); ok {
+			res = seckill.ReserveResult{Outcome: seckill.ReplayOfOrder(o, qty), ReservationID: o.ReservationID, Qty: o.Qty}
+		}
+	}
 	if res.Outcome == seckill.OutcomeReserved && reserver != s.reserver && s.liveStock != nil {
 		// A ticket holder's claim took units: this node's waiting room
 		// reads the live stock afresh (liveSoldOut).
@@ -270,6 +275,28 @@ func (s *Server) answerReserve(w http.ResponseWriter, r *http.Request, saleID st
 		return outRateLimited, writeRateLimited(w, res.RetryAfter)
 	}
 	return s.fail(w, r, fmt.Errorf("reserve %s: unknown outcome %d", saleID, res.Outcome))
+}
+
+// KeyedOrders finds a buyer's order by the digest of the Idempotency-Key
+// its reservation was made under (internal/sqlstore OrderStore.OrderOfKey);
+// seckill.ErrNotFound when there is none.
+type KeyedOrders interface {
+	OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error)
+}
+
+// orderOfKey is the buyer's order made under key, if the database has one.
+// Only a claim the stock store refused as over the limit asks: its key's
+// record is gone (a failover, a heal) while the order it made counts. A
+// database that cannot answer leaves the refusal as it was.
+func (s *Server) orderOfKey(ctx context.Context, saleID, userID, key string) (*seckill.Order, bool) {
+	o, err := s.keyedOrders.OrderOfKey(ctx, saleID, userID, seckill.IdempotencyDigest(key))
+	if err != nil {
+		if !errors.Is(err, seckill.ErrNotFound) && ctx.Err() == nil {
+			s.logger.Warn("replay of a keyed claim from the database", "sale", saleID, "err", err)
+		}
+		return nil, false
+	}
+	return o, true
 }
 
 // withReserveBudget returns r bounded by the reservation route's budget

@@ -614,6 +614,74 @@ func TestSoldOutFlagAfterAuth(t *testing.T) {
 	}
 }
 
+// keyedOrdersFunc is a KeyedOrders of a function.
+type keyedOrdersFunc func(saleID, userID, digest string) (*seckill.Order, error)
+
+func (f keyedOrdersFunc) OrderOfKey(_ context.Context, saleID, userID, digest string) (*seckill.Order, error) {
+	return f(saleID, userID, digest)
+}
+
+// TestKeyedRetryOverTheLimitIsAnsweredWithTheOrder: the stock store forgot a
+// key (its record was lost in a failover, the heal restored the buyer's
+// count from the database) and refuses the retry as over the limit; the
+// order the key made answers it instead: 202 with its reservation id for
+// the same qty, key_reused for another, limit_exceeded as before for a key
+// the database does not know, a request without a key, or a database that
+// fails.
+func TestKeyedRetryOverTheLimitIsAnsweredWithTheOrder(t *testing.T) {
+	const held = testSaleID + ".06H4P8K0MWXF79V486A55RE4VM"
+	var lookups int
+	e := newEnv(t, func(c *Config) {
+		c.KeyedOrders = keyedOrdersFunc(func(saleID, userID, digest string) (*seckill.Order, error) {
+			lookups++
+			switch {
+			case saleID == testSaleID && userID == "alice" && digest == seckill.IdempotencyDigest("k-held"):
+				return &seckill.Order{ReservationID: held, SaleID: saleID, UserID: userID, Qty: 2}, nil
+			case digest == seckill.IdempotencyDigest("k-down"):
+				return nil, errors.New("database down")
+			}
+			return nil, seckill.ErrNotFound
+		})
+	})
+	e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+		return seckill.ReserveResult{Outcome: seckill.OutcomeLimitExceeded}, nil
+	})
+	key := func(k string) map[string][]string { return map[string][]string{"Idempotency-Key": {k}} }
+
+	w := e.reserve("alice", testSaleID, `{"qty":2}`, key("k-held"))
+	if w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), `"reservation_id":"`+held+`"`) {
+		t.Fatalf("retry of the held key: %d %s; want 202 with %s", w.Code, w.Body, held)
+	}
+	wantError(t, e.reserve("alice", testSaleID, `{"qty":1}`, key("k-held")), http.StatusUnprocessableEntity, seckill.EKEYREUSED)
+	wantError(t, e.reserve("bob", testSaleID, `{"qty":2}`, key("k-held")), http.StatusConflict, seckill.EPURCHASELIMIT)
+	wantError(t, e.reserve("alice", testSaleID, `{"qty":2}`, key("k-other")), http.StatusConflict, seckill.EPURCHASELIMIT)
+	wantError(t, e.reserve("alice", testSaleID, `{"qty":2}`, key("k-down")), http.StatusConflict, seckill.EPURCHASELIMIT)
+	before := lookups
+	wantError(t, e.reserve("alice", testSaleID, `{"qty":2}`, nil), http.StatusConflict, seckill.EPURCHASELIMIT)
+	if lookups != before {
+		t.Errorf("a request without a key looked up the database")
+	}
+	assertMetric(t, e, `seckill_reservations_total{outcome="replayed"} 1`)
+	if !strings.Contains(e.logs.String(), "database down") || strings.Contains(e.logs.String(), "k-down") {
+		t.Errorf("logs %q; want the database's failure, without the key", e.logs.String())
+	}
+}
+
+// TestSoldOutIsNotLookedUp: only a refusal over the limit asks the
+// database; a sold-out answer stays as cheap as it is.
+func TestSoldOutIsNotLookedUp(t *testing.T) {
+	e := newEnv(t, func(c *Config) {
+		c.KeyedOrders = keyedOrdersFunc(func(string, string, string) (*seckill.Order, error) {
+			t.Error("the database was asked")
+			return nil, seckill.ErrNotFound
+		})
+	})
+	e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+		return seckill.ReserveResult{Outcome: seckill.OutcomeSoldOut}, nil
+	})
+	wantError(t, e.reserve("alice", testSaleID, `{"qty":1}`, map[string][]string{"Idempotency-Key": {"k"}}), http.StatusConflict, seckill.ESOLDOUT)
+}
+
 // TestEnteredBodyIsEncodingJSONs: the appended answer to an entry is the
 // bytes encoding/json makes of entryResponse, whatever the entry and the
 // close time (a zone other than UTC, nanoseconds or none, an id that

@@ -185,8 +185,12 @@ type Config struct {
 	LimitInReserve bool
 	RateLimitIP    seckill.RateLimit
 	RateLimitUser  seckill.RateLimit
-	TrustedProxies []netip.Prefix
-	MaxInFlight    int
+	// AdmissionLimiter, if set, counts the limits of lottery entries and
+	// queue joins in one call a batch (protect.go); without it they cost
+	// the RateLimiter a call a check.
+	AdmissionLimiter AdmissionLimiter
+	TrustedProxies   []netip.Prefix
+	MaxInFlight      int
 
 	// OrderEvents, if set, serves the operator's view of order-event
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
@@ -203,6 +207,10 @@ type Config struct {
 	// BuyerClaims, if set, serves GET /api/v1/sales/{id}/reservations/mine
 	// (mine.go): a buyer's claims on a sale, for one who lost an answer.
 	BuyerClaims BuyerClaims
+	// KeyedOrders, if set, answers a keyed claim the stock store refuses
+	// as over the limit with the buyer's order made under the same key,
+	// when the database has one (the key's record was lost in Redis).
+	KeyedOrders KeyedOrders
 }
 
 // Server is the HTTP API. Build it with New; serve Handler.
@@ -238,14 +246,17 @@ type Server struct {
 	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
-	pay           paySide // payment.go
-	orderList     seckill.OrderLister
+	// admissionLimiter counts entries' and joins' limits (limitAdmission).
+	admissionLimiter AdmissionLimiter
+	pay              paySide // payment.go
+	orderList        seckill.OrderLister
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
 	// The lottery routes (lottery.go); lottery.Enterer nil: none.
 	lottery        LotteryConfig
 	buyerClaims    BuyerClaims // nil: no reservations/mine route
+	keyedOrders    KeyedOrders // nil: no replay from the database
 	draws          drawCache
 	lotteryMetrics *lotteryMetrics
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
@@ -275,6 +286,7 @@ func New(cfg Config) (*Server, error) {
 		verifier:      cfg.Verifier,
 		verifierAt:    asVerifierAt(cfg.Verifier),
 		orders:        cfg.Orders,
+		keyedOrders:   cfg.KeyedOrders,
 		pending:       cfg.Pending,
 		lost:          cfg.Lost,
 		claimIDs:      cfg.ClaimIDs,
@@ -407,6 +419,7 @@ func (s *Server) registerMetrics(cfg Config, reg prometheus.Registerer) error {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return err
 	}
+	s.admissionLimiter = cfg.AdmissionLimiter
 	if s.guard, err = newGuard(cfg, reg, s.logger, s.now); err != nil {
 		return err
 	}

@@ -120,3 +120,51 @@ func TestJournalCap(t *testing.T) {
 		t.Errorf("the newest claim was forgotten")
 	}
 }
+
+// lockedStore is a recordingStore safe for a sweeper's own goroutine.
+type lockedStore struct {
+	mu sync.Mutex
+	recordingStore
+}
+
+func (s *lockedStore) RecordFailedOrder(ctx context.Context, f *seckill.FailedOrder) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.recordingStore.RecordFailedOrder(ctx, f)
+}
+
+func (s *lockedStore) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.failed)
+}
+
+// TestStartedSweeperRecordsLossesInTheBackground: a started Sweeper, once
+// armed, records a forgotten claim on its own goroutine (nobody calls
+// tick, no buyer polls), and stops twice without error.
+func TestStartedSweeperRecordsLossesInTheBackground(t *testing.T) {
+	ids := claimid.NewMinter([]byte("k"))
+	t0 := time.Now().Add(-time.Minute) // the claim is past MinAge at once
+	st := &lockedStore{}
+	r := New(st, ids, Config{After: time.Hour, MinAge: time.Second, Outbox: &fakeOutbox{empty: true},
+		Backlog: func(context.Context) (int64, error) { return 0, nil }})
+	s := NewSweeper(claimingReserver{}, r, &fakeRecords{have: map[string]bool{}}, SweepConfig{Interval: 10 * time.Millisecond})
+	id := ids.New("tea", "alice", 1, t0)
+	if _, err := s.Reserve(context.Background(), "tea", seckill.ReserveRequest{ReservationID: id, UserID: "alice", Qty: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s.Start(context.Background())
+	s.Arm()
+	deadline := time.Now().Add(time.Minute)
+	for st.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if n := st.count(); n != 1 {
+		t.Errorf("the started sweeper recorded %d failed orders; want alice's claim", n)
+	}
+	for range 2 {
+		if err := s.Stop(context.Background()); err != nil {
+			t.Errorf("Stop: %v", err)
+		}
+	}
+}

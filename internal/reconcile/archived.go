@@ -14,14 +14,14 @@ import (
 // archived, the summary of the reconciliation it passed then
 // (internal/redis).
 type ArchivingLedger interface {
-	seckill.StockLedger
+	StockLedger
 	ArchivedSummary(ctx context.Context, saleID string) (summary string, ok bool, err error)
 }
 
 // Sale reconciles a sale; an archived one (whose stock-store keys are
 // gone) from the database alone. A sale archived before the database
 // recorded archives answers the reconciliation it passed when archived.
-func Sale(ctx context.Context, saleID string, db seckill.LedgerPages, stock ArchivingLedger, now time.Time, opts Options) (*Report, error) {
+func Sale(ctx context.Context, saleID string, db LedgerPages, stock ArchivingLedger, now time.Time, opts Options) (*Report, error) {
 	rep, err := Reconcile(ctx, saleID, db, stock, now, opts)
 	if err != nil || rep.StockStore.Loaded || rep.Archived != nil {
 		return rep, err
@@ -41,7 +41,7 @@ func Sale(ctx context.Context, saleID string, db seckill.LedgerPages, stock Arch
 // Final is the last reconciliation of a sale before its keys are archived
 // (archive.Config.Final): the report as JSON, the summary the archive
 // keeps, or an error if the sale does not balance.
-func Final(ctx context.Context, saleID string, db seckill.LedgerPages, stock seckill.StockLedger, now time.Time) (string, error) {
+func Final(ctx context.Context, saleID string, db LedgerPages, stock StockLedger, now time.Time) (string, error) {
 	rep, err := Reconcile(ctx, saleID, db, stock, now, Options{})
 	if err != nil {
 		return "", err

@@ -333,7 +333,7 @@ func (r *Report) OK() bool {
 // database does not know is seckill.ErrNotFound. A sale not loaded in the
 // stock store is not an error: it reconciles against an empty stock
 // store, or, once archived, from the database alone.
-func Reconcile(ctx context.Context, saleID string, db seckill.LedgerPages, stock seckill.StockLedger, now time.Time, opts Options) (*Report, error) {
+func Reconcile(ctx context.Context, saleID string, db LedgerPages, stock StockLedger, now time.Time, opts Options) (*Report, error) {
 	if opts.InFlightGrace <= 0 {
 		opts.InFlightGrace = DefaultInFlightGrace
 	}
@@ -393,7 +393,7 @@ func Reconcile(ctx context.Context, saleID string, db seckill.LedgerPages, stock
 	return c.finish(before, after, loaded || loadedAfter), nil
 }
 
-func readStock(ctx context.Context, stock seckill.StockLedger, saleID string) (seckill.StockLevel, bool, error) {
+func readStock(ctx context.Context, stock StockLedger, saleID string) (seckill.StockLevel, bool, error) {
 	lvl, err := stock.Stock(ctx, saleID)
 	switch {
 	case errors.Is(err, seckill.ErrNotFound):
@@ -486,7 +486,7 @@ func (c *comparison) trim() {
 
 // records checks one page of stock-store records against the database
 // (equations 1, 3 and 4 from the stock store's side).
-func (c *comparison) records(ctx context.Context, db seckill.LedgerPages, page []seckill.ReservationRecord) error {
+func (c *comparison) records(ctx context.Context, db LedgerPages, page []seckill.ReservationRecord) error {
 	r := c.r
 	ids := make([]string, len(page))
 	for i, rec := range page {
@@ -638,7 +638,7 @@ func (c *comparison) unexplained(u unmatchedRecord) {
 // the stock store (equations 4 and 5 from the database's side), up to
 // lookups pages at once. stock is nil for an archived sale: then no
 // record is looked for.
-func (c *comparison) databasePass(ctx context.Context, db seckill.LedgerPages, stock seckill.StockLedger) error {
+func (c *comparison) databasePass(ctx context.Context, db LedgerPages, stock StockLedger) error {
 	recordsOf := func(ctx context.Context, ids []string) (map[string]seckill.ReservationRecord, error) {
 		if stock == nil || len(ids) == 0 {
 			return nil, nil

@@ -11,13 +11,11 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Ledger is the stock store's side of reconciliation (seckill.StockLedger
+// Ledger is the stock store's side of reconciliation (reconcile.StockLedger
 // and reconcile.ArchivingLedger): the sale's stock, its reservation
 // records, its outbox's length and its running counters, read without
 // changing anything.
 type Ledger struct{ *conn }
-
-var _ seckill.StockLedger = Ledger{}
 
 // Ledger returns the store's ledger.
 func (s *Store) Ledger() Ledger { return Ledger{s.conn} }

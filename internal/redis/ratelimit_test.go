@@ -244,3 +244,52 @@ func BenchmarkAllowRefused(b *testing.B) {
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
+
+// testRateCheckBatch: a batch of entries' or joins' checks counts as the
+// reserve script counts claims, in the same state: 20 a minute from one
+// address lets 20 requests through in batches of any size, claims
+// included, and refuses the rest by the address's check with a retry.
+func testRateCheckBatch(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := mustPreheat(t, s, liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit))
+	perMin := seckill.RateLimit{Rate: 20, Period: time.Minute}
+	loose := seckill.RateLimit{Rate: 1_000_000, Period: time.Second}
+	ip := "ip:" + servicetest.UniqueName("203.0.113.")
+	checks := func(user string) []seckill.RateCheck {
+		return []seckill.RateCheck{{Key: ip, Limit: perMin}, {Key: "user:" + user, Limit: loose}}
+	}
+	allowed, refused := 0, 0
+	for sent := 0; sent < 25; {
+		n := min(1+sent%4, 25-sent)
+		batch := make([][]seckill.RateCheck, n)
+		for i := range batch {
+			batch[i] = checks("u" + strconv.Itoa(sent+i))
+		}
+		by, retry, err := s.RateLimiter().CheckBatch(ctx, sale.ID, batch)
+		if err != nil {
+			t.Fatalf("CheckBatch: %v", err)
+		}
+		for i := range by {
+			if by[i] < 0 {
+				allowed++
+			} else if by[i] != 0 || retry[i] <= 0 || retry[i] > 3*time.Second+time.Second {
+				t.Errorf("refusal by %d, retry %v; want by check 0 (the address), retry in (0, 4s]", by[i], retry[i])
+			} else {
+				refused++
+			}
+		}
+		sent += n
+	}
+	if allowed != 20 || refused != 5 {
+		t.Fatalf("allowed %d, refused %d; want 20 and 5", allowed, refused)
+	}
+	req := request(sale.ID, "claimer", 1, "")
+	req.RateChecks = checks("claimer")
+	res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{req})
+	if err != nil || res[0].Outcome != seckill.OutcomeRateLimited {
+		t.Fatalf("a claim from the same address after 20 entries = %+v, %v; want rate limited (one budget)", res, err)
+	}
+	if _, _, err := s.RateLimiter().CheckBatch(ctx, sale.ID, [][]seckill.RateCheck{checks("a"), checks("b")[:1]}); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("a batch of mixed limits: %v; want invalid", err)
+	}
+}

@@ -145,6 +145,7 @@ func TestStore(t *testing.T) {
 			{"BuyersNeverExpire", testBuyersNeverExpire},
 			{"FullBatch", testFullBatch},
 			{"RateChecks", testRateChecks},
+			{"RateCheckBatch", testRateCheckBatch},
 			{"RateGenerations", testRateGenerations},
 			{"Replays", testReplays},
 			{"CompactIdempotency", testCompactIdempotency},

@@ -148,6 +148,14 @@ func (q *Queuer) KnownPlace(saleID, userID string, now time.Time) (int64, bool) 
 	return pos, ok
 }
 
+// RememberPlace keeps a place the caller read at now (a buyer polling
+// it), if it is final by then.
+func (q *Queuer) RememberPlace(s *seckill.Sale, userID string, pos int64, now time.Time) {
+	if pos > 0 && seckill.QueuePlaceSettled(s, now, q.margin) {
+		q.known.put(s.ID, userID, pos, s.EndAt, now)
+	}
+}
+
 // Hits counts the joins answered from memory.
 func (q *Queuer) Hits() uint64 { return q.hits.Load() }
 

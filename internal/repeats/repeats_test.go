@@ -269,3 +269,21 @@ func TestConcurrentRepeats(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestAPolledPlaceIsRememberedOnlyOnceFinal: RememberPlace keeps a place
+// read once places are final, and nothing before.
+func TestAPolledPlaceIsRememberedOnlyOnceFinal(t *testing.T) {
+	c := &clock{t: t0.Add(-time.Minute)}
+	q := NewQueuer(&queueStore{}, Config{Now: c.Now})
+	s := &seckill.Sale{ID: "tea", StartAt: t0, EndAt: t0.Add(time.Hour),
+		Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10}}
+	q.RememberPlace(s, "ann", 3, c.Now())
+	if _, ok := q.KnownPlace(s.ID, "ann", c.Now()); ok {
+		t.Fatal("a place read before the start was remembered")
+	}
+	c.set(t0.Add(seckill.QueueSettleMargin))
+	q.RememberPlace(s, "ann", 3, c.Now())
+	if pos, ok := q.KnownPlace(s.ID, "ann", c.Now()); !ok || pos != 3 {
+		t.Fatalf("known place = %d, %v; want 3", pos, ok)
+	}
+}

@@ -233,6 +233,7 @@ func (st *FailedOrderStore) redrive(ctx context.Context, tx *sql.Tx, aq *adminQu
 		UserID: f.UserID, Qty: f.Qty, AmountCents: f.Qty * price, Status: seckill.OrderPlaced,
 		PayBy:      fromMillis(toMillis(fromMillis(nowMs).Add(payTimeout))),
 		ReservedAt: fromMillis(toMillis(reservedAt)), CreatedAt: fromMillis(nowMs), UpdatedAt: fromMillis(nowMs),
+		KeyDigest: keyDigestOf(e),
 	}
 	if err := st.insertOrders(ctx, tx, []*seckill.Order{o}); err != nil {
 		return st.conflictOr(err, "insert order")

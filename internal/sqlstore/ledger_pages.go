@@ -10,18 +10,16 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// A sale's ledger a page at a time (seckill.LedgerPages), for comparing a
+// A sale's ledger a page at a time (reconcile.LedgerPages), for comparing a
 // sale of millions of reservations with the stock store in the memory of
 // one page: the totals in one read-only transaction (so that they agree
 // with each other), the rows by keyset paging on (sale_id,
 // reservation_id) in byte order, and the rows of a list of reservations.
 
-// LedgerStore is the seckill.LedgerPages (and conformance.LedgerStore) of a
+// LedgerStore is the reconcile.LedgerPages (and conformance.LedgerStore) of a
 // DB: what the database knows of a sale's units, whole or a page at a time,
 // its counts for the archiver and the gauges, and its archive record.
 type LedgerStore struct{ *orderDB }
-
-var _ seckill.LedgerPages = (*LedgerStore)(nil)
 
 // NewLedgerStore returns the ledger of db, which must be migrated.
 func NewLedgerStore(db *DB) *LedgerStore { return &LedgerStore{newOrderDB(db)} }

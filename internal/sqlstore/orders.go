@@ -373,6 +373,7 @@ func planRows(plan seckill.PersistPlan, events []seckill.ReservationEvent, price
 				ID: seckill.OrderIDOf(e.ReservationID), ReservationID: e.ReservationID, SaleID: e.SaleID,
 				UserID: e.UserID, Qty: e.Qty, AmountCents: e.Qty * price, Status: d.Status, PayBy: payBy,
 				ReservedAt: fromMillis(toMillis(e.ReservedAt)), CreatedAt: now, UpdatedAt: now, CancelReason: d.CancelReason,
+				KeyDigest: keyDigestOf(e),
 			})
 		case seckill.PersistRejected, seckill.PersistOverLimit:
 			failed = append(failed, rejectedEvent(e, d.Reason, now))
@@ -550,7 +551,7 @@ func (st *orderDB) insertOrders(ctx context.Context, tx *sql.Tx, orders []*secki
 			args := make([]any, 0, len(chunk)*set.width)
 			for _, o := range chunk {
 				args = append(args, o.ID, o.ReservationID, o.SaleID, o.UserID, o.Qty, o.AmountCents, string(o.Status),
-					toMillis(o.PayBy), toMillis(o.ReservedAt), toMillis(o.CreatedAt), toMillis(o.UpdatedAt))
+					toMillis(o.PayBy), toMillis(o.ReservedAt), toMillis(o.CreatedAt), toMillis(o.UpdatedAt), keyDigestArg(o.KeyDigest))
 				if set.width == cancelledInsertWidth {
 					args = append(args, o.CancelReason)
 				}
@@ -580,15 +581,16 @@ func sharedPlacement(orders []*seckill.Order) bool {
 // database's ('o-' || reservation id, as the table's CHECK requires).
 func (st *orderDB) insertPlaced(ctx context.Context, tx *sql.Tx, orders []*seckill.Order) error {
 	var (
-		rids, users        = make([]string, len(orders)), make([]string, len(orders))
+		rids, users, keys  = make([]string, len(orders)), make([]string, len(orders)), make([]string, len(orders))
 		qty, amount, resAt = make([]int64, len(orders)), make([]int64, len(orders)), make([]int64, len(orders))
 	)
 	for i, o := range orders {
 		rids[i], users[i], qty[i], amount[i], resAt[i] = o.ReservationID, o.UserID, o.Qty, o.AmountCents, toMillis(o.ReservedAt)
+		keys[i] = o.KeyDigest // "" is NULL: the statement's NULLIF
 	}
 	first := orders[0]
 	_, err := st.exec(ctx, tx, st.q.insertPlacedArrays, first.SaleID, toMillis(first.PayBy), toMillis(first.CreatedAt),
-		toMillis(first.UpdatedAt), rids, users, qty, amount, resAt)
+		toMillis(first.UpdatedAt), rids, users, qty, amount, resAt, keys)
 	return err
 }
 

@@ -258,7 +258,7 @@ func TestPersistRetriesUniqueViolation(t *testing.T) {
 				t.Error(err)
 			}
 			_, err := db.write.ExecContext(t.Context(), q.insertOrders+q.tuples(1, orderInsertWidth),
-				seckill.OrderIDOf(evs[2].ReservationID), evs[2].ReservationID, "tea", "u2", 1, 100, "ordered", 0, 0, 0, 0)
+				seckill.OrderIDOf(evs[2].ReservationID), evs[2].ReservationID, "tea", "u2", 1, 100, "ordered", 0, 0, 0, 0, nil)
 			if err != nil {
 				t.Error(err)
 			}

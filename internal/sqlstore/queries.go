@@ -156,8 +156,8 @@ func newSaleQueries(s func(string) string) saleQueries {
 // order has no cancel reason).
 const (
 	orderColumns       = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, cancel_reason`
-	orderInsertColumns = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms`
-	orderInsertWidth   = 11
+	orderInsertColumns = `id, reservation_id, sale_id, user_id, qty, amount_cents, status, pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms, key_digest`
+	orderInsertWidth   = 12
 	// cancelledInsertWidth is orderInsertWidth plus cancel_reason.
 	cancelledInsertWidth = orderInsertWidth + 1
 	// failedOrderColumns is both what failed-order queries select, in

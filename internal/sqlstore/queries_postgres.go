@@ -29,7 +29,8 @@ var postgresSQL = newQueries(sqlParts{
 			WHERE sale_id = %[1]s AND user_id = b.user_id AND status <> 'cancelled') AS h
 		WHERE h.held IS NOT NULL`,
 	insertPlacedArrays: `INSERT INTO orders (` + orderInsertColumns + `)
-		SELECT 'o-' || r, r, $1, u, q, a, 'ordered', $2, ra, $3, $4
-		FROM unnest(CAST($5 AS text[]), CAST($6 AS text[]), CAST($7 AS bigint[]), CAST($8 AS bigint[]), CAST($9 AS bigint[]))
-			AS t(r, u, q, a, ra)`,
+		SELECT 'o-' || r, r, $1, u, q, a, 'ordered', $2, ra, $3, $4, NULLIF(k, '')
+		FROM unnest(CAST($5 AS text[]), CAST($6 AS text[]), CAST($7 AS bigint[]), CAST($8 AS bigint[]), CAST($9 AS bigint[]),
+			CAST($10 AS text[]))
+			AS t(r, u, q, a, ra, k)`,
 })
