@@ -1,9 +1,6 @@
 package seckill
 
-import (
-	"context"
-	"time"
-)
+import "time"
 
 // Restoring gives a reservation's units back, to the database first, then to
 // Redis. Every step is keyed by the reservation id and idempotent, so an
@@ -53,51 +50,14 @@ type RestoreRequest struct {
 	UpdatedAt time.Time `json:"updated_at"`
 }
 
-// RestoreStore is the database side of restoring (internal/sqlstore).
-type RestoreStore interface {
-	// RestoreOrder runs the database step in one transaction: an ordered
-	// order is cancelled and its qty goes back to the sale (changed); a
-	// failed order only records the request (changed, o nil); a cancelled
-	// one changes nothing. Paid: ESTATECONFLICT; neither: ErrNotFound.
-	RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *Order, changed bool, err error)
-	// ParkRestore records a restore of a reservation with no order yet; an
-	// existing request is returned unchanged.
-	ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*RestoreRequest, error)
-	RestoreRequest(ctx context.Context, reservationID string) (*RestoreRequest, error)
-	// RestoreRequests lists up to limit requests in state, oldest first.
-	RestoreRequests(ctx context.Context, state RestoreState, limit int) ([]*RestoreRequest, error)
-	// UpdateRestore records an attempt: Attempts+1, the new state and error,
-	// and AlertedAt = now the first time alerted is true.
-	UpdateRestore(ctx context.Context, reservationID string, state RestoreState, lastErr string, alerted bool, now time.Time) error
-	// RestoreOrders is RestoreOrder for reservations of one sale, in order,
-	// in one transaction; an error of the whole call writes nothing.
-	RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]OrderRestore, error)
-	// FinishRestores marks requests done in one statement; unknown ids are
-	// skipped.
-	FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error
-}
-
-// OrderRestore is one answer of RestoreStore.RestoreOrders.
+// OrderRestore is one answer of a batch restore in the database (restore.Store).
 type OrderRestore struct {
 	Order   *Order
 	Changed bool
 	Err     error
 }
 
-// StockRestorer is the Redis side of restoring (internal/redis).
-type StockRestorer interface {
-	// RestoreReservation gives an active reservation's units back to the
-	// stock and the buyer's limit in one script; false when already done.
-	RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error)
-	// RestoreReservations is RestoreReservation for one sale's
-	// reservations, in one script call.
-	RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]ReservationRestore, error)
-	// PublishRestocked tells every API node to clear its sold-out flag.
-	PublishRestocked(ctx context.Context, saleID string) error
-	SubscribeRestocked(ctx context.Context, fn func(saleID string)) error
-}
-
-// ReservationRestore is one answer of StockRestorer.RestoreReservations.
+// ReservationRestore is one answer of a batch restore in Redis (restore.Stock).
 type ReservationRestore struct {
 	Restored bool
 	Err      error

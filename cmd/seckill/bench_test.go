@@ -56,6 +56,40 @@ func TestBenchCompareFlags(t *testing.T) {
 
 // TestBenchThroughput runs every throughput benchmark briefly on the
 // embedded default: counts, round order and ratios, never speeds.
+// TestBenchEntriesMeasuresRepeats: bench entries primes every buyer once,
+// so the entries and queue rounds measure repeats only (200, nothing
+// unexpected), and states their ratios to the sold-out path.
+func TestBenchEntriesMeasuresRepeats(t *testing.T) {
+	code, stdout, stderr := runCommand(t, "bench", "entries", "--only", "soldout,entries,queue", "--duration", "300ms",
+		"--warmup", "100ms", "--concurrency", "8", "--users", "50", "--clients", "20", "--rounds", "2", "--json")
+	if code != 0 {
+		t.Fatalf("bench entries exited %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rep bench.Report
+	if err := json.Unmarshal([]byte(stdout), &rep); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	for i, round := range rep.Rounds {
+		for _, r := range round {
+			if r.Requests == 0 || r.Expected != r.Requests || r.Errors != 0 || len(r.Unexpected) != 0 {
+				t.Errorf("round %d %s: %d requests, %d as expected, %d errors, others %v", i+1, r.Name, r.Requests, r.Expected, r.Errors, r.Unexpected)
+			}
+		}
+	}
+	for _, primed := range []string{"bench entries-on: every buyer once (50)", "bench queue: every buyer once (50)"} {
+		if strings.Count(stderr, primed) != 1 {
+			t.Errorf("stderr says %q %d times, want once (primed once for both rounds):\n%s", primed, strings.Count(stderr, primed), stderr)
+		}
+	}
+	var compared []string
+	for _, r := range rep.Ratios {
+		compared = append(compared, r.Of+"/"+r.Base)
+	}
+	if got := strings.Join(compared, ","); got != "entries/soldout,queue/soldout" {
+		t.Errorf("ratios %s; want entries/soldout,queue/soldout", got)
+	}
+}
+
 func TestBenchThroughput(t *testing.T) {
 	code, stdout, stderr := runCommand(t, "bench", "all", "--duration", "300ms", "--warmup", "100ms", "--concurrency", "8",
 		"--users", "50", "--clients", "20", "--rounds", "2", "--json")

@@ -86,7 +86,9 @@ func (p *Pacer) Start(ctx context.Context) {
 func (p *Pacer) Stop(ctx context.Context) error { return p.worker.StopNamed(ctx, "admission pacer") }
 
 // Pass takes the latency of the claims since the last pass once, and moves
-// every live adaptive queue sale on at its next rate.
+// every live adaptive queue sale on at its next rate. Without claims it
+// only reads the pace: the shared pace moves on by itself, at the rate the
+// nodes that served claims set.
 func (p *Pacer) Pass(ctx context.Context) error {
 	mean, n := p.cfg.Latency.Take()
 	now := p.cfg.Now()
@@ -101,10 +103,26 @@ func (p *Pacer) Pass(ctx context.Context) error {
 		p.mu.Lock()
 		cur, seen := p.sales[s.ID]
 		p.mu.Unlock()
-		if !seen {
-			cur.rate = s.Admission.AdmitPerSecond
+		if !seen || n == 0 {
+			// A node that served no claims says nothing of the load: it
+			// reads the pace and leaves the rate to the nodes that did
+			// (and a node new to the sale starts from the rate in force).
+			pace, err := p.cfg.Store.Pace(ctx, s)
+			if err != nil {
+				if first == nil {
+					first = err
+				}
+				continue
+			}
+			cur = paced{rate: pace.Rate, pace: pace, at: now}
+			if n == 0 {
+				p.mu.Lock()
+				p.sales[s.ID] = cur
+				p.mu.Unlock()
+				continue
+			}
 		}
-		next := seckill.NextAdmitRate(cur.rate, mean, n > 0, b)
+		next := seckill.NextAdmitRate(cur.rate, mean, true, b)
 		pace, err := p.cfg.Store.AdvancePace(ctx, s, next)
 		if err != nil {
 			if first == nil {

@@ -648,7 +648,7 @@ func (b *throughputBench) soldOutLoad(ctx context.Context, kind string) (loadgen
 // newBuyers is how many buyers entries-new sends at least: more than a
 // run's warm-up and window take at this machine's rates, so that none
 // enters twice (a repeat would be counted unexpected).
-const newBuyers = 60_000
+const newBuyers = 150_000
 
 // entriesLoad is a lottery sale taking entries for the rest of the hour,
 // on the engine of kind (the soldout benchmarks'); fresh: from buyers of

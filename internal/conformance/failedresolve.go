@@ -8,13 +8,14 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/restore"
 )
 
 // ResolverStores are the stores a failed-order resolution touches.
 type ResolverStores struct {
 	Sales    seckill.SaleStore
 	Orders   seckill.OrderStore
-	Restores seckill.RestoreStore
+	Restores restore.Store
 	Resolver seckill.FailedOrderResolver
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/restore"
 )
 
 // batchCase builds, in a fresh sale, one reservation of each kind a batch
@@ -13,7 +14,7 @@ import (
 // ordered, a paid one, one cancelled by its buyer, a failed order, a
 // failed order restored before, an id with nothing, an id of another
 // sale, and one order listed twice.
-func batchCase(t *testing.T, sales seckill.SaleStore, orders seckill.OrderStore, rs seckill.RestoreStore, now time.Time) (*seckill.Sale, []string) {
+func batchCase(t *testing.T, sales seckill.SaleStore, orders seckill.OrderStore, rs restore.Store, now time.Time) (*seckill.Sale, []string) {
 	t.Helper()
 	ctx := t.Context()
 	s := orderSale(t, sales, 8, 100)

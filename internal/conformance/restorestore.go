@@ -13,12 +13,13 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/reconcile"
+	"github.com/seckill-dev/seckill/internal/restore"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // restoreStores returns the stores of one database: sales, orders,
 // restores and the ledger.
-type restoreStores = func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, LedgerStore)
+type restoreStores = func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, restore.Store, LedgerStore)
 
 // LedgerStore reads a sale's whole database ledger, which this suite checks
 // restores against (internal/sqlstore); reconciliation reads it by pages.
@@ -26,7 +27,7 @@ type LedgerStore interface {
 	SaleLedger(ctx context.Context, saleID string) (*seckill.SaleLedger, error)
 }
 
-// RestoreStore runs the conformance suite of seckill.RestoreStore and
+// RestoreStore runs the conformance suite of restore.Store and
 // LedgerStore against the stores newStores returns: a sale store
 // and an order store, to make the sales and orders that restores act on,
 // and the restore and ledger stores of the same database. newStores is
@@ -36,7 +37,7 @@ type LedgerStore interface {
 //
 // The suite sees the database's unsold stock as the sale store's
 // Sale.Unsold, and its optimistic-lock counter as Sale.Version.
-func RestoreStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, LedgerStore)) {
+func RestoreStore(t *testing.T, newStores func(t *testing.T) (seckill.SaleStore, seckill.OrderStore, restore.Store, LedgerStore)) {
 	t.Run("RestoreOrdered", func(t *testing.T) { testRestoreOrdered(t, newStores) })
 	t.Run("ConcurrentRestores", func(t *testing.T) { testConcurrentRestores(t, newStores) })
 	t.Run("RestorePayRace", func(t *testing.T) { testRestorePayRace(t, newStores) })
@@ -76,7 +77,7 @@ func wantStock(t *testing.T, sales seckill.SaleStore, id string, unsold, version
 
 // wantRequest reads a reservation's restore request and checks it against
 // want; a zero want.AlertedAt means not alerted.
-func wantRequest(t *testing.T, rs seckill.RestoreStore, want seckill.RestoreRequest) *seckill.RestoreRequest {
+func wantRequest(t *testing.T, rs restore.Store, want seckill.RestoreRequest) *seckill.RestoreRequest {
 	t.Helper()
 	got, err := rs.RestoreRequest(t.Context(), want.ReservationID)
 	if err != nil {
@@ -104,7 +105,7 @@ func checkRequest(t *testing.T, got *seckill.RestoreRequest, want seckill.Restor
 }
 
 // wantNoRequest checks that a reservation has no restore request.
-func wantNoRequest(t *testing.T, rs seckill.RestoreStore, reservationID string) {
+func wantNoRequest(t *testing.T, rs restore.Store, reservationID string) {
 	t.Helper()
 	if r, err := rs.RestoreRequest(t.Context(), reservationID); !errors.Is(err, seckill.ErrNotFound) {
 		t.Errorf("RestoreRequest(%s) = %+v, %v; want ErrNotFound", reservationID, r, err)

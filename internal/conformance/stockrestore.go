@@ -11,6 +11,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/reconcile"
+	"github.com/seckill-dev/seckill/internal/restore"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -19,14 +20,14 @@ import (
 // constructors may spell the interface out.
 type RestoringStockStore = interface {
 	seckill.StockStore
-	seckill.StockRestorer
+	restore.Stock
 	reconcile.StockLedger
 }
 
 // restockPatience is how long a restock announcement may take to arrive.
 const restockPatience = 5 * time.Second
 
-// StockRestorer exercises the seckill.StockRestorer and reconcile.StockLedger
+// StockRestorer exercises the restore.Stock and reconcile.StockLedger
 // sides of a stock store. newStore is called once per subtest and must
 // return a store whose sales and restock announcements no other test sees
 // (announcements of other sales are tolerated); it should register its own
@@ -306,7 +307,7 @@ func StockRestorer(t *testing.T, newStore func(t *testing.T) RestoringStockStore
 	})
 }
 
-func wantRestore(t *testing.T, store seckill.StockRestorer, reservationID string, want bool) {
+func wantRestore(t *testing.T, store restore.Stock, reservationID string, want bool) {
 	t.Helper()
 	restored, err := store.RestoreReservation(context.Background(), reservationID)
 	if err != nil || restored != want {

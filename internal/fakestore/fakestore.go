@@ -9,23 +9,30 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
 
-// Sales is an in-memory seckill.SaleStore (the parts the HTTP packages call).
+// Sales is an in-memory seckill.SaleStore, held to the store's conformance
+// suite like the real ones (fakestore_test.go).
 type Sales struct {
 	Mu        sync.Mutex
 	Rows      map[string]*seckill.Sale
 	Err       error // returned by every call when set
 	SaleCalls atomic.Int64
 	Created   []*seckill.Sale // by CreateSale, in order
+	// Now stamps CreatedAt (time.Now when nil), as sqlstore's DB.Now
+	// does; a test with a clock of its own sets it before first use.
+	Now func() time.Time
 }
 
 // NewSales returns an empty Sales.
 func NewSales() *Sales { return &Sales{Rows: map[string]*seckill.Sale{}} }
 
-// CreateSale stores a copy of s, with nothing sold yet, as the real store does.
+// CreateSale stores a copy of s, with nothing sold yet, as the real store
+// does: version 1, stamped now, times kept to the millisecond in UTC
+// (conformance.SaleStore holds it to that).
 func (f *Sales) CreateSale(_ context.Context, s *seckill.Sale) error {
 	f.Mu.Lock()
 	defer f.Mu.Unlock()
@@ -35,8 +42,13 @@ func (f *Sales) CreateSale(_ context.Context, s *seckill.Sale) error {
 	if _, ok := f.Rows[s.ID]; ok {
 		return seckill.ErrDuplicate
 	}
-	s.Unsold = s.Stock
+	now := time.Now
+	if f.Now != nil {
+		now = f.Now
+	}
+	s.Unsold, s.Version, s.CreatedAt = s.Stock, 1, stored(now())
 	c := *s
+	c.StartAt, c.EndAt = stored(c.StartAt), stored(c.EndAt)
 	f.Rows[s.ID] = &c
 	f.Created = append(f.Created, &c)
 	return nil
@@ -52,6 +64,27 @@ func (f *Sales) Sale(_ context.Context, id string) (*seckill.Sale, error) {
 	}
 	return Copy(f.Rows, id)
 }
+
+// SalesStartingBefore lists copies of the sales with StartAt <= t and
+// EndAt > now.
+func (f *Sales) SalesStartingBefore(_ context.Context, t, now time.Time) ([]*seckill.Sale, error) {
+	f.Mu.Lock()
+	defer f.Mu.Unlock()
+	if f.Err != nil {
+		return nil, f.Err
+	}
+	var out []*seckill.Sale
+	for _, s := range f.Rows {
+		if !s.StartAt.After(t) && s.EndAt.After(now) {
+			c := *s
+			out = append(out, &c)
+		}
+	}
+	return out, nil
+}
+
+// stored is t as a store keeps it: milliseconds, in UTC.
+func stored(t time.Time) time.Time { return t.Truncate(time.Millisecond).UTC() }
 
 // Put stores a copy of s as it is, replacing any sale of its id.
 func (f *Sales) Put(s *seckill.Sale) {

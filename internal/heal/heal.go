@@ -104,7 +104,7 @@ type Watcher struct {
 	// Owned by the loop goroutine (and by Tick in tests).
 	serverID     string
 	suspectUntil time.Time
-	suspectFrom  time.Time       // claims made since are compared on every suspect tick
+	suspectFrom  time.Time        // claims made since are compared on every suspect tick
 	compared     map[string]stamp // sales whose whole ledger was compared since the change, as they were then
 	seen         map[string]seckill.StockWatch
 	held         map[string]heldSale // by Hold, until their first heal

@@ -130,6 +130,7 @@ func newEnv(t testing.TB, mod ...func(*Config)) *env {
 		logs:     &servicetest.Buffer{},
 	}
 	e.clock.Set(t0)
+	e.sales.Now = e.clock.Now
 	cfg := Config{
 		Sales:      e.sales,
 		Stock:      e.stock,

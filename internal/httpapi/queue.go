@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -112,7 +113,7 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 		if err != nil {
 			return s.writeError(w, r, err)
 		}
-		return s.writeJSON(w, r, http.StatusOK, resp)
+		return s.writeStanding(w, r, resp)
 	}
 	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
 		return status
@@ -134,7 +135,7 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	return s.writeJSON(w, r, http.StatusOK, resp)
+	return s.writeStanding(w, r, resp)
 }
 
 // knownPlaces is a Queuer that remembers final places (internal/repeats).
@@ -180,7 +181,7 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	return s.writeJSON(w, r, http.StatusOK, resp)
+	return s.writeStanding(w, r, resp)
 }
 
 // standing is what a buyer at pos is told at now. Once the stock is gone
@@ -210,6 +211,39 @@ func (s *Server) standing(ctx context.Context, sale *seckill.Sale, userID string
 		s.queueMetrics.ticketsIssued.Inc()
 	}
 	return resp, nil
+}
+
+// writeStanding writes resp with 200: queueResponse's JSON, appended as
+// the entry's answer is (writeEntered); a ticket that is not plain goes
+// through encoding/json.
+func (s *Server) writeStanding(w http.ResponseWriter, r *http.Request, resp queueResponse) int {
+	if resp.Ticket != "" && !plainID(resp.Ticket) || resp.TicketHeader != "" && !plainID(resp.TicketHeader) {
+		return s.writeJSON(w, r, http.StatusOK, resp)
+	}
+	body := make([]byte, 0, 160+len(resp.Ticket))
+	body = append(body, `{"position":`...)
+	body = strconv.AppendInt(body, resp.Position, 10)
+	body = append(body, `,"ahead":`...)
+	body = strconv.AppendInt(body, resp.Ahead, 10)
+	body = append(body, `,"eta_seconds":`...)
+	body = strconv.AppendInt(body, resp.ETASeconds, 10)
+	body = append(body, `,"admitted":`...)
+	body = strconv.AppendBool(body, resp.Admitted)
+	body = append(body, `,"sold_out":`...)
+	body = strconv.AppendBool(body, resp.SoldOut)
+	if resp.Ticket != "" {
+		body = append(body, `,"ticket":"`...)
+		body = append(body, resp.Ticket...)
+		body = append(body, '"')
+	}
+	if resp.TicketHeader != "" {
+		body = append(body, `,"ticket_header":"`...)
+		body = append(body, resp.TicketHeader...)
+		body = append(body, '"')
+	}
+	body = append(body, "}\n"...)
+	writeBody(w, http.StatusOK, body)
+	return http.StatusOK
 }
 
 // liveStockTTL is how long the live stock's "sold out or not" of a queue

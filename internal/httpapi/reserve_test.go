@@ -717,3 +717,27 @@ func TestEnteredBodyIsEncodingJSONs(t *testing.T) {
 		}
 	}
 }
+
+// TestStandingBodyIsEncodingJSONs: the appended answer of a join or a poll
+// is the bytes encoding/json makes of queueResponse, with a ticket or
+// without, and one that needs escaping.
+func TestStandingBodyIsEncodingJSONs(t *testing.T) {
+	s := &Server{logger: slog.New(slog.DiscardHandler)}
+	for _, resp := range []queueResponse{
+		{Position: 1234, Ahead: 1200, ETASeconds: 120},
+		{Position: 1, Admitted: true, Ticket: "1765000000.0a1b2c3d.4e5f6a7b.00ff", TicketHeader: ticketHeader},
+		{Position: 9, SoldOut: true},
+		{Position: 2, Admitted: true, Ticket: `odd"<ticket>`, TicketHeader: ticketHeader},
+		{Position: -1, Ahead: -2, ETASeconds: 1 << 40},
+	} {
+		rec := httptest.NewRecorder()
+		s.writeStanding(rec, httptest.NewRequest("GET", "/", nil), resp)
+		want, err := json.Marshal(resp)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Code != http.StatusOK || rec.Body.String() != string(want)+"\n" {
+			t.Errorf("%+v: %d %s, want 200 %s", resp, rec.Code, rec.Body, want)
+		}
+	}
+}

@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// RestoreLister lists restore requests (seckill.RestoreStore).
+// RestoreLister lists restore requests (restore.Store).
 type RestoreLister interface {
 	RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error)
 }

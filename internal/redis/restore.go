@@ -13,7 +13,7 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// The Redis side of restoring (seckill.StockRestorer).
+// The Redis side of restoring (restore.Stock).
 //
 // A restore runs one script on the sale's slot (restore.lua) that gives
 // an active reservation's units back to the stock and to its buyer's
@@ -42,10 +42,8 @@ const StatusRestored = "restored"
 var ErrInconsistentReservation = errors.New("reservation inconsistent with the sale's stock")
 
 // Restorer gives reservations' units back and announces restocks
-// (seckill.StockRestorer).
+// (restore.Stock).
 type Restorer struct{ *conn }
-
-var _ seckill.StockRestorer = Restorer{}
 
 // Restorer returns the store's restorer.
 func (s *Store) Restorer() Restorer { return Restorer{s.conn} }
@@ -79,7 +77,7 @@ func (s Restorer) RestoreReservation(ctx context.Context, reservationID string) 
 const MaxRestoreBatch = 1000
 
 // RestoreReservations does RestoreReservation for reservations of one
-// sale in one script call (seckill.StockRestorer): results[i] answers
+// sale in one script call (restore.Stock): results[i] answers
 // reservationIDs[i], in order, so an id listed twice is restored once.
 // An id that is not a reservation id of saleID is ErrNotFound there. More
 // than MaxRestoreBatch ids is EINVALID, as is an invalid sale id.

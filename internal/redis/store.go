@@ -10,8 +10,8 @@
 //	StockStore()   seckill.StockStore, the request paths' reads   stock.go, replay.go
 //	RateLimiter()  seckill.RateLimiter                            ratelimit.go
 //	Outbox()       the relay's outbox (relay.Outbox)              outbox.go
-//	Restorer()     seckill.StockRestorer                          restore.go
-//	Ledger()       reconcile.StockLedger, for reconciliation        ledger.go
+//	Restorer()     restore.Stock                                  restore.go
+//	Ledger()       reconcile.StockLedger, for reconciliation      ledger.go
 //	Healer()       the heal watcher's side (heal.Stock)           heal.go
 //	Archive()      freeing an ended sale's keys (archive.Stock)   archive.go
 //	Admin()        an operator's changes (saleadmin.Live)         admin.go

@@ -110,7 +110,7 @@ func restoring(s *Store) conformance.RestoringStockStore {
 
 type restoringStore struct {
 	seckill.StockStore
-	seckill.StockRestorer
+	Restorer
 	Ledger
 }
 

@@ -25,6 +25,43 @@ import (
 	"github.com/seckill-dev/seckill/internal/startstop"
 )
 
+// Store is the database side of restoring (internal/sqlstore).
+type Store interface {
+	// RestoreOrder runs the database step in one transaction: an ordered
+	// order is cancelled and its qty goes back to the sale (changed); a
+	// failed order only records the request (changed, o nil); a cancelled
+	// one changes nothing. Paid: ESTATECONFLICT; neither: ErrNotFound.
+	RestoreOrder(ctx context.Context, reservationID, reason string, now time.Time) (o *seckill.Order, changed bool, err error)
+	// ParkRestore records a restore of a reservation with no order yet; an
+	// existing request is returned unchanged.
+	ParkRestore(ctx context.Context, reservationID, saleID, reason string, now time.Time) (*seckill.RestoreRequest, error)
+	RestoreRequest(ctx context.Context, reservationID string) (*seckill.RestoreRequest, error)
+	// RestoreRequests lists up to limit requests in state, oldest first.
+	RestoreRequests(ctx context.Context, state seckill.RestoreState, limit int) ([]*seckill.RestoreRequest, error)
+	// UpdateRestore records an attempt: Attempts+1, the new state and error,
+	// and AlertedAt = now the first time alerted is true.
+	UpdateRestore(ctx context.Context, reservationID string, state seckill.RestoreState, lastErr string, alerted bool, now time.Time) error
+	// RestoreOrders is RestoreOrder for reservations of one sale, in order,
+	// in one transaction; an error of the whole call writes nothing.
+	RestoreOrders(ctx context.Context, saleID string, reservationIDs []string, reason string, now time.Time) ([]seckill.OrderRestore, error)
+	// FinishRestores marks requests done in one statement; unknown ids are
+	// skipped.
+	FinishRestores(ctx context.Context, reservationIDs []string, lastErr string, now time.Time) error
+}
+
+// Stock is the Redis side of restoring (internal/redis).
+type Stock interface {
+	// RestoreReservation gives an active reservation's units back to the
+	// stock and the buyer's limit in one script; false when already done.
+	RestoreReservation(ctx context.Context, reservationID string) (restored bool, err error)
+	// RestoreReservations is RestoreReservation for one sale's
+	// reservations, in one script call.
+	RestoreReservations(ctx context.Context, saleID string, reservationIDs []string) ([]seckill.ReservationRestore, error)
+	// PublishRestocked tells every API node to clear its sold-out flag.
+	PublishRestocked(ctx context.Context, saleID string) error
+	SubscribeRestocked(ctx context.Context, fn func(saleID string)) error
+}
+
 // Config tunes a Service. Zero values take the defaults.
 type Config struct {
 	// RetryInterval is how often pending and parked requests are retried.
@@ -53,8 +90,8 @@ type Config struct {
 // Service restores reservations. Restore may be called at any time; Start
 // runs the retry loop, Stop ends it.
 type Service struct {
-	store seckill.RestoreStore
-	stock seckill.StockRestorer
+	store Store
+	stock Stock
 	cfg   Config
 
 	kick   chan struct{}
@@ -62,7 +99,7 @@ type Service struct {
 }
 
 // New returns a Service.
-func New(store seckill.RestoreStore, stock seckill.StockRestorer, cfg Config) *Service {
+func New(store Store, stock Stock, cfg Config) *Service {
 	defaults.Positive(&cfg.RetryInterval, 5*time.Second)
 	defaults.Positive(&cfg.AlertAfter, time.Hour)
 	defaults.Positive(&cfg.BatchSize, 500)

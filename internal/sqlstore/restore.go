@@ -10,7 +10,7 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// RestoreStore is the seckill.RestoreStore of a DB: restore requests,
+// RestoreStore is the restore.Store of a DB: restore requests,
 // and the orders and stock a restore changes with them in one
 // transaction. PersistReservations honours parked requests in its own.
 type RestoreStore struct {
@@ -20,8 +20,6 @@ type RestoreStore struct {
 	// before it parks: the window the sale's row lock keeps writers out of.
 	beforePark func()
 }
-
-var _ seckill.RestoreStore = (*RestoreStore)(nil)
 
 // Locking. Every transaction that creates a restore request, or decides
 // on an order's restore, first locks the sale's row (restoreQueries.
@@ -42,7 +40,7 @@ var stateRank = map[seckill.RestoreState]int{
 }
 
 // RestoreOrder runs the database step of a restore in one transaction, as
-// seckill.RestoreStore says:
+// restore.Store says:
 //
 //   - an order still ordered is cancelled with reason (cut to 2000 bytes
 //     of valid UTF-8), its qty goes back to the sale's stock (version + 1)
@@ -321,7 +319,7 @@ func (st *RestoreStore) RestoreRequests(ctx context.Context, state seckill.Resto
 	return rs, nil
 }
 
-// UpdateRestore records an attempt on a request, as seckill.RestoreStore
+// UpdateRestore records an attempt on a request, as restore.Store
 // says: state, LastError = lastErr (cut to 2000 bytes of valid UTF-8),
 // Attempts + 1, UpdatedAt = now, and AlertedAt = now if alerted and not
 // alerted before. A request never moves backward (parked, redis_pending,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/conformance"
+	"github.com/seckill-dev/seckill/internal/restore"
 )
 
 // TestRestoreStore runs the restore conformance suite on one database per
@@ -16,7 +17,7 @@ import (
 func TestRestoreStore(t *testing.T) {
 	onDialects(t, withCollated(), func(t *testing.T, db *DB, st *OrderStore) {
 		sales := NewSaleStore(db)
-		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, seckill.RestoreStore, conformance.LedgerStore) {
+		conformance.RestoreStore(t, func(*testing.T) (seckill.SaleStore, seckill.OrderStore, restore.Store, conformance.LedgerStore) {
 			return sales, st, st.Restores, st.Ledger
 		})
 	})
