@@ -274,9 +274,9 @@ func (s *conn) reserveBuckets(ctx context.Context, bs *bucketSet, reqs []seckill
 
 // bucketState is one read of one bucket.
 type bucketState struct {
-	total, reserved, movedIn, movedOut int64
-	loaded                             bool
-	journal                            map[string]string // move id -> "<dst>:<n>:<unix s>"
+	total, reserved, movedIn, movedOut, heals int64
+	loaded                                    bool
+	journal                                   map[string]string // move id -> "<dst>:<n>:<unix s>"
 }
 
 func (st bucketState) available() int64 { return max(st.total-st.reserved, 0) }
@@ -288,7 +288,7 @@ func (s *conn) readBuckets(ctx context.Context, bs *bucketSet) ([]bucketState, e
 	for _, tag := range bs.tags {
 		keys := s.keys(tag)
 		cmds = append(cmds,
-			s.client.B().Hmget().Key(keys[keyStock]).Field("total", "reserved", "moved_in", "moved_out").Build(),
+			s.client.B().Hmget().Key(keys[keyStock]).Field("total", "reserved", "moved_in", "moved_out", "heals").Build(),
 			s.client.B().Hgetall().Key(s.movesKey(tag)).Build())
 	}
 	replies := s.client.DoMulti(ctx, cmds...)
@@ -298,9 +298,9 @@ func (s *conn) readBuckets(ctx context.Context, bs *bucketSet) ([]bucketState, e
 		if err != nil {
 			return nil, fmt.Errorf("read buckets: %w", classify(err))
 		}
-		if len(vals) == 4 && !vals[0].IsNil() {
+		if len(vals) == 5 && !vals[0].IsNil() {
 			out[b].loaded = true
-			nums := []*int64{&out[b].total, &out[b].reserved, &out[b].movedIn, &out[b].movedOut}
+			nums := []*int64{&out[b].total, &out[b].reserved, &out[b].movedIn, &out[b].movedOut, &out[b].heals}
 			for i, p := range nums {
 				if vals[i].IsNil() {
 					continue
@@ -486,7 +486,7 @@ func (s *conn) bucketsStock(ctx context.Context, bs *bucketSet) (seckill.StockLe
 	if err != nil {
 		return seckill.StockLevel{}, fmt.Errorf("stock: %w", err)
 	}
-	level := seckill.StockLevel{Total: inTransit(states)}
+	level := seckill.StockLevel{Total: inTransit(states), Heals: states[0].heals} // a heal counts in every bucket
 	for b, st := range states {
 		if !st.loaded {
 			return seckill.StockLevel{}, fmt.Errorf("stock: sale %s: bucket %d is not loaded: %w", bs.sale, b, seckill.ErrNotFound)

@@ -38,6 +38,7 @@ func TestBuckets(t *testing.T) {
 			{"CrashMidMove", testCrashMidMove},
 			{"Replays", testBucketReplays},
 			{"Heal", testBucketHeal},
+			{"HealAbort", testBucketHealAbort},
 		})
 		runParallel(t, bucketed, []storeTest{
 			{"Archive", testArchive},
@@ -463,4 +464,64 @@ func testBucketHeal(t *testing.T, s *Store) {
 		}
 	}
 	wantLevel(t, s, sale.ID, 30, 30)
+}
+
+// testBucketHealAbort: a bucketed heal aborted before any bucket got its
+// new share lets claims in again; one aborted after a bucket got it keeps
+// the whole sale healing (the other buckets may still count units the
+// loss took), for the next heal to finish.
+func testBucketHealAbort(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale, bs := preheatBuckets(t, s, 30, 1)
+	h := s.Healer()
+	claim := func(b int, prefix string) error {
+		u := usersOf(bs, b, 1, prefix)[0]
+		_, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, u, 1, "")})
+		return err
+	}
+	if _, err := h.BeginHeal(ctx, sale, "1:a"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.AbortHeal(ctx, sale.ID, "1:a"); err != nil {
+		t.Fatalf("AbortHeal before any share: %v", err)
+	}
+	for b := range 3 {
+		if err := claim(b, fmt.Sprintf("a%d", b)); err != nil {
+			t.Errorf("a claim in bucket %d after the abort: %v", b, err)
+		}
+	}
+
+	if _, err := h.BeginHeal(ctx, sale, "2:b"); err != nil {
+		t.Fatal(err)
+	}
+	// The heal dies after bucket 1 got its share.
+	if n, err := healShareScript.Exec(ctx, s.client, []string{s.keys(bs.tags[1])[keyStock], s.movesKey(bs.tags[1])}, []string{"2:b", "5"}).AsInt64(); err != nil || n != 1 {
+		t.Fatalf("heal_share = %d, %v", n, err)
+	}
+	if err := h.AbortHeal(ctx, sale.ID, "2:b"); err == nil {
+		t.Errorf("AbortHeal after a bucket got its share: no error; want the sale left healing")
+	}
+	if st, err := h.SaleState(ctx, sale.ID); err != nil || !st.Healing {
+		t.Errorf("SaleState after the refused abort = %+v, %v; want healing", st, err)
+	}
+	for b := range 3 {
+		if err := claim(b, fmt.Sprintf("b%d", b)); !errors.Is(err, ErrHealing) {
+			t.Errorf("a claim in bucket %d after the refused abort: %v; want ErrHealing", b, err)
+		}
+	}
+	// The next heal (another node's, once this one is stale) finishes.
+	if _, err := h.BeginHeal(ctx, sale, "3:c"); err != nil {
+		t.Fatal(err)
+	}
+	row := *sale
+	row.Unsold = 27
+	if _, _, err := h.ApplyHeal(ctx, &row, "3:c", nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	wantLevel(t, s, sale.ID, 30, 3)
+	for b := range 3 {
+		if err := claim(b, fmt.Sprintf("c%d", b)); err != nil {
+			t.Errorf("a claim in bucket %d after the next heal: %v", b, err)
+		}
+	}
 }

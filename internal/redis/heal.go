@@ -343,11 +343,28 @@ func (s *conn) applyHeal(ctx context.Context, saleID, tag, token, finish string,
 
 // AbortHeal lets claims in again after a heal (begun with token) that
 // could not finish, unless another heal took over since; of a sale of
-// several buckets, in every bucket.
+// several buckets, in every bucket, unless a bucket got its new share
+// already: the others may still count units the loss took out of them, so
+// the sale stays healing and is healed again once the heal is stale.
 func (s Healer) AbortHeal(ctx context.Context, saleID, token string) error {
 	bs, err := s.buckets(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("abort heal: %w", err)
+	}
+	if bs.k() > 1 {
+		cmds := make(rueidis.Commands, bs.k())
+		for b, tag := range bs.tags {
+			cmds[b] = s.client.B().Hget().Key(s.keys(tag)[keyStock]).Field("shared").Build()
+		}
+		for b, r := range s.client.DoMulti(ctx, cmds...) {
+			shared, err := r.ToString()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				return fmt.Errorf("abort heal: %w", classify(err))
+			}
+			if err == nil && shared == token {
+				return fmt.Errorf("abort heal of sale %s: bucket %d has its new share; claims stay refused until the next heal", saleID, b)
+			}
+		}
 	}
 	for _, tag := range bs.tags {
 		if err := healAbortScript.Exec(ctx, s.client, s.keys(tag)[:1], []string{token}).Error(); err != nil {

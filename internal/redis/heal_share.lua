@@ -8,12 +8,13 @@
 --
 -- Sets total = reserved + share and deletes the journal: the shares were
 -- computed from the sale's stock, so a journalled move's units are in
--- them already. Returns 1, or -1 when `healing` no longer holds the token
+-- them already. Sets `shared` to the token: from then on AbortHeal leaves
+-- the sale healing (see heal.go). Returns 1, or -1 when `healing` no longer holds the token
 -- (another heal took over; nothing changed).
 if redis.call('HGET', KEYS[1], 'healing') ~= ARGV[1] then
   return -1
 end
 local reserved = tonumber(redis.call('HGET', KEYS[1], 'reserved') or '0')
-redis.call('HSET', KEYS[1], 'total', reserved + tonumber(ARGV[2]))
+redis.call('HSET', KEYS[1], 'total', reserved + tonumber(ARGV[2]), 'shared', ARGV[1])
 redis.call('DEL', KEYS[2])
 return 1
