@@ -62,3 +62,25 @@ func (l StockLoss) Reason(c StockCheck) string {
 	}
 	return ""
 }
+
+// HealShares is how many unreserved units each of a healed sale's buckets
+// gets: what the database has not sold and no bucket holds, spread evenly
+// (the first buckets one more). reserved[b] is bucket b's reserved units
+// once the heal restored its records. Their sum never exceeds stock − sold:
+// a record the database does not know yet holds its unit all the same.
+func HealShares(stock, sold int64, reserved []int64) []int64 {
+	held := int64(0)
+	for _, r := range reserved {
+		held += max(r, 0)
+	}
+	free := max(stock-max(held, sold), 0)
+	k := int64(len(reserved))
+	out := make([]int64, k)
+	for b := range out {
+		out[b] = free / k
+		if int64(b) < free%k {
+			out[b]++
+		}
+	}
+	return out
+}

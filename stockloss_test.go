@@ -1,6 +1,7 @@
 package seckill_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -42,6 +43,37 @@ func TestJudgeStockStore(t *testing.T) {
 		}
 		if got := seckill.JudgeStockStore(check); (got == seckill.StockFine || got == seckill.StockNotLoaded) != (got.Reason(check) == "") {
 			t.Errorf("%s: verdict %d with reason %q", c.name, got, got.Reason(check))
+		}
+	}
+}
+
+func TestHealSharesNeverGiveMoreThanTheDatabaseLeft(t *testing.T) {
+	for _, c := range []struct {
+		name     string
+		stock    int64
+		sold     int64
+		reserved []int64
+		want     []int64
+	}{
+		{"nothing sold: an even split", 10, 0, []int64{0, 0, 0}, []int64{4, 3, 3}},
+		{"records of what was sold", 10, 4, []int64{2, 1, 1}, []int64{2, 2, 2}},
+		{"records in flight hold units the database has not sold yet", 10, 4, []int64{4, 2, 1}, []int64{1, 1, 1}},
+		{"fewer records than sold: the database's count wins", 10, 7, []int64{1, 0, 0}, []int64{1, 1, 1}},
+		{"sold out", 10, 10, []int64{4, 3, 3}, []int64{0, 0, 0}},
+		{"more held than stock: nothing, never negative", 10, 9, []int64{6, 6}, []int64{0, 0}},
+		{"a negative count is no units", 10, 0, []int64{-3, 0}, []int64{5, 5}},
+		{"one bucket", 5, 2, []int64{2}, []int64{3}},
+	} {
+		got := seckill.HealShares(c.stock, c.sold, c.reserved)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: HealShares(%d, %d, %v) = %v, want %v", c.name, c.stock, c.sold, c.reserved, got, c.want)
+		}
+		var free int64
+		for _, n := range got {
+			free += n
+		}
+		if free > c.stock-c.sold {
+			t.Errorf("%s: %d unreserved units, more than the %d the database left", c.name, free, c.stock-c.sold)
 		}
 	}
 }

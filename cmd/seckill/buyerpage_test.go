@@ -85,7 +85,8 @@ func headline(page string) string {
 // TestBuyerPagesWithoutScript: on the real engine, buyers with no script
 // sign in, enter a lottery and join a queue with plain forms, and read
 // their standing from the page the server renders: in the draw, then won
-// or lost; their place, then their turn.
+// or lost; their place, then their turn, then buy with a form and see the
+// reservation with its time to pay.
 func TestBuyerPagesWithoutScript(t *testing.T) {
 	e := &webEngine{engine: startEngine(t, func(c *Config) { c.DemoLogin, c.DrawInterval = "on", 50*time.Millisecond })}
 	e.url = e.base
@@ -149,7 +150,26 @@ func TestBuyerPagesWithoutScript(t *testing.T) {
 	if at != "/sales/"+q+"?notice=joined" || !strings.HasPrefix(headline(page), "Position 1 — ") {
 		t.Fatalf("joined: at %s, headline %q", at, headline(page))
 	}
-	waitFor(t, 30*time.Second, "ann's turn", func() bool { return headline(ann.get("/sales/"+q)) == "It's your turn." })
+	waitFor(t, 30*time.Second, "ann's turn", func() bool { page = ann.get("/sales/" + q); return headline(page) == "It's your turn." })
+	// Ann buys with the page's form: the engine takes her ticket from her
+	// place, and the page shows the claim, then its time to pay.
+	_, rest, _ := strings.Cut(page, `name="key" value="`)
+	key, _, _ := strings.Cut(rest, `"`)
+	page, at = ann.post("/sales/"+q+"/buy", url.Values{"form_token": {formToken(t, page)}, "key": {key}, "qty": {"1"}})
+	claim, ok := strings.CutPrefix(at, "/sales/"+q+"?notice=reserved&reservation=")
+	if !ok || !strings.Contains(page, "Reserved.") {
+		t.Fatalf("bought: at %s\n%s", at, page)
+	}
+	if strings.Contains(page, "Admission-Ticket") {
+		t.Error("the page names the ticket")
+	}
+	waitFor(t, 30*time.Second, "ann's order", func() bool {
+		return strings.Contains(ann.get("/sales/"+q+"?reservation="+claim), "Reserved — pay by ")
+	})
+	// Resending the form is the same claim, not a second one.
+	if _, again := ann.post("/sales/"+q+"/buy", url.Values{"form_token": {formToken(t, page)}, "key": {key}, "qty": {"1"}}); again != at {
+		t.Errorf("the resent form went to %s, want %s", again, at)
+	}
 	// Bob's session is his own: he has no place.
 	if h := headline(bob.get("/sales/" + q)); h != "Join the queue." {
 		t.Errorf("bob's queue page: headline %q, want to join", h)

@@ -44,7 +44,7 @@ type Stock interface {
 	// HealPage applies one page of a heal and keeps claims refused;
 	// ApplyHeal applies the last, counts the heal and lets claims in.
 	HealPage(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error)
-	ApplyHeal(ctx context.Context, saleID, token string, add, release []seckill.ReservationRecord) (added, released int, err error)
+	ApplyHeal(ctx context.Context, sale *seckill.Sale, token string, add, release []seckill.ReservationRecord) (added, released int, err error)
 	AbortHeal(ctx context.Context, saleID, token string) error
 }
 
@@ -146,14 +146,13 @@ func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
 // state would otherwise take claims on units and buyers the database
 // already has. Call it before Start and before claims can arrive. A heal
 // that fails lets claims in again (as any heal does), so a held sale is
-// never refused for longer than one heal attempt; a sale spread over
-// stock buckets is not held (it is not healed either). held counts the
+// never refused for longer than one heal attempt. held counts the
 // sales held; err joins the sales that could not be.
 func (w *Watcher) Hold(ctx context.Context, sales []*seckill.Sale) (held int, err error) {
 	now := w.cfg.Now()
 	var errs []error
 	for _, sale := range sales {
-		if sale == nil || !now.Before(sale.EndAt) || sale.BucketCount() > 1 {
+		if sale == nil || !now.Before(sale.EndAt) {
 			continue
 		}
 		token := newToken(now)
@@ -254,15 +253,6 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 		return nil
 	}
 	prev, seen := w.seen[sale.ID]
-	if st.Buckets > 1 {
-		// A sale spread over stock buckets keeps its records in each
-		// buyer's home bucket; healing one is not built yet.
-		if !seen {
-			w.cfg.Logger.Warn("heal watcher: a sale with stock buckets is not watched for lost writes", "sale", sale.ID, "buckets", st.Buckets)
-		}
-		w.seen[sale.ID] = st
-		return nil
-	}
 	var reason string
 	c := seckill.StockCheck{Prev: prev, Seen: seen, Now: st, Sold: sold, At: now, StaleHeal: w.cfg.Settle + staleHeal}
 	switch loss := seckill.JudgeStockStore(c); {
@@ -374,7 +364,7 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 	if err != nil {
 		return abort(err)
 	}
-	a, r, err := w.stock.ApplyHeal(ctx, sale.ID, token, nil, nil)
+	a, r, err := w.stock.ApplyHeal(ctx, sale, token, nil, nil)
 	if err != nil {
 		return abort(err)
 	}

@@ -486,3 +486,71 @@ func (f *fakeDB) land(id, user string, at time.Time) {
 	slices.SortFunc(f.orders, func(a, b *seckill.Order) int { return strings.Compare(a.ReservationID, b.ReservationID) })
 	f.sale.Version++
 }
+
+// TestHealBucketed: a sale spread over 3 stock buckets on a Redis that
+// came back empty is healed like any other: every buyer's record and
+// limit back in their home bucket, the stock back to what the database
+// left, and a rush afterwards sells exactly that, nobody twice.
+func TestHealBucketed(t *testing.T) {
+	ctx := context.Background()
+	stock, raw := startStock(t)
+	sale := &seckill.Sale{ID: servicetest.UniqueName("healb_"), Name: "tea", Stock: 20, PurchaseLimit: 1, Buckets: 3,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	db := &fakeDB{sale: *sale}
+	var heals []string
+	w := New(stock.Healer(), db, loaded{sale}, Config{
+		Settle: 10 * time.Millisecond,
+		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
+	})
+	reserve := func(user string) (seckill.ReserveResult, error) { return reserveOne(ctx, stock, sale.ID, user) }
+	var buyers []string
+	for i := range 8 {
+		u := fmt.Sprintf("b%d", i)
+		r, err := reserve(u)
+		if err != nil || r.Outcome != seckill.OutcomeReserved {
+			t.Fatalf("reserve %s: %+v, %v", u, r, err)
+		}
+		buyers = append(buyers, u)
+		db.orders = append(db.orders, &seckill.Order{ReservationID: r.ReservationID, UserID: u, Qty: 1, Status: seckill.OrderPlaced, ReservedAt: time.Now()})
+	}
+	w.Tick(ctx)
+	if len(heals) != 0 {
+		t.Fatalf("healthy bucketed sale healed: %v", heals)
+	}
+	if err := raw.Do(ctx, raw.B().Flushall().Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	w.Tick(ctx)
+	if len(heals) != 1 {
+		t.Fatalf("heals %q; want one", heals)
+	}
+	st, err := stock.Healer().SaleState(ctx, sale.ID)
+	if err != nil || !st.Loaded || st.Buckets != 3 || st.Total != 20 || st.Reserved != 8 || st.Healing {
+		t.Fatalf("after the heal: %+v, %v; want 3 buckets, total 20, reserved 8, not healing", st, err)
+	}
+	for _, u := range buyers {
+		if r, err := reserve(u); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
+			t.Errorf("%s after the heal: %+v, %v; want limit_exceeded (the database has their order)", u, r, err)
+		}
+	}
+	sold := 0
+	for i := range 30 {
+		r, err := reserve(fmt.Sprintf("n%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Outcome == seckill.OutcomeReserved {
+			sold++
+		}
+	}
+	if sold != 12 {
+		t.Errorf("sold %d after the heal; want the 12 units the database left", sold)
+	}
+	w.Tick(ctx)
+	if len(heals) != 1 {
+		t.Errorf("heals %q after the rush; want still one", heals)
+	}
+}

@@ -278,7 +278,7 @@ func (s *Server) answerReserve(w http.ResponseWriter, r *http.Request, saleID st
 }
 
 // KeyedOrders finds a buyer's order by the digest of the Idempotency-Key
-// its reservation was made under (internal/sqlstore OrderStore.OrderOfKey);
+// its reservation was made under (internal/sqlstore Orders.OrderOfKey);
 // seckill.ErrNotFound when there is none.
 type KeyedOrders interface {
 	OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error)

@@ -37,6 +37,7 @@ func TestBuckets(t *testing.T) {
 			{"OneHotBucket", testOneHotBucket},
 			{"CrashMidMove", testCrashMidMove},
 			{"Replays", testBucketReplays},
+			{"Heal", testBucketHeal},
 		})
 		runParallel(t, bucketed, []storeTest{
 			{"Archive", testArchive},
@@ -358,4 +359,108 @@ func TestBucketsSpreadOverMasters(t *testing.T) {
 			t.Errorf("CLUSTER KEYSLOT %s = %d, %v; keySlot says %d", key, n, err, keySlot(tag))
 		}
 	}
+}
+
+// testBucketHeal: one bucket of a 3-bucket sale vanished (its shard came
+// back empty), another rolled back a claim and a move out of it, and a
+// move was journalled when the heal began. The heal puts each order's
+// record and units back in its buyer's home bucket, gives every bucket a
+// share of what the database left and no more, and a move from before the
+// heal never lands afterwards: the rush that follows sells exactly the
+// rest, nobody twice.
+func testBucketHeal(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale, bs := preheatBuckets(t, s, 30, 1)
+	var orders []seckill.ReservationRecord
+	for b := range 3 {
+		for _, u := range usersOf(bs, b, 3, fmt.Sprintf("h%d", b)) {
+			req := request(sale.ID, u, 1, "")
+			got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{req})
+			if err != nil || got[0].Outcome != seckill.OutcomeReserved {
+				t.Fatalf("reserve %s: %+v, %v", u, got, err)
+			}
+			orders = append(orders, seckill.ReservationRecord{ReservationID: req.ReservationID, UserID: u, Qty: 1, ReservedAt: time.Now()})
+		}
+	}
+	do := func(args ...string) {
+		t.Helper()
+		if err := s.client.Do(ctx, s.client.B().Arbitrary(args[0]).Keys(args[1]).Args(args[2:]...).Build()).Error(); err != nil {
+			t.Fatalf("%v: %v", args, err)
+		}
+	}
+	// Bucket 2 is gone; bucket 1 forgot its last claim and a move of 4
+	// units out of it; bucket 0 journalled a move of 2 to bucket 1 whose
+	// mover is still alive.
+	for _, k := range s.keys(bs.tags[2]) {
+		do("DEL", k)
+	}
+	lost := orders[5]
+	do("HSET", s.keys(bs.tags[1])[keyStock], "reserved", "2", "total", "14")
+	do("HDEL", s.keys(bs.tags[1])[keyRes], recordField(lost.ReservationID))
+	do("HDEL", s.keys(bs.tags[1])[keyBuyers], lost.UserID)
+	do("HINCRBY", s.keys(bs.tags[0])[keyStock], "total", "-2")
+	do("HSET", s.movesKey(bs.tags[0]), "m1", fmt.Sprintf("1:2:%d", time.Now().Unix()))
+
+	h := s.Healer()
+	if st, err := h.SaleState(ctx, sale.ID); err != nil || st.Loaded || st.Buckets != 3 {
+		t.Fatalf("SaleState with a bucket gone = %+v, %v; want not loaded, 3 buckets", st, err)
+	}
+	const token = "1:bucketheal"
+	if recreated, err := h.BeginHeal(ctx, sale, token); err != nil || !recreated {
+		t.Fatalf("BeginHeal = %v, %v; want the vanished bucket recreated", recreated, err)
+	}
+	for b := range 3 {
+		u := usersOf(bs, b, 1, fmt.Sprintf("late%d", b))[0]
+		if _, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, u, 1, "")}); !errors.Is(err, ErrHealing) {
+			t.Errorf("a claim in bucket %d while healing: %v; want ErrHealing", b, err)
+		}
+	}
+	if n, err := s.move(ctx, bs, 0, 1, 1); err != nil || n != 0 {
+		t.Errorf("a move out of a healing bucket = %d, %v; want none", n, err)
+	}
+	if a, r, err := h.HealPage(ctx, sale.ID, token, orders[:5], nil); err != nil || a != 0 || r != 0 {
+		t.Errorf("HealPage of records Redis holds = %d added, %d released, %v; want none", a, r, err)
+	}
+	if a, r, err := h.HealPage(ctx, sale.ID, token, orders[5:], nil); err != nil || a != 4 || r != 0 {
+		t.Errorf("HealPage of the lost records = %d added, %d released, %v; want 4 added", a, r, err)
+	}
+	row := *sale
+	row.Unsold = 30 - 9
+	if _, _, err := h.ApplyHeal(ctx, &row, token, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	states, err := s.readBuckets(ctx, bs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := seckill.HealShares(30, 9, []int64{3, 3, 3})
+	for b, st := range states {
+		if st.reserved != 3 || st.available() != want[b] || len(st.journal) != 0 {
+			t.Errorf("bucket %d after the heal: reserved %d, %d unreserved, journal %v; want 3, %d, none", b, st.reserved, st.available(), st.journal, want[b])
+		}
+	}
+	if st, err := h.SaleState(ctx, sale.ID); err != nil || !st.Loaded || st.Healing || st.Total != 30 || st.Reserved != 9 || st.Heals != 1 {
+		t.Errorf("SaleState after the heal = %+v, %v; want loaded, not healing, 30 total, 9 reserved, 1 heal", st, err)
+	}
+	// The mover of m1 wakes up: its units are in the shares already.
+	if code, err := moveInScript.Exec(ctx, s.client, []string{s.keys(bs.tags[1])[keyStock], s.movesInKey(bs.tags[1])}, []string{"m1", "2"}).AsInt64(); err != nil || code != 0 {
+		t.Errorf("the journalled move landing after the heal = %d, %v; want 0 (applied)", code, err)
+	}
+	wantLevel(t, s, sale.ID, 30, 9)
+	for _, o := range orders {
+		got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, o.UserID, 1, "")})
+		if err != nil || got[0].Outcome != seckill.OutcomeLimitExceeded {
+			t.Errorf("%s after the heal: %+v, %v; want limit_exceeded", o.UserID, got, err)
+		}
+	}
+	r := rush(t, s, sale.ID, usersOf(bs, -1, 40, "after"), 2, 8)
+	if r.outcomes[seckill.OutcomeReserved] != 21 {
+		t.Errorf("rush after the heal: %v; want exactly the 21 units the database left", r.outcomes)
+	}
+	for u, n := range r.held {
+		if n > 1 {
+			t.Errorf("%s holds %d, over the limit of 1", u, n)
+		}
+	}
+	wantLevel(t, s, sale.ID, 30, 30)
 }

@@ -7,6 +7,9 @@
 -- ARGV[3]  window start, Unix milliseconds
 -- ARGV[4]  window end (exclusive), Unix milliseconds
 -- ARGV[5]  heal token (set as `healing`; heal_apply.lua checks it)
+-- ARGV[6]  optional: the bucket count, for bucket 0 of a sale of several
+--          (its other buckets are recreated with total 0: heal_share.lua
+--          gives each its units at the end)
 --
 -- Sets `healing`, which makes reserve.lua refuse every batch (try later).
 -- A stock hash that vanished is recreated (reserved 0) before, so that no
@@ -16,6 +19,9 @@ if redis.call('EXISTS', KEYS[1]) == 0 then
   redis.call('HSET', KEYS[1],
     'total', ARGV[1], 'reserved', 0, 'limit', ARGV[2],
     'start_ms', ARGV[3], 'end_ms', ARGV[4])
+  if ARGV[6] then
+    redis.call('HSET', KEYS[1], 'buckets', ARGV[6])
+  end
   created = 1
 end
 redis.call('HSET', KEYS[1], 'healing', ARGV[5])

@@ -8,10 +8,11 @@
 -- ARGV[3]  the receiving bucket's index
 --
 -- Returns the units moved: min(n, total - reserved), 0 when none are
--- unreserved or the bucket is not loaded. total never goes below reserved,
+-- unreserved, the bucket is not loaded or it is healing (heal_share.lua
+-- sets its total and forgets its journal). total never goes below reserved,
 -- so no unit that is held by a reservation can leave.
-local st = redis.call('HMGET', KEYS[1], 'total', 'reserved')
-if not st[1] then
+local st = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'healing')
+if not st[1] or st[3] then
   return 0
 end
 local n = math.min(tonumber(ARGV[2]), tonumber(st[1]) - tonumber(st[2]))

@@ -105,7 +105,7 @@ func testRecordsWrittenBefore(t *testing.T, s *Store) {
 	if _, err := s.Healer().BeginHeal(ctx, sale, token); err != nil {
 		t.Fatal(err)
 	}
-	added, released, err := s.Healer().ApplyHeal(ctx, sale.ID, token,
+	added, released, err := s.Healer().ApplyHeal(ctx, sale, token,
 		[]seckill.ReservationRecord{{ReservationID: reqs[1].ReservationID, UserID: user, Qty: 1, ReservedAt: time.UnixMilli(1700000000001)}},
 		[]seckill.ReservationRecord{{ReservationID: reqs[1].ReservationID, UserID: user, Qty: 1}})
 	if err != nil || added != 0 || released != 1 {

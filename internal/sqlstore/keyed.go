@@ -31,14 +31,11 @@ func keyDigestArg(d string) any {
 // under the Idempotency-Key of digest (seckill.IdempotencyDigest), on the
 // orders (sale_id, user_id) index; seckill.ErrNotFound when there is none.
 // It answers a retry whose key the stock store no longer remembers.
-func (st *OrderStore) OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error) {
+func (st *Orders) OrderOfKey(ctx context.Context, saleID, userID, digest string) (*seckill.Order, error) {
 	if !seckill.ValidSaleID(saleID) || !seckill.ValidUserID(userID) || !seckill.ValidIdempotencyDigest(digest) {
 		return nil, seckill.ErrNotFound
 	}
-	b := st.q.bind
-	query := `SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ` + b(1) + ` AND user_id = ` + b(2) +
-		` AND key_digest = ` + b(3) + ` ORDER BY created_at_ms, reservation_id LIMIT 1`
-	o, err := scanOrder(st.db.read.QueryRowContext(ctx, query, saleID, userID, digest))
+	o, err := scanOrder(st.db.read.QueryRowContext(ctx, st.q.orderOfKey, saleID, userID, digest))
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, seckill.ErrNotFound

@@ -199,9 +199,9 @@ type orderQueries struct {
 	insertFailedOrders string
 	// insertPlacedArrays, when set, inserts new orders (status ordered)
 	// of one sale, pay-by, creation and update time ($1-$4) from arrays of
-	// their reservation ids, buyers, quantities, amounts and reservation
-	// times ($5-$9): one statement of nine parameters for a whole batch
-	// (insertPlaced). PostgreSQL only.
+	// their reservation ids, buyers, quantities, amounts, reservation
+	// times and key digests ($5-$10, "" for none): one statement of ten
+	// parameters for a whole batch (insertPlaced). PostgreSQL only.
 	insertPlacedArrays string
 	// insertCancelledOrders inserts rows of orderInsertColumns followed by
 	// cancel_reason: orders whose restore was asked for before they landed.
@@ -232,6 +232,9 @@ type orderQueries struct {
 	// buyerOrders selects up to MaxBuyerOrders orders of sale $1 by buyer
 	// $2, oldest first (on the orders (sale_id, user_id) index).
 	buyerOrders string
+	// orderOfKey selects the oldest order of sale $1 by buyer $2 whose
+	// key_digest is $3 (OrderOfKey).
+	orderOfKey string
 	// failedCounts selects, per sale with failed orders, the sale, their
 	// count, the count of the resolved ones and the newest creation time,
 	// the sale with the newest first. COUNT of resolved_at_ms counts the
@@ -271,6 +274,8 @@ func newOrderQueries(p sqlParts, s func(string) string, bind func(int) string) o
 		orderPageByStatus: s(keyPage(p, orderColumns, "orders", ` AND `+p.noIndex+`status = ?`)),
 		buyerOrders: s(`SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ? AND user_id = ?` +
 			` ORDER BY created_at_ms, reservation_id LIMIT ` + strconv.Itoa(MaxBuyerOrders)),
+		orderOfKey: s(`SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ? AND user_id = ?` +
+			` AND key_digest = ? ORDER BY created_at_ms, reservation_id LIMIT 1`),
 		failedCounts: `SELECT sale_id, COUNT(*), COUNT(resolved_at_ms), MAX(created_at_ms)
 		FROM failed_orders GROUP BY sale_id ORDER BY MAX(created_at_ms) DESC, sale_id`,
 	}

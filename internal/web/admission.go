@@ -1,6 +1,7 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -292,6 +293,9 @@ func grouped(n int64) string {
 var notices = map[string]string{
 	"entered":               "You're in the draw.",
 	"joined":                "You have a place in the queue.",
+	"reserved":              "Reserved.",
+	"paid":                  "Paid. Thank you, your order is confirmed.",
+	"not_your_turn":         "It is not your turn yet: keep this page open and check again when it says it's your turn.",
 	"signed_in":             "Signed in.",
 	"signed_out":            "Signed out.",
 	"sign_in_failed":        "That sign-in did not work: check the token, or pick another name.",
@@ -324,9 +328,22 @@ func noticeOf(code string) string { return notices[code] }
 // backTo answers a form with a redirect to the sale's page (post, redirect,
 // get: a reload does not resend the form), with a notice code.
 func backTo(w http.ResponseWriter, r *http.Request, saleID, notice string) {
-	target := "/sales/" + saleID
+	backToClaim(w, r, saleID, notice, "")
+}
+
+// backToClaim is backTo a page that shows the buyer's reservation claim
+// (?reservation=: the API shows it to its buyer only).
+func backToClaim(w http.ResponseWriter, r *http.Request, saleID, notice, claim string) {
+	q := url.Values{}
 	if notice != "" {
-		target += "?notice=" + url.QueryEscape(notice)
+		q.Set("notice", notice)
+	}
+	if claim != "" {
+		q.Set("reservation", claim)
+	}
+	target := "/sales/" + saleID
+	if len(q) > 0 {
+		target += "?" + q.Encode()
 	}
 	w.Header().Set("Cache-Control", "no-store")
 	http.Redirect(w, r, target, http.StatusSeeOther)
@@ -425,13 +442,9 @@ func (h *Handler) handleSignOut(w http.ResponseWriter, r *http.Request) {
 // into the draw, through the API's POST …/entries.
 func (h *Handler) handleEnter(w http.ResponseWriter, r *http.Request) {
 	h.act(w, r, func(ctx context.Context, sale *seckill.Sale, sess buyerSession) string {
-		qty := int64(1)
-		if v := r.PostForm.Get("qty"); v != "" {
-			n, err := strconv.ParseInt(v, 10, 64)
-			if err != nil || n < 1 {
-				return seckill.EINVALID
-			}
-			qty = n
+		qty, ok := formQty(r)
+		if !ok {
+			return seckill.EINVALID
 		}
 		a := h.callAPI(ctx, r, "POST", "/api/v1/sales/"+sale.ID+"/entries", sess.token, map[string]int64{"qty": qty})
 		if a.status == http.StatusOK || a.status == http.StatusCreated {
@@ -453,10 +466,102 @@ func (h *Handler) handleJoin(w http.ResponseWriter, r *http.Request) {
 	})
 }
 
+// handleBuy serves POST /sales/{id}/buy (qty, key, form): the claim of a
+// queue sale's buyer whose turn it is, without a script. The ticket comes
+// from the buyer's place (the API's …/queue/mine) and goes in-process to
+// the API's POST …/reservations: it never reaches the browser. key is the
+// form's Idempotency-Key, so a resent form is the same claim.
+func (h *Handler) handleBuy(w http.ResponseWriter, r *http.Request) {
+	h.actTo(w, r, func(ctx context.Context, sale *seckill.Sale, sess buyerSession) (string, string) {
+		if sale.Admission.Of() != seckill.AdmitQueue {
+			return seckill.EADMISSION, ""
+		}
+		qty, ok := formQty(r)
+		key := r.PostForm.Get("key")
+		if !ok || !seckill.ValidIdempotencyKey(key) {
+			return seckill.EINVALID, ""
+		}
+		q := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+sale.ID+"/queue/mine", sess.token, nil)
+		var place struct {
+			Admitted     bool   `json:"admitted"`
+			SoldOut      bool   `json:"sold_out"`
+			Ticket       string `json:"ticket"`
+			TicketHeader string `json:"ticket_header"`
+		}
+		switch {
+		case q.status == http.StatusNotFound && q.code() == seckill.ENOTFOUND:
+			return "not_your_turn", ""
+		case q.status != http.StatusOK:
+			return cmp.Or(q.code(), seckill.EUNAVAILABLE), ""
+		case json.Unmarshal(q.body, &place) != nil:
+			return seckill.EINTERNAL, ""
+		case place.SoldOut:
+			return seckill.ESOLDOUT, ""
+		case !place.Admitted || place.Ticket == "" || place.TicketHeader == "":
+			return "not_your_turn", ""
+		}
+		hdr := http.Header{}
+		hdr.Set("Idempotency-Key", key)
+		hdr.Set(place.TicketHeader, place.Ticket)
+		a := h.callAPIWith(ctx, r, "POST", "/api/v1/sales/"+sale.ID+"/reservations", sess.token, map[string]int64{"qty": qty}, hdr)
+		var v struct {
+			ReservationID string `json:"reservation_id"`
+		}
+		if a.status == http.StatusAccepted && json.Unmarshal(a.body, &v) == nil && validClaimID(v.ReservationID) {
+			return "reserved", v.ReservationID
+		}
+		return cmp.Or(a.code(), seckill.EINTERNAL), ""
+	})
+}
+
+// handlePay serves POST /sales/{id}/pay (reservation, form): the buyer's
+// own payment of an order where the engine takes it (--buyer-pay, the
+// demo), through the API's POST /api/v1/reservations/{id}/pay.
+func (h *Handler) handlePay(w http.ResponseWriter, r *http.Request) {
+	h.actTo(w, r, func(ctx context.Context, sale *seckill.Sale, sess buyerSession) (string, string) {
+		id := r.PostForm.Get("reservation")
+		if !validClaimID(id) {
+			return seckill.EINVALID, ""
+		}
+		a := h.callAPI(ctx, r, "POST", "/api/v1/reservations/"+url.PathEscape(id)+"/pay", sess.token, struct{}{})
+		if a.status == http.StatusOK {
+			return "paid", id
+		}
+		return cmp.Or(a.code(), seckill.EINTERNAL), id
+	})
+}
+
+// formQty is a form's qty, 1 when absent.
+func formQty(r *http.Request) (int64, bool) {
+	v := r.PostForm.Get("qty")
+	if v == "" {
+		return 1, true
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	return n, err == nil && n >= 1
+}
+
+// maxClaimIDBytes bounds a reservation id taken from a form or a query.
+const maxClaimIDBytes = 128
+
+// validClaimID: a reservation id the page may name in its query and pass
+// to the API, which checks it is the buyer's own.
+func validClaimID(id string) bool {
+	return id != "" && len(id) <= maxClaimIDBytes && seckill.ValidIdempotencyKey(id)
+}
+
 // act runs a buyer's form for the sale of the path: the same origin, a
 // session, the session's form token; then do, whose notice code goes back
 // to the page.
 func (h *Handler) act(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, sale *seckill.Sale, sess buyerSession) string) {
+	h.actTo(w, r, func(ctx context.Context, sale *seckill.Sale, sess buyerSession) (string, string) {
+		return do(ctx, sale, sess), ""
+	})
+}
+
+// actTo is act for a form whose page then shows a reservation: do returns
+// the notice code and the reservation id ("" for none).
+func (h *Handler) actTo(w http.ResponseWriter, r *http.Request, do func(ctx context.Context, sale *seckill.Sale, sess buyerSession) (notice, claim string)) {
 	id := r.PathValue("id")
 	if !seckill.ValidSaleID(id) {
 		http.NotFound(w, r)
@@ -489,7 +594,8 @@ func (h *Handler) act(w http.ResponseWriter, r *http.Request, do func(ctx contex
 		backTo(w, r, id, seckill.EUNAVAILABLE)
 		return
 	}
-	backTo(w, r, id, do(ctx, sale, sess))
+	notice, claim := do(ctx, sale, sess)
+	backToClaim(w, r, id, notice, claim)
 }
 
 // admissionSaleOf reads the sale of a buyer route, answering for it when

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -78,6 +79,7 @@ type fakeAPI struct {
 	drawn   bool
 	places  map[string]int64
 	calls   []string // "METHOD path user"
+	keys    []string // the Idempotency-Keys of claims
 }
 
 func newFakeAPI() *fakeAPI {
@@ -128,8 +130,15 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		resp["status"] = status
 		writeJSON(w, 200, resp)
+	case r.Method == "POST" && strings.HasSuffix(p, "/reservations"):
+		if r.Header.Get("Admission-Ticket") != "ticket-of-"+user {
+			writeError(w, seckill.Errorf(seckill.EADMISSION, "no ticket"))
+			return
+		}
+		a.keys = append(a.keys, r.Header.Get("Idempotency-Key"))
+		writeJSON(w, 202, map[string]any{"reservation_id": "res-" + user, "status": "pending"})
 	case strings.HasPrefix(p, "/api/v1/reservations/"):
-		writeJSON(w, 200, map[string]any{"status": "ordered", "pay_by": testStart.Add(20 * time.Minute)})
+		writeJSON(w, 200, map[string]any{"status": "ordered", "pay_by": testStart.Add(20 * time.Minute), "pay_url": "https://pay.example/" + user})
 	case r.Method == "POST" && strings.HasSuffix(p, "/queue"):
 		if _, ok := a.places[user]; !ok {
 			a.places[user] = int64(len(a.places) + 1)
@@ -442,5 +451,117 @@ func TestStandingEndpoint(t *testing.T) {
 	}
 	if a := bob.send("GET", "/sales/tea/standing", nil); a.status != http.StatusConflict {
 		t.Errorf("standing of a first come sale = %d, want 409", a.status)
+	}
+}
+
+// TestQueueBuyWithoutScript: the buyer whose turn it is buys with a plain
+// form; the page then shows the reservation and its time to pay. The
+// ticket goes from the API's answer to the API's claim in-process: never
+// into the page or a URL.
+func TestQueueBuyWithoutScript(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	ann := &browser{t: t, f: f, cookie: "tok-ann"}
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	for _, b := range []*browser{ann, bob} {
+		page := b.send("GET", "/sales/q", nil)
+		b.send("POST", "/sales/q/join", url.Values{"form_token": {formTokenOf(t, page.body)}})
+	}
+	page := ann.send("GET", "/sales/q", nil)
+	mustContain(t, page.body, "It's your turn.", `action="/sales/q/buy"`)
+	_, rest, _ := strings.Cut(string(page.body), `name="key" value="`)
+	key, _, _ := strings.Cut(rest, `"`)
+	if !seckill.ValidIdempotencyKey(key) {
+		t.Fatalf("the buy form's key %q", key)
+	}
+
+	// Bob's turn has not come: refused, with a message, and no claim made.
+	bobPage := bob.send("GET", "/sales/q", nil)
+	if strings.Contains(string(bobPage.body), `action="/sales/q/buy"`) {
+		t.Error("bob's page offers to buy before his turn")
+	}
+	a := bob.send("POST", "/sales/q/buy", url.Values{"form_token": {formTokenOf(t, bobPage.body)}, "key": {"k-bob"}})
+	if loc := a.header.Get("Location"); loc != "/sales/q?notice=not_your_turn" {
+		t.Fatalf("bob's buy went back to %q", loc)
+	}
+	mustContain(t, bob.send("GET", "/sales/q?notice=not_your_turn", nil).body, "It is not your turn yet")
+
+	a = ann.send("POST", "/sales/q/buy", url.Values{"form_token": {formTokenOf(t, page.body)}, "key": {key}, "qty": {"1"}})
+	loc := a.header.Get("Location")
+	if a.status != http.StatusSeeOther || loc != "/sales/q?notice=reserved&reservation=res-ann" {
+		t.Fatalf("buy = %d %q", a.status, loc)
+	}
+	if len(api.keys) != 1 || api.keys[0] != key {
+		t.Errorf("the claims' keys %q, want the form's %q", api.keys, key)
+	}
+	page = ann.send("GET", loc, nil)
+	mustContain(t, page.body, "Reserved.", "Reserved — pay by 10:20 UTC.", `href="https://pay.example/ann"`)
+	if strings.Contains(string(page.body)+loc, "ticket-of-ann") {
+		t.Error("the ticket reached the page or a URL")
+	}
+	// The claim is read as ann: the API shows a buyer only their own.
+	if c := api.called(); c[len(c)-1] != "GET /api/v1/reservations/res-ann ann" {
+		t.Errorf("the claim was read as %q", c[len(c)-1])
+	}
+}
+
+// TestBuyFormRefusesForgeries: a buy posted from another site, without the
+// session's form token, with another session's or another sale's, or on a
+// sale that is not a queue, claims nothing.
+func TestBuyFormRefusesForgeries(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	ann := &browser{t: t, f: f, cookie: "tok-ann"}
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	page := ann.send("GET", "/sales/q", nil)
+	ann.send("POST", "/sales/q/join", url.Values{"form_token": {formTokenOf(t, page.body)}})
+	anns := formTokenOf(t, ann.send("GET", "/sales/q", nil).body)
+	annsLot := formTokenOf(t, ann.send("GET", "/sales/lot", nil).body)
+	bobs := formTokenOf(t, bob.send("GET", "/sales/q", nil).body)
+
+	if a := ann.send("POST", "/sales/q/buy", url.Values{"form_token": {anns}, "key": {"k1"}}, "Sec-Fetch-Site", "cross-site"); a.status != http.StatusUnauthorized {
+		t.Errorf("cross-site buy = %d, want 401", a.status)
+	}
+	for _, tok := range []string{"", bobs, annsLot} {
+		a := ann.send("POST", "/sales/q/buy", url.Values{"form_token": {tok}, "key": {"k1"}})
+		if loc := a.header.Get("Location"); loc != "/sales/q?notice=form_expired" {
+			t.Errorf("form token %q: went back to %q", tok, loc)
+		}
+	}
+	if a := ann.send("POST", "/sales/q/buy", url.Values{"form_token": {anns}}); a.header.Get("Location") != "/sales/q?notice=invalid_request" {
+		t.Errorf("a buy without a key went back to %q", a.header.Get("Location"))
+	}
+	if a := ann.send("POST", "/sales/lot/buy", url.Values{"form_token": {annsLot}, "key": {"k1"}}); a.header.Get("Location") != "/sales/lot?notice=admission_required" {
+		t.Errorf("a buy on a lottery went back to %q", a.header.Get("Location"))
+	}
+	if a := (&browser{t: t, f: f}).send("POST", "/sales/q/buy", url.Values{"form_token": {anns}, "key": {"k1"}}); a.header.Get("Location") != "/sales/q?notice=unauthorized" {
+		t.Errorf("a buy without a session went back to %q", a.header.Get("Location"))
+	}
+	for _, c := range api.called() {
+		if strings.Contains(c, "/reservations") {
+			t.Errorf("the API was asked %q", c)
+		}
+	}
+}
+
+// TestLotteryWinnerPaysWithoutScript: a winner's page shows the order and
+// its time to pay; where the engine takes payments (the demo) a plain form
+// pays it, otherwise a link goes to the shop's payment page.
+func TestLotteryWinnerPaysWithoutScript(t *testing.T) {
+	api := newFakeAPI()
+	api.entered["ann"], api.won["ann"], api.drawn = 1, true, true
+	f := newAdmissionFixture(t, api)
+	ann := &browser{t: t, f: f, cookie: "tok-ann"}
+	mustContain(t, ann.send("GET", "/sales/lot", nil).body, "You won, pay by 10:20 UTC.", "Reserved — pay by 10:20 UTC.", `href="https://pay.example/ann"`)
+
+	f.h.buyerPay = true
+	page := ann.send("GET", "/sales/lot", nil)
+	mustContain(t, page.body, `action="/sales/lot/pay"`, `name="reservation" value="res-ann"`)
+	a := ann.send("POST", "/sales/lot/pay", url.Values{"form_token": {formTokenOf(t, page.body)}, "reservation": {"res-ann"}})
+	if loc := a.header.Get("Location"); loc != "/sales/lot?notice=paid&reservation=res-ann" {
+		t.Fatalf("pay went back to %q", loc)
+	}
+	if c := api.called(); !slices.Contains(c, "POST /api/v1/reservations/res-ann/pay ann") {
+		t.Errorf("the API was not asked to pay: %q", c)
 	}
 }

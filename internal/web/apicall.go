@@ -31,6 +31,12 @@ func (a apiAnswer) code() string {
 // and forwarding headers go along, so the API's per-address limits count
 // the buyer, not this server. body, if not nil, is sent as JSON.
 func (h *Handler) callAPI(ctx context.Context, r *http.Request, method, path, token string, body any) apiAnswer {
+	return h.callAPIWith(ctx, r, method, path, token, body, nil)
+}
+
+// callAPIWith is callAPI with extra request headers (an Idempotency-Key,
+// an admission ticket): they stay in this process, never in the browser.
+func (h *Handler) callAPIWith(ctx context.Context, r *http.Request, method, path, token string, body any, extra http.Header) apiAnswer {
 	var rd io.Reader = http.NoBody
 	if body != nil {
 		b, err := json.Marshal(body)
@@ -49,6 +55,9 @@ func (h *Handler) callAPI(ctx context.Context, r *http.Request, method, path, to
 		if v := r.Header.Values(k); len(v) > 0 {
 			req.Header[k] = v
 		}
+	}
+	for k, v := range extra {
+		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
 	if body != nil {

@@ -140,6 +140,12 @@ type buyerData struct {
 	Standing  standing
 	// Notice is the message a form's redirect asked for.
 	Notice string
+	// BuyKey is the Idempotency-Key of the no-script buy form: one per
+	// rendering, so a resent form is the same claim.
+	BuyKey string
+	// Claim is the buyer's reservation as the page shows it without a
+	// script (the script shows its own).
+	Claim claimView
 }
 
 // maxQtyChoice caps the quantity menu; a limit above it still applies.
@@ -222,6 +228,18 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		// The ticket is the script's, from the buyer feed: never in the
 		// page's HTML.
 		data.Standing.Ticket = ""
+		if ok {
+			if data.Standing.State == stAdmitted {
+				data.BuyKey = newFormKey()
+			}
+			claim := r.URL.Query().Get("reservation")
+			if !validClaimID(claim) {
+				claim = data.Standing.ReservationID // a lottery's win
+			}
+			if claim != "" {
+				data.Claim = h.claimOf(ctx, r, sess, claim)
+			}
+		}
 	}
 	h.renderPage(w, r, http.StatusOK, "buyer.html", data)
 }

@@ -360,6 +360,8 @@ func (h *Handler) Routes(mux *http.ServeMux) {
 		mux.HandleFunc("POST /sales/{id}/session/end", h.handleSignOut)
 		mux.HandleFunc("POST /sales/{id}/enter", h.handleEnter)
 		mux.HandleFunc("POST /sales/{id}/join", h.handleJoin)
+		mux.HandleFunc("POST /sales/{id}/buy", h.handleBuy)
+		mux.HandleFunc("POST /sales/{id}/pay", h.handlePay)
 		mux.HandleFunc("GET /sales/{id}/events", h.handleBuyerEvents)
 		mux.HandleFunc("GET /sales/{id}/standing", h.handleStanding)
 	}

@@ -1,0 +1,78 @@
+package web
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// claimView is a buyer's reservation as a page without a script shows it:
+// a line, and how to pay while the order waits for payment.
+type claimView struct {
+	ID   string
+	Text string
+	// PayHere: the engine takes the payment (--buyer-pay): a form posts it.
+	PayHere bool
+	// PayURL is the shop's payment page, linked when PayHere is not set.
+	PayURL string
+}
+
+// claimOf reads reservation id through the API as the session's buyer
+// (the API answers its own buyer only); a zero view when it cannot.
+func (h *Handler) claimOf(ctx context.Context, r *http.Request, sess buyerSession, id string) claimView {
+	a := h.callAPI(ctx, r, "GET", "/api/v1/reservations/"+url.PathEscape(id), sess.token, nil)
+	var v struct {
+		Status string    `json:"status"`
+		PayBy  time.Time `json:"pay_by"`
+		PayURL string    `json:"pay_url"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal(a.body, &v) != nil {
+		return claimView{}
+	}
+	text, open := claimText(v.Status, v.PayBy, h.now())
+	c := claimView{ID: id, Text: text}
+	if open {
+		c.PayHere = h.buyerPay
+		if !h.buyerPay && (strings.HasPrefix(v.PayURL, "https://") || strings.HasPrefix(v.PayURL, "http://")) {
+			c.PayURL = v.PayURL
+		}
+	}
+	return c
+}
+
+// claimText is what the page says of a reservation in status, with its
+// time to pay by, at now; open says it waits for payment.
+func claimText(status string, payBy, now time.Time) (text string, open bool) {
+	switch status {
+	case "pending":
+		return "Reserved — your order is being prepared. Check again in a moment.", false
+	case "ordered":
+		if !payBy.IsZero() && now.Before(payBy) {
+			return "Reserved — pay by " + clock(payBy) + ".", true
+		}
+		return "Reserved, but the time to pay has passed: the order is being cancelled.", false
+	case "paid":
+		return "Paid. Your order is confirmed.", false
+	case "cancelled":
+		return "This order was cancelled: it was not paid in time, or it was cancelled.", false
+	case "refund_due":
+		return "Your payment arrived after the order was cancelled, so the shop will refund it.", false
+	case "refunded":
+		return "Your payment arrived after the order was cancelled and has been refunded.", false
+	case "failed":
+		return "We could not finish this order automatically; our team will complete it or refund you.", false
+	}
+	return "", false
+}
+
+// newFormKey is a fresh Idempotency-Key for one rendering of a form.
+func newFormKey() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return base64.RawURLEncoding.EncodeToString(b[:])
+}
