@@ -133,6 +133,8 @@ type lossScenario struct {
 	// rollback restores the primary's directory to a copy taken ~0.5 s
 	// before it is killed: what the disk held at the power loss.
 	rollback bool
+	// buckets spreads the sale's stock over that many stock buckets.
+	buckets int64
 }
 
 // TestPowerLoss is the operator's experiment of issue 10 on private
@@ -147,6 +149,7 @@ type lossScenario struct {
 func TestPowerLoss(t *testing.T) {
 	for _, sc := range []lossScenario{
 		{name: "none", durability: "none", appendsync: "everysec", rollback: true},
+		{name: "none, 3 buckets", durability: "none", appendsync: "everysec", rollback: true, buckets: 3},
 		{name: "fsync", durability: "fsync", appendsync: "always"},
 		{name: "replicas:1", durability: "replicas:1", appendsync: "everysec", replica: true, rollback: true},
 	} {
@@ -164,6 +167,9 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	proxy := servicetest.StartProxy(t, primary.Addr)
 	e, logs := healingEngine(t, "redis://"+proxy.Addr(), sc.durability)
 	sale := e.liveSale(stock, 1)
+	if sc.buckets > 1 {
+		sale = e.liveBucketedSale(stock, 1, sc.buckets)
+	}
 
 	// The rush goes on across the power loss: a first wave of buyers,
 	// the copy of what the disk holds, a second wave (what the loss will
@@ -254,6 +260,14 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 			t.Errorf("claim %s ended %q; want ordered or failed", id, st)
 		}
 	}
+	if len(ledger.Orders)+len(ledger.Failed) != len(res.claims) {
+		t.Errorf("%d orders + %d failed orders; want the %d claims acknowledged", len(ledger.Orders), len(ledger.Failed), len(res.claims))
+	}
+	heals := strings.Count(logs.String(), "sale healed from the database")
+	t.Logf("%s: %d heals", sc.name, heals)
+	if sc.buckets > 1 && sc.rollback && heals == 0 {
+		t.Errorf("the bucketed sale was never healed after the rollback")
+	}
 	if alerts < len(ledger.Failed) {
 		t.Errorf("%d failed orders but %d ALERT lines", len(ledger.Failed), alerts)
 	}
@@ -272,6 +286,21 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	if rep.LostWrites.Detected {
 		t.Errorf("%s: reconciliation reports lost writes %+v", sc.name, rep.LostWrites)
 	}
+}
+
+// liveBucketedSale is liveSale with the stock over buckets stock buckets.
+func (e *engine) liveBucketedSale(stock, limit, buckets int64) string {
+	e.t.Helper()
+	now := time.Now()
+	id := servicetest.UniqueName("t")
+	r := e.admin("POST", "/admin/v1/sales", map[string]any{
+		"id": id, "name": "Tea gift set", "price_cents": 9900, "stock": stock, "per_user_limit": limit, "buckets": buckets,
+		"start_at": now.Add(-time.Second).Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
+	})
+	if r.status != http.StatusCreated || r.body["buckets"] != float64(buckets) {
+		e.t.Fatalf("create sale: %d %v", r.status, r.body)
+	}
+	return id
 }
 
 // healingEngine starts an engine on the Redis at redisURL with durability,
