@@ -4,8 +4,10 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,7 +160,7 @@ const (
 // admissionEnv is an env with a lottery sale, a queue sale and testSale (all
 // started at testSale's start, with the clock there plus 10 s), every
 // backend call counted, and the node memory of internal/repeats.
-func admissionEnv(t *testing.T) (*env, *backendCalls, *ticket.Signer) {
+func admissionEnv(t testing.TB, mods ...func(*Config)) (*env, *backendCalls, *ticket.Signer) {
 	t.Helper()
 	calls := &backendCalls{}
 	tickets := ticket.New([]byte("ticket-key-0123456789abcdefghijkl"))
@@ -173,6 +175,9 @@ func admissionEnv(t *testing.T) (*env, *backendCalls, *ticket.Signer) {
 		c.Queue = &QueueConfig{
 			Queuer: repeats.NewQueuer(q, repeats.Config{Now: now}), Positions: q, Tickets: tickets,
 			Admitted: countingReserver{name: "admitted", next: &fakeReserver{}, calls: calls},
+		}
+		for _, m := range mods {
+			m(c)
 		}
 	})
 	clk = e.clock
@@ -360,5 +365,57 @@ func TestAPollOfAFinalPlaceCallsNoBackend(t *testing.T) {
 	}
 	if got := poll(); got["queue.Position"] != 0 {
 		t.Fatalf("a later poll called %v, want no position read", got)
+	}
+}
+
+// refuseAddr is an AdmissionLimiter that refuses the checks of one
+// address's key, and counts its calls.
+type refuseAddr struct {
+	addr  string
+	calls atomic.Int64
+}
+
+func (l *refuseAddr) CheckRates(_ context.Context, _ string, checks []seckill.RateCheck) (int, time.Duration, error) {
+	l.calls.Add(1)
+	for i, c := range checks {
+		if strings.Contains(c.Key, l.addr) {
+			return i, 30 * time.Second, nil
+		}
+	}
+	return -1, 0, nil
+}
+
+// TestABlockedAddressIsRefusedOnARepeat: a repeated entry or join is
+// answered from memory, but not to an address on the block list: that
+// gets the block's 429 first, as every other request from it does, still
+// without a backend call. Other addresses' repeats are answered as before.
+func TestABlockedAddressIsRefusedOnARepeat(t *testing.T) {
+	lim := &refuseAddr{addr: "10.9.9.9"}
+	e, calls, _ := admissionEnv(t, func(c *Config) {
+		c.AdmissionLimiter = lim
+		c.LimitInReserve = true
+		c.RateLimitIP, c.RateLimitUser = seckill.RateLimit{Rate: 1, Period: time.Minute}, seckill.RateLimit{Rate: 100, Period: time.Second}
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}
+	})
+	from := func(addr string) map[string][]string { return map[string][]string{"X-Forwarded-For": {addr}} }
+	for _, path := range []string{"/api/v1/sales/" + testLotteryID + "/entries", "/api/v1/sales/" + testQueueID + "/queue"} {
+		if w := e.post("ann", path, from("10.1.1.1")); w.Code/100 != 2 {
+			t.Fatalf("%s: ann's first: %d %s", path, w.Code, w.Body)
+		}
+		// Bob's new request from the bad address puts it on the block list.
+		if w := e.post("bob", path, from("10.9.9.9")); w.Code != http.StatusTooManyRequests {
+			t.Fatalf("%s: bob from the bad address: %d %s", path, w.Code, w.Body)
+		}
+		before, limits := calls.snapshot(), lim.calls.Load()
+		w := e.post("ann", path, from("10.9.9.9"))
+		if w.Code != http.StatusTooManyRequests || w.Header().Get("Retry-After") == "" {
+			t.Errorf("%s: ann's repeat from the blocked address: %d %s, want 429 with Retry-After", path, w.Code, w.Body)
+		}
+		if w := e.post("ann", path, from("10.1.1.1")); w.Code != http.StatusOK {
+			t.Errorf("%s: ann's repeat from her own address: %d %s, want 200", path, w.Code, w.Body)
+		}
+		if got := calls.since(before); len(got) != 0 || lim.calls.Load() != limits {
+			t.Errorf("%s: the repeats called %v and the limiter %d times, want nothing", path, got, lim.calls.Load()-limits)
+		}
 	}
 }

@@ -126,7 +126,11 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	}
 	// A repeat this node knows is answered before the rate limits, as a
 	// sold-out claim is: it costs no backend call and changes nothing.
+	// A blocked address or buyer is refused first all the same.
 	if known, ok := s.knownEntry(sale.ID, userID, now); ok {
+		if retry, blocked := s.guard.blockedNow(r, userID, now); blocked {
+			return writeRateLimited(w, retry)
+		}
 		return s.writeEntered(w, r, http.StatusOK, known, sale.Admission.EntriesCloseAt)
 	}
 	checks, status, ok := s.limitAdmission(w, r, userID)

@@ -248,6 +248,31 @@ func (g *guard) rateChecks(r *http.Request, uid string, now time.Time) (checks [
 	return checks, 0, false
 }
 
+// blockedNow reports whether the block list holds the address or the buyer
+// uid of r at now, and for how long: an answer from memory may not skip
+// it. It is an atomic load while nothing is blocked, two map lookups
+// otherwise; it counts nothing (counting is a Redis call).
+func (g *guard) blockedNow(r *http.Request, uid string, now time.Time) (time.Duration, bool) {
+	if !g.blocked.any(now) {
+		return 0, false
+	}
+	if !g.ip.limit.IsZero() {
+		if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
+			if retry, ok := g.blocked.get(ipRateKey(addr), now, g.ip.limit.Interval()); ok {
+				g.ip.blocked.Inc()
+				return retry, true
+			}
+		}
+	}
+	if !g.user.limit.IsZero() {
+		if retry, ok := g.blocked.get("user:"+uid, now, g.user.limit.Interval()); ok {
+			g.user.blocked.Inc()
+			return retry, true
+		}
+	}
+	return 0, false
+}
+
 // refused notes that the stock store refused checks[by] for retry: the key
 // is answered from the block list until then.
 func (g *guard) refused(checks []seckill.RateCheck, by int, retry time.Duration, asked time.Time) {
@@ -318,7 +343,12 @@ func retryAfterSeconds(d time.Duration) string {
 // it, so a client hammering past its limit costs a map lookup instead of
 // a Redis call. It is bounded (internal/ttlcache): forgetting a live block
 // costs only a Redis call the next time that key comes.
-type blockList struct{ until *ttlcache.Cache[struct{}] }
+type blockList struct {
+	until *ttlcache.Cache[struct{}]
+	// last is the latest block end ever put (Unix ns): once past it,
+	// nothing is blocked, and any answers without a lookup.
+	last atomic.Int64
+}
 
 const (
 	blockShards   = 64
@@ -343,6 +373,19 @@ func (b *blockList) get(key string, now time.Time, maxLeft time.Duration) (time.
 	return 0, false
 }
 
-func (b *blockList) put(key string, until, now time.Time) { b.until.Put(key, struct{}{}, until, now) }
+func (b *blockList) put(key string, until, now time.Time) {
+	b.until.Put(key, struct{}{}, until, now)
+	for u := until.UnixNano(); ; {
+		last := b.last.Load()
+		if u <= last || b.last.CompareAndSwap(last, u) {
+			return
+		}
+	}
+}
+
+// any reports whether a block may be live at now: false is one atomic
+// load, so answers from memory can check the list at no cost when it is
+// empty, as it is but under a flood.
+func (b *blockList) any(now time.Time) bool { return now.UnixNano() < b.last.Load() }
 
 func (b *blockList) len() int { return b.until.Len() }

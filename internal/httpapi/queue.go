@@ -107,7 +107,11 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 	}
 	// A final place this node knows is answered before the rate limits,
 	// as a sold-out claim is: it costs no backend call and changes nothing.
+	// A blocked address or buyer is refused first all the same.
 	if pos, ok := s.knownPlace(sale.ID, userID, now); ok {
+		if retry, blocked := s.guard.blockedNow(r, userID, now); blocked {
+			return writeRateLimited(w, retry)
+		}
 		s.queueMetrics.joined.Inc()
 		resp, err := s.standing(r.Context(), sale, userID, pos, now)
 		if err != nil {
