@@ -299,12 +299,21 @@ const QueueScoreBase = 1 << 40
 type QueueJoin struct {
 	UserID string
 	IP     string // "" when unknown: no per-address cap
+	// RateChecks are decided in the join's own stock-store call, as a
+	// claim's are (ReserveRequest.RateChecks): refused by one, the join
+	// gets no place and counts against none.
+	RateChecks []RateCheck
 }
 
 // QueueJoinResult answers a QueueJoin.
 type QueueJoinResult struct {
 	Refused  string // ERATELIMITED: the address holds its most places
 	Position int64  // 1-based, as of the join
+	// RateLimited: one of the RateChecks refused the join, the one at
+	// RateLimitedBy, for RetryAfter.
+	RateLimited   bool
+	RateLimitedBy int
+	RetryAfter    time.Duration
 }
 
 // Queuer gives places in waiting rooms (internal/combiner, internal/repeats in front).

@@ -201,13 +201,21 @@ type EntryRequest struct {
 	EntryID string // a fresh id (NewEntryID), used only if the buyer has none
 	UserID  string
 	Qty     int64
+	// RateChecks are decided in the entry's own stock-store call, as a
+	// claim's are (ReserveRequest.RateChecks): refused by one, the entry is
+	// not recorded and counts against none.
+	RateChecks []RateCheck
 }
 
 // EntryResult answers an EntryRequest.
 type EntryResult struct {
-	Refused string       // ENOTSTARTED or EENDED by the stock store's clock
+	Refused string       // ENOTSTARTED or EENDED by the stock store's clock, or ERATELIMITED
 	Entry   LotteryEntry // this entry, or the buyer's earlier one
 	New     bool         // this request made the entry
+	// For ERATELIMITED: the index of the refusing RateCheck, and when it
+	// would allow a request.
+	RateLimitedBy int
+	RetryAfter    time.Duration
 }
 
 // Enterer records lottery entries (internal/combiner, internal/repeats in front).

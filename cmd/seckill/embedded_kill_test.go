@@ -29,8 +29,15 @@ import (
 // mid-rush and started again on the same data dir. Every buyer told
 // "claimed" ends ordered (issue 36: none fails), nothing is oversold,
 // nobody is over the limit, claims resume after the restart and the
-// public remaining comes back to what the database has left.
+// public remaining comes back to what the database has left. The same
+// with the sale's stock over 3 stock buckets.
 func TestEmbeddedSurvivesSIGKILL(t *testing.T) {
+	for _, buckets := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d buckets", buckets), func(t *testing.T) { testEmbeddedSurvivesSIGKILL(t, buckets) })
+	}
+}
+
+func testEmbeddedSurvivesSIGKILL(t *testing.T, buckets int) {
 	const (
 		units      = 300
 		buyers     = 800
@@ -77,7 +84,7 @@ func TestEmbeddedSurvivesSIGKILL(t *testing.T) {
 	now := time.Now()
 	sale := servicetest.UniqueName("emb")
 	if a := c.do(0, "POST", "/admin/v1/sales", sec.AdminToken, map[string]any{
-		"id": sale, "name": "Tea gift set", "price_cents": 9900, "stock": units, "per_user_limit": 1,
+		"id": sale, "name": "Tea gift set", "price_cents": 9900, "stock": units, "per_user_limit": 1, "buckets": buckets,
 		"start_at": now.Add(-time.Second).Format(time.RFC3339Nano), "end_at": now.Add(time.Hour).Format(time.RFC3339Nano),
 	}); a.status != http.StatusCreated {
 		t.Fatalf("create sale: %s %v %v", a.key(), a.body, a.err)

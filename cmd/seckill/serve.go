@@ -519,34 +519,30 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Entries' and joins' limits, batched per sale as claims' are.
-	admissionLimits := combiner.NewRateChecker(m.stock.RateLimiter(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
-	m.closers = append(m.closers, admissionLimits.Stop)
 	return httpapi.New(httpapi.Config{
-		Sales:            w.reqSales,
-		Stock:            w.reqStock,
-		Preheater:        m.preheat,
-		Reserver:         sweeper,
-		Verifier:         w.verifier,
-		AdminToken:       cfg.AdminToken,
-		Logger:           m.Logger,
-		Registerer:       w.reg,
-		Gatherer:         w.reg,
-		Orders:           guarded.Orders{OrderStore: m.orders, B: w.dbBreaker},
-		Pending:          w.reqStock,
-		ClaimIDs:         claimIDs,
-		Lost:             lost,
-		Restorer:         m.restorer,
-		RateLimiter:      w.reqLimit,
-		AdmissionLimiter: admissionLimits,
-		LimitInReserve:   true,
-		RateLimitIP:      w.ipLimit,
-		RateLimitUser:    w.userLimit,
-		TrustedProxies:   w.proxies,
-		MaxInFlight:      cfg.MaxInFlight,
-		Budget:           cfg.RequestBudget,
-		RouteBudgets:     w.routeBudgets,
-		Restores:         m.orders.Restores,
+		Sales:          w.reqSales,
+		Stock:          w.reqStock,
+		Preheater:      m.preheat,
+		Reserver:       sweeper,
+		Verifier:       w.verifier,
+		AdminToken:     cfg.AdminToken,
+		Logger:         m.Logger,
+		Registerer:     w.reg,
+		Gatherer:       w.reg,
+		Orders:         guarded.Orders{OrderStore: m.orders, B: w.dbBreaker},
+		Pending:        w.reqStock,
+		ClaimIDs:       claimIDs,
+		Lost:           lost,
+		Restorer:       m.restorer,
+		RateLimiter:    w.reqLimit,
+		LimitInReserve: true,
+		RateLimitIP:    w.ipLimit,
+		RateLimitUser:  w.userLimit,
+		TrustedProxies: w.proxies,
+		MaxInFlight:    cfg.MaxInFlight,
+		Budget:         cfg.RequestBudget,
+		RouteBudgets:   w.routeBudgets,
+		Restores:       m.orders.Restores,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, w.reqSales, w.reqStock); err != nil {
 				return nil, err

@@ -2,6 +2,7 @@ package combiner
 
 import (
 	"context"
+	"strconv"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -37,10 +38,27 @@ func NewEnterer(store EntryStore, cfg Config) *Enterer {
 	}, cfg)}
 }
 
-// Enter records req for sale s, batched with the sale's other entries.
+// Enter records req for sale s, batched with the sale's other entries
+// that have as many rate checks (checksLane).
 func (e *Enterer) Enter(ctx context.Context, s *seckill.Sale, req seckill.EntryRequest) (seckill.EntryResult, error) {
-	return e.b.Do(ctx, s.ID, entryCall{sale: s, req: req})
+	return e.b.Do(ctx, checksLane(s.ID, len(req.RateChecks)), entryCall{sale: s, req: req})
 }
 
 // Stop drains the batches in flight.
 func (e *Enterer) Stop(ctx context.Context) error { return e.b.Stop(ctx) }
+
+// checksLane is the batch of a sale's request with checks rate checks. The
+// node's limits are the same for all its requests, so only a check left
+// out (no client address) changes a batch's shape, which the stock store
+// needs the same for the whole batch.
+func checksLane(saleID string, checks int) string {
+	switch checks {
+	case 0:
+		return saleID
+	case 1:
+		return saleID + "/1"
+	case 2:
+		return saleID + "/2"
+	}
+	return saleID + "/" + strconv.Itoa(checks)
+}

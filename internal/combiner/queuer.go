@@ -37,9 +37,9 @@ func NewQueuer(store QueueStore, cfg Config) *Queuer {
 }
 
 // Join gives req a place in sale s's waiting room, batched with the
-// sale's other joins.
+// sale's other joins that have as many rate checks (checksLane).
 func (q *Queuer) Join(ctx context.Context, s *seckill.Sale, perIP int64, req seckill.QueueJoin) (seckill.QueueJoinResult, error) {
-	return q.b.Do(ctx, s.ID, joinCall{sale: s, perIP: perIP, req: req})
+	return q.b.Do(ctx, checksLane(s.ID, len(req.RateChecks)), joinCall{sale: s, perIP: perIP, req: req})
 }
 
 // Stop drains the batches in flight.

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"context"
 	"io"
 	"net/http"
 	"net/netip"
@@ -9,16 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/seckill-dev/seckill"
 )
-
-// allowAll is an AdmissionLimiter that lets every check through.
-type allowAll struct{}
-
-func (allowAll) CheckRates(context.Context, string, []seckill.RateCheck) (int, time.Duration, error) {
-	return -1, 0, nil
-}
 
 // BenchmarkRepeatedEntryHandler is a buyer's repeated lottery entry,
 // answered from this node's memory (internal/repeats), with the rate
@@ -33,7 +23,6 @@ func BenchmarkRepeatedEntryHandler(b *testing.B) {
 
 func benchRepeatedEntry(b *testing.B, othersBlocked bool) {
 	e, _, _ := admissionEnv(b, func(c *Config) {
-		c.AdmissionLimiter = allowAll{}
 		c.LimitInReserve = true
 		c.RateLimitIP, c.RateLimitUser = DefaultRateLimitIP, DefaultRateLimitUser
 		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24")}

@@ -133,12 +133,16 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 		}
 		return s.writeEntered(w, r, http.StatusOK, known, sale.Admission.EntriesCloseAt)
 	}
-	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
+	checks, status, ok := s.limitAdmission(w, r, userID)
+	if !ok {
 		return status
 	}
-	res, err := s.lottery.Enterer.Enter(r.Context(), sale, seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: userID, Qty: qty})
+	res, err := s.lottery.Enterer.Enter(r.Context(), sale, seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: userID, Qty: qty, RateChecks: checks})
 	if err != nil {
 		return s.writeError(w, r, err)
+	}
+	if res.Refused == seckill.ERATELIMITED {
+		return s.admissionRateLimited(w, checks, res.RateLimitedBy, res.RetryAfter, now)
 	}
 	if res.Refused != "" {
 		return s.writeError(w, r, seckill.Errorf(res.Refused, "Entries are not open."))

@@ -178,61 +178,47 @@ func (s *Server) protect(w http.ResponseWriter, r *http.Request, c reserveReq) i
 	return s.handleReserve(w, r, c)
 }
 
-// AdmissionLimiter counts a lottery entry's or a queue join's rate checks
-// within its sale, batched, in the same state as the sale's claims' checks
-// (internal/combiner.RateChecker over internal/redis).
-type AdmissionLimiter interface {
-	CheckRates(ctx context.Context, saleID string, checks []seckill.RateCheck) (refusedBy int, retry time.Duration, err error)
-}
-
 // limitAdmission applies the reservation route's rate limits to a lottery
-// entry or a queue join of the verified buyer uid on saleID: the same
-// limits and block list; counted by the AdmissionLimiter in one call a
-// batch, or without one by the RateLimiter, a call a check. It answers 429
-// itself and returns false when the request is refused. A failing limiter
-// lets the request through, as for claims.
-func (s *Server) limitAdmission(w http.ResponseWriter, r *http.Request, saleID, uid string) (int, bool) {
+// entry or a queue join of the verified buyer uid: the same
+// limits and block list. With LimitInReserve it returns the checks for
+// the entry's or join's own stock-store call to count, in the sale's rate
+// state as a claim's are (seckill.EntryRequest.RateChecks; the caller
+// answers a refusal with admissionRateLimited); else the RateLimiter
+// counts them here, a call a check. It answers 429 itself and returns
+// false when the request is refused. A failing limiter lets the request
+// through, as for claims.
+func (s *Server) limitAdmission(w http.ResponseWriter, r *http.Request, uid string) ([]seckill.RateCheck, int, bool) {
 	g := s.guard
-	if s.admissionLimiter != nil {
-		now := s.now()
-		checks, retry, limited := g.rateChecks(r, uid, now)
+	if g.inReserve {
+		checks, retry, limited := g.rateChecks(r, uid, s.now())
 		if limited {
-			return writeRateLimited(w, retry), false
+			return nil, writeRateLimited(w, retry), false
 		}
-		if len(checks) == 0 {
-			return 0, true
-		}
-		lctx, cancel := context.WithTimeout(r.Context(), rateLimitTimeout)
-		by, retry, err := s.admissionLimiter.CheckRates(lctx, saleID, checks)
-		cancel()
-		if err != nil {
-			if r.Context().Err() == nil {
-				g.failOpen(r.Context(), err)
-			}
-			return 0, true
-		}
-		if by >= 0 {
-			g.refused(checks, by, retry, now)
-			return writeRateLimited(w, retry), false
-		}
-		return 0, true
+		return checks, 0, true
 	}
 	if g.limiter == nil {
-		return 0, true
+		return nil, 0, true
 	}
 	if !g.ip.limit.IsZero() {
 		if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], g.trusted); ok {
 			if retry, limited := g.check(r.Context(), &g.ip, ipRateKey(addr)); limited {
-				return writeRateLimited(w, retry), false
+				return nil, writeRateLimited(w, retry), false
 			}
 		}
 	}
 	if !g.user.limit.IsZero() {
 		if retry, limited := g.check(r.Context(), &g.user, "user:"+uid); limited {
-			return writeRateLimited(w, retry), false
+			return nil, writeRateLimited(w, retry), false
 		}
 	}
-	return 0, true
+	return nil, 0, true
+}
+
+// admissionRateLimited answers an entry or a join that its stock-store
+// call refused for checks[by] (limitAdmission), as a claim's refusal is.
+func (s *Server) admissionRateLimited(w http.ResponseWriter, checks []seckill.RateCheck, by int, retry time.Duration, asked time.Time) int {
+	s.guard.refused(checks, by, retry, asked)
+	return writeRateLimited(w, retry)
 }
 
 // rateChecks are the limits a reservation request of uid made at now must pass, for

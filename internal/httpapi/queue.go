@@ -119,16 +119,20 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 		}
 		return s.writeStanding(w, r, resp)
 	}
-	if status, ok := s.limitAdmission(w, r, sale.ID, userID); !ok {
+	checks, status, ok := s.limitAdmission(w, r, userID)
+	if !ok {
 		return status
 	}
-	join := seckill.QueueJoin{UserID: userID}
+	join := seckill.QueueJoin{UserID: userID, RateChecks: checks}
 	if addr, ok := clientAddr(r.RemoteAddr, r.Header["X-Forwarded-For"], s.guard.trusted); ok {
 		join.IP = ipRateKey(addr) // an IPv6 client holds a /64: its cap is per /64, as its rate limit
 	}
 	res, err := s.queue.Queuer.Join(r.Context(), sale, s.queue.PerIP, join)
 	if err != nil {
 		return s.writeError(w, r, err)
+	}
+	if res.RateLimited {
+		return s.admissionRateLimited(w, checks, res.RateLimitedBy, res.RetryAfter, now)
 	}
 	if res.Refused != "" {
 		s.queueMetrics.refused.Inc()

@@ -180,17 +180,15 @@ type Config struct {
 	RateLimiter seckill.RateLimiter
 	// LimitInReserve has the Reserver decide RateLimitIP and RateLimitUser in its
 	// own stock-store call (seckill.ReserveRequest.RateChecks: per sale, no
-	// round trip of their own) instead of asking RateLimiter first;
+	// round trip of their own) instead of asking RateLimiter first, and
+	// the lottery's Enterer and the queue's Queuer theirs in the same way
+	// (seckill.EntryRequest.RateChecks, seckill.QueueJoin.RateChecks);
 	// RateLimiter is then not needed.
 	LimitInReserve bool
 	RateLimitIP    seckill.RateLimit
 	RateLimitUser  seckill.RateLimit
-	// AdmissionLimiter, if set, counts the limits of lottery entries and
-	// queue joins in one call a batch (protect.go); without it they cost
-	// the RateLimiter a call a check.
-	AdmissionLimiter AdmissionLimiter
-	TrustedProxies   []netip.Prefix
-	MaxInFlight      int
+	TrustedProxies []netip.Prefix
+	MaxInFlight    int
 
 	// OrderEvents, if set, serves the operator's view of order-event
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
@@ -246,10 +244,8 @@ type Server struct {
 	levels        lastLevels
 	metrics       *metrics
 	guard         *guard
-	// admissionLimiter counts entries' and joins' limits (limitAdmission).
-	admissionLimiter AdmissionLimiter
-	pay              paySide // payment.go
-	orderList        seckill.OrderLister
+	pay           paySide // payment.go
+	orderList     seckill.OrderLister
 	// The reservation route's children and budget (serveReserve).
 	reserveMetrics *routeMetrics
 	reserveBudget  time.Duration
@@ -419,7 +415,6 @@ func (s *Server) registerMetrics(cfg Config, reg prometheus.Registerer) error {
 	if s.metrics, err = newMetrics(reg); err != nil {
 		return err
 	}
-	s.admissionLimiter = cfg.AdmissionLimiter
 	if s.guard, err = newGuard(cfg, reg, s.logger, s.now); err != nil {
 		return err
 	}

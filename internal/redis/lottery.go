@@ -13,7 +13,14 @@ import (
 
 // Entering is idempotent per buyer (a second entry returns the first), so
 // a lost reply may be retried.
-var enterScript = rueidis.NewLuaScriptRetryable(lua("lottery_enter.lua"))
+var (
+	enterLua = lua("ratelimits.lua", "lottery_enter.lua")
+	// Without rate checks an entry is idempotent per buyer (a second
+	// entry gets the first back), so a lost reply may be retried.
+	enterScript = rueidis.NewLuaScriptRetryable(enterLua)
+	// With rate checks it is not retried: that would count them twice.
+	enterLimitedScript = rueidis.NewLuaScript(enterLua)
+)
 
 // Lottery keeps a lottery sale's entries and results in the sale's hash
 // slot: <prefix>:{sale}:entries (user -> "<entry id> <qty>"),
@@ -37,15 +44,32 @@ func (l *Lottery) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckil
 	if len(reqs) > MaxBatch {
 		return nil, seckill.Errorf(seckill.EINVALID, "batch of %d entries is over the limit of %d", len(reqs), MaxBatch)
 	}
-	args := make([]string, 0, 2+3*len(reqs))
-	args = append(args, strconv.FormatInt(s.StartAt.UnixMilli(), 10), strconv.FormatInt(s.Admission.EntriesCloseAt.UnixMilli(), 10))
+	first := reqs[0].RateChecks
+	per := len(first)
+	keys := make([]string, 2, 2+per)
+	keys[0], keys[1] = l.key(s.ID, "entries"), l.key(s.ID, "lottery")
+	for _, c := range first {
+		keys = append(keys, l.s.saleRateBase(s.ID, c.Limit))
+	}
+	args := make([]string, 0, 3+(3+per)*len(reqs))
+	args = append(args, strconv.FormatInt(s.StartAt.UnixMilli(), 10), strconv.FormatInt(s.Admission.EntriesCloseAt.UnixMilli(), 10), strconv.Itoa(per))
 	for i, r := range reqs {
 		if !seckill.ValidEntryID(r.EntryID) || !seckill.ValidUserID(r.UserID) || r.Qty < 1 || r.Qty > seckill.MaxPurchaseLimit {
 			return nil, seckill.Errorf(seckill.EINVALID, "entry %d: invalid entry id, user id or qty", i)
 		}
+		if err := rateShape(i, r.RateChecks, first); err != nil {
+			return nil, fmt.Errorf("enter: %w", err)
+		}
 		args = append(args, r.EntryID, r.UserID, strconv.FormatInt(r.Qty, 10))
+		for _, c := range r.RateChecks {
+			args = append(args, c.Key)
+		}
 	}
-	msg, err := enterScript.Exec(ctx, l.s.client, []string{l.key(s.ID, "entries"), l.key(s.ID, "lottery")}, args).ToMessage()
+	script := enterScript
+	if per > 0 {
+		script = enterLimitedScript
+	}
+	msg, err := script.Exec(ctx, l.s.client, keys, args).ToMessage()
 	if err != nil {
 		return nil, fmt.Errorf("enter: %w", classify(err))
 	}
@@ -60,11 +84,23 @@ func (l *Lottery) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckil
 		}
 		return results, nil
 	}
-	answers, err := msg.AsStrSlice()
+	answers, err := msg.ToArray()
 	if err != nil || len(answers) != len(reqs) {
 		return nil, fmt.Errorf("enter: unexpected answer from the entry script (%d of %d): %v", len(answers), len(reqs), err)
 	}
-	for i, a := range answers {
+	for i, m := range answers {
+		if m.IsArray() {
+			by, retry, err := rateRefusal(m, per)
+			if err != nil {
+				return nil, fmt.Errorf("enter: entry %d: %w", i, err)
+			}
+			results[i] = seckill.EntryResult{Refused: seckill.ERATELIMITED, RateLimitedBy: by, RetryAfter: retry}
+			continue
+		}
+		a, err := m.ToString()
+		if err != nil {
+			return nil, fmt.Errorf("enter: entry %d: %w", i, err)
+		}
 		isNew, rest, _ := strings.Cut(a, " ")
 		e, err := parseEntry(reqs[i].UserID, rest)
 		if err != nil {

@@ -4,14 +4,21 @@
 -- KEYS[1]  sk:{sale}:entries  hash user -> "<entry id> <qty>"
 -- KEYS[2]  sk:{sale}:lottery  hash {closed}: closed is set when the draw
 --                             begins; no entry is taken after it
+-- KEYS[3…] sk:{sale}:rl:<T>:<tolerance>  KEYS[3 + k] is the rate limit of
+--          every entry's check k (0-based), counted as claims' checks are,
+--          in the same state (ratelimits.lua, prepended)
 -- ARGV[1]  entries open, Unix milliseconds
 -- ARGV[2]  entries close (exclusive), Unix milliseconds
--- ARGV[3…] per entry three values, in order: entry id, user id, qty
+-- ARGV[3]  R, the rate checks of every entry (#KEYS - 2, maybe 0)
+-- ARGV[4…] per entry 3 + R values, in order: entry id, user id, qty, and
+--          the limited key of each check
 --
 -- Returns 5 (entries not open yet) or 6 (entries closed) for the whole
--- batch, or one string per entry, in order: "<n> <entry id> <qty>" of the
--- buyer's entry, n = 1 when this call made it, 0 when the buyer had one
--- (whose id and qty are returned: a second entry gets the first back).
+-- batch, or one answer per entry, in order: {k, retry_after_us} when its
+-- check k refused it (it is counted against none, and nothing is
+-- recorded), else the string "<n> <entry id> <qty>" of the buyer's entry,
+-- n = 1 when this call made it, 0 when the buyer had one (whose id and
+-- qty are returned: a second entry gets the first back).
 if redis.call('HEXISTS', KEYS[2], 'closed') == 1 then
   return 6
 end
@@ -23,9 +30,29 @@ end
 if now >= tonumber(ARGV[2]) then
   return 6
 end
+local per = tonumber(ARGV[3])
+local stride = 3 + per
+rate_open(3, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 4, stride, 3)
 local users = {}
-for i = 3, #ARGV, 3 do
-  users[#users + 1] = ARGV[i + 1]
+local refused = {} -- ARGV offset -> its refusal
+for i = 4, #ARGV, stride do
+  if per > 0 then
+    local k, retry = rate_refusal(i)
+    if k then
+      refused[i] = {k, retry}
+    end
+  end
+  if not refused[i] then
+    users[#users + 1] = ARGV[i + 1]
+  end
+end
+rate_save()
+if #users == 0 then
+  local out = {}
+  for i = 4, #ARGV, stride do
+    out[#out + 1] = refused[i]
+  end
+  return out
 end
 local had = redis.call('HMGET', KEYS[1], unpack(users))
 local entry = {} -- user -> "<id> <qty>" as of this batch
@@ -35,10 +62,12 @@ for n = 1, #users do
   end
 end
 local out, writes = {}, {}
-for i = 3, #ARGV, 3 do
+for i = 4, #ARGV, stride do
   local user = ARGV[i + 1]
   local e = entry[user]
-  if e then
+  if refused[i] then
+    out[#out + 1] = refused[i]
+  elseif e then
     out[#out + 1] = '0 ' .. e
   else
     e = ARGV[i] .. ' ' .. ARGV[i + 2]

@@ -13,9 +13,14 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// A join is idempotent per buyer (a second join keeps the first place),
-// so a lost reply may be retried.
-var queueJoinScript = rueidis.NewLuaScriptRetryable(lua("queue_join.lua"))
+var (
+	queueJoinLua = lua("ratelimits.lua", "queue_join.lua")
+	// Without rate checks a join is idempotent per buyer (a second join
+	// keeps the first place), so a lost reply may be retried.
+	queueJoinScript = rueidis.NewLuaScriptRetryable(queueJoinLua)
+	// With rate checks it is not retried: that would count them twice.
+	queueJoinLimitedScript = rueidis.NewLuaScript(queueJoinLua)
+)
 
 // Moving the pace on is not retried: a replay would count the time since
 // at the new rate, not the old (a small error, but a needless one).
@@ -50,26 +55,54 @@ func (q *Queue) JoinBatch(ctx context.Context, s *seckill.Sale, perIP int64, req
 	if len(reqs) > MaxBatch {
 		return nil, seckill.Errorf(seckill.EINVALID, "batch of %d joins is over the limit of %d", len(reqs), MaxBatch)
 	}
-	args := make([]string, 0, 2+3*len(reqs))
-	args = append(args, strconv.FormatInt(s.StartAt.UnixMilli(), 10), strconv.FormatInt(perIP, 10))
+	first := reqs[0].RateChecks
+	per := len(first)
+	keys := make([]string, 3, 3+per)
+	keys[0], keys[1], keys[2] = q.key(s.ID, "queue"), q.key(s.ID, "queue_ip"), q.key(s.ID, "queue_seq")
+	for _, c := range first {
+		keys = append(keys, q.s.saleRateBase(s.ID, c.Limit))
+	}
+	args := make([]string, 0, 3+(3+per)*len(reqs))
+	args = append(args, strconv.FormatInt(s.StartAt.UnixMilli(), 10), strconv.FormatInt(perIP, 10), strconv.Itoa(per))
 	var rnd [8]byte
 	for i, r := range reqs {
 		if !seckill.ValidUserID(r.UserID) || len(r.IP) > MaxRateKeyBytes {
 			return nil, seckill.Errorf(seckill.EINVALID, "join %d: invalid user id or address", i)
 		}
+		if err := rateShape(i, r.RateChecks, first); err != nil {
+			return nil, fmt.Errorf("queue join: %w", err)
+		}
 		_, _ = rand.Read(rnd[:])
 		args = append(args, r.UserID, r.IP, strconv.FormatUint(binary.BigEndian.Uint64(rnd[:])>>24, 10))
+		for _, c := range r.RateChecks {
+			args = append(args, c.Key)
+		}
 	}
-	keys := []string{q.key(s.ID, "queue"), q.key(s.ID, "queue_ip"), q.key(s.ID, "queue_seq")}
-	pos, err := queueJoinScript.Exec(ctx, q.s.client, keys, args).AsIntSlice()
+	script := queueJoinScript
+	if per > 0 {
+		script = queueJoinLimitedScript
+	}
+	answers, err := script.Exec(ctx, q.s.client, keys, args).ToArray()
 	if err != nil {
 		return nil, fmt.Errorf("queue join: %w", classify(err))
 	}
-	if len(pos) != len(reqs) {
-		return nil, fmt.Errorf("queue join: %d answers to %d joins", len(pos), len(reqs))
+	if len(answers) != len(reqs) {
+		return nil, fmt.Errorf("queue join: %d answers to %d joins", len(answers), len(reqs))
 	}
 	out := make([]seckill.QueueJoinResult, len(reqs))
-	for i, p := range pos {
+	for i, m := range answers {
+		if m.IsArray() {
+			by, retry, err := rateRefusal(m, per)
+			if err != nil {
+				return nil, fmt.Errorf("queue join %d: %w", i, err)
+			}
+			out[i] = seckill.QueueJoinResult{RateLimited: true, RateLimitedBy: by, RetryAfter: retry}
+			continue
+		}
+		p, err := m.AsInt64()
+		if err != nil {
+			return nil, fmt.Errorf("queue join %d: %w", i, err)
+		}
 		if p < 0 {
 			out[i].Refused = seckill.ERATELIMITED
 		} else {

@@ -8,22 +8,40 @@
 --                              number (first come, behind them)
 -- KEYS[2]  sk:{sale}:queue_ip  hash address -> places taken from it
 -- KEYS[3]  sk:{sale}:queue_seq counter of arrivals after the start
+-- KEYS[4…] sk:{sale}:rl:<T>:<tolerance>  KEYS[4 + k] is the rate limit of
+--          every join's check k (0-based), counted as claims' checks are,
+--          in the same state (ratelimits.lua, prepended)
 -- ARGV[1]  the sale's start, Unix milliseconds
 -- ARGV[2]  places an address may hold (0: no cap)
--- ARGV[3…] per buyer three values: user id, address ("" unknown), a
---          random integer in [0, 2^40)
+-- ARGV[3]  R, the rate checks of every join (#KEYS - 3, maybe 0)
+-- ARGV[4…] per buyer 3 + R values: user id, address ("" unknown), a
+--          random integer in [0, 2^40), and the limited key of each check
 --
--- Returns one integer per buyer, in order: their 1-based position now,
--- or -1 when their address holds the cap already.
+-- Returns one answer per buyer, in order: {k, retry_after_us} when its
+-- check k refused the join (counted against none; no place is given or
+-- looked up), else their 1-based position now, or -1 when their address
+-- holds the cap already.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local early = now < tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
+local per = tonumber(ARGV[3])
+local stride = 3 + per
+rate_open(4, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 4, stride, 3)
 local out = {}
-for i = 3, #ARGV, 3 do
+for i = 4, #ARGV, stride do
   local user, ip = ARGV[i], ARGV[i + 1]
-  local rank = redis.call('ZRANK', KEYS[1], user)
-  if rank then
+  local k, retry
+  if per > 0 then
+    k, retry = rate_refusal(i)
+  end
+  local rank
+  if not k then
+    rank = redis.call('ZRANK', KEYS[1], user)
+  end
+  if k then
+    out[#out + 1] = {k, retry}
+  elseif rank then
     out[#out + 1] = rank + 1
   elseif cap > 0 and ip ~= '' and tonumber(redis.call('HGET', KEYS[2], ip) or '0') >= cap then
     out[#out + 1] = -1
@@ -41,4 +59,5 @@ for i = 3, #ARGV, 3 do
     out[#out + 1] = redis.call('ZRANK', KEYS[1], user) + 1
   end
 end
+rate_save()
 return out

@@ -78,61 +78,37 @@ func (s RateLimiter) Allow(ctx context.Context, key string, limit seckill.RateLi
 	}, nil
 }
 
-// A lost reply is not retried: that would count the batch twice.
-var rateCheckScript = rueidis.NewLuaScript(lua("ratecheck.lua"))
-
-// CheckBatch counts a batch of saleID's requests against their rate
-// checks in one script call, in the sale's slot and the same state as its
-// claims' checks (reserve.lua): checks[i] are request i's, the same limits
-// in the same order for every request. results[i] is -1 when request i
-// was allowed, else the index of the check that refused it, and retry[i]
-// how long until that check would allow it.
-func (l RateLimiter) CheckBatch(ctx context.Context, saleID string, checks [][]seckill.RateCheck) (refusedBy []int, retry []time.Duration, err error) {
-	if len(checks) == 0 {
-		return nil, nil, nil
+// rateShape checks request i's rate checks against the batch's first
+// request's, first: the same limits in the same order, each key 1 to
+// MaxRateKeyBytes bytes, at most seckill.MaxRateChecks. The scripts that
+// take them (reserve.lua, lottery_enter.lua, queue_join.lua) count every
+// request's check k under one limit.
+func rateShape(i int, checks, first []seckill.RateCheck) error {
+	if len(checks) > seckill.MaxRateChecks {
+		return seckill.Errorf(seckill.EINVALID, "request %d: %d rate checks, at most %d", i, len(checks), seckill.MaxRateChecks)
 	}
-	first := checks[0]
-	if len(first) == 0 || len(first) > seckill.MaxRateChecks || !seckill.ValidSaleID(saleID) {
-		return nil, nil, seckill.Errorf(seckill.EINVALID, "rate check batch: invalid sale id or checks")
+	if !sameLimits(checks, first) {
+		return seckill.Errorf(seckill.EINVALID, "request %d has other rate limits than the batch's first", i)
 	}
-	keys := make([]string, len(first))
-	for k, c := range first {
-		if err := c.Limit.Validate(); err != nil {
-			return nil, nil, fmt.Errorf("rate check batch: %w", err)
+	for _, c := range checks {
+		if c.Key == "" || len(c.Key) > MaxRateKeyBytes {
+			return seckill.Errorf(seckill.EINVALID, "request %d: a rate limit key must be 1 to %d bytes", i, MaxRateKeyBytes)
 		}
-		keys[k] = l.saleRateBase(saleID, c.Limit)
-	}
-	args := make([]string, 0, 1+len(first)*len(checks))
-	args = append(args, strconv.Itoa(len(first)))
-	for i, cs := range checks {
-		if !sameLimits(cs, first) {
-			return nil, nil, seckill.Errorf(seckill.EINVALID, "rate check batch: request %d has other limits", i)
-		}
-		for _, c := range cs {
-			if c.Key == "" || len(c.Key) > MaxRateKeyBytes {
-				return nil, nil, seckill.Errorf(seckill.EINVALID, "rate check batch: request %d: a key must be 1 to %d bytes", i, MaxRateKeyBytes)
+		if i == 0 {
+			if err := c.Limit.Validate(); err != nil {
+				return fmt.Errorf("request %d: %w", i, err)
 			}
-			args = append(args, c.Key)
 		}
 	}
-	vals, err := rateCheckScript.Exec(ctx, l.client, keys, args).ToArray()
-	if err != nil {
-		return nil, nil, fmt.Errorf("rate check batch: %w", classify(err))
+	return nil
+}
+
+// rateRefusal reads a script's {k, retry_after_us} answer to a request
+// with checks rate checks.
+func rateRefusal(m rueidis.RedisMessage, checks int) (by int, retry time.Duration, err error) {
+	pair, err := m.AsIntSlice()
+	if err != nil || len(pair) != 2 || pair[0] < 0 || pair[0] >= int64(checks) || pair[1] < 0 {
+		return 0, 0, fmt.Errorf("unexpected rate refusal %v", m)
 	}
-	if len(vals) != len(checks) {
-		return nil, nil, fmt.Errorf("rate check batch: %d answers to %d requests", len(vals), len(checks))
-	}
-	refusedBy, retry = make([]int, len(checks)), make([]time.Duration, len(checks))
-	for i, v := range vals {
-		refusedBy[i] = -1
-		if n, err := v.AsInt64(); err == nil && n == 0 {
-			continue
-		}
-		pair, err := v.AsIntSlice()
-		if err != nil || len(pair) != 2 || pair[0] < 0 || pair[0] >= int64(len(first)) || pair[1] < 0 {
-			return nil, nil, fmt.Errorf("rate check batch: unexpected answer %v for request %d", v, i)
-		}
-		refusedBy[i], retry[i] = int(pair[0]), time.Duration(pair[1])*time.Microsecond
-	}
-	return refusedBy, retry, nil
+	return int(pair[0]), time.Duration(pair[1]) * time.Microsecond, nil
 }

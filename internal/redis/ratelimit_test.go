@@ -245,37 +245,81 @@ func BenchmarkAllowRefused(b *testing.B) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "calls/s")
 }
 
-// testRateCheckBatch: a batch of entries' or joins' checks counts as the
-// reserve script counts claims, in the same state: 20 a minute from one
-// address lets 20 requests through in batches of any size, claims
-// included, and refuses the rest by the address's check with a retry.
-func testRateCheckBatch(t *testing.T, s *Store) {
+// testAdmissionRateChecks: lottery entries and queue joins count their
+// rate checks in their own script call, as claims do and in the same
+// state: 20 a minute from one address lets 20 entries and joins through
+// in batches of any size, and refuses the rest by the address's check
+// with a retry, recording no entry and giving no place; a claim from the
+// address is then refused too (one budget), and a buyer who entered is
+// refused before their entry is looked up (the checks come first).
+func testAdmissionRateChecks(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(seckill.MaxSaleStock, seckill.MaxPurchaseLimit))
+	lot, queue := *sale, *sale // the same sale's slot and rate state, as other modes
+	lot.Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: time.Now().Add(time.Hour)}
+	queue.Admission = seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 1}
 	perMin := seckill.RateLimit{Rate: 20, Period: time.Minute}
 	loose := seckill.RateLimit{Rate: 1_000_000, Period: time.Second}
 	ip := "ip:" + servicetest.UniqueName("203.0.113.")
 	checks := func(user string) []seckill.RateCheck {
 		return []seckill.RateCheck{{Key: ip, Limit: perMin}, {Key: "user:" + user, Limit: loose}}
 	}
+	refusal := func(by int, retry time.Duration) {
+		t.Helper()
+		if by != 0 || retry <= 0 || retry > 3*time.Second+time.Second {
+			t.Errorf("refusal by %d, retry %v; want by check 0 (the address), retry in (0, 4s]", by, retry)
+		}
+	}
 	allowed, refused := 0, 0
-	for sent := 0; sent < 25; {
+	var entered, refusedUsers []string
+	for sent, b := 0, 0; sent < 25; b++ {
 		n := min(1+sent%4, 25-sent)
-		batch := make([][]seckill.RateCheck, n)
-		for i := range batch {
-			batch[i] = checks("u" + strconv.Itoa(sent+i))
+		users := make([]string, n)
+		for i := range users {
+			users[i] = "u" + strconv.Itoa(sent+i)
 		}
-		by, retry, err := s.RateLimiter().CheckBatch(ctx, sale.ID, batch)
-		if err != nil {
-			t.Fatalf("CheckBatch: %v", err)
-		}
-		for i := range by {
-			if by[i] < 0 {
-				allowed++
-			} else if by[i] != 0 || retry[i] <= 0 || retry[i] > 3*time.Second+time.Second {
-				t.Errorf("refusal by %d, retry %v; want by check 0 (the address), retry in (0, 4s]", by[i], retry[i])
-			} else {
-				refused++
+		if b%2 == 0 {
+			reqs := make([]seckill.EntryRequest, n)
+			for i, u := range users {
+				reqs[i] = seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: u, Qty: 1, RateChecks: checks(u)}
+			}
+			res, err := s.Lottery().EnterBatch(ctx, &lot, reqs)
+			if err != nil {
+				t.Fatalf("EnterBatch: %v", err)
+			}
+			for i, r := range res {
+				switch {
+				case r.Refused == "" && r.New && r.Entry.ID == reqs[i].EntryID:
+					allowed++
+					entered = append(entered, users[i])
+				case r.Refused == seckill.ERATELIMITED:
+					refused++
+					refusal(r.RateLimitedBy, r.RetryAfter)
+					refusedUsers = append(refusedUsers, users[i])
+				default:
+					t.Fatalf("entry %d = %+v; want new or rate limited", i, r)
+				}
+			}
+		} else {
+			reqs := make([]seckill.QueueJoin, n)
+			for i, u := range users {
+				reqs[i] = seckill.QueueJoin{UserID: u, IP: ip, RateChecks: checks(u)}
+			}
+			res, err := s.Queue().JoinBatch(ctx, &queue, 0, reqs)
+			if err != nil {
+				t.Fatalf("JoinBatch: %v", err)
+			}
+			for i, r := range res {
+				switch {
+				case !r.RateLimited && r.Refused == "" && r.Position > 0:
+					allowed++
+				case r.RateLimited && r.Position == 0 && r.Refused == "":
+					refused++
+					refusal(r.RateLimitedBy, r.RetryAfter)
+					refusedUsers = append(refusedUsers, users[i])
+				default:
+					t.Fatalf("join %d = %+v; want a place or rate limited", i, r)
+				}
 			}
 		}
 		sent += n
@@ -283,13 +327,35 @@ func testRateCheckBatch(t *testing.T, s *Store) {
 	if allowed != 20 || refused != 5 {
 		t.Fatalf("allowed %d, refused %d; want 20 and 5", allowed, refused)
 	}
+	for _, u := range refusedUsers {
+		if _, ok, err := s.Lottery().Entry(ctx, sale.ID, u); err != nil || ok {
+			t.Errorf("Entry(%s) after a refusal = %v, %v; want none", u, ok, err)
+		}
+		if _, ok, err := s.Queue().Position(ctx, sale.ID, u); err != nil || ok {
+			t.Errorf("Position(%s) after a refusal = %v, %v; want none", u, ok, err)
+		}
+	}
 	req := request(sale.ID, "claimer", 1, "")
 	req.RateChecks = checks("claimer")
 	res, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{req})
 	if err != nil || res[0].Outcome != seckill.OutcomeRateLimited {
-		t.Fatalf("a claim from the same address after 20 entries = %+v, %v; want rate limited (one budget)", res, err)
+		t.Fatalf("a claim from the same address after 20 entries and joins = %+v, %v; want rate limited (one budget)", res, err)
 	}
-	if _, _, err := s.RateLimiter().CheckBatch(ctx, sale.ID, [][]seckill.RateCheck{checks("a"), checks("b")[:1]}); seckill.ErrorCode(err) != seckill.EINVALID {
-		t.Errorf("a batch of mixed limits: %v; want invalid", err)
+	again, err := s.Lottery().EnterBatch(ctx, &lot, []seckill.EntryRequest{{EntryID: seckill.NewEntryID(), UserID: entered[0], Qty: 1, RateChecks: checks(entered[0])}})
+	if err != nil || again[0].Refused != seckill.ERATELIMITED {
+		t.Fatalf("an entered buyer's entry from the limited address = %+v, %v; want rate limited", again, err)
+	}
+	// Without checks the same buyer gets their entry back.
+	again, err = s.Lottery().EnterBatch(ctx, &lot, []seckill.EntryRequest{{EntryID: seckill.NewEntryID(), UserID: entered[0], Qty: 1}})
+	if err != nil || again[0].Refused != "" || again[0].New || again[0].Entry.ID == "" {
+		t.Fatalf("an entered buyer's entry without checks = %+v, %v; want their entry", again, err)
+	}
+	mixedE := []seckill.EntryRequest{{EntryID: seckill.NewEntryID(), UserID: "a", Qty: 1, RateChecks: checks("a")}, {EntryID: seckill.NewEntryID(), UserID: "b", Qty: 1, RateChecks: checks("b")[:1]}}
+	if _, err := s.Lottery().EnterBatch(ctx, &lot, mixedE); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("entries of mixed limits: %v; want invalid", err)
+	}
+	mixedJ := []seckill.QueueJoin{{UserID: "a", RateChecks: checks("a")}, {UserID: "b", RateChecks: checks("b")[:1]}}
+	if _, err := s.Queue().JoinBatch(ctx, &queue, 0, mixedJ); seckill.ErrorCode(err) != seckill.EINVALID {
+		t.Errorf("joins of mixed limits: %v; want invalid", err)
 	}
 }

@@ -39,18 +39,9 @@
 --                            Entries written before batches were one
 --                            reservation each, with fields reservation_id,
 --                            user_id, qty, reserved_at_ms
--- KEYS[6…] sk:{sale}:rl:<T>:<tolerance>  KEYS[5 + k] is the rate limit of
---          every request's check k (T and tolerance in microseconds end
---          its name): the base name of the hashes that hold that limit's
---          GCRA state, <base>:<g> for generation g = floor(now /
---          tolerance), field = the limited key ("ip:…", "user:…"), value =
---          its theoretical arrival time (see ratelimit.lua, whose algorithm
---          this is). A state written in generation g is at most tolerance
---          ahead of its write, so it is spent by the start of g + 2: a
---          check reads generations g and g - 1 only, writes g, and each
---          hash expires at the start of g + 2. The hashes are keys of the
---          sale's slot that this script derives, not declares. Checks of
---          the same limit share its hashes.
+-- KEYS[6…] sk:{sale}:rl:<T>:<tolerance>  KEYS[6 + k] is the rate limit of
+--          every request's check k (0-based): the base name of the
+--          hashes that hold that limit's GCRA state (ratelimits.lua)
 -- ARGV[1]  R, the rate checks of every request (#KEYS - 5, maybe 0), with
 --          "a" appended for a batch of buyers that a sale's admission let
 --          in (the lottery's draw, the queue's ticket holders), then
@@ -119,85 +110,11 @@ local limit = tonumber(stock[3])
 local before = reserved
 
 -- Rate limits, checked before anything else of a request: a refused
--- request counts against none of its keys, an allowed one against all.
--- Each limit's state for the batch's keys is read with one HMGET of each
--- of the two live generations and written back with one HSET.
+-- request counts against none of its keys, an allowed one against all
+-- (ratelimits.lua, prepended).
 local per = tonumber(per_arg)
 local stride = 4 + per
-local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local limits = {} -- base name -> {T, tol, g, base, fields, seen, tats, dirty}
-local check = {}  -- check k (0-based) -> its limit
-for k = 0, per - 1 do
-  local base = KEYS[6 + k]
-  local lim = limits[base]
-  if not lim then
-    local ts, tols = string.match(base, ':(%d+):(%d+)$')
-    local tol = tonumber(tols)
-    lim = {T = tonumber(ts), tol = tol, g = math.floor(now_us / tol), base = base, fields = {}, seen = {}, tats = {}, dirty = {}}
-    limits[base] = lim
-  end
-  check[k] = lim
-end
-if per > 0 then
-  for i = 2, #ARGV, stride do
-    for k = 0, per - 1 do
-      local lim, f = check[k], ARGV[i + 4 + k]
-      if not lim.seen[f] then
-        lim.seen[f] = true
-        lim.fields[#lim.fields + 1] = f
-      end
-    end
-  end
-  -- A key's state in generation g is never older than its state in g - 1
-  -- (a check only moves a TAT forward, and writes it to g), so g - 1 is
-  -- read only for the keys g does not hold. A generation's hash gets its
-  -- expiry from the batch that makes it, which found none of its keys in
-  -- it: a batch that found one knows the hash has its expiry already.
-  for _, lim in pairs(limits) do
-    local cur = redis.call('HMGET', lim.base .. ':' .. lim.g, unpack(lim.fields))
-    local missing = {}
-    local fields = lim.fields
-    for n = 1, #fields do
-      local f, v = fields[n], cur[n]
-      if v then
-        lim.tats[f] = tonumber(v)
-        lim.made = true
-      else
-        lim.tats[f] = 0
-        missing[#missing + 1] = f
-      end
-    end
-    if #missing > 0 then
-      local prev = redis.call('HMGET', lim.base .. ':' .. (lim.g - 1), unpack(missing))
-      for n = 1, #missing do
-        local f = missing[n]
-        lim.tats[f] = tonumber(prev[n] or 0)
-      end
-    end
-  end
-end
-local next_tat = {} -- scratch of rate_refusal, check k -> its new TAT
-local function rate_refusal(i)
-  for k = 0, per - 1 do
-    local lim = check[k]
-    local tat = lim.tats[ARGV[i + 4 + k]]
-    if tat < now_us then
-      tat = now_us
-    end
-    local new_tat = tat + lim.T
-    local allow_at = new_tat - lim.tol
-    if allow_at > now_us then
-      return {RATE_LIMITED, k, allow_at - now_us}
-    end
-    next_tat[k] = new_tat
-  end
-  for k = 0, per - 1 do
-    local lim, f = check[k], ARGV[i + 4 + k]
-    lim.tats[f] = next_tat[k]
-    lim.dirty[f] = true
-  end
-  return nil
-end
+rate_open(6, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 2, stride, 4)
 
 -- What each buyer of the batch holds, read at once.
 local users, held = {}, {} -- held: user -> units held so far
@@ -225,7 +142,10 @@ for i = 2, #ARGV, stride do
   local qty = tonumber(qtys)
   local answer
   if per > 0 then
-    answer = rate_refusal(i)
+    local k, retry = rate_refusal(i)
+    if k then
+      answer = {RATE_LIMITED, k, retry}
+    end
   end
   local field
   if not answer and key ~= '' then
@@ -263,24 +183,7 @@ for i = 2, #ARGV, stride do
   end
   out[#out + 1] = answer
 end
-for _, lim in pairs(limits) do
-  local writes = {}
-  local fields = lim.fields
-  for n = 1, #fields do
-    local f = fields[n]
-    if lim.dirty[f] then
-      writes[#writes + 1] = f
-      writes[#writes + 1] = string.format('%d', lim.tats[f])
-    end
-  end
-  if #writes > 0 then
-    local cur = lim.base .. ':' .. lim.g
-    redis.call('HSET', cur, unpack(writes))
-    if not lim.made then
-      redis.call('PEXPIREAT', cur, string.format('%d', math.ceil((lim.g + 2) * lim.tol / 1000)))
-    end
-  end
-end
+rate_save()
 if #won == 0 then
   return out
 end

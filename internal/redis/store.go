@@ -59,7 +59,7 @@ var (
 	preheatScript = rueidis.NewLuaScriptRetryable(lua("stock_write.lua", "preheat.lua"))
 	// The reserve script's source is also sent by hand, with a WAIT
 	// behind it (durability.go).
-	reserveLua = lua("outcomes.lua", "reserve.lua")
+	reserveLua = lua("outcomes.lua", "ratelimits.lua", "reserve.lua")
 	// Reserve is never retried by the client: without an idempotency key a
 	// resent batch would reserve twice.
 	reserveScript = rueidis.NewLuaScript(reserveLua)

@@ -145,7 +145,7 @@ func TestStore(t *testing.T) {
 			{"BuyersNeverExpire", testBuyersNeverExpire},
 			{"FullBatch", testFullBatch},
 			{"RateChecks", testRateChecks},
-			{"RateCheckBatch", testRateCheckBatch},
+			{"AdmissionRateChecks", testAdmissionRateChecks},
 			{"RateGenerations", testRateGenerations},
 			{"Replays", testReplays},
 			{"CompactIdempotency", testCompactIdempotency},

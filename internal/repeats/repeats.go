@@ -132,7 +132,7 @@ func (q *Queuer) Join(ctx context.Context, s *seckill.Sale, perIP int64, req sec
 		return seckill.QueueJoinResult{Position: pos}, nil
 	}
 	res, err := q.next.Join(ctx, s, perIP, req)
-	if err == nil && res.Refused == "" && res.Position > 0 && seckill.QueuePlaceSettled(s, now, q.margin) {
+	if err == nil && res.Refused == "" && !res.RateLimited && res.Position > 0 && seckill.QueuePlaceSettled(s, now, q.margin) {
 		q.known.put(s.ID, req.UserID, res.Position, s.EndAt, now)
 	}
 	return res, err
