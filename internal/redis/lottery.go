@@ -11,8 +11,6 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// Entering is idempotent per buyer (a second entry returns the first), so
-// a lost reply may be retried.
 var (
 	enterLua = lua("ratelimits.lua", "lottery_enter.lua")
 	// Without rate checks an entry is idempotent per buyer (a second
