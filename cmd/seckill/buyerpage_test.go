@@ -112,17 +112,22 @@ func TestBuyerPagesWithoutScript(t *testing.T) {
 	if time.Now().After(closeAt) {
 		t.Fatal("the entries closed before both buyers entered: the machine is too slow for this test's window")
 	}
-	var results []string
+	var results, pages []string
 	waitFor(t, time.Until(closeAt)+30*time.Second, "both results", func() bool {
-		results = []string{headline(ann.get("/sales/" + sale)), headline(bob.get("/sales/" + sale))}
+		pages = []string{ann.get("/sales/" + sale), bob.get("/sales/" + sale)}
+		results = []string{headline(pages[0]), headline(pages[1])}
 		return !strings.HasPrefix(results[0], "You're in the draw") && !strings.HasPrefix(results[1], "You're in the draw") &&
 			!strings.Contains(results[0]+results[1], "being prepared")
 	})
 	won, lost := 0, 0
-	for _, h := range results {
+	for i, h := range results {
 		switch {
 		case strings.HasPrefix(h, "You won, pay by "):
 			won++
+			// The winner's page shows the order without a script too.
+			if !strings.Contains(pages[i], `id="claim" class="headline">Reserved — pay by `) {
+				t.Errorf("the winner's page does not show the order:\n%s", pages[i])
+			}
 		case h == "Not drawn this time.":
 			lost++
 		}

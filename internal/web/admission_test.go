@@ -495,7 +495,7 @@ func TestQueueBuyWithoutScript(t *testing.T) {
 		t.Errorf("the claims' keys %q, want the form's %q", api.keys, key)
 	}
 	page = ann.send("GET", loc, nil)
-	mustContain(t, page.body, "Reserved.", "Reserved — pay by 10:20 UTC.", `href="https://pay.example/ann"`)
+	mustContain(t, page.body, "Reserved.", "Reserved — pay by 10:20 UTC.", `href="https://pay.example/ann"`, `href="/sales/q?reservation=res-ann">Check again`)
 	if strings.Contains(string(page.body)+loc, "ticket-of-ann") {
 		t.Error("the ticket reached the page or a URL")
 	}
