@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+
 	"github.com/seckill-dev/seckill"
 )
 
@@ -270,22 +273,10 @@ func units(n int64) string {
 }
 
 // grouped writes n with thousands separators: 1,234.
-func grouped(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var b strings.Builder
-	for i, c := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if neg {
-		return "-" + b.String()
-	}
-	return b.String()
-}
+func grouped(n int64) string { return english.Sprint(n) }
+
+// english groups digits as the page's English texts do.
+var english = message.NewPrinter(language.English)
 
 // notices are the messages a form's redirect may ask the page to show
 // (?notice=), by the API's error code or the form's own outcome: a fixed
