@@ -43,6 +43,7 @@ func TestBuckets(t *testing.T) {
 		runParallel(t, bucketed, []storeTest{
 			{"Archive", testArchive},
 			{"Counters", testCounters},
+			{"HealKeepsAdmission", testHealKeepsAdmission},
 		})
 	})
 }

@@ -182,6 +182,12 @@ func (s Healer) BeginHeal(ctx context.Context, sale *seckill.Sale, token string)
 				args = append(args, strconv.Itoa(bs.k()))
 			}
 		}
+		if !sale.Admission.FirstCome() {
+			if len(args) == 5 {
+				args = append(args, "")
+			}
+			args = append(args, string(sale.Admission.Of()))
+		}
 		n, err := healBeginScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], args).AsInt64()
 		if err != nil {
 			return false, fmt.Errorf("begin heal: %w", classify(err))

@@ -151,6 +151,7 @@ func TestStore(t *testing.T) {
 			{"CompactIdempotency", testCompactIdempotency},
 			{"Archive", testArchive},
 			{"ArchiveAdmission", testArchiveAdmission},
+			{"HealKeepsAdmission", testHealKeepsAdmission},
 			{"Counters", testCounters},
 			{"InvalidInput", testInvalidInput},
 			{"Ping", func(t *testing.T, s *Store) {
