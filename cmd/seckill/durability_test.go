@@ -265,9 +265,12 @@ func testPowerLoss(t *testing.T, sc lossScenario) {
 	}
 	heals := strings.Count(logs.String(), "sale healed from the database")
 	t.Logf("%s: %d heals", sc.name, heals)
-	if sc.buckets > 1 && sc.rollback && heals == 0 {
-		t.Errorf("the bucketed sale was never healed after the rollback")
-	}
+	// Whether the heal watcher or the lost-claim sweeper reaches the
+	// forgotten claims first, and how much Redis re-sells before the heal,
+	// is a race (0 or 1 heals, some claims failing for insufficient
+	// database stock): the accounting above is what must hold. The heal of
+	// a bucketed sale itself is shown exactly by internal/redis's
+	// testBucketHeal.
 	if alerts < len(ledger.Failed) {
 		t.Errorf("%d failed orders but %d ALERT lines", len(ledger.Failed), alerts)
 	}
