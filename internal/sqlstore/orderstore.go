@@ -219,13 +219,6 @@ func (st *orderDB) query(ctx context.Context, tx *sql.Tx, query string, args ...
 	return tx.QueryContext(ctx, query, args...)
 }
 
-func (st *orderDB) queryRow(ctx context.Context, tx *sql.Tx, query string, args ...any) *sql.Row {
-	if s := st.stmtOf(ctx, tx, query); s != nil {
-		return s.QueryRowContext(ctx, args...)
-	}
-	return tx.QueryRowContext(ctx, query, args...)
-}
-
 // preparedPool runs queries on a pool prepared, each text prepared once
 // on first use (query text → *sql.Stmt, which prepares it again on each
 // connection it meets); a text the database refuses to prepare runs
