@@ -404,6 +404,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			Linger:        relayLinger(m.broker),
 			Wake:          w.relayWake,
 			Progress:      progress(w.stored),
+			BatchSize:     cfg.RelayBatch,
 		}))
 	}
 }
