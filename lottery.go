@@ -45,12 +45,7 @@ func ValidEntryID(id string) bool {
 	if len(id) != 27 || id[0] != 'e' {
 		return false
 	}
-	for _, c := range id[1:] {
-		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", c) {
-			return false
-		}
-	}
-	return true
+	return idDigitsOnly(id[1:])
 }
 
 // DrawCommitment is the published commitment to a seed given in hex: the
