@@ -45,7 +45,12 @@ func ValidEntryID(id string) bool {
 	if len(id) != 27 || id[0] != 'e' {
 		return false
 	}
-	return idDigitsOnly(id[1:])
+	for i := 1; i < len(id); i++ {
+		if !reservationDigit[id[i]] {
+			return false
+		}
+	}
+	return true
 }
 
 // DrawCommitment is the published commitment to a seed given in hex: the
