@@ -192,6 +192,11 @@ type orderQueries struct {
 	// orders (failed orders) whose reservation_id is IN a list.
 	orderIDsIn       string
 	failedOrderIDsIn string
+	// saleState selects the stock, version, price, limit and currency of
+	// sale $3, and whether the sale ($1, $2) has any failed order and any
+	// restore request: the batch read of a writer that knows what the
+	// batch's buyers hold, and whose batch can have neither (readBatch).
+	saleState string
 	// bumpSaleVersion increments the version of sale $1, taking its row
 	// lock and failing any optimistic update that read the old version.
 	bumpSaleVersion string
@@ -257,7 +262,10 @@ func newOrderQueries(p sqlParts, s func(string) string, bind func(int) string) o
 
 		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
-		bumpSaleVersion:  s(`UPDATE sales SET version = version + 1 WHERE id = ?`),
+		saleState: s(`SELECT stock, version, price_cents, per_user_limit, currency,
+			EXISTS (SELECT 1 FROM failed_orders WHERE sale_id = ?), EXISTS (SELECT 1 FROM restore_requests WHERE sale_id = ?)
+			FROM sales WHERE id = ?`),
+		bumpSaleVersion: s(`UPDATE sales SET version = version + 1 WHERE id = ?`),
 		takeStock: s(`UPDATE sales SET stock = stock - ?, version = version + 1, updated_at_ms = ?
 			WHERE id = ? AND version = ? AND stock >= ?`),
 		insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
