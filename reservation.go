@@ -137,7 +137,19 @@ type StockStore interface {
 
 // Reservation ids are "<sale id>.<26 base32>": the sale id finds the keys
 // from the id alone; 48 bits of milliseconds and 80 random bits sort by time.
-var reservationEncoding = base32.NewEncoding("0123456789ABCDEFGHJKMNPQRSTVWXYZ").WithPadding(base32.NoPadding)
+var reservationEncoding = base32.NewEncoding(reservationAlphabet).WithPadding(base32.NoPadding)
+
+const reservationAlphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+// reservationDigit marks the bytes of reservationAlphabet: the relay checks
+// every reservation id it reads, and a table is a fifth of the cost of a
+// search of the alphabet per character.
+var reservationDigit = func() (t [256]bool) {
+	for i := range len(reservationAlphabet) {
+		t[reservationAlphabet[i]] = true
+	}
+	return t
+}()
 
 // NewReservationID returns a fresh reservation id for a sale.
 func NewReservationID(saleID string, now time.Time) string {
@@ -160,8 +172,8 @@ func SaleIDOfReservation(id string) (string, bool) {
 	if i < 0 || len(id)-i-1 != 26 || !ValidSaleID(id[:i]) {
 		return "", false
 	}
-	for _, c := range id[i+1:] {
-		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", c) {
+	for j := i + 1; j < len(id); j++ {
+		if !reservationDigit[id[j]] {
 			return "", false
 		}
 	}

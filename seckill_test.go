@@ -52,6 +52,36 @@ func TestSaleIDOfReservationRejects(t *testing.T) {
 	}
 }
 
+// Each byte as an id's last character: accepted exactly when it is one of
+// the alphabet's 32.
+func TestSaleIDOfReservationAlphabet(t *testing.T) {
+	const alphabet = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+	id := []byte(seckill.NewReservationID("s", time.Now()))
+	accepted := 0
+	for c := range 256 {
+		id[len(id)-1] = byte(c)
+		_, ok := seckill.SaleIDOfReservation(string(id))
+		if want := strings.IndexByte(alphabet, byte(c)) >= 0; ok != want {
+			t.Errorf("last byte %#x: accepted %v, want %v", c, ok, want)
+		}
+		if ok {
+			accepted++
+		}
+	}
+	if accepted != len(alphabet) {
+		t.Errorf("%d bytes accepted, want %d", accepted, len(alphabet))
+	}
+}
+
+func BenchmarkSaleIDOfReservation(b *testing.B) {
+	id := seckill.NewReservationID("tea-2026_08", time.Now())
+	for b.Loop() {
+		if _, ok := seckill.SaleIDOfReservation(id); !ok {
+			b.Fatal(id)
+		}
+	}
+}
+
 func TestSaleValidate(t *testing.T) {
 	start := time.Date(2026, 8, 20, 9, 0, 0, 0, time.UTC)
 	good := func() seckill.Sale {

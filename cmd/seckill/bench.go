@@ -149,6 +149,7 @@ func runBenchEngine(ctx context.Context, c bench.EngineConfig, logger *slog.Logg
 	cfg.RedisURL, cfg.DatabaseURL, cfg.BrokerURL = c.RedisURL, c.DatabaseURL, c.BrokerURL
 	cfg.RateLimitIP, cfg.RateLimitUser = c.RateLimitIP, c.RateLimitUser
 	cfg.TrustedProxies = c.TrustedProxies
+	cfg.QueuePerIP = c.QueuePerIP
 	cfg.RedisKeyPrefix, cfg.BrokerQueue, cfg.Namespace = c.RedisKeyPrefix, c.BrokerQueue, c.Namespace
 	cfg.JWTSecret, cfg.AdminToken = c.JWTSecret, c.AdminToken
 	cfg.ShutdownTimeout = 30 * time.Second

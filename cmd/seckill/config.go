@@ -52,6 +52,7 @@ type Config struct {
 	QueueAdaptInterval    time.Duration // how often an adaptive queue's rate is adapted
 	OrderWriters          int
 	OrderBatch            int
+	RelayBatch            int // most reservations the relay publishes at once: one pack (brokerpack.MaxPackEvents)
 	RelayClaimIdle        time.Duration
 	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
 	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
@@ -156,6 +157,7 @@ func DefaultConfig() Config {
 		QueueAdaptInterval:    admitpace.DefaultInterval,
 		OrderWriters:          2,
 		OrderBatch:            500,
+		RelayBatch:            1000,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
 		BrokerAckWait:         DefaultBrokerAckWait,
 		BrokerBacklogInterval: 5 * time.Second,
@@ -240,6 +242,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.DrawPace, "draw-pace", c.DrawPace, "pause between two batches of lottery winners, to spread the draw's orders over time (0: none)"),
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
+		intFlag(fs, &c.RelayBatch, "relay-batch", c.RelayBatch, "most reservations the relay publishes at once (whole outbox entries; one larger entry alone)"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
 		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
 		durationFlag(fs, &c.ArchiveAfter, "archive-after", c.ArchiveAfter, "how long past its end a settled sale keeps its Redis keys (its idempotency keys go at the end)"),

@@ -73,13 +73,13 @@ func benchOrderPersistence(b *testing.B, d persistDB) {
 	ctx := context.Background()
 	baseline := newTextbookWriter(b, d)
 	configs := []struct {
-		name           string
-		writers, batch int // 0: the default
+		name                  string
+		writers, batch, relay int // 0: the default
 	}{
-		{"defaults", 0, 0},
-		{"writers=1/batch=500", 1, 500},
-		{"writers=4/batch=500", 4, 500},
-		{"writers=2/batch=1000", 2, 1000},
+		{"defaults", 0, 0, 0},
+		{"relay=500", 0, 0, 500}, // the default until 2026-12-06
+		{"writers=4/batch=500", 4, 500, 0},
+		{"writers=2/batch=1000", 2, 1000, 0},
 	}
 	type side struct {
 		run                          func(n int) (rate, perTx, rollbacks float64) // one round of n orders
@@ -94,6 +94,9 @@ func benchOrderPersistence(b *testing.B, d persistDB) {
 			stack(cfg)
 			if c.writers > 0 {
 				cfg.OrderWriters, cfg.OrderBatch = c.writers, c.batch
+			}
+			if c.relay > 0 {
+				cfg.RelayBatch = c.relay
 			}
 		})
 		// The round's end is watched with a prepared statement, so that

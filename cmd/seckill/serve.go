@@ -404,6 +404,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			Linger:        relayLinger(m.broker),
 			Wake:          w.relayWake,
 			Progress:      progress(w.stored),
+			BatchSize:     cfg.RelayBatch,
 		}))
 	}
 }
@@ -440,9 +441,11 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	cfg := &m.Config
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
-	// reconciles one last time.
+	// reconciles one last time; a lottery's once drawn and its entries
+	// copied to the database.
 	m.start(ctx, archive.New(dbStores{w.sales, m.orders.Ledger}, m.stock.Archive(), archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
+		Lottery: &archive.Lottery{Draws: sqlstore.NewDrawStore(m.db), Entries: m.stock.Lottery(), Copies: sqlstore.NewEntryStore(m.db)},
 		Final: func(ctx context.Context, saleID string) (string, error) {
 			return reconcile.Final(ctx, saleID, m.orders.Ledger, m.stock.Ledger(), m.now())
 		},

@@ -8,7 +8,8 @@
 // for an operator, since they are half of the evidence. The database
 // keeps everything, and records how many claims the keys held, so that
 // it alone reconciles the sale afterwards; Redis keeps a short summary
-// under the sale's archived key.
+// under the sale's archived key. A lottery's keys go once its draw has
+// finished and its entries are copied to the database.
 package archive
 
 import (
@@ -31,9 +32,10 @@ type Stock interface {
 	// has closed (by the stock store's clock).
 	DropIdempotency(ctx context.Context, saleID string) (bool, error)
 	// ArchiveSale drops the rest of an ended sale's keys, keeping summary,
-	// if its outbox is empty and it holds no more reservations than
-	// recorded; else it changes nothing and says why not.
-	ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error)
+	// if its outbox is empty and it holds no more reservations, lottery
+	// entries and winners than recorded; else it changes nothing and says
+	// why not.
+	ArchiveSale(ctx context.Context, saleID string, recorded seckill.ArchiveRecorded, summary string) (archived bool, whyNot string, err error)
 	// ReservationCount is the number of reservation records of a sale.
 	ReservationCount(ctx context.Context, saleID string) (int64, error)
 }
@@ -48,6 +50,35 @@ type Store interface {
 	// records (claims) they held: the database alone reconciles the sale
 	// from then on.
 	RecordArchive(ctx context.Context, saleID string, claims int64, at time.Time) error
+}
+
+// Lottery is what archiving a lottery sale takes: its entries go to the
+// database before its keys go.
+type Lottery struct {
+	Draws   Draws
+	Entries Entries
+	Copies  Copies
+}
+
+// Draws reads a lottery's draw record (internal/sqlstore.DrawStore):
+// seckill.ErrNotFound when it has none.
+type Draws interface {
+	Draw(ctx context.Context, saleID string) (seckill.DrawRecord, error)
+}
+
+// Entries is the Redis side of a lottery (internal/redis.Lottery).
+type Entries interface {
+	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+	AllWon(ctx context.Context, saleID string) (map[string]string, error)
+}
+
+// Copies is the database's copy of a lottery's entries
+// (internal/sqlstore.EntryStore).
+type Copies interface {
+	// CopyEntries writes the entries, each with the reservation won
+	// gives its buyer; copying again changes nothing.
+	CopyEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry, won map[string]string) error
+	EntryCounts(ctx context.Context, saleID string) (entries, winners int64, err error)
 }
 
 // Defaults of Config.
@@ -71,6 +102,9 @@ type Config struct {
 	Logger *slog.Logger
 	// OnArchived, if set, is told of every sale archived.
 	OnArchived func(saleID string)
+	// Lottery, if set, copies a drawn lottery's entries to the database
+	// so that its keys can go; without it a lottery sale keeps its keys.
+	Lottery *Lottery
 }
 
 // Archiver frees the Redis keys of ended sales. Start it once; Stop ends
@@ -162,6 +196,16 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 			return false, nil
 		}
 	}
+	rec := seckill.ArchiveRecorded{Reservations: recorded}
+	if sale.Admission.Of() == seckill.AdmitLottery {
+		var wait string
+		if rec.Entries, rec.Winners, wait, err = a.copyEntries(ctx, sale); err != nil || wait != "" {
+			if wait != "" {
+				log.Debug("archive: lottery not yet", "why", wait)
+			}
+			return false, err
+		}
+	}
 	claims, err := a.stock.ReservationCount(ctx, saleID)
 	if err != nil {
 		return false, err
@@ -169,7 +213,7 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 	if err := a.store.RecordArchive(ctx, saleID, claims, now); err != nil {
 		return false, err
 	}
-	archived, whyNot, err := a.stock.ArchiveSale(ctx, saleID, recorded, summary)
+	archived, whyNot, err := a.stock.ArchiveSale(ctx, saleID, rec, summary)
 	if err != nil {
 		return false, err
 	}
@@ -183,6 +227,39 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 		a.cfg.OnArchived(saleID)
 	}
 	return true, nil
+}
+
+// copyEntries copies a drawn lottery's entries and who won from Redis to
+// the database and returns what the database then holds; wait says why
+// not when the sale must keep its keys for now. The archive script drops
+// the keys only if they hold no more than that, so an entry or a win
+// recorded after the copy keeps them until the next pass copies it.
+func (a *Archiver) copyEntries(ctx context.Context, sale *seckill.Sale) (entries, winners int64, wait string, err error) {
+	l := a.cfg.Lottery
+	if l == nil {
+		return 0, 0, "no lottery archive is configured", nil
+	}
+	rec, err := l.Draws.Draw(ctx, sale.ID)
+	found := err == nil
+	if err != nil && !errors.Is(err, seckill.ErrNotFound) {
+		return 0, 0, "", err
+	}
+	if wait := seckill.LotteryArchiveWait(sale, rec, found); wait != "" {
+		return 0, 0, wait, nil
+	}
+	list, err := l.Entries.Entries(ctx, sale.ID)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	won, err := l.Entries.AllWon(ctx, sale.ID)
+	if err != nil {
+		return 0, 0, "", err
+	}
+	if err := l.Copies.CopyEntries(ctx, sale.ID, list, won); err != nil {
+		return 0, 0, "", err
+	}
+	entries, winners, err = l.Copies.EntryCounts(ctx, sale.ID)
+	return entries, winners, "", err
 }
 
 // Start runs a Pass at once, then one every Interval, until Stop. A

@@ -3,6 +3,7 @@ package archive
 import (
 	"context"
 	"errors"
+	"maps"
 	"sync"
 	"testing"
 	"time"
@@ -48,6 +49,21 @@ type fakeStock struct {
 	outbox     int
 	res        int64
 	archived   map[string]string
+	// A lottery's entries and who won (Entries), in Redis until archived.
+	entries []seckill.LotteryEntry
+	won     map[string]string
+}
+
+func (f *fakeStock) Entries(context.Context, string) ([]seckill.LotteryEntry, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]seckill.LotteryEntry(nil), f.entries...), nil
+}
+
+func (f *fakeStock) AllWon(context.Context, string) (map[string]string, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return maps.Clone(f.won), nil
 }
 
 func (f *fakeStock) KeptSales(context.Context) ([]string, error) {
@@ -69,14 +85,16 @@ func (f *fakeStock) ReservationCount(context.Context, string) (int64, error) {
 	return f.res, nil
 }
 
-func (f *fakeStock) ArchiveSale(_ context.Context, id string, recorded int64, summary string) (bool, string, error) {
+func (f *fakeStock) ArchiveSale(_ context.Context, id string, recorded seckill.ArchiveRecorded, summary string) (bool, string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
 	case f.outbox > 0:
 		return false, "outbox", nil
-	case f.res > recorded:
+	case f.res > recorded.Reservations:
 		return false, "not recorded", nil
+	case int64(len(f.entries)) > recorded.Entries || int64(len(f.won)) > recorded.Winners:
+		return false, "entries not copied", nil
 	}
 	f.archived[id] = summary
 	f.kept = nil
@@ -196,5 +214,69 @@ func TestStartStop(t *testing.T) {
 	a.Start(context.Background()) // nor does a Start after Stop
 	if err := New(store, stock, Config{}).Stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// fakeLotteryDB is a lottery's draw record and the database's copy of its
+// entries, by entry id.
+type fakeLotteryDB struct {
+	draw   *seckill.DrawRecord // nil: none
+	copies map[string]seckill.LotteryEntry
+	won    map[string]string // entry id -> reservation
+	copied int               // CopyEntries calls
+}
+
+func (f *fakeLotteryDB) Draw(context.Context, string) (seckill.DrawRecord, error) {
+	if f.draw == nil {
+		return seckill.DrawRecord{}, seckill.ErrNotFound
+	}
+	return *f.draw, nil
+}
+
+func (f *fakeLotteryDB) CopyEntries(_ context.Context, _ string, entries []seckill.LotteryEntry, won map[string]string) error {
+	f.copied++
+	for _, e := range entries {
+		f.copies[e.ID] = e
+		if r := won[e.UserID]; r != "" {
+			f.won[e.ID] = r
+		}
+	}
+	return nil
+}
+
+func (f *fakeLotteryDB) EntryCounts(context.Context, string) (int64, int64, error) {
+	return int64(len(f.copies)), int64(len(f.won)), nil
+}
+
+// TestLotteryKeysGoOnlyAfterTheDrawAndTheCopy: a lottery sale ended and
+// settled keeps its keys while its draw has no record or has not
+// finished; once drawn, its entries and who won are copied before the
+// keys go; without a lottery archive configured it keeps them.
+func TestLotteryKeysGoOnlyAfterTheDrawAndTheCopy(t *testing.T) {
+	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, stock, now := setup(end)
+	*now = end.Add(2 * time.Hour)
+	store.sales["tea"].Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: end.Add(-time.Hour)}
+	stock.entries = []seckill.LotteryEntry{{ID: "e1", UserID: "ann", Qty: 1}, {ID: "e2", UserID: "bob", Qty: 2}, {ID: "e3", UserID: "cy", Qty: 1}}
+	stock.won = map[string]string{"bob": "r-bob"}
+	db := &fakeLotteryDB{copies: map[string]seckill.LotteryEntry{}, won: map[string]string{}}
+	ctx := context.Background()
+
+	if n, err := New(store, stock, Config{Now: func() time.Time { return *now }}).Pass(ctx); err != nil || n != 0 {
+		t.Fatalf("Pass without a lottery archive = %d, %v; want the keys kept", n, err)
+	}
+	a := New(store, stock, Config{Now: func() time.Time { return *now }, Lottery: &Lottery{Draws: db, Entries: stock, Copies: db}})
+	for _, draw := range []*seckill.DrawRecord{nil, {SaleID: "tea"}} {
+		db.draw = draw
+		if n, err := a.Pass(ctx); err != nil || n != 0 || db.copied != 0 || len(stock.archived) != 0 {
+			t.Fatalf("Pass with draw record %+v = %d, %v (%d copies); want nothing copied or archived", draw, n, err, db.copied)
+		}
+	}
+	db.draw = &seckill.DrawRecord{SaleID: "tea", DrawnAt: end.Add(-time.Hour)}
+	if n, err := a.Pass(ctx); err != nil || n != 1 {
+		t.Fatalf("Pass once drawn = %d, %v; want the sale archived", n, err)
+	}
+	if len(db.copies) != 3 || db.won["e2"] != "r-bob" || len(db.won) != 1 {
+		t.Errorf("copied %v, won %v; want the 3 entries, bob's e2 winning r-bob", db.copies, db.won)
 	}
 }

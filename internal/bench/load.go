@@ -45,6 +45,7 @@ type Spec struct {
 	Requests    [][]byte      `json:"requests"`            // raw HTTP/1.1 requests; call i (warm-up and window in one count) sends Requests[i % len]
 	Want        int           `json:"want"`                // the status every answer should have
 	WantAlso    int           `json:"want_also,omitempty"` // a second status as good (a lottery's 201 new and 200 repeated entry)
+	Once        bool          `json:"once,omitempty"`      // each request is sent once: a call past the last counts unexpected ("repeat") whatever its status
 	Concurrency int           `json:"concurrency"`
 	Rate        int           `json:"rate"` // requests/s; 0 = closed loop
 	Warmup      time.Duration `json:"warmup"`
@@ -180,6 +181,10 @@ func generate(ctx context.Context, spec Spec, marks io.Writer) (Load, error) {
 		switch {
 		case err != nil:
 			return err
+		case spec.Once && offset+c.Seq >= n:
+			mu.Lock()
+			other["repeat"]++
+			mu.Unlock()
 		case resp.Status == spec.Want || spec.WantAlso != 0 && resp.Status == spec.WantAlso:
 			expected.Add(1)
 		default:

@@ -161,6 +161,15 @@ func (rep *Report) Print(w io.Writer) {
 			fmt.Fprintf(w, "  %-14s %s\n", name+":", d)
 		}
 	}
+	// The table shows the last round's answers; a round before it that had
+	// others is named, so that no ratio rests on answers nobody saw.
+	for i, round := range rep.Rounds[:max(len(rep.Rounds)-1, 0)] {
+		for _, r := range round {
+			if r.Requests > r.Expected {
+				fmt.Fprintf(w, "  %-14s round %d: %s\n", r.Name+":", i+1, answerText(r))
+			}
+		}
+	}
 	var settled []string
 	for _, name := range rep.Names {
 		if backlog := rep.series(name, func(r Result) float64 { return float64(r.Backlog) }); slices.ContainsFunc(rep.Rounds, func(round []Result) bool {

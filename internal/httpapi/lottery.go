@@ -23,16 +23,27 @@ type LotteryStore interface {
 	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 }
 
+// LotteryArchive is the database's copy of an archived lottery's entries
+// (internal/sqlstore.EntryStore): read once Redis has none.
+type LotteryArchive interface {
+	ArchivedEntry(ctx context.Context, saleID, userID string) (e seckill.LotteryEntry, reservationID string, ok bool, err error)
+	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+}
+
 // DrawReader reads a lottery's draw record (internal/sqlstore.DrawStore).
 type DrawReader interface {
 	EnsureDraw(ctx context.Context, saleID string) (seckill.DrawRecord, error)
 }
 
-// LotteryConfig serves the lottery routes; all three are required.
+// LotteryConfig serves the lottery routes; Enterer, Store and Draws are
+// required.
 type LotteryConfig struct {
 	Enterer seckill.Enterer
 	Store   LotteryStore
 	Draws   DrawReader
+	// Archive, if set, answers for an ended sale whose entries Redis no
+	// longer has: the archiver copied them there before dropping the keys.
+	Archive LotteryArchive
 }
 
 // drawCacheTTL is how long a draw record not yet drawn is kept: buyers
@@ -200,7 +211,17 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 	e, ok, err := s.lottery.Store.Entry(r.Context(), sale.ID, userID)
 	if err != nil {
 		return s.writeError(w, r, err)
-	} else if !ok {
+	}
+	// The keys go only after the copy, so a buyer Redis no longer knows
+	// of an ended sale is read from the copy.
+	archived, wonID := false, ""
+	if !ok && s.lotteryArchived(sale) {
+		if e, wonID, ok, err = s.lottery.Archive.ArchivedEntry(r.Context(), sale.ID, userID); err != nil {
+			return s.writeError(w, r, err)
+		}
+		archived = ok
+	}
+	if !ok {
 		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have not entered this draw."))
 	}
 	rec, err := s.drawRecord(r.Context(), sale.ID)
@@ -209,7 +230,10 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 	}
 	resp := entryResponse{EntryID: e.ID, Qty: e.Qty, ResultsAt: sale.Admission.EntriesCloseAt}
 	won := false
-	if rec.Drawn() {
+	switch {
+	case archived:
+		resp.ReservationID, won = wonID, wonID != ""
+	case rec.Drawn():
 		if resp.ReservationID, won, err = s.lottery.Store.Won(r.Context(), sale.ID, userID); err != nil {
 			return s.writeError(w, r, err)
 		}
@@ -256,8 +280,20 @@ func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
+	if len(entries) == 0 && s.lotteryArchived(sale) {
+		if entries, err = s.lottery.Archive.ArchivedEntries(r.Context(), sale.ID); err != nil {
+			return s.writeError(w, r, err)
+		}
+	}
 	slices.SortFunc(entries, func(a, b seckill.LotteryEntry) int { return strings.Compare(a.ID, b.ID) })
 	return s.writeJSON(w, r, http.StatusOK, drawEntriesResponse{Entries: entries})
+}
+
+// lotteryArchived reports whether sale's entries may be in the database's
+// copy rather than in Redis: it has ended (the archiver copies none
+// before) and a copy is configured.
+func (s *Server) lotteryArchived(sale *seckill.Sale) bool {
+	return s.lottery.Archive != nil && !s.now().Before(sale.EndAt)
 }
 
 type lotteryMetrics struct {

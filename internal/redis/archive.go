@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -74,7 +75,7 @@ func (s Archive) DropIdempotency(ctx context.Context, saleID string) (dropped bo
 		return false, fmt.Errorf("drop idempotency of %s: %w", saleID, err)
 	}
 	for _, tag := range tags {
-		code, err := s.archive(ctx, tag, "idem", "0", "")
+		code, err := s.archive(ctx, tag, "idem", "0", "", seckill.ArchiveRecorded{})
 		if err != nil {
 			return false, fmt.Errorf("drop idempotency of %s: %w", saleID, err)
 		}
@@ -116,19 +117,20 @@ func (s *conn) sumOver(ctx context.Context, tags []string, count func(keys []str
 
 // ArchiveSale drops every key of an ended sale and keeps summary under
 // its archived key, in one script, if its window has closed, its outbox
-// is empty and its res hash holds no more than recorded reservations
-// (those the database has); otherwise it changes nothing and says why. A
+// is empty, its res hash holds no more than recorded's reservations and
+// its lottery entries and winners no more than recorded's (those the
+// database has); otherwise it changes nothing and says why. A
 // sale archived (or not loaded) leaves the registry of KeptSales.
 //
 // archived is true when this call dropped the keys; otherwise whyNot says
 // why nothing changed ("not loaded" for a sale archived before, or never
 // preheated here).
-func (s Archive) ArchiveSale(ctx context.Context, saleID string, recorded int64, summary string) (archived bool, whyNot string, err error) {
+func (s Archive) ArchiveSale(ctx context.Context, saleID string, recorded seckill.ArchiveRecorded, summary string) (archived bool, whyNot string, err error) {
 	tags, err := s.tags(ctx, saleID)
 	if err != nil {
 		return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 	}
-	limit := strconv.FormatInt(recorded, 10)
+	limit := strconv.FormatInt(recorded.Reservations, 10)
 	if len(tags) > 1 {
 		// The records are spread over the buckets: count them all here
 		// (after the end no script adds any), then check every bucket
@@ -137,12 +139,12 @@ func (s Archive) ArchiveSale(ctx context.Context, saleID string, recorded int64,
 		if err != nil {
 			return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 		}
-		if n > recorded {
+		if n > recorded.Reservations {
 			return false, whyNotArchived(-2), nil
 		}
 		limit = strconv.FormatInt(math.MaxInt64, 10)
 		for _, tag := range tags {
-			if code, err := s.archive(ctx, tag, "check", limit, ""); err != nil {
+			if code, err := s.archive(ctx, tag, "check", limit, "", recorded); err != nil {
 				return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 			} else if code != 1 && code != 2 {
 				return false, whyNotArchived(code), nil
@@ -155,7 +157,7 @@ func (s Archive) ArchiveSale(ctx context.Context, saleID string, recorded int64,
 		if i == 0 {
 			keep = summary
 		}
-		if code, err = s.archive(ctx, tags[i], "all", limit, keep); err != nil {
+		if code, err = s.archive(ctx, tags[i], "all", limit, keep, recorded); err != nil {
 			return false, "", fmt.Errorf("archive %s: %w", saleID, err)
 		} else if code != 1 && code != 2 {
 			return false, whyNotArchived(code), nil
@@ -186,6 +188,8 @@ func whyNotArchived(code int64) string {
 		return "its outbox still holds reservations to relay"
 	case -2:
 		return "Redis holds reservations the database has not recorded yet"
+	case -3:
+		return "Redis holds lottery entries or winners the database has not copied yet"
 	}
 	return fmt.Sprintf("unexpected answer %d from the archive script", code)
 }
@@ -205,11 +209,23 @@ func (s Archive) ArchivedSummary(ctx context.Context, saleID string) (summary st
 	return summary, true, nil
 }
 
-// archive runs archive.lua on the key set of tag (a sale, or a bucket).
-func (s *conn) archive(ctx context.Context, tag, mode, recorded, summary string) (int64, error) {
+// archiveKeyNames name archiveKeys' keys, in order.
+var archiveKeyNames = slices.Concat([]string{"stock", "buyers", "idem", "res", "outbox", "archived", "moves", "movesin"}, lotteryKeys, queueKeys)
+
+// archiveKeys are the keys of tag (a sale, or a bucket) archive.lua
+// takes, in its order.
+func (s *conn) archiveKeys(tag string) []string {
 	keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
-	keys = append(keys, s.queueKeys(tag)...)
-	code, err := archiveScript.Exec(ctx, s.client, keys, []string{mode, recorded, summary}).AsInt64()
+	for _, k := range lotteryKeys {
+		keys = append(keys, s.prefix+":{"+tag+"}:"+k)
+	}
+	return append(keys, s.queueKeys(tag)...)
+}
+
+// archive runs archive.lua on the key set of tag (a sale, or a bucket).
+func (s *conn) archive(ctx context.Context, tag, mode, recorded, summary string, copied seckill.ArchiveRecorded) (int64, error) {
+	args := []string{mode, recorded, summary, strconv.FormatInt(copied.Entries, 10), strconv.FormatInt(copied.Winners, 10)}
+	code, err := archiveScript.Exec(ctx, s.client, s.archiveKeys(tag), args).AsInt64()
 	if err != nil {
 		return 0, classify(err)
 	}
@@ -219,7 +235,7 @@ func (s *conn) archive(ctx context.Context, tag, mode, recorded, summary string)
 // Footprint is the Redis memory of one sale's keys, as MEMORY USAGE
 // reports it (all nested values sampled), and its reservations.
 type Footprint struct {
-	Keys         map[string]int64 // key suffix (stock, buyers, idem, res, outbox, archived, moves, movesin, queue…) -> bytes, every bucket's
+	Keys         map[string]int64 // key suffix (stock, buyers, idem, res, outbox, archived, moves, movesin, entries…, queue…) -> bytes, every bucket's
 	Total        int64
 	Reservations int64
 }
@@ -240,12 +256,9 @@ func (s Archive) Footprint(ctx context.Context, saleID string) (Footprint, error
 	if err != nil {
 		return Footprint{}, fmt.Errorf("footprint: %w", err)
 	}
-	names := append([]string{"stock", "buyers", "idem", "res", "outbox", "archived", "moves", "movesin"}, queueKeys...)
 	f := Footprint{Keys: map[string]int64{}}
 	for _, tag := range tags {
-		keys := append(s.keys(tag), s.archivedKey(tag), s.movesKey(tag), s.movesInKey(tag))
-		keys = append(keys, s.queueKeys(tag)...)
-		for i, k := range keys {
+		for i, k := range s.archiveKeys(tag) {
 			n, err := s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Args("SAMPLES", "0").Build()).AsInt64()
 			if err != nil && strings.Contains(err.Error(), "syntax") { // the embedded server takes no SAMPLES
 				n, err = s.client.Do(ctx, s.client.B().Arbitrary("MEMORY", "USAGE").Keys(k).Build()).AsInt64()
@@ -255,7 +268,7 @@ func (s Archive) Footprint(ctx context.Context, saleID string) (Footprint, error
 			} else if err != nil {
 				return Footprint{}, fmt.Errorf("footprint: %w", classify(err))
 			}
-			f.Keys[names[i]] += n
+			f.Keys[archiveKeyNames[i]] += n
 			f.Total += n
 		}
 	}

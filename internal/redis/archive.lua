@@ -9,9 +9,11 @@
 -- KEYS[6]  sk:{sale}:archived  string: what the sale looked like when archived
 -- KEYS[7]  sk:{sale}:moves     hash: units moving out to other buckets
 -- KEYS[8]  sk:{sale}:movesin   set: moves applied here
--- KEYS[9…] the sale's other keys that go with it: a queue sale's waiting
---          room (queue.go). A lottery's entries and results stay: the
---          database has no copy of the entry list the draw publishes.
+-- KEYS[9]  sk:{sale}:entries   hash user -> a lottery's entry (lottery.go)
+-- KEYS[10] sk:{sale}:won       hash user -> reservation the draw gave
+-- KEYS[11] sk:{sale}:lottery   hash {closed}
+-- KEYS[12…] the sale's other keys that go with it: a queue sale's waiting
+--          room (queue.go)
 -- (For a sale of several buckets the caller runs it on each bucket's key
 -- set, bucket 0, the sale's own, last.)
 -- ARGV[1]  "idem":  drop only the idempotency hash
@@ -21,6 +23,10 @@
 -- ARGV[2]  ("check", "all") reservations the database has recorded
 --          (orders and failed orders); the res hash must hold no more
 -- ARGV[3]  ("all") the summary to keep
+-- ARGV[4]  ("check", "all") a lottery's entries the database has copied;
+--          the entries hash must hold no more
+-- ARGV[5]  ("check", "all") of those, the ones with a reservation; the
+--          won hash must hold no more
 --
 -- Returns an integer:
 --    1  done (for "check": "all" would be done)
@@ -30,6 +36,9 @@
 --   -1  ("all") the outbox still holds entries: nothing changed
 --   -2  ("all") the res hash holds more reservations than ARGV[2]: some
 --       are not in the database yet; nothing changed
+--   -3  ("all") the entries or won hash holds more than ARGV[4] or
+--       ARGV[5]: a lottery's entries are not all copied to the database
+--       yet; nothing changed
 --
 -- After the window has closed the reserve script answers "ended" before it
 -- reads the idempotency hash, so dropping it changes no answer.
@@ -51,6 +60,9 @@ if redis.call('XLEN', KEYS[5]) > 0 then
 end
 if redis.call('HLEN', KEYS[4]) > tonumber(ARGV[2]) then
   return -2
+end
+if redis.call('HLEN', KEYS[9]) > tonumber(ARGV[4]) or redis.call('HLEN', KEYS[10]) > tonumber(ARGV[5]) then
+  return -3
 end
 if ARGV[1] == 'check' then
   return 1

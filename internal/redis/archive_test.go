@@ -33,7 +33,7 @@ func testArchive(t *testing.T, s *Store) {
 	if dropped, err := s.Archive().DropIdempotency(ctx, sale.ID); err != nil || dropped {
 		t.Fatalf("DropIdempotency of a live sale = %v, %v; want false", dropped, err)
 	}
-	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, seckill.ArchiveRecorded{Reservations: 3}, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale of a live sale = %v %q, %v; want refused", ok, why, err)
 	}
 	// End the window in Redis itself (every bucket's end_ms in the past),
@@ -53,7 +53,7 @@ func testArchive(t *testing.T, s *Store) {
 	if err != nil || lvl.Reserved != 4 {
 		t.Fatalf("Stock after dropping the idempotency hash = %+v, %v; want 4 reserved", lvl, err)
 	}
-	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, seckill.ArchiveRecorded{Reservations: 3}, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale with the outbox full = %v %q, %v; want refused", ok, why, err)
 	}
 	// The relay's part: read and acknowledge every entry, of every bucket.
@@ -76,10 +76,10 @@ func testArchive(t *testing.T, s *Store) {
 	if read != 3 {
 		t.Fatalf("read %d outbox entries; want 3", read)
 	}
-	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 2, "{}"); err != nil || ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, seckill.ArchiveRecorded{Reservations: 2}, "{}"); err != nil || ok {
 		t.Fatalf("ArchiveSale with a reservation not in the database = %v %q, %v; want refused", ok, why, err)
 	}
-	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, `{"balanced":true}`); err != nil || !ok {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, seckill.ArchiveRecorded{Reservations: 3}, `{"balanced":true}`); err != nil || !ok {
 		t.Fatalf("ArchiveSale = %v %q, %v; want archived", ok, why, err)
 	}
 	for _, tag := range tags {
@@ -113,7 +113,7 @@ func testArchive(t *testing.T, s *Store) {
 	if err != nil || after.Total >= live.Total || after.Reservations != 0 || len(after.Keys) != 1 {
 		t.Errorf("Footprint after archiving = %+v, %v; want only the summary (live: %+v)", after, err, live)
 	}
-	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, 3, "{}"); err != nil || ok || why != "not loaded" {
+	if ok, why, err := s.Archive().ArchiveSale(ctx, sale.ID, seckill.ArchiveRecorded{Reservations: 3}, "{}"); err != nil || ok || why != "not loaded" {
 		t.Errorf("second ArchiveSale = %v %q, %v; want not loaded", ok, why, err)
 	}
 }
@@ -189,8 +189,8 @@ func saleKeys(t *testing.T, s *Store, saleID string) []string {
 }
 
 // testArchiveAdmission: archiving a queue sale drops its waiting room
-// with the rest of its keys; a lottery's entries and results stay, the
-// only copy of the entry list its draw publishes.
+// with the rest of its keys; a lottery's entries and results go too, but
+// only when the database holds at least as many entries and winners.
 func testArchiveAdmission(t *testing.T, s *Store) {
 	ctx := context.Background()
 	queue := liveSale(10, 1)
@@ -211,6 +211,7 @@ func testArchiveAdmission(t *testing.T, s *Store) {
 	if err := s.Lottery().RecordWon(ctx, lottery.ID, map[string]string{"a": "r1"}); err != nil {
 		t.Fatal(err)
 	}
+	copied := map[string]seckill.ArchiveRecorded{lottery.ID: {Entries: 2, Winners: 1}}
 	for sale, want := range map[string][]string{
 		queue.ID:   {"queue", "queue_ip", "queue_seq", "stock"},
 		lottery.ID: {"entries", "lottery", "stock", "won"},
@@ -221,16 +222,27 @@ func testArchiveAdmission(t *testing.T, s *Store) {
 		if err := s.client.Do(ctx, s.client.B().Hset().Key(s.keys(sale)[keyStock]).FieldValue().FieldValue("end_ms", "1").Build()).Error(); err != nil {
 			t.Fatal(err)
 		}
-		if ok, why, err := s.Archive().ArchiveSale(ctx, sale, 0, "{}"); err != nil || !ok {
+		if c, ok := copied[sale]; ok {
+			for _, short := range []seckill.ArchiveRecorded{{}, {Entries: 2}, {Entries: 1, Winners: 1}} {
+				if ok, why, err := s.Archive().ArchiveSale(ctx, sale, short, "{}"); err != nil || ok || why != whyNotArchived(-3) {
+					t.Fatalf("ArchiveSale(%s) with %+v copied = %v %q, %v; want refused: entries not copied", sale, short, ok, why, err)
+				}
+				if got := saleKeys(t, s, sale); !slices.Equal(got, want) {
+					t.Fatalf("keys of %s after a refused archive = %v, want %v", sale, got, want)
+				}
+			}
+			if ok, why, err := s.Archive().ArchiveSale(ctx, sale, c, "{}"); err != nil || !ok {
+				t.Fatalf("ArchiveSale(%s) with %+v copied = %v %q, %v", sale, c, ok, why, err)
+			}
+			continue
+		}
+		if ok, why, err := s.Archive().ArchiveSale(ctx, sale, seckill.ArchiveRecorded{}, "{}"); err != nil || !ok {
 			t.Fatalf("ArchiveSale(%s) = %v %q, %v", sale, ok, why, err)
 		}
 	}
-	for sale, want := range map[string][]string{
-		queue.ID:   {"archived"},
-		lottery.ID: {"archived", "entries", "lottery", "won"},
-	} {
-		if got := saleKeys(t, s, sale); !slices.Equal(got, want) {
-			t.Errorf("keys of %s after archiving = %v, want %v", sale, got, want)
+	for _, sale := range []string{queue.ID, lottery.ID} {
+		if got := saleKeys(t, s, sale); !slices.Equal(got, []string{"archived"}) {
+			t.Errorf("keys of %s after archiving = %v, want [archived]", sale, got)
 		}
 	}
 }

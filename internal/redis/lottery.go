@@ -33,6 +33,11 @@ func (l *Lottery) key(saleID, what string) string {
 	return l.s.prefix + ":{" + saleID + "}:" + what
 }
 
+// lotteryKeys name every key of a lottery, in archive.lua's order:
+// archiving a sale drops them once the database holds a copy of the
+// entries and who won.
+var lotteryKeys = []string{"entries", "won", "lottery"}
+
 // EnterBatch records reqs, all of sale s, in one script call: results[i]
 // answers reqs[i].
 func (l *Lottery) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckill.EntryRequest) ([]seckill.EntryResult, error) {

@@ -35,6 +35,12 @@ func (st *DrawStore) EnsureDraw(ctx context.Context, saleID string) (seckill.Dra
 	return st.drawFrom(ctx, st.db.write, saleID)
 }
 
+// Draw returns the sale's draw record without making one: ErrNotFound
+// when it has none.
+func (st *DrawStore) Draw(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
+	return st.draw(ctx, saleID)
+}
+
 func (st *DrawStore) draw(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
 	return st.drawFrom(ctx, st.db.read, saleID)
 }

@@ -141,3 +141,50 @@ func TestHoldingsBounded(t *testing.T) {
 		t.Error("holdings restarted on a sale past its first order")
 	}
 }
+
+// TestSaleStateReadListsWhenTheSaleHasThem: a store that keeps a sale's
+// holdings reads only the sale's row for a batch while the sale has no
+// failed order and no restore request; once it has one, the batch's ids
+// are looked up again, even when nothing moved the sale's version. Here
+// a restore request is slipped in without moving it: the order of its
+// reservation must land cancelled (its restore was asked for first).
+func TestSaleStateReadListsWhenTheSaleHasThem(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: 5,
+			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
+		if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
+			t.Fatal(err)
+		}
+		event := func(user string) seckill.ReservationEvent {
+			return seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea",
+				UserID: user, Qty: 1, ReservedAt: time.Now()}
+		}
+		if out := persist(t, st, "tea", []seckill.ReservationEvent{event("ann")}); out[0] != seckill.PersistCreated {
+			t.Fatalf("ann's order: %v", out[0])
+		}
+		if _, listing := st.listing.Load("tea"); listing || !st.held.known("tea") {
+			t.Fatalf("after the sale's first order: listing %v, holdings kept %v; want the sale's row alone read", listing, st.held.known("tea"))
+		}
+		_, before := saleRow(t, db, "tea")
+		parked := event("bob")
+		now := toMillis(time.Now())
+		if _, err := db.write.ExecContext(t.Context(), st.rq.insertRequest, parked.ReservationID, "tea", "changed my mind",
+			string(seckill.RestoreStateParked), int64(0), "", nil, now, now); err != nil {
+			t.Fatal(err)
+		}
+		if _, after := saleRow(t, db, "tea"); after != before {
+			t.Fatalf("the request moved the sale's version %d -> %d; the test needs it unmoved", before, after)
+		}
+		if out := persist(t, st, "tea", []seckill.ReservationEvent{parked, event("cy")}); out[0] != seckill.PersistCreated || out[1] != seckill.PersistCreated {
+			t.Fatalf("bob's and cy's orders: %s", outcomesString(out))
+		}
+		if o, err := st.Order(t.Context(), parked.ReservationID); err != nil {
+			t.Fatal(err)
+		} else if o.Status != seckill.OrderCancelled {
+			t.Errorf("the order of a reservation whose restore was parked landed %s, want cancelled", o.Status)
+		}
+		if _, listing := st.listing.Load("tea"); !listing {
+			t.Error("the sale has a restore request, yet its batches would not list their ids")
+		}
+	})
+}

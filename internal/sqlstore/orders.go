@@ -25,6 +25,10 @@ type OrderWriter struct {
 	// held is what each buyer holds in the sales this writer persists,
 	// so that a batch need not read it (holdings.go).
 	held holdings
+	// listing holds the sales whose batch reads list the batch's ids
+	// (saleID → true): saleState found failed orders or restore requests
+	// in them, which stay.
+	listing sync.Map
 	// lockAfter is how many attempts a PersistReservations call makes
 	// optimistically; the attempts after those lock the sale's row first
 	// (persist).
@@ -287,6 +291,13 @@ func (st *OrderWriter) readBatch(ctx context.Context, tx *sql.Tx, saleID string,
 	ids, users := batchKeys(events)
 	if readOrders {
 		st.held.drop(saleID)
+	} else if _, listing := st.listing.Load(saleID); !listing && st.held.known(saleID) {
+		r, ok, err := st.saleState(ctx, tx, saleID, users)
+		if err != nil {
+			return nil, st.conflictOr(err, "read the sale")
+		} else if ok {
+			return r, nil
+		}
 	}
 	kept := st.held.known(saleID)
 	read := users
@@ -307,6 +318,47 @@ func (st *OrderWriter) readBatch(ctx context.Context, tx *sql.Tx, saleID string,
 		return nil, fmt.Errorf("sale %s: %w", saleID, seckill.ErrNotFound)
 	}
 	return r, nil
+}
+
+// saleState is the batch read of the common case: the store knows what
+// the batch's buyers hold (holdings.go), and the sale has no failed order
+// and no restore request, so none of the batch's reservations can have
+// either, and the lists of their ids that batchReads sends (two IN lists
+// of up to 512 parameters, which the server parses and sorts at every
+// execution) would find nothing. It reads the sale's row and those two
+// facts in one statement; ok is false, with nothing read that counts, when
+// the sale is not found, has either (then its later batches skip this
+// read: such rows are not deleted), or its holdings are not kept at the
+// version read (then they are dropped): readBatch then reads everything,
+// in the same transaction. A failed order or a restore request added
+// after this read moves the sale's version (RecordFailedOrder, a parked
+// restore, another writer's batch), so the stock update fails and the
+// batch is read again, as it does after batchReads.
+func (st *OrderWriter) saleState(ctx context.Context, tx *sql.Tx, saleID string, users []string) (r *batchRows, ok bool, err error) {
+	r = &batchRows{saleFound: true, existing: map[string]bool{}, restores: map[string]string{}}
+	var failed, restores bool
+	rows, err := st.query(ctx, tx, st.q.saleState, saleID, saleID, saleID)
+	if err != nil {
+		return nil, false, err
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, false, rows.Err()
+	}
+	if err := rows.Scan(&r.stock, &r.version, &r.price, &r.limit, &r.currency, &failed, &restores); err != nil {
+		return nil, false, err
+	}
+	if err := rows.Close(); err != nil {
+		return nil, false, err
+	}
+	if failed || restores {
+		st.listing.Store(saleID, true)
+		return nil, false, nil
+	}
+	if r.held, ok = st.held.at(saleID, r.version, users); !ok {
+		return nil, false, nil
+	}
+	return r, true, nil
 }
 
 // persistedEvents are the events of a persisted batch: order.created for
@@ -596,7 +648,7 @@ func (st *orderDB) insertPlaced(ctx context.Context, tx *sql.Tx, orders []*secki
 
 // writerQueries lists every statement text PersistReservations runs.
 func (st *OrderWriter) writerQueries() []string {
-	qs := []string{st.q.takeStock}
+	qs := []string{st.q.takeStock, st.q.saleState}
 	if st.q.insertPlacedArrays != "" {
 		qs = append(qs, st.q.insertPlacedArrays)
 	}

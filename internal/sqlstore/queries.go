@@ -34,6 +34,7 @@ type queries struct {
 	admin      adminQueries
 	events     eventQueries
 	draws      drawQueries
+	entries    entryQueries
 }
 
 // sqlParts is what one dialect's SQL has of its own.
@@ -68,6 +69,9 @@ type sqlParts struct {
 	heldSum string
 	// heldByBuyer and insertPlacedArrays: see orderQueries.
 	heldByBuyer, insertPlacedArrays string
+	// upsertEntry ends an INSERT of lottery entries so that a row whose id
+	// exists takes the new reservation_id.
+	upsertEntry string
 }
 
 // newQueries is the SQL of the dialect whose own parts are p.
@@ -94,6 +98,7 @@ func newQueries(p sqlParts) *queries {
 		admin:    newAdminQueries(p, s),
 		events:   newEventQueries(p, s, bind),
 		draws:    newDrawQueries(s),
+		entries:  newEntryQueries(p, s),
 	}
 }
 
@@ -187,6 +192,11 @@ type orderQueries struct {
 	// orders (failed orders) whose reservation_id is IN a list.
 	orderIDsIn       string
 	failedOrderIDsIn string
+	// saleState selects the stock, version, price, limit and currency of
+	// sale $3, and whether the sale ($1, $2) has any failed order and any
+	// restore request: the batch read of a writer that knows what the
+	// batch's buyers hold, and whose batch can have neither (readBatch).
+	saleState string
 	// bumpSaleVersion increments the version of sale $1, taking its row
 	// lock and failing any optimistic update that read the old version.
 	bumpSaleVersion string
@@ -252,7 +262,10 @@ func newOrderQueries(p sqlParts, s func(string) string, bind func(int) string) o
 
 		orderIDsIn:       `SELECT reservation_id FROM orders WHERE reservation_id IN `,
 		failedOrderIDsIn: `SELECT reservation_id FROM failed_orders WHERE reservation_id IN `,
-		bumpSaleVersion:  s(`UPDATE sales SET version = version + 1 WHERE id = ?`),
+		saleState: s(`SELECT stock, version, price_cents, per_user_limit, currency,
+			EXISTS (SELECT 1 FROM failed_orders WHERE sale_id = ?), EXISTS (SELECT 1 FROM restore_requests WHERE sale_id = ?)
+			FROM sales WHERE id = ?`),
+		bumpSaleVersion: s(`UPDATE sales SET version = version + 1 WHERE id = ?`),
 		takeStock: s(`UPDATE sales SET stock = stock - ?, version = version + 1, updated_at_ms = ?
 			WHERE id = ? AND version = ? AND stock >= ?`),
 		insertOrders:       `INSERT INTO orders (` + orderInsertColumns + `) VALUES `,
@@ -841,4 +854,29 @@ func (q *queries) paymentsPage(outcomes []string, before bool, ms int64, id stri
 	}
 	return `SELECT ` + paymentColumns + ` FROM payment_events WHERE ` + where +
 		` ORDER BY received_at_ms DESC, event_id` + c + ` DESC LIMIT ` + a.arg(limit), a.args
+}
+
+// entryQueries is the SQL of the lottery entries the archiver copies
+// (lottery_entries.go).
+type entryQueries struct {
+	// insert is "INSERT … VALUES " completed with rows of (id, sale_id,
+	// user_id, qty, reservation_id) tuples, then upsert.
+	insert, upsert string
+	// counts selects the count of sale $1's entries and of those with a
+	// reservation.
+	counts string
+	// byUser selects id, qty, reservation_id of sale $1's entry of user $2.
+	byUser string
+	// bySale selects id, user_id, qty of sale $1's entries, by id.
+	bySale string
+}
+
+func newEntryQueries(p sqlParts, s func(string) string) entryQueries {
+	return entryQueries{
+		insert: `INSERT INTO lottery_entries (id, sale_id, user_id, qty, reservation_id) VALUES `,
+		upsert: p.upsertEntry,
+		counts: s(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN reservation_id <> '' THEN 1 ELSE 0 END), 0) FROM lottery_entries WHERE sale_id = ?`),
+		byUser: s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
+		bySale: s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),
+	}
 }

@@ -15,6 +15,7 @@ var postgresSQL = newQueries(sqlParts{
 	unlockMigrations:  `SELECT pg_advisory_unlock($1)`,
 	forUpdate:         ` FOR UPDATE`,
 	skipLocked:        ` FOR UPDATE SKIP LOCKED`,
+	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = excluded.reservation_id`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
 	byteOrder:         ` COLLATE "C"`,
 	// A NUMERIC sum would turn the whole UNION's column into NUMERIC.
