@@ -45,8 +45,8 @@ func ValidEntryID(id string) bool {
 	if len(id) != 27 || id[0] != 'e' {
 		return false
 	}
-	for _, c := range id[1:] {
-		if !strings.ContainsRune("0123456789ABCDEFGHJKMNPQRSTVWXYZ", c) {
+	for i := 1; i < len(id); i++ {
+		if !reservationDigit[id[i]] {
 			return false
 		}
 	}

@@ -154,7 +154,7 @@ func TestEntryIDs(t *testing.T) {
 	if !seckill.ValidEntryID(id) || id == seckill.NewEntryID() {
 		t.Fatalf("NewEntryID = %q: invalid or repeated", id)
 	}
-	for _, bad := range []string{"", "x" + id[1:], id + "0", strings.ToLower(id)} {
+	for _, bad := range []string{"", "x" + id[1:], id + "0", strings.ToLower(id), id[:26] + "I", id[:26] + "\xff", id[:26] + "U"} {
 		if seckill.ValidEntryID(bad) {
 			t.Errorf("ValidEntryID(%q) = true", bad)
 		}

@@ -18,7 +18,9 @@ import (
 // script (one EVALSHA each), the reserve script in batches of 32 without
 // and with the API's two rate checks (per address and per buyer, 10,000 of
 // each, as in `seckill bench`), and the relay's read and ack of what the
-// reserve script wrote (XREADGROUP of up to 500 entries, outbox_ack.lua).
+// reserve script wrote (XREADGROUP of up to 500 entries, outbox_ack.lua),
+// and a lottery's first entries in batches of 32 without and with the
+// two rate checks.
 // Each runs once before it is counted, so that hashes and the script cache
 // are warm. The ratios are to the textbook script's count in the same run:
 //
@@ -85,6 +87,39 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 	}
 
+	// enter is a lottery's entries in batches of 32, every one a new
+	// buyer's (the stampede of first entries at the opening), with checks
+	// rate checks as the API makes them.
+	entrant := 0
+	enter := func(checks int) func(sale *seckill.Sale) func() {
+		return func(sale *seckill.Sale) func() {
+			sale.Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: sale.EndAt}
+			return func() {
+				for range batches {
+					reqs := make([]seckill.EntryRequest, batch)
+					for i := range reqs {
+						u := strconv.Itoa(entrant)
+						entrant++
+						reqs[i] = seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: "user-" + u, Qty: 1}
+						if checks > 0 {
+							ip := strconv.Itoa(entrant % buyers)
+							reqs[i].RateChecks = []seckill.RateCheck{{Key: "ip:10.0." + ip, Limit: limit}, {Key: "user:user-" + u, Limit: limit}}
+						}
+					}
+					res, err := s.Lottery().EnterBatch(ctx, sale, reqs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, r := range res {
+						if !r.New {
+							b.Fatalf("entry %+v: want a new entry", r)
+						}
+					}
+				}
+			}
+		}
+	}
+
 	cases := []struct {
 		name string
 		// fill, if set, runs before each run of work, uncounted.
@@ -95,6 +130,8 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		{"reserve", nil, reserve(0)},
 		{"reserve-2-checks", nil, reserve(2)},
 		{"relay", reserve(0), drain},
+		{"enter-new", nil, enter(0)},
+		{"enter-new-2-checks", nil, enter(2)},
 	}
 	counts := map[string]float64{}
 	for range b.N {

@@ -105,14 +105,21 @@ local function rate_refusal(i)
 end
 
 local function rate_save()
+  local text = {} -- TAT -> its decimal text: most of a batch's are now + T
   for _, lim in pairs(rate_limits) do
     local writes = {}
     local fields = lim.fields
     for n = 1, #fields do
       local f = fields[n]
       if lim.dirty[f] then
+        local tat = lim.tats[f]
+        local t = text[tat]
+        if not t then
+          t = string.format('%d', tat)
+          text[tat] = t
+        end
         writes[#writes + 1] = f
-        writes[#writes + 1] = string.format('%d', lim.tats[f])
+        writes[#writes + 1] = t
       end
     end
     if #writes > 0 then

@@ -226,11 +226,18 @@ local function id_ms(short)
 end
 
 local holdings = {} -- user, units pairs for one HSET of the buyers hash
+local units = {}    -- units -> their text: a batch's buyers mostly hold alike
 for n = 1, #bought do
   local user = bought[n]
-  if held[user] then
+  local h = held[user]
+  if h then
+    local text = units[h]
+    if not text then
+      text = string.format('%d', h)
+      units[h] = text
+    end
     holdings[#holdings + 1] = user
-    holdings[#holdings + 1] = string.format('%d', held[user])
+    holdings[#holdings + 1] = text
     held[user] = nil -- each buyer once
   end
 end
