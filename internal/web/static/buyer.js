@@ -542,6 +542,7 @@
   let feed = null;
   let polling = false;
   let sessionFor = d.buyer || ""; // the buyer the server's session cookie names
+  let adopted = ""; // the reservation id last taken from the standing
 
   // syncSession makes the server's session match the page's token, so the
   // buyer feed and the forms act for the same buyer as the buy button.
@@ -626,7 +627,11 @@
     state.ticket = st.state === "admitted" && st.ticket ? st.ticket : "";
     if (st.ticket_header) state.ticketHeader = st.ticket_header;
     if (st.state === "sold_out") state.remaining = 0;
-    if (st.state === "won" && st.reservation_id && !state.claim) {
+    // The buyer's claim on the sale (a lottery's win, a queue purchase,
+    // maybe from another tab or before a reload) is shown once: one that
+    // ended stays on screen and frees the button, not shown again.
+    if (st.reservation_id && st.reservation_id !== adopted && !state.claim) {
+      adopted = st.reservation_id;
       state.claim = { id: st.reservation_id };
       sk.session.set(CLAIM_KEY, st.reservation_id);
       pollClaim();
