@@ -372,6 +372,7 @@
     say("Claimed! Generating your order…");
     const started = performance.now();
     const id = state.claim.id;
+    adopted = id; // shown here: the standing need not bring it again
     try {
       for (;;) {
         const r = await sk.api("GET", "/api/v1/reservations/" + enc(id), { token: state.token });
