@@ -199,9 +199,9 @@ func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seck
 	// A buyer whose turn came may have bought: the page shows that claim,
 	// and offers no second purchase while it holds. Claims change only by
 	// a purchase (on the buyer's turn) or as a held one's order moves on,
-	// so a feed in a sold-out or ended room keeps its last read: a full
-	// room costs the database one read per buyer, not one per tick.
-	if last != nil && last.claimRead && st.State != stAdmitted && !last.holds() {
+	// so a feed that read nothing held in a sold-out or ended room keeps
+	// that read: a full room costs one read per buyer, not one per tick.
+	if last != nil && last.claimRead && last.State != stAdmitted && st.State != stAdmitted && !last.holds() {
 		st.ReservationID, st.OrderStatus, st.PayBy, st.claimRead = last.ReservationID, last.OrderStatus, last.PayBy, true
 		return
 	}

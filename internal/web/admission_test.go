@@ -553,6 +553,24 @@ func TestSoldOutFeedReadsClaimsOnce(t *testing.T) {
 	}
 }
 
+// TestFeedShowsTheLastUnitsClaim: a buyer who buys the last unit on their
+// turn sees their claim when the room turns sold out, not "Sold out".
+func TestFeedShowsTheLastUnitsClaim(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	api.places["ann"] = 1
+	fd := openFeed(t, f, "q", "tok-ann")
+	if st := fd.next(); st.State != stAdmitted || st.OrderStatus != "" {
+		t.Errorf("before buying: %+v", st)
+	}
+	api.mu.Lock()
+	api.claims["ann"], api.soldOut = "pending", true
+	api.mu.Unlock()
+	if st := fd.next(); st.State != stSoldOut || st.Headline != "Reserved — your order is being prepared. Check again in a moment." {
+		t.Errorf("after buying the last unit: %+v", st)
+	}
+}
+
 // TestStandingEndpoint: what the page polls when the feed fails is the
 // signed-in buyer's standing, to them only.
 func TestStandingEndpoint(t *testing.T) {

@@ -97,6 +97,7 @@
     else sk.session.del(TOKEN_KEY);
     render();
     if (mode !== "first_come") syncSession();
+    else if (token && !state.claim) recoverClaim();
   }
 
   // A shop hands a buyer over with #token=…, once: the fragment never
@@ -480,6 +481,37 @@
       }
       if (awaiting === id) awaiting = null;
     })();
+  }
+
+  // recoverClaim looks for a claim this tab does not know of (made in
+  // another tab, or before its storage was cleared) in the API's list of
+  // the buyer's claims on the sale, so that the page shows it rather than
+  // offer to buy again. A lottery or queue page has it from the standing;
+  // the choice is the server's seckill.ShownClaim, less the claims that
+  // ended (they leave the buy button free, as forgetClaim does).
+  async function recoverClaim(tries) {
+    const r = await sk.api("GET", "/api/v1/sales/" + enc(sale.id) + "/reservations/mine", { token: state.token });
+    if (r.status !== 200 || !r.body || state.claim || !state.token) return;
+    const now = sk.serverNow();
+    const list = Array.isArray(r.body.reservations) ? r.body.reservations : [];
+    const rank = function (c) {
+      if (c.status === "ordered") return Date.parse(c.pay_by) > now ? 0 : 2;
+      return c.status === "paid" ? 3 : 9;
+    };
+    let best = null;
+    list.forEach(function (c) {
+      if (rank(c) > 3 || !c.reservation_id) return;
+      if (!best || rank(c) < rank(best) || (rank(c) === rank(best) && (rank(c) > 0 || Date.parse(c.pay_by) < Date.parse(best.pay_by)))) best = c;
+    });
+    if (best && (rank(best) === 0 || !(r.body.pending_units > 0))) {
+      state.claim = { id: best.reservation_id };
+      sk.session.set(CLAIM_KEY, best.reservation_id);
+      pollClaim();
+    } else if (r.body.pending_units > 0 && (tries || 0) < POLL_FOR_MS / POLL_EVERY_MS) {
+      // Units on their way to an order: ask again once it is written.
+      await sk.sleep(r.body.poll_after_ms || POLL_EVERY_MS);
+      recoverClaim((tries || 0) + 1);
+    }
   }
 
   // forgetClaim frees the buy button after an order that ended without a
