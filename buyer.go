@@ -40,3 +40,52 @@ func (o *Order) PayRefusal(now time.Time) error {
 	}
 	return Errorf(ESTATECONFLICT, "order is %s", o.Status)
 }
+
+// BuyerClaim is one of a buyer's claims on a sale as they are told of it.
+type BuyerClaim struct {
+	ReservationID string // "" for units still on their way to an order
+	Status        string // a BuyerStatus
+	PayBy         time.Time
+}
+
+// Holds reports whether c still holds units for the buyer: on its way,
+// awaiting payment (even past the deadline, until it is cancelled) or paid.
+// A buyer holding a claim is not offered another purchase by the page.
+func (c BuyerClaim) Holds() bool {
+	switch c.Status {
+	case BuyerPending, string(OrderPlaced), string(OrderPaid):
+		return true
+	}
+	return false
+}
+
+// ShownClaim is the claim a buyer's page shows, of their claims on a sale
+// (oldest first) and their units still on their way (pending), at now:
+// the one they must act on first. ok is false when they have none.
+func ShownClaim(claims []BuyerClaim, pending int64, now time.Time) (shown BuyerClaim, ok bool) {
+	// rank orders the candidates: to pay (the earliest deadline), on its
+	// way, being cancelled, paid, then the latest that ended.
+	rank := func(c BuyerClaim) int {
+		switch {
+		case c.Status == string(OrderPlaced) && now.Before(c.PayBy):
+			return 0
+		case c.Status == BuyerPending:
+			return 1
+		case c.Status == string(OrderPlaced):
+			return 2
+		case c.Status == string(OrderPaid):
+			return 3
+		}
+		return 4
+	}
+	if pending > 0 {
+		claims = append(claims[:len(claims):len(claims)], BuyerClaim{Status: BuyerPending})
+	}
+	for _, c := range claims {
+		switch r, best := rank(c), rank(shown); {
+		case !ok, r < best, r == best && r == 0 && c.PayBy.Before(shown.PayBy), r == best && r > 0:
+			shown, ok = c, true
+		}
+	}
+	return shown, ok
+}

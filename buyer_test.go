@@ -79,3 +79,55 @@ func TestPayRefusalSaysWhyTheBuyerMayNotPay(t *testing.T) {
 		}
 	}
 }
+
+func TestShownClaimIsTheOneTheBuyerMustActOn(t *testing.T) {
+	now := time.Date(2026, 12, 6, 9, 0, 0, 0, time.UTC)
+	claim := func(id, status string, payBy time.Time) seckill.BuyerClaim {
+		return seckill.BuyerClaim{ReservationID: id, Status: status, PayBy: payBy}
+	}
+	open := claim("r-open", "ordered", now.Add(10*time.Minute))
+	sooner := claim("r-sooner", "ordered", now.Add(5*time.Minute))
+	late := claim("r-late", "ordered", now)
+	paid := claim("r-paid", "paid", now.Add(-time.Hour))
+	paid2 := claim("r-paid2", "paid", now.Add(-time.Minute))
+	cancelled := claim("r-cancelled", "cancelled", now.Add(-time.Hour))
+	refunded := claim("r-refunded", "refunded", now.Add(-time.Hour))
+	failed := claim("r-failed", "failed", time.Time{})
+	onItsWay := seckill.BuyerClaim{Status: seckill.BuyerPending}
+	for _, c := range []struct {
+		name    string
+		claims  []seckill.BuyerClaim
+		pending int64
+		want    seckill.BuyerClaim
+		ok      bool
+	}{
+		{"none", nil, 0, seckill.BuyerClaim{}, false},
+		{"units on their way, no order yet", nil, 1, onItsWay, true},
+		{"awaiting payment", []seckill.BuyerClaim{open}, 0, open, true},
+		{"to pay comes before units on their way", []seckill.BuyerClaim{open}, 1, open, true},
+		{"the earliest deadline first", []seckill.BuyerClaim{open, sooner}, 0, sooner, true},
+		{"an open order before one past its deadline", []seckill.BuyerClaim{late, open}, 0, open, true},
+		{"past the deadline, being cancelled", []seckill.BuyerClaim{cancelled, late}, 0, late, true},
+		{"on its way before a paid one", []seckill.BuyerClaim{paid}, 2, onItsWay, true},
+		{"paid before an ended one", []seckill.BuyerClaim{paid, cancelled}, 0, paid, true},
+		{"the latest paid", []seckill.BuyerClaim{paid, paid2}, 0, paid2, true},
+		{"only ended claims: the latest", []seckill.BuyerClaim{cancelled, refunded, failed}, 0, failed, true},
+		{"an expired claim", []seckill.BuyerClaim{cancelled}, 0, cancelled, true},
+	} {
+		got, ok := seckill.ShownClaim(c.claims, c.pending, now)
+		if got != c.want || ok != c.ok {
+			t.Errorf("%s: ShownClaim = %+v, %v; want %+v, %v", c.name, got, ok, c.want, c.ok)
+		}
+	}
+}
+
+func TestBuyerClaimHolds(t *testing.T) {
+	for status, want := range map[string]bool{
+		seckill.BuyerPending: true, "ordered": true, "paid": true,
+		"cancelled": false, "refund_due": false, "refunded": false, seckill.BuyerFailed: false, "": false,
+	} {
+		if got := (seckill.BuyerClaim{Status: status}).Holds(); got != want {
+			t.Errorf("%q: Holds = %v, want %v", status, got, want)
+		}
+	}
+}

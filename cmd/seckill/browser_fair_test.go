@@ -212,6 +212,10 @@ func TestBrowserQueue(t *testing.T) {
 	first.shot("28-queue-your-turn")
 	first.do(chromedp.Click(chromedp.ID("buy")))
 	first.waitFor("the order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
+	// A reload keeps the claim: the headline says it, and no Buy.
+	first.do(chromedp.Reload())
+	first.waitFor("the claim after a reload", headlineIs("Reserved — pay by")+
+		` && !document.getElementById("order").hidden && document.getElementById("buy-box").hidden`, 30*time.Second)
 	second.waitFor("sold out", headlineIs("Sold out."), 60*time.Second)
 	second.shot("29-queue-sold-out")
 	if lvl := e.stock(sale); lvl.Reserved != 1 {

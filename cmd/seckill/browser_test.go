@@ -376,7 +376,14 @@ func TestBrowserBuyer(t *testing.T) {
 		if lvl := e.stock(sale); lvl.Reserved != 1 {
 			t.Errorf("a double click reserved %d units", lvl.Reserved)
 		}
+		// In another tab, which has no memory of it, her page finds the
+		// claim and offers no second purchase.
+		again := openTab(t, browser, "carol-again")
+		again.do(desktopSized(), chromedp.Navigate(e.url+"/sales/"+sale))
+		again.signIn("carol")
+		again.waitFor("carol's claim in another tab", `!document.getElementById("order").hidden && document.getElementById("buy-box").hidden`, 30*time.Second)
 		carol.noErrors()
+		again.noErrors()
 	})
 
 	alice.noErrors()

@@ -45,16 +45,23 @@ func TestHeldByUsesIndexPostgres(t *testing.T) {
 	}
 }
 
+// createTea creates the sale "tea" of 100 units, open now, limit units
+// a buyer.
+func createTea(t *testing.T, db *DB, limit int64) {
+	t.Helper()
+	sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: limit,
+		StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
+	if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestHoldingsKeptOnlyWhileExact: a store keeps a sale's holdings from its
 // first order on and answers the limit from them, and drops them when
 // another writer moved the sale; either way the limit holds.
 func TestHoldingsKeptOnlyWhileExact(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
-		sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: 2,
-			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-		if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
-			t.Fatal(err)
-		}
+		createTea(t, db, 2)
 		other := NewOrderStore(db) // a writer in another process
 		persist := func(st *OrderStore, user string, qty int64) seckill.PersistOutcome {
 			t.Helper()
@@ -96,11 +103,7 @@ func TestHoldingsKeptOnlyWhileExact(t *testing.T) {
 // through.
 func TestHoldingsCountingTooMuchAreRechecked(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
-		sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: 1,
-			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-		if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
-			t.Fatal(err)
-		}
+		createTea(t, db, 1)
 		first := seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea",
 			UserID: "ann", Qty: 1, ReservedAt: time.Now()}
 		if _, err := st.PersistReservations(t.Context(), "tea", []seckill.ReservationEvent{first}, time.Now(), time.Minute); err != nil {
@@ -150,11 +153,7 @@ func TestHoldingsBounded(t *testing.T) {
 // reservation must land cancelled (its restore was asked for first).
 func TestSaleStateReadListsWhenTheSaleHasThem(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
-		sale := &seckill.Sale{ID: "tea", Name: "tea", PriceCents: 100, Stock: 100, PurchaseLimit: 5,
-			StartAt: time.Now().Add(-time.Minute), EndAt: time.Now().Add(time.Hour)}
-		if err := NewSaleStore(db).CreateSale(t.Context(), sale); err != nil {
-			t.Fatal(err)
-		}
+		createTea(t, db, 5)
 		event := func(user string) seckill.ReservationEvent {
 			return seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()), SaleID: "tea",
 				UserID: user, Qty: 1, ReservedAt: time.Now()}

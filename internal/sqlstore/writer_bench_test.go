@@ -70,14 +70,15 @@ func BenchmarkWriterMillion(b *testing.B) {
 	for _, d := range dialects {
 		b.Run(d.name, func(b *testing.B) {
 			w := newWriterBench(b, d)
-			var rates, costs []float64
+			var rates, costs, waits []float64
 			for range total / step {
 				work := w.batches(step/writerBatch, writerBatch)
 				n := float64(len(work) * writerBatch)
-				start, conn := time.Now(), w.connCPU()
+				start, conn, wait := time.Now(), w.connCPU(), w.connWait()
 				persistAll(b, w.st, work)
 				rates = append(rates, n/time.Since(start).Seconds())
 				costs = append(costs, float64((w.connCPU()-conn).Microseconds())/n)
+				waits = append(waits, float64((w.connWait()-wait).Microseconds())/n)
 			}
 			parts := make([]string, len(rates))
 			for i, r := range rates {
@@ -90,12 +91,11 @@ func BenchmarkWriterMillion(b *testing.B) {
 				// The server's CPU per order on the writer's connection: on a
 				// shared machine the rate moves with the neighbours' load, the
 				// CPU a statement costs much less.
-				parts = parts[:0]
-				for _, c := range costs {
-					parts = append(parts, strconv.FormatFloat(c, 'f', 1, 64))
-				}
 				b.ReportMetric(costs[len(costs)-1]/costs[0], "conn-cpu-last/first")
-				b.Logf("%s: conn-µs/order per 100k: %s; last/first %.2f", d.name, strings.Join(parts, " "), costs[len(costs)-1]/costs[0])
+				b.Logf("%s: conn-µs/order per 100k: %s; last/first %.2f", d.name, joinFloats(costs, 1), costs[len(costs)-1]/costs[0])
+				// The time the connection's server side waited for a core
+				// (the neighbours' load): what moves the rate.
+				b.Logf("%s: conn run-queue µs/order per 100k: %s", d.name, joinFloats(waits, 1))
 			}
 		})
 	}
@@ -163,14 +163,14 @@ func growth(b *testing.B, d testDialect, scatter bool, rounds, batches int) {
 	}
 	b.ReportMetric(median(rates), "rate-1M/100k")
 	b.ReportMetric(median(costs), "cpu-1M/100k")
-	b.Logf("%s: per round, rate 1M/100k %s; cpu per order 1M/100k %s", d.name, joinRatios(rates), joinRatios(costs))
+	b.Logf("%s: per round, rate 1M/100k %s; cpu per order 1M/100k %s", d.name, joinFloats(rates, 2), joinFloats(costs, 2))
 }
 
-// joinRatios formats ratios for a log line.
-func joinRatios(x []float64) string {
+// joinFloats formats x with prec decimals for a log line.
+func joinFloats(x []float64, prec int) string {
 	parts := make([]string, len(x))
 	for i, v := range x {
-		parts[i] = strconv.FormatFloat(v, 'f', 2, 64)
+		parts[i] = strconv.FormatFloat(v, 'f', prec, 64)
 	}
 	return strings.Join(parts, " ")
 }
@@ -262,6 +262,25 @@ func (w *writerBench) connCPU() time.Duration {
 		return 0
 	}
 	return statCPU(w.conn)
+}
+
+// connWait is the time the server's side of the connection has spent
+// runnable but waiting for a core (the second field of its
+// /proc/…/schedstat; 0 when unknown).
+func (w *writerBench) connWait() time.Duration {
+	if w.conn == "" {
+		return 0
+	}
+	raw, err := os.ReadFile(strings.TrimSuffix(w.conn, "stat") + "schedstat")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw))
+	if len(f) < 2 {
+		return 0
+	}
+	ns, _ := strconv.ParseInt(f[1], 10, 64)
+	return time.Duration(ns)
 }
 
 // serverCPU is the CPU time of the database server's processes (0 for

@@ -56,6 +56,9 @@ type standing struct {
 
 	// OpensAt is when entries or the waiting room open (state not_open).
 	OpensAt time.Time `json:"opens_at,omitzero"`
+
+	// claimRead: a queue buyer's claims were read for this standing.
+	claimRead bool
 }
 
 // The states of a standing.
@@ -75,8 +78,9 @@ const (
 	stUnavailable = "unavailable" // the standing could not be read now
 )
 
-// standingOf reads the buyer's standing in sale through the API.
-func (h *Handler) standingOf(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, signedIn bool) standing {
+// standingOf reads the buyer's standing in sale through the API. last is
+// the standing a feed read before, nil for none.
+func (h *Handler) standingOf(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, signedIn bool, last *standing) standing {
 	st := standing{Mode: sale.Admission.Of()}
 	now := h.now()
 	switch {
@@ -85,7 +89,7 @@ func (h *Handler) standingOf(ctx context.Context, r *http.Request, sale *seckill
 	case st.Mode == seckill.AdmitLottery:
 		h.lotteryStanding(ctx, r, sale, sess, now, &st)
 	case st.Mode == seckill.AdmitQueue:
-		h.queueStanding(ctx, r, sale, sess, now, &st)
+		h.queueStanding(ctx, r, sale, sess, now, last, &st)
 	}
 	if st.Mode == seckill.AdmitLottery {
 		st.ResultsAt = sale.Admission.EntriesCloseAt
@@ -147,7 +151,7 @@ func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *se
 	}
 }
 
-func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, st *standing) {
+func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, last *standing, st *standing) {
 	a := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+sale.ID+"/queue/mine", sess.token, nil)
 	switch {
 	case a.status == http.StatusUnauthorized:
@@ -190,7 +194,31 @@ func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seck
 		st.State, st.Ticket, st.TicketHeader = stAdmitted, q.Ticket, q.TicketHeader
 	default:
 		st.State, st.Ahead, st.ETASeconds = stWaiting, q.Ahead, q.ETASeconds
+		return // no turn yet, so no claim
 	}
+	// A buyer whose turn came may have bought: the page shows that claim,
+	// and offers no second purchase while it holds. Claims change only by
+	// a purchase (on the buyer's turn) or as a held one's order moves on,
+	// so a feed that read nothing held in a sold-out or ended room keeps
+	// that read: a full room costs one read per buyer, not one per tick.
+	if last != nil && last.claimRead && last.State != stAdmitted && st.State != stAdmitted && !last.holds() {
+		st.ReservationID, st.OrderStatus, st.PayBy, st.claimRead = last.ReservationID, last.OrderStatus, last.PayBy, true
+		return
+	}
+	c, ok, err := h.myClaim(ctx, r, sale.ID, sess, now)
+	st.claimRead = err == nil
+	if ok {
+		st.ReservationID, st.OrderStatus, st.PayBy = c.ReservationID, c.Status, c.PayBy
+		if c.Holds() {
+			st.Ticket, st.TicketHeader = "", ""
+		}
+	}
+}
+
+// holds reports whether the buyer holds a claim on the sale (a lottery's
+// win, a queue buyer's purchase): the page offers them no purchase then.
+func (st standing) holds() bool {
+	return st.OrderStatus != "" && seckill.BuyerClaim{Status: st.OrderStatus}.Holds()
 }
 
 // clock formats a time as the page says it: hours and minutes, UTC (the
@@ -203,6 +231,14 @@ func clock(t time.Time) string { return t.UTC().Format("15:04") + " UTC" }
 // detail under it.
 func standingText(st standing, now time.Time) (headline, detail string) {
 	lottery := st.Mode == seckill.AdmitLottery
+	if !lottery && st.holds() {
+		// What the buyer bought comes before their turn or the stock.
+		text, open := claimText(st.OrderStatus, st.PayBy, now)
+		if open {
+			return text, "Units not paid for by then go back on sale."
+		}
+		return text, ""
+	}
 	switch st.State {
 	case stSignIn:
 		if lottery {
@@ -627,7 +663,7 @@ func (h *Handler) handleStanding(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.budget)
 	defer cancel()
 	w.Header().Set("Cache-Control", "no-store")
-	writeJSON(w, http.StatusOK, h.standingOf(ctx, r, sale, sess, true))
+	writeJSON(w, http.StatusOK, h.standingOf(ctx, r, sale, sess, true, nil))
 }
 
 // handleBuyerEvents serves GET /sales/{id}/events: the signed-in buyer's
@@ -657,7 +693,10 @@ func (h *Handler) handleBuyerEvents(w http.ResponseWriter, r *http.Request) {
 	if err := st.rc.SetReadDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return
 	}
-	var last []byte
+	var (
+		last   []byte
+		lastSt *standing
+	)
 	prefix := "retry: 2000\n"
 	tick := time.NewTimer(0)
 	defer tick.Stop()
@@ -671,8 +710,9 @@ func (h *Handler) handleBuyerEvents(w http.ResponseWriter, r *http.Request) {
 			tick.Reset(h.buyerInterval)
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), h.budget)
-		s := h.standingOf(ctx, r, sale, sess, true)
+		s := h.standingOf(ctx, r, sale, sess, true, lastSt)
 		cancel()
+		lastSt = &s
 		b, err := json.Marshal(s)
 		if err != nil {
 			return

@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/json"
 	"html"
 	"io"
@@ -80,10 +81,14 @@ type fakeAPI struct {
 	places  map[string]int64
 	calls   []string // "METHOD path user"
 	keys    []string // the Idempotency-Keys of claims
+	// claims is the status of each buyer's claim "res-<user>" on the
+	// queue sale: pending (no order yet), ordered, paid, cancelled, …
+	claims  map[string]string
+	soldOut bool // the queue sale is sold out
 }
 
 func newFakeAPI() *fakeAPI {
-	return &fakeAPI{entered: map[string]int64{}, won: map[string]bool{}, places: map[string]int64{}}
+	return &fakeAPI{entered: map[string]int64{}, won: map[string]bool{}, places: map[string]int64{}, claims: map[string]string{}}
 }
 
 type fakeVerifier struct{}
@@ -136,9 +141,20 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		a.keys = append(a.keys, r.Header.Get("Idempotency-Key"))
+		a.claims[user] = "ordered"
 		writeJSON(w, 202, map[string]any{"reservation_id": "res-" + user, "status": "pending"})
+	case strings.HasSuffix(p, "/reservations/mine"):
+		resp := map[string]any{"sale_id": "q", "reservations": []any{}, "pending_units": 0}
+		switch status, ok := a.claims[user]; {
+		case status == "pending":
+			resp["pending_units"] = 1
+		case ok:
+			resp["reservations"] = []any{map[string]any{"reservation_id": "res-" + user, "status": status, "pay_by": testStart.Add(20 * time.Minute)}}
+		}
+		writeJSON(w, 200, resp)
 	case strings.HasPrefix(p, "/api/v1/reservations/"):
-		writeJSON(w, 200, map[string]any{"status": "ordered", "pay_by": testStart.Add(20 * time.Minute), "pay_url": "https://pay.example/" + user})
+		status := cmp.Or(a.claims[user], "ordered")
+		writeJSON(w, 200, map[string]any{"status": status, "pay_by": testStart.Add(20 * time.Minute), "pay_url": "https://pay.example/" + user})
 	case r.Method == "POST" && strings.HasSuffix(p, "/queue"):
 		if _, ok := a.places[user]; !ok {
 			a.places[user] = int64(len(a.places) + 1)
@@ -148,6 +164,10 @@ func (a *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		pos, ok := a.places[user]
 		if !ok {
 			writeError(w, seckill.Errorf(seckill.ENOTFOUND, "no place"))
+			return
+		}
+		if a.soldOut {
+			writeJSON(w, 200, map[string]any{"position": pos, "sold_out": true})
 			return
 		}
 		if pos == 1 {
@@ -426,6 +446,131 @@ func TestBuyerFeed(t *testing.T) {
 	t.Fatalf("the feed ended: %v", sc.Err())
 }
 
+// feed follows a buyer feed as the buyer of cookie: next is the next
+// standing it sends, and keepAlive waits for a keep-alive line.
+type feed struct {
+	t  *testing.T
+	sc *bufio.Scanner
+}
+
+func openFeed(t *testing.T, f *fixture, sale, cookie string) *feed {
+	t.Helper()
+	req, _ := http.NewRequest("GET", f.srv.URL+"/sales/"+sale+"/events", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: cookie})
+	resp, err := f.srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return &feed{t: t, sc: bufio.NewScanner(resp.Body)}
+}
+
+func (fd *feed) next() standing {
+	fd.t.Helper()
+	var event string
+	for fd.sc.Scan() {
+		line := fd.sc.Text()
+		if e, ok := strings.CutPrefix(line, "event: "); ok {
+			event = e
+		}
+		if d, ok := strings.CutPrefix(line, "data: "); ok && event == "standing" {
+			var st standing
+			if err := json.Unmarshal([]byte(d), &st); err != nil {
+				fd.t.Fatal(err)
+			}
+			return st
+		}
+	}
+	fd.t.Fatalf("the feed ended: %v", fd.sc.Err())
+	return standing{}
+}
+
+func (fd *feed) keepAlive() {
+	fd.t.Helper()
+	for fd.sc.Scan() {
+		if fd.sc.Text() == ": keep-alive" {
+			return
+		}
+	}
+	fd.t.Fatalf("the feed ended: %v", fd.sc.Err())
+}
+
+// TestBuyerFeedFollowsTheClaim: the feed the script follows shows the
+// buyer's claim as its order moves on, with no ticket while it holds.
+func TestBuyerFeedFollowsTheClaim(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	api.places["ann"], api.claims["ann"] = 1, "pending"
+	fd := openFeed(t, f, "q", "tok-ann")
+	if st := fd.next(); st.Headline != "Reserved — your order is being prepared. Check again in a moment." || st.Ticket != "" || st.OrderStatus != "pending" {
+		t.Errorf("on its way: %+v", st)
+	}
+	for _, c := range []struct{ status, headline, ticket string }{
+		{"ordered", "Reserved — pay by 10:20 UTC.", ""},
+		{"paid", "Paid. Your order is confirmed.", ""},
+	} {
+		api.mu.Lock()
+		api.claims["ann"] = c.status
+		api.mu.Unlock()
+		if st := fd.next(); st.Headline != c.headline || st.Ticket != c.ticket || st.ReservationID != "res-ann" {
+			t.Errorf("%s: %+v", c.status, st)
+		}
+	}
+	// An ended claim frees the buyer's turn: the ticket comes back.
+	api.mu.Lock()
+	api.claims["ann"] = "cancelled"
+	api.mu.Unlock()
+	if st := fd.next(); st.Headline != "It's your turn." || st.Ticket != "ticket-of-ann" || st.ReservationID != "res-ann" || st.OrderStatus != "cancelled" {
+		t.Errorf("cancelled: %+v", st)
+	}
+}
+
+// TestSoldOutFeedReadsClaimsOnce: in a sold-out room, a buyer who holds
+// nothing cannot come to hold anything, so the feed reads their claims
+// once, not on every tick.
+func TestSoldOutFeedReadsClaimsOnce(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	api.places["bob"], api.soldOut = 2, true
+	fd := openFeed(t, f, "q", "tok-bob")
+	if st := fd.next(); st.State != stSoldOut || st.Headline != "Sold out." {
+		t.Errorf("bob's standing %+v", st)
+	}
+	for range 3 {
+		fd.keepAlive()
+	}
+	var standings, claims int
+	for _, c := range api.called() {
+		switch c {
+		case "GET /api/v1/sales/q/queue/mine bob":
+			standings++
+		case "GET /api/v1/sales/q/reservations/mine bob":
+			claims++
+		}
+	}
+	if standings < 4 || claims != 1 {
+		t.Errorf("%d standings read with %d reads of the claims; want 1 read", standings, claims)
+	}
+}
+
+// TestFeedShowsTheLastUnitsClaim: a buyer who buys the last unit on their
+// turn sees their claim when the room turns sold out, not "Sold out".
+func TestFeedShowsTheLastUnitsClaim(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	api.places["ann"] = 1
+	fd := openFeed(t, f, "q", "tok-ann")
+	if st := fd.next(); st.State != stAdmitted || st.OrderStatus != "" {
+		t.Errorf("before buying: %+v", st)
+	}
+	api.mu.Lock()
+	api.claims["ann"], api.soldOut = "pending", true
+	api.mu.Unlock()
+	if st := fd.next(); st.State != stSoldOut || st.Headline != "Reserved — your order is being prepared. Check again in a moment." {
+		t.Errorf("after buying the last unit: %+v", st)
+	}
+}
+
 // TestStandingEndpoint: what the page polls when the feed fails is the
 // signed-in buyer's standing, to them only.
 func TestStandingEndpoint(t *testing.T) {
@@ -505,6 +650,91 @@ func TestQueueBuyWithoutScript(t *testing.T) {
 	}
 }
 
+// TestQueuePageRemembersTheClaim: a plain reload of the page after buying
+// shows the buyer's claim, with its time to pay, and no second Buy form;
+// the standing the script follows says the same. Another buyer whose turn
+// it is sees their own state, and a claim that ended lets its buyer buy
+// again.
+func TestQueuePageRemembersTheClaim(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	ann := &browser{t: t, f: f, cookie: "tok-ann"}
+	bob := &browser{t: t, f: f, cookie: "tok-bob"}
+	api.places["ann"], api.places["bob"] = 1, 1 // both their turn
+	page := ann.send("GET", "/sales/q", nil)
+	_, rest, _ := strings.Cut(string(page.body), `name="key" value="`)
+	key, _, _ := strings.Cut(rest, `"`)
+	ann.send("POST", "/sales/q/buy", url.Values{"form_token": {formTokenOf(t, page.body)}, "key": {key}})
+
+	reload := func(b *browser) string {
+		t.Helper()
+		return html.UnescapeString(string(b.send("GET", "/sales/q", nil).body))
+	}
+	noBuy := func(who, body string) {
+		t.Helper()
+		if strings.Contains(body, `action="/sales/q/buy"`) || strings.Contains(body, "It's your turn.") {
+			t.Errorf("%s: the page offers to buy again", who)
+		}
+		if !strings.Contains(body, `id="buy-box" class="buy" aria-label="Buy" hidden`) {
+			t.Errorf("%s: the script's buy box is not hidden", who)
+		}
+	}
+	body := reload(ann)
+	mustContain(t, []byte(body), `aria-live="polite" aria-atomic="true">Reserved — pay by 10:20 UTC.</p>`,
+		`href="https://pay.example/ann"`, `href="/sales/q?reservation=res-ann">Check again`)
+	noBuy("ordered", body)
+	if c := api.called(); !slices.Contains(c, "GET /api/v1/sales/q/reservations/mine ann") {
+		t.Errorf("ann's claims were not read as ann: %q", c)
+	}
+
+	// The script follows the standing: it says the same, with no ticket.
+	a := ann.send("GET", "/sales/q/standing", nil)
+	var st standing
+	if err := json.Unmarshal(a.body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Headline != "Reserved — pay by 10:20 UTC." || st.ReservationID != "res-ann" || st.OrderStatus != "ordered" || st.Ticket != "" {
+		t.Errorf("ann's standing %+v", st)
+	}
+
+	// Bob's turn: his own state, nothing of ann's.
+	body = reload(bob)
+	mustContain(t, []byte(body), "It's your turn.", `action="/sales/q/buy"`)
+	if strings.Contains(body, "Reserved") || strings.Contains(body, "res-ann") || strings.Contains(body, "pay.example/ann") {
+		t.Error("bob's page shows ann's claim")
+	}
+
+	for _, c := range []struct {
+		status, headline, claim string
+		buy                     bool
+	}{
+		{"pending", "Reserved — your order is being prepared.", "", false},
+		{"paid", "Paid. Your order is confirmed.", "", false},
+		{"cancelled", "It's your turn.", "This order was cancelled: it was not paid in time, or it was cancelled.", true},
+		{"failed", "It's your turn.", "We could not finish this order automatically", true},
+	} {
+		api.mu.Lock()
+		api.claims["ann"] = c.status
+		api.mu.Unlock()
+		body := reload(ann)
+		_, headline, _ := strings.Cut(body, `id="adm-headline"`)
+		if !strings.HasPrefix(headline[strings.Index(headline, ">")+1:], c.headline) {
+			t.Errorf("%s: headline %.80q, want %q", c.status, headline, c.headline)
+		}
+		if strings.Contains(body, "pay.example/ann") {
+			t.Errorf("%s: the page links to the payment", c.status)
+		}
+		if !c.buy {
+			noBuy(c.status, body)
+			continue
+		}
+		claimAt, buyAt := strings.Index(body, c.claim), strings.Index(body, `action="/sales/q/buy"`)
+		if claimAt < 0 || buyAt < claimAt {
+			t.Errorf("%s: the claim at %d, the Buy form at %d: want the claim, then the form", c.status, claimAt, buyAt)
+		}
+	}
+}
+
 // TestBuyFormRefusesForgeries: a buy posted from another site, without the
 // session's form token, with another session's or another sale's, or on a
 // sale that is not a queue, claims nothing.
@@ -538,7 +768,7 @@ func TestBuyFormRefusesForgeries(t *testing.T) {
 		t.Errorf("a buy without a session went back to %q", a.header.Get("Location"))
 	}
 	for _, c := range api.called() {
-		if strings.Contains(c, "/reservations") {
+		if strings.HasPrefix(c, "POST ") && strings.Contains(c, "/reservations") {
 			t.Errorf("the API was asked %q", c)
 		}
 	}

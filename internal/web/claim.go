@@ -5,10 +5,13 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/seckill-dev/seckill"
 )
 
 // claimView is a buyer's reservation as a page without a script shows it:
@@ -44,6 +47,37 @@ func (h *Handler) claimOf(ctx context.Context, r *http.Request, sess buyerSessio
 	}
 	return c
 }
+
+// myClaim reads the buyer's claims on the sale through the API (GET
+// …/reservations/mine: the token's own only) and picks the one the page
+// shows; ok is false when there is none, err not nil when they cannot be
+// read now.
+func (h *Handler) myClaim(ctx context.Context, r *http.Request, saleID string, sess buyerSession, now time.Time) (_ seckill.BuyerClaim, ok bool, err error) {
+	a := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+saleID+"/reservations/mine", sess.token, nil)
+	var v struct {
+		Reservations []struct {
+			ReservationID string    `json:"reservation_id"`
+			Status        string    `json:"status"`
+			PayBy         time.Time `json:"pay_by"`
+		} `json:"reservations"`
+		PendingUnits int64 `json:"pending_units"`
+	}
+	if a.status != http.StatusOK {
+		return seckill.BuyerClaim{}, false, errClaimsUnread
+	} else if err := json.Unmarshal(a.body, &v); err != nil {
+		return seckill.BuyerClaim{}, false, err
+	}
+	claims := make([]seckill.BuyerClaim, 0, len(v.Reservations))
+	for _, c := range v.Reservations {
+		if validClaimID(c.ReservationID) {
+			claims = append(claims, seckill.BuyerClaim{ReservationID: c.ReservationID, Status: c.Status, PayBy: c.PayBy})
+		}
+	}
+	c, ok := seckill.ShownClaim(claims, v.PendingUnits, now)
+	return c, ok, nil
+}
+
+var errClaimsUnread = errors.New("the buyer's claims cannot be read now")
 
 // claimText is what the page says of a reservation in status, with its
 // time to pay by, at now; open says it waits for payment.

@@ -141,7 +141,8 @@ type buyerData struct {
 	// Notice is the message a form's redirect asked for.
 	Notice string
 	// BuyKey is the Idempotency-Key of the no-script buy form: one per
-	// rendering, so a resent form is the same claim.
+	// rendering, so a resent form is the same claim. Set only when the
+	// page offers to buy: the buyer's turn, and no claim held.
 	BuyKey string
 	// Claim is the buyer's reservation as the page shows it without a
 	// script (the script shows its own).
@@ -224,12 +225,12 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		if ok {
 			data.Buyer, data.FormToken = sess.userID, formToken(sess, sale.ID)
 		}
-		data.Standing = h.standingOf(ctx, r, sale, sess, ok)
+		data.Standing = h.standingOf(ctx, r, sale, sess, ok, nil)
 		// The ticket is the script's, from the buyer feed: never in the
 		// page's HTML.
 		data.Standing.Ticket = ""
 		if ok {
-			if data.Standing.State == stAdmitted {
+			if data.Standing.State == stAdmitted && !data.Standing.holds() {
 				data.BuyKey = newFormKey()
 			}
 			claim := r.URL.Query().Get("reservation")

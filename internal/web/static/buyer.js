@@ -97,6 +97,7 @@
     else sk.session.del(TOKEN_KEY);
     render();
     if (mode !== "first_come") syncSession();
+    else if (token && !state.claim) recoverClaim();
   }
 
   // A shop hands a buyer over with #token=…, once: the fragment never
@@ -482,6 +483,37 @@
     })();
   }
 
+  // recoverClaim looks for a claim this tab does not know of (made in
+  // another tab, or before its storage was cleared) in the API's list of
+  // the buyer's claims on the sale, so that the page shows it rather than
+  // offer to buy again. A lottery or queue page has it from the standing;
+  // the choice is the server's seckill.ShownClaim, less the claims that
+  // ended (they leave the buy button free, as forgetClaim does).
+  async function recoverClaim(tries) {
+    const r = await sk.api("GET", "/api/v1/sales/" + enc(sale.id) + "/reservations/mine", { token: state.token });
+    if (r.status !== 200 || !r.body || state.claim || !state.token) return;
+    const now = sk.serverNow();
+    const list = Array.isArray(r.body.reservations) ? r.body.reservations : [];
+    const rank = function (c) {
+      if (c.status === "ordered") return Date.parse(c.pay_by) > now ? 0 : 2;
+      return c.status === "paid" ? 3 : 9;
+    };
+    let best = null;
+    list.forEach(function (c) {
+      if (rank(c) > 3 || !c.reservation_id) return;
+      if (!best || rank(c) < rank(best) || (rank(c) === rank(best) && (rank(c) > 0 || Date.parse(c.pay_by) < Date.parse(best.pay_by)))) best = c;
+    });
+    if (best && (rank(best) === 0 || !(r.body.pending_units > 0))) {
+      state.claim = { id: best.reservation_id };
+      sk.session.set(CLAIM_KEY, best.reservation_id);
+      pollClaim();
+    } else if (r.body.pending_units > 0 && (tries || 0) < POLL_FOR_MS / POLL_EVERY_MS) {
+      // Units on their way to an order: ask again once it is written.
+      await sk.sleep(r.body.poll_after_ms || POLL_EVERY_MS);
+      recoverClaim((tries || 0) + 1);
+    }
+  }
+
   // forgetClaim frees the buy button after an order that ended without a
   // purchase; the order stays on screen.
   function forgetClaim() {
@@ -542,6 +574,7 @@
   let feed = null;
   let polling = false;
   let sessionFor = d.buyer || ""; // the buyer the server's session cookie names
+  let adopted = ""; // the reservation id last taken from the standing
 
   // syncSession makes the server's session match the page's token, so the
   // buyer feed and the forms act for the same buyer as the buy button.
@@ -626,7 +659,11 @@
     state.ticket = st.state === "admitted" && st.ticket ? st.ticket : "";
     if (st.ticket_header) state.ticketHeader = st.ticket_header;
     if (st.state === "sold_out") state.remaining = 0;
-    if (st.state === "won" && st.reservation_id && !state.claim) {
+    // The buyer's claim on the sale (a lottery's win, a queue purchase,
+    // maybe from another tab or before a reload) is shown once: one that
+    // ended stays on screen and frees the button, not shown again.
+    if (st.reservation_id && st.reservation_id !== adopted && !state.claim) {
+      adopted = st.reservation_id;
       state.claim = { id: st.reservation_id };
       sk.session.set(CLAIM_KEY, st.reservation_id);
       pollClaim();
