@@ -32,12 +32,15 @@ type eventsConfig struct {
 	// Subject.<type's last word>.
 	NATSURL string
 	Subject string
+	// Keep is how long a delivered event stays in the outbox; 0 keeps
+	// them for ever. Pending and dead events are never deleted.
+	Keep time.Duration
 }
 
 func defaultEventsConfig() eventsConfig {
 	p := eventdelivery.DefaultPolicy
 	return eventsConfig{RetryFor: p.RetryFor, Backoff: p.FirstBackoff, MaxBackoff: p.MaxBackoff, Timeout: 10 * time.Second, Concurrency: 16,
-		Subject: nats.DefaultEventSubject}
+		Subject: nats.DefaultEventSubject, Keep: eventdelivery.DefaultKeep}
 }
 
 func (c *eventsConfig) register(fs *flag.FlagSet) error {
@@ -50,6 +53,7 @@ func (c *eventsConfig) register(fs *flag.FlagSet) error {
 		durationFlag(fs, &c.Backoff, "order-webhook-backoff", c.Backoff, "pause after an order event's first failed delivery; each later pause doubles"),
 		durationFlag(fs, &c.MaxBackoff, "order-webhook-max-backoff", c.MaxBackoff, "longest pause between deliveries of one order event"),
 		durationFlag(fs, &c.Timeout, "order-webhook-timeout", c.Timeout, "one delivery of an order event gives up after this"),
+		durationFlag(fs, &c.Keep, "order-events-keep", c.Keep, "a delivered order event is deleted from the outbox this long after its delivery (pending and dead ones never are); 0: kept for ever"),
 		intFlag(fs, &c.Concurrency, "order-webhook-concurrency", c.Concurrency, "order events in flight at once from this process (one order's events always go one at a time)"),
 	)
 }
@@ -72,6 +76,9 @@ func (c *eventsConfig) check() error {
 	if c.Backoff <= 0 || c.MaxBackoff < c.Backoff || c.RetryFor <= 0 || c.Timeout <= 0 || c.Concurrency < 1 {
 		return fmt.Errorf("order webhook: want 0 < backoff <= max backoff, a positive retry window and timeout, concurrency >= 1")
 	}
+	if c.Keep < 0 {
+		return fmt.Errorf("order events keep %s: want 0 (for ever) or more", c.Keep)
+	}
 	if c.WebhookURL != "" && len(c.WebhookSecret) < webhooksig.MinSecretBytes {
 		return fmt.Errorf("order webhook secret: want at least %d bytes", webhooksig.MinSecretBytes)
 	}
@@ -79,8 +86,10 @@ func (c *eventsConfig) check() error {
 }
 
 // startEventDelivery has order changes record their events, and starts
-// this process's deliverer of them. Every process that runs one shares
-// the outbox safely: each event is leased to one deliverer at a time.
+// this process's deliverer of them, and its pruner of delivered events.
+// Every process that runs one shares the outbox safely: each event is
+// leased to one deliverer at a time, and two pruners deleting the same
+// rows delete each once.
 func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	cfg := &m.Config.Events
 	if !cfg.enabled() {
@@ -104,6 +113,15 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	}
 	w.eventsWake = worker.Wake
 	m.start(ctx, worker)
+	if cfg.Keep > 0 {
+		pruner, err := eventdelivery.NewPruner(eventdelivery.PruneConfig{
+			Outbox: events, Keep: cfg.Keep, Registerer: w.reg, Logger: m.Logger, Now: m.now,
+		})
+		if err != nil {
+			return err
+		}
+		m.start(ctx, pruner)
+	}
 	return nil
 }
 

@@ -90,16 +90,22 @@ func New(cfg Config) (*Worker, error) {
 	if cfg.Concurrency < 1 {
 		cfg.Concurrency = 16
 	}
-	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
-	if cfg.Jitter == nil {
-		cfg.Jitter = rand.Float64
-	}
+	defaultHooks(&cfg.Logger, &cfg.Now, &cfg.Jitter)
 	return &Worker{cfg: cfg, m: newWorkerMetrics(cfg.Registerer), wake: make(chan struct{}, 1)}, nil
+}
+
+// defaultHooks fills the logger, clock and jitter a config left nil: no
+// logs, the wall clock, rand.Float64.
+func defaultHooks(logger **slog.Logger, now *func() time.Time, jitter *func() float64) {
+	if *logger == nil {
+		*logger = slog.New(slog.DiscardHandler)
+	}
+	if *now == nil {
+		*now = time.Now
+	}
+	if *jitter == nil {
+		*jitter = rand.Float64
+	}
 }
 
 // Start runs the worker until Stop.

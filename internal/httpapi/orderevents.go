@@ -29,7 +29,8 @@ type orderEventsResponse struct {
 
 // handleOrderEvents serves GET /admin/v1/order-events?state=&limit=: the
 // newest events of a state (pending, delivered, dead; all when absent),
-// with the outbox's counts and lag.
+// with the outbox's counts and lag. Delivered events are listed only
+// until the retention (--order-events-keep) deletes them.
 func (s *Server) handleOrderEvents(w http.ResponseWriter, r *http.Request) int {
 	if !s.isAdmin(r) {
 		return errAdminAuth.write(w)

@@ -172,23 +172,10 @@ func (s *EventStore) Claim(ctx context.Context, owner string, now time.Time, lea
 		return nil, fmt.Errorf("claim order events: %w", seckill.Errorf(seckill.EINVALID, "need an owner, a positive lease and limit"))
 	}
 	nowMs := toMillis(now)
-	var seqs []int64
 	// Deliverers claiming at once read the same candidates: each reads
 	// more than it takes, and takes those the others have not locked.
-	rows, err := s.db.read.QueryContext(ctx, s.q.candidates, nowMs, nowMs, min(limit*claimSpread, idChunk))
+	seqs, err := queryColumn[int64](ctx, s.db.read, s.q.candidates, nowMs, nowMs, min(limit*claimSpread, idChunk))
 	if err != nil {
-		return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
-	}
-	for rows.Next() {
-		var seq int64
-		if err := rows.Scan(&seq); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
-		}
-		seqs = append(seqs, seq)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("claim order events: %w", s.db.classify(err))
 	}
 	if len(seqs) == 0 {
@@ -339,6 +326,63 @@ func (s *EventStore) Stats(ctx context.Context) (seckill.OutboxStats, error) {
 		}
 	}
 	return st, nil
+}
+
+// maxPruneBatch bounds PruneDelivered's limit: its delete lists the
+// seqs, one bind parameter each.
+const maxPruneBatch = 5000
+
+// PruneDelivered deletes up to limit events delivered before before (to
+// the millisecond), the oldest first, as eventdelivery.DeliveredPruner
+// says. It picks them on the read pool, then deletes them by seq,
+// checking again that they are delivered and old: the delete locks only
+// the rows it removes, never a range the order writer inserts into, and
+// a second pruner deleting the same rows deletes none.
+func (s *EventStore) PruneDelivered(ctx context.Context, before time.Time, limit int) (int, error) {
+	if limit < 1 || limit > maxPruneBatch {
+		return 0, fmt.Errorf("prune order events: %w", seckill.Errorf(seckill.EINVALID, "limit must be 1 to %d", maxPruneBatch))
+	}
+	beforeMs := toMillis(before)
+	seqs, err := queryColumn[int64](ctx, s.db.read, s.q.prunable, beforeMs, limit)
+	if err != nil || len(seqs) == 0 {
+		return 0, s.pruneErr(err)
+	}
+	args := make([]any, 0, 1+len(seqs))
+	args = append(args, beforeMs)
+	for _, seq := range seqs {
+		args = append(args, seq)
+	}
+	res, err := s.db.write.ExecContext(ctx, s.q.pruneIn+s.q.list(2, len(seqs)), args...)
+	if err != nil {
+		return 0, s.pruneErr(err)
+	}
+	n, err := res.RowsAffected()
+	return int(n), s.pruneErr(err)
+}
+
+func (s *EventStore) pruneErr(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("prune order events: %w", s.db.classify(err))
+}
+
+// queryColumn runs query, which selects one column, on q.
+func queryColumn[T any](ctx context.Context, q querier, query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		var v T
+		if err := rows.Scan(&v); err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, rows.Err()
 }
 
 func (s *EventStore) inTx(ctx context.Context, fn func(*sql.Tx) error) error {

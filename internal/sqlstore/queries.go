@@ -694,6 +694,12 @@ type eventQueries struct {
 	listState, listAll string
 	// stateStats selects COUNT(*), MIN(at_ms) of the events of state $1.
 	stateStats string
+	// prunable selects the seqs of up to $2 events delivered before $1,
+	// the oldest first (order_events_delivered_idx).
+	prunable string
+	// pruneIn deletes the events delivered before $1 whose seq is IN a
+	// list (from $2).
+	pruneIn string
 }
 
 func newEventQueries(p sqlParts, s func(string) string, bind func(int) string) eventQueries {
@@ -720,6 +726,12 @@ func newEventQueries(p sqlParts, s func(string) string, bind func(int) string) e
 		listState:  s(`SELECT ` + eventColumns + ` FROM order_events WHERE state = ? ORDER BY seq DESC LIMIT ?`),
 		listAll:    s(`SELECT ` + eventColumns + ` FROM order_events ORDER BY seq DESC LIMIT ?`),
 		stateStats: s(`SELECT COUNT(*), COALESCE(MIN(at_ms), 0) FROM order_events WHERE state = ?`),
+		// state = 'delivered' is spelled out, not bound: SQLite and
+		// PostgreSQL use a partial index only for a query that names its
+		// predicate.
+		prunable: s(`SELECT seq FROM order_events WHERE state = 'delivered' AND delivered_at_ms < ?
+			ORDER BY delivered_at_ms LIMIT ?`),
+		pruneIn: s(`DELETE FROM order_events WHERE state = 'delivered' AND delivered_at_ms < ? AND seq IN `),
 	}
 }
 

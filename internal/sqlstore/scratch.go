@@ -120,20 +120,11 @@ func ScratchExpired(name, prefix string, cutoff time.Time) bool {
 
 func scratchNames(ctx context.Context, pool *sql.DB, list, prefix string) ([]string, error) {
 	// LIKE's _ matches any character; the exact check is ScratchExpired's.
-	rows, err := pool.QueryContext(ctx, list, prefix+"%")
+	names, err := queryColumn[string](ctx, pool, list, prefix+"%")
 	if err != nil {
 		return nil, fmt.Errorf("scratch database: list: %w", err)
 	}
-	defer rows.Close()
-	var names []string
-	for rows.Next() {
-		var n string
-		if err := rows.Scan(&n); err != nil {
-			return nil, err
-		}
-		names = append(names, n)
-	}
-	return names, rows.Err()
+	return names, nil
 }
 
 func scratchDDL(dialect, name string) (create, drop string, err error) {
