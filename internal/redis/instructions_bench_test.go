@@ -19,8 +19,8 @@ import (
 // and with the API's two rate checks (per address and per buyer, 10,000 of
 // each, as in `seckill bench`), and the relay's read and ack of what the
 // reserve script wrote (XREADGROUP of up to 500 entries, outbox_ack.lua),
-// and a lottery's first entries in batches of 32 without and with the
-// two rate checks.
+// and a lottery's first entries and a waiting room's first joins (before
+// the start) in batches of 32, without and with the two rate checks.
 // Each runs once before it is counted, so that hashes and the script cache
 // are warm. The ratios are to the textbook script's count in the same run:
 //
@@ -120,6 +120,39 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 	}
 
+	// join is a waiting room's joins before the start in batches of 32,
+	// every one a new buyer's, from 10,000 addresses (no cap reached),
+	// with checks rate checks.
+	joiner := 0
+	join := func(checks int) func(sale *seckill.Sale) func() {
+		return func(sale *seckill.Sale) func() {
+			sale.Admission = seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 100}
+			sale.StartAt = time.Now().Add(time.Hour)
+			return func() {
+				for range batches {
+					reqs := make([]seckill.QueueJoin, batch)
+					for i := range reqs {
+						u, ip := strconv.Itoa(joiner), strconv.Itoa(joiner%buyers)
+						joiner++
+						reqs[i] = seckill.QueueJoin{UserID: "user-" + u, IP: "10.0." + ip}
+						if checks > 0 {
+							reqs[i].RateChecks = []seckill.RateCheck{{Key: "ip:10.0." + ip, Limit: limit}, {Key: "user:user-" + u, Limit: limit}}
+						}
+					}
+					res, err := s.Queue().JoinBatch(ctx, sale, 0, reqs)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for _, r := range res {
+						if r.Position < 1 {
+							b.Fatalf("join %+v: want a place", r)
+						}
+					}
+				}
+			}
+		}
+	}
+
 	cases := []struct {
 		name string
 		// fill, if set, runs before each run of work, uncounted.
@@ -132,6 +165,8 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		{"relay", reserve(0), drain},
 		{"enter-new", nil, enter(0)},
 		{"enter-new-2-checks", nil, enter(2)},
+		{"join-new", nil, join(0)},
+		{"join-new-2-checks", nil, join(2)},
 	}
 	counts := map[string]float64{}
 	for range b.N {
