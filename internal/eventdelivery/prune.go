@@ -33,6 +33,9 @@ func Expired(d *seckill.EventDelivery, now time.Time, keep time.Duration) bool {
 	return ok && d.State == seckill.DeliveryDelivered && d.DeliveredAt.Before(before)
 }
 
+// pruneRest is how many times a batch's duration a pass rests after it.
+const pruneRest = 3
+
 // DeliveredPruner is the outbox side of retention (internal/sqlstore).
 type DeliveredPruner interface {
 	// PruneDelivered deletes up to limit events delivered before before
@@ -110,8 +113,9 @@ func (p *Pruner) run(ctx context.Context) {
 }
 
 // Pass deletes the expired events batch by batch until a batch comes back
-// short, and returns how many it deleted. Each batch commits by itself:
-// a pass cut short by ctx or an error keeps what it deleted.
+// short, resting between batches, and returns how many it deleted. Each
+// batch commits by itself: a pass cut short by ctx or an error keeps what
+// it deleted.
 func (p *Pruner) Pass(ctx context.Context) (int, error) {
 	before, ok := PruneBefore(p.cfg.Now(), p.cfg.Keep)
 	if !ok {
@@ -119,6 +123,7 @@ func (p *Pruner) Pass(ctx context.Context) (int, error) {
 	}
 	total := 0
 	for ctx.Err() == nil {
+		began := time.Now()
 		n, err := p.cfg.Outbox.PruneDelivered(ctx, before, p.cfg.Batch)
 		total += n
 		p.deleted.Add(float64(n))
@@ -128,6 +133,10 @@ func (p *Pruner) Pass(ctx context.Context) (int, error) {
 		if n < p.cfg.Batch {
 			break
 		}
+		// Rest thrice as long as the batch took: a backlog (a big sale's
+		// week ending) is deleted at a quarter of the database's speed,
+		// the order writer having it to itself the rest of the time.
+		_ = startstop.Sleep(ctx, pruneRest*time.Since(began))
 	}
 	if total > 0 {
 		p.cfg.Logger.Debug("order events: pruned delivered events", "deleted", total, "delivered_before", before)

@@ -335,9 +335,10 @@ const maxPruneBatch = 5000
 // PruneDelivered deletes up to limit events delivered before before (to
 // the millisecond), the oldest first, as eventdelivery.DeliveredPruner
 // says. It picks them on the read pool, then deletes them by seq,
-// checking again that they are delivered and old: the delete locks only
-// the rows it removes, never a range the order writer inserts into, and
-// a second pruner deleting the same rows deletes none.
+// checking again that they are delivered (a delivered event stays so, at
+// its delivery time): the delete locks only the rows it removes, never a
+// range the order writer inserts into, and a second pruner deleting the
+// same rows deletes none.
 func (s *EventStore) PruneDelivered(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit < 1 || limit > maxPruneBatch {
 		return 0, fmt.Errorf("prune order events: %w", seckill.Errorf(seckill.EINVALID, "limit must be 1 to %d", maxPruneBatch))
@@ -347,12 +348,11 @@ func (s *EventStore) PruneDelivered(ctx context.Context, before time.Time, limit
 	if err != nil || len(seqs) == 0 {
 		return 0, s.pruneErr(err)
 	}
-	args := make([]any, 0, 1+len(seqs))
-	args = append(args, beforeMs)
-	for _, seq := range seqs {
-		args = append(args, seq)
+	args := make([]any, len(seqs))
+	for i, seq := range seqs {
+		args[i] = seq
 	}
-	res, err := s.db.write.ExecContext(ctx, s.q.pruneIn+s.q.list(2, len(seqs)), args...)
+	res, err := s.db.write.ExecContext(ctx, s.q.pruneIn+s.q.list(1, len(seqs)), args...)
 	if err != nil {
 		return 0, s.pruneErr(err)
 	}

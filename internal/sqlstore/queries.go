@@ -697,8 +697,8 @@ type eventQueries struct {
 	// prunable selects the seqs of up to $2 events delivered before $1,
 	// the oldest first (order_events_delivered_idx).
 	prunable string
-	// pruneIn deletes the events delivered before $1 whose seq is IN a
-	// list (from $2).
+	// pruneIn deletes the delivered events whose seq is IN a list (from
+	// $1).
 	pruneIn string
 }
 
@@ -731,7 +731,10 @@ func newEventQueries(p sqlParts, s func(string) string, bind func(int) string) e
 		// predicate.
 		prunable: s(`SELECT seq FROM order_events WHERE state = 'delivered' AND delivered_at_ms < ?
 			ORDER BY delivered_at_ms LIMIT ?`),
-		pruneIn: s(`DELETE FROM order_events WHERE state = 'delivered' AND delivered_at_ms < ? AND seq IN `),
+		// By seq alone: with delivered_at_ms in it too, PostgreSQL
+		// scanned every old event of order_events_delivered_idx for the
+		// batch's seqs.
+		pruneIn: s(`DELETE FROM order_events WHERE state = 'delivered' AND seq IN `),
 	}
 }
 

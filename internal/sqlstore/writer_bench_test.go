@@ -114,9 +114,9 @@ func BenchmarkWriterMillion(b *testing.B) {
 // new buyer's place in the (sale, buyer) index is next to the last one's)
 // and scattered (a hash of that number: a place anywhere in the index, as
 // real buyers arrive). Both stores
-// keep their sale's holdings through the rounds (their bound is raised
-// past the 1M sale's buyers: what a sale costs once it passes the bound is
-// another question, see docs/performance.md). It ignores b.N:
+// keep their sale's holdings through the rounds (the bound, maxHeldEntries,
+// is past the 1M sale's buyers: what a sale costs once it passes the bound
+// is another question, see docs/performance.md). It ignores b.N:
 //
 //	go test -run '^$' -bench WriterGrowth -benchtime 1x -timeout 60m ./internal/sqlstore
 func BenchmarkWriterGrowth(b *testing.B) {
@@ -134,7 +134,6 @@ func growth(b *testing.B, d testDialect, scatter bool, rounds, batches int) {
 	grown := func(orders int) *writerBench {
 		w := newWriterBench(b, d)
 		w.scatter = scatter
-		w.st.held.max = 2 * 1_000_000
 		for done := 0; done < orders; done += 100_000 {
 			persistAll(b, w.st, w.batches(100_000/writerBatch, writerBatch))
 		}
