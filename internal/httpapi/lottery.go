@@ -285,6 +285,9 @@ func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
 			return s.writeError(w, r, err)
 		}
 	}
+	if entries == nil {
+		entries = []seckill.LotteryEntry{} // a list, as Redis's is: never null
+	}
 	slices.SortFunc(entries, func(a, b seckill.LotteryEntry) int { return strings.Compare(a.ID, b.ID) })
 	return s.writeJSON(w, r, http.StatusOK, drawEntriesResponse{Entries: entries})
 }
