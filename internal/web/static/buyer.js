@@ -491,8 +491,10 @@
   // the choice is the server's seckill.ShownClaim, less the claims that
   // ended (they leave the buy button free, as forgetClaim does).
   async function recoverClaim(tries) {
-    const r = await sk.api("GET", "/api/v1/sales/" + enc(sale.id) + "/reservations/mine", { token: state.token });
-    if (r.status !== 200 || !r.body || state.claim || !state.token) return;
+    const token = state.token;
+    const r = await sk.api("GET", "/api/v1/sales/" + enc(sale.id) + "/reservations/mine", { token: token });
+    // The answer is the asking buyer's: dropped if another signed in since.
+    if (r.status !== 200 || !r.body || state.claim || !token || state.token !== token) return;
     const now = sk.serverNow();
     const list = Array.isArray(r.body.reservations) ? r.body.reservations : [];
     const rank = function (c) {
