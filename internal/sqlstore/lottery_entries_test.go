@@ -12,7 +12,8 @@ import (
 // TestCopyEntriesIsIdempotentAndReadsBack: a lottery's entries copied in
 // several batches read back by buyer (with what they won) and by id;
 // copying again adds nothing and takes a reservation won since; another
-// sale's entries are apart; a buyer id differing only in case is another
+// sale's entries are apart; a buyer id differing only in case, or by a
+// trailing space (one key under MySQL's PAD SPACE collations), is another
 // buyer.
 func TestCopyEntriesIsIdempotentAndReadsBack(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
@@ -23,6 +24,7 @@ func TestCopyEntriesIsIdempotentAndReadsBack(t *testing.T) {
 			entries[i] = seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("buyer-%d", i), Qty: int64(1 + i%3)}
 		}
 		entries[1].UserID = "Buyer-0"
+		entries[2].UserID = "buyer-0 "
 		won := map[string]string{"buyer-0": "r-0", "buyer-5": "r-5"}
 		if err := st.CopyEntries(ctx, "draw", entries, won); err != nil {
 			t.Fatal(err)
@@ -44,7 +46,7 @@ func TestCopyEntriesIsIdempotentAndReadsBack(t *testing.T) {
 		for _, c := range []struct {
 			user, res string
 			e         seckill.LotteryEntry
-		}{{"buyer-0", "r-0", entries[0]}, {"Buyer-0", "", entries[1]}, {"buyer-9", "r-9", entries[9]}} {
+		}{{"buyer-0", "r-0", entries[0]}, {"Buyer-0", "", entries[1]}, {"buyer-0 ", "", entries[2]}, {"buyer-9", "r-9", entries[9]}} {
 			e, res, ok, err := st.ArchivedEntry(ctx, "draw", c.user)
 			if err != nil || !ok || e != c.e || res != c.res {
 				t.Errorf("ArchivedEntry(%s) = %+v %q %v %v; want %+v %q", c.user, e, res, ok, err, c.e, c.res)
