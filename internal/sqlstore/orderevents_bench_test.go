@@ -1,7 +1,6 @@
 package sqlstore
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -42,16 +41,7 @@ func BenchmarkPersistOrderEvents(b *testing.B) {
 				}
 				stores[i] = NewOrderStore(db)
 			}
-			next := 0
-			batchOf := func() []seckill.ReservationEvent {
-				evs := make([]seckill.ReservationEvent, batch)
-				for j := range evs {
-					evs[j] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()),
-						SaleID: "tea", UserID: fmt.Sprintf("u%d", next), Qty: 1, ReservedAt: time.Now()}
-					next++
-				}
-				return evs
-			}
+			batchOf := teaBatches(batch)
 			// One warm-up batch each: statements prepared, caches filled.
 			for _, st := range stores {
 				persistAll(b, st, [][]seckill.ReservationEvent{batchOf()})

@@ -45,16 +45,7 @@ func BenchmarkPruneWhileWriting(b *testing.B) {
 				b.Fatal(err)
 			}
 			st, es := NewOrderStore(db), NewEventStore(db)
-			next := 0
-			batchOf := func() []seckill.ReservationEvent {
-				evs := make([]seckill.ReservationEvent, batch)
-				for j := range evs {
-					evs[j] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()),
-						SaleID: "tea", UserID: fmt.Sprintf("u%d", next), Qty: 1, ReservedAt: time.Now()}
-					next++
-				}
-				return evs
-			}
+			batchOf := teaBatches(batch)
 			persistAll(b, st, [][]seckill.ReservationEvent{batchOf()}) // warm-up
 			before := time.Now().Add(-24 * time.Hour)
 			seeded := 0

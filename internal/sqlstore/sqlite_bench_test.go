@@ -44,16 +44,7 @@ func BenchmarkSQLitePersist(b *testing.B) {
 		}
 		stores[i] = NewOrderStore(db)
 	}
-	next := 0
-	batchOf := func() []seckill.ReservationEvent {
-		evs := make([]seckill.ReservationEvent, batch)
-		for j := range evs {
-			evs[j] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()),
-				SaleID: "tea", UserID: fmt.Sprintf("u%d", next), Qty: 1, ReservedAt: time.Now()}
-			next++
-		}
-		return evs
-	}
+	batchOf := teaBatches(batch)
 	perRound := max(1, b.N/rounds)
 	cpu := make([][]float64, len(variants)) // µs per order, per round
 	b.ResetTimer()
@@ -145,4 +136,19 @@ func BenchmarkSQLitePersistRepeatBuyers(b *testing.B) {
 	before := cpuTime()
 	persistAll(b, st, work)
 	b.ReportMetric(float64((cpuTime()-before).Microseconds())/float64(b.N*batch), "cpu-µs/order")
+}
+
+// teaBatches returns a maker of batches of size new reservations of the
+// sale "tea", each of a buyer of its own (u0, u1, … across its calls).
+func teaBatches(size int) func() []seckill.ReservationEvent {
+	next := 0
+	return func() []seckill.ReservationEvent {
+		evs := make([]seckill.ReservationEvent, size)
+		for j := range evs {
+			evs[j] = seckill.ReservationEvent{ReservationID: seckill.NewReservationID("tea", time.Now()),
+				SaleID: "tea", UserID: fmt.Sprintf("u%d", next), Qty: 1, ReservedAt: time.Now()}
+			next++
+		}
+		return evs
+	}
 }
