@@ -67,6 +67,31 @@ type hookClaim struct {
 	life      int
 }
 
+// finalStatuses polls each claim's reservation as its buyer until it is
+// ordered or failed, or ctx ends, 8 at a time: claim id -> "ordered",
+// "failed", or the last answer read.
+func finalStatuses(ctx context.Context, client *http.Client, base string, claims []hookClaim) map[string]string {
+	var mu sync.Mutex
+	final := map[string]string{}
+	fanOut(8, slices.Values(claims), func(c hookClaim) {
+		last := ""
+		for ctx.Err() == nil {
+			st, body := hookDo(ctx, client, "GET", base+"/api/v1/reservations/"+c.id, c.token, "", nil)
+			s, _ := body["status"].(string)
+			last = fmt.Sprintf("%d %v", st, body)
+			if s == "ordered" || s == "failed" {
+				last = s
+				break
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		mu.Lock()
+		final[c.id] = last
+		mu.Unlock()
+	})
+	return final
+}
+
 func killRightAfter202(t *testing.T, dbURL string, kills int) {
 	bin, err := buildKillHook()
 	if err != nil {
@@ -169,24 +194,7 @@ func killRightAfter202(t *testing.T, dbURL string, kills int) {
 	if err := n.start(); err != nil {
 		t.Fatal(err)
 	}
-	base := n.url()
-	final := map[string]string{}
-	fanOut(8, slices.Values(claims), func(c hookClaim) {
-		last := ""
-		for ctx.Err() == nil {
-			st, body := hookDo(ctx, client, "GET", base+"/api/v1/reservations/"+c.id, c.token, "", nil)
-			s, _ := body["status"].(string)
-			last = fmt.Sprintf("%d %v", st, body)
-			if s == "ordered" || s == "failed" {
-				last = s
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		mu.Lock()
-		final[c.id] = last
-		mu.Unlock()
-	})
+	final := finalStatuses(ctx, client, n.url(), claims)
 	statuses := map[string]int{}
 	for _, c := range claims {
 		statuses[final[c.id]]++

@@ -12,7 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -124,10 +123,9 @@ func powerCut(t *testing.T, holdWriter bool) {
 
 	// Buyers rush until the process is gone, each with a key of its own
 	// (a try_later is tried again with it).
-	type cutClaim struct{ id, token string }
 	var (
 		mu     sync.Mutex
-		claims []cutClaim
+		claims []hookClaim
 		buyer  atomic.Int64
 		acked  atomic.Int64
 	)
@@ -150,7 +148,7 @@ func powerCut(t *testing.T, holdWriter bool) {
 					if st == http.StatusAccepted {
 						id, _ := body["reservation_id"].(string)
 						mu.Lock()
-						claims = append(claims, cutClaim{id, tok})
+						claims = append(claims, hookClaim{id: id, token: tok})
 						mu.Unlock()
 						acked.Add(1)
 						break
@@ -193,24 +191,7 @@ func powerCut(t *testing.T, holdWriter bool) {
 	if err := n.start(); err != nil {
 		t.Fatal(err)
 	}
-	base = n.url()
-	final := map[string]string{}
-	fanOut(8, slices.Values(claims), func(c cutClaim) {
-		last := ""
-		for ctx.Err() == nil {
-			st, body := hookDo(ctx, client, "GET", base+"/api/v1/reservations/"+c.id, c.token, "", nil)
-			s, _ := body["status"].(string)
-			last = fmt.Sprintf("%d %v", st, body)
-			if s == "ordered" || s == "failed" {
-				last = s
-				break
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-		mu.Lock()
-		final[c.id] = last
-		mu.Unlock()
-	})
+	final := finalStatuses(ctx, client, n.url(), claims)
 	statuses := map[string]int{}
 	for _, c := range claims {
 		statuses[final[c.id]]++
