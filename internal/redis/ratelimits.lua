@@ -23,6 +23,19 @@
 -- check k refused it (counted against none). rate_save() writes the state
 -- back, once per batch. Each limit's state is read with one HMGET of each
 -- of the two live generations and written with one HSET.
+-- decimal(memo, n) is n's decimal text, made once per memo table: a
+-- string.format is some 2,500 instructions, and a batch's numbers are
+-- mostly alike (TATs of now + T, holdings of one unit). reserve.lua uses
+-- it too.
+local function decimal(memo, n)
+  local t = memo[n]
+  if not t then
+    t = string.format('%d', n)
+    memo[n] = t
+  end
+  return t
+end
+
 local rate_limits = {} -- base name -> {T, tol, g, base, fields, seen, tats, dirty}
 local rate_check = {}  -- check k (0-based) -> its limit
 local rate_per, rate_off, rate_now = 0, 0, 0
@@ -105,21 +118,15 @@ local function rate_refusal(i)
 end
 
 local function rate_save()
-  local text = {} -- TAT -> its decimal text: most of a batch's are now + T
+  local text = {} -- decimal's memo for the batch's TATs
   for _, lim in pairs(rate_limits) do
     local writes = {}
     local fields = lim.fields
     for n = 1, #fields do
       local f = fields[n]
       if lim.dirty[f] then
-        local tat = lim.tats[f]
-        local t = text[tat]
-        if not t then
-          t = string.format('%d', tat)
-          text[tat] = t
-        end
         writes[#writes + 1] = f
-        writes[#writes + 1] = t
+        writes[#writes + 1] = decimal(text, lim.tats[f])
       end
     end
     if #writes > 0 then

@@ -226,18 +226,13 @@ local function id_ms(short)
 end
 
 local holdings = {} -- user, units pairs for one HSET of the buyers hash
-local units = {}    -- units -> their text: a batch's buyers mostly hold alike
+local units = {}    -- decimal's memo (ratelimits.lua) for the holdings
 for n = 1, #bought do
   local user = bought[n]
   local h = held[user]
   if h then
-    local text = units[h]
-    if not text then
-      text = string.format('%d', h)
-      units[h] = text
-    end
     holdings[#holdings + 1] = user
-    holdings[#holdings + 1] = text
+    holdings[#holdings + 1] = decimal(units, h)
     held[user] = nil -- each buyer once
   end
 end
