@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"io"
 	"net/http"
 	"net/netip"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -39,29 +36,5 @@ func benchRepeatedEntry(b *testing.B, othersBlocked bool) {
 		now := e.clock.Now()
 		e.srv.guard.blocked.put("ip:10.200.0.1", now.Add(time.Hour), now)
 	}
-	var next atomic.Int64
-	b.ReportAllocs()
-	b.SetParallelism(8)
-	b.ResetTimer()
-	b.RunParallel(func(pb *testing.PB) {
-		body := strings.NewReader(`{"qty":1}`)
-		r := newRequest("POST", path, `{"qty":1}`)
-		r.RemoteAddr = "192.0.2.1:5555"
-		r.Header.Set("Content-Type", "application/json")
-		r.Body = io.NopCloser(body)
-		w := &nullWriter{h: http.Header{}}
-		for pb.Next() {
-			n := next.Add(1)
-			r.Header["Authorization"] = toks[n%benchUsers : n%benchUsers+1]
-			r.Header["X-Forwarded-For"] = benchAddrs[n%int64(len(benchAddrs)) : n%int64(len(benchAddrs))+1]
-			body.Reset(`{"qty":1}`)
-			clear(w.h)
-			w.status = 0
-			e.h.ServeHTTP(w, r)
-			if w.status != http.StatusOK {
-				b.Errorf("status %d, want 200", w.status)
-				return
-			}
-		}
-	})
+	serveBench(b, e.h, path, toks, http.StatusOK)
 }
