@@ -719,6 +719,9 @@ func (s *Server) buyerAt(r *http.Request, now time.Time) (string, error) {
 	if g != nil {
 		if gateNow.IsZero() {
 			gateNow = s.now()
+			if s.wallClock {
+				now = gateNow // the verifier's clock too: one read
+			}
 		}
 		if retry, refusing := g.refusing(r, gateNow); refusing {
 			// Only a token this node verified before passes: it costs
