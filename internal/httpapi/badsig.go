@@ -3,13 +3,11 @@ package httpapi
 import (
 	"net/http"
 	"net/netip"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
-	"github.com/seckill-dev/seckill/internal/ttlcache"
 )
 
 // DefaultBadSignatureLimit is the tokens with a wrong signature one client
@@ -30,7 +28,7 @@ var errBadSignatures = seckill.Errorf(seckill.ERATELIMITED,
 // that check, and no rate limit sees them: the limits count verified
 // buyers and, in the stock store, requests that got past the token.
 //
-// So each address (an IPv6 /64) may send limit tokens whose signature
+// So each address (an IPv6 /64) may send limit's burst of tokens whose signature
 // was checked and failed (seckill.ErrBadSignature); past that, until its
 // budget refills, a token from it that this node has not verified before
 // is refused 429 without a check. Tokens verified before still pass, so
@@ -41,23 +39,11 @@ var errBadSignatures = seckill.Errorf(seckill.ERATELIMITED,
 // an attacker spread over N nodes gets N budgets, which bounds the cost
 // all the same.
 type sigGate struct {
-	limit   seckill.RateLimit
 	trusted []netip.Prefix
-	// tats holds an address's GCRA theoretical arrival time as its entry's
-	// deadline: past it the address has its whole budget back, which is
-	// what a forgotten entry means too.
-	tats *ttlcache.Cache[struct{}]
-	// until is the latest instant any address stays refused (Unix ns):
-	// once past it a request costs one atomic load here.
-	until   atomic.Int64
+	bad     *memLimits // per address: its tokens with a wrong signature
 	refused prometheus.Counter
 	counted prometheus.Counter
 }
-
-const (
-	sigGateShards   = 64
-	sigGateShardMax = 1024 // 65536 addresses in all
-)
 
 // newSigGate returns a gate for limit, or nil when limit is zero (off).
 func newSigGate(limit seckill.RateLimit, trusted []netip.Prefix, reg prometheus.Registerer) (*sigGate, error) {
@@ -67,7 +53,7 @@ func newSigGate(limit seckill.RateLimit, trusted []netip.Prefix, reg prometheus.
 	if err := limit.Validate(); err != nil {
 		return nil, err
 	}
-	g := &sigGate{limit: limit, trusted: trusted, tats: ttlcache.New[struct{}](sigGateShards, sigGateShardMax)}
+	g := &sigGate{trusted: trusted, bad: newMemLimits(limit)}
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_bad_signature_tokens_total",
 		Help: "Buyer tokens whose signature was checked and was wrong (counted), and new tokens refused unchecked " +
@@ -83,18 +69,14 @@ func newSigGate(limit seckill.RateLimit, trusted []netip.Prefix, reg prometheus.
 // refusing reports whether r's address may not have another token checked
 // at now, and for how long. The caller counts a refusal (refuse).
 func (g *sigGate) refusing(r *http.Request, now time.Time) (time.Duration, bool) {
-	if now.UnixNano() >= g.until.Load() {
-		return 0, false
+	if now.UnixNano() >= g.bad.until.Load() {
+		return 0, false // nobody is refused: no address to read
 	}
 	key, ok := g.key(r)
 	if !ok {
 		return 0, false
 	}
-	_, tat, _ := g.tats.Get(key, now)
-	if _, retry, ok := g.limit.Admit(tat, now); !ok {
-		return retry, true
-	}
-	return 0, false
+	return g.bad.refusing(key, now)
 }
 
 // refuse is the error answering a token refused unchecked for retry.
@@ -106,26 +88,8 @@ func (g *sigGate) refuse(retry time.Duration) error {
 // failed counts a token from r's address whose signature was wrong.
 func (g *sigGate) failed(r *http.Request, now time.Time) {
 	g.counted.Inc()
-	key, ok := g.key(r)
-	if !ok {
-		return
-	}
-	_, tat, _ := g.tats.Get(key, now)
-	next, _, ok := g.limit.Admit(tat, now)
-	if !ok {
-		return // refused already: refusing answered, or a race with it
-	}
-	g.tats.Put(key, struct{}{}, next, now)
-	// The address is refused from the instant its next token would not be
-	// admitted until its tat is an interval less than a Period ahead.
-	if _, _, ok := g.limit.Admit(next, now); !ok {
-		end := next.Add(g.limit.Interval() - g.limit.Period).UnixNano()
-		for {
-			cur := g.until.Load()
-			if end <= cur || g.until.CompareAndSwap(cur, end) {
-				break
-			}
-		}
+	if key, ok := g.key(r); ok {
+		g.bad.take(key, now) // refused already: nothing more to count
 	}
 }
 
