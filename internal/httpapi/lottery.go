@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -276,20 +274,18 @@ func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
 		return s.writeError(w, r, seckill.Errorf(seckill.ESTATECONFLICT, "The entry list is published with the draw, at %s.",
 			sale.Admission.EntriesCloseAt.Format(time.RFC3339)))
 	}
-	entries, err := s.lottery.Store.Entries(r.Context(), sale.ID)
+	body, err := s.entryLists.body(sale.ID, func() ([]byte, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), entryListTimeout)
+		defer cancel()
+		return s.drawEntriesBody(ctx, sale)
+	})
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	if len(entries) == 0 && s.lotteryArchived(sale) {
-		if entries, err = s.lottery.Archive.ArchivedEntries(r.Context(), sale.ID); err != nil {
-			return s.writeError(w, r, err)
-		}
-	}
-	if entries == nil {
-		entries = []seckill.LotteryEntry{} // a list, as Redis's is: never null
-	}
-	slices.SortFunc(entries, func(a, b seckill.LotteryEntry) int { return strings.Compare(a.ID, b.ID) })
-	return s.writeJSON(w, r, http.StatusOK, drawEntriesResponse{Entries: entries})
+	// Final since the draw: a proxy in front may keep it too.
+	w.Header().Set("Cache-Control", "public, max-age=300")
+	writeBody(w, http.StatusOK, body)
+	return http.StatusOK
 }
 
 // lotteryArchived reports whether sale's entries may be in the database's

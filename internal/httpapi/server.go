@@ -261,6 +261,7 @@ type Server struct {
 	buyerClaims    BuyerClaims // nil: no reservations/mine route
 	keyedOrders    KeyedOrders // nil: no replay from the database
 	draws          drawCache
+	entryLists     entryLists // GET …/draw/entries, once drawn
 	lotteryMetrics *lotteryMetrics
 	// The waiting rooms (queue.go); queue.Queuer nil: none.
 	queue        QueueConfig

@@ -1,0 +1,77 @@
+package httpapi
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// drawnLottery is a drawn lottery's store that counts its reads of the
+// whole entry list and holds the first until released.
+type drawnLottery struct {
+	archivedLottery
+	entries []seckill.LotteryEntry
+	reads   atomic.Int64
+	release chan struct{}
+}
+
+func (d *drawnLottery) Entries(context.Context, string) ([]seckill.LotteryEntry, error) {
+	if d.reads.Add(1) == 1 {
+		<-d.release
+	}
+	return append([]seckill.LotteryEntry(nil), d.entries...), nil
+}
+
+// TestDrawEntriesReadOnce: GET /draw/entries of a drawn lottery reads the
+// entry list from the stock store once per node, however many ask and
+// whenever: the requests that come while it is read wait for that read,
+// and later ones are answered from memory, byte for byte the same. The
+// route is public and the read is an HGETALL of every entry.
+func TestDrawEntriesReadOnce(t *testing.T) {
+	d := &drawnLottery{release: make(chan struct{})}
+	for i := range 500 {
+		d.entries = append(d.entries, seckill.LotteryEntry{ID: fmt.Sprintf("e%05d", 499-i), UserID: fmt.Sprintf("u%d", i), Qty: 1})
+	}
+	e, _, _ := admissionEnv(t, func(cfg *Config) { cfg.Lottery.Store, cfg.Lottery.Draws = d, d })
+	get := func() *httptest.ResponseRecorder {
+		return e.do(req{method: "GET", path: "/api/v1/sales/" + testLotteryID + "/draw/entries"})
+	}
+	const together = 20
+	answers := make([]*httptest.ResponseRecorder, together)
+	var wg sync.WaitGroup
+	for i := range together {
+		wg.Add(1)
+		go func() { defer wg.Done(); answers[i] = get() }()
+	}
+	// Every request is in (the first holds the read) before it ends.
+	for deadline := time.Now().Add(10 * time.Second); d.reads.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no request read the entries")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(d.release)
+	wg.Wait()
+	for range 30 {
+		answers = append(answers, get())
+	}
+	first := answers[0].Body.String()
+	for i, w := range answers {
+		if w.Code != http.StatusOK || w.Body.String() != first {
+			t.Fatalf("answer %d: %d, %d bytes; want 200 and the first answer's %d bytes", i, w.Code, w.Body.Len(), len(first))
+		}
+	}
+	if n := d.reads.Load(); n != 1 {
+		t.Fatalf("%d requests read the entry list %d times; want once", len(answers), n)
+	}
+	if want := `{"entries":[{"entry_id":"e00000","qty":1},`; first[:len(want)] != want {
+		t.Fatalf("the list starts %q; want it sorted by entry id, without buyers", first[:60])
+	}
+}
