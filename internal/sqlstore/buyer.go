@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -34,7 +35,28 @@ func (st *Orders) BuyerOrders(ctx context.Context, saleID, userID string) ([]*se
 	if err != nil {
 		return nil, fmt.Errorf("orders of a buyer of sale %s: %w", saleID, st.db.classify(err))
 	}
-	return orders, nil
+	return onlyBuyers(orders, userID, func(o *seckill.Order) string { return o.UserID }), nil
+}
+
+// BuyerFailedOrders returns the buyer's failed orders of a sale, oldest
+// first, at most MaxBuyerOrders; an invalid sale or user id has none. It
+// reads the sale's range of failed_orders_sale_created_idx (0010) and
+// keeps the buyer's rows: failed orders are few, each alerts an operator.
+func (st *FailedOrderStore) BuyerFailedOrders(ctx context.Context, saleID, userID string) ([]*seckill.FailedOrder, error) {
+	if !seckill.ValidSaleID(saleID) || !seckill.ValidUserID(userID) {
+		return nil, nil
+	}
+	failed, err := queryAll(ctx, st.db.read, scanFailedOrder, st.q.buyerFailed, saleID, userID)
+	if err != nil {
+		return nil, fmt.Errorf("failed orders of a buyer of sale %s: %w", saleID, st.db.classify(err))
+	}
+	return onlyBuyers(failed, userID, func(f *seckill.FailedOrder) string { return f.UserID }), nil
+}
+
+// onlyBuyers keeps the rows of userID byte for byte: MySQL's collations
+// pad spaces, so "ann " matches ann's rows there.
+func onlyBuyers[T any](rows []*T, userID string, userOf func(*T) string) []*T {
+	return slices.DeleteFunc(rows, func(r *T) bool { return userOf(r) != userID })
 }
 
 // Order returns the order of a reservation; ErrNotFound when none.

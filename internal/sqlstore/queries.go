@@ -242,6 +242,9 @@ type orderQueries struct {
 	// buyerOrders selects up to MaxBuyerOrders orders of sale $1 by buyer
 	// $2, oldest first (on the orders (sale_id, user_id) index).
 	buyerOrders string
+	// buyerFailed selects up to MaxBuyerOrders failed orders of sale $1
+	// by buyer $2, oldest first.
+	buyerFailed string
 	// orderOfKey selects the oldest order of sale $1 by buyer $2 whose
 	// key_digest is $3 (OrderOfKey).
 	orderOfKey string
@@ -286,6 +289,8 @@ func newOrderQueries(p sqlParts, s func(string) string, bind func(int) string) o
 		orderPage:         s(keyPage(p, orderColumns, "orders", "")),
 		orderPageByStatus: s(keyPage(p, orderColumns, "orders", ` AND `+p.noIndex+`status = ?`)),
 		buyerOrders: s(`SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ? AND user_id = ?` +
+			` ORDER BY created_at_ms, reservation_id LIMIT ` + strconv.Itoa(MaxBuyerOrders)),
+		buyerFailed: s(`SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE sale_id = ? AND user_id = ?` +
 			` ORDER BY created_at_ms, reservation_id LIMIT ` + strconv.Itoa(MaxBuyerOrders)),
 		orderOfKey: s(`SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ? AND user_id = ?` +
 			` AND key_digest = ? ORDER BY created_at_ms, reservation_id LIMIT 1`),
