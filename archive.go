@@ -25,3 +25,18 @@ func LotteryArchiveWait(s *Sale, rec DrawRecord, drawFound bool) string {
 	}
 	return ""
 }
+
+// LotteryCounts is how many entries of a lottery a store holds, and how
+// many of them won a reservation: Redis's entries and won hashes, or the
+// database's copy.
+type LotteryCounts struct{ Entries, Winners int64 }
+
+// LotteryCopyNeeded says whether a drawn lottery's entries must be copied
+// from Redis to the database (again): only while the database holds fewer
+// entries or winners than Redis. Entries and wins are only ever added, one
+// per buyer and never changed, so equal counts mean the same rows; reading
+// and upserting them all on every pass would cost a whole lottery's rows a
+// minute on every node while archiving is refused for another reason.
+func LotteryCopyNeeded(inRedis, copied LotteryCounts) bool {
+	return copied.Entries < inRedis.Entries || copied.Winners < inRedis.Winners
+}

@@ -28,3 +28,24 @@ func TestLotteryArchiveWait(t *testing.T) {
 		}
 	}
 }
+
+func TestLotteryCopyNeeded(t *testing.T) {
+	for _, c := range []struct {
+		name            string
+		inRedis, copied seckill.LotteryCounts
+		want            bool
+	}{
+		{"nothing copied yet", seckill.LotteryCounts{Entries: 3, Winners: 1}, seckill.LotteryCounts{}, true},
+		{"all copied", seckill.LotteryCounts{Entries: 3, Winners: 1}, seckill.LotteryCounts{Entries: 3, Winners: 1}, false},
+		{"a copy cut short", seckill.LotteryCounts{Entries: 1200, Winners: 10}, seckill.LotteryCounts{Entries: 500, Winners: 4}, true},
+		{"a win since the copy", seckill.LotteryCounts{Entries: 3, Winners: 2}, seckill.LotteryCounts{Entries: 3, Winners: 1}, true},
+		{"an entry since the copy", seckill.LotteryCounts{Entries: 4, Winners: 1}, seckill.LotteryCounts{Entries: 3, Winners: 1}, true},
+		{"no entries at all", seckill.LotteryCounts{}, seckill.LotteryCounts{}, false},
+		// The keys are gone (archived by another node): nothing to copy from.
+		{"keys gone", seckill.LotteryCounts{}, seckill.LotteryCounts{Entries: 3, Winners: 1}, false},
+	} {
+		if got := seckill.LotteryCopyNeeded(c.inRedis, c.copied); got != c.want {
+			t.Errorf("%s: LotteryCopyNeeded(%+v, %+v) = %v; want %v", c.name, c.inRedis, c.copied, got, c.want)
+		}
+	}
+}

@@ -68,6 +68,9 @@ type Draws interface {
 
 // Entries is the Redis side of a lottery (internal/redis.Lottery).
 type Entries interface {
+	// EntryCounts counts the entries and the buyers who won, without
+	// reading them.
+	EntryCounts(ctx context.Context, saleID string) (entries, winners int64, err error)
 	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 	AllWon(ctx context.Context, saleID string) (map[string]string, error)
 }
@@ -230,10 +233,11 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 }
 
 // copyEntries copies a drawn lottery's entries and who won from Redis to
-// the database and returns what the database then holds; wait says why
-// not when the sale must keep its keys for now. The archive script drops
-// the keys only if they hold no more than that, so an entry or a win
-// recorded after the copy keeps them until the next pass copies it.
+// the database, if the database's copy is short, and returns what the
+// database then holds; wait says why not when the sale must keep its keys
+// for now. The archive script drops the keys only if they hold no more
+// than that, so an entry or a win recorded after the counts were read
+// keeps them until the next pass copies it.
 func (a *Archiver) copyEntries(ctx context.Context, sale *seckill.Sale) (entries, winners int64, wait string, err error) {
 	l := a.cfg.Lottery
 	if l == nil {
@@ -246,6 +250,16 @@ func (a *Archiver) copyEntries(ctx context.Context, sale *seckill.Sale) (entries
 	}
 	if wait := seckill.LotteryArchiveWait(sale, rec, found); wait != "" {
 		return 0, 0, wait, nil
+	}
+	var inRedis, copied seckill.LotteryCounts
+	if inRedis.Entries, inRedis.Winners, err = l.Entries.EntryCounts(ctx, sale.ID); err != nil {
+		return 0, 0, "", err
+	}
+	if copied.Entries, copied.Winners, err = l.Copies.EntryCounts(ctx, sale.ID); err != nil {
+		return 0, 0, "", err
+	}
+	if !seckill.LotteryCopyNeeded(inRedis, copied) {
+		return copied.Entries, copied.Winners, "", nil
 	}
 	list, err := l.Entries.Entries(ctx, sale.ID)
 	if err != nil {

@@ -52,17 +52,31 @@ type fakeStock struct {
 	// A lottery's entries and who won (Entries), in Redis until archived.
 	entries []seckill.LotteryEntry
 	won     map[string]string
+	reads   int    // Entries and AllWon calls: whole hashes read
+	counted func() // if set, called after EntryCounts has counted
+}
+
+func (f *fakeStock) EntryCounts(context.Context, string) (int64, int64, error) {
+	f.mu.Lock()
+	n, w := int64(len(f.entries)), int64(len(f.won))
+	f.mu.Unlock()
+	if f.counted != nil {
+		f.counted()
+	}
+	return n, w, nil
 }
 
 func (f *fakeStock) Entries(context.Context, string) ([]seckill.LotteryEntry, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	return append([]seckill.LotteryEntry(nil), f.entries...), nil
 }
 
 func (f *fakeStock) AllWon(context.Context, string) (map[string]string, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.reads++
 	return maps.Clone(f.won), nil
 }
 
@@ -278,5 +292,56 @@ func TestLotteryKeysGoOnlyAfterTheDrawAndTheCopy(t *testing.T) {
 	}
 	if len(db.copies) != 3 || db.won["e2"] != "r-bob" || len(db.won) != 1 {
 		t.Errorf("copied %v, won %v; want the 3 entries, bob's e2 winning r-bob", db.copies, db.won)
+	}
+}
+
+// TestLotteryCopiedOnlyWhenTheDatabaseIsShort: while archiving a drawn
+// lottery is refused for another reason (here the outbox), a pass whose
+// database already holds as many entries and winners as Redis neither
+// reads the entries nor copies them again; a win recorded since, even
+// between a pass's count and its archive script, is copied by the next.
+func TestLotteryCopiedOnlyWhenTheDatabaseIsShort(t *testing.T) {
+	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, stock, now := setup(end)
+	*now = end.Add(2 * time.Hour)
+	store.sales["tea"].Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: end.Add(-time.Hour)}
+	stock.entries = []seckill.LotteryEntry{{ID: "e1", UserID: "ann", Qty: 1}, {ID: "e2", UserID: "bob", Qty: 2}, {ID: "e3", UserID: "cy", Qty: 1}}
+	stock.won = map[string]string{"bob": "r-bob"}
+	stock.outbox = 1
+	db := &fakeLotteryDB{draw: &seckill.DrawRecord{SaleID: "tea", DrawnAt: end.Add(-time.Hour)},
+		copies: map[string]seckill.LotteryEntry{}, won: map[string]string{}}
+	a := New(store, stock, Config{Now: func() time.Time { return *now }, Lottery: &Lottery{Draws: db, Entries: stock, Copies: db}})
+	ctx := context.Background()
+	pass := func(wantArchived, wantCopies, wantReads int) {
+		t.Helper()
+		if n, err := a.Pass(ctx); err != nil || n != wantArchived || db.copied != wantCopies || stock.reads != wantReads {
+			t.Fatalf("Pass = %d, %v, after %d copies and %d hash reads; want %d archived, %d copies, %d reads",
+				n, err, db.copied, stock.reads, wantArchived, wantCopies, wantReads)
+		}
+	}
+	pass(0, 1, 2) // the first copy: entries and won read once each
+	pass(0, 1, 2) // the outbox still refuses: nothing read or copied again
+	pass(0, 1, 2)
+
+	stock.won["ann"] = "r-ann" // the waiting list's turn
+	pass(0, 2, 4)
+	if db.won["e1"] != "r-ann" {
+		t.Fatalf("copied wins %v; want ann's e1 winning r-ann", db.won)
+	}
+	pass(0, 2, 4)
+
+	// A win between a pass's count and its archive script: the script
+	// refuses, and the next pass copies it.
+	stock.outbox = 0
+	stock.counted = func() {
+		stock.counted = nil
+		stock.mu.Lock()
+		stock.won["cy"] = "r-cy"
+		stock.mu.Unlock()
+	}
+	pass(0, 2, 4)
+	pass(1, 3, 6)
+	if len(db.copies) != 3 || len(db.won) != 3 || stock.archived["tea"] == "" {
+		t.Fatalf("copied %v, won %v, archived %v; want every entry and win copied, then the keys gone", db.copies, db.won, stock.archived)
 	}
 }

@@ -174,6 +174,22 @@ func (l *Lottery) EntrantCount(ctx context.Context, saleID string) (int64, error
 	return n, nil
 }
 
+// EntryCounts returns how many entries the sale holds and how many of
+// their buyers the draw gave a reservation: two HLENs in one round trip,
+// so the archiver can tell whether the database's copy is short without
+// reading the entries.
+func (l *Lottery) EntryCounts(ctx context.Context, saleID string) (entries, winners int64, err error) {
+	c := l.s.client
+	replies := c.DoMulti(ctx, c.B().Hlen().Key(l.key(saleID, "entries")).Build(), c.B().Hlen().Key(l.key(saleID, "won")).Build())
+	if entries, err = replies[0].AsInt64(); err == nil {
+		winners, err = replies[1].AsInt64()
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("entry counts: %w", classify(err))
+	}
+	return entries, winners, nil
+}
+
 // RecordWon records that the draw gave each user (key) a reservation
 // (value).
 func (l *Lottery) RecordWon(ctx context.Context, saleID string, won map[string]string) error {

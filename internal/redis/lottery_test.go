@@ -94,6 +94,12 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 		if _, ok, _ := l.Won(ctx, "lot", "bob"); ok {
 			t.Fatal("bob won without a draw")
 		}
+		if n, w, err := l.EntryCounts(ctx, "lot"); err != nil || n != 2 || w != 1 {
+			t.Fatalf("EntryCounts = %d, %d, %v; want 2 entries, 1 won", n, w, err)
+		}
+		if n, w, err := l.EntryCounts(ctx, "nobody-entered"); err != nil || n != 0 || w != 0 {
+			t.Fatalf("EntryCounts of a sale without entries = %d, %d, %v; want 0, 0", n, w, err)
+		}
 	})
 }
 
