@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -35,7 +34,7 @@ func (st *Orders) BuyerOrders(ctx context.Context, saleID, userID string) ([]*se
 	if err != nil {
 		return nil, fmt.Errorf("orders of a buyer of sale %s: %w", saleID, st.db.classify(err))
 	}
-	return onlyBuyers(orders, userID, func(o *seckill.Order) string { return o.UserID }), nil
+	return orders, nil
 }
 
 // BuyerFailedOrders returns the buyer's failed orders of a sale, oldest
@@ -50,13 +49,7 @@ func (st *FailedOrderStore) BuyerFailedOrders(ctx context.Context, saleID, userI
 	if err != nil {
 		return nil, fmt.Errorf("failed orders of a buyer of sale %s: %w", saleID, st.db.classify(err))
 	}
-	return onlyBuyers(failed, userID, func(f *seckill.FailedOrder) string { return f.UserID }), nil
-}
-
-// onlyBuyers keeps the rows of userID byte for byte: MySQL's collations
-// pad spaces, so "ann " matches ann's rows there.
-func onlyBuyers[T any](rows []*T, userID string, userOf func(*T) string) []*T {
-	return slices.DeleteFunc(rows, func(r *T) bool { return userOf(r) != userID })
+	return failed, nil
 }
 
 // Order returns the order of a reservation; ErrNotFound when none.

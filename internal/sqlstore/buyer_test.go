@@ -94,8 +94,8 @@ func TestBuyerIDsCompareByteForByte(t *testing.T) {
 
 // TestBuyerFailedOrdersAreTheBuyersOwn: a buyer's failed orders of a sale,
 // oldest first, on every dialect; never another buyer's or sale's, not
-// even a buyer whose id differs by a trailing space (MySQL pads spaces),
-// and the same holds for their orders.
+// even a buyer whose id differs by a trailing space (migration 0019), and
+// the same holds for their orders.
 func TestBuyerFailedOrdersAreTheBuyersOwn(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
 		ctx := t.Context()
