@@ -78,6 +78,11 @@ func (d *drawOrders) get(ctx context.Context, l LotteryReader, rec seckill.DrawR
 		return nil, err
 	}
 	order = seckill.DrawOrder(rec.Seed, entries)
+	if len(order) == 0 {
+		// Not kept: the keys of an archived lottery may have gone since
+		// its entrants were counted, and no entries cost nothing to read.
+		return order, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.bySale == nil || len(d.bySale) >= maxOrders {

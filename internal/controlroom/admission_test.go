@@ -228,3 +228,48 @@ func TestAdmissionOfAnArchivedLottery(t *testing.T) {
 	want(seen, "archived, on the node that saw it in Redis", 20, 1, 17, next)
 	want(room(), "archived, on a node that did not", 20, 1, 17, next)
 }
+
+// keysDroppedMidRead counts a lottery's entrants in Redis once, then its
+// keys go before the entries are read.
+type keysDroppedMidRead struct {
+	*fakeLottery
+	counted bool
+}
+
+func (k *keysDroppedMidRead) EntrantCount(ctx context.Context, saleID string) (int64, error) {
+	if !k.counted {
+		k.counted = true
+		return 20, nil
+	}
+	return k.fakeLottery.EntrantCount(ctx, saleID)
+}
+
+// TestDrawOrderOfNoEntriesIsNotKept: the keys of an archived lottery gone
+// between the entrant count and the entries read leave an empty draw
+// order, which is not kept: the next snapshot reads the copy's.
+func TestDrawOrderOfNoEntriesIsNotKept(t *testing.T) {
+	seed := seckill.NewDrawSeed()
+	var entries []seckill.LotteryEntry
+	for i := range 20 {
+		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
+	}
+	order := seckill.DrawOrder(seed, entries)
+	rec := seckill.DrawRecord{SaleID: "lot", Seed: seed, DrawnAt: time.Now(), Entrants: 20, Stock: 1, Winners: []string{order[0].ID}}
+	won := map[string]string{order[0].UserID: "r-0"}
+	end := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	now := end.Add(time.Hour)
+	sale := &seckill.Sale{ID: "lot", EndAt: end, Admission: seckill.Admission{Mode: seckill.AdmitLottery}}
+	r := New(Config{Gatherer: prometheus.NewRegistry(), Lottery: &keysDroppedMidRead{fakeLottery: &fakeLottery{won: map[string]string{}}},
+		Draws: &fakeDraws{rec: rec}, Archive: &fakeArchive{entries: entries, won: won}, Now: func() time.Time { return now }})
+	if _, err := r.Admission(t.Context(), sale); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(snapshotTTL)
+	a, err := r.Admission(t.Context(), sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Entrants != 20 || a.Waiting != 19 || len(a.NextWaiting) != maxListed || a.NextWaiting[0] != order[1].ID {
+		t.Fatalf("after the keys went mid-read: %+v; want 20 entrants, 19 waiting from %s", a, order[1].ID)
+	}
+}
