@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
 
 // schemaSnapshot describes the database's schema and migration history,
@@ -336,5 +337,85 @@ func TestMigration0009KeepsOrders(t *testing.T) {
 				t.Error("an order id that is not its reservation's was stored")
 			}
 		})
+	}
+}
+
+// TestMigration0019KeepsBuyerIDs: on MySQL, 0019 makes buyer ids (and a
+// failed order's sale id) bytes with every value the utf8mb4 columns held
+// kept as it was: a trailing space, and as many 4-byte characters as
+// the column took. The other dialects' 0019 changes nothing.
+func TestMigration0019KeepsBuyerIDs(t *testing.T) {
+	ctx := t.Context()
+	db := openDB(t, sqltest.MySQL(t))
+	ms, err := loadMigrations(db.Dialect())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ms) < 19 || ms[18].version != 19 {
+		t.Fatal("no migration 0019")
+	}
+	migrate := func(ms []migration) {
+		t.Helper()
+		conn, err := db.write.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		if err := db.migrate(ctx, conn, ms); err != nil {
+			t.Fatal(err)
+		}
+	}
+	migrate(ms[:18])
+	createSale(t, db, "tea", 10)
+	long128, long255 := strings.Repeat("\U0001F375", 128), strings.Repeat("\U0001F375", 255) // the columns' most characters
+	users := []string{"ann", "ann ", long128}
+	evs := events("tea", 1, 1, 1)
+	nowMs := time.Now().UnixMilli()
+	for i, e := range evs {
+		evs[i].UserID = users[i]
+		if _, err := db.write.ExecContext(ctx, `INSERT INTO orders (id, reservation_id, sale_id, user_id, qty, amount_cents, status,
+			pay_by_ms, reserved_at_ms, created_at_ms, updated_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			seckill.OrderIDOf(e.ReservationID), e.ReservationID, "tea", users[i], 1, 100, "ordered", nowMs+60_000, nowMs, nowMs, nowMs); err != nil {
+			t.Fatalf("before 0019: %v", err)
+		}
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO failed_orders (reservation_id, sale_id, user_id, qty, reason, attempts, created_at_ms)
+		VALUES ('f1', 'tea ', ?, 1, 'dead letter', 1, ?)`, long255, nowMs); err != nil {
+		t.Fatalf("before 0019: %v", err)
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO order_events (id, type, order_id, reservation_id, sale_id, user_id, qty,
+		amount_cents, currency, at_ms, next_at_ms, retry_from_ms) VALUES ('e1', 'order.failed', 'o-f1', 'f1', ?, ?, 1, 0, '', ?, ?, ?)`,
+		long255, long255, nowMs, nowMs, nowMs); err != nil {
+		t.Fatalf("before 0019: %v", err)
+	}
+	if _, err := db.write.ExecContext(ctx, `INSERT INTO audit_log (sale_id, subject, actor, action, detail, at_ms)
+		VALUES (?, 'f1', 'op', 'failed_order.refunded', '{}', ?)`, long255, nowMs); err != nil {
+		t.Fatalf("before 0019: %v", err)
+	}
+
+	migrate(ms[18:])
+	for i, e := range evs {
+		var got string
+		if err := db.read.QueryRowContext(ctx, `SELECT user_id FROM orders WHERE reservation_id = ?`, e.ReservationID).Scan(&got); err != nil || got != users[i] {
+			t.Errorf("after 0019 order %d's buyer = %q, %v; want %q", i, got, err, users[i])
+		}
+	}
+	for _, c := range []struct{ what, query, want string }{
+		{"failed order's sale", `SELECT sale_id FROM failed_orders`, "tea "},
+		{"failed order's buyer", `SELECT user_id FROM failed_orders`, long255},
+		{"event's sale", `SELECT sale_id FROM order_events`, long255},
+		{"event's buyer", `SELECT user_id FROM order_events`, long255},
+		{"audit entry's sale", `SELECT sale_id FROM audit_log`, long255},
+	} {
+		var got string
+		if err := db.read.QueryRowContext(ctx, c.query).Scan(&got); err != nil || got != c.want {
+			t.Errorf("after 0019 the %s = %q, %v; want %q", c.what, got, err, c.want)
+		}
+	}
+	if got, err := NewOrderStore(db).BuyerOrders(ctx, "tea", "ann"); err != nil || len(got) != 1 || got[0].ReservationID != evs[0].ReservationID {
+		t.Errorf(`after 0019 BuyerOrders("ann") = %v, %v; want ann's order only`, got, err)
+	}
+	if got, _, err := NewOrderStore(db).FailedOrders(ctx, seckill.FailedOrderFilter{SaleID: "tea", Limit: 10}); err != nil || len(got) != 0 {
+		t.Errorf(`after 0019 FailedOrders of tea = %v, %v; want none (the dead letter's sale is "tea ")`, got, err)
 	}
 }
