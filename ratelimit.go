@@ -79,3 +79,25 @@ type RateLimiter interface {
 	// Allow counts one request under key unless it is refused.
 	Allow(ctx context.Context, key string, limit RateLimit) (RateResult, error)
 }
+
+// Admit is one step of l's GCRA (the algorithm of the Redis limiter, in
+// memory) for a key whose theoretical arrival time is tat at now: ok when
+// one more request fits, with the key's tat after it; else how long until
+// one would fit, the tat unchanged. A key never seen has the zero tat, and
+// a tat at or before now has its whole burst back, so a store may forget
+// a key once its tat has passed. The zero RateLimit admits everything.
+func (l RateLimit) Admit(tat, now time.Time) (next time.Time, retry time.Duration, ok bool) {
+	t := l.Interval()
+	if t <= 0 {
+		return tat, 0, true
+	}
+	if tat.Before(now) {
+		tat = now
+	}
+	next = tat.Add(t)
+	// A burst of Rate: the tat may run up to a Period ahead of now.
+	if allowAt := next.Add(-l.Period); allowAt.After(now) {
+		return tat, allowAt.Sub(now), false
+	}
+	return next, 0, true
+}

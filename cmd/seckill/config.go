@@ -60,6 +60,7 @@ type Config struct {
 	RestoreAlertAfter     time.Duration
 	RateLimitIP           string // "20/1m", "5/1s" or "off"
 	RateLimitUser         string
+	BadTokenLimitIP       string // tokens with a wrong signature per client IP: "10/1m" or "off"
 	TrustedProxies        string // comma-separated IPs/CIDRs
 	MaxInFlight           int
 	SoldOutInterval       time.Duration
@@ -165,6 +166,7 @@ func DefaultConfig() Config {
 		RestoreAlertAfter:     time.Hour,
 		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
 		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
+		BadTokenLimitIP:       httpapi.DefaultBadSignatureLimit.String(),
 		MaxInFlight:           httpapi.DefaultMaxInFlight,
 		SoldOutInterval:       soldout.DefaultSafetyInterval,
 		DemoLogin:             "off",
@@ -209,6 +211,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
+	stringFlag(fs, &c.BadTokenLimitIP, "bad-token-limit-ip", c.BadTokenLimitIP, "buyer tokens with a wrong signature per client IP (IPv6: per /64), each a signature check, after which its tokens not seen before wait (429): 10/1m or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
 	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
 	stringFlag(fs, &c.RedisDurability, "redis-durability", c.RedisDurability, "what a claim waits for before the buyer hears \"claimed\": none (Redis ran the script), fsync (Redis must run appendonly yes + appendfsync always, checked at start) or replicas:N (one WAIT N per batch)")
@@ -325,6 +328,7 @@ func (c *Config) databaseURL() string {
 type settings struct {
 	roles              roles
 	ipLimit, userLimit seckill.RateLimit
+	badTokenLimit      seckill.RateLimit
 	proxies            []netip.Prefix
 	routeBudgets       map[string]time.Duration
 	durability         redis.Durability
@@ -338,6 +342,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if s.userLimit, _, err = parseLimit(c.RateLimitUser); err != nil {
 		return s, fmt.Errorf("rate limit per user: %w", err)
+	}
+	if s.badTokenLimit, _, err = parseLimit(c.BadTokenLimitIP); err != nil {
+		return s, fmt.Errorf("bad token limit per IP: %w", err)
 	}
 	if s.proxies, err = httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {
 		return s, fmt.Errorf("trusted proxies: %w", err)

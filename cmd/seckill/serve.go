@@ -523,29 +523,30 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		return nil, err
 	}
 	return httpapi.New(httpapi.Config{
-		Sales:          w.reqSales,
-		Stock:          w.reqStock,
-		Preheater:      m.preheat,
-		Reserver:       sweeper,
-		Verifier:       w.verifier,
-		AdminToken:     cfg.AdminToken,
-		Logger:         m.Logger,
-		Registerer:     w.reg,
-		Gatherer:       w.reg,
-		Orders:         guarded.Orders{OrderStore: m.orders, B: w.dbBreaker},
-		Pending:        w.reqStock,
-		ClaimIDs:       claimIDs,
-		Lost:           lost,
-		Restorer:       m.restorer,
-		RateLimiter:    w.reqLimit,
-		LimitInReserve: true,
-		RateLimitIP:    w.ipLimit,
-		RateLimitUser:  w.userLimit,
-		TrustedProxies: w.proxies,
-		MaxInFlight:    cfg.MaxInFlight,
-		Budget:         cfg.RequestBudget,
-		RouteBudgets:   w.routeBudgets,
-		Restores:       m.orders.Restores,
+		Sales:             w.reqSales,
+		Stock:             w.reqStock,
+		Preheater:         m.preheat,
+		Reserver:          sweeper,
+		Verifier:          w.verifier,
+		AdminToken:        cfg.AdminToken,
+		Logger:            m.Logger,
+		Registerer:        w.reg,
+		Gatherer:          w.reg,
+		Orders:            guarded.Orders{OrderStore: m.orders, B: w.dbBreaker},
+		Pending:           w.reqStock,
+		ClaimIDs:          claimIDs,
+		Lost:              lost,
+		Restorer:          m.restorer,
+		RateLimiter:       w.reqLimit,
+		LimitInReserve:    true,
+		RateLimitIP:       w.ipLimit,
+		RateLimitUser:     w.userLimit,
+		TrustedProxies:    w.proxies,
+		BadSignatureLimit: w.badTokenLimit,
+		MaxInFlight:       cfg.MaxInFlight,
+		Budget:            cfg.RequestBudget,
+		RouteBudgets:      w.routeBudgets,
+		Restores:          m.orders.Restores,
 		Reconcile: func(ctx context.Context, saleID string) (any, error) {
 			if err := reconcile.Probe(ctx, cfg.RequestBudget, saleID, w.reqSales, w.reqStock); err != nil {
 				return nil, err
@@ -614,7 +615,7 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	roomCfg := controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now,
 		Lottery: m.stock.Lottery(), Queue: m.stock.Queue(), Pace: w.pacer.Pace}
 	if w.lottery != nil {
-		roomCfg.Draws = w.lottery.Draws
+		roomCfg.Draws, roomCfg.Archive = w.lottery.Draws, sqlstore.NewEntryStore(m.db)
 	}
 	room := controlroom.New(roomCfg)
 	pages, err := web.New(web.Config{

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -67,6 +68,10 @@ type errorBody struct {
 // shedding) answers in the same shape; such callers log internal errors
 // themselves. A Retry-After header already set is kept.
 func WriteError(w http.ResponseWriter, err error) int {
+	var re *retryError
+	if errors.As(err, &re) {
+		w.Header().Set("Retry-After", retryAfterSeconds(re.after))
+	}
 	code := seckill.ErrorCode(err)
 	status := ErrorStatus(code)
 	body, mErr := json.Marshal(errorResponse{errorBody{Code: code, Message: seckill.ErrorMessage(err)}})
@@ -89,6 +94,15 @@ func writeErrorBody(w http.ResponseWriter, status int, body []byte) {
 	}
 	writeBodyTo(w, h, status, body)
 }
+
+// retryError is an error answered with a Retry-After of its own.
+type retryError struct {
+	err   *seckill.Error
+	after time.Duration
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
 
 // writeError answers err and logs it when it is internal, never with
 // headers or bodies (they hold tokens). A request whose client has gone

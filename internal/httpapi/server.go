@@ -189,6 +189,11 @@ type Config struct {
 	RateLimitUser  seckill.RateLimit
 	TrustedProxies []netip.Prefix
 	MaxInFlight    int
+	// BadSignatureLimit bounds, per client address, the buyer tokens with
+	// a wrong signature it may send (each costs a signature check) before
+	// its tokens not verified before are refused 429 unchecked, on every
+	// route that takes a buyer token (badsig.go). Zero: no bound.
+	BadSignatureLimit seckill.RateLimit
 
 	// OrderEvents, if set, serves the operator's view of order-event
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
@@ -218,7 +223,9 @@ type Server struct {
 	preheater     Preheater
 	reserver      seckill.Reserver
 	verifier      TokenVerifier
-	verifierAt    verifierAt // verifier, if it is one
+	verifierAt    verifierAt  // verifier, if it is one
+	known         knownTokens // verifier, if it is one
+	sigGate       *sigGate    // nil: no bound on forged tokens
 	orders        OrderStore
 	pending       PendingStore
 	lost          LostClaims
@@ -281,6 +288,7 @@ func New(cfg Config) (*Server, error) {
 		soldOut:       soldOutFlag(cfg.Reserver),
 		verifier:      cfg.Verifier,
 		verifierAt:    asVerifierAt(cfg.Verifier),
+		known:         asKnownTokens(cfg.Verifier),
 		orders:        cfg.Orders,
 		keyedOrders:   cfg.KeyedOrders,
 		pending:       cfg.Pending,
@@ -417,6 +425,9 @@ func (s *Server) registerMetrics(cfg Config, reg prometheus.Registerer) error {
 	}
 	if s.guard, err = newGuard(cfg, reg, s.logger, s.now); err != nil {
 		return err
+	}
+	if s.sigGate, err = newSigGate(cfg.BadSignatureLimit, s.guard.trusted, reg); err != nil {
+		return fmt.Errorf("httpapi: Config.BadSignatureLimit: %w", err)
 	}
 	if s.orders != nil {
 		if s.resMetrics, err = newReservationMetrics(reg); err != nil {
@@ -650,6 +661,11 @@ func asVerifierAt(v TokenVerifier) verifierAt {
 	return va
 }
 
+func asKnownTokens(v TokenVerifier) knownTokens {
+	k, _ := v.(knownTokens)
+	return k
+}
+
 // soldOutFlag is r's way to answer a flagged sale before the request is
 // decoded, if it has one (soldout.Gate does), asked with the time the
 // request read from the wall clock: a Reserver that can take it
@@ -699,6 +715,25 @@ func (s *Server) buyerAt(r *http.Request, now time.Time) (string, error) {
 	if !ok {
 		return "", errNoBuyerToken
 	}
+	g, gateNow := s.sigGate, now
+	if g != nil {
+		if gateNow.IsZero() {
+			gateNow = s.now()
+			if s.wallClock {
+				now = gateNow // the verifier's clock too: one read
+			}
+		}
+		if retry, refusing := g.refusing(r, gateNow); refusing {
+			// Only a token this node verified before passes: it costs
+			// no signature check.
+			if s.known != nil {
+				if uid, ok := s.known.Known(tok, gateNow); ok && seckill.ValidUserID(uid) {
+					return uid, nil
+				}
+			}
+			return "", g.refuse(retry)
+		}
+	}
 	var (
 		uid string
 		err error
@@ -709,6 +744,9 @@ func (s *Server) buyerAt(r *http.Request, now time.Time) (string, error) {
 		uid, err = s.verifier.Verify(tok)
 	}
 	if err != nil {
+		if g != nil && errors.Is(err, seckill.ErrBadSignature) {
+			g.failed(r, gateNow)
+		}
 		if seckill.ErrorCode(err) != seckill.EUNAUTHORIZED {
 			return "", errInvalidToken
 		}

@@ -889,14 +889,18 @@ type entryQueries struct {
 	byUser string
 	// bySale selects id, user_id, qty of sale $1's entries, by id.
 	bySale string
+	// wonBySale selects user_id, reservation_id of sale $1's entries with
+	// a reservation.
+	wonBySale string
 }
 
 func newEntryQueries(p sqlParts, s func(string) string) entryQueries {
 	return entryQueries{
-		insert: `INSERT INTO lottery_entries (id, sale_id, user_id, qty, reservation_id) VALUES `,
-		upsert: p.upsertEntry,
-		counts: s(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN reservation_id <> '' THEN 1 ELSE 0 END), 0) FROM lottery_entries WHERE sale_id = ?`),
-		byUser: s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
-		bySale: s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),
+		insert:    `INSERT INTO lottery_entries (id, sale_id, user_id, qty, reservation_id) VALUES `,
+		upsert:    p.upsertEntry,
+		counts:    s(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN reservation_id <> '' THEN 1 ELSE 0 END), 0) FROM lottery_entries WHERE sale_id = ?`),
+		byUser:    s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
+		bySale:    s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),
+		wonBySale: s(`SELECT user_id, reservation_id FROM lottery_entries WHERE sale_id = ? AND reservation_id <> ''`),
 	}
 }
