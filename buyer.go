@@ -1,6 +1,9 @@
 package seckill
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // The statuses of a reservation with no order; one with an order shows its.
 const (
@@ -19,6 +22,35 @@ func BuyerStatus(o *Order, f *FailedOrder) (status string, ok bool) {
 		return BuyerFailed, true
 	}
 	return BuyerPending, true
+}
+
+// BuyerFailReason is what a buyer is told of why their reservation failed,
+// from its failed order's Reason: the code of a refusal the database made
+// (the limit, the stock) or of a claim the stock store lost, else "". The
+// rest of a Reason (a driver's error, the detail) is the operator's.
+func BuyerFailReason(reason string) string {
+	for _, r := range buyerFailReasons {
+		if strings.HasPrefix(reason, r.prefix) {
+			return r.code
+		}
+	}
+	return ""
+}
+
+var buyerFailReasons = []struct{ prefix, code string }{
+	{ReasonLostInStockStore, ReasonLostInStockStore},
+	{ReasonOverLimit, EPURCHASELIMIT},
+	{ReasonInsufficientStock, ESOLDOUT},
+}
+
+// BuyerFailReasonCodes are the codes BuyerFailReason answers, for the API's
+// documentation to list.
+func BuyerFailReasonCodes() []string {
+	codes := make([]string, len(buyerFailReasons))
+	for i, r := range buyerFailReasons {
+		codes[i] = r.code
+	}
+	return codes
 }
 
 // CanPay reports whether the buyer may still pay o at now (PayBy is the

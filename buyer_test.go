@@ -131,3 +131,20 @@ func TestBuyerClaimHolds(t *testing.T) {
 		}
 	}
 }
+
+// TestBuyerFailReasonShowsOnlyCodes: a buyer hears why a reservation
+// failed only as a code; a driver's error or the detail stays internal.
+func TestBuyerFailReasonShowsOnlyCodes(t *testing.T) {
+	for reason, want := range map[string]string{
+		seckill.ReasonLostInStockStore + ": issued 2026-12-06T09:00:00Z": seckill.ReasonLostInStockStore,
+		seckill.ReasonOverLimit + ": qty 1, buyer holds 2 of 2":          seckill.EPURCHASELIMIT,
+		seckill.ReasonInsufficientStock + ": qty 2, 1 left":              seckill.ESOLDOUT,
+		seckill.ReasonInsufficientStock:                                  seckill.ESOLDOUT,
+		"attempts exhausted: dial tcp 10.0.0.7:3306: connection refused": "",
+		"": "",
+	} {
+		if got := seckill.BuyerFailReason(reason); got != want {
+			t.Errorf("BuyerFailReason(%q) = %q; want %q", reason, got, want)
+		}
+	}
+}

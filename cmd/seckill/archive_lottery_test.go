@@ -1,11 +1,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"testing"
@@ -83,7 +86,10 @@ func testArchivedLottery(t *testing.T, st stack) {
 		r := e.do("GET", "/api/v1/sales/"+drawn+"/draw/entries", "", nil)
 		return fmt.Sprint(r.status, " ", r.body)
 	}
-	before, listBefore := results(), entryList()
+	before, listBefore, roomBefore := results(), entryList(), roomAdmission(t, e, drawn)
+	if roomBefore["entrants"] != float64(entrants) {
+		t.Fatalf("control room before archiving: %v; want %d entrants", roomBefore, entrants)
+	}
 	winners := 0
 	for _, v := range before {
 		if strings.Contains(v, " won ") {
@@ -120,6 +126,9 @@ func testArchivedLottery(t *testing.T, st stack) {
 	}
 	if listAfter := entryList(); listAfter != listBefore {
 		t.Errorf("entry list after archiving:\n%s\nbefore:\n%s", listAfter, listBefore)
+	}
+	if roomAfter := roomAdmission(t, e, drawn); fmt.Sprint(roomAfter) != fmt.Sprint(roomBefore) {
+		t.Errorf("control room after archiving:\n%v\nbefore:\n%v", roomAfter, roomBefore)
 	}
 	var out bytes.Buffer
 	if err := runDraw(ctx, []string{"verify", "--url", e.base, "--sale", drawn}, &out, &out); err != nil ||
@@ -160,4 +169,39 @@ func testArchivedLottery(t *testing.T, st stack) {
 	if r := e.do("GET", "/api/v1/sales/"+held+"/entries/mine", e.token("buyer-0"), nil); r.body["status"] != string(seckill.EntryEntered) {
 		t.Errorf("undrawn lottery's result = %d %v; want entered", r.status, r.body)
 	}
+}
+
+// roomAdmission is the lottery or queue figures of the next sample the
+// control room's live feed sends of sale.
+func roomAdmission(t *testing.T, e *engine, sale string) map[string]any {
+	t.Helper()
+	ticket, _ := e.admin("POST", "/admin/v1/sse-ticket", map[string]any{"sale_id": sale}).body["ticket"].(string)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", e.base+"/admin/v1/sales/"+sale+"/events?ticket="+url.QueryEscape(ticket), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := e.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<20)
+	event := ""
+	for sc.Scan() {
+		line := sc.Text()
+		if v, ok := strings.CutPrefix(line, "event: "); ok {
+			event = v
+		} else if v, ok := strings.CutPrefix(line, "data: "); ok && event == "sample" {
+			var p struct{ Admission map[string]any }
+			if err := json.Unmarshal([]byte(v), &p); err != nil {
+				t.Fatalf("control room sample %q: %v", v, err)
+			}
+			return p.Admission
+		}
+	}
+	t.Fatalf("control room feed of %s (%d) ended without a sample: %v", sale, resp.StatusCode, sc.Err())
+	return nil
 }

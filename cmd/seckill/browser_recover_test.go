@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
 	"github.com/seckill-dev/seckill/internal/servicetest"
@@ -52,6 +53,77 @@ func TestBrowserRecoveredClaimIsTheSignedInBuyers(t *testing.T) {
 	tab.resume(carols)
 	tab.waitFor("carol's answer", `performance.getEntriesByType("resource").some(function (e) {
 		return e.name.indexOf("/reservations/mine") >= 0 && e.responseEnd > 0; })`, 30*time.Second)
+	tab.resume(daves)
+	claimKey := `sessionStorage.getItem("seckill.claim.` + sale + `")`
+	tab.waitFor("a claim shown", `!!`+claimKey, 30*time.Second)
+	if got := evalJS[string](tab, claimKey); got != ids["dave"] {
+		t.Fatalf("dave's page took claim %s; want his own %s (carol's is %s)", got, ids["dave"], ids["carol"])
+	}
+	tab.waitFor("dave's order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
+	tab.noErrors()
+}
+
+// TestBrowserPolledStandingIsTheSignedInBuyers: a lottery or queue page
+// without EventSource follows the buyer's standing by polling (buyer.js
+// pollStanding). A standing asked for before a sign-out is not the next
+// buyer's: carol's answer, sent while she was signed in, arrives once dave
+// has signed in, and the page shows dave's claim, never carol's.
+func TestBrowserPolledStandingIsTheSignedInBuyers(t *testing.T) {
+	e := startWebEngine(t)
+	sale := e.createQueue(10, 10, time.Now().Add(2*time.Second))
+	ids := map[string]string{}
+	for _, user := range []string{"carol", "dave"} {
+		if r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token(user), nil); r.status != http.StatusOK {
+			t.Fatalf("%s joins: %d %v", user, r.status, r.body)
+		}
+	}
+	for _, user := range []string{"carol", "dave"} {
+		var ticket string
+		servicetest.WaitFor(t, 30*time.Second, user+"'s turn", func() bool {
+			r := e.do("GET", "/api/v1/sales/"+sale+"/queue/mine", e.token(user), nil)
+			ticket, _ = r.body["ticket"].(string)
+			return r.body["admitted"] == true && ticket != ""
+		})
+		r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user), map[string]any{"qty": 1}, "Admission-Ticket", ticket)
+		id, _ := r.body["reservation_id"].(string)
+		if r.status != http.StatusAccepted || id == "" {
+			t.Fatalf("%s's claim: %d %v", user, r.status, r.body)
+		}
+		ids[user] = id
+	}
+	servicetest.WaitFor(t, 30*time.Second, "both orders", func() bool {
+		for user, id := range ids {
+			if r := e.do("GET", "/api/v1/reservations/"+id, e.token(user), nil); r.body["status"] != "ordered" {
+				return false
+			}
+		}
+		return true
+	})
+
+	browser := startChromium(t)
+	tab := openTab(t, browser, "shared")
+	// Without EventSource the page polls the standing from the start.
+	if _, err := chromedp.Call(tab.ctx, page.AddScriptToEvaluateOnNewDocument,
+		page.AddScriptToEvaluateOnNewDocumentParams{Source: `delete window.EventSource; window.EventSource = undefined;`}); err != nil {
+		t.Fatal(err)
+	}
+	tab.do(desktopSized(), chromedp.Navigate(e.url+"/sales/"+sale))
+	if evalJS[bool](tab, `typeof EventSource === "function"`) {
+		t.Fatal("the page has EventSource: it would not poll")
+	}
+	paused, stop := tab.pauseResponses("*/sales/" + sale + "/standing*")
+	defer stop()
+	tab.signIn("carol")
+	carols := tab.nextPaused(paused, "carol's standing")
+	tab.do(chromedp.Click(chromedp.ID("signout")))
+	evalJS[bool](tab, `(document.getElementById("demo-name").value = "", true)`)
+	tab.signIn("dave")
+	daves := tab.nextPaused(paused, "dave's standing")
+	// Carol's answer arrives first, while dave is signed in; dave's once
+	// the page has read hers.
+	tab.resume(carols)
+	tab.waitFor("carol's answer", `performance.getEntriesByType("resource").some(function (e) {
+		return e.name.indexOf("/standing") >= 0 && e.responseEnd > 0; })`, 30*time.Second)
 	tab.resume(daves)
 	claimKey := `sessionStorage.getItem("seckill.claim.` + sale + `")`
 	tab.waitFor("a claim shown", `!!`+claimKey, 30*time.Second)

@@ -182,6 +182,18 @@ func (tb *browserTab) waitFor(what, cond string, timeout time.Duration) {
 // and sends it on paused, until stop; resume lets one go.
 func (tb *browserTab) pauseRequests(pattern string) (paused <-chan fetch.EventRequestPaused, stop func()) {
 	tb.t.Helper()
+	return tb.pauseAt(pattern, fetch.RequestStageRequest)
+}
+
+// pauseResponses is pauseRequests for the answers: each request is sent
+// (with the cookies of that moment) and its response held.
+func (tb *browserTab) pauseResponses(pattern string) (paused <-chan fetch.EventRequestPaused, stop func()) {
+	tb.t.Helper()
+	return tb.pauseAt(pattern, fetch.RequestStageResponse)
+}
+
+func (tb *browserTab) pauseAt(pattern string, stage fetch.RequestStage) (paused <-chan fetch.EventRequestPaused, stop func()) {
+	tb.t.Helper()
 	ctx, cancel := context.WithCancel(tb.ctx)
 	events := chromedp.Events(ctx, fetch.RequestPaused)
 	ch := make(chan fetch.EventRequestPaused, 64)
@@ -193,7 +205,7 @@ func (tb *browserTab) pauseRequests(pattern string) (paused <-chan fetch.EventRe
 			ch <- ev
 		}
 	}()
-	if _, err := chromedp.Call(tb.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern}}}); err != nil {
+	if _, err := chromedp.Call(tb.ctx, fetch.Enable, fetch.EnableParams{Patterns: []*fetch.RequestPattern{{URLPattern: pattern, RequestStage: stage}}}); err != nil {
 		tb.t.Fatalf("%s: hold requests: %v", tb.name, err)
 	}
 	return ch, func() {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
@@ -178,5 +179,63 @@ func TestBuyerPagesWithoutScript(t *testing.T) {
 	// Bob's session is his own: he has no place.
 	if h := headline(bob.get("/sales/" + q)); h != "Join the queue." {
 		t.Errorf("bob's queue page: headline %q, want to join", h)
+	}
+}
+
+// TestFailedClaimShownAfterReload: a queue buyer whose reservation the
+// database refused (over the limit: an order Redis never heard of) finds
+// it on a later plain reload of the page, and in GET …/reservations/mine,
+// as failed and not as units still on their way. The heal watcher is kept
+// away, since it would give Redis that order and refuse the claim there.
+func TestFailedClaimShownAfterReload(t *testing.T) {
+	e := &webEngine{engine: startEngine(t, func(c *Config) { c.DemoLogin, c.HealInterval = "on", time.Hour })}
+	e.url = e.base
+	ctx := t.Context()
+	q := e.createQueue(5, 10, time.Now().Add(2*time.Second))
+	tok := e.token("ann")
+
+	// Ann's order put in the database behind Redis's back: the database
+	// counts her at the limit, Redis does not.
+	first := seckill.ReservationEvent{ReservationID: seckill.NewReservationID(q, time.Now()), SaleID: q, UserID: "ann", Qty: 1, ReservedAt: time.Now()}
+	if out, err := e.m.orders.PersistReservations(ctx, q, []seckill.ReservationEvent{first}, time.Now(), time.Hour); err != nil || out[0] != seckill.PersistCreated {
+		t.Fatalf("ann's first order: %v %v", out, err)
+	}
+	if r := e.do("POST", "/api/v1/sales/"+q+"/queue", tok, nil); r.status != http.StatusOK {
+		t.Fatalf("join: %d %v", r.status, r.body)
+	}
+	var ticket string
+	waitFor(t, 30*time.Second, "ann's turn", func() bool {
+		r := e.do("GET", "/api/v1/sales/"+q+"/queue/mine", tok, nil)
+		ticket, _ = r.body["ticket"].(string)
+		return r.body["admitted"] == true && ticket != ""
+	})
+	r := e.do("POST", "/api/v1/sales/"+q+"/reservations", tok, map[string]any{"qty": 1}, "Admission-Ticket", ticket)
+	claim, _ := r.body["reservation_id"].(string)
+	if r.status != http.StatusAccepted || claim == "" {
+		t.Fatalf("ann's claim: %d %v", r.status, r.body)
+	}
+	waitFor(t, 30*time.Second, "the database's refusal", func() bool {
+		return e.do("GET", "/api/v1/reservations/"+claim, tok, nil).body["status"] == "failed"
+	})
+	// Her first order ends, so the failed claim is the latest one.
+	if _, _, err := e.m.orders.CancelOrder(ctx, first.ReservationID, "test", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+
+	mine := e.do("GET", "/api/v1/sales/"+q+"/reservations/mine", tok, nil)
+	found := false
+	for _, v := range mine.body["reservations"].([]any) {
+		if m := v.(map[string]any); m["reservation_id"] == claim {
+			found = m["status"] == "failed" && m["reason"] == seckill.EPURCHASELIMIT
+		}
+	}
+	if mine.status != http.StatusOK || !found || mine.body["pending_units"] != float64(0) {
+		t.Errorf("reservations/mine: %d %v; want %s failed (limit_exceeded) and no units pending", mine.status, mine.body, claim)
+	}
+
+	ann := newPageClient(t, e)
+	ann.post("/sales/"+q+"/session", url.Values{"name": {"ann"}})
+	if page := ann.get("/sales/" + q); !strings.Contains(page, `id="claim" class="headline">We could not finish this order automatically`) {
+		t.Errorf("the reloaded page does not show the failed claim (headline %q):\n%s", headline(page), page)
 	}
 }

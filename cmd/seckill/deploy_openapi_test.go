@@ -4,11 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/seckill-dev/seckill"
 )
 
 // TestOpenAPIMatchesRoutes checks that docs/openapi.yaml documents exactly
@@ -88,5 +91,33 @@ func TestOpenAPIMatchesRoutes(t *testing.T) {
 	}
 	for _, r := range extra {
 		t.Errorf("docs/openapi.yaml documents %s, which server.go does not register", r)
+	}
+}
+
+// TestOpenAPIFailReasons: the reasons docs/openapi.yaml lists for a failed
+// reservation are the codes the API gives (seckill.BuyerFailReason).
+func TestOpenAPIFailReasons(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "openapi.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Schemas map[string]struct {
+				Properties map[string]struct {
+					Enum []string `yaml:"enum"`
+				} `yaml:"properties"`
+			} `yaml:"schemas"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatalf("openapi.yaml: %v", err)
+	}
+	got := doc.Components.Schemas["Reservation"].Properties["reason"].Enum
+	want := seckill.BuyerFailReasonCodes()
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		t.Errorf("openapi.yaml's Reservation.reason enum %v; the API gives %v", got, want)
 	}
 }

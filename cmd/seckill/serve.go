@@ -615,7 +615,7 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	roomCfg := controlroom.Config{Gauges: w.gauges, Gatherer: w.reg, Backlog: w.backlog, Now: m.now,
 		Lottery: m.stock.Lottery(), Queue: m.stock.Queue(), Pace: w.pacer.Pace}
 	if w.lottery != nil {
-		roomCfg.Draws = w.lottery.Draws
+		roomCfg.Draws, roomCfg.Archive = w.lottery.Draws, sqlstore.NewEntryStore(m.db)
 	}
 	room := controlroom.New(roomCfg)
 	pages, err := web.New(web.Config{

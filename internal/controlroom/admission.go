@@ -16,6 +16,31 @@ type LotteryReader interface {
 	AllWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
+// LotteryArchive is the database's copy of an archived lottery's entries
+// (internal/sqlstore.EntryStore): read once Redis has none.
+type LotteryArchive interface {
+	EntryCounts(ctx context.Context, saleID string) (entries, winners int64, err error)
+	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+	ArchivedWon(ctx context.Context, saleID string) (map[string]string, error)
+}
+
+// archivedLottery reads a lottery from the database's copy as
+// LotteryReader reads it from Redis.
+type archivedLottery struct{ a LotteryArchive }
+
+func (l archivedLottery) EntrantCount(ctx context.Context, saleID string) (int64, error) {
+	n, _, err := l.a.EntryCounts(ctx, saleID)
+	return n, err
+}
+
+func (l archivedLottery) Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error) {
+	return l.a.ArchivedEntries(ctx, saleID)
+}
+
+func (l archivedLottery) AllWon(ctx context.Context, saleID string) (map[string]string, error) {
+	return l.a.ArchivedWon(ctx, saleID)
+}
+
 // DrawReader reads a lottery's draw record (internal/sqlstore.DrawStore).
 type DrawReader interface {
 	EnsureDraw(ctx context.Context, saleID string) (seckill.DrawRecord, error)
@@ -53,6 +78,11 @@ func (d *drawOrders) get(ctx context.Context, l LotteryReader, rec seckill.DrawR
 		return nil, err
 	}
 	order = seckill.DrawOrder(rec.Seed, entries)
+	if len(order) == 0 {
+		// Not kept: the keys of an archived lottery may have gone since
+		// its entrants were counted, and no entries cost nothing to read.
+		return order, nil
+	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.bySale == nil || len(d.bySale) >= maxOrders {
@@ -116,6 +146,15 @@ func (r *Room) lottery(ctx context.Context, sale *seckill.Sale, a *web.Admission
 	n, err := l.EntrantCount(ctx, sale.ID)
 	if err != nil {
 		return err
+	}
+	// The archiver drops the keys of an ended lottery only after copying
+	// its entries, so an ended one Redis has no entrants of is read from
+	// the copy, as GET /draw/entries does.
+	if n == 0 && r.cfg.Archive != nil && !r.cfg.Now().Before(sale.EndAt) {
+		l = archivedLottery{r.cfg.Archive}
+		if n, err = l.EntrantCount(ctx, sale.ID); err != nil {
+			return err
+		}
 	}
 	a.Entrants = n
 	rec, err := draws.EnsureDraw(ctx, sale.ID)

@@ -153,3 +153,123 @@ func TestAdmissionOfAQueue(t *testing.T) {
 		t.Errorf("adaptive queue: admitted %d at %d/s; want 70 (50, then 20 for 1 s) at 20/s", a.Admitted, a.AdmitRate)
 	}
 }
+
+// fakeArchive is the database's copy of a lottery's entries.
+type fakeArchive struct {
+	entries []seckill.LotteryEntry
+	won     map[string]string
+	reads   int // of any kind
+}
+
+func (f *fakeArchive) EntryCounts(context.Context, string) (int64, int64, error) {
+	f.reads++
+	return int64(len(f.entries)), int64(len(f.won)), nil
+}
+func (f *fakeArchive) ArchivedEntries(context.Context, string) ([]seckill.LotteryEntry, error) {
+	f.reads++
+	return f.entries, nil
+}
+func (f *fakeArchive) ArchivedWon(context.Context, string) (map[string]string, error) {
+	f.reads++
+	return f.won, nil
+}
+
+// TestAdmissionOfAnArchivedLottery: an ended lottery whose Redis keys the
+// archiver has dropped shows its entrants, winners and waiting list from
+// the database's copy, on a node that saw it in Redis and on one that did
+// not; a lottery not ended that Redis has no entrants of has none, and
+// the copy is not read.
+func TestAdmissionOfAnArchivedLottery(t *testing.T) {
+	seed := seckill.NewDrawSeed()
+	var entries []seckill.LotteryEntry
+	for i := range 20 {
+		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
+	}
+	order := seckill.DrawOrder(seed, entries)
+	rec := seckill.DrawRecord{SaleID: "lot", Seed: seed, DrawnAt: time.Now(), Entrants: 20, Stock: 2}
+	won := map[string]string{}
+	for _, e := range order[:2] {
+		rec.Winners = append(rec.Winners, e.ID)
+		won[e.UserID] = "r-" + e.UserID
+	}
+	won[order[2].UserID] = "r-late" // the waiting list's first, promoted before the end
+	var next []string
+	for _, e := range order[3 : 3+maxListed] {
+		next = append(next, e.ID)
+	}
+	end := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	now := end.Add(-time.Minute)
+	sale := &seckill.Sale{ID: "lot", EndAt: end, Admission: seckill.Admission{Mode: seckill.AdmitLottery}}
+	redis, db := &fakeLottery{entries: entries, won: won}, &fakeArchive{}
+	room := func() *Room {
+		return New(Config{Gatherer: prometheus.NewRegistry(), Lottery: redis, Draws: &fakeDraws{rec: rec}, Archive: db, Now: func() time.Time { return now }})
+	}
+	want := func(r *Room, what string, entrants, promoted, waiting int64, next []string) {
+		t.Helper()
+		a, err := r.Admission(t.Context(), sale)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Entrants != entrants || a.Promoted != promoted || a.Waiting != waiting || !slices.Equal(a.NextWaiting, next) {
+			t.Fatalf("%s: %+v; want %d entrants, %d promoted, %d waiting from %v", what, a, entrants, promoted, waiting, next)
+		}
+	}
+	seen := room()
+	want(seen, "in Redis", 20, 1, 17, next)
+
+	// The archiver copies the entries, then drops the keys.
+	db.entries, db.won = entries, won
+	redis.entries, redis.won = nil, map[string]string{}
+	want(room(), "not ended, Redis empty", 0, 0, 0, nil)
+	if db.reads != 0 {
+		t.Fatalf("%d reads of the copy of a lottery not ended; want none", db.reads)
+	}
+	now = end.Add(time.Hour)
+	want(seen, "archived, on the node that saw it in Redis", 20, 1, 17, next)
+	want(room(), "archived, on a node that did not", 20, 1, 17, next)
+}
+
+// keysDroppedMidRead counts a lottery's entrants in Redis once, then its
+// keys go before the entries are read.
+type keysDroppedMidRead struct {
+	*fakeLottery
+	counted bool
+}
+
+func (k *keysDroppedMidRead) EntrantCount(ctx context.Context, saleID string) (int64, error) {
+	if !k.counted {
+		k.counted = true
+		return 20, nil
+	}
+	return k.fakeLottery.EntrantCount(ctx, saleID)
+}
+
+// TestDrawOrderOfNoEntriesIsNotKept: the keys of an archived lottery gone
+// between the entrant count and the entries read leave an empty draw
+// order, which is not kept: the next snapshot reads the copy's.
+func TestDrawOrderOfNoEntriesIsNotKept(t *testing.T) {
+	seed := seckill.NewDrawSeed()
+	var entries []seckill.LotteryEntry
+	for i := range 20 {
+		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
+	}
+	order := seckill.DrawOrder(seed, entries)
+	rec := seckill.DrawRecord{SaleID: "lot", Seed: seed, DrawnAt: time.Now(), Entrants: 20, Stock: 1, Winners: []string{order[0].ID}}
+	won := map[string]string{order[0].UserID: "r-0"}
+	end := time.Date(2030, 1, 2, 10, 0, 0, 0, time.UTC)
+	now := end.Add(time.Hour)
+	sale := &seckill.Sale{ID: "lot", EndAt: end, Admission: seckill.Admission{Mode: seckill.AdmitLottery}}
+	r := New(Config{Gatherer: prometheus.NewRegistry(), Lottery: &keysDroppedMidRead{fakeLottery: &fakeLottery{won: map[string]string{}}},
+		Draws: &fakeDraws{rec: rec}, Archive: &fakeArchive{entries: entries, won: won}, Now: func() time.Time { return now }})
+	if _, err := r.Admission(t.Context(), sale); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(snapshotTTL)
+	a, err := r.Admission(t.Context(), sale)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Entrants != 20 || a.Waiting != 19 || len(a.NextWaiting) != maxListed || a.NextWaiting[0] != order[1].ID {
+		t.Fatalf("after the keys went mid-read: %+v; want 20 entrants, 19 waiting from %s", a, order[1].ID)
+	}
+}

@@ -41,6 +41,9 @@ type Config struct {
 	Lottery LotteryReader
 	Draws   DrawReader
 	Queue   QueueReader
+	// Archive, if set, reads an ended lottery whose keys the archiver has
+	// dropped; nil: it shows no entrants.
+	Archive LotteryArchive
 	// Pace is how far a queue sale's admission has got
 	// (internal/admitpace); nil: its fixed admit_per_second.
 	Pace func(ctx context.Context, s *seckill.Sale) (seckill.QueuePace, error)

@@ -13,6 +13,9 @@ import (
 type BuyerClaims interface {
 	// BuyerOrders is the buyer's orders of the sale (the database).
 	BuyerOrders(ctx context.Context, saleID, userID string) ([]*seckill.Order, error)
+	// BuyerFailedOrders is the buyer's failed orders of the sale (the
+	// database).
+	BuyerFailedOrders(ctx context.Context, saleID, userID string) ([]*seckill.FailedOrder, error)
 	// Held is the units the stock store counts the buyer as holding.
 	Held(ctx context.Context, saleID, userID string) (int64, error)
 }
@@ -28,9 +31,9 @@ type myClaimsResponse struct {
 }
 
 // handleMyClaims serves GET /api/v1/sales/{id}/reservations/mine: the
-// caller's reservations of the sale that have orders, and how many units
-// they hold whose orders are still on their way. A buyer reads only their
-// own (the token names them); a sale that does not exist is 404.
+// caller's reservations of the sale that have orders or failed, and how
+// many units they hold whose orders are still on their way. A buyer reads
+// only their own (the token names them); a sale that does not exist is 404.
 func (s *Server) handleMyClaims(w http.ResponseWriter, r *http.Request) int {
 	userID, err := s.buyer(r)
 	if err != nil {
@@ -45,9 +48,14 @@ func (s *Server) handleMyClaims(w http.ResponseWriter, r *http.Request) int {
 	} else if err != nil {
 		return s.writeError(w, r, err)
 	}
-	// The stock store first: a claim persisted between the two reads is
-	// then counted twice (held, and its order), never missed.
+	// The stock store first: a claim persisted between two reads is then
+	// counted twice (held, and its order), never missed. Failed orders
+	// before orders: one re-driven meanwhile shows as its order.
 	held, err := s.buyerClaims.Held(r.Context(), id, userID)
+	if err != nil {
+		return s.writeError(w, r, err)
+	}
+	failed, err := s.buyerClaims.BuyerFailedOrders(r.Context(), id, userID)
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
@@ -55,9 +63,10 @@ func (s *Server) handleMyClaims(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	resp := myClaimsResponse{SaleID: id, Reservations: make([]reservationView, 0, len(orders)), PendingUnits: seckill.PendingUnits(held, orders)}
-	for _, o := range orders {
-		v, err := found{order: o}.view(o.ReservationID)
+	recs := seckill.BuyerRecords(orders, failed)
+	resp := myClaimsResponse{SaleID: id, Reservations: make([]reservationView, 0, len(recs)), PendingUnits: seckill.PendingUnits(held, recs)}
+	for _, rec := range recs {
+		v, err := found{order: rec.Order, failed: rec.Failed}.view(rec.ReservationID())
 		if err != nil {
 			return s.writeError(w, r, err)
 		}

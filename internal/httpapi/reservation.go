@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -94,8 +93,8 @@ type reservationView struct {
 	OrderID       string     `json:"order_id,omitempty"`
 	PayBy         *time.Time `json:"pay_by,omitempty"`
 	PollAfterMS   int        `json:"poll_after_ms,omitempty"` // pending only
-	// Reason is set on a failed reservation whose claim the stock store
-	// lost (seckill.ReasonLostInStockStore).
+	// Reason is set on a failed reservation whose failure the buyer may
+	// hear of, as a code (seckill.BuyerFailReason).
 	Reason string `json:"reason,omitempty"`
 	// CancelledBy says who cancelled a cancelled order: buyer,
 	// payment_timeout or operator (an operator's own reason stays
@@ -218,11 +217,8 @@ func (f found) view(id string) (reservationView, error) {
 	case f.order != nil:
 		return orderView(id, f.order)
 	case f.failed != nil:
-		v := reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: status}
-		if strings.HasPrefix(f.failed.Reason, seckill.ReasonLostInStockStore) {
-			v.Reason = seckill.ReasonLostInStockStore
-		}
-		return v, nil
+		return reservationView{ReservationID: id, SaleID: f.failed.SaleID, Qty: f.failed.Qty, Status: status,
+			Reason: seckill.BuyerFailReason(f.failed.Reason)}, nil
 	}
 	saleID, _ := seckill.SaleIDOfReservation(id)
 	return reservationView{ReservationID: id, SaleID: saleID, Qty: f.qty, Status: status, PollAfterMS: pollAfterMS}, nil

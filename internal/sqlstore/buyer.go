@@ -37,6 +37,21 @@ func (st *Orders) BuyerOrders(ctx context.Context, saleID, userID string) ([]*se
 	return orders, nil
 }
 
+// BuyerFailedOrders returns the buyer's failed orders of a sale, oldest
+// first, at most MaxBuyerOrders; an invalid sale or user id has none. It
+// reads the sale's range of failed_orders_sale_created_idx (0010) and
+// keeps the buyer's rows: failed orders are few, each alerts an operator.
+func (st *FailedOrderStore) BuyerFailedOrders(ctx context.Context, saleID, userID string) ([]*seckill.FailedOrder, error) {
+	if !seckill.ValidSaleID(saleID) || !seckill.ValidUserID(userID) {
+		return nil, nil
+	}
+	failed, err := queryAll(ctx, st.db.read, scanFailedOrder, st.q.buyerFailed, saleID, userID)
+	if err != nil {
+		return nil, fmt.Errorf("failed orders of a buyer of sale %s: %w", saleID, st.db.classify(err))
+	}
+	return failed, nil
+}
+
 // Order returns the order of a reservation; ErrNotFound when none.
 func (st *Orders) Order(ctx context.Context, reservationID string) (*seckill.Order, error) {
 	return byReservation(ctx, st.orderDB, "order", validReservationID, scanOrder, st.q.order, reservationID)

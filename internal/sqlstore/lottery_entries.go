@@ -86,3 +86,25 @@ func (st *EntryStore) ArchivedEntries(ctx context.Context, saleID string) ([]sec
 	}
 	return out, nil
 }
+
+// ArchivedWon returns every buyer of the sale whose copied entry won a
+// reservation, with it: what AllWon answered from Redis.
+func (st *EntryStore) ArchivedWon(ctx context.Context, saleID string) (map[string]string, error) {
+	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.entries.wonBySale, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var user, res string
+		if err := rows.Scan(&user, &res); err != nil {
+			return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))
+		}
+		out[user] = res
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))
+	}
+	return out, nil
+}

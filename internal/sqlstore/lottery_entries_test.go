@@ -2,6 +2,7 @@ package sqlstore
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -66,6 +67,12 @@ func TestCopyEntriesIsIdempotentAndReadsBack(t *testing.T) {
 		}
 		if got, _ := st.ArchivedEntries(ctx, "other"); !slices.Equal(got, other) {
 			t.Errorf("ArchivedEntries(other) = %+v", got)
+		}
+		if got, err := st.ArchivedWon(ctx, "draw"); err != nil || !maps.Equal(got, won) {
+			t.Errorf("ArchivedWon = %v, %v; want %v", got, err, won)
+		}
+		if got, err := st.ArchivedWon(ctx, "other"); err != nil || len(got) != 0 {
+			t.Errorf("ArchivedWon(other) = %v, %v; want none", got, err)
 		}
 	})
 }

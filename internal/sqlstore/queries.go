@@ -242,6 +242,9 @@ type orderQueries struct {
 	// buyerOrders selects up to MaxBuyerOrders orders of sale $1 by buyer
 	// $2, oldest first (on the orders (sale_id, user_id) index).
 	buyerOrders string
+	// buyerFailed selects up to MaxBuyerOrders failed orders of sale $1
+	// by buyer $2, oldest first.
+	buyerFailed string
 	// orderOfKey selects the oldest order of sale $1 by buyer $2 whose
 	// key_digest is $3 (OrderOfKey).
 	orderOfKey string
@@ -286,6 +289,8 @@ func newOrderQueries(p sqlParts, s func(string) string, bind func(int) string) o
 		orderPage:         s(keyPage(p, orderColumns, "orders", "")),
 		orderPageByStatus: s(keyPage(p, orderColumns, "orders", ` AND `+p.noIndex+`status = ?`)),
 		buyerOrders: s(`SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ? AND user_id = ?` +
+			` ORDER BY created_at_ms, reservation_id LIMIT ` + strconv.Itoa(MaxBuyerOrders)),
+		buyerFailed: s(`SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE sale_id = ? AND user_id = ?` +
 			` ORDER BY created_at_ms, reservation_id LIMIT ` + strconv.Itoa(MaxBuyerOrders)),
 		orderOfKey: s(`SELECT ` + orderColumns + ` FROM orders WHERE sale_id = ? AND user_id = ?` +
 			` AND key_digest = ? ORDER BY created_at_ms, reservation_id LIMIT 1`),
@@ -884,14 +889,18 @@ type entryQueries struct {
 	byUser string
 	// bySale selects id, user_id, qty of sale $1's entries, by id.
 	bySale string
+	// wonBySale selects user_id, reservation_id of sale $1's entries with
+	// a reservation.
+	wonBySale string
 }
 
 func newEntryQueries(p sqlParts, s func(string) string) entryQueries {
 	return entryQueries{
-		insert: `INSERT INTO lottery_entries (id, sale_id, user_id, qty, reservation_id) VALUES `,
-		upsert: p.upsertEntry,
-		counts: s(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN reservation_id <> '' THEN 1 ELSE 0 END), 0) FROM lottery_entries WHERE sale_id = ?`),
-		byUser: s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
-		bySale: s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),
+		insert:    `INSERT INTO lottery_entries (id, sale_id, user_id, qty, reservation_id) VALUES `,
+		upsert:    p.upsertEntry,
+		counts:    s(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN reservation_id <> '' THEN 1 ELSE 0 END), 0) FROM lottery_entries WHERE sale_id = ?`),
+		byUser:    s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
+		bySale:    s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),
+		wonBySale: s(`SELECT user_id, reservation_id FROM lottery_entries WHERE sale_id = ? AND reservation_id <> ''`),
 	}
 }

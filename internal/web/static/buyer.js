@@ -576,6 +576,7 @@
   const STANDING_EVERY_MS = 2000; // the polling fallback's pace, as the feed's
   let feed = null;
   let polling = false;
+  let pollRun = 0; // the polling loop that is current; stopFollowing ends it
   let sessionFor = d.buyer || ""; // the buyer the server's session cookie names
   let adopted = ""; // the reservation id last taken from the standing
 
@@ -638,8 +639,15 @@
   async function pollStanding() {
     if (polling) return;
     polling = true;
-    while (polling) {
+    const run = ++pollRun;
+    const asker = sessionFor;
+    // An answer is the standing of the buyer the session named when it was
+    // asked for: dropped, and its loop ended, if they signed out or another
+    // signed in since (a new loop polls for them).
+    const current = function () { return polling && run === pollRun && sessionFor === asker; };
+    while (current()) {
       const r = await sk.api("GET", "/sales/" + enc(sale.id) + "/standing");
+      if (!current()) break;
       if (r.status === 200 && r.body) applyStanding(r.body);
       else if (r.status === 401) { polling = false; break; }
       const hidden = document.visibilityState === "hidden";
