@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/fetch"
 	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 
@@ -28,39 +29,14 @@ func TestBrowserRecoveredClaimIsTheSignedInBuyers(t *testing.T) {
 		}
 		ids[user] = id
 	}
-	servicetest.WaitFor(t, 30*time.Second, "both orders", func() bool {
-		for user, id := range ids {
-			if r := e.do("GET", "/api/v1/reservations/"+id, e.token(user), nil); r.body["status"] != "ordered" {
-				return false
-			}
-		}
-		return true
-	})
+	e.waitOrdered(t, ids)
 
 	browser := startChromium(t)
 	tab := openTab(t, browser, "shared")
 	tab.do(desktopSized(), chromedp.Navigate(e.url+"/sales/"+sale))
 	paused, stop := tab.pauseRequests("*/reservations/mine*")
 	defer stop()
-	tab.signIn("carol")
-	carols := tab.nextPaused(paused, "carol's claims")
-	tab.do(chromedp.Click(chromedp.ID("signout")))
-	evalJS[bool](tab, `(document.getElementById("demo-name").value = "", true)`)
-	tab.signIn("dave")
-	daves := tab.nextPaused(paused, "dave's claims")
-	// Carol's answer arrives first, while dave is signed in; dave's once
-	// the page has read hers.
-	tab.resume(carols)
-	tab.waitFor("carol's answer", `performance.getEntriesByType("resource").some(function (e) {
-		return e.name.indexOf("/reservations/mine") >= 0 && e.responseEnd > 0; })`, 30*time.Second)
-	tab.resume(daves)
-	claimKey := `sessionStorage.getItem("seckill.claim.` + sale + `")`
-	tab.waitFor("a claim shown", `!!`+claimKey, 30*time.Second)
-	if got := evalJS[string](tab, claimKey); got != ids["dave"] {
-		t.Fatalf("dave's page took claim %s; want his own %s (carol's is %s)", got, ids["dave"], ids["carol"])
-	}
-	tab.waitFor("dave's order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
-	tab.noErrors()
+	tab.answerAcrossSignOut(t, paused, "claims", "/reservations/mine", sale, ids)
 }
 
 // TestBrowserPolledStandingIsTheSignedInBuyers: a lottery or queue page
@@ -91,14 +67,7 @@ func TestBrowserPolledStandingIsTheSignedInBuyers(t *testing.T) {
 		}
 		ids[user] = id
 	}
-	servicetest.WaitFor(t, 30*time.Second, "both orders", func() bool {
-		for user, id := range ids {
-			if r := e.do("GET", "/api/v1/reservations/"+id, e.token(user), nil); r.body["status"] != "ordered" {
-				return false
-			}
-		}
-		return true
-	})
+	e.waitOrdered(t, ids)
 
 	browser := startChromium(t)
 	tab := openTab(t, browser, "shared")
@@ -113,23 +82,46 @@ func TestBrowserPolledStandingIsTheSignedInBuyers(t *testing.T) {
 	}
 	paused, stop := tab.pauseResponses("*/sales/" + sale + "/standing*")
 	defer stop()
-	tab.signIn("carol")
-	carols := tab.nextPaused(paused, "carol's standing")
-	tab.do(chromedp.Click(chromedp.ID("signout")))
-	evalJS[bool](tab, `(document.getElementById("demo-name").value = "", true)`)
-	tab.signIn("dave")
-	daves := tab.nextPaused(paused, "dave's standing")
-	// Carol's answer arrives first, while dave is signed in; dave's once
-	// the page has read hers.
-	tab.resume(carols)
-	tab.waitFor("carol's answer", `performance.getEntriesByType("resource").some(function (e) {
-		return e.name.indexOf("/standing") >= 0 && e.responseEnd > 0; })`, 30*time.Second)
-	tab.resume(daves)
+	tab.answerAcrossSignOut(t, paused, "standing", "/standing", sale, ids)
+}
+
+// waitOrdered waits until every buyer's claim in ids (buyer → reservation
+// id) has its order.
+func (e *webEngine) waitOrdered(t *testing.T, ids map[string]string) {
+	t.Helper()
+	servicetest.WaitFor(t, 30*time.Second, "every order", func() bool {
+		for user, id := range ids {
+			if r := e.do("GET", "/api/v1/reservations/"+id, e.token(user), nil); r.body["status"] != "ordered" {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// answerAcrossSignOut races an answer across a sign-out, with the tab's
+// requests or responses that paused holds: carol signs in and her what is
+// asked for and held, she signs out and dave signs in and his is held;
+// carol's answer reaches the page first (path names its request), dave's
+// once the page has read hers. The page must show dave's claim (ids:
+// buyer → reservation id), never carol's, with his order to pay.
+func (tb *browserTab) answerAcrossSignOut(t *testing.T, paused <-chan fetch.EventRequestPaused, what, path, sale string, ids map[string]string) {
+	t.Helper()
+	tb.signIn("carol")
+	carols := tb.nextPaused(paused, "carol's "+what)
+	tb.do(chromedp.Click(chromedp.ID("signout")))
+	evalJS[bool](tb, `(document.getElementById("demo-name").value = "", true)`)
+	tb.signIn("dave")
+	daves := tb.nextPaused(paused, "dave's "+what)
+	tb.resume(carols)
+	tb.waitFor("carol's answer", `performance.getEntriesByType("resource").some(function (e) {
+		return e.name.indexOf("`+path+`") >= 0 && e.responseEnd > 0; })`, 30*time.Second)
+	tb.resume(daves)
 	claimKey := `sessionStorage.getItem("seckill.claim.` + sale + `")`
-	tab.waitFor("a claim shown", `!!`+claimKey, 30*time.Second)
-	if got := evalJS[string](tab, claimKey); got != ids["dave"] {
+	tb.waitFor("a claim shown", `!!`+claimKey, 30*time.Second)
+	if got := evalJS[string](tb, claimKey); got != ids["dave"] {
 		t.Fatalf("dave's page took claim %s; want his own %s (carol's is %s)", got, ids["dave"], ids["carol"])
 	}
-	tab.waitFor("dave's order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
-	tab.noErrors()
+	tb.waitFor("dave's order", `!document.getElementById("order").hidden && !document.getElementById("pay").hidden`, 30*time.Second)
+	tb.noErrors()
 }
