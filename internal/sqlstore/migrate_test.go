@@ -266,20 +266,7 @@ func TestMigration0009KeepsOrders(t *testing.T) {
 			if i == len(ms) || ms[i].version != 9 {
 				t.Fatal("no migration 0009")
 			}
-			// A connection for each step only: SQLite's writer pool has
-			// one connection, which the stores below need too.
-			migrate := func(ms []migration) {
-				t.Helper()
-				conn, err := db.write.Conn(ctx)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer conn.Close()
-				if err := db.migrate(ctx, conn, ms); err != nil {
-					t.Fatal(err)
-				}
-			}
-			migrate(ms[:i])
+			migrateSteps(t, db, ms[:i])
 			// The row as that schema has it: CreateSale writes the
 			// columns of later migrations too.
 			ins := `INSERT INTO sales (id, name, price_cents, stock, initial_stock, per_user_limit,
@@ -318,7 +305,7 @@ func TestMigration0009KeepsOrders(t *testing.T) {
 				before[e.ReservationID] = o
 			}
 
-			migrate(ms[i:])
+			migrateSteps(t, db, ms[i:])
 			st := NewOrderStore(db)
 			for id, want := range before {
 				if got, err := st.Order(ctx, id); err != nil || !reflect.DeepEqual(got, want) {
@@ -354,18 +341,7 @@ func TestMigration0019KeepsBuyerIDs(t *testing.T) {
 	if len(ms) < 19 || ms[18].version != 19 {
 		t.Fatal("no migration 0019")
 	}
-	migrate := func(ms []migration) {
-		t.Helper()
-		conn, err := db.write.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		if err := db.migrate(ctx, conn, ms); err != nil {
-			t.Fatal(err)
-		}
-	}
-	migrate(ms[:18])
+	migrateSteps(t, db, ms[:18])
 	createSale(t, db, "tea", 10)
 	long128, long255 := strings.Repeat("\U0001F375", 128), strings.Repeat("\U0001F375", 255) // the columns' most characters
 	users := []string{"ann", "ann ", long128}
@@ -393,7 +369,7 @@ func TestMigration0019KeepsBuyerIDs(t *testing.T) {
 		t.Fatalf("before 0019: %v", err)
 	}
 
-	migrate(ms[18:])
+	migrateSteps(t, db, ms[18:])
 	for i, e := range evs {
 		var got string
 		if err := db.read.QueryRowContext(ctx, `SELECT user_id FROM orders WHERE reservation_id = ?`, e.ReservationID).Scan(&got); err != nil || got != users[i] {
@@ -417,5 +393,20 @@ func TestMigration0019KeepsBuyerIDs(t *testing.T) {
 	}
 	if got, _, err := NewOrderStore(db).FailedOrders(ctx, seckill.FailedOrderFilter{SaleID: "tea", Limit: 10}); err != nil || len(got) != 0 {
 		t.Errorf(`after 0019 FailedOrders of tea = %v, %v; want none (the dead letter's sale is "tea ")`, got, err)
+	}
+}
+
+// migrateSteps applies ms to db on a connection of its own for the
+// step only: SQLite's writer pool has one connection, which the stores a
+// test uses between steps need too.
+func migrateSteps(t *testing.T, db *DB, ms []migration) {
+	t.Helper()
+	conn, err := db.write.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if err := db.migrate(t.Context(), conn, ms); err != nil {
+		t.Fatal(err)
 	}
 }
