@@ -239,7 +239,7 @@ type Server struct {
 	now           func() time.Time
 	wallClock     bool // now is time.Now (Config.Now unset)
 	logger        *slog.Logger
-	ready         func(ctx context.Context) error
+	ready         *readiness // nil: always ready
 	onSaleCreated func(*seckill.Sale)
 	cache         *saleCache
 	currency      string
@@ -300,7 +300,6 @@ func New(cfg Config) (*Server, error) {
 		reconcile:     cfg.Reconcile,
 		now:           cfg.Now,
 		logger:        cfg.Logger,
-		ready:         cfg.Ready,
 		onSaleCreated: cfg.OnSaleCreated,
 		budget:        cfg.Budget,
 		routeBudgets:  cfg.RouteBudgets,
@@ -321,6 +320,9 @@ func New(cfg Config) (*Server, error) {
 	s.buyerClaims = cfg.BuyerClaims
 	if err := s.fillDefaults(cfg); err != nil {
 		return nil, err
+	}
+	if cfg.Ready != nil {
+		s.ready = &readiness{check: cfg.Ready, now: s.now, logger: s.logger}
 	}
 	reg := s.registry(cfg)
 	if err := s.registerMetrics(cfg, reg); err != nil {
@@ -808,15 +810,8 @@ func (s *Server) handleHealthz(w http.ResponseWriter, _ *http.Request) int {
 }
 
 func (s *Server) handleReadyz(w http.ResponseWriter, r *http.Request) int {
-	if s.ready != nil {
-		ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
-		defer cancel()
-		if err := s.ready(ctx); err != nil {
-			// Not a client error: operators need the cause, and probes
-			// repeat, so warn rather than error.
-			s.logger.WarnContext(r.Context(), "not ready", "err", err)
-			return errNotReady.write(w)
-		}
+	if s.ready != nil && s.ready.state(r.Context()) != nil {
+		return errNotReady.write(w)
 	}
 	writeBody(w, http.StatusOK, []byte(`{"status":"ready"}`+"\n"))
 	return http.StatusOK

@@ -7,13 +7,16 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/fakestore"
 	"github.com/seckill-dev/seckill/internal/jwt"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 func TestNewRequiresDependencies(t *testing.T) {
@@ -88,6 +91,7 @@ func TestHealthAndReadiness(t *testing.T) {
 		t.Fatalf("/readyz ready: %d %s", w.Code, w.Body)
 	}
 	readyErr = errors.New("redis: dial tcp 10.1.2.3:6379: connection refused")
+	e.clock.Advance(readyFor) // one check answers for readyFor
 	w := e.do(req{method: "GET", path: "/readyz"})
 	wantError(t, w, http.StatusServiceUnavailable, seckill.EUNAVAILABLE)
 	if strings.Contains(w.Body.String(), "10.1.2.3") {
@@ -205,5 +209,60 @@ func TestOverRealServer(t *testing.T) {
 	}
 	if e.reserver.count() != 1 {
 		t.Fatalf("reserver calls = %d, want 1", e.reserver.count())
+	}
+}
+
+// TestReadinessShared: /readyz is public, and a readiness check pings every
+// backend, so the probes of readyFor share one check (those that come
+// while it runs wait for it) and one warning: a client asking in a loop
+// cannot make the backends answer for each request. A change shows once
+// readyFor has passed.
+func TestReadinessShared(t *testing.T) {
+	var checks atomic.Int64
+	release := make(chan struct{})
+	var down atomic.Bool
+	e := newEnv(t, func(c *Config) {
+		c.Ready = func(context.Context) error {
+			if checks.Add(1) == 1 {
+				<-release
+			}
+			if down.Load() {
+				return errors.New("database: connection refused")
+			}
+			return nil
+		}
+	})
+	readyz := func() int { return e.do(req{method: "GET", path: "/readyz"}).Code }
+	codes := make(chan int, 20)
+	for range 20 {
+		go func() { codes <- readyz() }()
+	}
+	servicetest.WaitFor(t, 10*time.Second, "a check begun", func() bool { return checks.Load() == 1 })
+	close(release)
+	for range 20 {
+		if c := <-codes; c != http.StatusOK {
+			t.Fatalf("a probe during the check: %d; want 200", c)
+		}
+	}
+	down.Store(true)
+	for range 30 {
+		if c := readyz(); c != http.StatusOK {
+			t.Fatalf("a probe within %s of the check: %d; want its 200", readyFor, c)
+		}
+	}
+	if n := checks.Load(); n != 1 {
+		t.Fatalf("50 probes within %s made %d checks; want 1", readyFor, n)
+	}
+	e.clock.Advance(readyFor)
+	for range 30 {
+		if c := readyz(); c != http.StatusServiceUnavailable {
+			t.Fatalf("a probe after the backend went down and %s passed: %d; want 503", readyFor, c)
+		}
+	}
+	if n := checks.Load(); n != 2 {
+		t.Fatalf("%d checks; want 2", n)
+	}
+	if n := strings.Count(e.logs.String(), "not ready"); n != 1 {
+		t.Fatalf("%d warnings for 30 probes of one failed check; want 1", n)
 	}
 }
