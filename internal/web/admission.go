@@ -683,6 +683,11 @@ func (h *Handler) handleBuyerEvents(w http.ResponseWriter, r *http.Request) {
 	if sale == nil {
 		return
 	}
+	if !h.feeds.open(sess.userID) {
+		writeError(w, errTooManyFeeds)
+		return
+	}
+	defer h.feeds.close(sess.userID)
 	hdr := w.Header()
 	hdr.Set("Content-Type", "text/event-stream")
 	hdr.Set("Cache-Control", "no-store")

@@ -233,6 +233,7 @@ type Handler struct {
 	queueOpensBefore time.Duration
 	buyerInterval    time.Duration
 	origins          *http.CrossOriginProtection
+	feeds            feedCounts // open buyer feeds, by buyer
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by CloseStreams: ends every live feed
