@@ -140,7 +140,9 @@ type Config struct {
 	// it is served.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
-	// Ready answers /readyz: nil means ready. Default: always ready.
+	// Ready answers /readyz: nil means ready. Default: always ready. It is
+	// called at most once a second, the probes of that second sharing its
+	// answer (readiness.go).
 	Ready func(ctx context.Context) error
 	// OnSaleCreated, if set, is called after a sale is created, with a
 	// copy of it, before the 201 is sent (the preheat scheduler uses it
