@@ -67,11 +67,7 @@ func (f fakeQueue) Length(context.Context, string) (int64, error) { return f.n, 
 // winners and the waiting list (in draw order) after it; the draw order
 // is computed once.
 func TestAdmissionOfALottery(t *testing.T) {
-	seed := seckill.NewDrawSeed()
-	var entries []seckill.LotteryEntry
-	for i := range 30 {
-		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
-	}
+	seed, entries := seckill.NewDrawSeed(), lotteryEntries(30)
 	order := seckill.DrawOrder(seed, entries)
 	l := &fakeLottery{entries: entries, won: map[string]string{}}
 	d := &fakeDraws{rec: seckill.DrawRecord{SaleID: "lot", Seed: seed}}
@@ -180,11 +176,7 @@ func (f *fakeArchive) ArchivedWon(context.Context, string) (map[string]string, e
 // not; a lottery not ended that Redis has no entrants of has none, and
 // the copy is not read.
 func TestAdmissionOfAnArchivedLottery(t *testing.T) {
-	seed := seckill.NewDrawSeed()
-	var entries []seckill.LotteryEntry
-	for i := range 20 {
-		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
-	}
+	seed, entries := seckill.NewDrawSeed(), lotteryEntries(20)
 	order := seckill.DrawOrder(seed, entries)
 	rec := seckill.DrawRecord{SaleID: "lot", Seed: seed, DrawnAt: time.Now(), Entrants: 20, Stock: 2}
 	won := map[string]string{}
@@ -248,11 +240,7 @@ func (k *keysDroppedMidRead) EntrantCount(ctx context.Context, saleID string) (i
 // between the entrant count and the entries read leave an empty draw
 // order, which is not kept: the next snapshot reads the copy's.
 func TestDrawOrderOfNoEntriesIsNotKept(t *testing.T) {
-	seed := seckill.NewDrawSeed()
-	var entries []seckill.LotteryEntry
-	for i := range 20 {
-		entries = append(entries, seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1})
-	}
+	seed, entries := seckill.NewDrawSeed(), lotteryEntries(20)
 	order := seckill.DrawOrder(seed, entries)
 	rec := seckill.DrawRecord{SaleID: "lot", Seed: seed, DrawnAt: time.Now(), Entrants: 20, Stock: 1, Winners: []string{order[0].ID}}
 	won := map[string]string{order[0].UserID: "r-0"}
@@ -272,4 +260,13 @@ func TestDrawOrderOfNoEntriesIsNotKept(t *testing.T) {
 	if a.Entrants != 20 || a.Waiting != 19 || len(a.NextWaiting) != maxListed || a.NextWaiting[0] != order[1].ID {
 		t.Fatalf("after the keys went mid-read: %+v; want 20 entrants, 19 waiting from %s", a, order[1].ID)
 	}
+}
+
+// lotteryEntries are n entries of one unit, of buyers u0, u1, ….
+func lotteryEntries(n int) []seckill.LotteryEntry {
+	entries := make([]seckill.LotteryEntry, n)
+	for i := range entries {
+		entries[i] = seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("u%d", i), Qty: 1}
+	}
+	return entries
 }
