@@ -720,6 +720,19 @@ func (s *Server) buyerAt(r *http.Request, now time.Time) (string, error) {
 	if !ok {
 		return "", errNoBuyerToken
 	}
+	return s.verifyBuyer(r, tok, now)
+}
+
+// VerifyBuyer checks a buyer token that came with r otherwise than as its
+// bearer token (the buyer page's session cookie, its sign-in form), as the
+// API checks its own: under the bound on forged tokens of r's address
+// (Config.BadSignatureLimit).
+func (s *Server) VerifyBuyer(r *http.Request, token string) (string, error) {
+	return s.verifyBuyer(r, token, time.Time{})
+}
+
+// verifyBuyer is buyerAt for token.
+func (s *Server) verifyBuyer(r *http.Request, tok string, now time.Time) (string, error) {
 	g, gateNow := s.sigGate, now
 	if g != nil {
 		if gateNow.IsZero() {

@@ -437,7 +437,7 @@ func (h *Handler) handleSignIn(w http.ResponseWriter, r *http.Request) {
 		failed("sign_in_failed")
 		return
 	}
-	uid, err := h.buyers.Verify(tok)
+	uid, err := h.verify(r, tok)
 	if err != nil {
 		failed("sign_in_failed")
 		return

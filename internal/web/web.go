@@ -178,6 +178,11 @@ type Config struct {
 	API http.Handler
 	// Buyers verifies buyer tokens, as the API does.
 	Buyers TokenVerifier
+	// VerifyBuyer, if set, checks the tokens a browser sends (its session
+	// cookie, a sign-in) instead of Buyers, with the request: the API's own
+	// check (httpapi.Server.VerifyBuyer), under its bound on forged tokens
+	// per address.
+	VerifyBuyer func(r *http.Request, token string) (userID string, err error)
 	// QueueOpensBefore is the API's --queue-opens-before. Default
 	// seckill.DefaultQueueOpensBefore.
 	QueueOpensBefore time.Duration
@@ -230,6 +235,7 @@ type Handler struct {
 
 	api              http.Handler  // nil: no buyer sessions
 	buyers           TokenVerifier // nil: no buyer sessions
+	verifyBuyer      func(r *http.Request, token string) (string, error)
 	queueOpensBefore time.Duration
 	buyerInterval    time.Duration
 	origins          *http.CrossOriginProtection
@@ -267,7 +273,7 @@ func New(cfg Config) (*Handler, error) {
 		origins:          http.NewCrossOriginProtection(),
 	}
 	if cfg.API != nil && cfg.Buyers != nil {
-		h.api, h.buyers = cfg.API, cfg.Buyers
+		h.api, h.buyers, h.verifyBuyer = cfg.API, cfg.Buyers, cfg.VerifyBuyer
 	}
 	if h.queueOpensBefore <= 0 {
 		h.queueOpensBefore = seckill.DefaultQueueOpensBefore
