@@ -137,13 +137,8 @@ func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *se
 		st.State, st.ReservationID = stWon, e.ReservationID
 		// The order's deadline: what the winner must act on.
 		if e.ReservationID != "" {
-			o := h.callAPI(ctx, r, "GET", "/api/v1/reservations/"+url.PathEscape(e.ReservationID), sess.token, nil)
-			var v struct {
-				Status string    `json:"status"`
-				PayBy  time.Time `json:"pay_by"`
-			}
-			if o.status == http.StatusOK && json.Unmarshal(o.body, &v) == nil {
-				st.OrderStatus, st.PayBy = v.Status, v.PayBy
+			if status, payBy, ok := h.reservationStatus(ctx, r, sess, e.ReservationID); ok {
+				st.OrderStatus, st.PayBy = status, payBy
 			}
 		}
 	default:
@@ -204,6 +199,19 @@ func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seck
 	if last != nil && last.claimRead && last.State != stAdmitted && st.State != stAdmitted && !last.holds() {
 		st.ReservationID, st.OrderStatus, st.PayBy, st.claimRead = last.ReservationID, last.OrderStatus, last.PayBy, true
 		return
+	}
+	// A buyer who holds a claim with an order follows that one reservation
+	// (a lookup by its id) rather than the list of their claims (the stock
+	// store's count and two range reads): who bought may keep the page open
+	// until they pay, a read every tick, up to the payment deadline.
+	if last != nil && last.claimRead && last.holds() && last.ReservationID != "" {
+		if status, payBy, ok := h.reservationStatus(ctx, r, sess, last.ReservationID); ok {
+			st.ReservationID, st.OrderStatus, st.PayBy, st.claimRead = last.ReservationID, status, payBy, true
+			if st.holds() {
+				st.Ticket, st.TicketHeader = "", ""
+			}
+			return
+		}
 	}
 	c, ok, err := h.myClaim(ctx, r, sale.ID, sess, now)
 	st.claimRead = err == nil

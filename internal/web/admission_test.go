@@ -795,3 +795,50 @@ func TestLotteryWinnerPaysWithoutScript(t *testing.T) {
 		t.Errorf("the API was not asked to pay: %q", c)
 	}
 }
+
+// TestHeldClaimFollowedByID: once the feed has found the claim a buyer
+// holds, it follows that reservation by its id (one lookup) on every
+// tick, not the list of the buyer's claims (a count and two range reads),
+// and goes back to the list once the claim no longer holds.
+func TestHeldClaimFollowedByID(t *testing.T) {
+	api := newFakeAPI()
+	f := newAdmissionFixture(t, api)
+	api.places["ann"], api.claims["ann"] = 1, "ordered"
+	fd := openFeed(t, f, "q", "tok-ann")
+	if st := fd.next(); st.OrderStatus != "ordered" || st.ReservationID != "res-ann" || st.Ticket != "" {
+		t.Fatalf("holding: %+v", st)
+	}
+	for range 3 {
+		fd.keepAlive()
+	}
+	api.mu.Lock()
+	api.claims["ann"] = "paid"
+	api.mu.Unlock()
+	if st := fd.next(); st.OrderStatus != "paid" || st.Headline != "Paid. Your order is confirmed." {
+		t.Fatalf("paid: %+v", st)
+	}
+	count := func() (lists, lookups int) {
+		for _, c := range api.called() {
+			switch c {
+			case "GET /api/v1/sales/q/reservations/mine ann":
+				lists++
+			case "GET /api/v1/reservations/res-ann ann":
+				lookups++
+			}
+		}
+		return lists, lookups
+	}
+	if lists, lookups := count(); lists != 1 || lookups < 4 {
+		t.Fatalf("%d reads of the list and %d lookups of the claim while it held; want 1 and a lookup a tick", lists, lookups)
+	}
+	api.mu.Lock()
+	api.claims["ann"] = "cancelled"
+	api.mu.Unlock()
+	if st := fd.next(); st.OrderStatus != "cancelled" || st.Ticket != "ticket-of-ann" {
+		t.Fatalf("cancelled: %+v", st)
+	}
+	fd.keepAlive()
+	if lists, _ := count(); lists < 2 {
+		t.Fatalf("the list was not read again once the claim ended (%d reads)", lists)
+	}
+}

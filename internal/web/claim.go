@@ -48,6 +48,21 @@ func (h *Handler) claimOf(ctx context.Context, r *http.Request, sess buyerSessio
 	return c
 }
 
+// reservationStatus reads reservation id's status and time to pay by
+// through the API as the session's buyer (GET /api/v1/reservations/{id}:
+// its own buyer's only); ok is false when it cannot.
+func (h *Handler) reservationStatus(ctx context.Context, r *http.Request, sess buyerSession, id string) (status string, payBy time.Time, ok bool) {
+	a := h.callAPI(ctx, r, "GET", "/api/v1/reservations/"+url.PathEscape(id), sess.token, nil)
+	var v struct {
+		Status string    `json:"status"`
+		PayBy  time.Time `json:"pay_by"`
+	}
+	if a.status != http.StatusOK || json.Unmarshal(a.body, &v) != nil {
+		return "", time.Time{}, false
+	}
+	return v.Status, v.PayBy, true
+}
+
 // myClaim reads the buyer's claims on the sale through the API (GET
 // …/reservations/mine: the token's own only) and picks the one the page
 // shows; ok is false when there is none, err not nil when they cannot be
