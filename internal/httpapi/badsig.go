@@ -69,7 +69,7 @@ func newSigGate(limit seckill.RateLimit, trusted []netip.Prefix, reg prometheus.
 // refusing reports whether r's address may not have another token checked
 // at now, and for how long. The caller counts a refusal (refuse).
 func (g *sigGate) refusing(r *http.Request, now time.Time) (time.Duration, bool) {
-	if now.UnixNano() >= g.bad.until.Load() {
+	if g.bad.refused.past(now) {
 		return 0, false // nobody is refused: no address to read
 	}
 	key, ok := g.key(r)

@@ -141,7 +141,7 @@ func TestSigGateRefills(t *testing.T) {
 		t.Fatalf("after a failure while refused: %v, %v; want refused for 400ms", retry, refused)
 	}
 	// Once nobody is refused, the check is the atomic load alone.
-	if g.bad.until.Load() != now.Add(500*time.Millisecond).UnixNano() {
-		t.Fatalf("until = %v; want +500ms", time.Unix(0, g.bad.until.Load()).Sub(now))
+	if g.bad.refused.ns.Load() != now.Add(500*time.Millisecond).UnixNano() {
+		t.Fatalf("until = %v; want +500ms", time.Unix(0, g.bad.refused.ns.Load()).Sub(now))
 	}
 }

@@ -16,24 +16,20 @@ import (
 type memLimits struct {
 	limit seckill.RateLimit
 	tats  *ttlcache.Cache[struct{}]
-	// until is the latest instant any key stays refused (Unix ns): once
-	// past it, refusing is one atomic load.
-	until atomic.Int64
+	// refused is the latest instant any key stays refused: once past it,
+	// refusing is one atomic load.
+	refused horizon
 }
 
-const (
-	memLimitShards   = 64
-	memLimitShardMax = 1024 // 65536 keys in all
-)
-
 func newMemLimits(limit seckill.RateLimit) *memLimits {
-	return &memLimits{limit: limit, tats: ttlcache.New[struct{}](memLimitShards, memLimitShardMax)}
+	// Bounded as the block list is.
+	return &memLimits{limit: limit, tats: ttlcache.New[struct{}](blockShards, blockShardMax)}
 }
 
 // refusing reports whether key's next request would be refused at now,
 // and for how long; it counts nothing.
 func (m *memLimits) refusing(key string, now time.Time) (time.Duration, bool) {
-	if now.UnixNano() >= m.until.Load() {
+	if m.refused.past(now) {
 		return 0, false
 	}
 	_, tat, _ := m.tats.Get(key, now)
@@ -52,16 +48,25 @@ func (m *memLimits) take(key string, now time.Time) (retry time.Duration, ok boo
 		return retry, false
 	}
 	m.tats.Put(key, struct{}{}, next, now)
-	// The key is refused from now on while its tat is less than an
-	// interval short of a Period ahead.
-	if _, _, fits := m.limit.Admit(next, now); !fits {
-		end := next.Add(m.limit.Interval() - m.limit.Period).UnixNano()
-		for {
-			cur := m.until.Load()
-			if end <= cur || m.until.CompareAndSwap(cur, end) {
-				break
-			}
-		}
-	}
+	// Its next request is refused while its tat is more than a Period
+	// less an interval ahead (RateLimit.Admit).
+	m.refused.extend(next.Add(m.limit.Interval() - m.limit.Period))
 	return 0, true
 }
+
+// horizon is the latest of the instants it was extended to: once past it,
+// nothing that lasts until one of them is live, and asking costs one
+// atomic load.
+type horizon struct{ ns atomic.Int64 }
+
+func (h *horizon) extend(t time.Time) {
+	for u := t.UnixNano(); ; {
+		cur := h.ns.Load()
+		if u <= cur || h.ns.CompareAndSwap(cur, u) {
+			return
+		}
+	}
+}
+
+// past reports whether now is at or after every instant extended to.
+func (h *horizon) past(now time.Time) bool { return now.UnixNano() >= h.ns.Load() }

@@ -345,9 +345,9 @@ func retryAfterSeconds(d time.Duration) string {
 // costs only a Redis call the next time that key comes.
 type blockList struct {
 	until *ttlcache.Cache[struct{}]
-	// last is the latest block end ever put (Unix ns): once past it,
-	// nothing is blocked, and any answers without a lookup.
-	last atomic.Int64
+	// last is the latest block end ever put: once past it, nothing is
+	// blocked, and any answers without a lookup.
+	last horizon
 }
 
 const (
@@ -375,17 +375,12 @@ func (b *blockList) get(key string, now time.Time, maxLeft time.Duration) (time.
 
 func (b *blockList) put(key string, until, now time.Time) {
 	b.until.Put(key, struct{}{}, until, now)
-	for u := until.UnixNano(); ; {
-		last := b.last.Load()
-		if u <= last || b.last.CompareAndSwap(last, u) {
-			return
-		}
-	}
+	b.last.extend(until)
 }
 
 // any reports whether a block may be live at now: false is one atomic
 // load, so answers from memory can check the list at no cost when it is
 // empty, as it is but under a flood.
-func (b *blockList) any(now time.Time) bool { return now.UnixNano() < b.last.Load() }
+func (b *blockList) any(now time.Time) bool { return !b.last.past(now) }
 
 func (b *blockList) len() int { return b.until.Len() }
