@@ -137,8 +137,8 @@ func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *se
 		st.State, st.ReservationID = stWon, e.ReservationID
 		// The order's deadline: what the winner must act on.
 		if e.ReservationID != "" {
-			if status, payBy, ok := h.reservationStatus(ctx, r, sess, e.ReservationID); ok {
-				st.OrderStatus, st.PayBy = status, payBy
+			if v, ok := h.reservation(ctx, r, sess, e.ReservationID); ok {
+				st.OrderStatus, st.PayBy = v.Status, v.PayBy
 			}
 		}
 	default:
@@ -205,8 +205,8 @@ func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seck
 	// store's count and two range reads): who bought may keep the page open
 	// until they pay, a read every tick, up to the payment deadline.
 	if last != nil && last.claimRead && last.holds() && last.ReservationID != "" {
-		if status, payBy, ok := h.reservationStatus(ctx, r, sess, last.ReservationID); ok {
-			st.ReservationID, st.OrderStatus, st.PayBy, st.claimRead = last.ReservationID, status, payBy, true
+		if v, ok := h.reservation(ctx, r, sess, last.ReservationID); ok {
+			st.ReservationID, st.OrderStatus, st.PayBy, st.claimRead = last.ReservationID, v.Status, v.PayBy, true
 			if st.holds() {
 				st.Ticket, st.TicketHeader = "", ""
 			}

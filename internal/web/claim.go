@@ -28,13 +28,8 @@ type claimView struct {
 // claimOf reads reservation id through the API as the session's buyer
 // (the API answers its own buyer only); a zero view when it cannot.
 func (h *Handler) claimOf(ctx context.Context, r *http.Request, sess buyerSession, id string) claimView {
-	a := h.callAPI(ctx, r, "GET", "/api/v1/reservations/"+url.PathEscape(id), sess.token, nil)
-	var v struct {
-		Status string    `json:"status"`
-		PayBy  time.Time `json:"pay_by"`
-		PayURL string    `json:"pay_url"`
-	}
-	if a.status != http.StatusOK || json.Unmarshal(a.body, &v) != nil {
+	v, ok := h.reservation(ctx, r, sess, id)
+	if !ok {
 		return claimView{}
 	}
 	text, open := claimText(v.Status, v.PayBy, h.now())
@@ -48,19 +43,21 @@ func (h *Handler) claimOf(ctx context.Context, r *http.Request, sess buyerSessio
 	return c
 }
 
-// reservationStatus reads reservation id's status and time to pay by
-// through the API as the session's buyer (GET /api/v1/reservations/{id}:
-// its own buyer's only); ok is false when it cannot.
-func (h *Handler) reservationStatus(ctx context.Context, r *http.Request, sess buyerSession, id string) (status string, payBy time.Time, ok bool) {
+// reservationRead is what the pages take of GET /api/v1/reservations/{id}.
+type reservationRead struct {
+	Status string    `json:"status"`
+	PayBy  time.Time `json:"pay_by"`
+	PayURL string    `json:"pay_url"`
+}
+
+// reservation reads reservation id through the API as the session's
+// buyer (its own buyer's only); ok is false when it cannot.
+func (h *Handler) reservation(ctx context.Context, r *http.Request, sess buyerSession, id string) (v reservationRead, ok bool) {
 	a := h.callAPI(ctx, r, "GET", "/api/v1/reservations/"+url.PathEscape(id), sess.token, nil)
-	var v struct {
-		Status string    `json:"status"`
-		PayBy  time.Time `json:"pay_by"`
-	}
 	if a.status != http.StatusOK || json.Unmarshal(a.body, &v) != nil {
-		return "", time.Time{}, false
+		return reservationRead{}, false
 	}
-	return v.Status, v.PayBy, true
+	return v, true
 }
 
 // myClaim reads the buyer's claims on the sale through the API (GET
