@@ -22,12 +22,7 @@ func TestBrowserRecoveredClaimIsTheSignedInBuyers(t *testing.T) {
 	sale := e.liveSale(10, 1)
 	ids := map[string]string{}
 	for _, user := range []string{"carol", "dave"} {
-		r := e.reserve(sale, e.token(user), 1, "")
-		id, _ := r.body["reservation_id"].(string)
-		if r.status != http.StatusAccepted || id == "" {
-			t.Fatalf("%s's claim: %d %v", user, r.status, r.body)
-		}
-		ids[user] = id
+		ids[user] = claimed(t, user, e.reserve(sale, e.token(user), 1, ""))
 	}
 	e.waitOrdered(t, ids)
 
@@ -60,12 +55,7 @@ func TestBrowserPolledStandingIsTheSignedInBuyers(t *testing.T) {
 			ticket, _ = r.body["ticket"].(string)
 			return r.body["admitted"] == true && ticket != ""
 		})
-		r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user), map[string]any{"qty": 1}, "Admission-Ticket", ticket)
-		id, _ := r.body["reservation_id"].(string)
-		if r.status != http.StatusAccepted || id == "" {
-			t.Fatalf("%s's claim: %d %v", user, r.status, r.body)
-		}
-		ids[user] = id
+		ids[user] = claimed(t, user, e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token(user), map[string]any{"qty": 1}, "Admission-Ticket", ticket))
 	}
 	e.waitOrdered(t, ids)
 
@@ -83,6 +73,16 @@ func TestBrowserPolledStandingIsTheSignedInBuyers(t *testing.T) {
 	paused, stop := tab.pauseResponses("*/sales/" + sale + "/standing*")
 	defer stop()
 	tab.answerAcrossSignOut(t, paused, "standing", "/standing", sale, ids)
+}
+
+// claimed is the reservation id of user's claim r, which must be a 202.
+func claimed(t *testing.T, user string, r reply) string {
+	t.Helper()
+	id, _ := r.body["reservation_id"].(string)
+	if r.status != http.StatusAccepted || id == "" {
+		t.Fatalf("%s's claim: %d %v", user, r.status, r.body)
+	}
+	return id
 }
 
 // waitOrdered waits until every buyer's claim in ids (buyer → reservation
