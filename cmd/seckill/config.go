@@ -52,7 +52,8 @@ type Config struct {
 	QueueAdaptInterval    time.Duration // how often an adaptive queue's rate is adapted
 	OrderWriters          int
 	OrderBatch            int
-	RelayBatch            int // most reservations the relay publishes at once: one pack (brokerpack.MaxPackEvents)
+	RelayBatch            int           // most reservations the relay publishes at once: one pack (brokerpack.MaxPackEvents)
+	RelayLinger           time.Duration // least time between two of the relay's publishes while claims keep coming
 	RelayClaimIdle        time.Duration
 	BrokerAckWait         time.Duration // how soon a dead consumer's deliveries go to another
 	BrokerBacklogInterval time.Duration // how often the broker's backlog is sampled for /metrics
@@ -114,6 +115,17 @@ const (
 	DefaultBrokerAckWait  = 5 * time.Second
 )
 
+// DefaultRelayLinger is the relay's pause, while claims keep coming,
+// between the start of a publish that was not full and the next. Every
+// publish costs the same whatever it carries: a broker message, its
+// confirm, delivery and ack, the relay's outbox reads, a writer's
+// transaction. Lingering lets each carry what some milliseconds bring
+// (performance.md, The relay lingers). An order lands up to this much
+// later; its buyer polls every 2 s. After an idle spell the first claim
+// is published at once, and over the in-process stock store, whose claims
+// are answered only once the relay has stored them, it does not linger.
+const DefaultRelayLinger = 50 * time.Millisecond
+
 // DefaultDatabaseCallTimeout is the default deadline of one order-writer
 // or housekeeping call to the database: a writer's transaction takes
 // milliseconds, and one waits at most the lock timeout (3 s) for a row.
@@ -159,6 +171,7 @@ func DefaultConfig() Config {
 		OrderWriters:          2,
 		OrderBatch:            500,
 		RelayBatch:            1000,
+		RelayLinger:           DefaultRelayLinger,
 		RelayClaimIdle:        DefaultRelayClaimIdle,
 		BrokerAckWait:         DefaultBrokerAckWait,
 		BrokerBacklogInterval: 5 * time.Second,
@@ -246,6 +259,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 		intFlag(fs, &c.OrderWriters, "order-writers", c.OrderWriters, "concurrent order-writer consumers in this process"),
 		intFlag(fs, &c.OrderBatch, "order-batch", c.OrderBatch, "most reservations an order-writer consumer takes at once (a sale's batches that wait meanwhile join one transaction)"),
 		intFlag(fs, &c.RelayBatch, "relay-batch", c.RelayBatch, "most reservations the relay publishes at once (whole outbox entries; one larger entry alone)"),
+		durationFlag(fs, &c.RelayLinger, "relay-linger", c.RelayLinger, "while claims keep coming, the least time between the starts of two of the relay's publishes, so that each carries what arrived meanwhile (a claim's order lands up to this much later); 0: publish at once"),
 		intFlag(fs, &c.MaxInFlight, "max-inflight", c.MaxInFlight, "reservation requests in flight on this node; beyond it 503 overloaded; negative: no cap"),
 		durationFlag(fs, &c.ReconcileInterval, "reconcile-interval", c.ReconcileInterval, "how often live sales are reconciled for the seckill_reconcile_* gauges"),
 		durationFlag(fs, &c.ArchiveAfter, "archive-after", c.ArchiveAfter, "how long past its end a settled sale keeps its Redis keys (its idempotency keys go at the end)"),

@@ -401,7 +401,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			// compact. An external broker may have writers of an older
 			// version, which read only JSON.
 			CompactEvents: cfg.BrokerURL == "",
-			Linger:        relayLinger(m.broker),
+			Linger:        relayLinger(cfg, w),
 			Wake:          w.relayWake,
 			Progress:      progress(w.stored),
 			BatchSize:     cfg.RelayBatch,
@@ -418,21 +418,15 @@ func progress(g *ackgate.Gate) relay.Progress {
 	return g
 }
 
-// handoffLinger is the relay's Linger over a handoff: the least time
-// between the starts of two batches while claims keep coming, so that
-// under load a batch holds what some milliseconds bring. A claim waits
-// for its order at most that much longer; its buyer polls every 2 s.
-const handoffLinger = 20 * time.Millisecond
-
-// relayLinger is the relay's Linger on broker: handoffLinger over a
-// handoff, whose Publish is the writer's transaction (a commit per batch
-// whatever its size), none over a real broker, whose writers batch what
-// they consume by themselves.
-func relayLinger(broker seckill.Broker) time.Duration {
-	if _, ok := broker.(*handoff.Broker); ok {
-		return handoffLinger
+// relayLinger is the relay's Linger: the configured one, except over
+// the in-process stock store, whose claims are answered only once the
+// relay has stored them (wired.stored): there a linger would be every
+// buyer's wait.
+func relayLinger(cfg *Config, w *wired) time.Duration {
+	if w.stored != nil {
+		return 0
 	}
-	return 0
+	return cfg.RelayLinger
 }
 
 // startHousekeeping starts what keeps the books and the memory in order:
