@@ -125,7 +125,7 @@ func benchOrderPersistence(b *testing.B, d persistDB) {
 		for _, s := range order {
 			// This process's CPU is read last before the round and first
 			// after it: listing /proc for the database's processes costs
-			// it tens of milliseconds, which are not the round's.
+			// it some milliseconds, which are not the round's.
 			db, mq, kv := dbCPU(), cpuOf(rabbit), cpuOf(redis)
 			self := cpuSelf()
 			rate, perTx, rolled := s.run(b.N)
