@@ -122,6 +122,18 @@ func setup(end time.Time) (*fakeStore, *fakeStock, *time.Time) {
 	return store, stock, &now
 }
 
+// lotterySetup is setup for a lottery sale whose entries closed an hour
+// before its end, now two hours past it: ann, bob (who won r-bob) and cy
+// entered.
+func lotterySetup(end time.Time) (*fakeStore, *fakeStock, *time.Time) {
+	store, stock, now := setup(end)
+	*now = end.Add(2 * time.Hour)
+	store.sales["tea"].Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: end.Add(-time.Hour)}
+	stock.entries = []seckill.LotteryEntry{{ID: "e1", UserID: "ann", Qty: 1}, {ID: "e2", UserID: "bob", Qty: 2}, {ID: "e3", UserID: "cy", Qty: 1}}
+	stock.won = map[string]string{"bob": "r-bob"}
+	return store, stock, now
+}
+
 // TestArchiveSteps: nothing before the end; the idempotency hash at the
 // end (once); the rest only after the delay, with payments, restores,
 // the outbox and the database all done.
@@ -268,11 +280,7 @@ func (f *fakeLotteryDB) EntryCounts(context.Context, string) (int64, int64, erro
 // keys go; without a lottery archive configured it keeps them.
 func TestLotteryKeysGoOnlyAfterTheDrawAndTheCopy(t *testing.T) {
 	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	store, stock, now := setup(end)
-	*now = end.Add(2 * time.Hour)
-	store.sales["tea"].Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: end.Add(-time.Hour)}
-	stock.entries = []seckill.LotteryEntry{{ID: "e1", UserID: "ann", Qty: 1}, {ID: "e2", UserID: "bob", Qty: 2}, {ID: "e3", UserID: "cy", Qty: 1}}
-	stock.won = map[string]string{"bob": "r-bob"}
+	store, stock, now := lotterySetup(end)
 	db := &fakeLotteryDB{copies: map[string]seckill.LotteryEntry{}, won: map[string]string{}}
 	ctx := context.Background()
 
@@ -302,11 +310,7 @@ func TestLotteryKeysGoOnlyAfterTheDrawAndTheCopy(t *testing.T) {
 // between a pass's count and its archive script, is copied by the next.
 func TestLotteryCopiedOnlyWhenTheDatabaseIsShort(t *testing.T) {
 	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
-	store, stock, now := setup(end)
-	*now = end.Add(2 * time.Hour)
-	store.sales["tea"].Admission = seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: end.Add(-time.Hour)}
-	stock.entries = []seckill.LotteryEntry{{ID: "e1", UserID: "ann", Qty: 1}, {ID: "e2", UserID: "bob", Qty: 2}, {ID: "e3", UserID: "cy", Qty: 1}}
-	stock.won = map[string]string{"bob": "r-bob"}
+	store, stock, now := lotterySetup(end)
 	stock.outbox = 1
 	db := &fakeLotteryDB{draw: &seckill.DrawRecord{SaleID: "tea", DrawnAt: end.Add(-time.Hour)},
 		copies: map[string]seckill.LotteryEntry{}, won: map[string]string{}}
