@@ -26,7 +26,9 @@ func (tb *browserTab) submitAndWait(button, what, cond string, timeout time.Dura
 	_ = evalJS[bool](tb, `(window.seckillLeft = true)`)
 	tb.do(chromedp.Click(chromedp.ID(button)))
 	deadline := time.Now().Add(timeout)
-	cond = `!window.seckillLeft && (` + cond + `)`
+	// The new page's headline is parsed before the rest of it: wait for
+	// the whole document, so that what the caller reads next is there.
+	cond = `!window.seckillLeft && document.readyState === "complete" && (` + cond + `)`
 	for {
 		err := chromedp.Do(tb.ctx, chromedp.Poll[chromedp.Void](cond,
 			chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(100*time.Millisecond)))
