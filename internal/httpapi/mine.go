@@ -35,7 +35,7 @@ type myClaimsResponse struct {
 // many units they hold whose orders are still on their way. A buyer reads
 // only their own (the token names them); a sale that does not exist is 404.
 func (s *Server) handleMyClaims(w http.ResponseWriter, r *http.Request) int {
-	userID, err := s.buyer(r)
+	userID, err := s.recordsBuyer(r)
 	if err != nil {
 		return s.writeError(w, r, err)
 	}

@@ -252,7 +252,7 @@ func (s *Server) handleReservation(w http.ResponseWriter, r *http.Request) int {
 }
 
 func (s *Server) reservation(w http.ResponseWriter, r *http.Request) (string, int) {
-	userID, err := s.buyer(r)
+	userID, err := s.recordsBuyer(r)
 	if err != nil {
 		return s.failResult(w, r, err)
 	}
@@ -294,7 +294,7 @@ func (s *Server) handleCancel(w http.ResponseWriter, r *http.Request) int {
 // the state the order is already in answers 200 unchanged, so a client
 // may retry a request whose answer it lost.
 func (s *Server) orderAction(w http.ResponseWriter, r *http.Request, target seckill.OrderStatus) (string, int) {
-	userID, err := s.buyer(r)
+	userID, err := s.recordsBuyer(r)
 	if err != nil {
 		return s.failResult(w, r, err)
 	}
@@ -580,6 +580,8 @@ func (s *Server) failResult(w http.ResponseWriter, r *http.Request, err error) (
 		return resultUnauthorized, status
 	case seckill.EINVALID, seckill.ETOOLARGE:
 		return resultInvalid, status
+	case seckill.ERATELIMITED:
+		return resultRateLimited, status
 	}
 	return resultError, status
 }
@@ -596,6 +598,7 @@ const (
 	resultNotFound     = seckill.ENOTFOUND
 	resultInvalid      = seckill.EINVALID
 	resultUnauthorized = seckill.EUNAUTHORIZED
+	resultRateLimited  = seckill.ERATELIMITED // the buyer's record requests (readGate)
 	resultError        = "error"
 	resultClientClosed = "client_closed"
 
@@ -607,11 +610,11 @@ var (
 	pollLabels = []string{
 		statusPending, string(seckill.OrderPlaced), string(seckill.OrderPaid), string(seckill.OrderCancelled),
 		string(seckill.OrderRefundDue), string(seckill.OrderRefunded), statusFailed,
-		resultNotFound, resultUnauthorized, resultError, resultClientClosed,
+		resultNotFound, resultUnauthorized, resultRateLimited, resultError, resultClientClosed,
 	}
 	actionLabels = []string{
 		resultDone, resultUnchanged, resultConflict, resultPending, resultFailed,
-		resultNotFound, resultInvalid, resultUnauthorized, resultError, resultClientClosed,
+		resultNotFound, resultInvalid, resultUnauthorized, resultRateLimited, resultError, resultClientClosed,
 	}
 )
 

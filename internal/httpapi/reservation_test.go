@@ -241,14 +241,14 @@ type resEnv struct {
 	ordered, paid, cancelled, failed, pendingID, missing string
 }
 
-func newResEnv(t *testing.T) *resEnv {
+func newResEnv(t *testing.T, mod ...func(*Config)) *resEnv {
 	t.Helper()
 	e := &resEnv{
 		orders:  newFakeOrders(),
 		pending: &fakePending{records: map[string]pendingRecord{}},
 		payBy:   t0.Add(15 * time.Minute),
 	}
-	e.env = newEnv(t, func(c *Config) { c.Orders, c.Pending, c.Restorer, c.BuyerPay = e.orders, e.pending, e.orders, true })
+	e.env = newEnv(t, append([]func(*Config){func(c *Config) { c.Orders, c.Pending, c.Restorer, c.BuyerPay = e.orders, e.pending, e.orders, true }}, mod...)...)
 	newID := func() string { return seckill.NewReservationID(testSaleID, t0) }
 	e.ordered, e.paid, e.cancelled, e.failed, e.pendingID, e.missing = newID(), newID(), newID(), newID(), newID(), newID()
 	for id, st := range map[string]seckill.OrderStatus{e.ordered: seckill.OrderPlaced, e.paid: seckill.OrderPaid, e.cancelled: seckill.OrderCancelled} {

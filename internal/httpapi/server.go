@@ -196,6 +196,10 @@ type Config struct {
 	// its tokens not verified before are refused 429 unchecked, on every
 	// route that takes a buyer token (badsig.go). Zero: no bound.
 	BadSignatureLimit seckill.RateLimit
+	// BuyerReadLimit bounds, per buyer, the requests for their own
+	// records: a reservation's status, pay and cancel, and
+	// reservations/mine (buyerreads.go). Zero: no bound.
+	BuyerReadLimit seckill.RateLimit
 
 	// OrderEvents, if set, serves the operator's view of order-event
 	// delivery (orderevents.go): GET /admin/v1/order-events and POST
@@ -228,6 +232,7 @@ type Server struct {
 	verifierAt    verifierAt  // verifier, if it is one
 	known         knownTokens // verifier, if it is one
 	sigGate       *sigGate    // nil: no bound on forged tokens
+	readGate      *readGate   // nil: no bound on a buyer's record requests
 	orders        OrderStore
 	pending       PendingStore
 	lost          LostClaims
@@ -433,6 +438,9 @@ func (s *Server) registerMetrics(cfg Config, reg prometheus.Registerer) error {
 	}
 	if s.sigGate, err = newSigGate(cfg.BadSignatureLimit, s.guard.trusted, reg); err != nil {
 		return fmt.Errorf("httpapi: Config.BadSignatureLimit: %w", err)
+	}
+	if s.readGate, err = newReadGate(cfg.BuyerReadLimit, reg); err != nil {
+		return fmt.Errorf("httpapi: Config.BuyerReadLimit: %w", err)
 	}
 	if s.orders != nil {
 		if s.resMetrics, err = newReservationMetrics(reg); err != nil {
