@@ -62,6 +62,7 @@ type Config struct {
 	RateLimitIP           string // "20/1m", "5/1s" or "off"
 	RateLimitUser         string
 	BadTokenLimitIP       string // tokens with a wrong signature per client IP: "10/1m" or "off"
+	BuyerReadLimit        string // a buyer's requests for their own reservations, per node: "600/1m" or "off"
 	TrustedProxies        string // comma-separated IPs/CIDRs
 	MaxInFlight           int
 	SoldOutInterval       time.Duration
@@ -180,6 +181,7 @@ func DefaultConfig() Config {
 		RateLimitIP:           httpapi.DefaultRateLimitIP.String(),
 		RateLimitUser:         httpapi.DefaultRateLimitUser.String(),
 		BadTokenLimitIP:       httpapi.DefaultBadSignatureLimit.String(),
+		BuyerReadLimit:        httpapi.DefaultBuyerReadLimit.String(),
 		MaxInFlight:           httpapi.DefaultMaxInFlight,
 		SoldOutInterval:       soldout.DefaultSafetyInterval,
 		DemoLogin:             "off",
@@ -224,6 +226,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
+	stringFlag(fs, &c.BuyerReadLimit, "buyer-read-limit", c.BuyerReadLimit, "a buyer's requests for their own reservations (status, pay, cancel, reservations/mine), each a database read, per node, after which they wait (429): 600/1m or off")
 	stringFlag(fs, &c.BadTokenLimitIP, "bad-token-limit-ip", c.BadTokenLimitIP, "buyer tokens with a wrong signature per client IP (IPv6: per /64), each a signature check, after which its tokens not seen before wait (429): 10/1m or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
 	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")
@@ -343,6 +346,7 @@ type settings struct {
 	roles              roles
 	ipLimit, userLimit seckill.RateLimit
 	badTokenLimit      seckill.RateLimit
+	buyerReadLimit     seckill.RateLimit
 	proxies            []netip.Prefix
 	routeBudgets       map[string]time.Duration
 	durability         redis.Durability
@@ -359,6 +363,9 @@ func (c *Config) parse() (s settings, err error) {
 	}
 	if s.badTokenLimit, _, err = parseLimit(c.BadTokenLimitIP); err != nil {
 		return s, fmt.Errorf("bad token limit per IP: %w", err)
+	}
+	if s.buyerReadLimit, _, err = parseLimit(c.BuyerReadLimit); err != nil {
+		return s, fmt.Errorf("buyer read limit: %w", err)
 	}
 	if s.proxies, err = httpapi.ParseTrustedProxies(c.TrustedProxies); err != nil {
 		return s, fmt.Errorf("trusted proxies: %w", err)

@@ -537,6 +537,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		RateLimitUser:     w.userLimit,
 		TrustedProxies:    w.proxies,
 		BadSignatureLimit: w.badTokenLimit,
+		BuyerReadLimit:    w.buyerReadLimit,
 		MaxInFlight:       cfg.MaxInFlight,
 		Budget:            cfg.RequestBudget,
 		RouteBudgets:      w.routeBudgets,
