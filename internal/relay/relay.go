@@ -86,11 +86,13 @@ type Config struct {
 	// Linger, if set, is the least time from the start of a pass that
 	// found entries, but no full batch, to the start of the next: under
 	// load each batch then holds what arrived in that time instead of the
-	// few entries appended while the last Publish ran. It is for a broker
-	// whose Publish is the order writer's transaction (internal/handoff),
-	// where a batch costs a commit whatever its size. The first entry
-	// after an idle spell is read at once; a relay that is stopping does
-	// not linger. Default 0: the next pass starts at once.
+	// few entries appended while the last Publish ran. A batch costs
+	// about the same whatever its size: a publish and its confirm, a
+	// delivery and its ack, the order writer's transaction (over
+	// internal/handoff the Publish is that transaction). The first entry
+	// after an idle spell is read at once, a full batch does not wait,
+	// and a relay that is stopping does not linger. Default 0: the next
+	// pass starts at once.
 	Linger time.Duration
 	// Wake, if set, ends an idle relay's pause at once: the stock store
 	// of this process signals it when a reserve call appends to an outbox
