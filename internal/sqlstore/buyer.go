@@ -39,8 +39,9 @@ func (st *Orders) BuyerOrders(ctx context.Context, saleID, userID string) ([]*se
 
 // BuyerFailedOrders returns the buyer's failed orders of a sale, oldest
 // first, at most MaxBuyerOrders; an invalid sale or user id has none. It
-// reads the sale's range of failed_orders_sale_created_idx (0010) and
-// keeps the buyer's rows: failed orders are few, each alerts an operator.
+// reads the buyer's rows of failed_orders_sale_user_idx (0020): a sale
+// may gather thousands of failed orders in an outage, while its buyers'
+// pages poll this.
 func (st *FailedOrderStore) BuyerFailedOrders(ctx context.Context, saleID, userID string) ([]*seckill.FailedOrder, error) {
 	if !seckill.ValidSaleID(saleID) || !seckill.ValidUserID(userID) {
 		return nil, nil

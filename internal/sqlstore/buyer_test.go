@@ -2,7 +2,9 @@ package sqlstore
 
 import (
 	"errors"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,6 +155,51 @@ func TestBuyerFailedOrdersAreTheBuyersOwn(t *testing.T) {
 			if len(got) != 1 || got[0].ReservationID != evs[i].ReservationID {
 				t.Errorf("BuyerOrders(tea, %q): %d orders; want only %s", user, len(got), evs[i].ReservationID)
 			}
+		}
+	})
+}
+
+// TestBuyerFailedReadUsesTheBuyerIndex: a buyer's failed orders are read
+// through failed_orders_sale_user_idx (migration 0020), not by going
+// through every failed order of the sale. With 2,000 failed orders of one
+// sale over 1,000 buyers, and the table's statistics up to date, the
+// plan of the read names that index on every dialect, unforced.
+func TestBuyerFailedReadUsesTheBuyerIndex(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		ctx := t.Context()
+		var b strings.Builder
+		for chunk := range 4 {
+			b.Reset()
+			b.WriteString(`INSERT INTO failed_orders (reservation_id, sale_id, user_id, qty, reason, attempts, created_at_ms) VALUES `)
+			for i := range 500 {
+				n := chunk*500 + i
+				if i > 0 {
+					b.WriteString(", ")
+				}
+				fmt.Fprintf(&b, `('tea.r%05d', 'tea', 'u%04d', 1, 'sold_out', 1, %d)`, n, n%1000, 1_700_000_000_000+n)
+			}
+			if _, err := db.write.ExecContext(ctx, b.String()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		analyze := map[string]string{"mysql": "ANALYZE TABLE failed_orders", "postgres": "ANALYZE failed_orders", "sqlite": "ANALYZE"}[db.Dialect()]
+		rows, err := db.write.QueryContext(ctx, analyze) // MySQL answers with a table of its own
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		conn, err := db.read.Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		text := explainPlan(t, conn, db.Dialect(), st.q.buyerFailed, "tea", "u0007")
+		if !strings.Contains(text, "failed_orders_sale_user_idx") {
+			t.Errorf("plan of a buyer's failed orders:\n%s\nwant failed_orders_sale_user_idx", text)
+		}
+		t.Logf("plan:\n%s", text)
+		if got, err := st.BuyerFailedOrders(ctx, "tea", "u0007"); err != nil || len(got) != 2 {
+			t.Fatalf("BuyerFailedOrders(tea, u0007) = %d rows, %v; want 2", len(got), err)
 		}
 	})
 }

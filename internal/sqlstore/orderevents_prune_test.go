@@ -1,6 +1,7 @@
 package sqlstore
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
@@ -137,7 +138,6 @@ func TestPruneSelectUsesTheDeliveredIndex(t *testing.T) {
 		}
 		defer conn.Close()
 		q := NewEventStore(db).q.prunable
-		var plan []string
 		switch db.Dialect() {
 		case "postgres":
 			// An empty table is scanned whatever its indexes: ask what the
@@ -149,38 +149,7 @@ func TestPruneSelectUsesTheDeliveredIndex(t *testing.T) {
 		case "mysql":
 			q = strings.Replace(q, "FROM order_events", "FROM order_events FORCE INDEX (order_events_delivered_idx)", 1)
 		}
-		explain := "EXPLAIN "
-		if db.Dialect() == "sqlite" {
-			explain = "EXPLAIN QUERY PLAN "
-		}
-		rows, err := conn.QueryContext(ctx, explain+q, int64(1), 10)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		cols, _ := rows.Columns()
-		for rows.Next() {
-			vals := make([]any, len(cols))
-			ptrs := make([]any, len(cols))
-			for i := range vals {
-				ptrs[i] = &vals[i]
-			}
-			if err := rows.Scan(ptrs...); err != nil {
-				t.Fatal(err)
-			}
-			var line []string
-			for i, v := range vals {
-				if b, ok := v.([]byte); ok {
-					v = string(b)
-				}
-				line = append(line, cols[i]+"="+strings.TrimSpace(fmt.Sprint(v)))
-			}
-			plan = append(plan, strings.Join(line, " "))
-		}
-		if err := rows.Err(); err != nil {
-			t.Fatal(err)
-		}
-		text := strings.Join(plan, "\n")
+		text := explainPlan(t, conn, db.Dialect(), q, int64(1), 10)
 		if !strings.Contains(text, "order_events_delivered_idx") || strings.Contains(strings.ToLower(text), "temp b-tree") ||
 			strings.Contains(text, "Sort") || strings.Contains(text, "filesort") {
 			t.Errorf("plan of the prune select:\n%s\nwant a range of order_events_delivered_idx, no sort", text)
@@ -190,4 +159,43 @@ func TestPruneSelectUsesTheDeliveredIndex(t *testing.T) {
 		}
 		t.Logf("plan:\n%s", text)
 	})
+}
+
+// explainPlan is the plan the database gives for q with args, one line a
+// row, each column as name=value.
+func explainPlan(t *testing.T, conn *sql.Conn, dialect, q string, args ...any) string {
+	t.Helper()
+	explain := "EXPLAIN "
+	if dialect == "sqlite" {
+		explain = "EXPLAIN QUERY PLAN "
+	}
+	rows, err := conn.QueryContext(t.Context(), explain+q, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	cols, _ := rows.Columns()
+	var plan []string
+	for rows.Next() {
+		vals := make([]any, len(cols))
+		ptrs := make([]any, len(cols))
+		for i := range vals {
+			ptrs[i] = &vals[i]
+		}
+		if err := rows.Scan(ptrs...); err != nil {
+			t.Fatal(err)
+		}
+		var line []string
+		for i, v := range vals {
+			if b, ok := v.([]byte); ok {
+				v = string(b)
+			}
+			line = append(line, cols[i]+"="+strings.TrimSpace(fmt.Sprint(v)))
+		}
+		plan = append(plan, strings.Join(line, " "))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(plan, "\n")
 }

@@ -1,0 +1,8 @@
+-- One buyer's failed orders of a sale (FailedOrderStore.BuyerFailedOrders,
+-- behind GET /api/v1/sales/{id}/reservations/mine, which a buyer's page
+-- polls while units are pending): failed_orders_sale_created_idx made
+-- each read go through every failed order of the sale, and a sale gathers
+-- failed orders by the thousand exactly when its buyers poll most, during
+-- an outage. This index hands over the buyer's few rows; they are sorted
+-- in memory. InnoDB adds it online, without holding back inserts.
+ALTER TABLE failed_orders ADD INDEX failed_orders_sale_user_idx (sale_id, user_id);

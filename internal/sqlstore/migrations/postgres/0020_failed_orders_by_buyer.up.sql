@@ -1,0 +1,12 @@
+-- One buyer's failed orders of a sale (FailedOrderStore.BuyerFailedOrders,
+-- behind GET /api/v1/sales/{id}/reservations/mine, which a buyer's page
+-- polls while units are pending): failed_orders_sale_created_idx made
+-- each read go through every failed order of the sale, and a sale gathers
+-- failed orders by the thousand exactly when its buyers poll most, during
+-- an outage. This index hands over the buyer's few rows; they are sorted
+-- in memory.
+--
+-- Not CONCURRENTLY (a migration runs in a transaction): the build holds
+-- back writes to failed_orders while it reads the table, which is small
+-- unless a sale went badly. Migrate outside a sale.
+CREATE INDEX failed_orders_sale_user_idx ON failed_orders (sale_id, user_id);
