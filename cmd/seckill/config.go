@@ -62,7 +62,7 @@ type Config struct {
 	RateLimitIP           string // "20/1m", "5/1s" or "off"
 	RateLimitUser         string
 	BadTokenLimitIP       string // tokens with a wrong signature per client IP: "10/1m" or "off"
-	BuyerReadLimit        string // a buyer's requests for their own reservations, per node: "600/1m" or "off"
+	BuyerReadLimit        string // a buyer's requests for their own records, per node: "600/1m" or "off"
 	TrustedProxies        string // comma-separated IPs/CIDRs
 	MaxInFlight           int
 	SoldOutInterval       time.Duration
@@ -226,7 +226,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
-	stringFlag(fs, &c.BuyerReadLimit, "buyer-read-limit", c.BuyerReadLimit, "a buyer's requests for their own reservations (status, pay, cancel, reservations/mine), each a database read, per node, after which they wait (429): 600/1m or off")
+	stringFlag(fs, &c.BuyerReadLimit, "buyer-read-limit", c.BuyerReadLimit, "a buyer's requests for their own records (a reservation's status, pay, cancel; reservations/mine, entries/mine, queue/mine), each a database or Redis read, per node, after which they wait (429): 600/1m or off")
 	stringFlag(fs, &c.BadTokenLimitIP, "bad-token-limit-ip", c.BadTokenLimitIP, "buyer tokens with a wrong signature per client IP (IPv6: per /64), each a signature check, after which its tokens not seen before wait (429): 10/1m or off")
 	stringFlag(fs, &c.DemoLogin, "demo-login", c.DemoLogin, "let the buyer page mint a token for any name (anyone can act as any buyer): on or off; on only for demos")
 	stringFlag(fs, &c.Currency, "currency", c.Currency, "ISO 4217 currency of sales created without one (and of older sales that have none)")

@@ -11,7 +11,8 @@ import (
 
 // DefaultBuyerReadLimit is how many requests one buyer may send to the
 // routes of their own records (readGate) on one node: a burst of 600,
-// then 10 a second. A page polls a reservation every 2 s (pollAfterMS).
+// then 10 a second. A page polls a reservation every 2 s (pollAfterMS),
+// a waiting room's page its place every second or so.
 var DefaultBuyerReadLimit = seckill.RateLimit{Rate: 600, Period: time.Minute}
 
 // errBuyerReads answers a buyer past their budget of record requests.
@@ -21,8 +22,9 @@ var errBuyerReads = seckill.Errorf(seckill.ERATELIMITED,
 // readGate bounds what one signed-in buyer's requests for their own
 // records cost: GET /api/v1/reservations/{id}, its pay and cancel, and GET
 // /api/v1/sales/{id}/reservations/mine each reach the database (and the
-// stock store), and none of them goes through the reservation route's
-// limits. A client holding one valid token could otherwise send them as
+// stock store), a lottery's entries/mine and a waiting room's queue/mine
+// the stock store (a place polled once final is answered from memory),
+// and none of them goes through the reservation route's limits. A client holding one valid token could otherwise send them as
 // fast as its connections carry, made-up reservation ids included, each a
 // database read. Past its budget a buyer is answered 429 with a
 // Retry-After before anything is read.
@@ -47,7 +49,7 @@ func newReadGate(limit seckill.RateLimit, reg prometheus.Registerer) (*readGate,
 	}
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "seckill_buyer_reads_refused_total",
-		Help: "Requests for a buyer's own reservations (status, pay, cancel, reservations/mine) refused 429 because the buyer had sent too many.",
+		Help: "Requests for a buyer's own records (a reservation's status, pay, cancel; reservations/mine, entries/mine, queue/mine) refused 429 because the buyer had sent too many.",
 	})
 	if err := reg.Register(refused); err != nil {
 		return nil, err

@@ -79,3 +79,32 @@ func TestBuyerRecordRequestsUnbounded(t *testing.T) {
 		}
 	}
 }
+
+// TestAdmissionStandingsShareTheBuyersBudget: a lottery's entries/mine and
+// a waiting room's queue/mine count against the same budget as the
+// buyer's reservations, and past it are refused before the stock store is
+// asked.
+func TestAdmissionStandingsShareTheBuyersBudget(t *testing.T) {
+	e, calls, _ := admissionEnv(t, func(c *Config) { c.BuyerReadLimit = seckill.RateLimit{Rate: 2, Period: time.Minute} })
+	if w := e.post("dora", "/api/v1/sales/"+testQueueID+"/queue", nil); w.Code != http.StatusOK {
+		t.Fatalf("join: %d %s", w.Code, w.Body)
+	}
+	get := func(path string) *httptest.ResponseRecorder {
+		return e.do(req{method: "GET", path: path, auth: "Bearer " + buyerToken(t, "dora")})
+	}
+	entry, place := "/api/v1/sales/"+testLotteryID+"/entries/mine", "/api/v1/sales/"+testQueueID+"/queue/mine"
+	// Within the budget each is answered from the stock store (dora has
+	// no entry: the store says so).
+	wantError(t, get(entry), http.StatusNotFound, seckill.ENOTFOUND)
+	if w := get(place); w.Code != http.StatusOK {
+		t.Fatalf("queue/mine: %d %s", w.Code, w.Body)
+	}
+	before := calls.snapshot()
+	for _, path := range []string{entry, place} {
+		wantError(t, get(path), http.StatusTooManyRequests, seckill.ERATELIMITED)
+	}
+	if got := calls.since(before); len(got) != 0 {
+		t.Fatalf("refused standings called %v", got)
+	}
+	assertMetric(t, e, `seckill_buyer_reads_refused_total 2`)
+}

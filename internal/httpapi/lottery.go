@@ -198,7 +198,7 @@ func (s *Server) writeEntered(w http.ResponseWriter, r *http.Request, code int, 
 
 // handleMyEntry serves GET /api/v1/sales/{id}/entries/mine.
 func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
-	userID, err := s.buyer(r)
+	userID, err := s.recordsBuyer(r)
 	if err != nil {
 		return s.writeError(w, r, err)
 	}

@@ -165,7 +165,7 @@ func (s *Server) knownPlace(saleID, userID string, now time.Time) (int64, bool) 
 
 // handleMyQueue serves GET /api/v1/sales/{id}/queue/mine.
 func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
-	userID, err := s.buyer(r)
+	userID, err := s.recordsBuyer(r)
 	if err != nil {
 		return s.writeError(w, r, err)
 	}

@@ -197,8 +197,8 @@ type Config struct {
 	// route that takes a buyer token (badsig.go). Zero: no bound.
 	BadSignatureLimit seckill.RateLimit
 	// BuyerReadLimit bounds, per buyer, the requests for their own
-	// records: a reservation's status, pay and cancel, and
-	// reservations/mine (buyerreads.go). Zero: no bound.
+	// records: a reservation's status, pay and cancel, reservations/mine,
+	// entries/mine and queue/mine (buyerreads.go). Zero: no bound.
 	BuyerReadLimit seckill.RateLimit
 
 	// OrderEvents, if set, serves the operator's view of order-event
