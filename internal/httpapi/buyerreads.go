@@ -17,17 +17,18 @@ var DefaultBuyerReadLimit = seckill.RateLimit{Rate: 600, Period: time.Minute}
 
 // errBuyerReads answers a buyer past their budget of record requests.
 var errBuyerReads = seckill.Errorf(seckill.ERATELIMITED,
-	"Too many requests for your reservations; retry after the time in Retry-After.")
+	"Too many requests for your reservations, entries or places; retry after the time in Retry-After.")
 
 // readGate bounds what one signed-in buyer's requests for their own
-// records cost: GET /api/v1/reservations/{id}, its pay and cancel, and GET
-// /api/v1/sales/{id}/reservations/mine each reach the database (and the
-// stock store), a lottery's entries/mine and a waiting room's queue/mine
-// the stock store (a place polled once final is answered from memory),
-// and none of them goes through the reservation route's limits. A client holding one valid token could otherwise send them as
-// fast as its connections carry, made-up reservation ids included, each a
-// database read. Past its budget a buyer is answered 429 with a
-// Retry-After before anything is read.
+// records cost. GET /api/v1/reservations/{id}, its pay and cancel, and
+// GET /api/v1/sales/{id}/reservations/mine each reach the database (and
+// the stock store); a lottery's entries/mine and a waiting room's
+// queue/mine reach the stock store (a place polled once final is answered
+// from memory). None of them goes through the reservation route's
+// limits, so a client holding one valid token could send them as fast as
+// its connections carry, made-up reservation ids included. Past its
+// budget a buyer is answered 429 with a Retry-After before anything is
+// read.
 //
 // The budget is GCRA's (seckill.RateLimit.Admit) in this node's memory,
 // per buyer, in a table bounded as the forged-token gate's is: an
