@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"io"
@@ -119,14 +117,7 @@ func (s *Server) applyPayment(w http.ResponseWriter, r *http.Request, e seckill.
 }
 
 // isService reports whether r carries the service token.
-func (s *Server) isService(r *http.Request) bool {
-	tok, ok := bearerToken(r)
-	if !ok || !s.pay.serviceEnabled {
-		return false
-	}
-	h := sha256.Sum256([]byte(tok))
-	return subtle.ConstantTimeCompare(h[:], s.pay.serviceHash[:]) == 1
-}
+func (s *Server) isService(r *http.Request) bool { return s.pay.service.carriedBy(r) }
 
 // PaymentStore applies and lists payment events (internal/sqlstore).
 type PaymentStore interface {
@@ -139,13 +130,12 @@ type PaymentStore interface {
 
 // paySide is the Server's part of payments.
 type paySide struct {
-	store          PaymentStore
-	secrets        [][]byte
-	metrics        *paymentMetrics
-	serviceHash    [sha256.Size]byte
-	serviceEnabled bool
-	buyerPay       bool
-	urlTemplate    string
+	store       PaymentStore
+	secrets     [][]byte
+	metrics     *paymentMetrics
+	service     staticToken
+	buyerPay    bool
+	urlTemplate string
 }
 
 func newPaySide(cfg Config) (paySide, error) {
@@ -158,10 +148,7 @@ func newPaySide(cfg Config) (paySide, error) {
 			p.secrets = append(p.secrets, []byte(secret))
 		}
 	}
-	if cfg.ServiceToken != "" {
-		p.serviceHash = sha256.Sum256([]byte(cfg.ServiceToken))
-		p.serviceEnabled = true
-	}
+	p.service = newStaticToken(cfg.ServiceToken)
 	return p, nil
 }
 
