@@ -38,6 +38,7 @@ type Config struct {
 	JWTAudience           string // pinned aud when set
 	JWTMaxLifetime        time.Duration
 	AdminToken            string // empty: generated and kept in DataDir
+	MetricsToken          string // the scraper's bearer token on /metrics; empty: /metrics is open
 	PreheatLead           time.Duration
 	PreheatInterval       time.Duration
 	MaxBatch              int
@@ -223,6 +224,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.JWTIssuer, "jwt-issuer", c.JWTIssuer, "when set, a buyer token's iss must be exactly this")
 	stringFlag(fs, &c.JWTAudience, "jwt-audience", c.JWTAudience, "when set, a buyer token's aud must include this")
 	stringFlag(fs, &c.AdminToken, "admin-token", c.AdminToken, "bearer token for /admin; empty generates one in the data dir")
+	stringFlag(fs, &c.MetricsToken, "metrics-token", c.MetricsToken, "bearer token (at least 32 bytes, not the admin token) that GET /metrics requires; empty: /metrics answers anyone who reaches the node")
 	stringFlag(fs, &c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	stringFlag(fs, &c.RateLimitIP, "rate-limit-ip", c.RateLimitIP, "reservation requests per client IP (IPv6: per /64): 20/1m, 5/1s or off")
 	stringFlag(fs, &c.RateLimitUser, "rate-limit-user", c.RateLimitUser, "reservation requests per buyer: 10/1m, 5/1s or off")
@@ -429,10 +431,16 @@ func (c *Config) checkSecrets() error {
 	for _, s := range []struct{ name, value string }{
 		{"--jwt-secret ($SECKILL_JWT_SECRET)", c.JWTSecret},
 		{"--admin-token ($SECKILL_ADMIN_TOKEN)", c.AdminToken},
+		{"--metrics-token ($SECKILL_METRICS_TOKEN)", c.MetricsToken},
 	} {
 		if s.value != "" {
 			errs = append(errs, secrets.Check(s.name, s.value))
 		}
+	}
+	if c.MetricsToken != "" && c.MetricsToken == c.AdminToken {
+		// A scraper's credentials sit in a config file: they must not
+		// hold the power over sales.
+		errs = append(errs, errors.New("metrics token: must differ from the admin token"))
 	}
 	return errors.Join(errs...)
 }

@@ -558,6 +558,7 @@ func (m *Main) newAPI(w *wired) (*httpapi.Server, error) {
 		OrderList:             m.orders,
 		PaymentWebhookSecrets: []string{cfg.PaymentWebhookSecret},
 		ServiceToken:          cfg.ServiceToken,
+		MetricsToken:          cfg.MetricsToken,
 		BuyerPay:              w.buyerPay,
 		PaymentURLTemplate:    cfg.PaymentURLTemplate,
 		OrderEvents:           orderEventsAPI(w.events),

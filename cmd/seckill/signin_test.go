@@ -316,8 +316,9 @@ func TestCheckSignIn(t *testing.T) {
 	}
 }
 
-// TestShortSecretsRefused: serve refuses a configured JWT secret or admin
-// token under 32 bytes, naming which.
+// TestShortSecretsRefused: serve refuses a configured JWT secret, admin
+// token or metrics token under 32 bytes, naming which, and a metrics
+// token that is the admin token.
 func TestShortSecretsRefused(t *testing.T) {
 	for _, c := range []struct {
 		secret, admin, want string
@@ -335,6 +336,19 @@ func TestShortSecretsRefused(t *testing.T) {
 	cfg.JWTSecret, cfg.AdminToken = strings.Repeat("s", 32), ""
 	if _, err := cfg.parse(); err != nil {
 		t.Errorf("32-byte secret, generated admin token: %v", err)
+	}
+	// The scraper's token: long enough, and not the admin's.
+	for _, c := range []struct{ metrics, admin, want string }{
+		{strings.Repeat("m", 31), "", "--metrics-token"},
+		{strings.Repeat("a", 32), strings.Repeat("a", 32), "metrics token: must differ from the admin token"},
+		{strings.Repeat("m", 32), strings.Repeat("a", 32), ""},
+	} {
+		cfg := DefaultConfig()
+		cfg.JWTSecret, cfg.AdminToken, cfg.MetricsToken = strings.Repeat("s", 32), c.admin, c.metrics
+		_, err := cfg.parse()
+		if c.want == "" && err != nil || c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)) {
+			t.Errorf("metrics token %d bytes, admin %d bytes: %v, want %q", len(c.metrics), len(c.admin), err, c.want)
+		}
 	}
 }
 

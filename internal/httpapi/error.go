@@ -160,6 +160,7 @@ var (
 	errRouteNotFound   = newStaticError(seckill.ENOTFOUND, "No such resource.")
 	errMethodNotAllow  = newStaticError(seckill.EMETHODNOTALLOW, "Method not allowed on this resource.")
 	errAdminAuth       = newStaticError(seckill.EUNAUTHORIZED, "The admin token is required (Authorization: Bearer ADMIN_TOKEN).")
+	errMetricsAuth     = newStaticError(seckill.EUNAUTHORIZED, "The metrics token is required (Authorization: Bearer METRICS_TOKEN).")
 	errNotReady        = newStaticError(seckill.EUNAVAILABLE, "Not ready: a backend is unreachable.")
 	errInternalGeneric = newStaticError(seckill.EINTERNAL, "Internal error.")
 )

@@ -138,6 +138,10 @@ type Config struct {
 	// it is served.
 	Registerer prometheus.Registerer
 	Gatherer   prometheus.Gatherer
+	// MetricsToken, if set, is the bearer token GET /metrics requires
+	// (Prometheus's scrape_config authorization); without it the answer
+	// is 401. Empty: /metrics answers anyone who reaches the node.
+	MetricsToken string
 	// Ready answers /readyz: nil means ready. Default: always ready. It is
 	// called at most once a second, the probes of that second sharing its
 	// answer (readiness.go).
@@ -240,6 +244,7 @@ type Server struct {
 	reconcile     func(ctx context.Context, saleID string) (any, error)
 	resMetrics    *reservationMetrics
 	admin         staticToken
+	metricsToken  staticToken // unset: /metrics is open
 	now           func() time.Time
 	wallClock     bool // now is time.Now (Config.Now unset)
 	logger        *slog.Logger
@@ -383,6 +388,7 @@ func (s *Server) fillDefaults(cfg Config) error {
 		s.preheater = cfg.Stock
 	}
 	s.admin = newStaticToken(cfg.AdminToken)
+	s.metricsToken = newStaticToken(cfg.MetricsToken)
 	if s.now == nil {
 		s.now, s.wallClock = time.Now, true
 	}
@@ -831,6 +837,9 @@ func (s *Server) handleMetrics() handler {
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	return func(w http.ResponseWriter, r *http.Request) int {
+		if s.metricsToken.set && !s.metricsToken.carriedBy(r) {
+			return errMetricsAuth.write(w)
+		}
 		// promhttp writes 200 unless the whole gather fails; record what
 		// it actually sent.
 		sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}

@@ -128,6 +128,27 @@ func TestMetrics(t *testing.T) {
 	}
 }
 
+// TestMetricsToken: with a MetricsToken, /metrics answers only the
+// scraper that sends it: no token, a wrong one, a buyer's or the admin's
+// get 401 in the API's shape and no metrics.
+func TestMetricsToken(t *testing.T) {
+	const tok = "metrics-token-0123456789abcdefghij"
+	e := newEnv(t, func(c *Config) { c.MetricsToken = tok })
+	for name, auth := range map[string]string{
+		"none": "", "wrong": "Bearer " + tok + "x", "a buyer's": "Bearer " + buyerToken(t, "alice"), "the admin's": "Bearer " + testAdminToken,
+	} {
+		w := e.do(req{method: "GET", path: "/metrics", auth: auth})
+		wantError(t, w, http.StatusUnauthorized, seckill.EUNAUTHORIZED)
+		if strings.Contains(w.Body.String(), "seckill_") {
+			t.Errorf("%s token: metrics in the refusal: %s", name, w.Body)
+		}
+	}
+	w := e.do(req{method: "GET", path: "/metrics", auth: "Bearer " + tok})
+	if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `seckill_http_requests_total{route="GET /metrics",status="401"} 4`) {
+		t.Fatalf("with the token: %d %s", w.Code, w.Body)
+	}
+}
+
 func TestPanicBecomes500(t *testing.T) {
 	e := newEnv(t)
 	e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) { panic("boom") })
