@@ -43,6 +43,10 @@ func testEmbeddedSurvivesSIGKILL(t *testing.T, buckets int) {
 		buyers     = 800
 		killAt     = 100 // claims answered before the SIGKILL, at least
 		killOrders = 20  // of them in SQLite before the SIGKILL
+		// Buyers let in before the SIGKILL, at most: each claims a unit at
+		// most, so some stock is left for claims after the restart however
+		// late a loaded machine notices killOrders.
+		killBy = killAt + (units-killAt)/2
 	)
 	bin := seckillBinary(t)
 	dataDir := t.TempDir()
@@ -180,7 +184,8 @@ func testEmbeddedSurvivesSIGKILL(t *testing.T, buckets int) {
 	// of them reached SQLite (so the restart has orders to rebuild from,
 	// and events in the broker's stream in flight), while buyers keep
 	// coming: past killAt they are let in one per millisecond until the
-	// kill, so that the rush is still on when it comes.
+	// kill, so that the rush is still on when it comes, and past killBy
+	// only after it.
 	killed := make(chan struct{})
 	var trigger sync.WaitGroup
 	trigger.Go(func() {
@@ -203,6 +208,12 @@ func testEmbeddedSurvivesSIGKILL(t *testing.T, buckets int) {
 			select {
 			case <-killed:
 			case <-pace.C:
+			}
+		}
+		if b == killBy {
+			select {
+			case <-killed:
+			case <-ctx.Done():
 			}
 		}
 		select {
