@@ -47,13 +47,11 @@ type sigGate struct {
 
 // newSigGate returns a gate for limit, or nil when limit is zero (off).
 func newSigGate(limit seckill.RateLimit, trusted []netip.Prefix, reg prometheus.Registerer) (*sigGate, error) {
-	if limit.IsZero() {
-		return nil, nil
-	}
-	if err := limit.Validate(); err != nil {
+	bad, err := newMemLimits(limit)
+	if bad == nil || err != nil {
 		return nil, err
 	}
-	g := &sigGate{trusted: trusted, bad: newMemLimits(limit)}
+	g := &sigGate{trusted: trusted, bad: bad}
 	v := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "seckill_bad_signature_tokens_total",
 		Help: "Buyer tokens whose signature was checked and was wrong (counted), and new tokens refused unchecked " +

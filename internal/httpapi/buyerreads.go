@@ -42,10 +42,8 @@ type readGate struct {
 
 // newReadGate returns a gate for limit, or nil when limit is zero (off).
 func newReadGate(limit seckill.RateLimit, reg prometheus.Registerer) (*readGate, error) {
-	if limit.IsZero() {
-		return nil, nil
-	}
-	if err := limit.Validate(); err != nil {
+	budgets, err := newMemLimits(limit)
+	if budgets == nil || err != nil {
 		return nil, err
 	}
 	refused := prometheus.NewCounter(prometheus.CounterOpts{
@@ -55,7 +53,7 @@ func newReadGate(limit seckill.RateLimit, reg prometheus.Registerer) (*readGate,
 	if err := reg.Register(refused); err != nil {
 		return nil, err
 	}
-	return &readGate{budgets: newMemLimits(limit), refused: refused}, nil
+	return &readGate{budgets: budgets, refused: refused}, nil
 }
 
 // admit counts one request of userID at now, or returns the error that

@@ -21,9 +21,17 @@ type memLimits struct {
 	refused horizon
 }
 
-func newMemLimits(limit seckill.RateLimit) *memLimits {
+// newMemLimits counts limit, or returns nil when limit is zero (off); a
+// limit that is neither is an error.
+func newMemLimits(limit seckill.RateLimit) (*memLimits, error) {
+	if limit.IsZero() {
+		return nil, nil
+	}
+	if err := limit.Validate(); err != nil {
+		return nil, err
+	}
 	// Bounded as the block list is.
-	return &memLimits{limit: limit, tats: ttlcache.New[struct{}](blockShards, blockShardMax)}
+	return &memLimits{limit: limit, tats: ttlcache.New[struct{}](blockShards, blockShardMax)}, nil
 }
 
 // refusing reports whether key's next request would be refused at now,
