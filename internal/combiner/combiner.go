@@ -11,12 +11,9 @@ package combiner
 
 import (
 	"context"
-	"fmt"
-	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
-	"github.com/seckill-dev/seckill/internal/defaults"
 )
 
 // The combiner decides one request at a time for its callers.
@@ -45,50 +42,15 @@ type Config struct {
 	Hold func(results []seckill.ReserveResult) (wait func(context.Context) error)
 }
 
-// Combiner batches concurrent reservations per sale. It has no goroutine of
-// its own while idle: the request that finds its sale's lane idle runs the
-// call itself, and a finished call hands any waiting requests to a new
-// goroutine as the next batch.
+// Combiner batches concurrent reservations per sale: a Batcher whose key
+// is the sale and whose call is the stock store's Reserve.
 type Combiner struct {
-	store BatchReserver
-	cfg   Config
-
-	mu     sync.Mutex
-	lanes  map[string]*lane
-	closed bool
-	busy   sync.WaitGroup // one count per lane with a call in flight
-}
-
-// lane is one sale's queue. A lane exists only while a call is in flight;
-// its fields are guarded by Combiner.mu.
-type lane struct {
-	pending []*call
-}
-
-type call struct {
-	req  seckill.ReserveRequest
-	res  seckill.ReserveResult
-	err  error
-	wait func(context.Context) error // Config.Hold's, if any
-	done chan struct{}
-}
-
-// answer is cl's outcome once its batch's wait, if any, is over.
-func (cl *call) answer(ctx context.Context) (seckill.ReserveResult, error) {
-	if cl.err != nil || cl.wait == nil {
-		return cl.res, cl.err
-	}
-	if err := cl.wait(ctx); err != nil {
-		return seckill.ReserveResult{}, err
-	}
-	return cl.res, nil
+	b *Batcher[seckill.ReserveRequest, seckill.ReserveResult]
 }
 
 // New returns a Combiner in front of store.
 func New(store BatchReserver, cfg Config) *Combiner {
-	defaults.Positive(&cfg.MaxBatch, 256)
-	defaults.Positive(&cfg.CallTimeout, 2*time.Second)
-	return &Combiner{store: store, cfg: cfg, lanes: make(map[string]*lane)}
+	return &Combiner{b: newBatcher(store.Reserve, cfg, cfg.Hold)}
 }
 
 // Reserve decides one request, batched with whatever else is waiting for
@@ -96,93 +58,10 @@ func New(store BatchReserver, cfg Config) *Combiner {
 // ctx.Err(), but the request still runs in its batch: its outcome is then
 // known only to an idempotent replay.
 func (c *Combiner) Reserve(ctx context.Context, saleID string, req seckill.ReserveRequest) (seckill.ReserveResult, error) {
-	cl := &call{req: req, done: make(chan struct{})}
-	c.mu.Lock()
-	if c.closed {
-		c.mu.Unlock()
-		return seckill.ReserveResult{}, fmt.Errorf("combiner: %w", seckill.ErrClosed)
-	}
-	if l, inFlight := c.lanes[saleID]; inFlight {
-		l.pending = append(l.pending, cl)
-		c.mu.Unlock()
-		select {
-		case <-cl.done:
-			return cl.answer(ctx)
-		case <-ctx.Done():
-			return seckill.ReserveResult{}, ctx.Err()
-		}
-	}
-	l := &lane{}
-	c.lanes[saleID] = l
-	c.busy.Add(1)
-	c.mu.Unlock()
-
-	c.run(saleID, l, []*call{cl})
-	return cl.answer(ctx)
-}
-
-// run makes one store call for batch, answers it, and passes the requests
-// that queued meanwhile to a new goroutine, or retires the lane.
-func (c *Combiner) run(saleID string, l *lane, batch []*call) {
-	reqs := make([]seckill.ReserveRequest, len(batch))
-	for i, cl := range batch {
-		reqs[i] = cl.req
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), c.cfg.CallTimeout)
-	start := time.Now()
-	results, err := c.store.Reserve(ctx, saleID, reqs)
-	cancel()
-	if err == nil && len(results) != len(reqs) {
-		err = fmt.Errorf("combiner: store answered %d of %d requests", len(results), len(reqs))
-	}
-	if c.cfg.OnBatch != nil {
-		c.cfg.OnBatch(len(batch), time.Since(start), err)
-	}
-	var wait func(context.Context) error
-	if err == nil && c.cfg.Hold != nil {
-		wait = c.cfg.Hold(results)
-	}
-	for i, cl := range batch {
-		if err != nil {
-			cl.err = err
-		} else {
-			cl.res, cl.wait = results[i], wait
-		}
-		close(cl.done)
-	}
-
-	c.mu.Lock()
-	if len(l.pending) == 0 {
-		delete(c.lanes, saleID)
-		c.mu.Unlock()
-		c.busy.Done()
-		return
-	}
-	next := l.pending
-	if len(next) > c.cfg.MaxBatch {
-		next, l.pending = next[:c.cfg.MaxBatch:c.cfg.MaxBatch], next[c.cfg.MaxBatch:]
-	} else {
-		l.pending = nil
-	}
-	c.mu.Unlock()
-	// The request that ran this call has its answer; it must not wait for
-	// the next batch, so that batch gets a goroutine of its own.
-	go c.run(saleID, l, next)
+	return c.b.Do(ctx, saleID, req)
 }
 
 // Stop refuses new requests and waits until every call in flight and every
 // request already queued has been answered, or ctx ends. Safe to call more
 // than once.
-func (c *Combiner) Stop(ctx context.Context) error {
-	c.mu.Lock()
-	c.closed = true
-	c.mu.Unlock()
-	drained := make(chan struct{})
-	go func() { c.busy.Wait(); close(drained) }()
-	select {
-	case <-drained:
-		return nil
-	case <-ctx.Done():
-		return fmt.Errorf("combiner: stop: %w", ctx.Err())
-	}
-}
+func (c *Combiner) Stop(ctx context.Context) error { return c.b.Stop(ctx) }

@@ -88,18 +88,18 @@ func (f *fakeStore) stats() (batches []int, maxInFlight map[string]int) {
 
 // queued counts the requests waiting behind the call in flight for sale.
 func (c *Combiner) queued(saleID string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if l := c.lanes[saleID]; l != nil {
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	if l := c.b.lanes[saleID]; l != nil {
 		return len(l.pending)
 	}
 	return 0
 }
 
 func (c *Combiner) isClosed() bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.closed
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	return c.b.closed
 }
 
 func TestLoneRequestGoesAtOnce(t *testing.T) {
