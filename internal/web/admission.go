@@ -98,33 +98,51 @@ func (h *Handler) standingOf(ctx context.Context, r *http.Request, sale *seckill
 	return st
 }
 
-func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, st *standing) {
-	a := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+sale.ID+"/entries/mine", sess.token, nil)
+// ownRecord reads the buyer's own record of an admission sale (path: the
+// API's …/entries/mine or …/queue/mine) into v. When it returns false it
+// has decided st: signed out, no record yet (none), or unavailable.
+func (h *Handler) ownRecord(ctx context.Context, r *http.Request, path string, sess buyerSession, v any, none noRecord, st *standing) bool {
+	a := h.callAPI(ctx, r, "GET", path, sess.token, nil)
 	switch {
 	case a.status == http.StatusUnauthorized:
 		st.State = stSignIn
-		return
 	case a.status == http.StatusNotFound && a.code() == seckill.ENOTFOUND:
-		switch seckill.ErrorCode(seckill.EntryWindow(sale, now)) {
-		case "":
-			st.State = stEnter
-		case seckill.ENOTSTARTED:
-			st.State, st.OpensAt = stNotOpen, sale.StartAt
-		default:
-			st.State = stClosed
-		}
-		return
-	case a.status != http.StatusOK:
+		st.State, st.OpensAt = none.standing()
+	case a.status != http.StatusOK || json.Unmarshal(a.body, v) != nil:
 		st.State = stUnavailable
-		return
+	default:
+		return true
 	}
+	return false
+}
+
+// noRecord is what a buyer with no entry or place yet may do, from the
+// sale's window: window is seckill.EntryWindow's or QueueWindow's answer.
+type noRecord struct {
+	window     error
+	open, over string    // the states while the window is open, and after it
+	opensAt    time.Time // when it opens, shown before that
+}
+
+// standing is the state and, before the window, when it opens.
+func (n noRecord) standing() (string, time.Time) {
+	switch seckill.ErrorCode(n.window) {
+	case "":
+		return n.open, time.Time{}
+	case seckill.ENOTSTARTED:
+		return stNotOpen, n.opensAt
+	}
+	return n.over, time.Time{}
+}
+
+func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, st *standing) {
 	var e struct {
 		Status        seckill.EntryStatus `json:"status"`
 		Qty           int64               `json:"qty"`
 		ReservationID string              `json:"reservation_id"`
 	}
-	if json.Unmarshal(a.body, &e) != nil {
-		st.State = stUnavailable
+	none := noRecord{window: seckill.EntryWindow(sale, now), open: stEnter, over: stClosed, opensAt: sale.StartAt}
+	if !h.ownRecord(ctx, r, "/api/v1/sales/"+sale.ID+"/entries/mine", sess, &e, none, st) {
 		return
 	}
 	st.EntryQty = e.Qty
@@ -147,25 +165,6 @@ func (h *Handler) lotteryStanding(ctx context.Context, r *http.Request, sale *se
 }
 
 func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seckill.Sale, sess buyerSession, now time.Time, last *standing, st *standing) {
-	a := h.callAPI(ctx, r, "GET", "/api/v1/sales/"+sale.ID+"/queue/mine", sess.token, nil)
-	switch {
-	case a.status == http.StatusUnauthorized:
-		st.State = stSignIn
-		return
-	case a.status == http.StatusNotFound && a.code() == seckill.ENOTFOUND:
-		switch seckill.ErrorCode(seckill.QueueWindow(sale, now, h.queueOpensBefore)) {
-		case "":
-			st.State = stJoin
-		case seckill.ENOTSTARTED:
-			st.State, st.OpensAt = stNotOpen, sale.StartAt.Add(-h.queueOpensBefore)
-		default:
-			st.State = stEnded
-		}
-		return
-	case a.status != http.StatusOK:
-		st.State = stUnavailable
-		return
-	}
 	var q struct {
 		Position     int64  `json:"position"`
 		Ahead        int64  `json:"ahead"`
@@ -175,8 +174,8 @@ func (h *Handler) queueStanding(ctx context.Context, r *http.Request, sale *seck
 		Ticket       string `json:"ticket"`
 		TicketHeader string `json:"ticket_header"`
 	}
-	if json.Unmarshal(a.body, &q) != nil {
-		st.State = stUnavailable
+	none := noRecord{window: seckill.QueueWindow(sale, now, h.queueOpensBefore), open: stJoin, over: stEnded, opensAt: sale.StartAt.Add(-h.queueOpensBefore)}
+	if !h.ownRecord(ctx, r, "/api/v1/sales/"+sale.ID+"/queue/mine", sess, &q, none, st) {
 		return
 	}
 	st.Position = q.Position

@@ -63,6 +63,43 @@ func TestWaitingHeadlineChangesByTheMinute(t *testing.T) {
 	}
 }
 
+// TestNoRecordStanding: a buyer with no entry or place is offered the
+// form while the window is open, told when it opens before, and told it
+// is over after, from the domain's window rules.
+func TestNoRecordStanding(t *testing.T) {
+	start := time.Date(2026, 12, 7, 9, 0, 0, 0, time.UTC)
+	lottery := &seckill.Sale{StartAt: start, EndAt: start.Add(2 * time.Hour), Admission: seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: start.Add(time.Hour)}}
+	queue := &seckill.Sale{StartAt: start, EndAt: start.Add(2 * time.Hour), Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10}}
+	opensBefore := 15 * time.Minute
+	entry := func(now time.Time) noRecord {
+		return noRecord{window: seckill.EntryWindow(lottery, now), open: stEnter, over: stClosed, opensAt: lottery.StartAt}
+	}
+	join := func(now time.Time) noRecord {
+		return noRecord{window: seckill.QueueWindow(queue, now, opensBefore), open: stJoin, over: stEnded, opensAt: queue.StartAt.Add(-opensBefore)}
+	}
+	for _, tc := range []struct {
+		name    string
+		none    noRecord
+		state   string
+		opensAt time.Time
+	}{
+		{"lottery before the start", entry(start.Add(-time.Minute)), stNotOpen, start},
+		{"lottery at the start", entry(start), stEnter, time.Time{}},
+		{"lottery just before close", entry(start.Add(time.Hour - time.Millisecond)), stEnter, time.Time{}},
+		{"lottery at close", entry(start.Add(time.Hour)), stClosed, time.Time{}},
+		{"queue before it opens", join(start.Add(-opensBefore - time.Second)), stNotOpen, start.Add(-opensBefore)},
+		{"queue open before the start", join(start.Add(-time.Minute)), stJoin, time.Time{}},
+		{"queue during the sale", join(start.Add(time.Minute)), stJoin, time.Time{}},
+		{"queue at the end", join(start.Add(2 * time.Hour)), stEnded, time.Time{}},
+		{"a sale of another mode", noRecord{window: seckill.EntryWindow(queue, start), open: stEnter, over: stClosed, opensAt: start}, stClosed, time.Time{}},
+	} {
+		state, opensAt := tc.none.standing()
+		if state != tc.state || !opensAt.Equal(tc.opensAt) {
+			t.Errorf("%s: %q, opens %v; want %q, opens %v", tc.name, state, opensAt, tc.state, tc.opensAt)
+		}
+	}
+}
+
 func TestGrouped(t *testing.T) {
 	for n, want := range map[int64]string{0: "0", 999: "999", 1000: "1,000", 1234567: "1,234,567", -1234: "-1,234"} {
 		if got := grouped(n); got != want {
