@@ -242,7 +242,7 @@ func (b *Broker) handleWork(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 	moved := tags(s.Moved)
 	if len(s.Copies) > 0 {
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-		err := b.send(sctx, s.Copies)
+		err := b.send(sctx, "", s.Copies)
 		cancel()
 		if err != nil {
 			b.cfg.logger.Error("rabbitmq: cannot move failed deliveries to retry or dead-letter queue; requeueing them",
@@ -373,7 +373,7 @@ func (b *Broker) handleDead(ctx context.Context, ch *amqp.Channel, raw []amqp.De
 		}
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 		defer cancel()
-		if err := b.send(sctx, out); err != nil {
+		if err := b.send(sctx, "", out); err != nil {
 			b.cfg.logger.Warn("rabbitmq: cannot requeue dead letters; nacking them", "queue", b.dead, "err", err)
 			for _, r := range raw {
 				_ = ch.Nack(r.DeliveryTag, false, true)
