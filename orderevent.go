@@ -1,6 +1,9 @@
 package seckill
 
-import "time"
+import (
+	"strings"
+	"time"
+)
 
 // OrderEventType names a change of an order that the shop hears of.
 type OrderEventType string
@@ -34,13 +37,20 @@ type OrderEvent struct {
 	At            time.Time      `json:"at"`
 }
 
-// OrderEventID is "<reservation id>.<the type's last word>".
-func OrderEventID(typ OrderEventType, reservationID string) string {
-	s := string(typ)
-	if len(s) > len("order.") {
-		s = s[len("order."):]
+// Word is the type's last word (created, paid, cancelled, failed,
+// refund_due, refunded): what its events' ids end in, and the brokers'
+// subject or routing key of its events.
+func (t OrderEventType) Word() string {
+	s := string(t)
+	if i := strings.LastIndexByte(s, '.'); i >= 0 {
+		return s[i+1:]
 	}
-	return reservationID + "." + s
+	return s
+}
+
+// OrderEventID is "<reservation id>.<the type's Word>".
+func OrderEventID(typ OrderEventType, reservationID string) string {
+	return reservationID + "." + typ.Word()
 }
 
 // NewOrderEvent is the event of type typ of order o, at at.

@@ -18,3 +18,21 @@ func TestOrderEventIDsDifferByTypeAndStayPerReservation(t *testing.T) {
 		t.Errorf("OrderEventID = %q, want %q", got, want)
 	}
 }
+
+func TestOrderEventTypeWord(t *testing.T) {
+	words := map[OrderEventType]string{
+		EventOrderCreated: "created", EventOrderPaid: "paid", EventOrderCancelled: "cancelled",
+		EventOrderFailed: "failed", EventOrderRefundDue: "refund_due", EventOrderRefunded: "refunded",
+		"plain": "plain", "": "",
+	}
+	for typ, want := range words {
+		if got := typ.Word(); got != want {
+			t.Errorf("%q.Word() = %q, want %q", typ, got, want)
+		}
+	}
+	for _, typ := range OrderEventTypes {
+		if _, ok := words[typ]; !ok {
+			t.Errorf("%s: not in the table", typ)
+		}
+	}
+}

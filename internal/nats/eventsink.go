@@ -32,8 +32,8 @@ const DefaultEventSubject = "seckill.order_events"
 // subject (named after it, dots as underscores). encode is the body of an
 // event (the JSON the webhook sends).
 func NewEventSink(ctx context.Context, url, subject string, encode func(seckill.OrderEvent) ([]byte, error)) (*EventSink, error) {
-	if subject == "" || strings.ContainsAny(subject, "*> \t\r\n") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") {
-		return nil, fmt.Errorf("nats: bad order event subject %q", subject)
+	if err := CheckEventSubject(subject); err != nil {
+		return nil, err
 	}
 	nc, err := nats.Connect(url, nats.Name("seckill order events"), nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
 	if err != nil {
@@ -55,6 +55,15 @@ func NewEventSink(ctx context.Context, url, subject string, encode func(seckill.
 	return &EventSink{nc: nc, js: js, subject: subject, encode: encode}, nil
 }
 
+// CheckEventSubject refuses a subject prefix that is not a plain subject
+// (wildcards, spaces, empty tokens at either end), before anything connects.
+func CheckEventSubject(subject string) error {
+	if subject == "" || strings.ContainsAny(subject, "*> \t\r\n") || strings.HasPrefix(subject, ".") || strings.HasSuffix(subject, ".") {
+		return fmt.Errorf("nats: bad order event subject %q", subject)
+	}
+	return nil
+}
+
 // EventStream is the name of the stream that keeps subject's events.
 func EventStream(subject string) string { return strings.ReplaceAll(subject, ".", "_") }
 
@@ -64,11 +73,7 @@ func (s *EventSink) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 	if err != nil {
 		return err
 	}
-	typ := string(e.Type)
-	if i := strings.LastIndexByte(typ, '.'); i >= 0 {
-		typ = typ[i+1:]
-	}
-	msg := nats.NewMsg(s.subject + "." + typ)
+	msg := nats.NewMsg(s.subject + "." + e.Type.Word())
 	msg.Data = body
 	msg.Header.Set(jetstream.MsgIDHeader, e.ID)
 	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
