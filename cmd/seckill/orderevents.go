@@ -13,6 +13,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/eventdelivery"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/nats"
+	"github.com/seckill-dev/seckill/internal/rabbitmq"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/webhook"
 	"github.com/seckill-dev/seckill/internal/webhooksig"
@@ -32,6 +33,10 @@ type eventsConfig struct {
 	// Subject.<type's last word>.
 	NATSURL string
 	Subject string
+	// AMQPURL, if set, also publishes every event to RabbitMQ, on the
+	// exchange Exchange, routed by the type's last word.
+	AMQPURL  string
+	Exchange string
 	// Keep is how long a delivered event stays in the outbox; 0 keeps
 	// them for ever. Pending and dead events are never deleted.
 	Keep time.Duration
@@ -40,7 +45,7 @@ type eventsConfig struct {
 func defaultEventsConfig() eventsConfig {
 	p := eventdelivery.DefaultPolicy
 	return eventsConfig{RetryFor: p.RetryFor, Backoff: p.FirstBackoff, MaxBackoff: p.MaxBackoff, Timeout: 10 * time.Second, Concurrency: 16,
-		Subject: nats.DefaultEventSubject, Keep: eventdelivery.DefaultKeep}
+		Subject: nats.DefaultEventSubject, Exchange: rabbitmq.DefaultEventExchange, Keep: eventdelivery.DefaultKeep}
 }
 
 func (c *eventsConfig) register(fs *flag.FlagSet) error {
@@ -48,6 +53,8 @@ func (c *eventsConfig) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.WebhookSecret, "order-webhook-secret", c.WebhookSecret, "HMAC-SHA256 secret (at least 32 bytes) signing the order events (Seckill-Signature header)")
 	stringFlag(fs, &c.NATSURL, "order-events-nats-url", c.NATSURL, "also publish every order event to this NATS JetStream server (nats://…), for shops that consume from a broker")
 	stringFlag(fs, &c.Subject, "order-events-subject", c.Subject, "NATS subject prefix of order events: <prefix>.created, .paid, .cancelled, .failed, .refund_due, .refunded")
+	stringFlag(fs, &c.AMQPURL, "order-events-amqp-url", c.AMQPURL, "also publish every order event to this RabbitMQ server (amqp://…), for shops that consume from a broker; an event counts as sent once a queue bound to the exchange has it")
+	stringFlag(fs, &c.Exchange, "order-events-exchange", c.Exchange, "RabbitMQ exchange of order events (the shop's if it exists, else a durable topic exchange), routing keys created, paid, cancelled, failed, refund_due, refunded")
 	return errors.Join(
 		durationFlag(fs, &c.RetryFor, "order-webhook-retry-for", c.RetryFor, "an order event not delivered this long after it happened is dead-lettered and alerted"),
 		durationFlag(fs, &c.Backoff, "order-webhook-backoff", c.Backoff, "pause after an order event's first failed delivery; each later pause doubles"),
@@ -58,7 +65,9 @@ func (c *eventsConfig) register(fs *flag.FlagSet) error {
 	)
 }
 
-func (c *eventsConfig) enabled() bool { return c.WebhookURL != "" || c.NATSURL != "" }
+func (c *eventsConfig) enabled() bool {
+	return c.WebhookURL != "" || c.NATSURL != "" || c.AMQPURL != ""
+}
 
 // check refuses settings that cannot work, before anything opens.
 func (c *eventsConfig) check() error {
@@ -70,6 +79,16 @@ func (c *eventsConfig) check() error {
 	}
 	if c.WebhookURL != "" {
 		if _, err := webhook.NewSender(c.WebhookURL, []byte(c.WebhookSecret), nil); err != nil {
+			return err
+		}
+	}
+	if c.NATSURL != "" {
+		if err := nats.CheckEventSubject(c.Subject); err != nil {
+			return err
+		}
+	}
+	if c.AMQPURL != "" {
+		if err := rabbitmq.CheckEventExchange(c.Exchange); err != nil {
 			return err
 		}
 	}
@@ -125,7 +144,7 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	return nil
 }
 
-// eventSinks are where order events go: the webhook, a broker, or both.
+// eventSinks are where order events go: the webhook, brokers, or several.
 func (m *Main) eventSinks(ctx context.Context) (eventdelivery.Sink, error) {
 	cfg := &m.Config.Events
 	var sinks eventdelivery.Fanout
@@ -143,6 +162,14 @@ func (m *Main) eventSinks(ctx context.Context) (eventdelivery.Sink, error) {
 		}
 		m.closers = append(m.closers, func(context.Context) error { return ns.Close() })
 		sinks = append(sinks, ns)
+	}
+	if cfg.AMQPURL != "" {
+		rs, err := rabbitmq.NewEventSink(ctx, cfg.AMQPURL, cfg.Exchange, webhook.Encode, rabbitmq.WithLogger(m.Logger))
+		if err != nil {
+			return nil, err
+		}
+		m.closers = append(m.closers, func(context.Context) error { return rs.Close() })
+		sinks = append(sinks, rs)
 	}
 	if len(sinks) == 1 {
 		return sinks[0], nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"testing"
 	"time"
 
@@ -49,7 +48,7 @@ func TestOrderEventsToNATS(t *testing.T) {
 
 			// The stream is the shop: read it all, again and again, until
 			// it holds every event the ledger calls for.
-			s := &shop{t: t, accepted: map[string]int{}, types: map[string]string{}, firsts: map[string][]string{}, inFlight: map[string]bool{}}
+			s := newShop(t)
 			var read uint64
 			readStream := func() {
 				cfg := jetstream.OrderedConsumerConfig{}
@@ -68,26 +67,10 @@ func TestOrderEventsToNATS(t *testing.T) {
 				for m := range batch.Messages() {
 					meta, _ := m.Metadata()
 					read = meta.Sequence.Stream
-					var ev struct{ ID, Type, OrderID string }
-					var raw map[string]any
-					_ = json.Unmarshal(m.Data(), &raw)
-					ev.ID, _ = raw["id"].(string)
-					ev.Type, _ = raw["type"].(string)
-					ev.OrderID, _ = raw["order_id"].(string)
-					if want := subject + "." + ev.Type[len("order."):]; m.Subject() != want {
-						t.Errorf("%s on subject %s, want %s", ev.ID, m.Subject(), want)
+					id, typ := s.consumed(m.Data())
+					if want := subject + "." + seckill.OrderEventType(typ).Word(); m.Subject() != want {
+						t.Errorf("%s on subject %s, want %s", id, m.Subject(), want)
 					}
-					s.mu.Lock()
-					s.requests++
-					if s.accepted[ev.ID] == 0 {
-						if ev.Type != string(seckill.EventOrderCreated) && ev.Type != string(seckill.EventOrderFailed) &&
-							!containsType(s.firsts[ev.OrderID], string(seckill.EventOrderCreated)) {
-							s.outOfOrder++
-						}
-						s.firsts[ev.OrderID] = append(s.firsts[ev.OrderID], ev.Type)
-					}
-					s.accepted[ev.ID]++
-					s.mu.Unlock()
 				}
 			}
 			var f figures

@@ -52,9 +52,37 @@ type shop struct {
 	answer func(n int) int
 }
 
+// newShop is a shop that counts the events it is given (consumed), as a
+// broker's consumer does.
+func newShop(t *testing.T) *shop {
+	return &shop{t: t, accepted: map[string]int{}, types: map[string]string{}, firsts: map[string][]string{}, inFlight: map[string]bool{}}
+}
+
+// consumed counts an event a broker gave the shop (body: its JSON), and
+// returns its id and type.
+func (s *shop) consumed(body []byte) (id, typ string) {
+	var raw map[string]any
+	_ = json.Unmarshal(body, &raw)
+	id, _ = raw["id"].(string)
+	typ, _ = raw["type"].(string)
+	orderID, _ := raw["order_id"].(string)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests++
+	if s.accepted[id] == 0 {
+		if typ != string(seckill.EventOrderCreated) && typ != string(seckill.EventOrderFailed) &&
+			!containsType(s.firsts[orderID], string(seckill.EventOrderCreated)) {
+			s.outOfOrder++
+		}
+		s.firsts[orderID] = append(s.firsts[orderID], typ)
+	}
+	s.accepted[id]++
+	return id, typ
+}
+
 // startShop listens on a free port of its own.
 func startShop(t *testing.T) *shop {
-	s := &shop{t: t, accepted: map[string]int{}, types: map[string]string{}, firsts: map[string][]string{}, inFlight: map[string]bool{}}
+	s := newShop(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)

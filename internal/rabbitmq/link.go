@@ -22,7 +22,7 @@ import (
 type link struct {
 	url      string
 	name     string // the connection's name, "seckill <name>"
-	declare  func(*amqp.Channel) error
+	declare  func(*amqp.Connection) error
 	logAttrs []any // what the log names the link by
 	cfg      config
 
@@ -49,7 +49,7 @@ func newLink(url string, cfg config, name string, logAttrs ...any) *link {
 
 // start connects, runs declare on the connection, and keeps it connected
 // (and declared) until Close.
-func (l *link) start(ctx context.Context, declare func(*amqp.Channel) error) error {
+func (l *link) start(ctx context.Context, declare func(*amqp.Connection) error) error {
 	l.declare = declare
 	conn, err := l.dial(ctx)
 	if err != nil {
@@ -80,13 +80,7 @@ func (l *link) dial(ctx context.Context) (*amqp.Connection, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rabbitmq: dial: %w", err)
 	}
-	ch, err := conn.Channel()
-	if err != nil {
-		conn.Close()
-		return nil, fmt.Errorf("rabbitmq: open channel: %w", err)
-	}
-	defer ch.Close()
-	if err := l.declare(ch); err != nil {
+	if err := l.declare(conn); err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("rabbitmq: %w", err)
 	}

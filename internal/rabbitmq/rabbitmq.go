@@ -1,5 +1,7 @@
 // Package rabbitmq is the RabbitMQ adapter of the broker port
-// (seckill.Broker).
+// (seckill.Broker), and the sink that publishes order events to a shop's
+// exchange (EventSink, eventsink.go). Both run on a link (link.go): one
+// connection that redials on its own.
 //
 // Topology, all durable quorum queues on the default exchange, for a queue Q:
 //
@@ -56,6 +58,26 @@ type config struct {
 	namespace    string
 }
 
+// configOf is the defaults with opts applied.
+func configOf(opts []Option) (config, error) {
+	cfg := config{
+		retry:        brokerpack.DefaultRetryPolicy(),
+		logger:       slog.New(slog.DiscardHandler),
+		reconnectMin: 100 * time.Millisecond,
+		reconnectMax: 5 * time.Second,
+		dialTimeout:  5 * time.Second,
+		heartbeat:    5 * time.Second,
+		namespace:    "default",
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.heartbeat < time.Second {
+		return config{}, fmt.Errorf("rabbitmq: heartbeat must be at least 1s, got %s", cfg.heartbeat)
+	}
+	return cfg, nil
+}
+
 // WithNamespace sets the deployment's namespace, stamped on every pack
 // published; packs of another namespace are left for their owner (default
 // "default").
@@ -93,20 +115,9 @@ var _ seckill.Broker = (*Broker)(nil)
 // New connects to url, declares the queues for queue (idempotently) and
 // returns a Broker that stays connected until Close.
 func New(ctx context.Context, url, queue string, opts ...Option) (*Broker, error) {
-	cfg := config{
-		retry:        brokerpack.DefaultRetryPolicy(),
-		logger:       slog.New(slog.DiscardHandler),
-		reconnectMin: 100 * time.Millisecond,
-		reconnectMax: 5 * time.Second,
-		dialTimeout:  5 * time.Second,
-		heartbeat:    5 * time.Second,
-		namespace:    "default",
-	}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	if cfg.heartbeat < time.Second {
-		return nil, fmt.Errorf("rabbitmq: heartbeat must be at least 1s, got %s", cfg.heartbeat)
+	cfg, err := configOf(opts)
+	if err != nil {
+		return nil, err
 	}
 	if err := cfg.retry.Validate(); err != nil {
 		return nil, fmt.Errorf("rabbitmq: %w", err)
@@ -212,8 +223,13 @@ func (b *Broker) pack(queue string, run []brokerpack.PackedMessage) outgoing {
 }
 
 // declare declares the broker's queues (idempotently) on a new
-// connection's channel.
-func (b *Broker) declare(ch *amqp.Channel) error {
+// connection.
+func (b *Broker) declare(conn *amqp.Connection) error {
+	ch, err := conn.Channel()
+	if err != nil {
+		return fmt.Errorf("open channel: %w", err)
+	}
+	defer ch.Close()
 	for _, q := range b.topology() {
 		if _, err := ch.QueueDeclare(q.name, true, false, false, false, q.args); err != nil {
 			return fmt.Errorf("declare queue %s: %w", q.name, err)

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	amqp "github.com/rabbitmq/amqp091-go"
+
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/rabbitmq"
+	"github.com/seckill-dev/seckill/internal/servicetest"
+	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
+)
+
+// TestOrderEventsToRabbitMQ: with a RabbitMQ sink and no webhook, a
+// rush's events all reach the queue the shop bound to its exchange, each
+// order's in order, routed by type, each carrying its event id.
+//
+// The shop's exchange is auto-deleted and its queue belongs to the test's
+// connection, so nothing is left on the server even if the test is killed.
+func TestOrderEventsToRabbitMQ(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	conn, err := amqp.Dial(amqpURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	ch, err := conn.Channel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exchange := servicetest.UniqueName("seckill_test.order_events_")
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	q, err := ch.QueueDeclare("", false, true, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(q.Name, "#", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	redisURL, prefix := sharedRedis(t)
+	e := startEngine(t, func(c *Config) {
+		c.DatabaseURL, c.RedisURL, c.RedisKeyPrefix = sqltest.SQLite(t), redisURL, prefix
+		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
+		c.Events.Backoff, c.Events.MaxBackoff = 20*time.Millisecond, 300*time.Millisecond
+	})
+	sale := e.liveSale(200, 1)
+	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "amqp")
+
+	s := newShop(t)
+	readQueue := func() {
+		for {
+			d, ok, err := ch.Get(q.Name, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				return
+			}
+			id, typ := s.consumed(d.Body)
+			if d.MessageId != id || d.Type != typ || d.RoutingKey != seckill.OrderEventType(typ).Word() || d.DeliveryMode != amqp.Persistent {
+				t.Errorf("%s: message id %q, type %q, routing key %q, delivery mode %d", id, d.MessageId, d.Type, d.RoutingKey, d.DeliveryMode)
+			}
+		}
+	}
+	var f figures
+	servicetest.WaitFor(t, 2*time.Minute, "every event in the shop's queue", func() bool {
+		readQueue()
+		l, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
+		if err != nil || len(l.Orders)+len(l.Failed) < claims {
+			return false
+		}
+		f = s.tally(l)
+		return f.Missing == 0
+	})
+	f.check(t, "RabbitMQ sink")
+}
+
+// TestOrderEventsAMQPFlags: --order-events-amqp-url alone turns order
+// events on, and the exchange has its default unless set.
+func TestOrderEventsAMQPFlags(t *testing.T) {
+	parse := func(args ...string) eventsConfig {
+		t.Helper()
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c := DefaultConfig()
+		if err := c.register(fs); err != nil {
+			t.Fatal(err)
+		}
+		if err := fs.Parse(args); err != nil {
+			t.Fatal(err)
+		}
+		return c.Events
+	}
+	if c := parse(); c.enabled() || c.Exchange != rabbitmq.DefaultEventExchange {
+		t.Errorf("defaults: enabled %v, exchange %q; want off, %q", c.enabled(), c.Exchange, rabbitmq.DefaultEventExchange)
+	}
+	c := parse("--order-events-amqp-url", "amqp://shop:pw@mq:5672/", "--order-events-exchange", "shop.orders")
+	if !c.enabled() || c.AMQPURL != "amqp://shop:pw@mq:5672/" || c.Exchange != "shop.orders" {
+		t.Errorf("flags: enabled %v, %q, %q", c.enabled(), c.AMQPURL, c.Exchange)
+	}
+	if err := c.check(); err != nil {
+		t.Errorf("a RabbitMQ sink without a webhook: check() = %v", err)
+	}
+	c.Exchange = "amq.topic"
+	if err := c.check(); err == nil || !strings.Contains(err.Error(), "exchange") {
+		t.Errorf("a reserved exchange: check() = %v, want a refusal naming it", err)
+	}
+	t.Setenv("SECKILL_ORDER_EVENTS_EXCHANGE", "from.env")
+	if c := parse(); c.Exchange != "from.env" {
+		t.Errorf("SECKILL_ORDER_EVENTS_EXCHANGE: %q", c.Exchange)
+	}
+}
