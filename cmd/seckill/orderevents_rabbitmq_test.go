@@ -18,22 +18,94 @@ import (
 
 // TestOrderEventsToRabbitMQ: with a RabbitMQ sink and no webhook, a
 // rush's events all reach the queue the shop bound to its exchange, each
-// order's in order, routed by type, each carrying its event id.
+// order's in order, routed by type, each carrying its event id: with the
+// broker reachable throughout, cut mid-rush (connections dropped and
+// refused), and blackholed mid-rush (connections kept, nothing through,
+// messages in flight between publish and confirm). A faulted run restores
+// the broker only once the engine has failed deliveries to it.
 //
 // The shop's exchange is auto-deleted and its queue belongs to the test's
 // connection, so nothing is left on the server even if the test is killed.
 func TestOrderEventsToRabbitMQ(t *testing.T) {
 	amqpURL := servicetest.RabbitMQ.URL(t)
+	for _, fault := range []string{"none", "cut", "blackhole"} {
+		t.Run(fault, func(t *testing.T) {
+			ch, exchange, queue := shopQueue(t, amqpURL)
+			proxy, viaProxy := servicetest.ProxyURL(t, amqpURL)
+			redisURL, prefix := sharedRedis(t)
+			e := startEngine(t, func(c *Config) {
+				c.DatabaseURL, c.RedisURL, c.RedisKeyPrefix = sqltest.SQLite(t), redisURL, prefix
+				c.Events.AMQPURL, c.Events.Exchange = viaProxy, exchange
+				c.Events.Backoff, c.Events.MaxBackoff, c.Events.Timeout = 20*time.Millisecond, 300*time.Millisecond, time.Second
+			})
+			sale := e.liveSale(200, 1)
+
+			// The shop consumes as events come; the fault strikes once
+			// the first 20 are in: mid-rush.
+			s := newShop(t)
+			faulted := make(chan struct{})
+			deliveries, err := ch.Consume(queue, "shop", true, true, false, false, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			consumed := make(chan struct{})
+			t.Cleanup(func() { _ = ch.Cancel("shop", false); <-consumed })
+			go func() {
+				defer close(consumed)
+				n := 0
+				for d := range deliveries {
+					id, typ := s.consumed(d.Body)
+					if d.MessageId != id || d.Type != typ || d.RoutingKey != seckill.OrderEventType(typ).Word() || d.DeliveryMode != amqp.Persistent {
+						t.Errorf("%s: message id %q, type %q, routing key %q, delivery mode %d", id, d.MessageId, d.Type, d.RoutingKey, d.DeliveryMode)
+					}
+					if n++; n == 20 && fault != "none" {
+						if fault == "cut" {
+							proxy.Cut()
+						} else {
+							proxy.Blackhole()
+						}
+						close(faulted)
+					}
+				}
+			}()
+			claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "amqp")
+			failed := `seckill_order_event_attempts_total{result="failed"}`
+			if fault != "none" {
+				servicetest.WaitFor(t, 2*time.Minute, "the first 20 events, then the fault", func() bool {
+					select {
+					case <-faulted:
+						return true
+					default:
+						return false
+					}
+				})
+				servicetest.WaitFor(t, 2*time.Minute, "50 failed deliveries to a broker that is "+fault, func() bool {
+					return scrape(e.client, e.base, failed) >= 50
+				})
+				proxy.Restore()
+			}
+			f := s.awaitAllDelivered(func() (*seckill.SaleLedger, error) {
+				return e.m.orders.Ledger.SaleLedger(context.Background(), sale)
+			}, claims, 2*time.Minute)
+			t.Logf("%v failed deliveries", scrape(e.client, e.base, failed))
+			f.check(t, "RabbitMQ sink, fault "+fault)
+		})
+	}
+}
+
+// shopQueue is the shop's side: an auto-deleted exchange and a queue of
+// the test's own connection bound to it for every event.
+func shopQueue(t *testing.T, amqpURL string) (ch *amqp.Channel, exchange, queue string) {
+	t.Helper()
 	conn, err := amqp.Dial(amqpURL)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = conn.Close() })
-	ch, err := conn.Channel()
-	if err != nil {
+	if ch, err = conn.Channel(); err != nil {
 		t.Fatal(err)
 	}
-	exchange := servicetest.UniqueName("seckill_test.order_events_")
+	exchange = servicetest.UniqueName("seckill_test.order_events_")
 	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, false, true, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -44,43 +116,7 @@ func TestOrderEventsToRabbitMQ(t *testing.T) {
 	if err := ch.QueueBind(q.Name, "#", exchange, false, nil); err != nil {
 		t.Fatal(err)
 	}
-
-	redisURL, prefix := sharedRedis(t)
-	e := startEngine(t, func(c *Config) {
-		c.DatabaseURL, c.RedisURL, c.RedisKeyPrefix = sqltest.SQLite(t), redisURL, prefix
-		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
-		c.Events.Backoff, c.Events.MaxBackoff = 20*time.Millisecond, 300*time.Millisecond
-	})
-	sale := e.liveSale(200, 1)
-	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "amqp")
-
-	s := newShop(t)
-	readQueue := func() {
-		for {
-			d, ok, err := ch.Get(q.Name, true)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				return
-			}
-			id, typ := s.consumed(d.Body)
-			if d.MessageId != id || d.Type != typ || d.RoutingKey != seckill.OrderEventType(typ).Word() || d.DeliveryMode != amqp.Persistent {
-				t.Errorf("%s: message id %q, type %q, routing key %q, delivery mode %d", id, d.MessageId, d.Type, d.RoutingKey, d.DeliveryMode)
-			}
-		}
-	}
-	var f figures
-	servicetest.WaitFor(t, 2*time.Minute, "every event in the shop's queue", func() bool {
-		readQueue()
-		l, err := e.m.orders.Ledger.SaleLedger(context.Background(), sale)
-		if err != nil || len(l.Orders)+len(l.Failed) < claims {
-			return false
-		}
-		f = s.tally(l)
-		return f.Missing == 0
-	})
-	f.check(t, "RabbitMQ sink")
+	return ch, exchange, q.Name
 }
 
 // TestOrderEventsAMQPFlags: --order-events-amqp-url alone turns order

@@ -3,6 +3,7 @@ package rabbitmq
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -153,6 +154,55 @@ func TestEventSinkDeclaresAMissingExchange(t *testing.T) {
 	}
 	if d, ok, err := ch.Get(q.Name, true); err != nil || !ok || d.RoutingKey != "refunded" {
 		t.Fatalf("the queue's message: %v %v, routing key %q", ok, err, d.RoutingKey)
+	}
+}
+
+// TestEventSinkConfirmLost strikes at the worst instant: the broker has
+// routed an event to the shop's queue and its confirm never reaches the
+// sink (the proxy holds the broker's replies). The delivery fails, so the
+// outbox sends it again once the link is back: the shop gets it twice
+// with one message id, drops the repeat, and loses nothing. Repeated over
+// several events.
+func TestEventSinkConfirmLost(t *testing.T) {
+	url := servicetest.RabbitMQ.URL(t)
+	ch, exchange, queue := shopExchange(t, url)
+	proxy, viaProxy := servicetest.ProxyURL(t, url)
+	sink := newTestEventSink(t, viaProxy, exchange)
+	get := func(what string) amqp.Delivery {
+		var d amqp.Delivery
+		servicetest.WaitFor(t, time.Minute, what, func() bool {
+			got, ok, err := ch.Get(queue, true)
+			d = got
+			return err == nil && ok
+		})
+		return d
+	}
+	// One delivery first, so that the sink has a channel open: opening
+	// one waits for the broker's reply too.
+	warm := &seckill.Order{ID: "o-w", ReservationID: "tea.warm", SaleID: "tea", UserID: "u", Qty: 1, AmountCents: 100}
+	if err := sink.Deliver(t.Context(), seckill.NewOrderEvent(seckill.EventOrderCreated, warm, time.Now())); err != nil {
+		t.Fatal(err)
+	}
+	get("the first event")
+	for i := range 5 {
+		o := &seckill.Order{ID: "o-x", ReservationID: fmt.Sprintf("tea.%d", i), SaleID: "tea", UserID: "u", Qty: 1, AmountCents: 100}
+		e := seckill.NewOrderEvent(seckill.EventOrderCreated, o, time.Now())
+		proxy.HoldReplies()
+		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+		err := sink.Deliver(ctx, e)
+		cancel()
+		if err == nil {
+			t.Fatalf("event %d: delivered although its confirm never came", i)
+		}
+		first := get("the event in the shop's queue, its confirm held")
+		proxy.Cut() // the link notices, and redials once restored
+		proxy.Restore()
+		// The outbox's retry: again until the link is back.
+		servicetest.WaitFor(t, time.Minute, "the redelivery", func() bool { return sink.Deliver(t.Context(), e) == nil })
+		again := get("the second copy in the queue")
+		if first.MessageId != e.ID || again.MessageId != e.ID {
+			t.Fatalf("event %d: copies with message ids %q and %q, want %q for both", i, first.MessageId, again.MessageId, e.ID)
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ type Proxy struct {
 	mu    sync.Mutex
 	down  bool
 	black chan struct{} // non-nil while blackholed; closed by Restore
+	held  chan struct{} // non-nil while replies are held; closed by Restore
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 }
@@ -106,8 +107,8 @@ func (p *Proxy) connect(c net.Conn) {
 		return
 	}
 	p.wg.Add(2)
-	go p.pipe(up, c)
-	go p.pipe(c, up)
+	go p.pipe(up, c, false)
+	go p.pipe(c, up, true)
 }
 
 // track registers a connection pair, or closes it if the proxy went down
@@ -124,19 +125,24 @@ func (p *Proxy) track(a, b net.Conn) bool {
 	return true
 }
 
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst; reply is the service's side, to the client.
+func (p *Proxy) pipe(dst, src net.Conn, reply bool) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
 			// While blackholed, what was read is held (as TCP would keep
-			// retransmitting it) and delivered after Restore.
+			// retransmitting it) and delivered after Restore; so are the
+			// service's replies while they are held.
 			p.mu.Lock()
-			black := p.black
+			black, held := p.black, p.held
 			p.mu.Unlock()
 			if black != nil {
 				<-black
+			}
+			if held != nil && reply {
+				<-held
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				break
@@ -162,9 +168,11 @@ func (p *Proxy) Cut() {
 	for c := range p.conns {
 		c.Close()
 	}
-	if p.black != nil { // connections held by a blackhole go too
-		close(p.black)
-		p.black = nil
+	for _, c := range []*chan struct{}{&p.black, &p.held} { // what they held goes too
+		if *c != nil {
+			close(*c)
+			*c = nil
+		}
 	}
 }
 
@@ -186,13 +194,26 @@ func (p *Proxy) Blackhole() {
 	}
 }
 
+// HoldReplies lets the client's bytes through and holds the service's
+// until Restore (or Cut): the service acts on a request and its answer
+// does not arrive, as when a link fails between the two.
+func (p *Proxy) HoldReplies() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.held == nil {
+		p.held = make(chan struct{})
+	}
+}
+
 // Restore accepts and forwards connections again.
 func (p *Proxy) Restore() {
 	p.mu.Lock()
 	p.down = false
-	if p.black != nil {
-		close(p.black)
-		p.black = nil
+	for _, c := range []*chan struct{}{&p.black, &p.held} {
+		if *c != nil {
+			close(*c)
+			*c = nil
+		}
 	}
 	p.mu.Unlock()
 }
