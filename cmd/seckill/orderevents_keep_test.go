@@ -1,8 +1,6 @@
 package main
 
 import (
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -18,19 +16,7 @@ func TestOrderEventsKeepFlag(t *testing.T) {
 	if got := DefaultConfig().Events.Keep; got != 7*24*time.Hour {
 		t.Errorf("default retention %v, want a week", got)
 	}
-	parse := func(args ...string) time.Duration {
-		t.Helper()
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c := DefaultConfig()
-		if err := c.register(fs); err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		return c.Events.Keep
-	}
+	parse := func(args ...string) time.Duration { return parseServe(t, args...).Events.Keep }
 	if got := parse("--order-events-keep", "36h"); got != 36*time.Hour {
 		t.Errorf("--order-events-keep 36h: %v", got)
 	}

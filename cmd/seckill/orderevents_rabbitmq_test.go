@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -122,19 +120,7 @@ func shopQueue(t *testing.T, amqpURL string) (ch *amqp.Channel, exchange, queue 
 // TestOrderEventsAMQPFlags: --order-events-amqp-url alone turns order
 // events on, and the exchange has its default unless set.
 func TestOrderEventsAMQPFlags(t *testing.T) {
-	parse := func(args ...string) eventsConfig {
-		t.Helper()
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c := DefaultConfig()
-		if err := c.register(fs); err != nil {
-			t.Fatal(err)
-		}
-		if err := fs.Parse(args); err != nil {
-			t.Fatal(err)
-		}
-		return c.Events
-	}
+	parse := func(args ...string) eventsConfig { return parseServe(t, args...).Events }
 	if c := parse(); c.enabled() || c.Exchange != rabbitmq.DefaultEventExchange {
 		t.Errorf("defaults: enabled %v, exchange %q; want off, %q", c.enabled(), c.Exchange, rabbitmq.DefaultEventExchange)
 	}

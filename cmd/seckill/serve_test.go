@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"iter"
@@ -75,6 +76,22 @@ func startEngine(t testing.TB, mutate func(*Config), hooks ...func(*Main)) *engi
 	tr := &http.Transport{MaxIdleConns: 512, MaxIdleConnsPerHost: 512, MaxConnsPerHost: 256}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &engine{t: t, m: m, base: "http://" + m.Addr(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}, out: out}
+}
+
+// parseServe is the configuration serve's flags and $SECKILL_* variables
+// give args.
+func parseServe(t *testing.T, args ...string) Config {
+	t.Helper()
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c := DefaultConfig()
+	if err := c.register(fs); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // realBackends points the engine at the shared Redis and a fresh MariaDB

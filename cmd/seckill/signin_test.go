@@ -4,7 +4,6 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"net"
 	"net/http"
@@ -68,14 +67,7 @@ func TestShopDocSignIn(t *testing.T) {
 	for _, e := range exports {
 		t.Setenv(e[1], strings.ReplaceAll(e[2], "https://login.example.com", idpBase))
 	}
-	env := DefaultConfig()
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	if err := env.register(fs); err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.Parse(nil); err != nil {
-		t.Fatal(err)
-	}
+	env := parseServe(t)
 	if env.JWTJWKSURL != idp.JWKSEndpoint() || env.JWTIssuer != idp.Issuer() || env.JWTAudience != idp.ClientID {
 		t.Fatalf("docs/shop.md exports read as JWKS %q, issuer %q, audience %q; the provider's are %q, %q, %q",
 			env.JWTJWKSURL, env.JWTIssuer, env.JWTAudience, idp.JWKSEndpoint(), idp.Issuer(), idp.ClientID)
