@@ -134,7 +134,7 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	m.start(ctx, worker)
 	if cfg.Keep > 0 {
 		pruner, err := eventdelivery.NewPruner(eventdelivery.PruneConfig{
-			Outbox: events, Keep: cfg.Keep, Registerer: w.reg, Logger: m.Logger, Now: m.now,
+			Outbox: events, Keep: cfg.Keep, Every: m.pruneEvery, Registerer: w.reg, Logger: m.Logger, Now: m.now,
 		})
 		if err != nil {
 			return err

@@ -1,10 +1,13 @@
 package main
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 	"github.com/seckill-dev/seckill/internal/sqlstore/sqltest"
 )
 
@@ -52,5 +55,33 @@ func TestOrderEventsPrunerRunsWithARetention(t *testing.T) {
 	})
 	if got := scrape(off.client, off.base, deleted); got != -1 {
 		t.Errorf("kept for ever: %s = %v, want absent (no pruner)", deleted, got)
+	}
+}
+
+// TestOrderEventsPrunedOnceDelivered: a running node deletes delivered
+// events once they are older than the retention, each once: after a rush
+// whose every event reached the shop, the deleted counter reaches exactly
+// the number of events the ledger calls for, and no pending one remains.
+func TestOrderEventsPrunedOnceDelivered(t *testing.T) {
+	s := startShop(t)
+	redisURL, prefix := sharedRedis(t)
+	e := startEngine(t, func(c *Config) {
+		withShop(t, s, sqltest.SQLite(t), redisURL, prefix)(c)
+		c.Events.Keep = time.Millisecond
+	}, func(m *Main) { m.pruneEvery = 20 * time.Millisecond })
+	sale := e.liveSale(100, 1)
+	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 150, 3, "prune")
+	ledger := func() (*seckill.SaleLedger, error) { return e.m.orders.Ledger.SaleLedger(context.Background(), sale) }
+	f := s.awaitAllDelivered(ledger, claims, 2*time.Minute)
+	f.check(t, "before pruning")
+	const deleted = "seckill_order_events_deleted_total"
+	servicetest.WaitFor(t, time.Minute, "every delivered event deleted", func() bool {
+		return scrape(e.client, e.base, deleted) >= float64(f.Expected)
+	})
+	if got := scrape(e.client, e.base, deleted); got != float64(f.Expected) {
+		t.Errorf("%s = %v, want %d: each delivered event deleted once", deleted, got, f.Expected)
+	}
+	if pending := scrape(e.client, e.base, "seckill_order_events_pending"); pending != 0 {
+		t.Errorf("seckill_order_events_pending = %v, want 0", pending)
 	}
 }

@@ -83,6 +83,9 @@ type Main struct {
 	// tuneServer, if set, adjusts the HTTP server before it serves:
 	// tests shorten its header timeout or watch its connections.
 	tuneServer func(*http.Server)
+	// pruneEvery, if set, is the pause between passes of the pruner of
+	// delivered order events (5 min otherwise): tests shorten it.
+	pruneEvery time.Duration
 }
 
 // requestClock is the clock of the request path (the API, the sold-out
