@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -108,7 +109,7 @@ func (l *link) supervise(conn *amqp.Connection) {
 			if l.isClosed() {
 				return
 			}
-			l.cfg.logger.Warn("rabbitmq connection lost; reconnecting", append(l.logAttrs, "err", err)...)
+			l.cfg.logger.Warn("rabbitmq connection lost; reconnecting", slices.Concat(l.logAttrs, []any{"err", err})...)
 		case <-l.done:
 			return
 		}
@@ -124,7 +125,7 @@ func (l *link) supervise(conn *amqp.Connection) {
 				conn = c
 				break
 			}
-			l.cfg.logger.Warn("rabbitmq reconnect failed", append(l.logAttrs, "err", err, "retry_in", delay)...)
+			l.cfg.logger.Warn("rabbitmq reconnect failed", slices.Concat(l.logAttrs, []any{"err", err, "retry_in", delay})...)
 			delay = min(delay*2, l.cfg.reconnectMax)
 		}
 		if !l.setUp(conn) {
@@ -135,7 +136,7 @@ func (l *link) supervise(conn *amqp.Connection) {
 	}
 }
 
-// setUp installs a fresh connection; false when the broker closed meanwhile.
+// setUp installs a fresh connection; false when the link closed meanwhile.
 func (l *link) setUp(conn *amqp.Connection) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
