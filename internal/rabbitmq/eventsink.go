@@ -65,18 +65,18 @@ func CheckEventExchange(name string) error {
 // type, arguments and policies), and declares it a durable topic exchange
 // otherwise.
 func (s *EventSink) declare(conn *amqp.Connection) error {
-	ch, err := conn.Channel()
+	probe, err := conn.Channel()
 	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
 	}
-	defer ch.Close()
-	err = ch.ExchangeDeclarePassive(s.exchange, amqp.ExchangeTopic, true, false, false, false, nil)
+	err = probe.ExchangeDeclarePassive(s.exchange, amqp.ExchangeTopic, true, false, false, false, nil)
+	_ = probe.Close() // after a 404 the server has closed it already
 	var amqpErr *amqp.Error
 	if err == nil || !errors.As(err, &amqpErr) || amqpErr.Code != amqp.NotFound {
 		return exchangeErr(s.exchange, err)
 	}
-	// The server closed that channel on the 404.
-	if ch, err = conn.Channel(); err != nil {
+	ch, err := conn.Channel()
+	if err != nil {
 		return fmt.Errorf("open channel: %w", err)
 	}
 	defer ch.Close()
