@@ -186,7 +186,7 @@ func deliveryOwner() string {
 }
 
 // orderEventsAPI is the outbox as the admin API sees it: nil (no routes)
-// without an order webhook.
+// without order events (no webhook and no broker sink).
 func orderEventsAPI(events *sqlstore.EventStore) httpapi.OrderEvents {
 	if events == nil {
 		return nil

@@ -1,8 +1,8 @@
-// The control room's order events: how far behind the shop's webhook is
+// The control room's order events: how far behind the shop's sinks are
 // (events waiting, the age of the oldest), the dead letters, and a
 // Redeliver button on each (GET /admin/v1/order-events, POST
 // /admin/v1/order-events/{id}/redeliver). The card stays hidden on a
-// server with no order webhook (those routes answer 404).
+// server with no order events (those routes answer 404).
 "use strict";
 
 (function () {
