@@ -131,7 +131,7 @@ type wired struct {
 	gauges   *reconcile.GaugeWorker
 	verifier *jwt.Verifier // buyer tokens (signin.go)
 	// events is the order-event outbox, and eventsWake wakes this
-	// process's deliverer; nil without an order webhook.
+	// process's deliverer; nil without order events (no sink).
 	events     *sqlstore.EventStore
 	eventsWake func()
 	lottery    *httpapi.LotteryConfig
