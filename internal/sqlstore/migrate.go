@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -26,7 +27,18 @@ type migration struct {
 	version int64
 	name    string // e.g. "sales"
 	sql     string
+	noTx    bool // noTxMarker: outside a transaction, one statement at a time
 }
+
+// noTxMarker, as a line of its own in a migration, runs it outside a
+// transaction, one statement at a time: for PostgreSQL's CREATE INDEX
+// CONCURRENTLY, which builds an index without holding back the table's
+// writes and which a transaction refuses. A process stopped after the
+// statements and before the migration is recorded runs them again, so
+// they must be safe to repeat: DROP INDEX CONCURRENTLY IF EXISTS (also
+// what a failed concurrent build leaves: an invalid index), then CREATE
+// INDEX CONCURRENTLY.
+const noTxMarker = "-- seckill:no-transaction"
 
 // loadMigrations returns the dialect's migrations in order. Versions must
 // run 1, 2, 3, … without gaps, so a misnamed file fails loudly instead of
@@ -51,7 +63,8 @@ func loadMigrations(dialect string) ([]migration, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read migration %s/%s: %w", dialect, e.Name(), err)
 		}
-		ms = append(ms, migration{version: version, name: m[2], sql: string(text)})
+		noTx := slices.ContainsFunc(strings.Split(string(text), "\n"), func(l string) bool { return strings.TrimSpace(l) == noTxMarker })
+		ms = append(ms, migration{version: version, name: m[2], sql: string(text), noTx: noTx})
 	}
 	return ms, nil
 }
@@ -61,8 +74,8 @@ func loadMigrations(dialect string) ([]migration, error) {
 // (MySQL GET_LOCK, PostgreSQL pg_advisory_lock, SQLite's single writer),
 // and each migration re-checks schema_migrations inside its transaction.
 // Each migration is applied in one transaction together with its
-// schema_migrations row; on MySQL, whose DDL commits implicitly, that
-// protects only the data statements.
+// schema_migrations row (on MySQL, whose DDL commits implicitly, that
+// protects only the data statements), except those marked noTxMarker.
 func (db *DB) Migrate(ctx context.Context) error {
 	ms, err := loadMigrations(db.dialect.name)
 	if err != nil {
@@ -113,6 +126,9 @@ func (db *DB) migrate(ctx context.Context, conn *sql.Conn, ms []migration) error
 }
 
 func (db *DB) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
+	if m.noTx {
+		return db.applyWithoutTx(ctx, conn, m)
+	}
 	q := &db.dialect.sql.migrations
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
@@ -140,6 +156,29 @@ func (db *DB) applyMigration(ctx context.Context, conn *sql.Conn, m migration) e
 		return fmt.Errorf("record in schema_migrations: %w", err)
 	}
 	return tx.Commit()
+}
+
+// applyWithoutTx applies a noTxMarker migration: its statements one by
+// one on conn, then its schema_migrations row. The migration lock keeps
+// another process from running it meanwhile.
+func (db *DB) applyWithoutTx(ctx context.Context, conn *sql.Conn, m migration) error {
+	q := &db.dialect.sql.migrations
+	var applied int
+	if err := conn.QueryRowContext(ctx, q.applied, m.version).Scan(&applied); err != nil {
+		return fmt.Errorf("check schema_migrations: %w", err)
+	}
+	if applied > 0 {
+		return nil
+	}
+	for _, stmt := range splitStatements(m.sql) {
+		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+			return err
+		}
+	}
+	if _, err := conn.ExecContext(ctx, q.record, m.version, m.name, db.now().UnixMilli()); err != nil {
+		return fmt.Errorf("record in schema_migrations: %w", err)
+	}
+	return nil
 }
 
 // splitStatements cuts a migration into statements at each ';' that is not

@@ -410,3 +410,65 @@ func migrateSteps(t *testing.T, db *DB, ms []migration) {
 		t.Fatal(err)
 	}
 }
+
+// TestIndexesBuiltConcurrently: on PostgreSQL the indexes that migrations
+// add to tables the order writer fills (0017 on order_events, 0020 on
+// failed_orders) are built CONCURRENTLY, outside a transaction (where
+// PostgreSQL would refuse them), so an upgrade does not hold back a live
+// sale's writes. A process stopped after the build and before recording
+// it builds again, also over what a failed concurrent build leaves (an
+// invalid index).
+func TestIndexesBuiltConcurrently(t *testing.T) {
+	noTx := map[string][]int64{}
+	for _, d := range dialects {
+		ms, err := loadMigrations(d.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range ms {
+			if m.noTx {
+				noTx[d.name] = append(noTx[d.name], m.version)
+			}
+		}
+	}
+	if want := map[string][]int64{"postgres": {17, 20}}; !reflect.DeepEqual(noTx, want) {
+		t.Errorf("migrations outside a transaction: %v, want %v", noTx, want)
+	}
+
+	db := openMigrated(t, sqltest.Postgres) // fails if a build ran in a transaction
+	valid := func(index string) bool {
+		t.Helper()
+		var ok bool
+		err := db.read.QueryRowContext(t.Context(), `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`, index).Scan(&ok)
+		if err != nil {
+			t.Fatalf("index %s: %v", index, err)
+		}
+		return ok
+	}
+	for _, index := range []string{"order_events_delivered_idx", "failed_orders_sale_user_idx"} {
+		if !valid(index) {
+			t.Errorf("%s is not valid after Migrate", index)
+		}
+	}
+	// Stopped after the build, before the record; the build had failed.
+	for _, stmt := range []string{
+		`UPDATE pg_index SET indisvalid = false WHERE indexrelid = 'failed_orders_sale_user_idx'::regclass`,
+		`DELETE FROM schema_migrations WHERE version = 20`,
+	} {
+		if _, err := db.write.ExecContext(t.Context(), stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if valid("failed_orders_sale_user_idx") {
+		t.Fatal("the index is still valid: the test did not break it")
+	}
+	if err := db.Migrate(t.Context()); err != nil {
+		t.Fatalf("Migrate again: %v", err)
+	}
+	if !valid("failed_orders_sale_user_idx") {
+		t.Error("failed_orders_sale_user_idx is still invalid after Migrate ran 0020 again")
+	}
+	if got, want := appliedVersions(t, db), allVersions(t, "postgres"); !reflect.DeepEqual(got, want) {
+		t.Errorf("applied %v, want %v", got, want)
+	}
+}

@@ -50,6 +50,11 @@ var postgresDialect = &dialect{
 // lockPostgresMigrations takes a session advisory lock keyed by the schema
 // the migrations create their tables in, so migrations of different
 // schemas of one database (as in tests) do not wait for each other.
+//
+// It tries again and again rather than wait in pg_advisory_lock: a
+// session blocked there is a transaction in progress, which the lock
+// holder's CREATE INDEX CONCURRENTLY waits for, while it waits for the
+// lock: a deadlock. Each try is over at once.
 func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, error) {
 	var schema sql.NullString
 	if err := conn.QueryRowContext(ctx, postgresSQL.migrations.currentSchema).Scan(&schema); err != nil {
@@ -61,8 +66,19 @@ func lockPostgresMigrations(ctx context.Context, conn *sql.Conn) (func() error, 
 	h := fnv.New64a()
 	h.Write([]byte("seckill_migrate:" + schema.String))
 	key := int64(h.Sum64())
-	if _, err := conn.ExecContext(ctx, postgresSQL.migrations.lock, key); err != nil {
-		return nil, err
+	for wait := 10 * time.Millisecond; ; wait = min(2*wait, time.Second) {
+		var got bool
+		if err := conn.QueryRowContext(ctx, postgresSQL.migrations.lock, key).Scan(&got); err != nil {
+			return nil, err
+		}
+		if got {
+			break
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
 	}
 	return func() error {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)

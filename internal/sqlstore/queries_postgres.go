@@ -11,7 +11,7 @@ var postgresSQL = newQueries(sqlParts{
 		)`,
 	// A session advisory lock keyed by the schema (lockPostgresMigrations).
 	currentSchema:     `SELECT current_schema()`,
-	lockMigrations:    `SELECT pg_advisory_lock($1)`,
+	lockMigrations:    `SELECT pg_try_advisory_lock($1)`,
 	unlockMigrations:  `SELECT pg_advisory_unlock($1)`,
 	forUpdate:         ` FOR UPDATE`,
 	skipLocked:        ` FOR UPDATE SKIP LOCKED`,

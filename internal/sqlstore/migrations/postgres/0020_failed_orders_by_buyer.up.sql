@@ -6,7 +6,9 @@
 -- an outage. This index hands over the buyer's few rows; they are sorted
 -- in memory.
 --
--- Not CONCURRENTLY (a migration runs in a transaction): the build holds
--- back writes to failed_orders while it reads the table, which is small
--- unless a sale went badly. Migrate outside a sale.
-CREATE INDEX failed_orders_sale_user_idx ON failed_orders (sale_id, user_id);
+-- Built CONCURRENTLY, so outside a transaction: writes to failed_orders go
+-- on while it reads the table. The drop makes the build safe to repeat
+-- (noTxMarker in migrate.go).
+-- seckill:no-transaction
+DROP INDEX CONCURRENTLY IF EXISTS failed_orders_sale_user_idx;
+CREATE INDEX CONCURRENTLY failed_orders_sale_user_idx ON failed_orders (sale_id, user_id);
