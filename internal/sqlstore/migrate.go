@@ -71,7 +71,7 @@ func loadMigrations(dialect string) ([]migration, error) {
 
 // Migrate brings the schema up to date. It is idempotent, and safe when
 // several processes migrate the same database at once: they take a lock
-// (MySQL GET_LOCK, PostgreSQL pg_advisory_lock, SQLite's single writer),
+// (MySQL GET_LOCK, a PostgreSQL advisory lock, SQLite's single writer),
 // and each migration re-checks schema_migrations inside its transaction.
 // Each migration is applied in one transaction together with its
 // schema_migrations row (on MySQL, whose DDL commits implicitly, that
