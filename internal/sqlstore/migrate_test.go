@@ -439,7 +439,9 @@ func TestIndexesBuiltConcurrently(t *testing.T) {
 	valid := func(index string) bool {
 		t.Helper()
 		var ok bool
-		err := db.read.QueryRowContext(t.Context(), `SELECT i.indisvalid FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid WHERE c.relname = $1`, index).Scan(&ok)
+		// ::regclass finds the index in this test's schema (search_path):
+		// other tests' schemas in the database have indexes of that name.
+		err := db.read.QueryRowContext(t.Context(), `SELECT indisvalid FROM pg_index WHERE indexrelid = $1::regclass`, index).Scan(&ok)
 		if err != nil {
 			t.Fatalf("index %s: %v", index, err)
 		}
