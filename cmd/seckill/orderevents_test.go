@@ -61,15 +61,29 @@ func newShop(t *testing.T) *shop {
 // consumed counts an event a broker gave the shop (body: its JSON), and
 // returns its id and type.
 func (s *shop) consumed(body []byte) (id, typ string) {
+	id, typ, orderID := eventOf(body)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.requests++
+	s.accept(id, typ, orderID)
+	return id, typ
+}
+
+// eventOf reads an event's id, type and order id from its JSON.
+func eventOf(body []byte) (id, typ, orderID string) {
 	var raw map[string]any
 	_ = json.Unmarshal(body, &raw)
 	id, _ = raw["id"].(string)
 	typ, _ = raw["type"].(string)
-	orderID, _ := raw["order_id"].(string)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.requests++
+	orderID, _ = raw["order_id"].(string)
+	return id, typ, orderID
+}
+
+// accept counts an event the shop took; a first acceptance of a later
+// event before its order's order.created is out of order. s.mu is held.
+func (s *shop) accept(id, typ, orderID string) {
 	if s.accepted[id] == 0 {
+		s.types[id] = typ
 		if typ != string(seckill.EventOrderCreated) && typ != string(seckill.EventOrderFailed) &&
 			!containsType(s.firsts[orderID], string(seckill.EventOrderCreated)) {
 			s.outOfOrder++
@@ -77,7 +91,6 @@ func (s *shop) consumed(body []byte) (id, typ string) {
 		s.firsts[orderID] = append(s.firsts[orderID], typ)
 	}
 	s.accepted[id]++
-	return id, typ
 }
 
 // startShop listens on a free port of its own.
@@ -134,14 +147,8 @@ func (s *shop) up() {
 
 func (s *shop) handle(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	var e struct {
-		ID, Type, OrderID string `json:"-"`
-	}
-	var raw map[string]any
-	_ = json.Unmarshal(body, &raw)
-	e.ID, _ = raw["id"].(string)
-	e.Type, _ = raw["type"].(string)
-	e.OrderID, _ = raw["order_id"].(string)
+	var e struct{ ID, Type, OrderID string }
+	e.ID, e.Type, e.OrderID = eventOf(body)
 
 	s.mu.Lock()
 	s.requests++
@@ -170,15 +177,7 @@ func (s *shop) handle(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	delete(s.inFlight, e.ID)
 	if webhook.DeliveredStatus(status) {
-		if s.accepted[e.ID] == 0 {
-			s.types[e.ID] = e.Type
-			if e.Type != string(seckill.EventOrderCreated) && e.Type != string(seckill.EventOrderFailed) &&
-				!containsType(s.firsts[e.OrderID], string(seckill.EventOrderCreated)) {
-				s.outOfOrder++
-			}
-			s.firsts[e.OrderID] = append(s.firsts[e.OrderID], e.Type)
-		}
-		s.accepted[e.ID]++
+		s.accept(e.ID, e.Type, e.OrderID)
 	}
 	s.mu.Unlock()
 	w.WriteHeader(status)

@@ -125,57 +125,52 @@ func (db *DB) migrate(ctx context.Context, conn *sql.Conn, ms []migration) error
 	return nil
 }
 
+// applyMigration applies m unless schema_migrations has it: in one
+// transaction with its row, or, marked noTxMarker, one statement at a
+// time on conn and then its row (the migration lock keeps another process
+// from running it meanwhile).
 func (db *DB) applyMigration(ctx context.Context, conn *sql.Conn, m migration) error {
 	if m.noTx {
-		return db.applyWithoutTx(ctx, conn, m)
+		return db.runMigration(ctx, conn, m, splitStatements(m.sql))
 	}
-	q := &db.dialect.sql.migrations
 	tx, err := conn.BeginTx(ctx, nil)
 	if err != nil {
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-
-	var applied int
-	if err := tx.QueryRowContext(ctx, q.applied, m.version).Scan(&applied); err != nil {
-		return fmt.Errorf("check schema_migrations: %w", err)
-	}
-	if applied > 0 {
-		return nil
-	}
 	stmts := []string{m.sql}
 	if db.dialect.oneStatementPerExec {
 		stmts = splitStatements(m.sql)
 	}
-	for _, stmt := range stmts {
-		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return err
-		}
-	}
-	if _, err := tx.ExecContext(ctx, q.record, m.version, m.name, db.now().UnixMilli()); err != nil {
-		return fmt.Errorf("record in schema_migrations: %w", err)
+	if err := db.runMigration(ctx, tx, m, stmts); err != nil {
+		return err
 	}
 	return tx.Commit()
 }
 
-// applyWithoutTx applies a noTxMarker migration: its statements one by
-// one on conn, then its schema_migrations row. The migration lock keeps
-// another process from running it meanwhile.
-func (db *DB) applyWithoutTx(ctx context.Context, conn *sql.Conn, m migration) error {
+// migrationSession is where a migration runs: its transaction, or the
+// migrating connection itself (*sql.Tx, *sql.Conn).
+type migrationSession interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// runMigration checks schema_migrations, runs stmts and records m, on s.
+func (db *DB) runMigration(ctx context.Context, s migrationSession, m migration, stmts []string) error {
 	q := &db.dialect.sql.migrations
 	var applied int
-	if err := conn.QueryRowContext(ctx, q.applied, m.version).Scan(&applied); err != nil {
+	if err := s.QueryRowContext(ctx, q.applied, m.version).Scan(&applied); err != nil {
 		return fmt.Errorf("check schema_migrations: %w", err)
 	}
 	if applied > 0 {
 		return nil
 	}
-	for _, stmt := range splitStatements(m.sql) {
-		if _, err := conn.ExecContext(ctx, stmt); err != nil {
+	for _, stmt := range stmts {
+		if _, err := s.ExecContext(ctx, stmt); err != nil {
 			return err
 		}
 	}
-	if _, err := conn.ExecContext(ctx, q.record, m.version, m.name, db.now().UnixMilli()); err != nil {
+	if _, err := s.ExecContext(ctx, q.record, m.version, m.name, db.now().UnixMilli()); err != nil {
 		return fmt.Errorf("record in schema_migrations: %w", err)
 	}
 	return nil
