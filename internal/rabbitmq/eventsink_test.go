@@ -206,6 +206,47 @@ func TestEventSinkConfirmLost(t *testing.T) {
 	}
 }
 
+// TestEventSinkExchangeDeletedWhileRunning: the shop's exchange is deleted
+// during a sale. Deliveries fail, saying the server has no such exchange
+// (the outbox keeps the events and shows why), and succeed again once the
+// shop declares its exchange and binds its queue anew: a queue cannot be
+// bound to a missing exchange, so the shop's redeclaring is what brings
+// the events back, and the sink needs no redial for it.
+func TestEventSinkExchangeDeletedWhileRunning(t *testing.T) {
+	url := servicetest.RabbitMQ.URL(t)
+	ch, exchange, queue := shopExchange(t, url)
+	sink := newTestEventSink(t, url, exchange)
+	o := &seckill.Order{ID: "o-x", ReservationID: "tea." + servicetest.UniqueName("r"), SaleID: "tea", UserID: "u", Qty: 1, AmountCents: 100}
+	e := seckill.NewOrderEvent(seckill.EventOrderCreated, o, time.Now())
+	if err := sink.Deliver(t.Context(), e); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.ExchangeDelete(exchange, false, false); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 { // every attempt, on a fresh channel each time
+		err := sink.Deliver(t.Context(), e)
+		if err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), exchange) {
+			t.Fatalf("attempt %d with the exchange deleted: %v, want the server's 404 naming %s", i, err, exchange)
+		}
+	}
+	if err := ch.ExchangeDeclare(exchange, amqp.ExchangeTopic, false, true, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := ch.QueueBind(queue, "created", exchange, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Deliver(t.Context(), e); err != nil {
+		t.Fatalf("once the shop declared its exchange again: %v", err)
+	}
+	for _, what := range []string{"the first delivery", "the delivery after the exchange came back"} {
+		d, ok, err := ch.Get(queue, true)
+		if err != nil || !ok || d.MessageId != e.ID {
+			t.Fatalf("%s: got %v (%q), %v", what, ok, d.MessageId, err)
+		}
+	}
+}
+
 func TestEventSinkRefusesABadExchange(t *testing.T) {
 	for _, name := range []string{"", "amq.topic", "with space", "tab\there", strings.Repeat("x", 256), "é"} {
 		if _, err := NewEventSink(context.Background(), "amqp://127.0.0.1:1/", name, nil); err == nil || !strings.Contains(err.Error(), "exchange") {

@@ -225,6 +225,22 @@ type pubChannel struct {
 	conn    *amqp.Connection
 	ch      *amqp.Channel
 	returns chan amqp.Return
+	closes  chan *amqp.Error // the server's reason, when it closes the channel
+}
+
+// why is the server's reason for closing the channel (a publish to an
+// exchange deleted meanwhile: 404 NOT_FOUND, naming it), or "" if it gave
+// none. The channel hands its reason over before it fails its confirms
+// and closes its returns, so a publish that saw either finds it here.
+func (pc *pubChannel) why() string {
+	select {
+	case err, ok := <-pc.closes:
+		if ok && err != nil {
+			return ": the server closed the channel: " + err.Error()
+		}
+	default:
+	}
+	return ""
 }
 
 // discard closes the channel without making the caller wait for the
@@ -270,7 +286,8 @@ func (l *link) acquire() (*pubChannel, error) {
 	// the publisher is still sending; beyond it the reader waits for the
 	// publisher, which reads returns while it waits for confirms.
 	returns := ch.NotifyReturn(make(chan amqp.Return, 64))
-	return &pubChannel{conn: conn, ch: ch, returns: returns}, nil
+	closes := ch.NotifyClose(make(chan *amqp.Error, 1))
+	return &pubChannel{conn: conn, ch: ch, returns: returns, closes: closes}, nil
 }
 
 func (l *link) release(pc *pubChannel, healthy bool) {
@@ -309,7 +326,7 @@ func (l *link) send(ctx context.Context, exchange string, out []outgoing) (err e
 	for _, o := range out {
 		dc, err := pc.ch.PublishWithDeferredConfirmWithContext(ctx, exchange, o.key, true, false, o.msg)
 		if err != nil {
-			return fmt.Errorf("send: %w", err)
+			return fmt.Errorf("send: %w%s", err, pc.why())
 		}
 		confirms = append(confirms, dc)
 	}
@@ -328,12 +345,12 @@ func (l *link) send(ctx context.Context, exchange string, out []outgoing) (err e
 			select {
 			case <-dc.Done():
 				if !dc.Acked() {
-					return fmt.Errorf("message %d of %d not confirmed (nacked or connection lost)", i+1, len(confirms))
+					return fmt.Errorf("message %d of %d not confirmed (nacked or connection lost)%s", i+1, len(confirms), pc.why())
 				}
 				break wait
 			case r, open := <-pc.returns:
 				if !open {
-					return fmt.Errorf("channel closed before message %d of %d was confirmed", i+1, len(confirms))
+					return fmt.Errorf("channel closed before message %d of %d was confirmed%s", i+1, len(confirms), pc.why())
 				}
 				noteReturn(r)
 			case <-ctx.Done():
