@@ -10,6 +10,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/seckill-dev/seckill/internal/eventdelivery"
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/nats"
@@ -114,7 +116,7 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	if !cfg.enabled() {
 		return nil
 	}
-	sink, err := m.eventSinks(ctx)
+	sink, err := m.eventSinks(ctx, w.reg)
 	if err != nil {
 		return err
 	}
@@ -144,16 +146,17 @@ func (m *Main) startEventDelivery(ctx context.Context, w *wired) error {
 	return nil
 }
 
-// eventSinks are where order events go: the webhook, brokers, or several.
-func (m *Main) eventSinks(ctx context.Context) (eventdelivery.Sink, error) {
+// eventSinks are where order events go: the webhook, brokers, or several,
+// each counted in the metrics by its name.
+func (m *Main) eventSinks(ctx context.Context, reg prometheus.Registerer) (eventdelivery.Sink, error) {
 	cfg := &m.Config.Events
-	var sinks eventdelivery.Fanout
+	var routes []eventdelivery.Route
 	if cfg.WebhookURL != "" {
 		sender, err := webhook.NewSender(cfg.WebhookURL, []byte(cfg.WebhookSecret), nil)
 		if err != nil {
 			return nil, err
 		}
-		sinks = append(sinks, sender)
+		routes = append(routes, eventdelivery.Route{Name: "webhook", Sink: sender})
 	}
 	if cfg.NATSURL != "" {
 		ns, err := nats.NewEventSink(ctx, cfg.NATSURL, cfg.Subject, webhook.Encode)
@@ -161,7 +164,7 @@ func (m *Main) eventSinks(ctx context.Context) (eventdelivery.Sink, error) {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { return ns.Close() })
-		sinks = append(sinks, ns)
+		routes = append(routes, eventdelivery.Route{Name: "nats", Sink: ns})
 	}
 	if cfg.AMQPURL != "" {
 		rs, err := rabbitmq.NewEventSink(ctx, cfg.AMQPURL, cfg.Exchange, webhook.Encode, rabbitmq.WithLogger(m.Logger))
@@ -169,12 +172,9 @@ func (m *Main) eventSinks(ctx context.Context) (eventdelivery.Sink, error) {
 			return nil, err
 		}
 		m.closers = append(m.closers, func(context.Context) error { return rs.Close() })
-		sinks = append(sinks, rs)
+		routes = append(routes, eventdelivery.Route{Name: "rabbitmq", Sink: rs})
 	}
-	if len(sinks) == 1 {
-		return sinks[0], nil
-	}
-	return sinks, nil
+	return eventdelivery.NewFanout(reg, routes...)
 }
 
 // deliveryOwner names this process in the outbox's leases.

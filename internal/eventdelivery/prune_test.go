@@ -111,7 +111,7 @@ func TestPrunePassDeletesInBatchesUntilShort(t *testing.T) {
 	if n, err := p.Pass(t.Context()); err != nil || n != 0 {
 		t.Errorf("second Pass = %d, %v; want 0", n, err)
 	}
-	if got := counterValue(t, reg, "seckill_order_events_deleted_total", ""); got != 7 {
+	if got := counterValue(t, reg, "seckill_order_events_deleted_total"); got != 7 {
 		t.Errorf("seckill_order_events_deleted_total = %v, want 7", got)
 	}
 }
@@ -132,7 +132,7 @@ func TestPrunePassKeepsWhatItDeletedOnError(t *testing.T) {
 	if n, err := p.Pass(t.Context()); err == nil || n != 2 {
 		t.Errorf("Pass = %d, %v; want 2 and the error", n, err)
 	}
-	if got := counterValue(t, reg, "seckill_order_events_deleted_total", ""); got != 2 {
+	if got := counterValue(t, reg, "seckill_order_events_deleted_total"); got != 2 {
 		t.Errorf("seckill_order_events_deleted_total = %v, want 2", got)
 	}
 }

@@ -295,18 +295,3 @@ func (c *StatsCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 	ch <- prometheus.MustNewConstMetric(c.dead, prometheus.GaugeValue, float64(st.Dead))
 }
-
-// Fanout delivers each event to every sink (the shop's webhook and a
-// broker): it is delivered once all took it. A failure of one sends it
-// to all again on the next attempt, a duplicate for the others.
-type Fanout []Sink
-
-func (f Fanout) Deliver(ctx context.Context, e seckill.OrderEvent) error {
-	var errs []error
-	for _, s := range f {
-		if err := s.Deliver(ctx, e); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}

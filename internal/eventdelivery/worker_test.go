@@ -126,7 +126,7 @@ func TestPassRecordsEachOutcome(t *testing.T) {
 			t.Errorf("a delivery's deadline %v outlives the lease (claimed %v for 20s)", d, now)
 		}
 	}
-	if got := counterValue(t, reg, "seckill_order_event_dead_letters_total", ""); got != 1 {
+	if got := counterValue(t, reg, "seckill_order_event_dead_letters_total"); got != 1 {
 		t.Errorf("dead letters counted %v, want 1", got)
 	}
 	if got := counterValue(t, reg, "seckill_order_event_attempts_total", "failed"); got != 2 {
@@ -162,9 +162,9 @@ func TestNewRefusesALeaseShorterThanADelivery(t *testing.T) {
 	}
 }
 
-// counterValue is the value of counter name (with label value label, if
-// any) in reg.
-func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) float64 {
+// counterValue is the value of counter name in reg, of the series whose
+// label values begin with labels.
+func counterValue(t *testing.T, reg *prometheus.Registry, name string, labels ...string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -174,10 +174,14 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name, label string) fl
 		if mf.GetName() != name {
 			continue
 		}
+	series:
 		for _, m := range mf.GetMetric() {
-			if label == "" || len(m.GetLabel()) > 0 && m.GetLabel()[0].GetValue() == label {
-				return m.GetCounter().GetValue()
+			for i, l := range labels {
+				if i >= len(m.GetLabel()) || m.GetLabel()[i].GetValue() != l {
+					continue series
+				}
 			}
+			return m.GetCounter().GetValue()
 		}
 	}
 	return -1

@@ -77,7 +77,7 @@ func (s *EventSink) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 	msg.Data = body
 	msg.Header.Set(jetstream.MsgIDHeader, e.ID)
 	if _, err := s.js.PublishMsg(ctx, msg); err != nil {
-		return fmt.Errorf("nats: publish order event: %w", err)
+		return fmt.Errorf("publish order event %s to %s: %w", e.ID, msg.Subject, err)
 	}
 	return nil
 }

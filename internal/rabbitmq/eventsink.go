@@ -106,7 +106,7 @@ func (s *EventSink) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 		Body:         body,
 	}}})
 	if err != nil {
-		return fmt.Errorf("rabbitmq: order event %s: %w", e.ID, err)
+		return fmt.Errorf("publish order event %s to exchange %s: %w", e.ID, s.exchange, err)
 	}
 	return nil
 }

@@ -1,0 +1,178 @@
+package eventdelivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// routeSink records the events it took and fails while down.
+type routeSink struct {
+	mu   sync.Mutex
+	down bool
+	got  []string
+}
+
+func (s *routeSink) Deliver(_ context.Context, e seckill.OrderEvent) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.down {
+		return errors.New("connection refused")
+	}
+	s.got = append(s.got, e.ID)
+	return nil
+}
+
+func (s *routeSink) setDown(down bool) { s.mu.Lock(); s.down = down; s.mu.Unlock() }
+
+func (s *routeSink) took() []string { s.mu.Lock(); defer s.mu.Unlock(); return slices.Clone(s.got) }
+
+func TestRouteSetWorthKeeping(t *testing.T) {
+	for _, c := range []struct {
+		set    routeSet
+		routes int
+		want   bool
+	}{
+		{0, 1, false},
+		{0b1, 1, false},  // the only route took it
+		{0, 3, false},    // nothing took it: every route is tried again anyway
+		{0b001, 3, true}, // the first took it
+		{0b101, 3, true},
+		{0b111, 3, false}, // all took it
+		{1<<64 - 1, 64, false},
+		{1<<63 - 1, 64, true},
+	} {
+		if got := c.set.worthKeeping(c.routes); got != c.want {
+			t.Errorf("%b of %d routes: worthKeeping = %v, want %v", c.set, c.routes, got, c.want)
+		}
+	}
+}
+
+// TestFanoutRetriesOnlyTheRoutesThatFailed: while the webhook is down, a
+// broker that took an event is not sent it again at every retry, the
+// error names the failing route, and each route's attempts are counted.
+func TestFanoutRetriesOnlyTheRoutesThatFailed(t *testing.T) {
+	ctx := context.Background()
+	hook, broker := &routeSink{}, &routeSink{}
+	reg := prometheus.NewRegistry()
+	f, err := NewFanout(reg, Route{"webhook", hook}, Route{"rabbitmq", broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e1, e2 := seckill.OrderEvent{ID: "e1"}, seckill.OrderEvent{ID: "e2"}
+
+	hook.setDown(true)
+	for range 3 {
+		err := f.Deliver(ctx, e1)
+		if err == nil || !strings.HasPrefix(err.Error(), "webhook: ") || strings.Contains(err.Error(), "rabbitmq") {
+			t.Fatalf("delivery with the webhook down: %v, want an error naming the webhook alone", err)
+		}
+	}
+	if got := broker.took(); !slices.Equal(got, []string{"e1"}) {
+		t.Fatalf("the broker took %v over three attempts, want e1 once", got)
+	}
+	hook.setDown(false)
+	if err := f.Deliver(ctx, e1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Deliver(ctx, e2); err != nil {
+		t.Fatal(err)
+	}
+	if got := hook.took(); !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Errorf("the webhook took %v, want e1 e2", got)
+	}
+	if got := broker.took(); !slices.Equal(got, []string{"e1", "e2"}) {
+		t.Errorf("the broker took %v, want e1 e2", got)
+	}
+	if n := len(f.took); n != 0 {
+		t.Errorf("%d events still remembered after every route took them", n)
+	}
+	// Delivered in full, an event is forgotten: a later attempt of it
+	// (another deliverer's lease ran out) goes to every route again.
+	if err := f.Deliver(ctx, e1); err != nil {
+		t.Fatal(err)
+	}
+	if got := broker.took(); len(got) != 3 {
+		t.Errorf("the broker took %v, want a third delivery", got)
+	}
+
+	for _, c := range []struct {
+		sink, result string
+		want         float64
+	}{
+		{"webhook", "failed", 3}, {"webhook", "delivered", 3},
+		{"rabbitmq", "failed", 0}, {"rabbitmq", "delivered", 3},
+	} {
+		// Labels in name order: result, then sink.
+		if got := counterValue(t, reg, "seckill_order_event_sink_attempts_total", c.result, c.sink); got != c.want {
+			t.Errorf("attempts{sink=%s, result=%s} = %v, want %v", c.sink, c.result, got, c.want)
+		}
+	}
+}
+
+// TestFanoutMemoryIsBounded: past maxRemembered partly delivered events,
+// a new one is not remembered, and its retry goes to every route (a
+// duplicate, not a loss); one already remembered keeps its record.
+func TestFanoutMemoryIsBounded(t *testing.T) {
+	ctx := context.Background()
+	hook, broker := &routeSink{down: true}, &routeSink{}
+	f, err := NewFanout(nil, Route{"webhook", hook}, Route{"nats", broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range maxRemembered {
+		if f.Deliver(ctx, seckill.OrderEvent{ID: fmt.Sprint("e", i)}) == nil {
+			t.Fatal("delivered with the webhook down")
+		}
+	}
+	if len(f.took) != maxRemembered {
+		t.Fatalf("%d remembered, want %d", len(f.took), maxRemembered)
+	}
+	over := seckill.OrderEvent{ID: "over"}
+	_ = f.Deliver(ctx, over)
+	_ = f.Deliver(ctx, seckill.OrderEvent{ID: "e0"})
+	if len(f.took) != maxRemembered {
+		t.Errorf("%d remembered, want the bound %d", len(f.took), maxRemembered)
+	}
+	hook.setDown(false)
+	for _, id := range []string{"over", "e0"} {
+		if err := f.Deliver(ctx, seckill.OrderEvent{ID: id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got := broker.took()
+	count := func(id string) int {
+		return len(slices.DeleteFunc(slices.Clone(got), func(s string) bool { return s != id }))
+	}
+	if n := count("over"); n != 2 {
+		t.Errorf("the broker took the unremembered event %d times, want 2 (at each attempt)", n)
+	}
+	if n := count("e0"); n != 1 {
+		t.Errorf("the broker took the remembered event %d times, want once", n)
+	}
+}
+
+func TestNewFanoutRefusesBadRoutes(t *testing.T) {
+	s := &routeSink{}
+	for name, routes := range map[string][]Route{
+		"none":      nil,
+		"no name":   {{"", s}},
+		"no sink":   {{"webhook", nil}},
+		"same name": {{"nats", s}, {"nats", s}},
+	} {
+		if _, err := NewFanout(nil, routes...); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	if _, err := NewFanout(nil, Route{"webhook", s}); err != nil {
+		t.Errorf("one route: %v", err)
+	}
+}
