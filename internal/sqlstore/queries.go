@@ -462,8 +462,7 @@ func newRestoreQueries(p sqlParts, s func(string) string) restoreQueries {
 	}
 }
 
-// ledgerQueries is the SQL of a sale's ledger (ledger_pages.go,
-// sale_work.go).
+// ledgerQueries is the SQL of a sale's ledger (ledger.go).
 type ledgerQueries struct {
 	// saleOrders, saleFailedOrders and saleRequests select every order
 	// (orderColumns), failed order (failedOrderSelect) and request
@@ -592,7 +591,7 @@ func newPaymentQueries(s func(string) string) paymentQueries {
 const auditColumns = `id, sale_id, subject, actor, action, detail, at_ms`
 
 // adminQueries is the SQL of the operator's side of a sale (admin.go) and
-// of resolving failed orders (failed_list.go).
+// of resolving failed orders (failed_orders.go).
 type adminQueries struct {
 	// lockSale selects saleColumns of sale $1, locking the row.
 	lockSale string

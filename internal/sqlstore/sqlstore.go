@@ -5,7 +5,13 @@
 // and the translation of driver errors into the domain's sentinels at this
 // edge. Each port is a small store of its own over the DB: SaleStore,
 // OrderWriter, Orders and FailedOrderStore (together the OrderStore),
-// RestoreStore, LedgerStore, Payments, EventStore and DrawStore.
+// RestoreStore, LedgerStore, Payments, EventStore, DrawStore and
+// EntryStore. Each lives in the file of its name: sales.go,
+// order_writer.go (with holdings.go, what it knows of buyers' holdings),
+// orders.go, failed_orders.go, order_store.go, restore.go (with
+// restore_batch.go), ledger.go, payments.go, orderevents.go, draws.go,
+// lottery_entries.go; the SQL of every dialect is in queries*.go, the
+// schema in migrations/<dialect>/ and its runner in migrate.go.
 //
 // Times are stored as BIGINT unix milliseconds in *_ms columns: exact and
 // identical in all three dialects, with no driver time parsing involved.
