@@ -158,17 +158,7 @@ func TestPruneSelectUsesTheDeliveredIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		analyze := map[string]string{"mysql": "ANALYZE TABLE order_events", "postgres": "ANALYZE order_events", "sqlite": "ANALYZE"}[db.Dialect()]
-		rows, err := db.write.QueryContext(ctx, analyze) // MySQL answers with a table of its own
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
-		conn, err := db.read.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := analyzedConn(t, db, "order_events")
 		q := NewEventStore(db).q.prunable
 		for _, ago := range []int64{7, 9, 0} {
 			text := explainPlan(t, conn, db.Dialect(), q, now-ago*day, 1000)
@@ -182,6 +172,24 @@ func TestPruneSelectUsesTheDeliveredIndex(t *testing.T) {
 			t.Logf("plan, cut %d days ago:\n%s", ago, text)
 		}
 	})
+}
+
+// analyzedConn takes table's statistics, so that a plan read next is the
+// one its data gets, and returns a read connection to explain it on.
+func analyzedConn(t *testing.T, db *DB, table string) *sql.Conn {
+	t.Helper()
+	analyze := map[string]string{"mysql": "ANALYZE TABLE " + table, "postgres": "ANALYZE " + table, "sqlite": "ANALYZE"}[db.Dialect()]
+	rows, err := db.write.QueryContext(t.Context(), analyze) // MySQL answers with a table of its own
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows.Close()
+	conn, err := db.read.Conn(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // explainPlan is the plan the database gives for q with args, one line a

@@ -182,17 +182,7 @@ func TestBuyerFailedReadUsesTheBuyerIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		analyze := map[string]string{"mysql": "ANALYZE TABLE failed_orders", "postgres": "ANALYZE failed_orders", "sqlite": "ANALYZE"}[db.Dialect()]
-		rows, err := db.write.QueryContext(ctx, analyze) // MySQL answers with a table of its own
-		if err != nil {
-			t.Fatal(err)
-		}
-		rows.Close()
-		conn, err := db.read.Conn(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn := analyzedConn(t, db, "failed_orders")
 		text := explainPlan(t, conn, db.Dialect(), st.q.buyerFailed, "tea", "u0007")
 		if !strings.Contains(text, "failed_orders_sale_user_idx") {
 			t.Errorf("plan of a buyer's failed orders:\n%s\nwant failed_orders_sale_user_idx", text)
