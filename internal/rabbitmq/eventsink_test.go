@@ -226,7 +226,7 @@ func TestEventSinkExchangeDeletedWhileRunning(t *testing.T) {
 	}
 	for i := range 3 { // every attempt, on a fresh channel each time
 		err := sink.Deliver(t.Context(), e)
-		if err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), exchange) {
+		if err == nil || !strings.Contains(err.Error(), "404") || !strings.Contains(err.Error(), "no exchange '"+exchange+"'") {
 			t.Fatalf("attempt %d with the exchange deleted: %v, want the server's 404 naming %s", i, err, exchange)
 		}
 	}
