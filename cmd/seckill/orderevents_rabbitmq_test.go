@@ -42,30 +42,16 @@ func TestOrderEventsToRabbitMQ(t *testing.T) {
 			// the first 20 are in: mid-rush.
 			s := newShop(t)
 			faulted := make(chan struct{})
-			deliveries, err := ch.Consume(queue, "shop", true, true, false, false, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
-			consumed := make(chan struct{})
-			t.Cleanup(func() { _ = ch.Cancel("shop", false); <-consumed })
-			go func() {
-				defer close(consumed)
-				n := 0
-				for d := range deliveries {
-					id, typ := s.consumed(d.Body)
-					if d.MessageId != id || d.Type != typ || d.RoutingKey != seckill.OrderEventType(typ).Word() || d.DeliveryMode != amqp.Persistent {
-						t.Errorf("%s: message id %q, type %q, routing key %q, delivery mode %d", id, d.MessageId, d.Type, d.RoutingKey, d.DeliveryMode)
+			consumeEvents(t, ch, queue, s, func(n int) {
+				if n == 20 && fault != "none" {
+					if fault == "cut" {
+						proxy.Cut()
+					} else {
+						proxy.Blackhole()
 					}
-					if n++; n == 20 && fault != "none" {
-						if fault == "cut" {
-							proxy.Cut()
-						} else {
-							proxy.Blackhole()
-						}
-						close(faulted)
-					}
+					close(faulted)
 				}
-			}()
+			})
 			claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "amqp")
 			failed := `seckill_order_event_attempts_total{result="failed"}`
 			if fault != "none" {
@@ -89,6 +75,98 @@ func TestOrderEventsToRabbitMQ(t *testing.T) {
 			f.check(t, "RabbitMQ sink, fault "+fault)
 		})
 	}
+}
+
+// consumeEvents hands s every event the shop's queue receives until the
+// test ends, checking each message's id, type, routing key and
+// persistence; after the n-th (1, 2, …) it calls after(n).
+func consumeEvents(t *testing.T, ch *amqp.Channel, queue string, s *shop, after func(n int)) {
+	t.Helper()
+	deliveries, err := ch.Consume(queue, "shop", true, true, false, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	consumed := make(chan struct{})
+	t.Cleanup(func() { _ = ch.Cancel("shop", false); <-consumed })
+	go func() {
+		defer close(consumed)
+		n := 0
+		for d := range deliveries {
+			id, typ := s.consumed(d.Body)
+			if d.MessageId != id || d.Type != typ || d.RoutingKey != seckill.OrderEventType(typ).Word() || d.DeliveryMode != amqp.Persistent {
+				t.Errorf("%s: message id %q, type %q, routing key %q, delivery mode %d", id, d.MessageId, d.Type, d.RoutingKey, d.DeliveryMode)
+			}
+			n++
+			after(n)
+		}
+	}()
+}
+
+// TestOrderEventsOneSinkDown: with the webhook and RabbitMQ both
+// configured, the shop's webhook is down for the whole rush and long
+// after, while its broker takes every order's first event at once. The
+// broker gets each event exactly once although each of those is retried
+// for the webhook several times (the node remembers which sink took it),
+// the metrics name the webhook as the failing sink, and once the webhook
+// is back both get every event, each order's in order.
+func TestOrderEventsOneSinkDown(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	ch, exchange, queue := shopQueue(t, amqpURL)
+	broker := newShop(t)
+	consumeEvents(t, ch, queue, broker, func(int) {})
+	hook := startShop(t)
+	hook.down()
+	redisURL, prefix := sharedRedis(t)
+	e := startEngine(t, func(c *Config) {
+		withShop(t, hook, sqltest.SQLite(t), redisURL, prefix)(c)
+		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
+	})
+	sale := e.liveSale(200, 1)
+	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "onedown")
+	ledger := func() (*seckill.SaleLedger, error) { return e.m.orders.Ledger.SaleLedger(context.Background(), sale) }
+	// An order's later events wait behind its first until every sink took
+	// that: the broker gets each order's order.created now, the rest once
+	// the webhook is back.
+	var first int
+	servicetest.WaitFor(t, 2*time.Minute, "every order's first event at the broker", func() bool {
+		l := mustLedger(t, ledger)
+		first = len(l.Orders) + len(l.Failed)
+		return first >= claims && broker.tally(l).Delivered >= first
+	})
+	// Each of them retried for the webhook a few times over.
+	hookFailed := `seckill_order_event_sink_attempts_total{result="failed",sink="webhook"}`
+	servicetest.WaitFor(t, 2*time.Minute, "three failed webhook deliveries an event", func() bool {
+		return scrape(e.client, e.base, hookFailed) >= 3*float64(first)
+	})
+	hook.up()
+	fh := hook.awaitAllDelivered(ledger, claims, 2*time.Minute)
+	t.Logf("%v failed deliveries to the webhook", scrape(e.client, e.base, hookFailed))
+	fh.check(t, "the webhook, down and back")
+	fb := broker.awaitAllDelivered(ledger, claims, 2*time.Minute)
+	fb.check(t, "RabbitMQ, up throughout")
+	if fb.Duplicates != 0 {
+		t.Errorf("RabbitMQ got %d duplicates of %d events while the webhook was retried %v times: each event should reach it once",
+			fb.Duplicates, fb.Expected, scrape(e.client, e.base, hookFailed))
+	}
+	for sample, want := range map[string]float64{
+		`seckill_order_event_sink_attempts_total{result="failed",sink="rabbitmq"}`:    0,
+		`seckill_order_event_sink_attempts_total{result="delivered",sink="rabbitmq"}`: float64(fb.Expected),
+		`seckill_order_event_sink_attempts_total{result="delivered",sink="webhook"}`:  float64(fh.Expected),
+	} {
+		if got := scrape(e.client, e.base, sample); got != want {
+			t.Errorf("%s = %v, want %v", sample, got, want)
+		}
+	}
+}
+
+// mustLedger is the sale's ledger, read once more.
+func mustLedger(t *testing.T, ledger func() (*seckill.SaleLedger, error)) *seckill.SaleLedger {
+	t.Helper()
+	l, err := ledger()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 // shopQueue is the shop's side: an auto-deleted exchange and a queue of
