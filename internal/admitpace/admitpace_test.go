@@ -15,11 +15,10 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 type fakeStore struct {
-	mu     sync.Mutex
-	moves  []string // "sale rate"
-	paces  map[string]seckill.QueuePace
-	reads  int
-	broken bool
+	mu    sync.Mutex
+	moves []string // "sale rate"
+	paces map[string]seckill.QueuePace
+	reads int
 }
 
 func (f *fakeStore) AdvancePace(_ context.Context, s *seckill.Sale, rate int64) (seckill.QueuePace, error) {

@@ -59,8 +59,9 @@ func TestPackIDNamesTheEventsAndAttempts(t *testing.T) {
 	a := []PackedMessage{{Message: seckill.Message{ID: "r1"}, Attempt: 1}, {Message: seckill.Message{ID: "r2"}, Attempt: 1}}
 	b := []PackedMessage{{Message: seckill.Message{ID: "r1"}, Attempt: 1}, {Message: seckill.Message{ID: "r2"}, Attempt: 2}}
 	c := []PackedMessage{{Message: seckill.Message{ID: "r1r"}, Attempt: 1}, {Message: seckill.Message{ID: "2"}, Attempt: 1}}
-	if PackID(a) != PackID(a) {
-		t.Error("PackID not stable")
+	same := []PackedMessage{{Message: seckill.Message{ID: "r1"}, Attempt: 1}, {Message: seckill.Message{ID: "r2"}, Attempt: 1}}
+	if PackID(a) != PackID(same) {
+		t.Errorf("equal packs, ids %s and %s: PackID not stable", PackID(a), PackID(same))
 	}
 	if PackID(a) == PackID(b) || PackID(a) == PackID(c) {
 		t.Errorf("distinct packs share an id: %s %s %s", PackID(a), PackID(b), PackID(c))

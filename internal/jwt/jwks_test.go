@@ -157,12 +157,11 @@ func (s *jwksServer) setDown(down, cut bool) {
 // clock is a test clock safe for concurrent use.
 type clock struct{ ns atomic.Int64 }
 
-func newClock(t time.Time) *clock       { c := &clock{}; c.ns.Store(t.UnixNano()); return c }
-func (c *clock) now() time.Time         { return time.Unix(0, c.ns.Load()) }
-func (c *clock) add(d time.Duration)    { c.ns.Add(int64(d)) }
-func (c *clock) set(t time.Time)        { c.ns.Store(t.UnixNano()) }
-func (c *clock) fn() func() time.Time   { return c.now }
-func (c *clock) since(t time.Time) bool { return c.now().After(t) }
+func newClock(t time.Time) *clock     { c := &clock{}; c.ns.Store(t.UnixNano()); return c }
+func (c *clock) now() time.Time       { return time.Unix(0, c.ns.Load()) }
+func (c *clock) add(d time.Duration)  { c.ns.Add(int64(d)) }
+func (c *clock) set(t time.Time)      { c.ns.Store(t.UnixNano()) }
+func (c *clock) fn() func() time.Time { return c.now }
 
 // idpVerifier is a Verifier for the JWKS at url with the test issuer and
 // audience pinned and a 24 h lifetime, on clk; it also takes HS256 tokens

@@ -242,11 +242,11 @@ func newAdmissionFixture(t *testing.T, api *fakeAPI) *fixture {
 	return f
 }
 
-// browser is a client with a cookie jar that does not follow redirects.
+// browser sends a page's requests as a signed-in buyer's browser would,
+// with its session cookie, and follows no redirect.
 type browser struct {
 	t      *testing.T
 	f      *fixture
-	client *http.Client
 	cookie string // the session cookie's value, as the jar would send it
 }
 
