@@ -263,6 +263,47 @@ func TestClaimLeaseExpires(t *testing.T) {
 	})
 }
 
+// TestClaimTakesTheMostOverdueFirst: while a sink fails, a claim takes
+// the events longest due, not the lowest seqs. 300 events are due and
+// each claim takes 100, whose failure makes them due again at once (a
+// short backoff, or a long outage where thousands wait on the longest
+// one): every event is attempted within three claims. Taking the lowest
+// seqs, the claims took the same 100 for ever and the other 200 were
+// never attempted.
+func TestClaimTakesTheMostOverdueFirst(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
+		db.EnableOrderEvents()
+		es := NewEventStore(db)
+		createSale(t, db, "tea", 300)
+		for range 3 {
+			qtys := make([]int64, 100)
+			for i := range qtys {
+				qtys[i] = 1
+			}
+			persist(t, st, "tea", events("tea", qtys...))
+		}
+		attempted := map[int64]int{}
+		now := time.Now().Add(time.Second)
+		for round := range 3 {
+			now = now.Add(time.Millisecond)
+			ds, err := es.Claim(t.Context(), "node", now, time.Minute, 100)
+			if err != nil || len(ds) != 100 {
+				t.Fatalf("claim %d: %d events, %v; want 100", round, len(ds), err)
+			}
+			for _, d := range ds {
+				attempted[d.Seq]++
+				// Failed, and due again at once.
+				if ok, err := es.Failed(t.Context(), d.Seq, "node", "the receiver answered 503", now, false, now); !ok || err != nil {
+					t.Fatalf("Failed(%d) = %v, %v", d.Seq, ok, err)
+				}
+			}
+		}
+		if len(attempted) != 300 {
+			t.Errorf("three claims of 100 attempted %d distinct events of 300 due", len(attempted))
+		}
+	})
+}
+
 // TestConcurrentClaimsNeverShare: deliverers claiming at once never hold
 // the same event.
 func TestConcurrentClaimsNeverShare(t *testing.T) {

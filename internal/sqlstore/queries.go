@@ -675,8 +675,11 @@ type eventQueries struct {
 	candidates string
 	// lockHead selects eventColumns of the events of state pending whose
 	// lease ended by $1 and whose seq is IN a list (from $2), completed
-	// with lockLimit (the list's last parameter + 1: the most rows) and
-	// lockTail, which locks them and skips rows locked already.
+	// with lockLimit (the list's last parameter + 1: the most rows, in the
+	// candidates' order, longest due first; by seq alone a claim among
+	// more due events than it may take took the lowest seqs, the same ones
+	// again as soon as they were due again) and lockTail, which locks
+	// them and skips rows locked already.
 	lockHead, lockTail string
 	lockLimit          func(i int) string
 	// leaseIn sets lease_owner $1, lease_until_ms $2 and counts an
@@ -719,7 +722,7 @@ func newEventQueries(p sqlParts, s func(string) string, bind func(int) string) e
 			ORDER BY e.next_at_ms, e.seq LIMIT ?`),
 		lockHead:    s(`SELECT ` + eventColumns + ` FROM order_events WHERE state = 'pending' AND lease_until_ms <= ? AND seq IN `),
 		lockTail:    p.skipLocked,
-		lockLimit:   func(i int) string { return ` ORDER BY seq LIMIT ` + bind(i) },
+		lockLimit:   func(i int) string { return ` ORDER BY next_at_ms, seq LIMIT ` + bind(i) },
 		leaseIn:     s(`UPDATE order_events SET lease_owner = ?, lease_until_ms = ?, attempts = attempts + 1 WHERE seq IN `),
 		deliveredIn: s(`UPDATE order_events SET state = 'delivered', delivered_at_ms = ?, lease_until_ms = 0, last_error = '' WHERE state = 'pending' AND seq IN `),
 		failed: s(`UPDATE order_events SET state = ?, next_at_ms = ?, dead_at_ms = ?, last_error = ?, lease_until_ms = 0
