@@ -104,8 +104,9 @@ func start(t testing.TB, bin, dir string) (*Cluster, error) {
 	return c, nil
 }
 
-// join gives each master a third of the slots, introduces them to each
-// other and waits until every node sees all slots covered.
+// join gives each master a third of the slots (as redis-cli would),
+// introduces them to each other and waits until every node sees all slots
+// covered.
 func join(addrs []string, ports []int, exited <-chan error) error {
 	tctx, tcancel := context.WithTimeoutCause(context.Background(), startTimeout,
 		fmt.Errorf("cluster not ready within %s", startTimeout))
@@ -134,9 +135,12 @@ func join(addrs []string, ports []int, exited <-chan error) error {
 		}
 		clients[i] = c
 	}
+	// The slots split as redis-cli --cluster create splits them: the i-th
+	// of n masters ends at round((i+1)·16384/n) - 1 (5460, 10922, 16383).
 	const slots = 16384
+	n := len(clients)
 	for i, c := range clients {
-		lo, hi := i*slots/len(clients), (i+1)*slots/len(clients)-1
+		lo, hi := (2*i*slots+n)/(2*n), (2*(i+1)*slots+n)/(2*n)-1
 		if err := c.Do(ctx, c.B().Arbitrary("CLUSTER", "ADDSLOTSRANGE").Args(strconv.Itoa(lo), strconv.Itoa(hi)).Build()).Error(); err != nil {
 			return fmt.Errorf("%s: cluster addslotsrange: %w", addrs[i], err)
 		}
