@@ -263,6 +263,23 @@ func TestClaimLeaseExpires(t *testing.T) {
 	})
 }
 
+// ordersWithEvents records events on db, creates sale "tea" of n units
+// and persists n orders of one unit, 100 a batch: n pending
+// order.created events. It returns the outbox.
+func ordersWithEvents(t *testing.T, db *DB, st *OrderStore, n int) *EventStore {
+	t.Helper()
+	db.EnableOrderEvents()
+	createSale(t, db, "tea", int64(n))
+	for done := 0; done < n; done += 100 {
+		qtys := make([]int64, min(100, n-done))
+		for i := range qtys {
+			qtys[i] = 1
+		}
+		persist(t, st, "tea", events("tea", qtys...))
+	}
+	return NewEventStore(db)
+}
+
 // TestClaimTakesTheMostOverdueFirst: while a sink fails, a claim takes
 // the events longest due, not the lowest seqs. 300 events are due and
 // each claim takes 100, whose failure makes them due again at once (a
@@ -272,16 +289,7 @@ func TestClaimLeaseExpires(t *testing.T) {
 // never attempted.
 func TestClaimTakesTheMostOverdueFirst(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
-		db.EnableOrderEvents()
-		es := NewEventStore(db)
-		createSale(t, db, "tea", 300)
-		for range 3 {
-			qtys := make([]int64, 100)
-			for i := range qtys {
-				qtys[i] = 1
-			}
-			persist(t, st, "tea", events("tea", qtys...))
-		}
+		es := ordersWithEvents(t, db, st, 300)
 		attempted := map[int64]int{}
 		now := time.Now().Add(time.Second)
 		for round := range 3 {
@@ -308,16 +316,7 @@ func TestClaimTakesTheMostOverdueFirst(t *testing.T) {
 // the same event.
 func TestConcurrentClaimsNeverShare(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, st *OrderStore) {
-		db.EnableOrderEvents()
-		es := NewEventStore(db)
-		createSale(t, db, "tea", 400)
-		for range 4 {
-			qtys := make([]int64, 100)
-			for i := range qtys {
-				qtys[i] = 1
-			}
-			persist(t, st, "tea", events("tea", qtys...))
-		}
+		es := ordersWithEvents(t, db, st, 400)
 		now := time.Now().Add(time.Second)
 		var (
 			mu   sync.Mutex
