@@ -12,6 +12,10 @@ type ReservationRecord struct {
 	Qty           int64
 	Restored      bool
 	ReservedAt    time.Time
+	// KeyDigest is the IdempotencyDigest of the key the reservation was
+	// made under, "" when none or unknown. Only a heal sets it: a record
+	// it adds from an order brings the order's key back with it.
+	KeyDigest string
 }
 
 // SaleLedger is everything the database knows of one sale's units.

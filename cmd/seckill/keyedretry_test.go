@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seckill-dev/seckill/internal/redis/redistest"
+	"github.com/seckill-dev/seckill/internal/servicetest"
 )
 
 // TestKeyedRetryAfterItsRecordWasLost: a buyer's claim became an order,
@@ -39,5 +40,71 @@ func TestKeyedRetryAfterItsRecordWasLost(t *testing.T) {
 	}
 	if status, body := e.tryReserve(sale, tok, "k-other"); status != http.StatusConflict || body["error"].(map[string]any)["code"] != "limit_exceeded" {
 		t.Fatalf("another key: %d %v; want 409 limit_exceeded", status, body)
+	}
+}
+
+// TestKeyedRetryAfterRedisLostEverything: a buyer's keyed claim became an
+// order; then Redis restarted empty, and the heal rebuilt the sale from
+// the database, which keeps only the key's digest. A retry with the same
+// Idempotency-Key is the same claim: 202 with the same reservation. The
+// sales have a limit of 2, so the limit does not catch the retry (as it
+// does in TestKeyedRetryAfterItsRecordWasLost); bucketed, where the key
+// lives in the buyer's home bucket; and sold out by the heal's end, where
+// a keyed request is answered from the idempotency entries alone
+// (StockStore.Replays), and a retry must not be told sold_out.
+func TestKeyedRetryAfterRedisLostEverything(t *testing.T) {
+	for _, tc := range []struct {
+		name           string
+		stock, buckets int64
+	}{
+		{"plain", 5, 1},
+		{"bucketed", 6, 3},
+		{"sold out", 2, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := redistest.StartServer(t)
+			e, _ := healingEngine(t, "redis://"+srv.Addr, "none")
+			sale := e.liveBucketedSale(tc.stock, 2, tc.buckets)
+			tok := e.token("alice")
+
+			status, body := e.tryReserve(sale, tok, "k-alice")
+			id, _ := body["reservation_id"].(string)
+			if status != http.StatusAccepted || id == "" {
+				t.Fatalf("claim: %d %v; want 202", status, body)
+			}
+			if st := e.settle([]claim{{id: id, user: "alice", tok: tok}}, time.Minute)[id]; st != "ordered" {
+				t.Fatalf("claim %s ended %q; want ordered", id, st)
+			}
+			srv.Kill()
+			srv.Restart(t)
+			// The heal is over when the sale sells again, here to carol.
+			carol := e.token("carol")
+			if !servicetest.Eventually(time.Minute, func() bool {
+				status, _ := e.tryReserve(sale, carol, "k-carol")
+				return status == http.StatusAccepted
+			}) {
+				t.Fatal("the sale was not healed within a minute")
+			}
+			if tc.stock == 2 { // the node learns it is sold out
+				r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token("dave"), map[string]any{"qty": 1})
+				if r.status != http.StatusConflict || r.body["error"].(map[string]any)["code"] != "sold_out" {
+					t.Fatalf("a claim of a sold-out sale: %d %v; want 409 sold_out", r.status, r.body)
+				}
+			}
+			status, body = e.tryReserve(sale, tok, "k-alice")
+			if status != http.StatusAccepted || body["reservation_id"] != id {
+				t.Fatalf("retry with the same key after the heal: %d %v; want 202 with %s", status, body, id)
+			}
+			status, body = e.tryReserve(sale, tok, "k-other")
+			if tc.stock == 2 {
+				if status != http.StatusConflict || body["error"].(map[string]any)["code"] != "sold_out" {
+					t.Fatalf("another key of a sold-out sale: %d %v; want 409 sold_out", status, body)
+				}
+				return
+			}
+			if other, _ := body["reservation_id"].(string); status != http.StatusAccepted || other == "" || other == id {
+				t.Fatalf("another key: %d %v; want a claim of its own", status, body)
+			}
+		})
 	}
 }

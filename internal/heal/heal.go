@@ -423,7 +423,8 @@ func (w *Watcher) plan(ctx context.Context, saleID, from string, fn func(add, re
 			var add []seckill.ReservationRecord
 			for _, o := range orders {
 				if _, ok := recs[o.ReservationID]; !ok && live(o) {
-					add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty, ReservedAt: o.ReservedAt})
+					add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty,
+						ReservedAt: o.ReservedAt, KeyDigest: o.KeyDigest})
 				}
 			}
 			if len(add) == 0 {

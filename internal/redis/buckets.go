@@ -497,24 +497,25 @@ func (s *conn) bucketsStock(ctx context.Context, bs *bucketSet) (seckill.StockLe
 	return level, nil
 }
 
-// homeIdem reads the idempotency entry of every keyed request from its
-// buyer's home bucket, in the order of reqs (unkeyed ones skipped), one
-// round trip per shard.
+// homeIdem reads the idempotency entries of every keyed request (its
+// key's and its digest's, as Replays) from its buyer's home bucket, in
+// the order of reqs (unkeyed ones skipped), one round trip per shard.
 func (s *conn) homeIdem(ctx context.Context, bs *bucketSet, reqs []seckill.ReserveRequest) ([]rueidis.RedisMessage, error) {
 	cmds := make(rueidis.Commands, 0, len(reqs))
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
 			key := s.keys(bs.tags[bs.home(r.UserID)])[keyIdem]
-			cmds = append(cmds, s.client.B().Hget().Key(key).Field(idemField(r.UserID, r.IdempotencyKey)).Build())
+			cmds = append(cmds, s.client.B().Hmget().Key(key).
+				Field(idemField(r.UserID, r.IdempotencyKey), digestField(r.UserID, r.IdempotencyKey)).Build())
 		}
 	}
-	out := make([]rueidis.RedisMessage, len(cmds))
-	for i, r := range s.client.DoMulti(ctx, cmds...) {
-		m, err := r.ToMessage()
-		if err != nil && !rueidis.IsRedisNil(err) {
+	out := make([]rueidis.RedisMessage, 0, 2*len(cmds))
+	for _, r := range s.client.DoMulti(ctx, cmds...) {
+		vals, err := r.ToArray()
+		if err != nil {
 			return nil, err
 		}
-		out[i] = m
+		out = append(out, vals...)
 	}
 	return out, nil
 }

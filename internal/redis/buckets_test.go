@@ -46,6 +46,7 @@ func TestBuckets(t *testing.T) {
 			{"Archive", testArchive},
 			{"Counters", testCounters},
 			{"HealKeepsAdmission", testHealKeepsAdmission},
+			{"HealBringsKeysBack", testHealBringsKeysBack},
 		})
 	})
 }

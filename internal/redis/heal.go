@@ -325,15 +325,19 @@ func (s Healer) shareBuckets(ctx context.Context, bs *bucketSet, sale *seckill.S
 
 func (s *conn) applyHeal(ctx context.Context, saleID, tag, token, finish string, add, release []seckill.ReservationRecord) (added, released int, err error) {
 	keys := s.keys(tag)
-	args := make([]string, 0, 3+4*len(add)+3*len(release))
+	args := make([]string, 0, 3+5*len(add)+3*len(release))
 	args = append(args, token, finish, strconv.Itoa(len(add)))
 	for _, r := range add {
-		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10))
+		digest := r.KeyDigest
+		if !seckill.ValidIdempotencyDigest(digest) {
+			digest = ""
+		}
+		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10), digest)
 	}
 	for _, r := range release {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10))
 	}
-	msg, err := healApplyScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes]}, args).ToMessage()
+	msg, err := healApplyScript.Exec(ctx, s.client, []string{keys[keyStock], keys[keyBuyers], keys[keyRes], keys[keyIdem]}, args).ToMessage()
 	if err != nil {
 		return 0, 0, fmt.Errorf("apply heal: %w", classify(err))
 	}

@@ -3,6 +3,7 @@ package redis
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -44,5 +45,62 @@ func testHealKeepsAdmission(t *testing.T, s *Store) {
 	}
 	if got := claim("after"); got != seckill.OutcomeAdmissionRequired {
 		t.Errorf("a claim not let in, after the heal recreated the sale: %v; want admission required", got)
+	}
+}
+
+// testHealBringsKeysBack: a heal that adds the record of an order made
+// under an Idempotency-Key (known by its digest, as the database keeps
+// it) brings the key back: a retry with the key and the same qty replays
+// the order's reservation, from the reserve script and from Replays
+// alike, and another qty is a reused key. A record added without a
+// digest, and the same key of another buyer, answer as new claims.
+func testHealBringsKeysBack(t *testing.T, s *Store) {
+	ctx := context.Background()
+	sale := mustPreheat(t, s, liveSale(10, 3))
+	keyed := seckill.ReservationRecord{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "ann", Qty: 1,
+		ReservedAt: time.Now(), KeyDigest: seckill.IdempotencyDigest("k-1")}
+	plain := seckill.ReservationRecord{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "ann", Qty: 1,
+		ReservedAt: time.Now()}
+	sale.Unsold = sale.Stock - 2 // the database's figure, which counts both orders
+	const token = "1:keys"
+	if _, err := s.Healer().BeginHeal(ctx, sale, token); err != nil {
+		t.Fatalf("BeginHeal: %v", err)
+	}
+	if added, _, err := s.Healer().ApplyHeal(ctx, sale, token, []seckill.ReservationRecord{keyed, plain}, nil); err != nil || added != 2 {
+		t.Fatalf("ApplyHeal = %d, %v; want 2 records added", added, err)
+	}
+	reqs := []seckill.ReserveRequest{
+		request(sale.ID, "ann", 1, "k-1"), // the keyed order's retry
+		request(sale.ID, "ann", 2, "k-1"), // the same key, another qty
+		request(sale.ID, "bob", 1, "k-1"), // another buyer's key
+	}
+	want := []seckill.ReserveResult{
+		{Outcome: seckill.OutcomeReplayed, ReservationID: keyed.ReservationID, Qty: 1},
+		{Outcome: seckill.OutcomeKeyReused},
+		{},
+	}
+	replays, err := s.StockStore().Replays(ctx, sale.ID, reqs)
+	if err != nil {
+		t.Fatalf("Replays: %v", err)
+	}
+	for i := range reqs {
+		if replays[i].Outcome != want[i].Outcome || replays[i].ReservationID != want[i].ReservationID {
+			t.Errorf("Replays of request %d: %+v; want %+v", i, replays[i], want[i])
+		}
+	}
+	want[2].Outcome = seckill.OutcomeReserved
+	for i, r := range reqs {
+		got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{r})
+		if err != nil {
+			t.Fatalf("reserve %d: %v", i, err)
+		}
+		if got[0].Outcome != want[i].Outcome || want[i].ReservationID != "" && got[0].ReservationID != want[i].ReservationID {
+			t.Errorf("reserve %d: %+v; want %+v", i, got[0], want[i])
+		}
+	}
+	// ann holds the two healed units; a new key takes her third.
+	got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "ann", 1, "k-2")})
+	if err != nil || got[0].Outcome != seckill.OutcomeReserved {
+		t.Fatalf("a new key: %+v, %v; want reserved", got, err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 // instructions by callgrind (redistest.Counted), which, unlike CPU time,
 // a shared and busy machine does not change: per request, the textbook
 // script (one EVALSHA each), the reserve script in batches of 32 without
-// and with the API's two rate checks (per address and per buyer, 10,000 of
+// and with the API's two rate checks, and with an Idempotency-Key each (per address and per buyer, 10,000 of
 // each, as in `seckill bench`), and the relay's read and ack of what the
 // reserve script wrote (XREADGROUP of up to 500 entries, outbox_ack.lua),
 // and a lottery's first entries and a waiting room's first joins (before
@@ -44,7 +44,7 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		}
 	}
 	next := 0
-	reserve := func(checks int) func(sale *seckill.Sale) func() {
+	reserve := func(checks int, keyed bool) func(sale *seckill.Sale) func() {
 		return func(sale *seckill.Sale) func() {
 			return func() {
 				for range batches {
@@ -53,6 +53,9 @@ func BenchmarkScriptInstructions(b *testing.B) {
 						u := strconv.Itoa(next % buyers)
 						next++
 						reqs[i] = seckill.ReserveRequest{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "user-" + u, Qty: 1}
+						if keyed {
+							reqs[i].IdempotencyKey = "key-" + strconv.Itoa(next)
+						}
 						if checks > 0 {
 							reqs[i].RateChecks = []seckill.RateCheck{{Key: "ip:10.0." + u, Limit: limit}, {Key: "user:user-" + u, Limit: limit}}
 						}
@@ -160,9 +163,10 @@ func BenchmarkScriptInstructions(b *testing.B) {
 		work func(sale *seckill.Sale) func()
 	}{
 		{"textbook", nil, textbook},
-		{"reserve", nil, reserve(0)},
-		{"reserve-2-checks", nil, reserve(2)},
-		{"relay", reserve(0), drain},
+		{"reserve", nil, reserve(0, false)},
+		{"reserve-keyed", nil, reserve(0, true)},
+		{"reserve-2-checks", nil, reserve(2, false)},
+		{"relay", reserve(0, false), drain},
 		{"enter-new", nil, enter(0)},
 		{"enter-new-2-checks", nil, enter(2)},
 		{"join-new", nil, join(0)},

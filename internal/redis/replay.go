@@ -18,7 +18,24 @@ func idemField(userID, key string) string {
 	return strconv.Itoa(len(userID)) + ":" + userID + key
 }
 
-// Replays looks up, in one HMGET of the sale's idempotency hash, the
+// digestField is the field of a buyer's key that a heal writes
+// (heal_apply.lua) from the key's digest, which is all the database keeps
+// of it. A key holds no control character, so no key's own field is one.
+func digestField(userID, key string) string {
+	return strconv.Itoa(len(userID)) + ":" + userID + "\x01" + seckill.IdempotencyDigest(key)
+}
+
+// keyArg is a request's idempotency key as reserve.lua takes it: after
+// its digest, for the entries a heal wrote; "" stays "".
+func keyArg(key string) string {
+	if key == "" {
+		return ""
+	}
+	return seckill.IdempotencyDigest(key) + key
+}
+
+// Replays looks up, in one HMGET of the sale's idempotency hash (of each
+// key's field, and of the field a heal writes of its digest), the
 // earlier answers of keyed requests, without reserving anything:
 // results[i] is what reserve.lua would answer reqs[i] from its
 // idempotency check alone, OutcomeReplayed (with the earlier reservation
@@ -30,10 +47,10 @@ func idemField(userID, key string) string {
 // only be answered sold_out there, the reserve script need not run.
 func (s StockStore) Replays(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error) {
 	results := make([]seckill.ReserveResult, len(reqs))
-	fields := make([]string, 0, len(reqs))
+	fields := make([]string, 0, 2*len(reqs))
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
-			fields = append(fields, idemField(r.UserID, r.IdempotencyKey))
+			fields = append(fields, idemField(r.UserID, r.IdempotencyKey), digestField(r.UserID, r.IdempotencyKey))
 		}
 	}
 	if len(fields) == 0 {
@@ -64,7 +81,10 @@ func (s StockStore) Replays(ctx context.Context, saleID string, reqs []seckill.R
 			continue
 		}
 		v := vals[j]
-		j++
+		if v.IsNil() {
+			v = vals[j+1]
+		}
+		j += 2
 		if v.IsNil() {
 			continue
 		}

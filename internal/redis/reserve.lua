@@ -18,7 +18,13 @@
 --                            is the reservation id without its "<sale>." (the
 --                            key names the sale; 16 bytes less per keyed
 --                            reservation); entries written before hold the
---                            whole id, which is read as it is
+--                            whole id, which is read as it is. A heal
+--                            (heal_apply.lua) writes the entries of the
+--                            orders it brings back as
+--                            "<#user>:<user>\1<digest>", the key's
+--                            IdempotencyDigest (a key holds no control
+--                            character); they are read only when the key's
+--                            own entry is missing and the sale was healed
 -- KEYS[4]  sk:{sale}:res     hash of reservation records: the id's last 26
 --                            characters -> "<qty>:<user>" when the id's own
 --                            time is within 2 s of Redis TIME, else
@@ -46,8 +52,8 @@
 --          "a" appended for a batch of buyers that a sale's admission let
 --          in (the lottery's draw, the queue's ticket holders), then
 --          per request 4 + R values, flat and in order: reservation id,
---          user id, qty (integer >= 1), idempotency key ("" = none), and
---          the limited key of each check
+--          user id, qty (integer >= 1), idempotency key ("" = none) after
+--          its 22-character digest, and the limited key of each check
 --
 -- Returns either
 --   an integer outcome code that answers every request of the batch (the sale
@@ -77,7 +83,7 @@
 -- was a quarter of it, and its relaying (read, pending list, ack, trim)
 -- cost Redis half as much again.)
 
-local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing', 'outboxed', 'admission')
+local stock = redis.call('HMGET', KEYS[1], 'total', 'reserved', 'limit', 'start_ms', 'end_ms', 'healing', 'outboxed', 'admission', 'heals')
 if not stock[1] then
   return NOT_STARTED
 end
@@ -108,6 +114,8 @@ local total = tonumber(stock[1])
 local reserved = tonumber(stock[2])
 local limit = tonumber(stock[3])
 local before = reserved
+-- A healed sale may hold idempotency entries in their digest's form.
+local healed = stock[9] and stock[9] ~= '0'
 
 -- Rate limits, checked before anything else of a request: a refused
 -- request counts against none of its keys, an allowed one against all
@@ -135,6 +143,7 @@ end
 -- this batch changed is kept in these tables until the writes below.
 local claimed = {} -- idempotency field -> "<qty>:<reservation id>"
 local won = {}     -- ARGV offsets of the requests that reserved, in order
+local won_keys = {} -- won's index -> its idempotency key, if it has one
 local bought = {}  -- users whose held changed, in order
 local out = {}
 for i = 2, #ARGV, stride do
@@ -148,19 +157,26 @@ for i = 2, #ARGV, stride do
     end
   end
   local field
-  if not answer and key ~= '' then
-    field = #user .. ':' .. user .. key
-    local prev = claimed[field] or redis.call('HGET', KEYS[3], field)
-    if prev then
-      local sep = string.find(prev, ':', 1, true)
-      if tonumber(string.sub(prev, 1, sep - 1)) == qty then
-        answer = string.sub(prev, sep + 1)
-        if not string.find(answer, '.', 1, true) then
-          -- The request's own id carries the same "<sale>.".
-          answer = string.match(id, '^[^.]*%.') .. answer
+  if key ~= '' then
+    local digested = key
+    key = string.sub(digested, 23)
+    if not answer then
+      field = #user .. ':' .. user .. key
+      local prev = claimed[field] or redis.call('HGET', KEYS[3], field)
+      if not prev and healed then
+        prev = redis.call('HGET', KEYS[3], #user .. ':' .. user .. '\1' .. string.sub(digested, 1, 22))
+      end
+      if prev then
+        local sep = string.find(prev, ':', 1, true)
+        if tonumber(string.sub(prev, 1, sep - 1)) == qty then
+          answer = string.sub(prev, sep + 1)
+          if not string.find(answer, '.', 1, true) then
+            -- The request's own id carries the same "<sale>.".
+            answer = string.match(id, '^[^.]*%.') .. answer
+          end
+        else
+          answer = KEY_REUSED
         end
-      else
-        answer = KEY_REUSED
       end
     end
   end
@@ -174,10 +190,11 @@ for i = 2, #ARGV, stride do
       reserved = reserved + qty
       held[user] = h + qty
       bought[#bought + 1] = user
+      won[#won + 1] = i
       if field then
         claimed[field] = qtys .. ':' .. id
+        won_keys[#won] = key
       end
-      won[#won + 1] = i
       answer = RESERVED
     end
   end
@@ -243,7 +260,7 @@ local keys = {}    -- the outbox entry's keys, a line each
 local keyed = false
 for n = 1, #won do
   local i = won[n]
-  local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3]
+  local id, user, qtys, key = ARGV[i], ARGV[i + 1], ARGV[i + 2], won_keys[n] or ''
   -- The caller checked the id's shape: "<sale>." and 26 characters.
   local short = string.sub(id, -26)
   if key ~= '' then

@@ -211,7 +211,7 @@ func (s *conn) reserveIn(ctx context.Context, tag string, reqs []seckill.Reserve
 		args = append(args, strconv.Itoa(per))
 	}
 	for _, r := range reqs {
-		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), r.IdempotencyKey)
+		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), keyArg(r.IdempotencyKey))
 		for _, c := range r.RateChecks {
 			args = append(args, c.Key)
 		}

@@ -152,6 +152,7 @@ func TestStore(t *testing.T) {
 			{"Archive", testArchive},
 			{"ArchiveAdmission", testArchiveAdmission},
 			{"HealKeepsAdmission", testHealKeepsAdmission},
+			{"HealBringsKeysBack", testHealBringsKeysBack},
 			{"Counters", testCounters},
 			{"InvalidInput", testInvalidInput},
 			{"Ping", func(t *testing.T, s *Store) {

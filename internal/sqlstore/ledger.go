@@ -40,9 +40,21 @@ func pageOf[T any](ctx context.Context, st *LedgerStore, what, query, saleID, af
 }
 
 // OrdersAfter returns up to limit orders of the sale whose reservation id
-// sorts after after, by reservation id.
+// sorts after after, by reservation id, with their key digests: a heal
+// gives the stock store back the keys of the orders it lost.
 func (st *LedgerStore) OrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.Order, error) {
-	return pageOf(ctx, st, "orders", st.sql.ledger.ordersAfter, saleID, after, limit, scanOrder)
+	return pageOf(ctx, st, "orders", st.sql.ledger.ordersAfter, saleID, after, limit, scanKeyedOrder)
+}
+
+// scanKeyedOrder reads the columns of orderColumns and key_digest.
+func scanKeyedOrder(row interface{ Scan(...any) error }) (*seckill.Order, error) {
+	var digest sql.NullString
+	o, err := scanOrderThen(row, &digest)
+	if err != nil {
+		return nil, err
+	}
+	o.KeyDigest = digest.String
+	return o, nil
 }
 
 // FailedOrdersAfter is OrdersAfter of failed orders.

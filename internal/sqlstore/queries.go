@@ -527,7 +527,7 @@ func newLedgerQueries(p sqlParts, s func(string) string) ledgerQueries {
 		saleRequests: s(`SELECT ` + restoreColumns + ` FROM restore_requests
 			WHERE sale_id = ? ORDER BY created_at_ms, reservation_id`),
 
-		ordersAfter:   s(keyPage(p, orderColumns, "orders", "")),
+		ordersAfter:   s(keyPage(p, orderColumns+", key_digest", "orders", "")),
 		failedAfter:   s(keyPage(p, failedOrderSelect, "failed_orders", "")),
 		restoresAfter: s(keyPage(p, restoreColumns, "restore_requests", "")),
 		failedIn:      `SELECT ` + failedOrderSelect + ` FROM failed_orders WHERE reservation_id IN `,
