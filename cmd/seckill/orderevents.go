@@ -174,7 +174,7 @@ func (m *Main) eventSinks(ctx context.Context, reg prometheus.Registerer) (event
 		m.closers = append(m.closers, func(context.Context) error { return rs.Close() })
 		routes = append(routes, eventdelivery.Route{Name: "rabbitmq", Sink: rs})
 	}
-	return eventdelivery.NewFanout(reg, routes...)
+	return eventdelivery.NewFanout(eventdelivery.FanoutConfig{Registerer: reg, Logger: m.Logger, Now: m.now}, routes...)
 }
 
 // deliveryOwner names this process in the outbox's leases.

@@ -159,6 +159,59 @@ func TestOrderEventsOneSinkDown(t *testing.T) {
 	}
 }
 
+// TestOrderEventsOneSinkBlackholed: the webhook is blackholed (a proxy
+// that takes its bytes and never answers) through a rush, RabbitMQ up. A
+// delivery to the webhook waits out its timeout, so the broker gets each
+// order's first event only because the sinks are tried at once, and at
+// the pace of a webhook that is down only because the webhook is not
+// tried after a few timeouts in a row: fewer deliveries time out than
+// there are events. Once the proxy passes bytes again, both sinks end
+// with every event in order, and RabbitMQ with none twice.
+func TestOrderEventsOneSinkBlackholed(t *testing.T) {
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	ch, exchange, queue := shopQueue(t, amqpURL)
+	broker := newShop(t)
+	consumeEvents(t, ch, queue, broker, func(int) {})
+	hook := startShop(t)
+	proxy := servicetest.StartProxy(t, hook.addr)
+	proxy.Blackhole()
+	redisURL, prefix := sharedRedis(t)
+	e := startEngine(t, func(c *Config) {
+		withShop(t, hook, sqltest.SQLite(t), redisURL, prefix)(c)
+		c.Events.WebhookURL = "http://" + proxy.Addr() + "/seckill/events"
+		c.Events.Timeout = time.Second
+		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
+	})
+	sale := e.liveSale(200, 1)
+	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "blackholed")
+	ledger := func() (*seckill.SaleLedger, error) { return e.m.orders.Ledger.SaleLedger(context.Background(), sale) }
+	var first int
+	servicetest.WaitFor(t, 2*time.Minute, "every order's first event at the broker", func() bool {
+		l := mustLedger(t, ledger)
+		first = len(l.Orders) + len(l.Failed)
+		return first >= claims && broker.tally(l).Delivered >= first
+	})
+	hookFailed := `seckill_order_event_sink_attempts_total{result="failed",sink="webhook"}`
+	hookSkipped := `seckill_order_event_sink_attempts_total{result="skipped",sink="webhook"}`
+	timedOut, skipped := scrape(e.client, e.base, hookFailed), scrape(e.client, e.base, hookSkipped)
+	t.Logf("while blackholed: %v deliveries to the webhook timed out, %v skipped, for %d first events", timedOut, skipped, first)
+	if timedOut >= float64(first) || skipped == 0 {
+		t.Errorf("%v deliveries to the blackholed webhook timed out and %v were skipped, for %d events: want it tried less than once an event",
+			timedOut, skipped, first)
+	}
+	proxy.Restore()
+	fh := hook.awaitAllDelivered(ledger, claims, 2*time.Minute)
+	fh.check(t, "the webhook, blackholed and back")
+	fb := broker.awaitAllDelivered(ledger, claims, 2*time.Minute)
+	fb.check(t, "RabbitMQ, up throughout")
+	if fb.Duplicates != 0 {
+		t.Errorf("RabbitMQ got %d duplicates of %d events: each event should reach it once", fb.Duplicates, fb.Expected)
+	}
+	if got := scrape(e.client, e.base, `seckill_order_event_sink_attempts_total{result="failed",sink="rabbitmq"}`); got != 0 {
+		t.Errorf("%v failed deliveries to RabbitMQ; want none", got)
+	}
+}
+
 // mustLedger is the sale's ledger, read once more.
 func mustLedger(t *testing.T, ledger func() (*seckill.SaleLedger, error)) *seckill.SaleLedger {
 	t.Helper()

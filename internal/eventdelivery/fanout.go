@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/breaker"
 )
 
 // Route is one of the shop's sinks, named for the metrics.
@@ -27,12 +30,38 @@ type Route struct {
 // (maxRemembered events): an event it does not remember (another node
 // retries it, the memory was full, the process restarted) goes to every
 // route again, a duplicate consumers drop by the event id, never a loss.
+//
+// A route that does not answer costs the others nothing: an event goes to
+// its routes at once, each within the delivery's whole deadline, and a
+// route whose deliveries time out routeThreshold times in a row is not
+// tried for routeOpenFor, then with one delivery (internal/breaker). Its
+// events fail at once meanwhile, and the outbox retries them as it
+// retries those of a sink that refuses connections, so a blackholed
+// webhook holds up a healthy broker no more than a webhook that is down.
 type Fanout struct {
 	routes   []Route
+	breakers []*breaker.Breaker
 	attempts *prometheus.CounterVec
 
 	mu   sync.Mutex
 	took map[string]routeSet // events some routes took and others not yet
+}
+
+const (
+	// routeThreshold is how many deliveries to a route must time out in a
+	// row (or fail as unavailable) before it is not tried for routeOpenFor.
+	routeThreshold = 3
+	routeOpenFor   = 5 * time.Second
+)
+
+// FanoutConfig is what a Fanout reports to: reg, when set, takes
+// seckill_order_event_sink_attempts_total{sink, result}, and Logger is
+// told when a route stops being tried and when it is tried again. Now is
+// the clock of the routes' breakers (time.Now when nil).
+type FanoutConfig struct {
+	Registerer prometheus.Registerer
+	Logger     *slog.Logger
+	Now        func() time.Time
 }
 
 // maxRemembered bounds the events a Fanout remembers as partly delivered.
@@ -48,9 +77,8 @@ func (s routeSet) with(i int) routeSet { return s | 1<<i }
 // took the event, and not all.
 func (s routeSet) worthKeeping(n int) bool { return s != 0 && s != 1<<n-1 }
 
-// NewFanout delivers to routes, each with its own name. reg, when set,
-// takes seckill_order_event_sink_attempts_total{sink, result}.
-func NewFanout(reg prometheus.Registerer, routes ...Route) (*Fanout, error) {
+// NewFanout delivers to routes, each with its own name.
+func NewFanout(cfg FanoutConfig, routes ...Route) (*Fanout, error) {
 	if len(routes) == 0 || len(routes) > 64 {
 		return nil, fmt.Errorf("event delivery: %d routes, want 1 to 64", len(routes))
 	}
@@ -65,42 +93,78 @@ func NewFanout(reg prometheus.Registerer, routes ...Route) (*Fanout, error) {
 		routes: routes,
 		attempts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "seckill_order_event_sink_attempts_total",
-			Help: "Deliveries of order events attempted by this node, by sink (webhook, nats, rabbitmq) and result (delivered, failed).",
+			Help: "Deliveries of order events by this node, by sink (webhook, nats, rabbitmq) and result (delivered, failed, " +
+				"skipped: not tried, since the sink's last deliveries timed out).",
 		}, []string{"sink", "result"}),
 		took: make(map[string]routeSet),
 	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
 	for _, r := range routes {
-		for _, result := range []string{"delivered", "failed"} {
+		for _, result := range []string{"delivered", "failed", "skipped"} {
 			f.attempts.WithLabelValues(r.Name, result) // exported at 0 from the start
 		}
+		f.breakers = append(f.breakers, breaker.New(breaker.Config{
+			Name: r.Name, Threshold: routeThreshold, OpenFor: routeOpenFor, Now: cfg.Now,
+			OnState: func(name string, st breaker.State) {
+				switch st {
+				case breaker.Open:
+					logger.Warn("order events: a sink keeps timing out; its deliveries are skipped and retried later",
+						"sink", name, "for", routeOpenFor)
+				case breaker.Closed:
+					logger.Info("order events: a sink answers again", "sink", name)
+				}
+			},
+		}))
 	}
-	if reg != nil {
-		reg.MustRegister(f.attempts)
+	if cfg.Registerer != nil {
+		cfg.Registerer.MustRegister(f.attempts)
 	}
 	return f, nil
 }
 
-// Deliver sends e to every route that has not taken it yet, one after
-// another in the routes' order. Each failure is named by its route.
+// Deliver sends e to every route that has not taken it yet, all at once.
+// Each failure is named by its route, in the routes' order.
 func (f *Fanout) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 	f.mu.Lock()
 	took := f.took[e.ID]
 	f.mu.Unlock()
-	var errs []error
-	for i, r := range f.routes {
+	errs := make([]error, len(f.routes))
+	var wg sync.WaitGroup
+	for i := range f.routes {
 		if took.has(i) {
 			continue
 		}
-		if err := r.Sink.Deliver(ctx, e); err != nil {
-			f.attempts.WithLabelValues(r.Name, "failed").Inc()
-			errs = append(errs, fmt.Errorf("%s: %w", r.Name, err))
-			continue
+		wg.Go(func() { errs[i] = f.deliverTo(ctx, i, e) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err == nil && !took.has(i) {
+			took = took.with(i)
 		}
-		f.attempts.WithLabelValues(r.Name, "delivered").Inc()
-		took = took.with(i)
 	}
 	f.remember(e.ID, took)
 	return errors.Join(errs...)
+}
+
+// deliverTo makes one attempt of e at route i, through its breaker.
+func (f *Fanout) deliverTo(ctx context.Context, i int, e seckill.OrderEvent) error {
+	r := f.routes[i]
+	done, err := f.breakers[i].Allow()
+	if err != nil {
+		f.attempts.WithLabelValues(r.Name, "skipped").Inc()
+		return fmt.Errorf("%s: not tried: its last %d deliveries timed out", r.Name, routeThreshold)
+	}
+	err = r.Sink.Deliver(ctx, e)
+	done(err)
+	if err != nil {
+		f.attempts.WithLabelValues(r.Name, "failed").Inc()
+		return fmt.Errorf("%s: %w", r.Name, err)
+	}
+	f.attempts.WithLabelValues(r.Name, "delivered").Inc()
+	return nil
 }
 
 // remember keeps which routes took the event until all have.

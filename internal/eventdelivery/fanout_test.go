@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -63,7 +64,7 @@ func TestFanoutRetriesOnlyTheRoutesThatFailed(t *testing.T) {
 	ctx := context.Background()
 	hook, broker := &routeSink{}, &routeSink{}
 	reg := prometheus.NewRegistry()
-	f, err := NewFanout(reg, Route{"webhook", hook}, Route{"rabbitmq", broker})
+	f, err := NewFanout(FanoutConfig{Registerer: reg}, Route{"webhook", hook}, Route{"rabbitmq", broker})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +125,7 @@ func TestFanoutRetriesOnlyTheRoutesThatFailed(t *testing.T) {
 func TestFanoutMemoryIsBounded(t *testing.T) {
 	ctx := context.Background()
 	hook, broker := &routeSink{down: true}, &routeSink{}
-	f, err := NewFanout(nil, Route{"webhook", hook}, Route{"nats", broker})
+	f, err := NewFanout(FanoutConfig{}, Route{"webhook", hook}, Route{"nats", broker})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,11 +169,129 @@ func TestNewFanoutRefusesBadRoutes(t *testing.T) {
 		"no sink":   {{"webhook", nil}},
 		"same name": {{"nats", s}, {"nats", s}},
 	} {
-		if _, err := NewFanout(nil, routes...); err == nil {
+		if _, err := NewFanout(FanoutConfig{}, routes...); err == nil {
 			t.Errorf("%s: accepted", name)
 		}
 	}
-	if _, err := NewFanout(nil, Route{"webhook", s}); err != nil {
+	if _, err := NewFanout(FanoutConfig{}, Route{"webhook", s}); err != nil {
 		t.Errorf("one route: %v", err)
+	}
+}
+
+// hangSink never answers while hung: a delivery waits out its context,
+// as one to a blackholed webhook does. It counts the deliveries it was
+// given.
+type hangSink struct {
+	mu    sync.Mutex
+	hung  bool
+	calls int
+}
+
+func (s *hangSink) Deliver(ctx context.Context, _ seckill.OrderEvent) error {
+	s.mu.Lock()
+	s.calls++
+	hung := s.hung
+	s.mu.Unlock()
+	if hung {
+		<-ctx.Done()
+		return fmt.Errorf("post: %w", ctx.Err())
+	}
+	return nil
+}
+
+func (s *hangSink) set(hung bool) { s.mu.Lock(); s.hung = hung; s.mu.Unlock() }
+
+func (s *hangSink) count() int { s.mu.Lock(); defer s.mu.Unlock(); return s.calls }
+
+// ctxSink is a healthy broker that fails a delivery whose context is
+// over, as a real one does.
+type ctxSink struct{ routeSink }
+
+func (s *ctxSink) Deliver(ctx context.Context, e seckill.OrderEvent) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.routeSink.Deliver(ctx, e)
+}
+
+// TestFanoutAHungRouteCostsTheOthersNothing: with the webhook hung, the
+// broker still takes every event within the delivery's deadline; after
+// routeThreshold timeouts in a row the webhook is not tried (skipped, the
+// error says why) until routeOpenFor has passed, then one delivery probes
+// it, and once it answers every delivery goes to it again.
+func TestFanoutAHungRouteCostsTheOthersNothing(t *testing.T) {
+	hook, broker := &hangSink{hung: true}, &ctxSink{}
+	reg := prometheus.NewRegistry()
+	now := time.Unix(1_800_000_000, 0)
+	var clock sync.Mutex
+	f, err := NewFanout(FanoutConfig{Registerer: reg, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }},
+		Route{"webhook", hook}, Route{"rabbitmq", broker})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deliver := func(id string) error {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		return f.Deliver(ctx, seckill.OrderEvent{ID: id})
+	}
+	for i := range routeThreshold + 3 {
+		err := deliver(fmt.Sprint("e", i))
+		if err == nil || !strings.HasPrefix(err.Error(), "webhook: ") {
+			t.Fatalf("event %d with the webhook hung: %v; want the webhook's failure", i, err)
+		}
+		if i >= routeThreshold && !strings.Contains(err.Error(), "not tried") {
+			t.Errorf("event %d: %v; want the webhook not tried after %d timeouts", i, err, routeThreshold)
+		}
+	}
+	if n := hook.count(); n != routeThreshold {
+		t.Errorf("the hung webhook was given %d deliveries, want %d", n, routeThreshold)
+	}
+	if got := broker.took(); len(got) != routeThreshold+3 {
+		t.Errorf("the broker took %v; want every event", got)
+	}
+	hook.set(false)
+	if err := deliver("e0"); err == nil || hook.count() != routeThreshold {
+		t.Errorf("before routeOpenFor: %v, %d deliveries; want the webhook still skipped", err, hook.count())
+	}
+	clock.Lock()
+	now = now.Add(routeOpenFor)
+	clock.Unlock()
+	for i := range routeThreshold + 3 {
+		if err := deliver(fmt.Sprint("e", i)); err != nil {
+			t.Errorf("event %d once the webhook answers: %v", i, err)
+		}
+	}
+	if n := hook.count(); n != 2*routeThreshold+3 {
+		t.Errorf("the webhook was given %d deliveries, want %d", n, 2*routeThreshold+3)
+	}
+	if got := broker.took(); len(got) != routeThreshold+3 {
+		t.Errorf("the broker took %d events; want each once", len(got))
+	}
+	for _, c := range []struct {
+		result string
+		want   float64
+	}{{"failed", routeThreshold}, {"skipped", 4}, {"delivered", routeThreshold + 3}} {
+		if got := counterValue(t, reg, "seckill_order_event_sink_attempts_total", c.result, "webhook"); got != c.want {
+			t.Errorf("attempts{sink=webhook, result=%s} = %v, want %v", c.result, got, c.want)
+		}
+	}
+}
+
+// TestFanoutRefusalsKeepTrying: a route that answers with an error, even
+// every time, is tried at every delivery: only timeouts stop the tries.
+func TestFanoutRefusalsKeepTrying(t *testing.T) {
+	hook := &routeSink{down: true}
+	f, err := NewFanout(FanoutConfig{}, Route{"webhook", hook})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * routeThreshold {
+		if err := f.Deliver(context.Background(), seckill.OrderEvent{ID: fmt.Sprint("e", i)}); err == nil || strings.Contains(err.Error(), "not tried") {
+			t.Fatalf("event %d: %v; want the webhook tried and failing", i, err)
+		}
+	}
+	hook.setDown(false)
+	if err := f.Deliver(context.Background(), seckill.OrderEvent{ID: "last"}); err != nil {
+		t.Fatalf("once the webhook answers: %v", err)
 	}
 }
