@@ -27,9 +27,12 @@ type Route struct {
 // which took it, and the next attempt goes to the others only: a webhook
 // down for an hour does not cost a healthy broker a copy of every pending
 // event at every retry. The memory is this process's and bounded
-// (maxRemembered events): an event it does not remember (another node
-// retries it, the memory was full, the process restarted) goes to every
-// route again, a duplicate consumers drop by the event id, never a loss.
+// (maxRemembered events; when it is full, a new event takes the place of
+// one picked at random, so events that were dead-lettered or delivered by
+// another node cannot fill it for good): an event it does not remember
+// (another node retries it, it was pushed out, the process restarted)
+// goes to every route again, a duplicate consumers drop by the event id,
+// never a loss.
 //
 // A route that does not answer costs the others nothing: an event goes to
 // its routes at once, each within the delivery's whole deadline, and a
@@ -174,11 +177,13 @@ func (f *Fanout) remember(id string, took routeSet) {
 	switch {
 	case !took.worthKeeping(len(f.routes)):
 		delete(f.took, id)
-	case len(f.took) < maxRemembered:
-		f.took[id] = took
 	default:
-		if _, ok := f.took[id]; ok {
-			f.took[id] = took
+		if _, ok := f.took[id]; !ok && len(f.took) >= maxRemembered {
+			for old := range f.took { // Go's maps start each range at random
+				delete(f.took, old)
+				break
+			}
 		}
+		f.took[id] = took
 	}
 }
