@@ -109,14 +109,17 @@ func NewFanout(cfg FanoutConfig, routes ...Route) (*Fanout, error) {
 		for _, result := range []string{"delivered", "failed", "skipped"} {
 			f.attempts.WithLabelValues(r.Name, result) // exported at 0 from the start
 		}
+		failing := false // guarded by the breaker's lock, which OnState runs under
 		f.breakers = append(f.breakers, breaker.New(breaker.Config{
 			Name: r.Name, Threshold: routeThreshold, OpenFor: routeOpenFor, Now: cfg.Now,
 			OnState: func(name string, st breaker.State) {
-				switch st {
-				case breaker.Open:
-					logger.Warn("order events: a sink keeps timing out; its deliveries are skipped and retried later",
-						"sink", name, "for", routeOpenFor)
-				case breaker.Closed:
+				switch {
+				case st == breaker.Open && !failing: // not again at each failed probe
+					failing = true
+					logger.Warn("order events: a sink keeps timing out; its deliveries are skipped and retried later, "+
+						"with one delivery every few seconds until it answers", "sink", name, "every", routeOpenFor)
+				case st == breaker.Closed && failing:
+					failing = false
 					logger.Info("order events: a sink answers again", "sink", name)
 				}
 			},
@@ -135,14 +138,17 @@ func (f *Fanout) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 	took := f.took[e.ID]
 	f.mu.Unlock()
 	errs := make([]error, len(f.routes))
-	var wg sync.WaitGroup
-	for i := range f.routes {
-		if took.has(i) {
-			continue
+	if len(f.routes) == 1 {
+		errs[0] = f.deliverTo(ctx, 0, e)
+	} else {
+		var wg sync.WaitGroup
+		for i := range f.routes {
+			if !took.has(i) {
+				wg.Go(func() { errs[i] = f.deliverTo(ctx, i, e) })
+			}
 		}
-		wg.Go(func() { errs[i] = f.deliverTo(ctx, i, e) })
+		wg.Wait()
 	}
-	wg.Wait()
 	for i, err := range errs {
 		if err == nil && !took.has(i) {
 			took = took.with(i)
@@ -174,16 +180,15 @@ func (f *Fanout) deliverTo(ctx context.Context, i int, e seckill.OrderEvent) err
 func (f *Fanout) remember(id string, took routeSet) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	switch {
-	case !took.worthKeeping(len(f.routes)):
+	if !took.worthKeeping(len(f.routes)) {
 		delete(f.took, id)
-	default:
-		if _, ok := f.took[id]; !ok && len(f.took) >= maxRemembered {
-			for old := range f.took { // Go's maps start each range at random
-				delete(f.took, old)
-				break
-			}
-		}
-		f.took[id] = took
+		return
 	}
+	if _, ok := f.took[id]; !ok && len(f.took) >= maxRemembered {
+		for old := range f.took { // Go's maps start each range at random
+			delete(f.took, old)
+			break
+		}
+	}
+	f.took[id] = took
 }

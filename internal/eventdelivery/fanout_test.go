@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -232,13 +233,18 @@ func (s *ctxSink) Deliver(ctx context.Context, e seckill.OrderEvent) error {
 // broker still takes every event within the delivery's deadline; after
 // routeThreshold timeouts in a row the webhook is not tried (skipped, the
 // error says why) until routeOpenFor has passed, then one delivery probes
-// it, and once it answers every delivery goes to it again.
+// it (and a probe that times out stops the tries again), and once it
+// answers every delivery goes to it again. The log says so once each way.
 func TestFanoutAHungRouteCostsTheOthersNothing(t *testing.T) {
 	hook, broker := &hangSink{hung: true}, &ctxSink{}
 	reg := prometheus.NewRegistry()
+	var logs strings.Builder
+	var logMu sync.Mutex
+	logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logs}, nil))
 	now := time.Unix(1_800_000_000, 0)
 	var clock sync.Mutex
-	f, err := NewFanout(FanoutConfig{Registerer: reg, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }},
+	later := func() { clock.Lock(); now = now.Add(routeOpenFor); clock.Unlock() }
+	f, err := NewFanout(FanoutConfig{Registerer: reg, Logger: logger, Now: func() time.Time { clock.Lock(); defer clock.Unlock(); return now }},
 		Route{"webhook", hook}, Route{"rabbitmq", broker})
 	if err != nil {
 		t.Fatal(err)
@@ -248,7 +254,8 @@ func TestFanoutAHungRouteCostsTheOthersNothing(t *testing.T) {
 		defer cancel()
 		return f.Deliver(ctx, seckill.OrderEvent{ID: id})
 	}
-	for i := range routeThreshold + 3 {
+	const events = routeThreshold + 3
+	for i := range events {
 		err := deliver(fmt.Sprint("e", i))
 		if err == nil || !strings.HasPrefix(err.Error(), "webhook: ") {
 			t.Fatalf("event %d with the webhook hung: %v; want the webhook's failure", i, err)
@@ -260,35 +267,54 @@ func TestFanoutAHungRouteCostsTheOthersNothing(t *testing.T) {
 	if n := hook.count(); n != routeThreshold {
 		t.Errorf("the hung webhook was given %d deliveries, want %d", n, routeThreshold)
 	}
-	if got := broker.took(); len(got) != routeThreshold+3 {
+	if got := broker.took(); len(got) != events {
 		t.Errorf("the broker took %v; want every event", got)
 	}
-	hook.set(false)
-	if err := deliver("e0"); err == nil || hook.count() != routeThreshold {
-		t.Errorf("before routeOpenFor: %v, %d deliveries; want the webhook still skipped", err, hook.count())
+	later()
+	if err := deliver("probe"); err == nil || strings.Contains(err.Error(), "not tried") || hook.count() != routeThreshold+1 {
+		t.Errorf("after routeOpenFor: %v, %d deliveries; want one probe, timing out", err, hook.count())
 	}
-	clock.Lock()
-	now = now.Add(routeOpenFor)
-	clock.Unlock()
-	for i := range routeThreshold + 3 {
+	hook.set(false)
+	if err := deliver("e0"); err == nil || hook.count() != routeThreshold+1 {
+		t.Errorf("after the probe timed out: %v, %d deliveries; want the webhook skipped again", err, hook.count())
+	}
+	later()
+	for i := range events {
 		if err := deliver(fmt.Sprint("e", i)); err != nil {
 			t.Errorf("event %d once the webhook answers: %v", i, err)
 		}
 	}
-	if n := hook.count(); n != 2*routeThreshold+3 {
-		t.Errorf("the webhook was given %d deliveries, want %d", n, 2*routeThreshold+3)
+	if n := hook.count(); n != routeThreshold+1+events {
+		t.Errorf("the webhook was given %d deliveries, want %d", n, routeThreshold+1+events)
 	}
-	if got := broker.took(); len(got) != routeThreshold+3 {
+	if got := broker.took(); len(got) != events+1 {
 		t.Errorf("the broker took %d events; want each once", len(got))
 	}
 	for _, c := range []struct {
 		result string
 		want   float64
-	}{{"failed", routeThreshold}, {"skipped", 4}, {"delivered", routeThreshold + 3}} {
+	}{{"failed", routeThreshold + 1}, {"skipped", 4}, {"delivered", events}} {
 		if got := counterValue(t, reg, "seckill_order_event_sink_attempts_total", c.result, "webhook"); got != c.want {
 			t.Errorf("attempts{sink=webhook, result=%s} = %v, want %v", c.result, got, c.want)
 		}
 	}
+	logMu.Lock()
+	defer logMu.Unlock()
+	if w, i := strings.Count(logs.String(), "keeps timing out"), strings.Count(logs.String(), "answers again"); w != 1 || i != 1 {
+		t.Errorf("the log said the webhook keeps timing out %d times and answers again %d times, want once each:\n%s", w, i, logs.String())
+	}
+}
+
+// lockedWriter serialises a log's writes.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }
 
 // TestFanoutRefusalsKeepTrying: a route that answers with an error, even
