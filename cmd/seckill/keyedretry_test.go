@@ -19,22 +19,13 @@ func TestKeyedRetryAfterItsRecordWasLost(t *testing.T) {
 	srv := redistest.StartServer(t)
 	e, _ := healingEngine(t, "redis://"+srv.Addr, "none")
 	sale := e.liveSale(5, 1)
-	tok := e.token("alice")
-
-	status, body := e.tryReserve(sale, tok, "k-alice")
-	id, _ := body["reservation_id"].(string)
-	if status != http.StatusAccepted || id == "" {
-		t.Fatalf("claim: %d %v; want 202", status, body)
-	}
-	if st := e.settle([]claim{{id: id, user: "alice", tok: tok}}, time.Minute)[id]; st != "ordered" {
-		t.Fatalf("claim %s ended %q; want ordered", id, st)
-	}
+	tok, id := e.orderedKeyedClaim(t, sale, "alice", "k-alice")
 	// Every idempotency record of the (private) Redis goes.
 	redisDo(t, srv.Addr, "EVAL", `for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end return 0`, "0", "*:idem")
 	if status, body := e.tryReserve(sale, e.token("bob"), "k-alice"); status != http.StatusAccepted || body["reservation_id"] == id {
 		t.Fatalf("another buyer with the same key: %d %v; want a claim of its own", status, body)
 	}
-	status, body = e.tryReserve(sale, tok, "k-alice")
+	status, body := e.tryReserve(sale, tok, "k-alice")
 	if status != http.StatusAccepted || body["reservation_id"] != id {
 		t.Fatalf("retry with the same key: %d %v; want 202 with %s", status, body, id)
 	}
@@ -65,16 +56,7 @@ func TestKeyedRetryAfterRedisLostEverything(t *testing.T) {
 			srv := redistest.StartServer(t)
 			e, _ := healingEngine(t, "redis://"+srv.Addr, "none")
 			sale := e.liveBucketedSale(tc.stock, 2, tc.buckets)
-			tok := e.token("alice")
-
-			status, body := e.tryReserve(sale, tok, "k-alice")
-			id, _ := body["reservation_id"].(string)
-			if status != http.StatusAccepted || id == "" {
-				t.Fatalf("claim: %d %v; want 202", status, body)
-			}
-			if st := e.settle([]claim{{id: id, user: "alice", tok: tok}}, time.Minute)[id]; st != "ordered" {
-				t.Fatalf("claim %s ended %q; want ordered", id, st)
-			}
+			tok, id := e.orderedKeyedClaim(t, sale, "alice", "k-alice")
 			srv.Kill()
 			srv.Restart(t)
 			// The heal is over when the sale sells again, here to carol.
@@ -91,7 +73,7 @@ func TestKeyedRetryAfterRedisLostEverything(t *testing.T) {
 					t.Fatalf("a claim of a sold-out sale: %d %v; want 409 sold_out", r.status, r.body)
 				}
 			}
-			status, body = e.tryReserve(sale, tok, "k-alice")
+			status, body := e.tryReserve(sale, tok, "k-alice")
 			if status != http.StatusAccepted || body["reservation_id"] != id {
 				t.Fatalf("retry with the same key after the heal: %d %v; want 202 with %s", status, body, id)
 			}
@@ -107,4 +89,20 @@ func TestKeyedRetryAfterRedisLostEverything(t *testing.T) {
 			}
 		})
 	}
+}
+
+// orderedKeyedClaim claims a unit of sale for user under key and waits
+// until it is an order; it returns the user's token and the reservation.
+func (e *engine) orderedKeyedClaim(t *testing.T, sale, user, key string) (tok, id string) {
+	t.Helper()
+	tok = e.token(user)
+	status, body := e.tryReserve(sale, tok, key)
+	id, _ = body["reservation_id"].(string)
+	if status != http.StatusAccepted || id == "" {
+		t.Fatalf("claim: %d %v; want 202", status, body)
+	}
+	if st := e.settle([]claim{{id: id, user: user, tok: tok}}, time.Minute)[id]; st != "ordered" {
+		t.Fatalf("claim %s ended %q; want ordered", id, st)
+	}
+	return tok, id
 }

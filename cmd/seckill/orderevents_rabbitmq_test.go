@@ -110,29 +110,11 @@ func consumeEvents(t *testing.T, ch *amqp.Channel, queue string, s *shop, after 
 // the metrics name the webhook as the failing sink, and once the webhook
 // is back both get every event, each order's in order.
 func TestOrderEventsOneSinkDown(t *testing.T) {
-	amqpURL := servicetest.RabbitMQ.URL(t)
-	ch, exchange, queue := shopQueue(t, amqpURL)
-	broker := newShop(t)
-	consumeEvents(t, ch, queue, broker, func(int) {})
-	hook := startShop(t)
-	hook.down()
-	redisURL, prefix := sharedRedis(t)
-	e := startEngine(t, func(c *Config) {
-		withShop(t, hook, sqltest.SQLite(t), redisURL, prefix)(c)
-		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
+	r := rushWithAFailingWebhook(t, "onedown", func(hook *shop) (string, time.Duration) {
+		hook.down()
+		return hook.url(), 0
 	})
-	sale := e.liveSale(200, 1)
-	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "onedown")
-	ledger := func() (*seckill.SaleLedger, error) { return e.m.orders.Ledger.SaleLedger(context.Background(), sale) }
-	// An order's later events wait behind its first until every sink took
-	// that: the broker gets each order's order.created now, the rest once
-	// the webhook is back.
-	var first int
-	servicetest.WaitFor(t, 2*time.Minute, "every order's first event at the broker", func() bool {
-		l := mustLedger(t, ledger)
-		first = len(l.Orders) + len(l.Failed)
-		return first >= claims && broker.tally(l).Delivered >= first
-	})
+	e, hook, broker, ledger, claims, first := r.e, r.hook, r.broker, r.ledger, r.claims, r.first
 	// Each of them retried for the webhook a few times over.
 	hookFailed := `seckill_order_event_sink_attempts_total{result="failed",sink="webhook"}`
 	servicetest.WaitFor(t, 2*time.Minute, "three failed webhook deliveries an event", func() bool {
@@ -168,29 +150,13 @@ func TestOrderEventsOneSinkDown(t *testing.T) {
 // there are events. Once the proxy passes bytes again, both sinks end
 // with every event in order, and RabbitMQ with none twice.
 func TestOrderEventsOneSinkBlackholed(t *testing.T) {
-	amqpURL := servicetest.RabbitMQ.URL(t)
-	ch, exchange, queue := shopQueue(t, amqpURL)
-	broker := newShop(t)
-	consumeEvents(t, ch, queue, broker, func(int) {})
-	hook := startShop(t)
-	proxy := servicetest.StartProxy(t, hook.addr)
-	proxy.Blackhole()
-	redisURL, prefix := sharedRedis(t)
-	e := startEngine(t, func(c *Config) {
-		withShop(t, hook, sqltest.SQLite(t), redisURL, prefix)(c)
-		c.Events.WebhookURL = "http://" + proxy.Addr() + "/seckill/events"
-		c.Events.Timeout = time.Second
-		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
+	var proxy *servicetest.Proxy
+	r := rushWithAFailingWebhook(t, "blackholed", func(hook *shop) (string, time.Duration) {
+		proxy = servicetest.StartProxy(t, hook.addr)
+		proxy.Blackhole()
+		return "http://" + proxy.Addr() + "/seckill/events", time.Second
 	})
-	sale := e.liveSale(200, 1)
-	claims := buyAndCancel(t, e.client, e.base, e.m.Config.JWTSecret, sale, 300, 3, "blackholed")
-	ledger := func() (*seckill.SaleLedger, error) { return e.m.orders.Ledger.SaleLedger(context.Background(), sale) }
-	var first int
-	servicetest.WaitFor(t, 2*time.Minute, "every order's first event at the broker", func() bool {
-		l := mustLedger(t, ledger)
-		first = len(l.Orders) + len(l.Failed)
-		return first >= claims && broker.tally(l).Delivered >= first
-	})
+	e, hook, broker, ledger, claims, first := r.e, r.hook, r.broker, r.ledger, r.claims, r.first
 	hookFailed := `seckill_order_event_sink_attempts_total{result="failed",sink="webhook"}`
 	hookSkipped := `seckill_order_event_sink_attempts_total{result="skipped",sink="webhook"}`
 	timedOut, skipped := scrape(e.client, e.base, hookFailed), scrape(e.client, e.base, hookSkipped)
@@ -210,6 +176,50 @@ func TestOrderEventsOneSinkBlackholed(t *testing.T) {
 	if got := scrape(e.client, e.base, `seckill_order_event_sink_attempts_total{result="failed",sink="rabbitmq"}`); got != 0 {
 		t.Errorf("%v failed deliveries to RabbitMQ; want none", got)
 	}
+}
+
+// failingWebhookRush is what rushWithAFailingWebhook leaves: the engine,
+// the webhook's shop and the broker's, the sale's ledger, the claims
+// answered 202, and the orders and failed orders (first events) that all
+// reached the broker.
+type failingWebhookRush struct {
+	e             *engine
+	hook, broker  *shop
+	ledger        func() (*seckill.SaleLedger, error)
+	claims, first int
+}
+
+// rushWithAFailingWebhook runs a rush of 300 buyers for 200 units (every
+// third cancelling) on an engine whose order events go to RabbitMQ and to
+// the webhook at the URL (and with the delivery timeout, 0 for the shop's
+// default) that fail returns, once it has made the webhook fail. An
+// order's later events wait behind its first until every sink took that,
+// so it waits until the broker has every order's first event.
+func rushWithAFailingWebhook(t *testing.T, name string, fail func(hook *shop) (url string, timeout time.Duration)) failingWebhookRush {
+	t.Helper()
+	amqpURL := servicetest.RabbitMQ.URL(t)
+	ch, exchange, queue := shopQueue(t, amqpURL)
+	r := failingWebhookRush{broker: newShop(t), hook: startShop(t)}
+	consumeEvents(t, ch, queue, r.broker, func(int) {})
+	url, timeout := fail(r.hook)
+	redisURL, prefix := sharedRedis(t)
+	r.e = startEngine(t, func(c *Config) {
+		withShop(t, r.hook, sqltest.SQLite(t), redisURL, prefix)(c)
+		c.Events.WebhookURL = url
+		if timeout > 0 {
+			c.Events.Timeout = timeout
+		}
+		c.Events.AMQPURL, c.Events.Exchange = amqpURL, exchange
+	})
+	sale := r.e.liveSale(200, 1)
+	r.claims = buyAndCancel(t, r.e.client, r.e.base, r.e.m.Config.JWTSecret, sale, 300, 3, name)
+	r.ledger = func() (*seckill.SaleLedger, error) { return r.e.m.orders.Ledger.SaleLedger(context.Background(), sale) }
+	servicetest.WaitFor(t, 2*time.Minute, "every order's first event at the broker", func() bool {
+		l := mustLedger(t, r.ledger)
+		r.first = len(l.Orders) + len(l.Failed)
+		return r.first >= r.claims && r.broker.tally(l).Delivered >= r.first
+	})
+	return r
 }
 
 // mustLedger is the sale's ledger, read once more.
