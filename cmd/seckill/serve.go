@@ -121,6 +121,9 @@ type wired struct {
 	// relayWake is signalled after every reserve of this process: it
 	// wakes this process's relay (if it runs one) at once.
 	relayWake chan struct{}
+	// appended counts the reservations this process's stock store has
+	// appended to outboxes (relay.Config.Appended).
+	appended atomic.Uint64
 	// stored holds claims until the relay stored them in the broker:
 	// set over the in-process store, whose outbox a crash loses.
 	stored *ackgate.Gate
@@ -251,7 +254,8 @@ func (m *Main) openStores(ctx context.Context, w *wired) (err error) {
 	if cfg.Events.enabled() {
 		m.db.EnableOrderEvents()
 	}
-	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func() {
+	redisOpts := []redis.Option{redis.WithKeyPrefix(cfg.RedisKeyPrefix), redis.WithOnOutboxAppend(func(claims int) {
+		w.appended.Add(uint64(claims)) // before the wake: a lingering relay reads it on waking
 		if w.stored != nil {
 			w.stored.Appended() // before the relay wakes: its next mark counts this batch
 		}
@@ -406,6 +410,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 			CompactEvents: cfg.BrokerURL == "",
 			Linger:        relayLinger(cfg, w),
 			Wake:          w.relayWake,
+			Appended:      w.appended.Load,
 			Progress:      progress(w.stored),
 			BatchSize:     cfg.RelayBatch,
 		}))

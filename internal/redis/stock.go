@@ -141,17 +141,22 @@ func (s *conn) reserve(ctx context.Context, saleID string, reqs []seckill.Reserv
 }
 
 // appended tells the WithOnOutboxAppend hook of a Reserve whose results
-// claimed units (a replay appends nothing, but is rare enough that a
-// spurious wake costs nothing worth a finer test).
+// claimed units, with the number of new reservations (a replay appends
+// nothing, but is rare enough that a spurious wake costs nothing worth a
+// finer test).
 func (s *conn) appended(results []seckill.ReserveResult) {
 	if s.onAppend == nil {
 		return
 	}
+	n, claimed := 0, false
 	for _, r := range results {
-		if r.Outcome.Claimed() {
-			s.onAppend()
-			return
+		claimed = claimed || r.Outcome.Claimed()
+		if r.Outcome == seckill.OutcomeReserved {
+			n++
 		}
+	}
+	if claimed {
+		s.onAppend(n)
 	}
 }
 

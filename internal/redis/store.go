@@ -101,8 +101,8 @@ type conn struct {
 	waitReplicas int
 	waitTimeout  time.Duration
 	// onAppend, if set, is told of every Reserve that appended claims to
-	// an outbox (WithOnOutboxAppend).
-	onAppend func()
+	// an outbox, and how many (WithOnOutboxAppend).
+	onAppend func(claims int)
 
 	// afterMoveOut, if set, runs between a move's two steps; tests use it
 	// to crash a rebalance halfway.
@@ -122,13 +122,15 @@ type options struct {
 	prefix       string
 	waitReplicas int
 	waitTimeout  time.Duration
-	onAppend     func()
+	onAppend     func(claims int)
 }
 
 // WithOnOutboxAppend calls fn after every Reserve call that claimed units,
-// and so appended to an outbox: a relay of this process wakes on it
-// instead of finding the entries at its next poll. fn must not block.
-func WithOnOutboxAppend(fn func()) Option {
+// and so appended to an outbox, with the number of claims: a relay of
+// this process wakes on it instead of finding the entries at its next
+// poll, and a lingering relay learns when a full batch is waiting. fn
+// must not block.
+func WithOnOutboxAppend(fn func(claims int)) Option {
 	return func(o *options) { o.onAppend = fn }
 }
 

@@ -91,8 +91,9 @@ type Config struct {
 	// delivery and its ack, the order writer's transaction (over
 	// internal/handoff the Publish is that transaction). The first entry
 	// after an idle spell is read at once, a full batch does not wait,
-	// and a relay that is stopping does not linger. Default 0: the next
-	// pass starts at once.
+	// a linger ends once this process has appended a full batch since the
+	// pass began (Appended), and a relay that is stopping does not
+	// linger. Default 0: the next pass starts at once.
 	Linger time.Duration
 	// Wake, if set, ends an idle relay's pause at once: the stock store
 	// of this process signals it when a reserve call appends to an outbox
@@ -100,6 +101,12 @@ type Config struct {
 	// without waiting out PollInterval. A relay in another process still
 	// finds them at its next poll.
 	Wake <-chan struct{}
+	// Appended, if set, is the number of reservations the stock store of
+	// this process has appended to outboxes so far, read when Wake is
+	// signalled during a linger: at the opening instant a full batch
+	// waits within milliseconds, and the relay goes on at once instead of
+	// waiting out the linger that began when the outbox held a few.
+	Appended func() uint64
 	// Backoff is the first pause before a sale whose Publish or Redis call
 	// failed is tried again; it doubles up to MaxBackoff. Defaults 100ms
 	// and 5s.
@@ -311,6 +318,10 @@ func (r *Relay) run(ctx context.Context) {
 	for {
 		draining := startstop.Closed(stopping)
 		started := time.Now()
+		var appended uint64
+		if r.cfg.Appended != nil {
+			appended = r.cfg.Appended()
+		}
 		var mark uint64
 		if r.cfg.Progress != nil {
 			mark = r.cfg.Progress.Mark()
@@ -326,13 +337,7 @@ func (r *Relay) run(ctx context.Context) {
 		if found > 0 {
 			idle = false
 			if d := r.cfg.Linger - time.Since(started); d > 0 && !full && !draining {
-				t.Reset(d)
-				select {
-				case <-ctx.Done():
-				case <-t.C:
-				case <-stopping:
-				}
-				t.Stop()
+				r.linger(ctx, t, d, stopping, appended)
 			}
 			continue
 		}
@@ -354,6 +359,28 @@ func (r *Relay) run(ctx context.Context) {
 		case <-r.cfg.Wake:
 		}
 		t.Stop()
+	}
+}
+
+// linger waits d on t, or less: until ctx ends, the relay stops, or this
+// process has appended a full batch since the pass began, when it had
+// appended appended (Config.Appended).
+func (r *Relay) linger(ctx context.Context, t *time.Timer, d time.Duration, stopping <-chan struct{}, appended uint64) {
+	t.Reset(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		case <-stopping:
+			return
+		case <-r.cfg.Wake:
+			if r.cfg.Appended != nil && r.cfg.Appended()-appended >= uint64(r.cfg.BatchSize) {
+				return
+			}
+		}
 	}
 }
 

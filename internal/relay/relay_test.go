@@ -770,7 +770,7 @@ func (o *passCounter) ReadOutbox(ctx context.Context, saleID, group, consumer st
 func openWakingRedis(t *testing.T) (*redis.Store, chan struct{}) {
 	t.Helper()
 	wake := make(chan struct{}, 1)
-	s := openRedis(t, redis.WithOnOutboxAppend(func() {
+	s := openRedis(t, redis.WithOnOutboxAppend(func(int) {
 		select {
 		case wake <- struct{}{}:
 		default:
@@ -834,6 +834,41 @@ func TestLingerGathersABatch(t *testing.T) {
 	// was before its publish.
 	if gap := broker.at[len(broker.at)-1].Sub(broker.at[0]); gap < linger/2 {
 		t.Errorf("the second batch came %s after the first; want about %s (Linger)", gap, linger)
+	}
+}
+
+// TestLingerEndsOnceABatchWaits: a relay lingering for an hour goes on as
+// soon as this process has appended a full batch since its last pass
+// began (Config.Appended, counted by the stock store's hook as serve
+// wires it), and not before: the 4 reservations appended first wait for
+// the 6 that fill the batch of 10, and all 10 go out together.
+func TestLingerEndsOnceABatchWaits(t *testing.T) {
+	var appended atomic.Uint64
+	wake := make(chan struct{}, 1)
+	s := openRedis(t, redis.WithOnOutboxAppend(func(n int) {
+		appended.Add(uint64(n))
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}))
+	sale := preheat(t, s, 100)
+	out := &passCounter{Outbox: s.Outbox()}
+	broker := &fakeBroker{}
+	cfg := testConfig(t, "lingerfull")
+	cfg.PollInterval, cfg.Linger, cfg.BatchSize = time.Hour, time.Hour, 10
+	cfg.Wake, cfg.Appended = wake, appended.Load
+	start(t, out, broker, cfg)
+	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
+	first := reserve(t, s, sale.ID, 1)
+	servicetest.WaitFor(t, 10*time.Second, "the first reservation published", func() bool { return broker.publishedCount() >= 1 })
+	rest := merge(reserve(t, s, sale.ID, 4), reserve(t, s, sale.ID, 6))
+	servicetest.WaitFor(t, 10*time.Second, "the full batch published", func() bool { return broker.publishedCount() >= 11 })
+	wantPublished(t, broker, merge(first, rest))
+	broker.mu.Lock()
+	defer broker.mu.Unlock()
+	if len(broker.batches) != 2 || len(broker.batches[1]) != 10 {
+		t.Errorf("published batches of %v; want 1 then 10", batchSizes(broker.batches))
 	}
 }
 
