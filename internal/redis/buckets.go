@@ -506,7 +506,7 @@ func (s *conn) homeIdem(ctx context.Context, bs *bucketSet, reqs []seckill.Reser
 		if r.IdempotencyKey != "" {
 			key := s.keys(bs.tags[bs.home(r.UserID)])[keyIdem]
 			cmds = append(cmds, s.client.B().Hmget().Key(key).
-				Field(idemField(r.UserID, r.IdempotencyKey), digestField(r.UserID, r.IdempotencyKey)).Build())
+				Field(idemField(r.UserID, r.IdempotencyKey), digestField(r.UserID, seckill.IdempotencyDigest(r.IdempotencyKey))).Build())
 		}
 	}
 	out := make([]rueidis.RedisMessage, 0, 2*len(cmds))

@@ -328,11 +328,11 @@ func (s *conn) applyHeal(ctx context.Context, saleID, tag, token, finish string,
 	args := make([]string, 0, 3+5*len(add)+3*len(release))
 	args = append(args, token, finish, strconv.Itoa(len(add)))
 	for _, r := range add {
-		digest := r.KeyDigest
-		if !seckill.ValidIdempotencyDigest(digest) {
-			digest = ""
+		field := "" // the order was made without a key
+		if seckill.ValidIdempotencyDigest(r.KeyDigest) {
+			field = digestField(r.UserID, r.KeyDigest)
 		}
-		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10), digest)
+		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10), field)
 	}
 	for _, r := range release {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10))

@@ -19,10 +19,11 @@ func idemField(userID, key string) string {
 }
 
 // digestField is the field of a buyer's key that a heal writes
-// (heal_apply.lua) from the key's digest, which is all the database keeps
-// of it. A key holds no control character, so no key's own field is one.
-func digestField(userID, key string) string {
-	return strconv.Itoa(len(userID)) + ":" + userID + "\x01" + seckill.IdempotencyDigest(key)
+// (heal_apply.lua) from the key's digest (seckill.IdempotencyDigest),
+// which is all the database keeps of it, and reserve.lua reads. A key
+// holds no control character, so no key's own field is one.
+func digestField(userID, digest string) string {
+	return strconv.Itoa(len(userID)) + ":" + userID + "\x01" + digest
 }
 
 // keyArg is a request's idempotency key as reserve.lua takes it: after
@@ -50,7 +51,7 @@ func (s StockStore) Replays(ctx context.Context, saleID string, reqs []seckill.R
 	fields := make([]string, 0, 2*len(reqs))
 	for _, r := range reqs {
 		if r.IdempotencyKey != "" {
-			fields = append(fields, idemField(r.UserID, r.IdempotencyKey), digestField(r.UserID, r.IdempotencyKey))
+			fields = append(fields, idemField(r.UserID, r.IdempotencyKey), digestField(r.UserID, seckill.IdempotencyDigest(r.IdempotencyKey)))
 		}
 	}
 	if len(fields) == 0 {

@@ -764,19 +764,21 @@ func (o *passCounter) ReadOutbox(ctx context.Context, saleID, group, consumer st
 	return es, err
 }
 
-// openWakingRedis opens a stock store that signals the returned channel
-// on every reserve that appends to an outbox, as serve wires the relay's
-// Wake.
-func openWakingRedis(t *testing.T) (*redis.Store, chan struct{}) {
+// openWakingRedis opens a stock store that counts the reservations it
+// appends to outboxes and signals the returned channel on every reserve
+// that appends, as serve wires the relay's Appended and Wake.
+func openWakingRedis(t *testing.T) (*redis.Store, chan struct{}, *atomic.Uint64) {
 	t.Helper()
 	wake := make(chan struct{}, 1)
-	s := openRedis(t, redis.WithOnOutboxAppend(func(int) {
+	appended := new(atomic.Uint64)
+	s := openRedis(t, redis.WithOnOutboxAppend(func(n int) {
+		appended.Add(uint64(n))
 		select {
 		case wake <- struct{}{}:
 		default:
 		}
 	}))
-	return s, wake
+	return s, wake, appended
 }
 
 // TestWakeEndsTheIdlePause: an idle relay whose poll would come after an
@@ -784,7 +786,7 @@ func openWakingRedis(t *testing.T) (*redis.Store, chan struct{}) {
 // store does on every reserve that appends to an outbox
 // (redis.WithOnOutboxAppend).
 func TestWakeEndsTheIdlePause(t *testing.T) {
-	s, wake := openWakingRedis(t)
+	s, wake, _ := openWakingRedis(t)
 	sale := preheat(t, s, 100)
 	out := &passCounter{Outbox: s.Outbox()}
 	broker := &fakeBroker{}
@@ -809,7 +811,7 @@ func TestWakeEndsTheIdlePause(t *testing.T) {
 // entry after an idle spell goes at once (a wake, not a poll, brings it
 // within the test's time).
 func TestLingerGathersABatch(t *testing.T) {
-	s, wake := openWakingRedis(t)
+	s, wake, _ := openWakingRedis(t)
 	sale := preheat(t, s, 100)
 	out := &passCounter{Outbox: s.Outbox()}
 	broker := &fakeBroker{}
@@ -843,15 +845,7 @@ func TestLingerGathersABatch(t *testing.T) {
 // wires it), and not before: the 4 reservations appended first wait for
 // the 6 that fill the batch of 10, and all 10 go out together.
 func TestLingerEndsOnceABatchWaits(t *testing.T) {
-	var appended atomic.Uint64
-	wake := make(chan struct{}, 1)
-	s := openRedis(t, redis.WithOnOutboxAppend(func(n int) {
-		appended.Add(uint64(n))
-		select {
-		case wake <- struct{}{}:
-		default:
-		}
-	}))
+	s, wake, appended := openWakingRedis(t)
 	sale := preheat(t, s, 100)
 	out := &passCounter{Outbox: s.Outbox()}
 	broker := &fakeBroker{}
