@@ -171,7 +171,7 @@ func DefaultConfig() Config {
 		QueuePerIP:            10,
 		QueueAdaptInterval:    admitpace.DefaultInterval,
 		OrderWriters:          2,
-		OrderBatch:            500,
+		OrderBatch:            1000,
 		RelayBatch:            1000,
 		RelayLinger:           DefaultRelayLinger,
 		RelayClaimIdle:        DefaultRelayClaimIdle,

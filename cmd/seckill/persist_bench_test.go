@@ -77,9 +77,9 @@ func benchOrderPersistence(b *testing.B, d persistDB) {
 		writers, batch, relay int // 0: the default
 	}{
 		{"defaults", 0, 0, 0},
+		{"batch=500", 2, 500, 0}, // the default until 2026-12-07
 		{"relay=500", 0, 0, 500}, // the default until 2026-12-06
-		{"writers=4/batch=500", 4, 500, 0},
-		{"writers=2/batch=1000", 2, 1000, 0},
+		{"writers=4/batch=1000", 4, 1000, 0},
 	}
 	type side struct {
 		run                          func(n int) (rate, perTx, rollbacks float64) // one round of n orders

@@ -8,8 +8,8 @@ import (
 )
 
 // BenchmarkPersistOrderEvents is what the event outbox adds to the order
-// writer: batches of 500 new orders of one sale (the writer's default
-// --order-batch) persisted with no sink (no event rows) and with one (an
+// writer: batches of 500 new orders of one sale (the writer's
+// --order-batch until 2026-12-07; the default is 1,000 now) persisted with no sink (no event rows) and with one (an
 // order.created row per order, in the same transaction), on each
 // dialect. The two take turns, b.N batches each in 5 rounds; reported
 // are the median wall time and process CPU per order of each, and the
