@@ -15,6 +15,9 @@ type StockCheck struct {
 	Sold      int64
 	At        time.Time
 	StaleHeal time.Duration // an older heal died with its node
+	// Preheated: this node preheated the sale or saw it preheated, so the
+	// stock store held it, whether or not a look saw it loaded since.
+	Preheated bool
 }
 
 // StockLoss is what a StockCheck shows of lost writes.
@@ -23,7 +26,7 @@ type StockLoss uint8
 const (
 	StockFine      StockLoss = iota // nothing shows a loss
 	StockNotLoaded                  // not preheated yet: nothing to compare
-	StockVanished                   // the sale's keys are gone, though it was loaded or sold units
+	StockVanished                   // the sale's keys are gone, though it was preheated, loaded or sold units
 	// StockBelowSold: reserved below sold. A restore between the reads looks
 	// the same for a moment: look again before healing.
 	StockBelowSold
@@ -34,7 +37,7 @@ const (
 // JudgeStockStore applies the loss rules to one look at a sale, in order.
 func JudgeStockStore(c StockCheck) StockLoss {
 	switch {
-	case !c.Now.Loaded && (c.Seen && c.Prev.Loaded || c.Sold > 0):
+	case !c.Now.Loaded && (c.Preheated || c.Seen && c.Prev.Loaded || c.Sold > 0):
 		return StockVanished
 	case !c.Now.Loaded:
 		return StockNotLoaded

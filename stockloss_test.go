@@ -25,19 +25,23 @@ func TestJudgeStockStore(t *testing.T) {
 		now  seckill.StockWatch
 		sold int64
 		want seckill.StockLoss
+		// preheated: this node preheated the sale (StockCheck.Preheated)
+		preheated bool
 	}{
-		{"not preheated, nothing sold: nothing to compare", seckill.StockWatch{}, false, seckill.StockWatch{}, 0, seckill.StockNotLoaded},
-		{"keys gone after being seen loaded", loaded(10, 5), true, seckill.StockWatch{}, 0, seckill.StockVanished},
-		{"keys gone while the database sold units", seckill.StockWatch{}, false, seckill.StockWatch{}, 3, seckill.StockVanished},
-		{"reserved below sold", loaded(10, 5), true, loaded(8, 6), 9, seckill.StockBelowSold},
-		{"reserved equal to sold is fine", loaded(10, 5), true, loaded(9, 6), 9, seckill.StockFine},
-		{"the sequence went back", loaded(10, 7), true, loaded(12, 6), 9, seckill.StockSeqBack},
-		{"a first look cannot see the sequence go back", seckill.StockWatch{}, false, loaded(12, 6), 9, seckill.StockFine},
-		{"a heal past its time died with its node", loaded(10, 5), true, healing(time.Minute), 9, seckill.StockHealStale},
-		{"a heal in its time is left alone", loaded(10, 5), true, healing(time.Second), 9, seckill.StockFine},
-		{"vanished comes before a stale heal", loaded(10, 5), true, seckill.StockWatch{Healing: true}, 9, seckill.StockVanished},
+		{"not preheated, nothing sold: nothing to compare", seckill.StockWatch{}, false, seckill.StockWatch{}, 0, seckill.StockNotLoaded, false},
+		{"keys gone from a preheated sale before any look, nothing sold", seckill.StockWatch{}, false, seckill.StockWatch{}, 0, seckill.StockVanished, true},
+		{"a preheated sale loaded, nothing sold", seckill.StockWatch{}, false, loaded(0, 0), 0, seckill.StockFine, true},
+		{"keys gone after being seen loaded", loaded(10, 5), true, seckill.StockWatch{}, 0, seckill.StockVanished, false},
+		{"keys gone while the database sold units", seckill.StockWatch{}, false, seckill.StockWatch{}, 3, seckill.StockVanished, false},
+		{"reserved below sold", loaded(10, 5), true, loaded(8, 6), 9, seckill.StockBelowSold, false},
+		{"reserved equal to sold is fine", loaded(10, 5), true, loaded(9, 6), 9, seckill.StockFine, false},
+		{"the sequence went back", loaded(10, 7), true, loaded(12, 6), 9, seckill.StockSeqBack, false},
+		{"a first look cannot see the sequence go back", seckill.StockWatch{}, false, loaded(12, 6), 9, seckill.StockFine, false},
+		{"a heal past its time died with its node", loaded(10, 5), true, healing(time.Minute), 9, seckill.StockHealStale, false},
+		{"a heal in its time is left alone", loaded(10, 5), true, healing(time.Second), 9, seckill.StockFine, false},
+		{"vanished comes before a stale heal", loaded(10, 5), true, seckill.StockWatch{Healing: true}, 9, seckill.StockVanished, false},
 	} {
-		check := seckill.StockCheck{Prev: c.prev, Seen: c.seen, Now: c.now, Sold: c.sold, At: at, StaleHeal: 12 * time.Second}
+		check := seckill.StockCheck{Prev: c.prev, Seen: c.seen, Now: c.now, Sold: c.sold, At: at, StaleHeal: 12 * time.Second, Preheated: c.preheated}
 		if got := seckill.JudgeStockStore(check); got != c.want {
 			t.Errorf("%s: JudgeStockStore = %d, want %d", c.name, got, c.want)
 		}

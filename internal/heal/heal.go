@@ -55,7 +55,10 @@ type Database interface {
 	FailedOrdersAfter(ctx context.Context, saleID, after string, limit int) ([]*seckill.FailedOrder, error)
 }
 
-// Sales lists the sales to watch (the preheat scheduler's loaded sales).
+// Sales lists the sales to watch: the preheat scheduler's loaded sales,
+// each preheated by this node or seen preheated, so the stock store held
+// it (a listed sale whose keys are gone vanished, even unseen by the
+// watcher).
 type Sales interface {
 	Loaded() []*seckill.Sale
 }
@@ -209,7 +212,7 @@ func (w *Watcher) Tick(ctx context.Context) {
 			delete(w.seen, sale.ID)
 			continue
 		}
-		if err := w.check(ctx, sale, now); err != nil && ctx.Err() == nil {
+		if err := w.check(ctx, sale, now, true); err != nil && ctx.Err() == nil {
 			w.cfg.Logger.Warn("heal watcher: check failed", "sale", sale.ID, "err", err)
 		}
 	}
@@ -227,13 +230,15 @@ func (w *Watcher) Tick(ctx context.Context) {
 			}
 			continue
 		}
-		if err := w.check(ctx, sale, now); err != nil && ctx.Err() == nil {
+		if err := w.check(ctx, sale, now, false); err != nil && ctx.Err() == nil {
 			w.cfg.Logger.Warn("heal watcher: check failed", "sale", id, "err", err)
 		}
 	}
 }
 
-func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) error {
+// check looks at one sale; preheated says the preheat scheduler lists it
+// as loaded (StockCheck.Preheated).
+func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time, preheated bool) error {
 	// The database first: claims flow Redis → database, so a claim made
 	// between the two reads shows in reserved only, never in sold alone.
 	row, sold, st, err := w.read(ctx, sale.ID)
@@ -254,7 +259,7 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time) 
 	}
 	prev, seen := w.seen[sale.ID]
 	var reason string
-	c := seckill.StockCheck{Prev: prev, Seen: seen, Now: st, Sold: sold, At: now, StaleHeal: w.cfg.Settle + staleHeal}
+	c := seckill.StockCheck{Prev: prev, Seen: seen, Now: st, Sold: sold, At: now, StaleHeal: w.cfg.Settle + staleHeal, Preheated: preheated}
 	switch loss := seckill.JudgeStockStore(c); {
 	case w.held[sale.ID].sale != nil:
 		// Claims are refused since Hold; the heal below lets them in

@@ -212,6 +212,41 @@ func TestHeal(t *testing.T) {
 	}
 }
 
+// TestHealAPreheatedSaleThatVanishedUnseen: Redis lost a sale the
+// preheat scheduler had loaded before the watcher's first look at it, and
+// nothing of it is sold (no claim yet, or every order cancelled). The
+// watcher has no earlier look to compare with and the database no sold
+// units, but the scheduler's list says the stock store held the sale: it
+// is healed, not left answering not_started until its end.
+func TestHealAPreheatedSaleThatVanishedUnseen(t *testing.T) {
+	ctx := context.Background()
+	stock, raw := startStock(t)
+	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	keys := "sk:{" + sale.ID + "}:"
+	if err := raw.Do(ctx, raw.B().Del().Key(keys+"stock", keys+"res", keys+"buyers", keys+"idem").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	var heals []string
+	w := New(stock.Healer(), &fakeDB{sale: *sale}, loaded{sale}, Config{
+		Settle: 10 * time.Millisecond,
+		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
+	})
+	w.Tick(ctx)
+	if len(heals) != 1 {
+		t.Fatalf("heals %q; want one", heals)
+	}
+	if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Total != 10 || lvl.Reserved != 0 {
+		t.Errorf("after the heal: %+v, %v; want total 10, reserved 0", lvl, err)
+	}
+	if r, err := reserveOne(ctx, stock, sale.ID, "u1"); err != nil || r.Outcome != seckill.OutcomeReserved {
+		t.Errorf("a claim after the heal: %+v, %v; want reserved", r, err)
+	}
+}
+
 // failingLedger is a database whose ledger cannot be read.
 type failingLedger struct{ *fakeDB }
 
