@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -42,30 +43,48 @@ func TestKeyedRetryAfterItsRecordWasLost(t *testing.T) {
 // does in TestKeyedRetryAfterItsRecordWasLost); bucketed, where the key
 // lives in the buyer's home bucket; and sold out by the heal's end, where
 // a keyed request is answered from the idempotency entries alone
-// (StockStore.Replays), and a retry must not be told sold_out.
+// (StockStore.Replays), and a retry must not be told sold_out. In the
+// cancelled cases the buyer cancelled the order before the loss: the
+// retry is answered with it as before the loss, not taken as a new
+// claim, and the sale, with nothing sold, is healed at all.
 func TestKeyedRetryAfterRedisLostEverything(t *testing.T) {
 	for _, tc := range []struct {
 		name           string
 		stock, buckets int64
+		cancelled      bool // the buyer cancels the order before the loss
 	}{
-		{"plain", 5, 1},
-		{"bucketed", 6, 3},
-		{"sold out", 2, 1},
+		{"plain", 5, 1, false},
+		{"bucketed", 6, 3, false},
+		{"sold out", 2, 1, false},
+		{"cancelled", 5, 1, true},
+		{"cancelled bucketed", 6, 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := redistest.StartServer(t)
-			e, _ := healingEngine(t, "redis://"+srv.Addr, "none")
+			e, logs := healingEngine(t, "redis://"+srv.Addr, "none")
 			sale := e.liveBucketedSale(tc.stock, 2, tc.buckets)
 			tok, id := e.orderedKeyedClaim(t, sale, "alice", "k-alice")
+			if tc.cancelled {
+				// Cancelled, the order's unit is back in stock; a retry of
+				// its key is still the same request, answered as before.
+				if r := e.do("POST", "/api/v1/reservations/"+id+"/cancel", tok, nil); r.status != http.StatusOK || r.body["status"] != "cancelled" {
+					t.Fatalf("cancel: %d %v", r.status, r.body)
+				}
+				if status, body := e.tryReserve(sale, tok, "k-alice"); status != http.StatusAccepted || body["reservation_id"] != id {
+					t.Fatalf("retry of a cancelled order's key before the loss: %d %v; want 202 with %s", status, body, id)
+				}
+			}
 			srv.Kill()
 			srv.Restart(t)
 			// The heal is over when the sale sells again, here to carol.
 			carol := e.token("carol")
+			var last string
 			if !servicetest.Eventually(time.Minute, func() bool {
-				status, _ := e.tryReserve(sale, carol, "k-carol")
+				status, body := e.tryReserve(sale, carol, "k-carol")
+				last = fmt.Sprint(status, body)
 				return status == http.StatusAccepted
 			}) {
-				t.Fatal("the sale was not healed within a minute")
+				t.Fatal("the sale was not healed within a minute; the last claim:", last, logs.String())
 			}
 			if tc.stock == 2 { // the node learns it is sold out
 				r := e.do("POST", "/api/v1/sales/"+sale+"/reservations", e.token("dave"), map[string]any{"qty": 1})

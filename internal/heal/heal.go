@@ -292,7 +292,14 @@ func (w *Watcher) check(ctx context.Context, sale *seckill.Sale, now time.Time, 
 		}
 		w.comparisons++
 		err := w.plan(ctx, sale.ID, from, func(a, r []seckill.ReservationRecord) error {
-			add, release = add+len(a), release+len(r)
+			// A cancelled order's missing record is no sign of a loss
+			// on its own: only records that hold units are counted.
+			for _, rec := range a {
+				if !rec.Restored {
+					add++
+				}
+			}
+			release += len(r)
 			return nil
 		})
 		if err != nil {
@@ -418,18 +425,24 @@ const planPage = 1000
 
 // plan compares the database's orders and failed orders (those whose
 // ids sort after from, all when it is "") with the stock store's records
-// a page at a time, and calls fn with each page's add (the
-// orders ordered or paid without a record) and release (the active
-// records of claims the database refused), when either is not empty.
+// a page at a time, and calls fn with each page's add (the orders ordered
+// or paid without a record, and the cancelled ones made under an
+// Idempotency-Key without one, as Restored records) and release (the
+// active records of claims the database refused), when either is not
+// empty.
 func (w *Watcher) plan(ctx context.Context, saleID, from string, fn func(add, release []seckill.ReservationRecord) error) error {
 	live := func(o *seckill.Order) bool { return o.Status.Holds() }
-	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, from, func(o *seckill.Order) string { return o.ReservationID }, live,
+	// An order that gave its units back (cancelled) keeps its
+	// Idempotency-Key: its record comes back restored, holding nothing,
+	// so that a retry of the key is answered with it as before the loss.
+	recorded := func(o *seckill.Order) bool { return live(o) || o.KeyDigest != "" }
+	err := eachPage(ctx, w, w.db.OrdersAfter, saleID, from, func(o *seckill.Order) string { return o.ReservationID }, recorded,
 		func(orders []*seckill.Order, recs map[string]seckill.ReservationRecord) error {
 			var add []seckill.ReservationRecord
 			for _, o := range orders {
-				if _, ok := recs[o.ReservationID]; !ok && live(o) {
+				if _, ok := recs[o.ReservationID]; !ok && recorded(o) {
 					add = append(add, seckill.ReservationRecord{ReservationID: o.ReservationID, UserID: o.UserID, Qty: o.Qty,
-						ReservedAt: o.ReservedAt, KeyDigest: o.KeyDigest})
+						Restored: !live(o), ReservedAt: o.ReservedAt, KeyDigest: o.KeyDigest})
 				}
 			}
 			if len(add) == 0 {

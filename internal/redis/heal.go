@@ -217,7 +217,8 @@ func (s Healer) healLayout(ctx context.Context, sale *seckill.Sale) (*bucketSet,
 }
 
 // ApplyHeal adds an active record (and its units, to reserved and to the
-// buyer) for each of add that the store has no record of, releases each
+// buyer) for each of add that the store has no record of (a restored
+// record, counting nothing, for each of add marked Restored), releases each
 // active record of release (the database refused its claim), counts the
 // heal and lets claims in again. It fails, changing nothing, when the
 // sale's healing flag no longer holds token. sale is the database's row.
@@ -325,14 +326,18 @@ func (s Healer) shareBuckets(ctx context.Context, bs *bucketSet, sale *seckill.S
 
 func (s *conn) applyHeal(ctx context.Context, saleID, tag, token, finish string, add, release []seckill.ReservationRecord) (added, released int, err error) {
 	keys := s.keys(tag)
-	args := make([]string, 0, 3+5*len(add)+3*len(release))
+	args := make([]string, 0, 3+6*len(add)+3*len(release))
 	args = append(args, token, finish, strconv.Itoa(len(add)))
 	for _, r := range add {
 		field := "" // the order was made without a key
 		if seckill.ValidIdempotencyDigest(r.KeyDigest) {
 			field = digestField(r.UserID, r.KeyDigest)
 		}
-		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10), field)
+		restored := ""
+		if r.Restored {
+			restored = "1"
+		}
+		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10), strconv.FormatInt(r.ReservedAt.UnixMilli(), 10), field, restored)
 	}
 	for _, r := range release {
 		args = append(args, r.ReservationID, r.UserID, strconv.FormatInt(r.Qty, 10))

@@ -9,15 +9,17 @@
 -- ARGV[2]  "1": the last page of the heal (count it, let claims in);
 --          "0": one page of a large heal (the sale stays healing)
 -- ARGV[3]  n: the number of records to add
--- then n × 5: reservation id, user, qty, reserved_at_ms, idempotency field
---          ("" = none) — orders the database holds and the stock store has
---          no record of: each is added as active, with its units counted in
---          `reserved` and the buyer's units (a record that exists is left
---          alone), and, when the order was made under an Idempotency-Key,
---          an idempotency entry under the field of the key's digest
---          (replay.go digestField, read by reserve.lua): the entry of the
---          key itself went with the record, and the database keeps only
---          the digest
+-- then n × 6: reservation id, user, qty, reserved_at_ms, idempotency field
+--          ("" = none), "1" when restored (else "") — orders the database
+--          holds and the stock store has no record of: each is added as
+--          active, with its units counted in `reserved` and the buyer's
+--          units, or, when restored (a cancelled order, whose units went
+--          back), as restored, counting nothing (a record that exists is
+--          left alone); and, when the order was made under an
+--          Idempotency-Key, an idempotency entry under the field of the
+--          key's digest (replay.go digestField, read by reserve.lua): the
+--          entry of the key itself went with the record, and the database
+--          keeps only the digest
 -- then m × 3 to the end: reservation id, user, qty — active records whose
 --          claim the database refused (it lacked the stock, the buyer was
 --          over the limit, or the claim was recorded lost): each is marked
@@ -33,18 +35,23 @@ local n = tonumber(ARGV[3])
 local added, released = 0, 0
 local i = 4
 for _ = 1, n do
-  local id, user, qtys, at, field = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4]
+  local id, user, qtys, at, field, restored = ARGV[i], ARGV[i + 1], ARGV[i + 2], ARGV[i + 3], ARGV[i + 4], ARGV[i + 5] == '1'
   local short = string.match(id, '%.([^.]*)$') or id
-  if redis.call('HEXISTS', KEYS[3], id) == 0 and
-      redis.call('HSETNX', KEYS[3], short, qtys .. '@' .. at .. ':' .. user) == 1 then
-    redis.call('HINCRBY', KEYS[1], 'reserved', qtys)
-    redis.call('HINCRBY', KEYS[2], user, qtys)
+  local rec = qtys .. '@' .. at .. ':' .. user
+  if restored then
+    rec = '-' .. rec -- record.lua's restored form
+  end
+  if redis.call('HEXISTS', KEYS[3], id) == 0 and redis.call('HSETNX', KEYS[3], short, rec) == 1 then
+    if not restored then
+      redis.call('HINCRBY', KEYS[1], 'reserved', qtys)
+      redis.call('HINCRBY', KEYS[2], user, qtys)
+      added = added + 1
+    end
     if field ~= '' then
       redis.call('HSETNX', KEYS[4], field, qtys .. ':' .. short)
     end
-    added = added + 1
   end
-  i = i + 5
+  i = i + 6
 end
 while i <= #ARGV do
   local id, user, qtys = ARGV[i], ARGV[i + 1], ARGV[i + 2]

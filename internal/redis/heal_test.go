@@ -53,7 +53,9 @@ func testHealKeepsAdmission(t *testing.T, s *Store) {
 // it) brings the key back: a retry with the key and the same qty replays
 // the order's reservation, from the reserve script and from Replays
 // alike, and another qty is a reused key. A record added without a
-// digest, and the same key of another buyer, answer as new claims.
+// digest, and the same key of another buyer, answer as new claims. A
+// cancelled order's record comes back restored, holding nothing, and its
+// key replays it too.
 func testHealBringsKeysBack(t *testing.T, s *Store) {
 	ctx := context.Background()
 	sale := mustPreheat(t, s, liveSale(10, 3))
@@ -61,23 +63,34 @@ func testHealBringsKeysBack(t *testing.T, s *Store) {
 		ReservedAt: time.Now(), KeyDigest: seckill.IdempotencyDigest("k-1")}
 	plain := seckill.ReservationRecord{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "ann", Qty: 1,
 		ReservedAt: time.Now()}
-	sale.Unsold = sale.Stock - 2 // the database's figure, which counts both orders
+	// A keyed order that was cancelled: its unit went back to stock.
+	cancelled := seckill.ReservationRecord{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: "ann", Qty: 1,
+		Restored: true, ReservedAt: time.Now(), KeyDigest: seckill.IdempotencyDigest("k-c")}
+	sale.Unsold = sale.Stock - 2 // the database's figure, which counts both live orders
 	const token = "1:keys"
 	if _, err := s.Healer().BeginHeal(ctx, sale, token); err != nil {
 		t.Fatalf("BeginHeal: %v", err)
 	}
-	if added, _, err := s.Healer().ApplyHeal(ctx, sale, token, []seckill.ReservationRecord{keyed, plain}, nil); err != nil || added != 2 {
-		t.Fatalf("ApplyHeal = %d, %v; want 2 records added", added, err)
+	if added, _, err := s.Healer().ApplyHeal(ctx, sale, token, []seckill.ReservationRecord{keyed, plain, cancelled}, nil); err != nil || added != 2 {
+		t.Fatalf("ApplyHeal = %d, %v; want 2 records added (the cancelled one holds nothing)", added, err)
+	}
+	if _, _, st, err := s.StockStore().Reservation(ctx, cancelled.ReservationID); err != nil || st != "restored" {
+		t.Errorf("the cancelled order's record: %q, %v; want restored", st, err)
+	}
+	if lvl, err := s.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Reserved != 2 {
+		t.Errorf("after the heal: %+v, %v; want reserved 2", lvl, err)
 	}
 	reqs := []seckill.ReserveRequest{
 		request(sale.ID, "ann", 1, "k-1"), // the keyed order's retry
 		request(sale.ID, "ann", 2, "k-1"), // the same key, another qty
 		request(sale.ID, "bob", 1, "k-1"), // another buyer's key
+		request(sale.ID, "ann", 1, "k-c"), // the cancelled order's retry
 	}
 	want := []seckill.ReserveResult{
 		{Outcome: seckill.OutcomeReplayed, ReservationID: keyed.ReservationID, Qty: 1},
 		{Outcome: seckill.OutcomeKeyReused},
 		{},
+		{Outcome: seckill.OutcomeReplayed, ReservationID: cancelled.ReservationID, Qty: 1},
 	}
 	replays, err := s.StockStore().Replays(ctx, sale.ID, reqs)
 	if err != nil {
@@ -98,7 +111,8 @@ func testHealBringsKeysBack(t *testing.T, s *Store) {
 			t.Errorf("reserve %d: %+v; want %+v", i, got[0], want[i])
 		}
 	}
-	// ann holds the two healed units; a new key takes her third.
+	// ann holds the two healed units, not the cancelled one; a new key
+	// takes her third.
 	got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "ann", 1, "k-2")})
 	if err != nil || got[0].Outcome != seckill.OutcomeReserved {
 		t.Fatalf("a new key: %+v, %v; want reserved", got, err)
