@@ -87,3 +87,14 @@ func HealShares(stock, sold int64, reserved []int64) []int64 {
 	}
 	return out
 }
+
+// PreheatHeld reports whether a preheat that finds sale s missing from
+// the stock store must load it held, as a heal left unfinished, rather
+// than fresh: s is the database's row, and it counts units sold
+// (persisted orders that were not given back). A fresh load would sell
+// them again until the heal watcher noticed; held, the sale refuses
+// claims (try later) until it is rebuilt from the database. This is a
+// sale the stock store lost while no node that had it loaded was there
+// to see it go: Redis restarted empty with the whole fleet, or a node
+// joined before the others healed it.
+func PreheatHeld(s *Sale) bool { return s.Unsold < s.Stock }

@@ -81,3 +81,19 @@ func TestHealSharesNeverGiveMoreThanTheDatabaseLeft(t *testing.T) {
 		}
 	}
 }
+
+func TestPreheatHeld(t *testing.T) {
+	for _, c := range []struct {
+		name          string
+		stock, unsold int64
+		want          bool
+	}{
+		{"a new sale, or every order given back: nothing sold", 10, 10, false},
+		{"units sold", 10, 7, true},
+		{"sold out", 10, 0, true},
+	} {
+		if got := seckill.PreheatHeld(&seckill.Sale{Stock: c.stock, Unsold: c.unsold}); got != c.want {
+			t.Errorf("%s: PreheatHeld = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -326,7 +326,7 @@ func (m *Main) connectBroker(ctx context.Context, w *wired) (err error) {
 // and the payment-timeout sweeper, the order writer and the relay.
 func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	cfg, pm := &m.Config, w.pm
-	m.preheat = preheat.New(w.sales, m.stock.StockStore(), preheat.Config{
+	m.preheat = preheat.New(w.sales, m.stock.Loader(), preheat.Config{
 		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)

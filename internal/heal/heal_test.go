@@ -247,6 +247,47 @@ func TestHealAPreheatedSaleThatVanishedUnseen(t *testing.T) {
 	}
 }
 
+// TestHealASaleLoadedHeld: a node preheats a live sale that Redis lost
+// with nobody there to see it go (its row counts 3 units sold): the
+// loader loads it held (redis.Loader), and the watcher's next tick
+// rebuilds it from the database before it takes a claim, instead of the
+// fresh load selling the 3 units again.
+func TestHealASaleLoadedHeld(t *testing.T) {
+	ctx := context.Background()
+	stock, _ := startStock(t)
+	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, Unsold: 7, PurchaseLimit: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	db := &fakeDB{sale: *sale}
+	for _, u := range []string{"u1", "u2", "u3"} {
+		db.orders = append(db.orders, &seckill.Order{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: u, Qty: 1,
+			Status: seckill.OrderPlaced, ReservedAt: time.Now()})
+	}
+	if created, err := stock.Loader().Preheat(ctx, sale); err != nil || !created {
+		t.Fatalf("Loader.Preheat = %v, %v; want created", created, err)
+	}
+	if _, err := reserveOne(ctx, stock, sale.ID, "u9"); !errors.Is(err, redis.ErrHealing) {
+		t.Fatalf("a claim before the heal: %v; want ErrHealing", err)
+	}
+	var heals []string
+	w := New(stock.Healer(), db, loaded{sale}, Config{
+		Settle: 10 * time.Millisecond,
+		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
+	})
+	w.Tick(ctx)
+	if len(heals) != 1 {
+		t.Fatalf("heals %q; want one", heals)
+	}
+	if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Total != 10 || lvl.Reserved != 3 {
+		t.Errorf("after the heal: %+v, %v; want total 10, reserved 3 (the database's)", lvl, err)
+	}
+	if r, err := reserveOne(ctx, stock, sale.ID, "u1"); err != nil || r.Outcome != seckill.OutcomeLimitExceeded {
+		t.Errorf("u1 after the heal: %+v, %v; want limit_exceeded (the database has her order)", r, err)
+	}
+	if r, err := reserveOne(ctx, stock, sale.ID, "u9"); err != nil || r.Outcome != seckill.OutcomeReserved {
+		t.Errorf("a new buyer after the heal: %+v, %v; want reserved", r, err)
+	}
+}
+
 // failingLedger is a database whose ledger cannot be read.
 type failingLedger struct{ *fakeDB }
 

@@ -29,7 +29,9 @@ type SaleLister interface {
 	Sale(ctx context.Context, id string) (*seckill.Sale, error)
 }
 
-// Preheater is the part of seckill.StockStore the scheduler writes.
+// Preheater loads a sale into the stock store unless it is loaded, as
+// seckill.StockStore's Preheat does; serve's is redis.Loader, which loads
+// a sale whose row counts units sold held until it is healed.
 type Preheater interface {
 	Preheat(ctx context.Context, s *seckill.Sale) (created bool, err error)
 }

@@ -158,14 +158,14 @@ func (s *conn) buckets(ctx context.Context, saleID string) (*bucketSet, error) {
 // preheatBuckets loads buckets 1..K-1 of a sale (bucket 0 is the sale's own
 // stock hash, loaded last by Preheat with the bucket count) and registers
 // their outboxes. Bucket b gets Stock/K units, the first Stock%K one more.
-func (s *conn) preheatBuckets(ctx context.Context, sale *seckill.Sale) error {
+func (s *conn) preheatBuckets(ctx context.Context, sale *seckill.Sale, healing string) error {
 	k := sale.BucketCount()
 	bs := newBucketSet(sale.ID, int(k))
 	for b := 1; b < int(k); b++ {
 		if err := s.register(ctx, bs.tags[b]); err != nil {
 			return err
 		}
-		if err := preheatScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], stockArgs(sale, k, b)).Error(); err != nil {
+		if err := preheatScript.Exec(ctx, s.client, s.keys(bs.tags[b])[:1], preheatArgs(sale, k, b, healing)).Error(); err != nil {
 			return classify(err)
 		}
 	}
@@ -193,6 +193,19 @@ func stockArgs(sale *seckill.Sale, k int64, b int) []string {
 		args = append(args, string(sale.Admission.Of()))
 	}
 	return args
+}
+
+// preheatArgs is the ARGV of preheat.lua: stockArgs, then the healing
+// flag to load the hash with, if any.
+func preheatArgs(sale *seckill.Sale, k int64, b int, healing string) []string {
+	args := stockArgs(sale, k, b)
+	if healing == "" {
+		return args
+	}
+	for len(args) < 6 {
+		args = append(args, "")
+	}
+	return append(args, healing)
 }
 
 func bucketShare(stock, k int64, b int) int64 {

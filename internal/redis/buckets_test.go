@@ -47,6 +47,7 @@ func TestBuckets(t *testing.T) {
 			{"Counters", testCounters},
 			{"HealKeepsAdmission", testHealKeepsAdmission},
 			{"HealBringsKeysBack", testHealBringsKeysBack},
+			{"LoaderHoldsALostSale", testLoaderHoldsALostSale},
 		})
 	})
 }

@@ -2,6 +2,8 @@ package redis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,5 +118,63 @@ func testHealBringsKeysBack(t *testing.T, s *Store) {
 	got, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, "ann", 1, "k-2")})
 	if err != nil || got[0].Outcome != seckill.OutcomeReserved {
 		t.Fatalf("a new key: %+v, %v; want reserved", got, err)
+	}
+}
+
+// testLoaderHoldsALostSale: the loader loads a sale whose database row
+// counts units sold held, as a heal left unfinished long ago (every
+// bucket refuses claims, and the heal watcher sees a stale heal); a sale
+// that sold nothing it loads fresh, and one still loaded it leaves alone.
+func testLoaderHoldsALostSale(t *testing.T, s *Store) {
+	ctx := context.Background()
+	claims := func(sale *seckill.Sale) (refused int) {
+		t.Helper()
+		for i := range 6 {
+			_, err := s.StockStore().Reserve(ctx, sale.ID, []seckill.ReserveRequest{request(sale.ID, fmt.Sprintf("u%d", i), 1, "")})
+			if errors.Is(err, ErrHealing) {
+				refused++
+			} else if err != nil {
+				t.Fatalf("reserve: %v", err)
+			}
+		}
+		return refused
+	}
+
+	lost := liveSale(10, 1)
+	lost.Unsold = 7 // the database sold 3
+	if created, err := s.Loader().Preheat(ctx, lost); err != nil || !created {
+		t.Fatalf("Loader.Preheat of a lost sale = %v, %v; want created", created, err)
+	}
+	if n := claims(lost); n != 6 {
+		t.Errorf("%d of 6 claims refused while held; want all", n)
+	}
+	st, err := s.Healer().SaleState(ctx, lost.ID)
+	if err != nil || !st.Loaded || !st.Healing || st.Total != 10 {
+		t.Fatalf("SaleState of the held sale = %+v, %v; want loaded, healing, total 10", st, err)
+	}
+	check := seckill.StockCheck{Now: st, Sold: 3, At: time.Now(), StaleHeal: time.Minute, Preheated: true}
+	if got := seckill.JudgeStockStore(check); got == seckill.StockFine || got == seckill.StockNotLoaded {
+		t.Errorf("the held sale judged %d; want a loss to heal", got)
+	}
+	if created, err := s.Loader().Preheat(ctx, lost); err != nil || created {
+		t.Errorf("a second Loader.Preheat = %v, %v; want nothing loaded", created, err)
+	}
+
+	fresh := liveSale(10, 1)
+	fresh.Unsold = fresh.Stock
+	if created, err := s.Loader().Preheat(ctx, fresh); err != nil || !created {
+		t.Fatalf("Loader.Preheat of a new sale = %v, %v; want created", created, err)
+	}
+	if n := claims(fresh); n != 0 {
+		t.Errorf("%d claims of a new sale refused; want none", n)
+	}
+
+	loaded := mustPreheat(t, s, liveSale(10, 1))
+	loaded.Unsold = 7
+	if created, err := s.Loader().Preheat(ctx, loaded); err != nil || created {
+		t.Errorf("Loader.Preheat of a loaded sale = %v, %v; want nothing loaded", created, err)
+	}
+	if n := claims(loaded); n != 0 {
+		t.Errorf("%d claims of a loaded sale refused after Loader.Preheat; want none", n)
 	}
 }

@@ -8,6 +8,8 @@
 -- ARGV[5]  optional: the sale's number of stock buckets (bucket 0 only;
 --          see buckets.go), stored as `buckets`
 -- (written by stock_write.lua, which this script begins with)
+-- ARGV[7]  optional: a heal token to load the hash with as `healing`, so
+--          that it refuses claims until a heal takes it over (Loader)
 --
 -- Returns 1 when this call loaded the sale, 0 when it was already loaded.
 -- An existing stock hash is never touched: a second preheat of a live sale
@@ -17,4 +19,7 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   return 0
 end
 stock_write(KEYS[1])
+if ARGV[7] and ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[1], 'healing', ARGV[7])
+end
 return 1

@@ -49,6 +49,13 @@ func (s *Store) StockStore() StockStore { return StockStore{s.conn} }
 // loaded sale. Every call (re)registers the sale's outbox for the relay
 // (see OutboxSales).
 func (s StockStore) Preheat(ctx context.Context, sale *seckill.Sale) (created bool, err error) {
+	return s.preheat(ctx, sale, "")
+}
+
+// preheat is Preheat; a sale it loads (each of its buckets) gets healing
+// as its `healing` flag when that is not "", refusing claims until a heal
+// takes it over (Loader).
+func (s StockStore) preheat(ctx context.Context, sale *seckill.Sale, healing string) (created bool, err error) {
 	if err := sale.Validate(); err != nil {
 		return false, fmt.Errorf("preheat: %w", err)
 	}
@@ -70,11 +77,11 @@ func (s StockStore) Preheat(ctx context.Context, sale *seckill.Sale) (created bo
 	if k > 1 {
 		// The other buckets first: bucket 0, loaded last with the bucket
 		// count, is what makes the sale live.
-		if err := s.preheatBuckets(ctx, sale); err != nil {
+		if err := s.preheatBuckets(ctx, sale, healing); err != nil {
 			return false, fmt.Errorf("preheat: %w", err)
 		}
 	}
-	n, err := preheatScript.Exec(ctx, s.client, s.keys(sale.ID)[:1], stockArgs(sale, k, 0)).AsInt64()
+	n, err := preheatScript.Exec(ctx, s.client, s.keys(sale.ID)[:1], preheatArgs(sale, k, 0, healing)).AsInt64()
 	if err != nil {
 		return false, fmt.Errorf("preheat: %w", classify(err))
 	}

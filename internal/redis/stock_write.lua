@@ -9,7 +9,7 @@
 -- ARGV[5]  optional: the sale's number of stock buckets (bucket 0 only;
 --          see buckets.go), stored as `buckets`; "" for none
 -- ARGV[6]  optional: the sale's admission mode when not first come
---          ("lottery", "queue"), stored as `admission`
+--          ("lottery", "queue"), stored as `admission`; "" for none
 
 -- stock_write sets the stock hash key to those values, none reserved.
 local function stock_write(key)
@@ -19,7 +19,7 @@ local function stock_write(key)
   if ARGV[5] and ARGV[5] ~= '' then
     redis.call('HSET', key, 'buckets', ARGV[5])
   end
-  if ARGV[6] then
+  if ARGV[6] and ARGV[6] ~= '' then
     redis.call('HSET', key, 'admission', ARGV[6])
   end
 end

@@ -153,6 +153,7 @@ func TestStore(t *testing.T) {
 			{"ArchiveAdmission", testArchiveAdmission},
 			{"HealKeepsAdmission", testHealKeepsAdmission},
 			{"HealBringsKeysBack", testHealBringsKeysBack},
+			{"LoaderHoldsALostSale", testLoaderHoldsALostSale},
 			{"Counters", testCounters},
 			{"InvalidInput", testInvalidInput},
 			{"Ping", func(t *testing.T, s *Store) {
