@@ -230,15 +230,7 @@ func TestHealAPreheatedSaleThatVanishedUnseen(t *testing.T) {
 	if err := raw.Do(ctx, raw.B().Del().Key(keys+"stock", keys+"res", keys+"buyers", keys+"idem").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	var heals []string
-	w := New(stock.Healer(), &fakeDB{sale: *sale}, loaded{sale}, Config{
-		Settle: 10 * time.Millisecond,
-		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
-	})
-	w.Tick(ctx)
-	if len(heals) != 1 {
-		t.Fatalf("heals %q; want one", heals)
-	}
+	tickHealsOnce(t, stock, &fakeDB{sale: *sale}, sale)
 	if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Total != 10 || lvl.Reserved != 0 {
 		t.Errorf("after the heal: %+v, %v; want total 10, reserved 0", lvl, err)
 	}
@@ -268,15 +260,7 @@ func TestHealASaleLoadedHeld(t *testing.T) {
 	if _, err := reserveOne(ctx, stock, sale.ID, "u9"); !errors.Is(err, redis.ErrHealing) {
 		t.Fatalf("a claim before the heal: %v; want ErrHealing", err)
 	}
-	var heals []string
-	w := New(stock.Healer(), db, loaded{sale}, Config{
-		Settle: 10 * time.Millisecond,
-		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
-	})
-	w.Tick(ctx)
-	if len(heals) != 1 {
-		t.Fatalf("heals %q; want one", heals)
-	}
+	tickHealsOnce(t, stock, db, sale)
 	if lvl, err := stock.StockStore().Stock(ctx, sale.ID); err != nil || lvl.Total != 10 || lvl.Reserved != 3 {
 		t.Errorf("after the heal: %+v, %v; want total 10, reserved 3 (the database's)", lvl, err)
 	}
@@ -285,6 +269,21 @@ func TestHealASaleLoadedHeld(t *testing.T) {
 	}
 	if r, err := reserveOne(ctx, stock, sale.ID, "u9"); err != nil || r.Outcome != seckill.OutcomeReserved {
 		t.Errorf("a new buyer after the heal: %+v, %v; want reserved", r, err)
+	}
+}
+
+// tickHealsOnce runs one tick of a new watcher of sale on db and fails
+// the test unless it healed the sale once.
+func tickHealsOnce(t *testing.T, stock *redis.Store, db *fakeDB, sale *seckill.Sale) {
+	t.Helper()
+	var heals []string
+	w := New(stock.Healer(), db, loaded{sale}, Config{
+		Settle: 10 * time.Millisecond,
+		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
+	})
+	w.Tick(context.Background())
+	if len(heals) != 1 {
+		t.Fatalf("heals %q; want one", heals)
 	}
 }
 
