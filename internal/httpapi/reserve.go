@@ -308,9 +308,12 @@ func (s *Server) withReserveBudget(r *http.Request, start time.Time) (*http.Requ
 
 // notStarted tells the reasons the stock store answers "not started"
 // apart: no such sale, a sale whose window is over (never loaded, or
-// unloaded), or one that has really not started (or not been preheated).
-// The sale row comes from the cache, so a flood of made-up ids costs one
-// database read per id per TTL.
+// unloaded), one that has really not started, or one that has started
+// but is not loaded yet (this node's first preheat is a moment away, or
+// the stock store lost it and a heal is to come): try later, not a
+// definite not_started that would send the buyer away. The sale row comes
+// from the cache, so a flood of made-up ids costs one database read per
+// id per TTL.
 func (s *Server) notStarted(w http.ResponseWriter, r *http.Request, saleID string, now time.Time) (outcome, int) {
 	sale, err := s.cache.get(r.Context(), saleID)
 	switch {
@@ -320,6 +323,8 @@ func (s *Server) notStarted(w http.ResponseWriter, r *http.Request, saleID strin
 		return s.fail(w, r, fmt.Errorf("sale %s: %w", saleID, err))
 	case !now.Before(sale.EndAt):
 		return outEnded, errEnded.write(w)
+	case !now.Before(sale.StartAt):
+		return outTryLater, errNotLoaded.write(w)
 	}
 	return outNotStarted, errNotStarted.write(w)
 }

@@ -126,6 +126,18 @@ func TestReserveNotStarted(t *testing.T) {
 		e.sales.Put(testSale())
 		wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.ENOTSTARTED)
 	})
+	t.Run("sale started but not loaded yet", func(t *testing.T) {
+		e := newEnv(t)
+		e.reserver.set(notStarted)
+		e.sales.Put(testSale())
+		e.clock.Set(testSale().StartAt)
+		w := e.reserve("bob", testSaleID, `{"qty":1}`, nil)
+		wantError(t, w, http.StatusServiceUnavailable, seckill.ETRYLATER)
+		if w.Header().Get("Retry-After") == "" {
+			t.Error("no Retry-After")
+		}
+		assertMetric(t, e, `seckill_reservations_total{outcome="try_later"} 1`)
+	})
 	t.Run("sale over but never loaded", func(t *testing.T) {
 		e := newEnv(t)
 		e.reserver.set(notStarted)
