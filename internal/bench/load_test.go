@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -56,5 +57,37 @@ func TestPrintNamesEarlierRoundsWithUnexpectedAnswers(t *testing.T) {
 	rep.Print(&out)
 	if got := out.String(); !strings.Contains(got, "round 1: 7 as expected, 3 not: repeat 3") || strings.Contains(got, "round 2:") {
 		t.Errorf("the report does not name round 1's repeats alone:\n%s", got)
+	}
+}
+
+func TestGrowth(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		rounds     []float64
+		last, tail float64
+		ok         bool
+	}{
+		{"flat", []float64{100, 100, 100, 100}, 1, 1, true},
+		{"a decline", []float64{100, 90, 80, 70, 60}, 0.6, 0.7 / 0.9, true},
+		{"one noisy last round, no trend", []float64{100, 95, 105, 100, 102, 80}, 0.8, 1, true},
+		{"too few rounds", []float64{100, 90}, 0, 0, false},
+		{"nothing persisted in round 1", []float64{0, 90, 80}, 0, 0, false},
+	} {
+		last, tail, ok := Growth(c.rounds)
+		if ok != c.ok || math.Abs(last-c.last) > 1e-9 || math.Abs(tail-c.tail) > 1e-9 {
+			t.Errorf("%s: Growth = %v, %v, %v; want %v, %v, %v", c.name, last, tail, ok, c.last, c.tail, c.ok)
+		}
+	}
+}
+
+func TestPrintGrowthOfPersistedClaims(t *testing.T) {
+	rep := &Report{Names: []string{"live"}}
+	for i, p := range []float64{1000, 990, 1010, 700} {
+		rep.Add([]Result{{Name: "live", Round: i + 1, Load: Load{Requests: 10, Expected: 10, Persisted: p}}})
+	}
+	var out strings.Builder
+	rep.Print(&out)
+	if got := out.String(); !strings.Contains(got, "round 4 ÷ round 1 0.70 (target ≥ 0.85: MISSED by 0.15); last three ÷ first three (medians) 0.99") {
+		t.Errorf("no growth line, or a wrong one:\n%s", got)
 	}
 }

@@ -113,6 +113,21 @@ func Median(vs []float64) float64 {
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
+// GrowthTarget is issue 31's bound on a sale that grows: persisted
+// claims/s of the last round at least this share of the first's.
+const GrowthTarget = 0.85
+
+// Growth compares the last of a series of rounds with the first (last ÷
+// first) and, less at the mercy of one noisy round, the median of the
+// last three with that of the first three. ok is false with fewer than
+// three rounds or a first round of 0.
+func Growth(vs []float64) (lastOverFirst, tailOverHead float64, ok bool) {
+	if len(vs) < 3 || vs[0] <= 0 {
+		return 0, 0, false
+	}
+	return vs[len(vs)-1] / vs[0], Median(vs[len(vs)-3:]) / Median(vs[:3]), true
+}
+
 // series is one figure of name across the rounds, in order.
 func (rep *Report) series(name string, f func(Result) float64) []float64 {
 	var out []float64
@@ -230,6 +245,14 @@ func (rep *Report) Print(w io.Writer) {
 					each[i] = loadgen.Thousands(int64(v))
 				}
 				fmt.Fprintf(w, "    %-14s %s\n", name+" (persisted/s)", strings.Join(each, " · "))
+				if last, tail, ok := Growth(ps); ok {
+					verdict := "met"
+					if last < GrowthTarget {
+						verdict = fmt.Sprintf("MISSED by %s", fmtFloat(GrowthTarget-last, 2))
+					}
+					fmt.Fprintf(w, "    %-14s round %d ÷ round 1 %s (target ≥ %s: %s); last three ÷ first three (medians) %s\n",
+						name+" growth", len(ps), fmtFloat(last, 2), fmtFloat(GrowthTarget, 2), verdict, fmtFloat(tail, 2))
+				}
 			}
 		}
 	}
