@@ -821,12 +821,7 @@ func TestLingerGathersABatch(t *testing.T) {
 	cfg.Linger = linger
 	cfg.Wake = wake
 	start(t, out, broker, cfg)
-	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
-	first := reserve(t, s, sale.ID, 1)
-	servicetest.WaitFor(t, 10*time.Second, "the first reservation published", func() bool { return broker.publishedCount() >= 1 })
-	rest := merge(reserve(t, s, sale.ID, 3), reserve(t, s, sale.ID, 4))
-	servicetest.WaitFor(t, 10*time.Second, "the others published", func() bool { return broker.publishedCount() >= 8 })
-	wantPublished(t, broker, merge(first, rest))
+	oneThenMore(t, s, sale.ID, out, broker, 3, 4)
 	broker.mu.Lock()
 	defer broker.mu.Unlock()
 	if len(broker.batches) != 2 || len(broker.batches[1]) != 7 {
@@ -853,17 +848,28 @@ func TestLingerEndsOnceABatchWaits(t *testing.T) {
 	cfg.PollInterval, cfg.Linger, cfg.BatchSize = time.Hour, time.Hour, 10
 	cfg.Wake, cfg.Appended = wake, appended.Load
 	start(t, out, broker, cfg)
-	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
-	first := reserve(t, s, sale.ID, 1)
-	servicetest.WaitFor(t, 10*time.Second, "the first reservation published", func() bool { return broker.publishedCount() >= 1 })
-	rest := merge(reserve(t, s, sale.ID, 4), reserve(t, s, sale.ID, 6))
-	servicetest.WaitFor(t, 10*time.Second, "the full batch published", func() bool { return broker.publishedCount() >= 11 })
-	wantPublished(t, broker, merge(first, rest))
+	oneThenMore(t, s, sale.ID, out, broker, 4, 6)
 	broker.mu.Lock()
 	defer broker.mu.Unlock()
 	if len(broker.batches) != 2 || len(broker.batches[1]) != 10 {
 		t.Errorf("published batches of %v; want 1 then 10", batchSizes(broker.batches))
 	}
+}
+
+// oneThenMore waits for the started relay's first (empty) pass, makes one
+// reservation and waits for it to be published, then makes reservations
+// in calls of the sizes more and waits until the broker holds exactly all
+// of them.
+func oneThenMore(t *testing.T, s *redis.Store, saleID string, out *passCounter, broker *fakeBroker, more ...int) {
+	t.Helper()
+	servicetest.WaitFor(t, 10*time.Second, "the relay's first pass", func() bool { return out.empty.Load() > 0 })
+	want := reserve(t, s, saleID, 1)
+	servicetest.WaitFor(t, 10*time.Second, "the first reservation published", func() bool { return broker.publishedCount() >= 1 })
+	for _, n := range more {
+		want = merge(want, reserve(t, s, saleID, n))
+	}
+	servicetest.WaitFor(t, 10*time.Second, "the others published", func() bool { return broker.publishedCount() >= len(want) })
+	wantPublished(t, broker, want)
 }
 
 func batchSizes(batches [][]seckill.Message) []int {
