@@ -23,7 +23,8 @@ import (
 func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfig {
 	cfg := &m.Config
 	drawStore := sqlstore.NewDrawStore(m.db)
-	batched := combiner.NewEnterer(m.stock.Lottery(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	// An entry is answered once the database keeps it (lottery.Book).
+	batched := combiner.NewEnterer(w.entries, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	m.closers = append(m.closers, batched.Stop)
 	// A buyer's repeated entry is answered from memory: the same entry.
 	enterer := repeats.NewEnterer(batched, repeats.Config{Now: m.requestClock()})
@@ -33,7 +34,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 	claimIDs := claimid.NewMinter(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill reservation ids v1"))
 	host, _ := os.Hostname()
 	m.start(ctx, lottery.New(lottery.Config{
-		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock.StockStore(),
+		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock.StockStore(), Book: w.entries,
 		Owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), seckill.NewEntryID()[1:9]),
 		Interval: cfg.DrawInterval, Lease: cfg.DrawLease, Batch: cfg.DrawBatch, Pace: cfg.DrawPace,
 		NewID: claimIDs.New, Now: m.now, Logger: m.Logger,

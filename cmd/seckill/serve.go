@@ -30,6 +30,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/httpapi"
 	"github.com/seckill-dev/seckill/internal/jwt"
 	"github.com/seckill-dev/seckill/internal/lostclaim"
+	"github.com/seckill-dev/seckill/internal/lottery"
 	"github.com/seckill-dev/seckill/internal/metrics"
 	"github.com/seckill-dev/seckill/internal/nats"
 	"github.com/seckill-dev/seckill/internal/orderwriter"
@@ -138,6 +139,9 @@ type wired struct {
 	events     *sqlstore.EventStore
 	eventsWake func()
 	lottery    *httpapi.LotteryConfig
+	// entries keeps lottery entries in the database as well as in the
+	// stock store: the enter path, the heal and the draw share it.
+	entries *lottery.Book
 	// pacer moves adaptive queue sales on, at rates adapted to
 	// admitLatency: the latency of ticket holders' claims on this node.
 	pacer        *admitpace.Pacer
@@ -441,6 +445,7 @@ func relayLinger(cfg *Config, w *wired) time.Duration {
 // the archiver, the reconciliation gauges and the healer of lost writes.
 func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	cfg := &m.Config
+	w.entries = lottery.NewBook(m.stock.Lottery(), sqlstore.NewEntryStore(m.db), m.Logger)
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
 	// reconciles one last time; a lottery's once drawn and its entries
@@ -467,6 +472,13 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	// Claims that Redis lost are noticed and healed from the database.
 	hc := heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
+		// A lottery's entries come back from the database too.
+		Rebuild: func(ctx context.Context, sale *seckill.Sale) error {
+			if sale.Admission.Of() != seckill.AdmitLottery {
+				return nil
+			}
+			return w.entries.Level(ctx, sale.ID)
+		},
 		OnHeal: func(string, string, int, int) {
 			w.dm.Heals.Inc()
 			if s := w.sweeper.Load(); s != nil {

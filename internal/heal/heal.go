@@ -89,6 +89,12 @@ type Config struct {
 	DrainMax time.Duration
 	Now      func() time.Time
 	Logger   *slog.Logger
+	// Rebuild, if set, rebuilds what else of the sale the stock store
+	// keeps (a lottery's entries, from the database) while the heal
+	// holds the sale, after its records and before it lets requests in.
+	// When it fails the sale stays held, and is healed again once the
+	// heal is stale.
+	Rebuild func(ctx context.Context, sale *seckill.Sale) error
 	// OnHeal, if set, is told of every heal that finished (a metric).
 	OnHeal func(saleID, reason string, added, released int)
 	// OnRestart, if set, is told when the Redis server restarted or
@@ -375,6 +381,14 @@ func (w *Watcher) heal(ctx context.Context, sale *seckill.Sale, reason string) e
 	})
 	if err != nil {
 		return abort(err)
+	}
+	if w.cfg.Rebuild != nil {
+		if err := w.cfg.Rebuild(ctx, sale); err != nil {
+			// Not aborted: what Rebuild puts back is not there yet, so
+			// the sale stays held until a later heal takes this one
+			// over (stale, StaleHeal) and rebuilds it all.
+			return fmt.Errorf("heal %s: %w (the sale stays held until the heal is taken over)", sale.ID, err)
+		}
 	}
 	a, r, err := w.stock.ApplyHeal(ctx, sale, token, nil, nil)
 	if err != nil {

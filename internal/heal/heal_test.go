@@ -287,6 +287,67 @@ func tickHealsOnce(t *testing.T, stock *redis.Store, db *fakeDB, sale *seckill.S
 	}
 }
 
+// TestHealRebuildsTheRestWhileTheSaleHolds: Config.Rebuild (a lottery's
+// entries, in the engine) runs once a heal, while the sale still refuses
+// claims. A Rebuild that fails leaves the sale held (what it puts back is
+// not there yet), until the heal is stale and the next tick heals again,
+// calling it again.
+func TestHealRebuildsTheRestWhileTheSaleHolds(t *testing.T) {
+	ctx := context.Background()
+	stock, raw := startStock(t)
+	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
+		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
+	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
+		t.Fatal(err)
+	}
+	var calls int
+	var failWith error
+	var heals []string
+	clock := time.Now()
+	const settle = 10 * time.Millisecond
+	w := New(stock.Healer(), &fakeDB{sale: *sale}, loaded{sale}, Config{
+		Settle: settle,
+		Now:    func() time.Time { return clock },
+		OnHeal: func(_, reason string, _, _ int) { heals = append(heals, reason) },
+		Rebuild: func(ctx context.Context, s *seckill.Sale) error {
+			calls++
+			if s.ID != sale.ID {
+				t.Errorf("Rebuild of %s; want %s", s.ID, sale.ID)
+			}
+			if _, err := reserveOne(ctx, stock, sale.ID, "early"); !errors.Is(err, redis.ErrHealing) {
+				t.Errorf("a claim during Rebuild: %v; want ErrHealing", err)
+			}
+			return failWith
+		},
+	})
+	w.Tick(ctx) // sees the sale loaded
+	keys := "sk:{" + sale.ID + "}:"
+	if err := raw.Do(ctx, raw.B().Del().Key(keys+"stock", keys+"res", keys+"buyers", keys+"idem").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	failWith = errors.New("database down")
+	w.Tick(ctx)
+	if calls != 1 || len(heals) != 0 {
+		t.Fatalf("after a tick whose Rebuild failed: %d calls, heals %q; want 1 call, no heal", calls, heals)
+	}
+	if _, err := reserveOne(ctx, stock, sale.ID, "u1"); !errors.Is(err, redis.ErrHealing) {
+		t.Fatalf("a claim after the failed Rebuild: %v; want ErrHealing (held)", err)
+	}
+	failWith = nil
+	w.Tick(ctx)
+	if calls != 1 || len(heals) != 0 {
+		t.Fatalf("a tick while the failed heal is fresh: %d calls, heals %q; want it left alone", calls, heals)
+	}
+	clock = clock.Add(settle + staleHeal + time.Second)
+	w.Tick(ctx)
+	if calls != 2 || len(heals) != 1 {
+		t.Fatalf("a tick once the failed heal is stale: %d calls, heals %q; want 2 calls, one heal", calls, heals)
+	}
+	if r, err := reserveOne(ctx, stock, sale.ID, "u1"); err != nil || r.Outcome != seckill.OutcomeReserved {
+		t.Errorf("a claim after the heal: %+v, %v; want reserved", r, err)
+	}
+}
+
 // failingLedger is a database whose ledger cannot be read.
 type failingLedger struct{ *fakeDB }
 

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -84,6 +85,9 @@ func (r countingReserver) Reserve(ctx context.Context, saleID string, req seckil
 type entryBackend struct {
 	calls   *backendCalls
 	refuse  string
+	// loading, when set, refuses every entry try later, as the stock
+	// store does while the sale is not loaded or heals.
+	loading atomic.Bool
 	mu      sync.Mutex
 	entries map[string]seckill.LotteryEntry
 }
@@ -100,6 +104,9 @@ func refusedBy(checks []seckill.RateCheck, addr string) int {
 
 func (f *entryBackend) Enter(_ context.Context, s *seckill.Sale, req seckill.EntryRequest) (seckill.EntryResult, error) {
 	f.calls.add("lottery.Enter")
+	if f.loading.Load() {
+		return seckill.EntryResult{Refused: seckill.ETRYLATER}, nil
+	}
 	if by := refusedBy(req.RateChecks, f.refuse); by >= 0 {
 		return seckill.EntryResult{Refused: seckill.ERATELIMITED, RateLimitedBy: by, RetryAfter: 30 * time.Second}, nil
 	}
@@ -299,6 +306,29 @@ func TestVerifyingATicketCallsNoBackend(t *testing.T) {
 		if got := calls.since(before); len(got) != 0 {
 			t.Errorf("a claim with %s ticket called %v, want nothing", name, got)
 		}
+	}
+}
+
+// TestAnEntryWhileTheSaleLoadsIsTryLater: while the stock store refuses
+// entries because the sale is not loaded or heals (the heal puts back the
+// entries the database keeps), an entry is 503 try_later with
+// Retry-After, not "not open" (a definite answer) and not remembered; the
+// retry once loaded is the buyer's first entry.
+func TestAnEntryWhileTheSaleLoadsIsTryLater(t *testing.T) {
+	lottery := &entryBackend{calls: &backendCalls{}, entries: map[string]seckill.LotteryEntry{}}
+	e, _, _ := admissionEnv(t, func(c *Config) {
+		c.Lottery.Enterer, c.Lottery.Store = repeats.NewEnterer(lottery, repeats.Config{}), lottery
+	})
+	enter := "/api/v1/sales/" + testLotteryID + "/entries"
+	lottery.loading.Store(true)
+	w := e.post("ann", enter, nil)
+	wantError(t, w, http.StatusServiceUnavailable, seckill.ETRYLATER)
+	if w.Header().Get("Retry-After") == "" {
+		t.Errorf("try later without Retry-After: %v", w.Header())
+	}
+	lottery.loading.Store(false)
+	if w := e.post("ann", enter, nil); w.Code != http.StatusCreated {
+		t.Fatalf("the retry once loaded: %d %s; want 201", w.Code, w.Body)
 	}
 }
 

@@ -155,6 +155,7 @@ var (
 	errNotStarted      = newStaticError(seckill.ENOTSTARTED, "The sale has not started yet.")
 	errEnded           = newStaticError(seckill.EENDED, "The sale has ended.")
 	errNotLoaded       = newStaticError(seckill.ETRYLATER, "The sale has started and is being loaded; retry shortly.")
+	errEntriesLoading  = seckill.Errorf(seckill.ETRYLATER, "The draw's entries are being loaded; retry shortly.")
 	errAdmission       = newStaticError(seckill.EADMISSION, "This sale does not sell first come: enter its draw, or its queue, instead (GET /api/v1/sales/{id} tells which).")
 	errKeyReused       = newStaticError(seckill.EKEYREUSED, "This Idempotency-Key was already used with a different request.")
 	errSaleNotFound    = newStaticError(seckill.ESALENOTFOUND, "No such sale.")

@@ -153,7 +153,11 @@ func (s *Server) handleEnter(w http.ResponseWriter, r *http.Request) int {
 	if res.Refused == seckill.ERATELIMITED {
 		return s.admissionRateLimited(w, checks, res.RateLimitedBy, res.RetryAfter, now)
 	}
-	if res.Refused != "" {
+	switch res.Refused {
+	case "":
+	case seckill.ETRYLATER:
+		return s.writeError(w, r, errEntriesLoading)
+	default:
 		return s.writeError(w, r, seckill.Errorf(res.Refused, "Entries are not open."))
 	}
 	code := http.StatusOK

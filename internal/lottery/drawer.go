@@ -45,6 +45,12 @@ type Entries interface {
 	AllWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
+// Leveler brings a lottery's entries in the stock store level with those
+// the database keeps (Book).
+type Leveler interface {
+	Level(ctx context.Context, saleID string) error
+}
+
 // Stock reserves the winners' units (internal/redis StockStore).
 type Stock interface {
 	ReserveAdmitted(ctx context.Context, saleID string, reqs []seckill.ReserveRequest) ([]seckill.ReserveResult, error)
@@ -73,6 +79,10 @@ type Config struct {
 	Sales   Sales
 	Entries Entries
 	Stock   Stock
+	// Book, if set, levels the entries once they are closed, before the
+	// draw reads them from the stock store: every entry the database
+	// keeps is drawn, even one the stock store lost.
+	Book Leveler
 	// Owner names this node in the draw's lease.
 	Owner string
 	// Lease is how long a node may work on a draw before another may take
@@ -187,6 +197,11 @@ func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawR
 	d.cfg.Logger.InfoContext(ctx, "lottery draw started", "sale_id", sale.ID, "owner", d.cfg.Owner)
 	if err := d.cfg.Entries.CloseEntries(ctx, sale.ID); err != nil {
 		return err
+	}
+	if d.cfg.Book != nil {
+		if err := d.cfg.Book.Level(ctx, sale.ID); err != nil {
+			return err
+		}
 	}
 	entries, err := d.cfg.Entries.Entries(ctx, sale.ID)
 	if err != nil {

@@ -49,8 +49,8 @@ func (l *Lottery) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckil
 	}
 	first := reqs[0].RateChecks
 	per := len(first)
-	keys := make([]string, 2, 2+per)
-	keys[0], keys[1] = l.key(s.ID, "entries"), l.key(s.ID, "lottery")
+	keys := make([]string, 3, 3+per)
+	keys[0], keys[1], keys[2] = l.key(s.ID, "entries"), l.key(s.ID, "lottery"), l.s.keys(s.ID)[keyStock]
 	for _, c := range first {
 		keys = append(keys, l.s.saleRateBase(s.ID, c.Limit))
 	}
@@ -79,8 +79,11 @@ func (l *Lottery) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckil
 	results := make([]seckill.EntryResult, len(reqs))
 	if code, err := msg.AsInt64(); err == nil {
 		refused := seckill.EENDED
-		if code == 5 {
+		switch code {
+		case 5:
 			refused = seckill.ENOTSTARTED
+		case 7:
+			refused = seckill.ETRYLATER
 		}
 		for i := range results {
 			results[i].Refused = refused
@@ -135,6 +138,21 @@ func (l *Lottery) Entry(ctx context.Context, saleID, userID string) (e seckill.L
 	}
 	e, err = parseEntry(userID, v)
 	return e, err == nil, err
+}
+
+// PutEntries sets the entries of their buyers in the sale, whatever the
+// store held: the database's, which win (lottery.Book).
+func (l *Lottery) PutEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) error {
+	for b := 0; b < len(entries); b += MaxBatch {
+		cmd := l.s.client.B().Hset().Key(l.key(saleID, "entries")).FieldValue()
+		for _, e := range entries[b:min(b+MaxBatch, len(entries))] {
+			cmd = cmd.FieldValue(e.UserID, e.ID+" "+strconv.FormatInt(e.Qty, 10))
+		}
+		if err := l.s.client.Do(ctx, cmd.Build()).Error(); err != nil {
+			return fmt.Errorf("put entries: %w", classify(err))
+		}
+	}
+	return nil
 }
 
 // CloseEntries refuses every later entry of the sale, whatever the clocks

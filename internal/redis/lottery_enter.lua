@@ -4,17 +4,21 @@
 -- KEYS[1]  sk:{sale}:entries  hash user -> "<entry id> <qty>"
 -- KEYS[2]  sk:{sale}:lottery  hash {closed}: closed is set when the draw
 --                             begins; no entry is taken after it
--- KEYS[3…] sk:{sale}:rl:<T>:<tolerance>  KEYS[3 + k] is the rate limit of
+-- KEYS[3]  sk:{sale}:stock    the sale's stock hash: no entry is taken while
+--                             it is missing (not loaded, or lost) or
+--                             `healing` (heal_begin.lua): the heal puts
+--                             back the entries the database keeps first
+-- KEYS[4…] sk:{sale}:rl:<T>:<tolerance>  KEYS[4 + k] is the rate limit of
 --          every entry's check k (0-based), counted as claims' checks are,
 --          in the same state (ratelimits.lua, prepended)
 -- ARGV[1]  entries open, Unix milliseconds
 -- ARGV[2]  entries close (exclusive), Unix milliseconds
--- ARGV[3]  R, the rate checks of every entry (#KEYS - 2, maybe 0)
+-- ARGV[3]  R, the rate checks of every entry (#KEYS - 3, maybe 0)
 -- ARGV[4…] per entry 3 + R values, in order: entry id, user id, qty, and
 --          the limited key of each check
 --
--- Returns 5 (entries not open yet) or 6 (entries closed) for the whole
--- batch, or one answer per entry, in order: {k, retry_after_us} when its
+-- Returns 5 (entries not open yet), 6 (entries closed) or 7 (the sale is
+-- not loaded or is healing: try later) for the whole batch, or one answer per entry, in order: {k, retry_after_us} when its
 -- check k refused it (it is counted against none, and nothing is
 -- recorded), else the string "<n> <entry id> <qty>" of the buyer's entry,
 -- n = 1 when this call made it, 0 when the buyer had one (whose id and
@@ -30,9 +34,13 @@ end
 if now >= tonumber(ARGV[2]) then
   return 6
 end
+local stock = redis.call('HMGET', KEYS[3], 'total', 'healing')
+if not stock[1] or stock[2] then
+  return 7
+end
 local per = tonumber(ARGV[3])
 local stride = 3 + per
-rate_open(3, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 4, stride, 3)
+rate_open(4, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 4, stride, 3)
 local users = {}
 local refused = {} -- ARGV offset -> its refusal
 for i = 4, #ARGV, stride do

@@ -103,6 +103,64 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 	})
 }
 
+// TestLotteryEntriesWaitForTheSaleToBeLoaded: no entry is taken while the
+// sale's stock hash is missing (not preheated, or lost with the rest of
+// Redis) or the sale heals, since the heal puts back the entries the
+// database keeps: such a batch is refused "try later", rate checks and
+// all, and records nothing. PutEntries sets the database's entries over
+// whatever the store holds.
+func TestLotteryEntriesWaitForTheSaleToBeLoaded(t *testing.T) {
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		ctx := t.Context()
+		s := newStore(t)
+		l := s.Lottery()
+		now := time.Now()
+		sale := lotterySale("wait", now.Add(-time.Minute), now.Add(time.Hour/2))
+		enter := func(user string) seckill.EntryResult {
+			t.Helper()
+			r, err := l.EnterBatch(ctx, sale, []seckill.EntryRequest{er(seckill.NewEntryID(), user, 1)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r[0]
+		}
+		if r := enter("ann"); r.Refused != seckill.ETRYLATER {
+			t.Fatalf("entry into a sale not loaded = %+v; want try_later", r)
+		}
+		if n, err := l.EntrantCount(ctx, sale.ID); err != nil || n != 0 {
+			t.Fatalf("EntrantCount after a refusal = %d, %v; want 0", n, err)
+		}
+		if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
+			t.Fatal(err)
+		}
+		bob := enter("bob")
+		if !bob.New {
+			t.Fatalf("entry into a loaded sale = %+v; want new", bob)
+		}
+		if _, err := s.Healer().BeginHeal(ctx, sale, "tok"); err != nil {
+			t.Fatal(err)
+		}
+		if r := enter("cat"); r.Refused != seckill.ETRYLATER {
+			t.Fatalf("entry while the sale heals = %+v; want try_later", r)
+		}
+		kept := []seckill.LotteryEntry{{ID: seckill.NewEntryID(), UserID: "bob", Qty: 2}, {ID: seckill.NewEntryID(), UserID: "dan", Qty: 1}}
+		if err := l.PutEntries(ctx, sale.ID, kept); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Healer().ApplyHeal(ctx, sale, "tok", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range kept {
+			if r := enter(want.UserID); r.Refused != "" || r.New || r.Entry != want {
+				t.Fatalf("entry of %s after the heal = %+v; want the database's %+v", want.UserID, r, want)
+			}
+		}
+		if r := enter("cat"); !r.New {
+			t.Fatalf("a new entry after the heal = %+v; want new", r)
+		}
+	})
+}
+
 // TestFirstComeSaleIgnoresTheAdmittedMark: a first come sale decides an
 // admitted batch as any other.
 func TestFirstComeSaleIgnoresTheAdmittedMark(t *testing.T) {

@@ -9,9 +9,11 @@ import (
 	"github.com/seckill-dev/seckill"
 )
 
-// EntryStore is the lottery_entries table of a DB: a drawn lottery's
-// entries, copied from Redis by the archiver before the sale's keys go,
-// and read from here once they have gone.
+// EntryStore is the lottery_entries table of a DB: a lottery's entries,
+// kept as they are made (KeepEntries, before the buyer is told "entered";
+// a heal puts them back in a stock store that lost them), completed by
+// the archiver's copy with what each won before the sale's keys go, and
+// read from here once they have gone.
 type EntryStore struct {
 	db *DB
 }
@@ -41,6 +43,72 @@ func (st *EntryStore) CopyEntries(ctx context.Context, saleID string, entries []
 		}
 	}
 	return nil
+}
+
+// KeepEntries writes entries of sale saleID as they are made, before
+// their buyers are told "entered", and returns what the table keeps for
+// each: kept[i] is entries[i], or the entry its buyer already had (a
+// buyer has one entry a sale; a stock store that lost the first made
+// another). One statement a batch of entryBatch; a second, reading the
+// buyers back, only when some row was there already.
+func (st *EntryStore) KeepEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error) {
+	q := &st.db.dialect.sql.entries
+	kept := make([]seckill.LotteryEntry, 0, len(entries))
+	for b := 0; b < len(entries); b += entryBatch {
+		batch := entries[b:min(b+entryBatch, len(entries))]
+		args := make([]any, 0, 5*len(batch))
+		for _, e := range batch {
+			args = append(args, e.ID, saleID, e.UserID, e.Qty, "")
+		}
+		res, err := st.db.write.ExecContext(ctx, q.insert+st.db.dialect.sql.orders.tuples(len(batch), 5)+q.keep, args...)
+		if err != nil {
+			return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
+		}
+		if n, err := res.RowsAffected(); err == nil && n == int64(len(batch)) {
+			kept = append(kept, batch...)
+			continue
+		}
+		had, err := st.entriesOf(ctx, saleID, batch)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range batch {
+			k, ok := had[e.UserID]
+			if !ok {
+				return nil, fmt.Errorf("keep entries of %s: the entry of buyer %q is neither written nor there", saleID, e.UserID)
+			}
+			kept = append(kept, k)
+		}
+	}
+	return kept, nil
+}
+
+// entriesOf reads the entries of the buyers of batch, by buyer.
+func (st *EntryStore) entriesOf(ctx context.Context, saleID string, batch []seckill.LotteryEntry) (map[string]seckill.LotteryEntry, error) {
+	args := make([]any, 0, 1+len(batch))
+	args = append(args, saleID)
+	for _, e := range batch {
+		args = append(args, e.UserID)
+	}
+	q := st.db.dialect.sql.entries.byUsers + st.db.dialect.sql.orders.list(2, len(batch))
+	// From the primary: the row that stopped the insert may be seconds old.
+	rows, err := st.db.write.QueryContext(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
+	}
+	defer rows.Close()
+	had := make(map[string]seckill.LotteryEntry, len(batch))
+	for rows.Next() {
+		var e seckill.LotteryEntry
+		if err := rows.Scan(&e.UserID, &e.ID, &e.Qty); err != nil {
+			return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
+		}
+		had[e.UserID] = e
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
+	}
+	return had, nil
 }
 
 // EntryCounts returns how many entries of the sale the table holds, and

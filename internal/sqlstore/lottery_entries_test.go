@@ -76,3 +76,54 @@ func TestCopyEntriesIsIdempotentAndReadsBack(t *testing.T) {
 		}
 	})
 }
+
+// TestKeepEntriesKeepsTheFirstEntryOfEachBuyer: entries kept as they are
+// made (two statements' worth) read back as kept; keeping them again, or
+// another entry of a buyer who has one (a stock store that lost the first
+// made it), answers the buyer's first entry and changes nothing; new
+// buyers in the same batch are written; a buyer id differing by a
+// trailing space is another buyer; the archiver's copy then only adds
+// what the draw gave.
+func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
+		ctx := t.Context()
+		st := NewEntryStore(db)
+		first := make([]seckill.LotteryEntry, entryBatch+3)
+		for i := range first {
+			first[i] = seckill.LotteryEntry{ID: seckill.NewEntryID(), UserID: fmt.Sprintf("buyer-%d", i), Qty: int64(1 + i%2)}
+		}
+		kept, err := st.KeepEntries(ctx, "keep", first)
+		if err != nil || !slices.Equal(kept, first) {
+			t.Fatalf("KeepEntries of new entries = %d kept, %v; want all %d as given", len(kept), err, len(first))
+		}
+		if kept, err = st.KeepEntries(ctx, "keep", first[:4]); err != nil || !slices.Equal(kept, first[:4]) {
+			t.Fatalf("KeepEntries again = %v, %v; want the same entries", kept, err)
+		}
+		again := []seckill.LotteryEntry{
+			{ID: seckill.NewEntryID(), UserID: "buyer-1", Qty: 1},   // has first[1]
+			{ID: seckill.NewEntryID(), UserID: "newcomer", Qty: 2},  // new
+			{ID: seckill.NewEntryID(), UserID: "buyer-1 ", Qty: 1},  // another buyer
+			{ID: seckill.NewEntryID(), UserID: "buyer-502", Qty: 2}, // in the second statement's rows
+		}
+		want := []seckill.LotteryEntry{first[1], again[1], again[2], first[502]}
+		if kept, err = st.KeepEntries(ctx, "keep", again); err != nil || !slices.Equal(kept, want) {
+			t.Fatalf("KeepEntries over earlier entries = %+v, %v;\nwant %+v", kept, err, want)
+		}
+		if kept, err = st.KeepEntries(ctx, "other", again[:1]); err != nil || !slices.Equal(kept, again[:1]) {
+			t.Fatalf("KeepEntries of another sale = %+v, %v; want its own", kept, err)
+		}
+		all, err := st.ArchivedEntries(ctx, "keep")
+		if err != nil || len(all) != len(first)+2 {
+			t.Fatalf("ArchivedEntries = %d, %v; want %d", len(all), err, len(first)+2)
+		}
+		if err := st.CopyEntries(ctx, "keep", first[:2], map[string]string{"buyer-0": "r-0"}); err != nil {
+			t.Fatalf("CopyEntries after KeepEntries: %v", err)
+		}
+		if _, err := st.KeepEntries(ctx, "keep", first[:1]); err != nil {
+			t.Fatal(err)
+		}
+		if e, res, ok, err := st.ArchivedEntry(ctx, "keep", "buyer-0"); err != nil || !ok || e.ID != first[0].ID || res != "r-0" {
+			t.Fatalf("buyer-0 after the copy and a keep = %+v %q %v, %v; want the first entry and r-0", e, res, ok, err)
+		}
+	})
+}

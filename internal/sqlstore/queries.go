@@ -72,6 +72,9 @@ type sqlParts struct {
 	// upsertEntry ends an INSERT of lottery entries so that a row whose id
 	// exists takes the new reservation_id.
 	upsertEntry string
+	// keepFirst ends an INSERT so that a row any unique key of the table
+	// already holds is left as it is, and not counted as affected.
+	keepFirst string
 }
 
 // newQueries is the SQL of the dialect whose own parts are p.
@@ -882,8 +885,13 @@ func (q *queries) paymentsPage(outcomes []string, before bool, ms int64, id stri
 // (lottery_entries.go).
 type entryQueries struct {
 	// insert is "INSERT … VALUES " completed with rows of (id, sale_id,
-	// user_id, qty, reservation_id) tuples, then upsert.
-	insert, upsert string
+	// user_id, qty, reservation_id) tuples, then upsert (the archiver's
+	// copy) or keep (an entry kept as it is made: a buyer's earlier entry
+	// stays).
+	insert, upsert, keep string
+	// byUsers selects user_id, id, qty of sale $1's entries of the buyers
+	// $2…: completed with their list ("($2, …)").
+	byUsers string
 	// counts selects the count of sale $1's entries and of those with a
 	// reservation.
 	counts string
@@ -900,6 +908,8 @@ func newEntryQueries(p sqlParts, s func(string) string) entryQueries {
 	return entryQueries{
 		insert:    `INSERT INTO lottery_entries (id, sale_id, user_id, qty, reservation_id) VALUES `,
 		upsert:    p.upsertEntry,
+		keep:      p.keepFirst,
+		byUsers:   s(`SELECT user_id, id, qty FROM lottery_entries WHERE sale_id = ? AND user_id IN `),
 		counts:    s(`SELECT COUNT(*), COALESCE(SUM(CASE WHEN reservation_id <> '' THEN 1 ELSE 0 END), 0) FROM lottery_entries WHERE sale_id = ?`),
 		byUser:    s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
 		bySale:    s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),

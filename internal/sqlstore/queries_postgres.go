@@ -17,6 +17,7 @@ var postgresSQL = newQueries(sqlParts{
 	skipLocked:        ` FOR UPDATE SKIP LOCKED`,
 	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = excluded.reservation_id`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
+	keepFirst:         ` ON CONFLICT DO NOTHING`,
 	byteOrder:         ` COLLATE "C"`,
 	// A NUMERIC sum would turn the whole UNION's column into NUMERIC.
 	heldSum: `CAST(SUM(qty) AS BIGINT)`,

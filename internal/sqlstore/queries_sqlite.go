@@ -16,6 +16,7 @@ var sqliteSQL = newQueries(sqlParts{
 	skipLocked:        ``,
 	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = excluded.reservation_id`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
+	keepFirst:         ` ON CONFLICT DO NOTHING`,
 	// A keyset page walks the primary key: + keeps the planner off the
 	// sale_id and status indexes.
 	noIndex: `+`,

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
+)
+
+// The entries of a lottery are kept in the database before each entrant
+// is told "entered" (lottery.Book): a stock store that loses them, before
+// the draw, loses nothing anyone was told. Each test enters 20 buyers,
+// makes the stock store lose everything, and checks that every entrant
+// still reads her entry, entering again answers it (200, the same id),
+// and the draw counts all 20. Before the Book, the embedded default's
+// restart answered every entrant 404 "You have not entered this draw.",
+// and the draw had no entrants.
+
+const durableEntrants, durableStock = 20, 5
+
+// TestLotteryEntriesSurviveAnEmbeddedRestart: the embedded default (its
+// stock store in memory) restarts during the entry window, on its data
+// dir.
+func TestLotteryEntriesSurviveAnEmbeddedRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	node := func(c *Config) {
+		c.DataDir = dir
+		c.DrawInterval = 50 * time.Millisecond
+		c.HealInterval = 200 * time.Millisecond
+	}
+	e1 := startEngine(t, node)
+	sale, closeAt := e1.createLottery(durableStock, 1, 20*time.Second)
+	entries := enterMany(t, e1, sale)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e1.m.Close(ctx); err != nil {
+		t.Fatalf("close the first node: %v", err)
+	}
+	e2 := startEngine(t, node)
+	entriesKept(t, e2, sale, closeAt, entries)
+}
+
+// TestLotteryEntriesSurviveRedisRestartedEmpty: the node runs on; its
+// Redis (a private redis-server, no persistence) restarts empty during the
+// entry window. The heal watcher sees the sale vanish and puts the entries
+// back from the database before it lets entries in again.
+func TestLotteryEntriesSurviveRedisRestartedEmpty(t *testing.T) {
+	srv := redistest.StartServer(t)
+	e := startEngine(t, func(c *Config) {
+		c.RedisURL = "redis://" + srv.Addr
+		c.DrawInterval = 50 * time.Millisecond
+		c.HealInterval = 200 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+	})
+	sale, closeAt := e.createLottery(durableStock, 1, 20*time.Second)
+	entries := enterMany(t, e, sale)
+	srv.Kill()
+	srv.Restart(t)
+	entriesKept(t, e, sale, closeAt, entries)
+}
+
+// TestLotteryDrawCountsEntriesRedisLostUnseen: Redis loses some entries
+// but not the sale (a failover to a replica that missed the last writes),
+// so no heal runs; the draw levels the entries with the database's once
+// they are closed, and counts every entrant.
+func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
+	srv := redistest.StartServer(t)
+	e := startEngine(t, func(c *Config) {
+		c.RedisURL = "redis://" + srv.Addr
+		c.RedisKeyPrefix = "unseen"
+		c.DrawInterval = 50 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+	})
+	sale, closeAt := e.createLottery(durableStock, 1, 5*time.Second)
+	entries := enterMany(t, e, sale)
+	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Close()
+	lost := []string{"entrant-0", "entrant-7", "entrant-13"}
+	n, err := raw.Do(t.Context(), raw.B().Hdel().Key("unseen:{"+sale+"}:entries").Field(lost...).Build()).AsInt64()
+	if err != nil || n != int64(len(lost)) {
+		t.Fatalf("losing %d entries = %d, %v", len(lost), n, err)
+	}
+	drawCountsAll(t, e, sale, closeAt, entries)
+}
+
+// enterMany enters durableEntrants buyers, and returns their entry ids.
+func enterMany(t *testing.T, e *engine, sale string) map[string]string {
+	t.Helper()
+	entries := map[string]string{}
+	for i := range durableEntrants {
+		user := fmt.Sprint("entrant-", i)
+		r := e.do("POST", "/api/v1/sales/"+sale+"/entries", e.token(user), map[string]any{"qty": 1})
+		if r.status != http.StatusCreated {
+			t.Fatalf("entry of %s = %d %v", user, r.status, r.body)
+		}
+		entries[user], _ = r.body["entry_id"].(string)
+	}
+	return entries
+}
+
+// entriesKept checks, on e after the loss, that every entrant reads her
+// entry (once the sale is back: try later meanwhile), that one entering
+// again is answered her entry, and then drawCountsAll.
+func entriesKept(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string) {
+	t.Helper()
+	users := slices.Sorted(func(yield func(string) bool) {
+		for u := range entries {
+			if !yield(u) {
+				return
+			}
+		}
+	})
+	mine := func(user string) reply {
+		return e.do("GET", "/api/v1/sales/"+sale+"/entries/mine", e.token(user), nil)
+	}
+	waitFor(t, 30*time.Second, "the first entrant's entry to read back", func() bool {
+		return mine(users[0]).status == http.StatusOK
+	})
+	for _, user := range users {
+		if r := mine(user); r.status != http.StatusOK || r.body["status"] != "entered" || r.body["entry_id"] != entries[user] {
+			t.Fatalf("%s after the loss = %d %v; want entered with %s", user, r.status, r.body, entries[user])
+		}
+	}
+	if time.Until(closeAt) < time.Second {
+		t.Fatalf("the loss took the whole entry window (closes at %s): no time left to enter again", closeAt)
+	}
+	var again reply
+	waitFor(t, time.Until(closeAt), "an entrant entering again to be answered", func() bool {
+		again = e.do("POST", "/api/v1/sales/"+sale+"/entries", e.token(users[1]), map[string]any{"qty": 1})
+		return again.status != http.StatusServiceUnavailable
+	})
+	if again.status != http.StatusOK || again.body["entry_id"] != entries[users[1]] {
+		t.Fatalf("%s entering again = %d %v; want 200 and her entry %s", users[1], again.status, again.body, entries[users[1]])
+	}
+	drawCountsAll(t, e, sale, closeAt, entries)
+}
+
+// drawCountsAll checks that the draw at closeAt counts every entrant and
+// gives out the stock, and that each entrant reads her entry's result.
+func drawCountsAll(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string) {
+	t.Helper()
+	var draw reply
+	waitFor(t, time.Until(closeAt)+30*time.Second, "the draw", func() bool {
+		draw = e.do("GET", "/api/v1/sales/"+sale+"/draw", "", nil)
+		return draw.body["drawn"] == true
+	})
+	winners, _ := draw.body["winners"].([]any)
+	if draw.body["entrants"] != float64(durableEntrants) || len(winners) != durableStock {
+		t.Fatalf("the draw = %v; want %d entrants, %d winners", draw.body, durableEntrants, durableStock)
+	}
+	won := 0
+	for user, id := range entries {
+		r := e.do("GET", "/api/v1/sales/"+sale+"/entries/mine", e.token(user), nil)
+		if r.body["entry_id"] != id {
+			t.Fatalf("%s after the draw = %d %v; want her entry %s", user, r.status, r.body, id)
+		}
+		switch r.body["status"] {
+		case "won":
+			won++
+		case "lost":
+		default:
+			t.Fatalf("%s after the draw = %d %v; want won or lost", user, r.status, r.body)
+		}
+	}
+	if won != durableStock {
+		t.Fatalf("%d entrants read won; want %d", won, durableStock)
+	}
+}

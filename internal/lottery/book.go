@@ -1,0 +1,131 @@
+package lottery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// EntryStock is the stock store's side of the entries (internal/redis.Lottery).
+type EntryStock interface {
+	EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckill.EntryRequest) ([]seckill.EntryResult, error)
+	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+	PutEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) error
+}
+
+// EntryLedger is the database's side (internal/sqlstore.EntryStore).
+type EntryLedger interface {
+	// KeepEntries writes entries and returns what it keeps of each: the
+	// entry, or the one its buyer had.
+	KeepEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error)
+	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+}
+
+// ErrNotKept answers a batch of entries the database did not take: a
+// retry gets the same entry back, and is kept then.
+var ErrNotKept = &seckill.Error{Code: seckill.ETRYLATER, Message: "Your entry could not be recorded; retry shortly."}
+
+// Book keeps a lottery's entries in the database as well as in the stock
+// store, which alone would lose them with its writes (a Redis restarted
+// without its data; the embedded store at every restart). An entry is
+// answered only once the database holds it, and where the two disagree
+// the database wins (seckill.KeptAnswers, seckill.LevelEntries).
+type Book struct {
+	stock  EntryStock
+	ledger EntryLedger
+	logger *slog.Logger
+}
+
+// NewBook returns a Book over stock and ledger; logger may be nil.
+func NewBook(stock EntryStock, ledger EntryLedger, logger *slog.Logger) *Book {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Book{stock: stock, ledger: ledger, logger: logger}
+}
+
+// EnterBatch records reqs in the stock store, one script call, then every
+// entry its answers hold, the new and the repeated, in the database, one
+// statement: a repeat may be the retry of an entry whose first answer
+// failed here. A batch the database refuses is answered ErrNotKept
+// (wrapped), every request of it.
+func (b *Book) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckill.EntryRequest) ([]seckill.EntryResult, error) {
+	results, err := b.stock.EnterBatch(ctx, s, reqs)
+	if err != nil {
+		return nil, err
+	}
+	want, at := seckill.EntriesToKeep(results)
+	if len(want) == 0 {
+		return results, nil
+	}
+	kept, err := b.ledger.KeepEntries(ctx, s.ID, want)
+	if err != nil {
+		return nil, errors.Join(ErrNotKept, err)
+	}
+	answers, fix := seckill.KeptAnswers(results, at, kept)
+	if len(fix) > 0 {
+		// The stock store had lost these buyers' entries and made new
+		// ones. Their answers are the database's either way; the store
+		// is told so that the draw reads them (it also levels itself at
+		// close).
+		b.logger.WarnContext(ctx, "lottery entries the stock store had lost, answered from the database", "sale_id", s.ID, "entries", len(fix))
+		if err := b.stock.PutEntries(ctx, s.ID, fix); err != nil {
+			b.logger.ErrorContext(ctx, "lottery entries not put back in the stock store", "sale_id", s.ID, "err", err)
+		}
+	}
+	return answers, nil
+}
+
+// Level brings the sale's entries in the stock store and in the database
+// level: the stock store gets every entry the database keeps (the
+// database's version winning), the database every entry only the stock
+// store has (one whose answer failed). A heal calls it while the sale
+// refuses entries, to put back what the stock store lost; the draw calls
+// it once entries are closed, before it reads them.
+func (b *Book) Level(ctx context.Context, saleID string) error {
+	inStock, err := b.stock.Entries(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("level entries of %s: %w", saleID, err)
+	}
+	kept, err := b.ledger.ArchivedEntries(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("level entries of %s: %w", saleID, err)
+	}
+	toStock, toKeep := seckill.LevelEntries(inStock, kept)
+	if len(toKeep) > 0 {
+		// Kept first: one the database has from a later write wins over
+		// the stock store's.
+		back, err := b.ledger.KeepEntries(ctx, saleID, toKeep)
+		if err != nil {
+			return fmt.Errorf("level entries of %s: %w", saleID, err)
+		}
+		_, fix := seckill.KeptAnswers(entryResults(toKeep), indexes(len(toKeep)), back)
+		toStock = append(toStock, fix...)
+	}
+	if len(toStock) > 0 {
+		if err := b.stock.PutEntries(ctx, saleID, toStock); err != nil {
+			return fmt.Errorf("level entries of %s: %w", saleID, err)
+		}
+		b.logger.WarnContext(ctx, "lottery entries put back in the stock store from the database", "sale_id", saleID, "entries", len(toStock))
+	}
+	return nil
+}
+
+func entryResults(es []seckill.LotteryEntry) []seckill.EntryResult {
+	out := make([]seckill.EntryResult, len(es))
+	for i, e := range es {
+		out[i].Entry = e
+	}
+	return out
+}
+
+func indexes(n int) []int {
+	out := make([]int, n)
+	for i := range out {
+		out[i] = i
+	}
+	return out
+}
