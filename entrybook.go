@@ -7,39 +7,35 @@ package seckill
 // "entered" only once the database holds the entry, and where the two
 // disagree the database wins: docs/fairness.md, "Entries are kept".
 
-// EntriesToKeep is the entries that results (answers of one batch) hold:
-// every result that is not refused, new or the buyer's earlier entry.
-// Results[i] is the entry of want[i], at index at[i]: KeptAnswers puts the
-// database's answer back in its place.
-func EntriesToKeep(results []EntryResult) (want []LotteryEntry, at []int) {
-	for i, r := range results {
-		if r.Refused == "" && r.Entry.ID != "" {
-			want = append(want, r.Entry)
-			at = append(at, i)
-		}
-	}
-	return want, at
+// EntryToKeep is the entry an answer holds, the new or the buyer's
+// earlier one, which the database must keep before the buyer is told;
+// ok is false for a refusal, which holds none.
+func EntryToKeep(r EntryResult) (e LotteryEntry, ok bool) {
+	return r.Entry, r.Refused == "" && r.Entry.ID != ""
 }
 
-// KeptAnswers answers results with the entries the database kept:
-// kept[k] is the database's entry of the buyer of results[at[k]], the one
-// the stock store answered or, when the buyer already had another (the
-// stock store lost it), that one. A result whose entry the database
-// replaced is no longer new: the buyer had entered before. fix is the
-// entries the stock store must be told of.
-func KeptAnswers(results []EntryResult, at []int, kept []LotteryEntry) (answers []EntryResult, fix []LotteryEntry) {
-	answers = results
-	for k, i := range at {
-		if kept[k] == results[i].Entry {
-			continue
-		}
-		if fix == nil {
-			answers = append([]EntryResult(nil), results...)
-		}
-		answers[i] = EntryResult{Entry: kept[k]}
-		fix = append(fix, kept[k])
+// KeptAnswer is the answer to a buyer whose entry r held, once the
+// database kept kept: r itself, or, when the database already had another
+// entry of the buyer (the stock store lost it and made a new one), that
+// one, which is not new: the buyer had entered before.
+func KeptAnswer(r EntryResult, kept LotteryEntry) EntryResult {
+	if kept == r.Entry {
+		return r
 	}
-	return answers, fix
+	return EntryResult{Entry: kept}
+}
+
+// EntriesReplaced is the entries of kept that differ from the ones asked
+// to be kept (kept[i] answers asked[i]): those the stock store must be
+// told of.
+func EntriesReplaced(asked, kept []LotteryEntry) []LotteryEntry {
+	var out []LotteryEntry
+	for i, k := range kept {
+		if k != asked[i] {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // LevelEntries compares a lottery's entries in the stock store with

@@ -11,57 +11,67 @@ func entry(id, user string, qty int64) seckill.LotteryEntry {
 	return seckill.LotteryEntry{ID: id, UserID: user, Qty: qty}
 }
 
-func TestEntriesToKeep(t *testing.T) {
-	ann, bob := entry("e1", "ann", 1), entry("e2", "bob", 2)
+func TestEntryToKeep(t *testing.T) {
+	ann := entry("e1", "ann", 1)
 	cases := []struct {
-		name    string
-		results []seckill.EntryResult
-		want    []seckill.LotteryEntry
-		at      []int
+		name string
+		r    seckill.EntryResult
+		ok   bool
 	}{
-		{"none", nil, nil, nil},
-		{"new and repeat both kept", []seckill.EntryResult{{Entry: ann, New: true}, {Entry: bob}}, []seckill.LotteryEntry{ann, bob}, []int{0, 1}},
-		{"refusals hold nothing", []seckill.EntryResult{{Refused: seckill.ERATELIMITED}, {Entry: bob, New: true}, {Refused: seckill.EENDED}},
-			[]seckill.LotteryEntry{bob}, []int{1}},
-		{"all refused", []seckill.EntryResult{{Refused: seckill.ETRYLATER}, {Refused: seckill.ENOTSTARTED}}, nil, nil},
+		{"new", seckill.EntryResult{Entry: ann, New: true}, true},
+		{"the buyer's earlier entry", seckill.EntryResult{Entry: ann}, true},
+		{"rate limited", seckill.EntryResult{Refused: seckill.ERATELIMITED}, false},
+		{"try later", seckill.EntryResult{Refused: seckill.ETRYLATER}, false},
+		{"closed", seckill.EntryResult{Refused: seckill.EENDED}, false},
+		{"no entry", seckill.EntryResult{}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			want, at := seckill.EntriesToKeep(tc.results)
-			if !reflect.DeepEqual(want, tc.want) || !reflect.DeepEqual(at, tc.at) {
-				t.Fatalf("EntriesToKeep = %v at %v; want %v at %v", want, at, tc.want, tc.at)
+			e, ok := seckill.EntryToKeep(tc.r)
+			if ok != tc.ok || (ok && e != tc.r.Entry) {
+				t.Fatalf("EntryToKeep = %+v, %v; want %v", e, ok, tc.ok)
 			}
 		})
 	}
 }
 
-func TestKeptAnswers(t *testing.T) {
+func TestKeptAnswer(t *testing.T) {
 	ann, bob := entry("e1", "ann", 1), entry("e2", "bob", 2)
 	annBefore := entry("e9", "ann", 2) // the entry the database kept from before a loss
-	refused := seckill.EntryResult{Refused: seckill.ERATELIMITED}
 	cases := []struct {
-		name    string
-		results []seckill.EntryResult
-		at      []int
-		kept    []seckill.LotteryEntry
-		want    []seckill.EntryResult
-		fix     []seckill.LotteryEntry
+		name string
+		r    seckill.EntryResult
+		kept seckill.LotteryEntry
+		want seckill.EntryResult
 	}{
-		{"all kept as answered", []seckill.EntryResult{{Entry: ann, New: true}, refused, {Entry: bob}}, []int{0, 2},
-			[]seckill.LotteryEntry{ann, bob}, []seckill.EntryResult{{Entry: ann, New: true}, refused, {Entry: bob}}, nil},
-		{"the database's earlier entry wins, and is not new", []seckill.EntryResult{refused, {Entry: ann, New: true}, {Entry: bob, New: true}}, []int{1, 2},
-			[]seckill.LotteryEntry{annBefore, bob}, []seckill.EntryResult{refused, {Entry: annBefore}, {Entry: bob, New: true}}, []seckill.LotteryEntry{annBefore}},
-		{"nothing to keep", []seckill.EntryResult{refused}, nil, nil, []seckill.EntryResult{refused}, nil},
+		{"kept as answered, new", seckill.EntryResult{Entry: ann, New: true}, ann, seckill.EntryResult{Entry: ann, New: true}},
+		{"kept as answered, a repeat", seckill.EntryResult{Entry: bob}, bob, seckill.EntryResult{Entry: bob}},
+		{"the database's earlier entry wins, and is not new", seckill.EntryResult{Entry: ann, New: true}, annBefore, seckill.EntryResult{Entry: annBefore}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			orig := append([]seckill.EntryResult(nil), tc.results...)
-			got, fix := seckill.KeptAnswers(tc.results, tc.at, tc.kept)
-			if !reflect.DeepEqual(got, tc.want) || !reflect.DeepEqual(fix, tc.fix) {
-				t.Fatalf("KeptAnswers = %v, fix %v; want %v, fix %v", got, fix, tc.want, tc.fix)
+			if got := seckill.KeptAnswer(tc.r, tc.kept); got != tc.want {
+				t.Fatalf("KeptAnswer = %+v; want %+v", got, tc.want)
 			}
-			if !reflect.DeepEqual(tc.results, orig) {
-				t.Fatalf("KeptAnswers changed its input: %v, was %v", tc.results, orig)
+		})
+	}
+}
+
+func TestEntriesReplaced(t *testing.T) {
+	ann, bob, annBefore := entry("e1", "ann", 1), entry("e2", "bob", 2), entry("e9", "ann", 1)
+	cases := []struct {
+		name        string
+		asked, kept []seckill.LotteryEntry
+		want        []seckill.LotteryEntry
+	}{
+		{"all kept", []seckill.LotteryEntry{ann, bob}, []seckill.LotteryEntry{ann, bob}, nil},
+		{"one replaced", []seckill.LotteryEntry{ann, bob}, []seckill.LotteryEntry{annBefore, bob}, []seckill.LotteryEntry{annBefore}},
+		{"none", nil, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seckill.EntriesReplaced(tc.asked, tc.kept); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("EntriesReplaced = %v; want %v", got, tc.want)
 			}
 		})
 	}

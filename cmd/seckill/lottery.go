@@ -24,7 +24,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 	cfg := &m.Config
 	drawStore := sqlstore.NewDrawStore(m.db)
 	// An entry is answered once the database keeps it (lottery.Book).
-	batched := combiner.NewEnterer(w.entries, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	batched := combiner.NewEnterer(m.stock.Lottery(), w.entries, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	m.closers = append(m.closers, batched.Stop)
 	// A buyer's repeated entry is answered from memory: the same entry.
 	enterer := repeats.NewEnterer(batched, repeats.Config{Now: m.requestClock()})

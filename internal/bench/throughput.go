@@ -411,6 +411,9 @@ func (b *throughputBench) run(ctx context.Context, name string) (Load, error) {
 		kind := map[string]string{"entries-new": "on", "entries-new-nolimit": "nolimit"}[name]
 		t, reqs, err = b.entriesLoad(ctx, kind, true)
 		want = http.StatusCreated // a repeat (200) is unexpected: the run outgrew its buyers
+		// A new entry is in the database before its answer (lottery.Book):
+		// nothing is left to settle, and the database's CPU is the entry's.
+		settle = keptByTheAnswer
 	case "queue":
 		t, reqs, err = b.queueLoad(ctx)
 		want = http.StatusOK
@@ -430,6 +433,10 @@ func (b *throughputBench) run(ctx context.Context, name string) (Load, error) {
 		Warmup: b.o.Warmup, Duration: b.o.Duration,
 	}, b.samplers, settle)
 }
+
+// keptByTheAnswer is the Unsettled of a benchmark whose every answer
+// follows its write to the database.
+func keptByTheAnswer(context.Context) (int64, error) { return 0, nil }
 
 // serveOnce serves h as the baseline name on a fresh local port, configured
 // like the engine's server, until the bench closes.

@@ -83,8 +83,8 @@ func (r countingReserver) Reserve(ctx context.Context, saleID string, req seckil
 // entryBackend is the stock store's side of a lottery in memory. It
 // refuses, for 30 s, an entry whose rate check names refuse (if set).
 type entryBackend struct {
-	calls   *backendCalls
-	refuse  string
+	calls  *backendCalls
+	refuse string
 	// loading, when set, refuses every entry try later, as the stock
 	// store does while the sale is not loaded or heals.
 	loading atomic.Bool

@@ -11,7 +11,6 @@ import (
 
 // EntryStock is the stock store's side of the entries (internal/redis.Lottery).
 type EntryStock interface {
-	EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckill.EntryRequest) ([]seckill.EntryResult, error)
 	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 	PutEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) error
 }
@@ -24,15 +23,16 @@ type EntryLedger interface {
 	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 }
 
-// ErrNotKept answers a batch of entries the database did not take: a
-// retry gets the same entry back, and is kept then.
+// ErrNotKept answers entries the database did not take: a retry gets the
+// same entry back from the stock store, and is kept then.
 var ErrNotKept = &seckill.Error{Code: seckill.ETRYLATER, Message: "Your entry could not be recorded; retry shortly."}
 
 // Book keeps a lottery's entries in the database as well as in the stock
 // store, which alone would lose them with its writes (a Redis restarted
 // without its data; the embedded store at every restart). An entry is
-// answered only once the database holds it, and where the two disagree
-// the database wins (seckill.KeptAnswers, seckill.LevelEntries).
+// answered only once the database holds it (Keep, the second stage of
+// internal/combiner.Enterer), and where the two disagree the database
+// wins (seckill.KeptAnswer, seckill.LevelEntries).
 type Book struct {
 	stock  EntryStock
 	ledger EntryLedger
@@ -47,36 +47,27 @@ func NewBook(stock EntryStock, ledger EntryLedger, logger *slog.Logger) *Book {
 	return &Book{stock: stock, ledger: ledger, logger: logger}
 }
 
-// EnterBatch records reqs in the stock store, one script call, then every
-// entry its answers hold, the new and the repeated, in the database, one
-// statement: a repeat may be the retry of an entry whose first answer
-// failed here. A batch the database refuses is answered ErrNotKept
-// (wrapped), every request of it.
-func (b *Book) EnterBatch(ctx context.Context, s *seckill.Sale, reqs []seckill.EntryRequest) ([]seckill.EntryResult, error) {
-	results, err := b.stock.EnterBatch(ctx, s, reqs)
-	if err != nil {
-		return nil, err
-	}
-	want, at := seckill.EntriesToKeep(results)
-	if len(want) == 0 {
-		return results, nil
-	}
-	kept, err := b.ledger.KeepEntries(ctx, s.ID, want)
+// Keep writes entries of the sale, the new and the repeated (a repeat may
+// be the retry of an entry whose first answer failed here), in the
+// database, and returns what it keeps of each: kept[i] is entries[i], or
+// the entry its buyer had before. The stock store is told of the latter.
+// A write the database refuses is ErrNotKept (wrapped).
+func (b *Book) Keep(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error) {
+	kept, err := b.ledger.KeepEntries(ctx, saleID, entries)
 	if err != nil {
 		return nil, errors.Join(ErrNotKept, err)
 	}
-	answers, fix := seckill.KeptAnswers(results, at, kept)
-	if len(fix) > 0 {
+	if fix := seckill.EntriesReplaced(entries, kept); len(fix) > 0 {
 		// The stock store had lost these buyers' entries and made new
 		// ones. Their answers are the database's either way; the store
 		// is told so that the draw reads them (it also levels itself at
 		// close).
-		b.logger.WarnContext(ctx, "lottery entries the stock store had lost, answered from the database", "sale_id", s.ID, "entries", len(fix))
-		if err := b.stock.PutEntries(ctx, s.ID, fix); err != nil {
-			b.logger.ErrorContext(ctx, "lottery entries not put back in the stock store", "sale_id", s.ID, "err", err)
+		b.logger.WarnContext(ctx, "lottery entries the stock store had lost, answered from the database", "sale_id", saleID, "entries", len(fix))
+		if err := b.stock.PutEntries(ctx, saleID, fix); err != nil {
+			b.logger.ErrorContext(ctx, "lottery entries not put back in the stock store", "sale_id", saleID, "err", err)
 		}
 	}
-	return answers, nil
+	return kept, nil
 }
 
 // Level brings the sale's entries in the stock store and in the database
@@ -102,8 +93,7 @@ func (b *Book) Level(ctx context.Context, saleID string) error {
 		if err != nil {
 			return fmt.Errorf("level entries of %s: %w", saleID, err)
 		}
-		_, fix := seckill.KeptAnswers(entryResults(toKeep), indexes(len(toKeep)), back)
-		toStock = append(toStock, fix...)
+		toStock = append(toStock, seckill.EntriesReplaced(toKeep, back)...)
 	}
 	if len(toStock) > 0 {
 		if err := b.stock.PutEntries(ctx, saleID, toStock); err != nil {
@@ -112,20 +102,4 @@ func (b *Book) Level(ctx context.Context, saleID string) error {
 		b.logger.WarnContext(ctx, "lottery entries put back in the stock store from the database", "sale_id", saleID, "entries", len(toStock))
 	}
 	return nil
-}
-
-func entryResults(es []seckill.LotteryEntry) []seckill.EntryResult {
-	out := make([]seckill.EntryResult, len(es))
-	for i, e := range es {
-		out[i].Entry = e
-	}
-	return out
-}
-
-func indexes(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/seckill-dev/seckill"
+	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/lottery"
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/redis/redistest"
@@ -32,11 +33,12 @@ func (f *failing) KeepEntries(ctx context.Context, saleID string, entries []seck
 }
 
 type bookFixture struct {
-	stock  *redis.Store
-	raw    rueidis.Client // to the stock store's private redis-server, for losses
-	ledger *failing
-	book   *lottery.Book
-	sale   *seckill.Sale
+	stock   *redis.Store
+	raw     rueidis.Client // to the stock store's private redis-server, for losses
+	ledger  *failing
+	book    *lottery.Book
+	enterer *combiner.Enterer
+	sale    *seckill.Sale
 }
 
 func newBookFixture(t *testing.T) *bookFixture {
@@ -68,16 +70,25 @@ func newBookFixture(t *testing.T) *bookFixture {
 		t.Fatal(err)
 	}
 	ledger := &failing{EntryStore: sqlstore.NewEntryStore(db)}
-	return &bookFixture{stock: stock, raw: raw, ledger: ledger, book: lottery.NewBook(stock.Lottery(), ledger, nil), sale: sale}
+	book := lottery.NewBook(stock.Lottery(), ledger, nil)
+	enterer := combiner.NewEnterer(stock.Lottery(), book, combiner.Config{})
+	t.Cleanup(func() { _ = enterer.Stop(context.Background()) })
+	return &bookFixture{stock: stock, raw: raw, ledger: ledger, book: book, enterer: enterer, sale: sale}
 }
 
+// enter enters users one after another through the engine's pipeline:
+// the stock store's script, then the book's write (combiner.Enterer).
 func (f *bookFixture) enter(t *testing.T, users ...string) ([]seckill.EntryResult, error) {
 	t.Helper()
-	reqs := make([]seckill.EntryRequest, len(users))
-	for i, u := range users {
-		reqs[i] = seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: u, Qty: 1}
+	var out []seckill.EntryResult
+	for _, u := range users {
+		r, err := f.enterer.Enter(t.Context(), f.sale, seckill.EntryRequest{EntryID: seckill.NewEntryID(), UserID: u, Qty: 1})
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r)
 	}
-	return f.book.EnterBatch(t.Context(), f.sale, reqs)
+	return out, nil
 }
 
 // kept is the database's entry of user, if any.
@@ -91,8 +102,8 @@ func (f *bookFixture) kept(t *testing.T, user string) (seckill.LotteryEntry, boo
 }
 
 // TestBookAnswersOnlyWhatTheDatabaseKeeps: an entry is answered once the
-// database holds it; a batch the database refuses is answered try later,
-// every entry of it, and its retry, once the database is back, answers
+// database holds it; an entry, new or a repeat, the database refuses is
+// answered try later, and its retry, once the database is back, answers
 // the same entry (now kept).
 func TestBookAnswersOnlyWhatTheDatabaseKeeps(t *testing.T) {
 	f := newBookFixture(t)
@@ -107,9 +118,11 @@ func TestBookAnswersOnlyWhatTheDatabaseKeeps(t *testing.T) {
 	}
 
 	f.ledger.down.Store(true)
-	res, err = f.enter(t, "cat", "ann")
-	if !errors.Is(err, lottery.ErrNotKept) || seckill.ErrorCode(err) != seckill.ETRYLATER || res != nil {
-		t.Fatalf("entries with the database down = %+v, %v; want ErrNotKept (try_later) for the batch", res, err)
+	for _, u := range []string{"cat", "ann"} {
+		res, err = f.enter(t, u)
+		if !errors.Is(err, lottery.ErrNotKept) || seckill.ErrorCode(err) != seckill.ETRYLATER || res != nil {
+			t.Fatalf("%s's entry with the database down = %+v, %v; want ErrNotKept (try_later)", u, res, err)
+		}
 	}
 	if _, ok := f.kept(t, "cat"); ok {
 		t.Fatal("cat's entry is in the database although its write failed")
