@@ -63,3 +63,19 @@ func LevelEntries(stock, kept []LotteryEntry) (toStock, toKeep []LotteryEntry) {
 	}
 	return toStock, toKeep
 }
+
+// WonToRestore is the draw's results the database keeps (buyer ->
+// reservation won) that the stock store lacks or holds otherwise: what a
+// stock store that lost them must be told.
+func WonToRestore(inStock, kept map[string]string) map[string]string {
+	var out map[string]string
+	for user, res := range kept {
+		if inStock[user] != res {
+			if out == nil {
+				out = map[string]string{}
+			}
+			out[user] = res
+		}
+	}
+	return out
+}

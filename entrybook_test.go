@@ -103,3 +103,24 @@ func TestLevelEntries(t *testing.T) {
 		})
 	}
 }
+
+func TestWonToRestore(t *testing.T) {
+	cases := []struct {
+		name          string
+		inStock, kept map[string]string
+		want          map[string]string
+	}{
+		{"level", map[string]string{"ann": "r1"}, map[string]string{"ann": "r1"}, nil},
+		{"the stock store lost them", nil, map[string]string{"ann": "r1", "bob": "r2"}, map[string]string{"ann": "r1", "bob": "r2"}},
+		{"the stock store lost one", map[string]string{"ann": "r1"}, map[string]string{"ann": "r1", "bob": "r2"}, map[string]string{"bob": "r2"}},
+		{"the database's reservation wins", map[string]string{"ann": "r9"}, map[string]string{"ann": "r1"}, map[string]string{"ann": "r1"}},
+		{"a winner only the stock store has is left", map[string]string{"cat": "r3"}, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seckill.WonToRestore(tc.inStock, tc.kept); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("WonToRestore = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}

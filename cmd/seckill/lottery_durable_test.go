@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,6 +92,54 @@ func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
 		t.Fatalf("losing %d entries = %d, %v", len(lost), n, err)
 	}
 	drawCountsAll(t, e, sale, closeAt, entries)
+}
+
+// TestLotteryResultsSurviveRedisRestartedEmpty: a drawn lottery's Redis
+// restarts empty. The heal brings back the winners' reservations from
+// their orders, and the draw's results from the database: each winner
+// still reads "won" with her reservation, everyone else "lost", and the
+// archive's copy would say the same.
+func TestLotteryResultsSurviveRedisRestartedEmpty(t *testing.T) {
+	srv := redistest.StartServer(t)
+	e := startEngine(t, func(c *Config) {
+		c.RedisURL = "redis://" + srv.Addr
+		c.DrawInterval = 50 * time.Millisecond
+		c.HealInterval = 200 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+	})
+	sale, closeAt := e.createLottery(durableStock, 1, 3*time.Second)
+	entries := enterMany(t, e, sale)
+	waitFor(t, time.Until(closeAt)+30*time.Second, "the draw", func() bool {
+		return e.do("GET", "/api/v1/sales/"+sale+"/draw", "", nil).body["drawn"] == true
+	})
+	results := func() map[string]string {
+		out := map[string]string{}
+		for user := range entries {
+			r := e.do("GET", "/api/v1/sales/"+sale+"/entries/mine", e.token(user), nil)
+			out[user] = fmt.Sprint(r.status, " ", r.body["status"], " ", r.body["entry_id"], " ", r.body["reservation_id"])
+		}
+		return out
+	}
+	before := results()
+	for user, res := range before {
+		if strings.Contains(res, " won ") {
+			id := strings.Fields(res)[3]
+			waitFor(t, 20*time.Second, user+"'s order", func() bool {
+				return e.do("GET", "/api/v1/reservations/"+id, e.token(user), nil).body["status"] == "ordered"
+			})
+		}
+	}
+	srv.Kill()
+	srv.Restart(t)
+	waitFor(t, 30*time.Second, "the sale to be healed", func() bool {
+		return e.do("GET", "/api/v1/sales/"+sale+"/entries/mine", e.token("entrant-0"), nil).status == http.StatusOK
+	})
+	after := results()
+	for user, was := range before {
+		if after[user] != was {
+			t.Errorf("%s after Redis restarted empty: %s; before: %s", user, after[user], was)
+		}
+	}
 }
 
 // enterMany enters durableEntrants buyers, and returns their entry ids.

@@ -13,6 +13,8 @@ import (
 type EntryStock interface {
 	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 	PutEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) error
+	AllWon(ctx context.Context, saleID string) (map[string]string, error)
+	RecordWon(ctx context.Context, saleID string, won map[string]string) error
 }
 
 // EntryLedger is the database's side (internal/sqlstore.EntryStore).
@@ -21,6 +23,10 @@ type EntryLedger interface {
 	// entry, or the one its buyer had.
 	KeepEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error)
 	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+	// CopyEntries writes entries with the reservation won gives each
+	// buyer: the draw's results.
+	CopyEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry, won map[string]string) error
+	ArchivedWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
 // ErrNotKept answers entries the database did not take: a retry gets the
@@ -70,12 +76,23 @@ func (b *Book) Keep(ctx context.Context, saleID string, entries []seckill.Lotter
 	return kept, nil
 }
 
+// KeepWon records in the database the reservations the draw gave
+// winners (entries of the sale), before the stock store records them:
+// Level puts them back in a stock store that lost them.
+func (b *Book) KeepWon(ctx context.Context, saleID string, winners []seckill.LotteryEntry, won map[string]string) error {
+	if err := b.ledger.CopyEntries(ctx, saleID, winners, won); err != nil {
+		return fmt.Errorf("keep the draw's winners of %s: %w", saleID, err)
+	}
+	return nil
+}
+
 // Level brings the sale's entries in the stock store and in the database
 // level: the stock store gets every entry the database keeps (the
 // database's version winning), the database every entry only the stock
-// store has (one whose answer failed). A heal calls it while the sale
-// refuses entries, to put back what the stock store lost; the draw calls
-// it once entries are closed, before it reads them.
+// store has (one whose answer failed); and the stock store gets the
+// draw's results the database keeps (KeepWon). A heal calls it while the
+// sale refuses requests, to put back what the stock store lost; the draw
+// calls it once entries are closed, before it reads them.
 func (b *Book) Level(ctx context.Context, saleID string) error {
 	inStock, err := b.stock.Entries(ctx, saleID)
 	if err != nil {
@@ -100,6 +117,20 @@ func (b *Book) Level(ctx context.Context, saleID string) error {
 			return fmt.Errorf("level entries of %s: %w", saleID, err)
 		}
 		b.logger.WarnContext(ctx, "lottery entries put back in the stock store from the database", "sale_id", saleID, "entries", len(toStock))
+	}
+	wonInStock, err := b.stock.AllWon(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("level the draw's results of %s: %w", saleID, err)
+	}
+	wonKept, err := b.ledger.ArchivedWon(ctx, saleID)
+	if err != nil {
+		return fmt.Errorf("level the draw's results of %s: %w", saleID, err)
+	}
+	if won := seckill.WonToRestore(wonInStock, wonKept); len(won) > 0 {
+		if err := b.stock.RecordWon(ctx, saleID, won); err != nil {
+			return fmt.Errorf("level the draw's results of %s: %w", saleID, err)
+		}
+		b.logger.WarnContext(ctx, "lottery results put back in the stock store from the database", "sale_id", saleID, "winners", len(won))
 	}
 	return nil
 }

@@ -183,6 +183,18 @@ func TestBookPutsBackWhatTheStockStoreLost(t *testing.T) {
 	if err != nil || len(all) != len(want) {
 		t.Fatalf("entries in the stock store after Level = %+v, %v; want %d", all, err, len(want))
 	}
+	// The draw's results, kept by the draw before the stock store had
+	// them, come back too.
+	won := map[string]string{"bob": "r-bob"}
+	if err := f.book.KeepWon(ctx, f.sale.ID, []seckill.LotteryEntry{before[1].Entry}, won); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.book.Level(ctx, f.sale.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := f.stock.Lottery().AllWon(ctx, f.sale.ID); err != nil || len(got) != 1 || got["bob"] != "r-bob" {
+		t.Fatalf("the draw's results in the stock store after Level = %v, %v; want %v", got, err, won)
+	}
 	for _, e := range all {
 		if want[e.UserID] != e {
 			t.Errorf("%s in the stock store after Level = %+v; want %+v", e.UserID, e, want[e.UserID])

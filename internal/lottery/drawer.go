@@ -45,10 +45,13 @@ type Entries interface {
 	AllWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
-// Leveler brings a lottery's entries in the stock store level with those
-// the database keeps (Book).
-type Leveler interface {
+// EntryBook keeps a lottery's entries and results in the database as
+// well as in the stock store (Book).
+type EntryBook interface {
+	// Level brings the stock store level with the database.
 	Level(ctx context.Context, saleID string) error
+	// KeepWon records winners' reservations in the database.
+	KeepWon(ctx context.Context, saleID string, winners []seckill.LotteryEntry, won map[string]string) error
 }
 
 // Stock reserves the winners' units (internal/redis StockStore).
@@ -80,9 +83,11 @@ type Config struct {
 	Entries Entries
 	Stock   Stock
 	// Book, if set, levels the entries once they are closed, before the
-	// draw reads them from the stock store: every entry the database
-	// keeps is drawn, even one the stock store lost.
-	Book Leveler
+	// draw reads them from the stock store (every entry the database
+	// keeps is drawn, even one the stock store lost), and keeps each
+	// batch of winners in the database before the stock store records
+	// them (a heal puts them back from there).
+	Book EntryBook
 	// Owner names this node in the draw's lease.
 	Owner string
 	// Lease is how long a node may work on a draw before another may take
@@ -287,6 +292,11 @@ func (d *Drawer) award(ctx context.Context, sale *seckill.Sale, winners []seckil
 				won[batch[i].UserID] = r.ReservationID
 			} else {
 				d.cfg.Logger.WarnContext(ctx, "lottery winner not reserved", "sale_id", sale.ID, "entry_id", batch[i].ID, "outcome", r.Outcome.String())
+			}
+		}
+		if d.cfg.Book != nil && len(won) > 0 {
+			if err := d.cfg.Book.KeepWon(ctx, sale.ID, batch, won); err != nil {
+				return err
 			}
 		}
 		if err := d.cfg.Entries.RecordWon(ctx, sale.ID, won); err != nil {

@@ -27,8 +27,10 @@ const entryBatch = 500
 
 // CopyEntries writes entries, all of sale saleID, each with the
 // reservation won gives its buyer ("" for none), in statements of
-// entryBatch rows. Copying again changes nothing but a reservation won
-// has since given (an entry's row takes the latest).
+// entryBatch rows: the draw's winners as they are drawn, every entry when
+// the sale is archived. Copying again changes nothing but a reservation
+// won has since given (an entry's row takes the latest); "" never clears
+// one.
 func (st *EntryStore) CopyEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry, won map[string]string) error {
 	q := &st.db.dialect.sql.entries
 	for b := 0; b < len(entries); b += entryBatch {

@@ -125,5 +125,13 @@ func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
 		if e, res, ok, err := st.ArchivedEntry(ctx, "keep", "buyer-0"); err != nil || !ok || e.ID != first[0].ID || res != "r-0" {
 			t.Fatalf("buyer-0 after the copy and a keep = %+v %q %v, %v; want the first entry and r-0", e, res, ok, err)
 		}
+		// A copy from a stock store that lost the draw's results (no
+		// winners) does not unwin anyone.
+		if err := st.CopyEntries(ctx, "keep", first[:2], nil); err != nil {
+			t.Fatal(err)
+		}
+		if won, err := st.ArchivedWon(ctx, "keep"); err != nil || len(won) != 1 || won["buyer-0"] != "r-0" {
+			t.Fatalf("winners after a copy without them = %v, %v; want buyer-0's r-0 kept", won, err)
+		}
 	})
 }

@@ -70,7 +70,9 @@ type sqlParts struct {
 	// heldByBuyer and insertPlacedArrays: see orderQueries.
 	heldByBuyer, insertPlacedArrays string
 	// upsertEntry ends an INSERT of lottery entries so that a row whose id
-	// exists takes the new reservation_id.
+	// exists takes the new reservation_id, unless that is '': a won
+	// reservation is never unwon (a copy from a stock store that lost the
+	// draw's results leaves the database's).
 	upsertEntry string
 	// keepFirst ends an INSERT so that a row any unique key of the table
 	// already holds is left as it is, and not counted as affected.

@@ -20,7 +20,7 @@ var mysqlSQL = newQueries(sqlParts{
 	// the transaction's snapshot.
 	forUpdate:         ` FOR UPDATE`,
 	skipLocked:        ` FOR UPDATE SKIP LOCKED`,
-	upsertEntry:       ` ON DUPLICATE KEY UPDATE reservation_id = VALUES(reservation_id)`,
+	upsertEntry:       ` ON DUPLICATE KEY UPDATE reservation_id = IF(VALUES(reservation_id) = '', reservation_id, VALUES(reservation_id))`,
 	ignoreDuplicateID: ` ON DUPLICATE KEY UPDATE id = id`,
 	keepFirst:         ` ON DUPLICATE KEY UPDATE id = id`,
 	primaryKey:        ` FORCE INDEX (PRIMARY)`,

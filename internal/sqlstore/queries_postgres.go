@@ -15,7 +15,7 @@ var postgresSQL = newQueries(sqlParts{
 	unlockMigrations:  `SELECT pg_advisory_unlock($1)`,
 	forUpdate:         ` FOR UPDATE`,
 	skipLocked:        ` FOR UPDATE SKIP LOCKED`,
-	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = excluded.reservation_id`,
+	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = CASE WHEN excluded.reservation_id = '' THEN lottery_entries.reservation_id ELSE excluded.reservation_id END`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
 	keepFirst:         ` ON CONFLICT DO NOTHING`,
 	byteOrder:         ` COLLATE "C"`,

@@ -14,7 +14,7 @@ var sqliteSQL = newQueries(sqlParts{
 	// read.
 	forUpdate:         ``,
 	skipLocked:        ``,
-	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = excluded.reservation_id`,
+	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = CASE WHEN excluded.reservation_id = '' THEN lottery_entries.reservation_id ELSE excluded.reservation_id END`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
 	keepFirst:         ` ON CONFLICT DO NOTHING`,
 	// A keyset page walks the primary key: + keeps the planner off the
