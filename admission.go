@@ -210,6 +210,18 @@ func QueueWindow(s *Sale, now time.Time, opensBefore time.Duration) error {
 	return nil
 }
 
+// PreheatLead is how long before its start sale s is loaded into the
+// stock store, given the preheat lead and how long before the start a
+// queue sale's room opens: a queue sale is loaded by the time its room
+// opens, since a join needs it loaded (its places are put back from the
+// database only into a loaded sale).
+func PreheatLead(s *Sale, lead, queueOpensBefore time.Duration) time.Duration {
+	if s.Admission.Of() == AdmitQueue {
+		return max(lead, queueOpensBefore)
+	}
+	return lead
+}
+
 // QueueSettleMargin covers the node's and the stock store's clocks
 // disagreeing about a queue sale's start.
 const QueueSettleMargin = 5 * time.Second
@@ -307,8 +319,9 @@ type QueueJoin struct {
 
 // QueueJoinResult answers a QueueJoin.
 type QueueJoinResult struct {
-	Refused  string // ERATELIMITED: the address holds its most places
-	Position int64  // 1-based, as of the join
+	Refused  string     // ERATELIMITED: the address holds its most places; ETRYLATER: the sale is not loaded or heals
+	Position int64      // 1-based, as of the join
+	Place    QueuePlace // the place given, or the buyer's earlier one
 	// RateLimited: one of the RateChecks refused the join, the one at
 	// RateLimitedBy, for RetryAfter.
 	RateLimited   bool

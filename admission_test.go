@@ -114,6 +114,27 @@ func TestQueueWindow(t *testing.T) {
 	}
 }
 
+func TestPreheatLead(t *testing.T) {
+	queue := admissionSale(seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10})
+	lottery := admissionSale(seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: t0.Add(time.Minute)})
+	first := admissionSale(seckill.Admission{})
+	for _, tc := range []struct {
+		name        string
+		s           *seckill.Sale
+		lead, opens time.Duration
+		want        time.Duration
+	}{
+		{"first come: the lead", first, 10 * time.Minute, 15 * time.Minute, 10 * time.Minute},
+		{"lottery: the lead (entries open at the start)", lottery, 10 * time.Minute, 15 * time.Minute, 10 * time.Minute},
+		{"queue: loaded when its room opens", queue, 10 * time.Minute, 15 * time.Minute, 15 * time.Minute},
+		{"queue: the lead when longer", queue, 20 * time.Minute, 15 * time.Minute, 20 * time.Minute},
+	} {
+		if got := seckill.PreheatLead(tc.s, tc.lead, tc.opens); got != tc.want {
+			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
+		}
+	}
+}
+
 func TestQueuePlaceSettledFromTheStartPlusTheMargin(t *testing.T) {
 	q := admissionSale(seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10})
 	lottery := admissionSale(seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: t0.Add(time.Minute)})

@@ -28,7 +28,8 @@ func (a admittedStock) Reserve(ctx context.Context, saleID string, reqs []seckil
 // secret, and a combiner of its own for ticket holders' claims.
 func (m *Main) newQueue(w *wired) *httpapi.QueueConfig {
 	cfg := &m.Config
-	batched := combiner.NewQueuer(m.stock.Queue(), combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	// A place is answered once the database keeps it (waitroom.Book).
+	batched := combiner.NewQueuer(m.stock.Queue(), w.places, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	admitted := combiner.New(admittedStock{m.stock.StockStore()}, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
 	m.closers = append(m.closers, batched.Stop, admitted.Stop)
 	// A buyer's repeated join, once places are final, is answered from

@@ -47,6 +47,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/soldout"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/startstop"
+	"github.com/seckill-dev/seckill/internal/waitroom"
 	"github.com/seckill-dev/seckill/internal/web"
 )
 
@@ -139,9 +140,11 @@ type wired struct {
 	events     *sqlstore.EventStore
 	eventsWake func()
 	lottery    *httpapi.LotteryConfig
-	// entries keeps lottery entries in the database as well as in the
-	// stock store: the enter path, the heal and the draw share it.
+	// entries keeps lottery entries, and places the waiting rooms', in
+	// the database as well as in the stock store: the enter and join
+	// paths, the heal and the draw share them.
 	entries *lottery.Book
+	places  *waitroom.Book
 	// pacer moves adaptive queue sales on, at rates adapted to
 	// admitLatency: the latency of ticket holders' claims on this node.
 	pacer        *admitpace.Pacer
@@ -331,7 +334,7 @@ func (m *Main) connectBroker(ctx context.Context, w *wired) (err error) {
 func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	cfg, pm := &m.Config, w.pm
 	m.preheat = preheat.New(w.sales, m.stock.Loader(), preheat.Config{
-		Lead: cfg.PreheatLead, Interval: cfg.PreheatInterval, Logger: m.Logger,
+		Lead: cfg.PreheatLead, QueueOpensBefore: cfg.QueueOpensBefore, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)
 	w.admitLatency = &admitpace.Latency{}
@@ -446,6 +449,7 @@ func relayLinger(cfg *Config, w *wired) time.Duration {
 func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	cfg := &m.Config
 	w.entries = lottery.NewBook(m.stock.Lottery(), sqlstore.NewEntryStore(m.db), m.Logger)
+	w.places = waitroom.NewBook(m.stock.Queue(), sqlstore.NewPlaceStore(m.db), m.Logger)
 	// Ended sales give their Redis memory back: the idempotency keys at
 	// the end, the rest once settled, after ArchiveAfter, if the sale
 	// reconciles one last time; a lottery's once drawn and its entries
@@ -472,12 +476,16 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	// Claims that Redis lost are noticed and healed from the database.
 	hc := heal.Config{
 		Interval: cfg.HealInterval, Now: m.now, Logger: m.Logger,
-		// A lottery's entries come back from the database too.
+		// A lottery's entries and a waiting room's places come back from
+		// the database too.
 		Rebuild: func(ctx context.Context, sale *seckill.Sale) error {
-			if sale.Admission.Of() != seckill.AdmitLottery {
-				return nil
+			switch sale.Admission.Of() {
+			case seckill.AdmitLottery:
+				return w.entries.Level(ctx, sale.ID)
+			case seckill.AdmitQueue:
+				return w.places.Level(ctx, sale.ID)
 			}
-			return w.entries.Level(ctx, sale.ID)
+			return nil
 		},
 		OnHeal: func(string, string, int, int) {
 			w.dm.Heals.Inc()
@@ -501,7 +509,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 		// live sale refuses claims until its first heal (a tick away)
 		// rebuilt it from the database, once the stream has drained
 		// into it (docs/durability.md).
-		healer.HoldLive(ctx, w.sales, cfg.PreheatLead)
+		healer.HoldLive(ctx, w.sales, m.preheat.MaxLead())
 	}
 	m.start(ctx, healer)
 }

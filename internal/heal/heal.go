@@ -155,8 +155,10 @@ func New(stock Stock, db Database, sales Sales, cfg Config) *Watcher {
 // state would otherwise take claims on units and buyers the database
 // already has. Call it before Start and before claims can arrive. A heal
 // that fails lets claims in again (as any heal does), so a held sale is
-// never refused for longer than one heal attempt. held counts the
-// sales held; err joins the sales that could not be.
+// never refused for longer than one heal attempt, unless what
+// Config.Rebuild puts back could not be: then until a later heal takes it
+// over. held counts the sales held; err joins the sales that could not
+// be.
 func (w *Watcher) Hold(ctx context.Context, sales []*seckill.Sale) (held int, err error) {
 	now := w.cfg.Now()
 	var errs []error

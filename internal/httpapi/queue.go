@@ -134,7 +134,11 @@ func (s *Server) handleJoinQueue(w http.ResponseWriter, r *http.Request) int {
 	if res.RateLimited {
 		return s.admissionRateLimited(w, checks, res.RateLimitedBy, res.RetryAfter, now)
 	}
-	if res.Refused != "" {
+	switch res.Refused {
+	case "":
+	case seckill.ETRYLATER:
+		return s.writeError(w, r, errRoomLoading)
+	default:
 		s.queueMetrics.refused.Inc()
 		return s.writeError(w, r, seckill.Errorf(seckill.ERATELIMITED, "Your address holds %d places in this queue already.", s.queue.PerIP))
 	}

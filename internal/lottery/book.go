@@ -63,7 +63,7 @@ func (b *Book) Keep(ctx context.Context, saleID string, entries []seckill.Lotter
 	if err != nil {
 		return nil, errors.Join(ErrNotKept, err)
 	}
-	if fix := seckill.EntriesReplaced(entries, kept); len(fix) > 0 {
+	if fix := seckill.Replaced(entries, kept); len(fix) > 0 {
 		// The stock store had lost these buyers' entries and made new
 		// ones. Their answers are the database's either way; the store
 		// is told so that the draw reads them (it also levels itself at
@@ -110,7 +110,7 @@ func (b *Book) Level(ctx context.Context, saleID string) error {
 		if err != nil {
 			return fmt.Errorf("level entries of %s: %w", saleID, err)
 		}
-		toStock = append(toStock, seckill.EntriesReplaced(toKeep, back)...)
+		toStock = append(toStock, seckill.Replaced(toKeep, back)...)
 	}
 	if len(toStock) > 0 {
 		if err := b.stock.PutEntries(ctx, saleID, toStock); err != nil {

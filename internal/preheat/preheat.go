@@ -38,10 +38,14 @@ type Preheater interface {
 
 // Config tunes a Scheduler. Zero values take the defaults.
 type Config struct {
-	Lead     time.Duration // how long before StartAt to preheat; default 10m
-	Interval time.Duration // how often to look for due sales; default 5s
-	Now      func() time.Time
-	Logger   *slog.Logger
+	Lead time.Duration // how long before StartAt to preheat; default 10m
+	// QueueOpensBefore is how long before its start a queue sale's
+	// waiting room opens: such a sale is preheated then if that is
+	// earlier than Lead (seckill.PreheatLead).
+	QueueOpensBefore time.Duration
+	Interval         time.Duration // how often to look for due sales; default 5s
+	Now              func() time.Time
+	Logger           *slog.Logger
 }
 
 // Scheduler preheats due sales in the background and remembers which sales
@@ -68,9 +72,15 @@ func New(sales SaleLister, stock Preheater, cfg Config) *Scheduler {
 
 // Due reports whether s should be in the stock store by now.
 func (p *Scheduler) Due(s *seckill.Sale) bool {
-	now := p.cfg.Now()
-	return !now.Before(s.StartAt.Add(-p.cfg.Lead)) && now.Before(s.EndAt)
+	return p.due(s, p.cfg.Now())
 }
+
+func (p *Scheduler) due(s *seckill.Sale, now time.Time) bool {
+	return !now.Before(s.StartAt.Add(-seckill.PreheatLead(s, p.cfg.Lead, p.cfg.QueueOpensBefore))) && now.Before(s.EndAt)
+}
+
+// MaxLead is the longest a sale is preheated before its start.
+func (p *Scheduler) MaxLead() time.Duration { return max(p.cfg.Lead, p.cfg.QueueOpensBefore) }
 
 // Preheat loads s now, whatever its start time (the operator's
 // POST /admin/v1/sales/{id}/preheat). created is false when s was
@@ -153,13 +163,16 @@ func (p *Scheduler) Loaded() []*seckill.Sale {
 // or preheated by an operator before the lead).
 func (p *Scheduler) Tick(ctx context.Context) error {
 	now := p.cfg.Now()
-	due, err := p.sales.SalesStartingBefore(ctx, now.Add(p.cfg.Lead), now)
+	due, err := p.sales.SalesStartingBefore(ctx, now.Add(p.MaxLead()), now)
 	if err != nil {
 		return fmt.Errorf("preheat: list due sales: %w", err)
 	}
 	listed := make(map[string]bool, len(due))
 	var firstErr error
 	for _, s := range due {
+		if !p.due(s, now) {
+			continue // a first come sale within the queue's lead, not its own
+		}
 		listed[s.ID] = true
 		p.mu.Lock()
 		_, seen := p.loaded[s.ID]

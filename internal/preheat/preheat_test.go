@@ -63,6 +63,11 @@ func TestSchedule(t *testing.T) {
 	sale := func(id string, start time.Duration) *seckill.Sale {
 		return &seckill.Sale{ID: id, Stock: 200, PurchaseLimit: 1, StartAt: now.Add(start), EndAt: now.Add(start + time.Hour)}
 	}
+	queue := func(id string, start time.Duration) *seckill.Sale {
+		s := sale(id, start)
+		s.Admission = seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10}
+		return s
+	}
 	tests := []struct {
 		name    string
 		sale    *seckill.Sale
@@ -73,11 +78,14 @@ func TestSchedule(t *testing.T) {
 		{"five minutes ahead is due", sale("soon", 5*time.Minute), true},
 		{"already live is due", sale("live", -30*time.Minute), true},
 		{"ended is not", sale("over", -2*time.Hour), false},
+		{"twelve minutes ahead waits", sale("first-come-12", 12*time.Minute), false},
+		{"a queue sale twelve minutes ahead is due: its room is open", queue("queue-12", 12*time.Minute), true},
+		{"a queue sale before its room opens waits", queue("queue-16", 16*time.Minute), false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stock := &fakeStock{calls: map[string]int{}, loaded: map[string]bool{}}
-			p := New(&fakeSales{sales: []*seckill.Sale{tt.sale}}, stock, Config{Now: func() time.Time { return now }})
+			p := New(&fakeSales{sales: []*seckill.Sale{tt.sale}}, stock, Config{Now: func() time.Time { return now }, QueueOpensBefore: 15 * time.Minute})
 			if got := p.Due(tt.sale); got != tt.wantDue {
 				t.Fatalf("Due = %v, want %v", got, tt.wantDue)
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -25,6 +26,9 @@ var (
 // Moving the pace on is not retried: a replay would count the time since
 // at the new rate, not the old (a small error, but a needless one).
 var queuePaceScript = rueidis.NewLuaScript(lua("queue_pace.lua"))
+
+// Raising the arrival counter to a floor may be replayed.
+var queueSeqRaiseScript = rueidis.NewLuaScriptRetryable(lua("queue_seq_raise.lua"))
 
 // Queue keeps queue sales' waiting rooms in the sale's hash slot:
 // <prefix>:{sale}:queue, :queue_ip and :queue_seq (queue_join.lua), and an
@@ -57,8 +61,8 @@ func (q *Queue) JoinBatch(ctx context.Context, s *seckill.Sale, perIP int64, req
 	}
 	first := reqs[0].RateChecks
 	per := len(first)
-	keys := make([]string, 3, 3+per)
-	keys[0], keys[1], keys[2] = q.key(s.ID, "queue"), q.key(s.ID, "queue_ip"), q.key(s.ID, "queue_seq")
+	keys := make([]string, 4, 4+per)
+	keys[0], keys[1], keys[2], keys[3] = q.key(s.ID, "queue"), q.key(s.ID, "queue_ip"), q.key(s.ID, "queue_seq"), q.s.keys(s.ID)[keyStock]
 	for _, c := range first {
 		keys = append(keys, q.s.saleRateBase(s.ID, c.Limit))
 	}
@@ -82,14 +86,24 @@ func (q *Queue) JoinBatch(ctx context.Context, s *seckill.Sale, perIP int64, req
 	if per > 0 {
 		script = queueJoinLimitedScript
 	}
-	answers, err := script.Exec(ctx, q.s.client, keys, args).ToArray()
+	msg, err := script.Exec(ctx, q.s.client, keys, args).ToMessage()
 	if err != nil {
 		return nil, fmt.Errorf("queue join: %w", classify(err))
+	}
+	out := make([]seckill.QueueJoinResult, len(reqs))
+	if code, err := msg.AsInt64(); err == nil && code == 7 {
+		for i := range out {
+			out[i].Refused = seckill.ETRYLATER
+		}
+		return out, nil
+	}
+	answers, err := msg.ToArray()
+	if err != nil {
+		return nil, fmt.Errorf("queue join: %w", err)
 	}
 	if len(answers) != len(reqs) {
 		return nil, fmt.Errorf("queue join: %d answers to %d joins", len(answers), len(reqs))
 	}
-	out := make([]seckill.QueueJoinResult, len(reqs))
 	for i, m := range answers {
 		if m.IsArray() {
 			by, retry, err := rateRefusal(m, per)
@@ -99,17 +113,110 @@ func (q *Queue) JoinBatch(ctx context.Context, s *seckill.Sale, perIP int64, req
 			out[i] = seckill.QueueJoinResult{RateLimited: true, RateLimitedBy: by, RetryAfter: retry}
 			continue
 		}
-		p, err := m.AsInt64()
+		if p, err := m.AsInt64(); err == nil && p < 0 {
+			out[i].Refused = seckill.ERATELIMITED
+			continue
+		}
+		a, err := m.ToString()
 		if err != nil {
 			return nil, fmt.Errorf("queue join %d: %w", i, err)
 		}
-		if p < 0 {
-			out[i].Refused = seckill.ERATELIMITED
-		} else {
-			out[i].Position = p
+		pos, score, err := parsePlace(a)
+		if err != nil {
+			return nil, fmt.Errorf("queue join %d: %w", i, err)
 		}
+		out[i].Position, out[i].Place = pos, seckill.QueuePlace{UserID: reqs[i].UserID, Score: score, IP: reqs[i].IP}
 	}
 	return out, nil
+}
+
+// parsePlace reads queue_join.lua's "<position> <score>".
+func parsePlace(a string) (pos, score int64, err error) {
+	ps, ss, _ := strings.Cut(a, " ")
+	pos, err = strconv.ParseInt(ps, 10, 64)
+	if err == nil {
+		score, err = parseScore(ss)
+	}
+	if err != nil || pos < 1 {
+		return 0, 0, fmt.Errorf("malformed place %q", a)
+	}
+	return pos, score, nil
+}
+
+// parseScore reads a sorted set's score that holds an integer (as Redis
+// writes a double: "1099511627777", or with an exponent).
+func parseScore(s string) (int64, error) {
+	if n, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return n, nil
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil || f < 0 || f > 1<<53 || f != float64(int64(f)) {
+		return 0, fmt.Errorf("score %q is not a whole number", s)
+	}
+	return int64(f), nil
+}
+
+// PutPlaces gives buyers their places in the sale's waiting room,
+// whatever it held: the database's, which win (waitroom.Book).
+func (q *Queue) PutPlaces(ctx context.Context, saleID string, places []seckill.QueuePlace) error {
+	for b := 0; b < len(places); b += MaxBatch {
+		cmd := q.s.client.B().Zadd().Key(q.key(saleID, "queue")).ScoreMember()
+		for _, p := range places[b:min(b+MaxBatch, len(places))] {
+			cmd = cmd.ScoreMember(float64(p.Score), p.UserID)
+		}
+		if err := q.s.client.Do(ctx, cmd.Build()).Error(); err != nil {
+			return fmt.Errorf("put places: %w", classify(err))
+		}
+	}
+	return nil
+}
+
+// Places returns every place of the sale's waiting room, in order; the
+// room does not know the address of each (IP "").
+func (q *Queue) Places(ctx context.Context, saleID string) ([]seckill.QueuePlace, error) {
+	scores, err := q.s.client.Do(ctx, q.s.client.B().Zrange().Key(q.key(saleID, "queue")).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		return nil, fmt.Errorf("places: %w", classify(err))
+	}
+	out := make([]seckill.QueuePlace, len(scores))
+	for i, z := range scores {
+		if z.Score < 0 || z.Score > 1<<53 || z.Score != float64(int64(z.Score)) {
+			return nil, fmt.Errorf("places: the score of %q is not a whole number", z.Member)
+		}
+		out[i] = seckill.QueuePlace{UserID: z.Member, Score: int64(z.Score)}
+	}
+	return out, nil
+}
+
+// RestoreRoom rebuilds the sale's waiting room from places, every place it
+// has (a heal's, while the sale refuses joins): each place, the places
+// each address holds, and the last arrival number (seckill.RoomCounts),
+// never below the room's own.
+func (q *Queue) RestoreRoom(ctx context.Context, saleID string, places []seckill.QueuePlace) error {
+	if err := q.PutPlaces(ctx, saleID, places); err != nil {
+		return fmt.Errorf("restore room: %w", err)
+	}
+	perIP, arrivals := seckill.RoomCounts(places)
+	c := q.s.client
+	cmds := rueidis.Commands{c.B().Del().Key(q.key(saleID, "queue_ip")).Build()}
+	if len(perIP) > 0 {
+		set := c.B().Hset().Key(q.key(saleID, "queue_ip")).FieldValue()
+		for ip, n := range perIP {
+			set = set.FieldValue(ip, strconv.FormatInt(n, 10))
+		}
+		cmds = append(cmds, set.Build())
+	}
+	for _, r := range c.DoMulti(ctx, cmds...) {
+		if err := r.Error(); err != nil {
+			return fmt.Errorf("restore room: %w", classify(err))
+		}
+	}
+	if arrivals > 0 {
+		if err := queueSeqRaiseScript.Exec(ctx, c, []string{q.key(saleID, "queue_seq")}, []string{strconv.FormatInt(arrivals, 10)}).Error(); err != nil {
+			return fmt.Errorf("restore room: %w", classify(err))
+		}
+	}
+	return nil
 }
 
 // Position returns userID's 1-based place in the sale's waiting room; ok

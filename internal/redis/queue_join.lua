@@ -8,26 +8,36 @@
 --                              number (first come, behind them)
 -- KEYS[2]  sk:{sale}:queue_ip  hash address -> places taken from it
 -- KEYS[3]  sk:{sale}:queue_seq counter of arrivals after the start
--- KEYS[4…] sk:{sale}:rl:<T>:<tolerance>  KEYS[4 + k] is the rate limit of
+-- KEYS[4]  sk:{sale}:stock     the sale's stock hash: no place is given
+--                              while it is missing (not loaded, or lost)
+--                              or `healing` (heal_begin.lua): the heal puts
+--                              back the places the database keeps first
+-- KEYS[5…] sk:{sale}:rl:<T>:<tolerance>  KEYS[5 + k] is the rate limit of
 --          every join's check k (0-based), counted as claims' checks are,
 --          in the same state (ratelimits.lua, prepended)
 -- ARGV[1]  the sale's start, Unix milliseconds
 -- ARGV[2]  places an address may hold (0: no cap)
--- ARGV[3]  R, the rate checks of every join (#KEYS - 3, maybe 0)
+-- ARGV[3]  R, the rate checks of every join (#KEYS - 4, maybe 0)
 -- ARGV[4…] per buyer 3 + R values: user id, address ("" unknown), a
 --          random integer in [0, 2^40), and the limited key of each check
 --
--- Returns one answer per buyer, in order: {k, retry_after_us} when its
+-- Returns 7 (the sale is not loaded or heals: try later) for the whole
+-- batch, or one answer per buyer, in order: {k, retry_after_us} when its
 -- check k refused the join (counted against none; no place is given or
--- looked up), else their 1-based position now, or -1 when their address
--- holds the cap already.
+-- looked up), -1 when their address holds the cap already, else the
+-- string "<position> <score>": their 1-based position now and their
+-- place's score (given now or before).
+local stock = redis.call('HMGET', KEYS[4], 'total', 'healing')
+if not stock[1] or stock[2] then
+  return 7
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local early = now < tonumber(ARGV[1])
 local cap = tonumber(ARGV[2])
 local per = tonumber(ARGV[3])
 local stride = 3 + per
-rate_open(4, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 4, stride, 3)
+rate_open(5, per, tonumber(t[1]) * 1000000 + tonumber(t[2]), 4, stride, 3)
 local out = {}
 for i = 4, #ARGV, stride do
   local user, ip = ARGV[i], ARGV[i + 1]
@@ -42,7 +52,7 @@ for i = 4, #ARGV, stride do
   if k then
     out[#out + 1] = {k, retry}
   elseif rank then
-    out[#out + 1] = rank + 1
+    out[#out + 1] = (rank + 1) .. ' ' .. redis.call('ZSCORE', KEYS[1], user)
   elseif cap > 0 and ip ~= '' and tonumber(redis.call('HGET', KEYS[2], ip) or '0') >= cap then
     out[#out + 1] = -1
   else
@@ -56,7 +66,7 @@ for i = 4, #ARGV, stride do
     if ip ~= '' then
       redis.call('HINCRBY', KEYS[2], ip, 1)
     end
-    out[#out + 1] = redis.call('ZRANK', KEYS[1], user) + 1
+    out[#out + 1] = (redis.call('ZRANK', KEYS[1], user) + 1) .. ' ' .. score
   end
 end
 rate_save()

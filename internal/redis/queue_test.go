@@ -13,13 +13,26 @@ import (
 func TestQueueAfterTheStartIsArrivalOrderOnePlaceEachCappedPerAddress(t *testing.T) {
 	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
 		ctx := t.Context()
-		q := newStore(t).Queue()
+		s := newStore(t)
+		q := s.Queue()
 		now := time.Now()
-		sale := &seckill.Sale{ID: "qs", StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+		sale := &seckill.Sale{ID: "qs", Name: "qs", Stock: 5, PurchaseLimit: 1, StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
 			Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 1}}
+		if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
+			t.Fatal(err)
+		}
 		res, err := q.JoinBatch(ctx, sale, 2, []seckill.QueueJoin{{UserID: "a", IP: "1.1.1.1"}, {UserID: "b", IP: "2.2.2.2"}, {UserID: "a", IP: "1.1.1.1"}})
 		if err != nil || res[0].Position != 1 || res[1].Position != 2 || res[2].Position != 1 {
 			t.Fatalf("joins = %+v, %v; want a 1, b 2, a again 1", res, err)
+		}
+		// Each answer holds its place, as the database keeps it: the
+		// arrival order after the start, the same place again for a.
+		base := int64(seckill.QueueScoreBase)
+		wantPlaces := []seckill.QueuePlace{{UserID: "a", Score: base + 1, IP: "1.1.1.1"}, {UserID: "b", Score: base + 2, IP: "2.2.2.2"}, {UserID: "a", Score: base + 1, IP: "1.1.1.1"}}
+		for i, r := range res {
+			if r.Place != wantPlaces[i] {
+				t.Fatalf("join %d's place = %+v; want %+v", i, r.Place, wantPlaces[i])
+			}
 		}
 		res, err = q.JoinBatch(ctx, sale, 2, []seckill.QueueJoin{{UserID: "c", IP: "1.1.1.1"}, {UserID: "d", IP: "1.1.1.1"}, {UserID: "e"}})
 		if err != nil || res[0].Position != 3 || res[1].Refused != seckill.ERATELIMITED || res[2].Position != 4 {
@@ -33,6 +46,71 @@ func TestQueueAfterTheStartIsArrivalOrderOnePlaceEachCappedPerAddress(t *testing
 		}
 		if n, err := q.Length(ctx, "qs"); err != nil || n != 4 {
 			t.Fatalf("Length = %d, %v; want 4", n, err)
+		}
+	})
+}
+
+// TestQueueRoomWaitsForTheSaleAndIsRestored: no place is given while the
+// sale is not loaded or heals (the heal puts the database's places back
+// first): the batch is refused try later and nothing is counted. A room
+// restored from places has each place, the per-address counts and an
+// arrival counter past every restored arrival, so the next arrival queues
+// behind them; an early place keeps its random score.
+func TestQueueRoomWaitsForTheSaleAndIsRestored(t *testing.T) {
+	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
+		ctx := t.Context()
+		s := newStore(t)
+		q := s.Queue()
+		now := time.Now()
+		sale := &seckill.Sale{ID: "qr", Name: "qr", Stock: 5, PurchaseLimit: 1, StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
+			Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 1}}
+		join := func(user, ip string) seckill.QueueJoinResult {
+			t.Helper()
+			r, err := q.JoinBatch(ctx, sale, 2, []seckill.QueueJoin{{UserID: user, IP: ip}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			return r[0]
+		}
+		if r := join("a", "1.1.1.1"); r.Refused != seckill.ETRYLATER {
+			t.Fatalf("a join before the sale is loaded = %+v; want try_later", r)
+		}
+		if n, err := q.Length(ctx, sale.ID); err != nil || n != 0 {
+			t.Fatalf("Length after a refusal = %d, %v; want 0", n, err)
+		}
+		if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Healer().BeginHeal(ctx, sale, "tok"); err != nil {
+			t.Fatal(err)
+		}
+		if r := join("a", "1.1.1.1"); r.Refused != seckill.ETRYLATER {
+			t.Fatalf("a join while the sale heals = %+v; want try_later", r)
+		}
+		base := int64(seckill.QueueScoreBase)
+		room := []seckill.QueuePlace{
+			{UserID: "early", Score: 12345, IP: "1.1.1.1"},
+			{UserID: "x", Score: base + 1, IP: "1.1.1.1"},
+			{UserID: "y", Score: base + 7},
+		}
+		if err := q.RestoreRoom(ctx, sale.ID, room); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := s.Healer().ApplyHeal(ctx, sale, "tok", nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		places, err := q.Places(ctx, sale.ID)
+		if err != nil || len(places) != 3 || places[0].UserID != "early" || places[0].Score != 12345 || places[2].Score != base+7 {
+			t.Fatalf("Places after the restore = %+v, %v; want early, x, y with their scores", places, err)
+		}
+		if r := join("z", "1.1.1.1"); r.Refused != seckill.ERATELIMITED {
+			t.Fatalf("a third place from 1.1.1.1 = %+v; want refused (it holds 2, restored)", r)
+		}
+		if r := join("z", "2.2.2.2"); r.Position != 4 || r.Place.Score != base+8 {
+			t.Fatalf("the next arrival = %+v; want position 4, score 2^40 + 8 (behind every restored arrival)", r)
+		}
+		if r := join("x", "3.3.3.3"); r.Position != 2 || r.Place.Score != base+1 {
+			t.Fatalf("x joining again = %+v; want her restored place 2", r)
 		}
 	})
 }

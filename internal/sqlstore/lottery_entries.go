@@ -23,7 +23,7 @@ func NewEntryStore(db *DB) *EntryStore { return &EntryStore{db: db} }
 
 // entryBatch is how many entries one INSERT copies: 5 parameters each,
 // under every driver's limit on a statement's parameters.
-const entryBatch = 500
+const entryBatch = keptBatch
 
 // CopyEntries writes entries, all of sale saleID, each with the
 // reservation won gives its buyer ("" for none), in statements of
@@ -51,66 +51,19 @@ func (st *EntryStore) CopyEntries(ctx context.Context, saleID string, entries []
 // their buyers are told "entered", and returns what the table keeps for
 // each: kept[i] is entries[i], or the entry its buyer already had (a
 // buyer has one entry a sale; a stock store that lost the first made
-// another). One statement a batch of entryBatch; a second, reading the
-// buyers back, only when some row was there already.
+// another).
 func (st *EntryStore) KeepEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error) {
 	q := &st.db.dialect.sql.entries
-	kept := make([]seckill.LotteryEntry, 0, len(entries))
-	for b := 0; b < len(entries); b += entryBatch {
-		batch := entries[b:min(b+entryBatch, len(entries))]
-		args := make([]any, 0, 5*len(batch))
-		for _, e := range batch {
-			args = append(args, e.ID, saleID, e.UserID, e.Qty, "")
-		}
-		res, err := st.db.write.ExecContext(ctx, q.insert+st.db.dialect.sql.orders.tuples(len(batch), 5)+q.keep, args...)
-		if err != nil {
-			return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
-		}
-		if n, err := res.RowsAffected(); err == nil && n == int64(len(batch)) {
-			kept = append(kept, batch...)
-			continue
-		}
-		had, err := st.entriesOf(ctx, saleID, batch)
-		if err != nil {
-			return nil, err
-		}
-		for _, e := range batch {
-			k, ok := had[e.UserID]
-			if !ok {
-				return nil, fmt.Errorf("keep entries of %s: the entry of buyer %q is neither written nor there", saleID, e.UserID)
-			}
-			kept = append(kept, k)
-		}
-	}
-	return kept, nil
-}
-
-// entriesOf reads the entries of the buyers of batch, by buyer.
-func (st *EntryStore) entriesOf(ctx context.Context, saleID string, batch []seckill.LotteryEntry) (map[string]seckill.LotteryEntry, error) {
-	args := make([]any, 0, 1+len(batch))
-	args = append(args, saleID)
-	for _, e := range batch {
-		args = append(args, e.UserID)
-	}
-	q := st.db.dialect.sql.entries.byUsers + st.db.dialect.sql.orders.list(2, len(batch))
-	// From the primary: the row that stopped the insert may be seconds old.
-	rows, err := st.db.write.QueryContext(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
-	}
-	defer rows.Close()
-	had := make(map[string]seckill.LotteryEntry, len(batch))
-	for rows.Next() {
-		var e seckill.LotteryEntry
-		if err := rows.Scan(&e.UserID, &e.ID, &e.Qty); err != nil {
-			return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
-		}
-		had[e.UserID] = e
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("keep entries of %s: %w", saleID, st.db.classify(err))
-	}
-	return had, nil
+	return keptRows[seckill.LotteryEntry]{
+		db: st.db, what: "entries", insert: q.insert, tail: q.keep, width: 5, byUsers: q.byUsers,
+		values: func(saleID string, e seckill.LotteryEntry) []any { return []any{e.ID, saleID, e.UserID, e.Qty, ""} },
+		scan: func(rows *sql.Rows) (seckill.LotteryEntry, error) {
+			var e seckill.LotteryEntry
+			err := rows.Scan(&e.UserID, &e.ID, &e.Qty)
+			return e, err
+		},
+		user: func(e seckill.LotteryEntry) string { return e.UserID },
+	}.keep(ctx, saleID, entries)
 }
 
 // EntryCounts returns how many entries of the sale the table holds, and

@@ -135,3 +135,50 @@ func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
 		}
 	})
 }
+
+// TestKeepPlacesKeepsTheFirstPlaceOfEachBuyer: places kept as they are
+// given (two statements' worth) read back; another place of a buyer who
+// has one answers the first and changes nothing; new buyers in the same
+// batch are written; a buyer id differing by a trailing space is
+// another buyer; another sale's places are apart.
+func TestKeepPlacesKeepsTheFirstPlaceOfEachBuyer(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
+		ctx := t.Context()
+		st := NewPlaceStore(db)
+		first := make([]seckill.QueuePlace, keptBatch+3)
+		for i := range first {
+			first[i] = seckill.QueuePlace{UserID: fmt.Sprintf("buyer-%d", i), Score: int64(i) * 1_000_003 % seckill.QueueScoreBase, IP: fmt.Sprintf("10.0.0.%d", i%7)}
+		}
+		first[3].IP = ""
+		kept, err := st.KeepPlaces(ctx, "room", first)
+		if err != nil || !slices.Equal(kept, first) {
+			t.Fatalf("KeepPlaces of new places = %d kept, %v; want all %d as given", len(kept), err, len(first))
+		}
+		again := []seckill.QueuePlace{
+			{UserID: "buyer-1", Score: seckill.QueueScoreBase + 1},   // has first[1]
+			{UserID: "newcomer", Score: seckill.QueueScoreBase + 2},  // new
+			{UserID: "buyer-1 ", Score: seckill.QueueScoreBase + 3},  // another buyer
+			{UserID: "buyer-502", Score: seckill.QueueScoreBase + 4}, // in the second statement's rows
+		}
+		want := []seckill.QueuePlace{first[1], again[1], again[2], first[502]}
+		if kept, err = st.KeepPlaces(ctx, "room", again); err != nil || !slices.Equal(kept, want) {
+			t.Fatalf("KeepPlaces over earlier places = %+v, %v;\nwant %+v", kept, err, want)
+		}
+		if kept, err = st.KeepPlaces(ctx, "other", again[:1]); err != nil || !slices.Equal(kept, again[:1]) {
+			t.Fatalf("KeepPlaces of another sale = %+v, %v; want its own", kept, err)
+		}
+		all, err := st.Places(ctx, "room")
+		if err != nil || len(all) != len(first)+2 {
+			t.Fatalf("Places = %d, %v; want %d", len(all), err, len(first)+2)
+		}
+		byUser := map[string]seckill.QueuePlace{}
+		for _, p := range all {
+			byUser[p.UserID] = p
+		}
+		for _, p := range append(first, again[1], again[2]) {
+			if byUser[p.UserID] != p {
+				t.Errorf("Places has %+v for %s; want %+v", byUser[p.UserID], p.UserID, p)
+			}
+		}
+	})
+}

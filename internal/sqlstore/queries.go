@@ -35,6 +35,7 @@ type queries struct {
 	events     eventQueries
 	draws      drawQueries
 	entries    entryQueries
+	places     placeQueries
 }
 
 // sqlParts is what one dialect's SQL has of its own.
@@ -75,7 +76,9 @@ type sqlParts struct {
 	// draw's results leaves the database's).
 	upsertEntry string
 	// keepFirst ends an INSERT so that a row any unique key of the table
-	// already holds is left as it is, and not counted as affected.
+	// already holds is left as it is, and not counted as affected (on
+	// MySQL by a no-op update of sale_id, a column of each table it ends
+	// inserts into).
 	keepFirst string
 }
 
@@ -104,6 +107,7 @@ func newQueries(p sqlParts) *queries {
 		events:   newEventQueries(p, s, bind),
 		draws:    newDrawQueries(s),
 		entries:  newEntryQueries(p, s),
+		places:   newPlaceQueries(p, s),
 	}
 }
 
@@ -916,5 +920,27 @@ func newEntryQueries(p sqlParts, s func(string) string) entryQueries {
 		byUser:    s(`SELECT id, qty, reservation_id FROM lottery_entries WHERE sale_id = ? AND user_id = ?`),
 		bySale:    s(`SELECT id, user_id, qty FROM lottery_entries WHERE sale_id = ? ORDER BY id` + p.byteOrder),
 		wonBySale: s(`SELECT user_id, reservation_id FROM lottery_entries WHERE sale_id = ? AND reservation_id <> ''`),
+	}
+}
+
+// placeQueries is the SQL of a waiting room's places (queue_places.go).
+type placeQueries struct {
+	// insert is "INSERT … VALUES " completed with rows of (sale_id,
+	// user_id, score, ip) tuples, then keep (a buyer's earlier place
+	// stays).
+	insert, keep string
+	// byUsers selects user_id, score, ip of sale $1's places of the
+	// buyers $2…: completed with their list ("($2, …)").
+	byUsers string
+	// bySale selects user_id, score, ip of sale $1's places.
+	bySale string
+}
+
+func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
+	return placeQueries{
+		insert:  `INSERT INTO queue_places (sale_id, user_id, score, ip) VALUES `,
+		keep:    p.keepFirst,
+		byUsers: s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ? AND user_id IN `),
+		bySale:  s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ?`),
 	}
 }

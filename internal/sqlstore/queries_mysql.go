@@ -22,7 +22,7 @@ var mysqlSQL = newQueries(sqlParts{
 	skipLocked:        ` FOR UPDATE SKIP LOCKED`,
 	upsertEntry:       ` ON DUPLICATE KEY UPDATE reservation_id = IF(VALUES(reservation_id) = '', reservation_id, VALUES(reservation_id))`,
 	ignoreDuplicateID: ` ON DUPLICATE KEY UPDATE id = id`,
-	keepFirst:         ` ON DUPLICATE KEY UPDATE id = id`,
+	keepFirst:         ` ON DUPLICATE KEY UPDATE sale_id = sale_id`,
 	primaryKey:        ` FORCE INDEX (PRIMARY)`,
 	heldSum:           `SUM(qty)`,
 })

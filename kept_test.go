@@ -57,7 +57,7 @@ func TestKeptAnswer(t *testing.T) {
 	}
 }
 
-func TestEntriesReplaced(t *testing.T) {
+func TestReplaced(t *testing.T) {
 	ann, bob, annBefore := entry("e1", "ann", 1), entry("e2", "bob", 2), entry("e9", "ann", 1)
 	cases := []struct {
 		name        string
@@ -70,8 +70,8 @@ func TestEntriesReplaced(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := seckill.EntriesReplaced(tc.asked, tc.kept); !reflect.DeepEqual(got, tc.want) {
-				t.Fatalf("EntriesReplaced = %v; want %v", got, tc.want)
+			if got := seckill.Replaced(tc.asked, tc.kept); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("Replaced = %v; want %v", got, tc.want)
 			}
 		})
 	}
@@ -122,5 +122,65 @@ func TestWonToRestore(t *testing.T) {
 				t.Fatalf("WonToRestore = %v; want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPlacesToKeep(t *testing.T) {
+	ann, bob := seckill.QueuePlace{UserID: "ann", Score: 7, IP: "a"}, seckill.QueuePlace{UserID: "bob", Score: seckill.QueueScoreBase + 1}
+	annInStock := seckill.QueuePlace{UserID: "ann", Score: 7} // the room does not know addresses
+	cases := []struct {
+		name        string
+		stock, kept []seckill.QueuePlace
+		want        []seckill.QueuePlace
+	}{
+		{"level", []seckill.QueuePlace{annInStock, bob}, []seckill.QueuePlace{bob, ann}, nil},
+		{"the room lost everything", nil, []seckill.QueuePlace{ann, bob}, nil},
+		{"a place whose answer failed is kept", []seckill.QueuePlace{annInStock, bob}, []seckill.QueuePlace{ann}, []seckill.QueuePlace{bob}},
+		{"another place of a kept buyer is not", []seckill.QueuePlace{{UserID: "ann", Score: 99}}, []seckill.QueuePlace{ann}, nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seckill.PlacesToKeep(tc.stock, tc.kept); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("PlacesToKeep = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlaceToKeep(t *testing.T) {
+	ann := seckill.QueuePlace{UserID: "ann", Score: 7}
+	cases := []struct {
+		name string
+		r    seckill.QueueJoinResult
+		ok   bool
+	}{
+		{"a place", seckill.QueueJoinResult{Position: 3, Place: ann}, true},
+		{"the address's cap", seckill.QueueJoinResult{Refused: seckill.ERATELIMITED}, false},
+		{"rate limited", seckill.QueueJoinResult{RateLimited: true}, false},
+		{"try later", seckill.QueueJoinResult{Refused: seckill.ETRYLATER}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if p, ok := seckill.PlaceToKeep(tc.r); ok != tc.ok || (ok && p != tc.r.Place) {
+				t.Fatalf("PlaceToKeep = %+v, %v; want %v", p, ok, tc.ok)
+			}
+		})
+	}
+}
+
+func TestRoomCounts(t *testing.T) {
+	base := int64(seckill.QueueScoreBase)
+	places := []seckill.QueuePlace{
+		{UserID: "ann", Score: 5, IP: "a"},
+		{UserID: "bob", Score: 9, IP: "a"},
+		{UserID: "cat", Score: base + 3, IP: "b"},
+		{UserID: "dan", Score: base + 1},
+	}
+	perIP, arrivals := seckill.RoomCounts(places)
+	if !reflect.DeepEqual(perIP, map[string]int64{"a": 2, "b": 1}) || arrivals != 3 {
+		t.Fatalf("RoomCounts = %v, %d; want a:2 b:1, 3 arrivals", perIP, arrivals)
+	}
+	if perIP, arrivals := seckill.RoomCounts(places[:2]); len(perIP) != 1 || arrivals != 0 {
+		t.Fatalf("RoomCounts of early places = %v, %d; want no arrival after the start", perIP, arrivals)
 	}
 }

@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/seckill-dev/seckill/internal/redis/redistest"
+)
+
+// A waiting room's places are kept in the database before each buyer is
+// told their position (waitroom.Book): a stock store that loses them
+// loses nobody's place. Each test has 20 buyers join a queue sale's room
+// before the start (random places), makes the stock store lose the room,
+// and checks that every buyer reads the position she had, joining again
+// answers it, and a buyer arriving after the loss queues behind them all.
+// Before the Book, the embedded default's restart emptied the room: every
+// buyer read 404 and had to join again, and after the start the first to
+// rejoin would have been admitted first.
+
+const durableJoiners = 20
+
+// TestQueuePlacesSurviveAnEmbeddedRestart: the embedded default restarts
+// while its room is open.
+func TestQueuePlacesSurviveAnEmbeddedRestart(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	node := func(c *Config) {
+		c.DataDir = dir
+		c.HealInterval = 200 * time.Millisecond
+		c.QueuePerIP = durableJoiners + 1
+	}
+	e1 := startEngine(t, node)
+	sale := e1.createQueue(5, 1, time.Now().Add(12*time.Minute)) // past the preheat lead, within the room's
+	places := joinMany(t, e1, sale)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e1.m.Close(ctx); err != nil {
+		t.Fatalf("close the first node: %v", err)
+	}
+	e2 := startEngine(t, node)
+	placesKept(t, e2, sale, places)
+}
+
+// TestQueuePlacesSurviveRedisRestartedEmpty: the node runs on; its Redis
+// (a private redis-server, no persistence) restarts empty while the room
+// is open.
+func TestQueuePlacesSurviveRedisRestartedEmpty(t *testing.T) {
+	srv := redistest.StartServer(t)
+	e := startEngine(t, func(c *Config) {
+		c.RedisURL = "redis://" + srv.Addr
+		c.HealInterval = 200 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+		c.QueuePerIP = durableJoiners + 1
+	})
+	sale := e.createQueue(5, 1, time.Now().Add(12*time.Minute))
+	places := joinMany(t, e, sale)
+	srv.Kill()
+	srv.Restart(t)
+	placesKept(t, e, sale, places)
+}
+
+// joinMany has durableJoiners buyers join the sale's room, and returns each
+// one's position once all have joined.
+func joinMany(t *testing.T, e *engine, sale string) map[string]any {
+	t.Helper()
+	for i := range durableJoiners {
+		user := fmt.Sprint("joiner-", i)
+		if r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token(user), nil); r.status != http.StatusOK {
+			t.Fatalf("join of %s = %d %v", user, r.status, r.body)
+		}
+	}
+	places := map[string]any{}
+	for i := range durableJoiners {
+		user := fmt.Sprint("joiner-", i)
+		r := e.do("GET", "/api/v1/sales/"+sale+"/queue/mine", e.token(user), nil)
+		if r.status != http.StatusOK || r.body["position"] == nil {
+			t.Fatalf("%s's place = %d %v", user, r.status, r.body)
+		}
+		places[user] = r.body["position"]
+	}
+	return places
+}
+
+// placesKept checks, on e after the loss, that every buyer reads the
+// position she had (once the sale is back), joining again answers it,
+// and a newcomer queues last.
+func placesKept(t *testing.T, e *engine, sale string, places map[string]any) {
+	t.Helper()
+	mine := func(user string) reply {
+		return e.do("GET", "/api/v1/sales/"+sale+"/queue/mine", e.token(user), nil)
+	}
+	waitFor(t, 30*time.Second, "the room to be back", func() bool {
+		return mine("joiner-0").status == http.StatusOK
+	})
+	for user, pos := range places {
+		if r := mine(user); r.status != http.StatusOK || r.body["position"] != pos {
+			t.Errorf("%s after the loss = %d %v; want position %v", user, r.status, r.body, pos)
+		}
+	}
+	again := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token("joiner-3"), nil)
+	if again.status != http.StatusOK || again.body["position"] != places["joiner-3"] {
+		t.Errorf("joiner-3 joining again = %d %v; want her position %v", again.status, again.body, places["joiner-3"])
+	}
+	if r := e.do("POST", "/api/v1/sales/"+sale+"/queue", e.token("newcomer"), nil); r.status != http.StatusOK || r.body["position"] == nil {
+		t.Errorf("a newcomer's join = %d %v", r.status, r.body)
+	} else if n, err := e.m.stock.Queue().Length(context.Background(), sale); err != nil || n != durableJoiners+1 {
+		t.Errorf("the room holds %d, %v; want %d", n, err, durableJoiners+1)
+	}
+}

@@ -1,0 +1,60 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+
+	"github.com/seckill-dev/seckill"
+)
+
+// PlaceStore is the queue_places table of a DB: a queue sale's places,
+// kept as they are given, before the buyer is told (KeepPlaces), and read
+// back by a heal that puts them in a stock store that lost them.
+type PlaceStore struct {
+	db *DB
+}
+
+// NewPlaceStore returns the place store of db, which must be migrated.
+func NewPlaceStore(db *DB) *PlaceStore { return &PlaceStore{db: db} }
+
+// KeepPlaces writes places of sale saleID and returns what the table
+// keeps for each: kept[i] is places[i], or the place its buyer already
+// had (a buyer has one place a sale; a stock store that lost the first
+// gave another).
+func (st *PlaceStore) KeepPlaces(ctx context.Context, saleID string, places []seckill.QueuePlace) ([]seckill.QueuePlace, error) {
+	q := &st.db.dialect.sql.places
+	return keptRows[seckill.QueuePlace]{
+		db: st.db, what: "places", insert: q.insert, tail: q.keep, width: 4, byUsers: q.byUsers,
+		values: func(saleID string, p seckill.QueuePlace) []any { return []any{saleID, p.UserID, p.Score, p.IP} },
+		scan:   scanPlace,
+		user:   func(p seckill.QueuePlace) string { return p.UserID },
+	}.keep(ctx, saleID, places)
+}
+
+// Places returns every place the table keeps of the sale, in no order.
+func (st *PlaceStore) Places(ctx context.Context, saleID string) ([]seckill.QueuePlace, error) {
+	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.places.bySale, saleID)
+	if err != nil {
+		return nil, fmt.Errorf("places of %s: %w", saleID, st.db.classify(err))
+	}
+	defer rows.Close()
+	var out []seckill.QueuePlace
+	for rows.Next() {
+		p, err := scanPlace(rows)
+		if err != nil {
+			return nil, fmt.Errorf("places of %s: %w", saleID, st.db.classify(err))
+		}
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("places of %s: %w", saleID, st.db.classify(err))
+	}
+	return out, nil
+}
+
+func scanPlace(rows *sql.Rows) (seckill.QueuePlace, error) {
+	var p seckill.QueuePlace
+	err := rows.Scan(&p.UserID, &p.Score, &p.IP)
+	return p, err
+}
