@@ -96,5 +96,9 @@ func HealShares(stock, sold int64, reserved []int64) []int64 {
 // claims (try later) until it is rebuilt from the database. This is a
 // sale the stock store lost while no node that had it loaded was there
 // to see it go: Redis restarted empty with the whole fleet, or a node
-// joined before the others healed it.
-func PreheatHeld(s *Sale) bool { return s.Unsold < s.Stock }
+// joined before the others healed it. kept counts what else the database
+// keeps of the sale that only a sale loaded before has (a lottery's
+// entries, a waiting room's places): a sale that sold nothing yet but took
+// entries or gave places was loaded too, and a fresh load would forget
+// them until the draw.
+func PreheatHeld(s *Sale, kept int64) bool { return s.Unsold < s.Stock || kept > 0 }

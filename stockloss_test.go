@@ -84,15 +84,16 @@ func TestHealSharesNeverGiveMoreThanTheDatabaseLeft(t *testing.T) {
 
 func TestPreheatHeld(t *testing.T) {
 	for _, c := range []struct {
-		name          string
-		stock, unsold int64
-		want          bool
+		name                string
+		stock, unsold, kept int64
+		want                bool
 	}{
-		{"a new sale, or every order given back: nothing sold", 10, 10, false},
-		{"units sold", 10, 7, true},
-		{"sold out", 10, 0, true},
+		{"a new sale, or every order given back: nothing sold", 10, 10, 0, false},
+		{"units sold", 10, 7, 0, true},
+		{"sold out", 10, 0, 0, true},
+		{"nothing sold, but entries or places kept", 10, 10, 3, true},
 	} {
-		if got := seckill.PreheatHeld(&seckill.Sale{Stock: c.stock, Unsold: c.unsold}); got != c.want {
+		if got := seckill.PreheatHeld(&seckill.Sale{Stock: c.stock, Unsold: c.unsold}, c.kept); got != c.want {
 			t.Errorf("%s: PreheatHeld = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -26,16 +26,31 @@ import (
 
 const durableEntrants, durableStock = 20, 5
 
+// durable configures the nodes of the tests of kept entries and places:
+// on redisURL ("" the embedded store) and, if set, dataDir; quick heals
+// and draws; no reconciliation passes; and no per-buyer read limit, since
+// the tests poll a buyer's standing until the sale is back, which on a
+// loaded machine takes a while.
+func durable(redisURL, dataDir string) func(*Config) {
+	return func(c *Config) {
+		c.RedisURL = redisURL
+		if dataDir != "" {
+			c.DataDir = dataDir
+		}
+		c.DrawInterval = 50 * time.Millisecond
+		c.HealInterval = 200 * time.Millisecond
+		c.ReconcileInterval = time.Hour
+		c.QueuePerIP = durableJoiners + 1
+		c.BuyerReadLimit = "off"
+	}
+}
+
 // TestLotteryEntriesSurviveAnEmbeddedRestart: the embedded default (its
 // stock store in memory) restarts during the entry window, on its data
 // dir.
 func TestLotteryEntriesSurviveAnEmbeddedRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	node := func(c *Config) {
-		c.DataDir = dir
-		c.DrawInterval = 50 * time.Millisecond
-		c.HealInterval = 200 * time.Millisecond
-	}
+	node := durable("", dir)
 	e1 := startEngine(t, node)
 	sale, closeAt := e1.createLottery(durableStock, 1, 20*time.Second)
 	entries := enterMany(t, e1, sale)
@@ -54,17 +69,35 @@ func TestLotteryEntriesSurviveAnEmbeddedRestart(t *testing.T) {
 // back from the database before it lets entries in again.
 func TestLotteryEntriesSurviveRedisRestartedEmpty(t *testing.T) {
 	srv := redistest.StartServer(t)
-	e := startEngine(t, func(c *Config) {
-		c.RedisURL = "redis://" + srv.Addr
-		c.DrawInterval = 50 * time.Millisecond
-		c.HealInterval = 200 * time.Millisecond
-		c.ReconcileInterval = time.Hour
-	})
+	e := startEngine(t, durable("redis://"+srv.Addr, ""))
 	sale, closeAt := e.createLottery(durableStock, 1, 20*time.Second)
 	entries := enterMany(t, e, sale)
 	srv.Kill()
 	srv.Restart(t)
 	entriesKept(t, e, sale, closeAt, entries)
+}
+
+// TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis: the node stops,
+// its Redis restarts empty, a new node starts on the same database: no
+// node saw the entries go, and nothing was sold yet. The new node's
+// preheat finds entries kept in the database and loads the sale held
+// (redis.Loader), so the heal puts them back before it takes an entry.
+func TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	node := durable("redis://"+srv.Addr, dir)
+	e1 := startEngine(t, node)
+	sale, closeAt := e1.createLottery(durableStock, 1, 20*time.Second)
+	entries := enterMany(t, e1, sale)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e1.m.Close(ctx); err != nil {
+		t.Fatalf("close the first node: %v", err)
+	}
+	srv.Kill()
+	srv.Restart(t)
+	e2 := startEngine(t, node)
+	entriesKept(t, e2, sale, closeAt, entries)
 }
 
 // TestLotteryDrawCountsEntriesRedisLostUnseen: Redis loses some entries
@@ -73,12 +106,7 @@ func TestLotteryEntriesSurviveRedisRestartedEmpty(t *testing.T) {
 // they are closed, and counts every entrant.
 func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
 	srv := redistest.StartServer(t)
-	e := startEngine(t, func(c *Config) {
-		c.RedisURL = "redis://" + srv.Addr
-		c.RedisKeyPrefix = "unseen"
-		c.DrawInterval = 50 * time.Millisecond
-		c.ReconcileInterval = time.Hour
-	})
+	e := startEngine(t, durable("redis://"+srv.Addr, ""), func(m *Main) { m.Config.RedisKeyPrefix = "unseen" })
 	sale, closeAt := e.createLottery(durableStock, 1, 5*time.Second)
 	entries := enterMany(t, e, sale)
 	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
@@ -101,12 +129,7 @@ func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
 // archive's copy would say the same.
 func TestLotteryResultsSurviveRedisRestartedEmpty(t *testing.T) {
 	srv := redistest.StartServer(t)
-	e := startEngine(t, func(c *Config) {
-		c.RedisURL = "redis://" + srv.Addr
-		c.DrawInterval = 50 * time.Millisecond
-		c.HealInterval = 200 * time.Millisecond
-		c.ReconcileInterval = time.Hour
-	})
+	e := startEngine(t, durable("redis://"+srv.Addr, ""))
 	sale, closeAt := e.createLottery(durableStock, 1, 3*time.Second)
 	entries := enterMany(t, e, sale)
 	waitFor(t, time.Until(closeAt)+30*time.Second, "the draw", func() bool {

@@ -27,11 +27,7 @@ const durableJoiners = 20
 // while its room is open.
 func TestQueuePlacesSurviveAnEmbeddedRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	node := func(c *Config) {
-		c.DataDir = dir
-		c.HealInterval = 200 * time.Millisecond
-		c.QueuePerIP = durableJoiners + 1
-	}
+	node := durable("", dir)
 	e1 := startEngine(t, node)
 	sale := e1.createQueue(5, 1, time.Now().Add(12*time.Minute)) // past the preheat lead, within the room's
 	places := joinMany(t, e1, sale)
@@ -49,17 +45,34 @@ func TestQueuePlacesSurviveAnEmbeddedRestart(t *testing.T) {
 // is open.
 func TestQueuePlacesSurviveRedisRestartedEmpty(t *testing.T) {
 	srv := redistest.StartServer(t)
-	e := startEngine(t, func(c *Config) {
-		c.RedisURL = "redis://" + srv.Addr
-		c.HealInterval = 200 * time.Millisecond
-		c.ReconcileInterval = time.Hour
-		c.QueuePerIP = durableJoiners + 1
-	})
+	e := startEngine(t, durable("redis://"+srv.Addr, ""))
 	sale := e.createQueue(5, 1, time.Now().Add(12*time.Minute))
 	places := joinMany(t, e, sale)
 	srv.Kill()
 	srv.Restart(t)
 	placesKept(t, e, sale, places)
+}
+
+// TestQueuePlacesSurviveAFleetRestartOnAnEmptyRedis: the node stops, its
+// Redis restarts empty, a new node starts on the same database. The new
+// node's preheat finds places kept in the database and loads the sale
+// held (redis.Loader): the heal rebuilds the room before the next join.
+func TestQueuePlacesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
+	srv := redistest.StartServer(t)
+	dir := filepath.Join(t.TempDir(), "data")
+	node := durable("redis://"+srv.Addr, dir)
+	e1 := startEngine(t, node)
+	sale := e1.createQueue(5, 1, time.Now().Add(12*time.Minute))
+	places := joinMany(t, e1, sale)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e1.m.Close(ctx); err != nil {
+		t.Fatalf("close the first node: %v", err)
+	}
+	srv.Kill()
+	srv.Restart(t)
+	e2 := startEngine(t, node)
+	placesKept(t, e2, sale, places)
 }
 
 // joinMany has durableJoiners buyers join the sale's room, and returns each

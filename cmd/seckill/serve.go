@@ -208,6 +208,20 @@ func (m *Main) Run(ctx context.Context) (err error) {
 	return nil
 }
 
+// keptRows counts a lottery's entries or a waiting room's places in the
+// database (redis.KeptRows): a sale that has some was loaded before, and
+// is loaded held if the stock store lost it.
+func (m *Main) keptRows(ctx context.Context, s *seckill.Sale) (int64, error) {
+	switch s.Admission.Of() {
+	case seckill.AdmitLottery:
+		n, _, err := sqlstore.NewEntryStore(m.db).EntryCounts(ctx, s.ID)
+		return n, err
+	case seckill.AdmitQueue:
+		return sqlstore.NewPlaceStore(m.db).PlaceCount(ctx, s.ID)
+	}
+	return 0, nil
+}
+
 // worker is a background worker of the engine (internal/startstop).
 type worker interface {
 	Start(ctx context.Context)
@@ -333,7 +347,7 @@ func (m *Main) connectBroker(ctx context.Context, w *wired) (err error) {
 // and the payment-timeout sweeper, the order writer and the relay.
 func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	cfg, pm := &m.Config, w.pm
-	m.preheat = preheat.New(w.sales, m.stock.Loader(), preheat.Config{
+	m.preheat = preheat.New(w.sales, m.stock.Loader(m.keptRows), preheat.Config{
 		Lead: cfg.PreheatLead, QueueOpensBefore: cfg.QueueOpensBefore, Interval: cfg.PreheatInterval, Logger: m.Logger,
 	})
 	m.start(ctx, m.preheat)

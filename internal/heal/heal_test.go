@@ -254,7 +254,7 @@ func TestHealASaleLoadedHeld(t *testing.T) {
 		db.orders = append(db.orders, &seckill.Order{ReservationID: seckill.NewReservationID(sale.ID, time.Now()), UserID: u, Qty: 1,
 			Status: seckill.OrderPlaced, ReservedAt: time.Now()})
 	}
-	if created, err := stock.Loader().Preheat(ctx, sale); err != nil || !created {
+	if created, err := stock.Loader(nil).Preheat(ctx, sale); err != nil || !created {
 		t.Fatalf("Loader.Preheat = %v, %v; want created", created, err)
 	}
 	if _, err := reserveOne(ctx, stock, sale.ID, "u9"); !errors.Is(err, redis.ErrHealing) {

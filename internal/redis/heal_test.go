@@ -142,7 +142,7 @@ func testLoaderHoldsALostSale(t *testing.T, s *Store) {
 
 	lost := liveSale(10, 1)
 	lost.Unsold = 7 // the database sold 3
-	if created, err := s.Loader().Preheat(ctx, lost); err != nil || !created {
+	if created, err := s.Loader(nil).Preheat(ctx, lost); err != nil || !created {
 		t.Fatalf("Loader.Preheat of a lost sale = %v, %v; want created", created, err)
 	}
 	if n := claims(lost); n != 6 {
@@ -156,22 +156,38 @@ func testLoaderHoldsALostSale(t *testing.T, s *Store) {
 	if got := seckill.JudgeStockStore(check); got == seckill.StockFine || got == seckill.StockNotLoaded {
 		t.Errorf("the held sale judged %d; want a loss to heal", got)
 	}
-	if created, err := s.Loader().Preheat(ctx, lost); err != nil || created {
+	if created, err := s.Loader(nil).Preheat(ctx, lost); err != nil || created {
 		t.Errorf("a second Loader.Preheat = %v, %v; want nothing loaded", created, err)
 	}
 
 	fresh := liveSale(10, 1)
 	fresh.Unsold = fresh.Stock
-	if created, err := s.Loader().Preheat(ctx, fresh); err != nil || !created {
+	if created, err := s.Loader(nil).Preheat(ctx, fresh); err != nil || !created {
 		t.Fatalf("Loader.Preheat of a new sale = %v, %v; want created", created, err)
 	}
 	if n := claims(fresh); n != 0 {
 		t.Errorf("%d claims of a new sale refused; want none", n)
 	}
 
+	// A sale that sold nothing but whose entries or places the database
+	// keeps was loaded before too.
+	kept := liveSale(10, 1)
+	kept.Unsold = kept.Stock
+	keeps := func(context.Context, *seckill.Sale) (int64, error) { return 3, nil }
+	if created, err := s.Loader(keeps).Preheat(ctx, kept); err != nil || !created {
+		t.Fatalf("Loader.Preheat of a sale with kept entries = %v, %v; want created", created, err)
+	}
+	if n := claims(kept); n != 6 {
+		t.Errorf("%d of 6 claims of a sale with kept entries refused; want all (held)", n)
+	}
+	down := func(context.Context, *seckill.Sale) (int64, error) { return 0, errors.New("database down") }
+	if _, err := s.Loader(down).Preheat(ctx, liveSale(10, 1)); err == nil {
+		t.Error("Loader.Preheat loaded a sale whose kept rows it could not count")
+	}
+
 	loaded := mustPreheat(t, s, liveSale(10, 1))
 	loaded.Unsold = 7
-	if created, err := s.Loader().Preheat(ctx, loaded); err != nil || created {
+	if created, err := s.Loader(nil).Preheat(ctx, loaded); err != nil || created {
 		t.Errorf("Loader.Preheat of a loaded sale = %v, %v; want nothing loaded", created, err)
 	}
 	if n := claims(loaded); n != 0 {

@@ -932,8 +932,9 @@ type placeQueries struct {
 	// byUsers selects user_id, score, ip of sale $1's places of the
 	// buyers $2…: completed with their list ("($2, …)").
 	byUsers string
-	// bySale selects user_id, score, ip of sale $1's places.
-	bySale string
+	// bySale selects user_id, score, ip of sale $1's places; count, how
+	// many there are.
+	bySale, count string
 }
 
 func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
@@ -942,5 +943,6 @@ func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
 		keep:    p.keepFirst,
 		byUsers: s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ? AND user_id IN `),
 		bySale:  s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ?`),
+		count:   s(`SELECT COUNT(*) FROM queue_places WHERE sale_id = ?`),
 	}
 }

@@ -32,6 +32,15 @@ func (st *PlaceStore) KeepPlaces(ctx context.Context, saleID string, places []se
 	}.keep(ctx, saleID, places)
 }
 
+// PlaceCount returns how many places of the sale the table keeps.
+func (st *PlaceStore) PlaceCount(ctx context.Context, saleID string) (int64, error) {
+	var n int64
+	if err := st.db.read.QueryRowContext(ctx, st.db.dialect.sql.places.count, saleID).Scan(&n); err != nil {
+		return 0, fmt.Errorf("place count of %s: %w", saleID, st.db.classify(err))
+	}
+	return n, nil
+}
+
 // Places returns every place the table keeps of the sale, in no order.
 func (st *PlaceStore) Places(ctx context.Context, saleID string) ([]seckill.QueuePlace, error) {
 	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.places.bySale, saleID)
