@@ -471,6 +471,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 	m.start(ctx, archive.New(dbStores{w.sales, m.orders.Ledger}, m.stock.Archive(), archive.Config{
 		Interval: cfg.ArchiveInterval, After: cfg.ArchiveAfter, Now: m.now, Logger: m.Logger,
 		Lottery: &archive.Lottery{Draws: sqlstore.NewDrawStore(m.db), Entries: m.stock.Lottery(), Copies: sqlstore.NewEntryStore(m.db)},
+		Places:  sqlstore.NewPlaceStore(m.db),
 		Final: func(ctx context.Context, saleID string) (string, error) {
 			return reconcile.Final(ctx, saleID, m.orders.Ledger, m.stock.Ledger(), m.now())
 		},

@@ -108,6 +108,15 @@ type Config struct {
 	// Lottery, if set, copies a drawn lottery's entries to the database
 	// so that its keys can go; without it a lottery sale keeps its keys.
 	Lottery *Lottery
+	// Places, if set, forgets an ended queue sale's places in the
+	// database before its keys go: each holds a buyer and the address
+	// they joined from, which nothing needs once the sale is over.
+	Places Places
+}
+
+// Places is the database's copy of a waiting room (internal/sqlstore.PlaceStore).
+type Places interface {
+	ForgetPlaces(ctx context.Context, saleID string) (int64, error)
 }
 
 // Archiver frees the Redis keys of ended sales. Start it once; Stop ends
@@ -207,6 +216,15 @@ func (a *Archiver) visit(ctx context.Context, saleID string) (bool, error) {
 				log.Debug("archive: lottery not yet", "why", wait)
 			}
 			return false, err
+		}
+	}
+	if sale.Admission.Of() == seckill.AdmitQueue && a.cfg.Places != nil {
+		n, err := a.cfg.Places.ForgetPlaces(ctx, saleID)
+		if err != nil {
+			return false, err
+		}
+		if n > 0 {
+			log.Info("archive: the ended queue sale's places are forgotten", "places", n)
 		}
 	}
 	claims, err := a.stock.ReservationCount(ctx, saleID)

@@ -349,3 +349,54 @@ func TestLotteryCopiedOnlyWhenTheDatabaseIsShort(t *testing.T) {
 		t.Fatalf("copied %v, won %v, archived %v; want every entry and win copied, then the keys gone", db.copies, db.won, stock.archived)
 	}
 }
+
+// fakePlaces is a database's places of queue sales.
+type fakePlaces struct {
+	places map[string]int64
+	err    error
+}
+
+func (f *fakePlaces) ForgetPlaces(_ context.Context, saleID string) (int64, error) {
+	if f.err != nil {
+		return 0, f.err
+	}
+	n := f.places[saleID]
+	delete(f.places, saleID)
+	return n, nil
+}
+
+// TestQueuePlacesForgottenWhenArchived: an ended queue sale's places (a
+// buyer and an address each) are deleted from the database before its
+// keys go, and only then: a sale not yet archivable keeps them, a first
+// come sale is not asked, and a failed delete keeps the keys for the
+// next pass.
+func TestQueuePlacesForgottenWhenArchived(t *testing.T) {
+	end := time.Date(2030, 1, 1, 12, 0, 0, 0, time.UTC)
+	store, stock, now := setup(end)
+	store.sales["tea"].Admission = seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 10}
+	places := &fakePlaces{places: map[string]int64{"tea": 3, "other": 2}, err: errors.New("database down")}
+	a := New(store, stock, Config{After: time.Hour, Now: func() time.Time { return *now }, Places: places})
+	ctx := context.Background()
+	*now = end.Add(time.Second)
+	if n, err := a.Pass(ctx); err != nil || n != 0 || places.places["tea"] != 3 {
+		t.Fatalf("a pass before the delay = %d, %v, places %v; want nothing done", n, err, places.places)
+	}
+	*now = end.Add(time.Hour)
+	if n, err := a.Pass(ctx); err == nil || n != 0 || len(stock.archived) != 0 {
+		t.Fatalf("a pass whose delete failed = %d, %v, archived %v; want the error and the keys kept", n, err, stock.archived)
+	}
+	places.err = nil
+	if n, err := a.Pass(ctx); err != nil || n != 1 {
+		t.Fatalf("a pass = %d, %v; want the sale archived", n, err)
+	}
+	if _, ok := places.places["tea"]; ok || places.places["other"] != 2 {
+		t.Fatalf("places after archiving = %v; want tea's forgotten, other's kept", places.places)
+	}
+
+	store, stock, now = setup(end) // first come
+	*now = end.Add(time.Hour)
+	a = New(store, stock, Config{After: time.Hour, Now: func() time.Time { return *now }, Places: &fakePlaces{err: errors.New("asked")}})
+	if n, err := a.Pass(ctx); err != nil || n != 1 {
+		t.Fatalf("a first come sale's pass = %d, %v; want it archived without asking for places", n, err)
+	}
+}

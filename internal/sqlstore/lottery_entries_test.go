@@ -140,7 +140,8 @@ func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
 // given (two statements' worth) read back; another place of a buyer who
 // has one answers the first and changes nothing; new buyers in the same
 // batch are written; a buyer id differing by a trailing space is
-// another buyer; another sale's places are apart.
+// another buyer; another sale's places are apart, also when a sale's are
+// counted and forgotten.
 func TestKeepPlacesKeepsTheFirstPlaceOfEachBuyer(t *testing.T) {
 	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
 		ctx := t.Context()
@@ -179,6 +180,18 @@ func TestKeepPlacesKeepsTheFirstPlaceOfEachBuyer(t *testing.T) {
 			if byUser[p.UserID] != p {
 				t.Errorf("Places has %+v for %s; want %+v", byUser[p.UserID], p.UserID, p)
 			}
+		}
+		if n, err := st.PlaceCount(ctx, "room"); err != nil || n != int64(len(first)+2) {
+			t.Fatalf("PlaceCount = %d, %v; want %d", n, err, len(first)+2)
+		}
+		if n, err := st.ForgetPlaces(ctx, "room"); err != nil || n != int64(len(first)+2) {
+			t.Fatalf("ForgetPlaces = %d, %v; want %d", n, err, len(first)+2)
+		}
+		if n, err := st.PlaceCount(ctx, "room"); err != nil || n != 0 {
+			t.Fatalf("PlaceCount after ForgetPlaces = %d, %v; want 0", n, err)
+		}
+		if n, err := st.PlaceCount(ctx, "other"); err != nil || n != 1 {
+			t.Fatalf("PlaceCount of another sale = %d, %v; want its 1", n, err)
 		}
 	})
 }

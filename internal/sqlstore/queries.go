@@ -933,8 +933,8 @@ type placeQueries struct {
 	// buyers $2…: completed with their list ("($2, …)").
 	byUsers string
 	// bySale selects user_id, score, ip of sale $1's places; count, how
-	// many there are.
-	bySale, count string
+	// many there are; forget deletes them.
+	bySale, count, forget string
 }
 
 func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
@@ -944,5 +944,6 @@ func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
 		byUsers: s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ? AND user_id IN `),
 		bySale:  s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ?`),
 		count:   s(`SELECT COUNT(*) FROM queue_places WHERE sale_id = ?`),
+		forget:  s(`DELETE FROM queue_places WHERE sale_id = ?`),
 	}
 }

@@ -32,6 +32,20 @@ func (st *PlaceStore) KeepPlaces(ctx context.Context, saleID string, places []se
 	}.keep(ctx, saleID, places)
 }
 
+// ForgetPlaces deletes the sale's places (an ended sale's, when it is
+// archived) and returns how many there were.
+func (st *PlaceStore) ForgetPlaces(ctx context.Context, saleID string) (int64, error) {
+	res, err := st.db.write.ExecContext(ctx, st.db.dialect.sql.places.forget, saleID)
+	if err != nil {
+		return 0, fmt.Errorf("forget places of %s: %w", saleID, st.db.classify(err))
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("forget places of %s: %w", saleID, st.db.classify(err))
+	}
+	return n, nil
+}
+
 // PlaceCount returns how many places of the sale the table keeps.
 func (st *PlaceStore) PlaceCount(ctx context.Context, saleID string) (int64, error) {
 	var n int64
