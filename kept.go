@@ -1,11 +1,13 @@
 package seckill
 
-// A lottery's entries and a waiting room's places are kept twice: in the stock store, which answers
-// a buyer's repeat and holds the draw's input, and in the database, which
-// keeps them across a stock store that loses writes (a Redis restarted
-// without its data, the embedded store after any restart). A buyer is told
-// "entered" only once the database holds the entry, and where the two
-// disagree the database wins: docs/fairness.md, "Entries are kept".
+// A lottery's entries and a waiting room's places are kept twice: in the
+// stock store, which answers a buyer's repeat, holds the draw's input and
+// orders the room, and in the database, which keeps them across a stock
+// store that loses writes (a Redis restarted without its data, the
+// embedded store after any restart). A buyer is told "entered", or their
+// position, only once the database holds it, and where the two disagree
+// the database wins: docs/fairness.md, "Entries are kept" and "Places are
+// kept".
 
 // EntryToKeep is the entry an answer holds, the new or the buyer's
 // earlier one, which the database must keep before the buyer is told;

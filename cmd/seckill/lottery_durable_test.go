@@ -26,6 +26,18 @@ import (
 
 const durableEntrants, durableStock = 20, 5
 
+// durableWindow is how long a test lottery takes entries: long enough for
+// a loss and its heal on a loaded machine. The tests do not wait it out:
+// once their checks are done, closeEntries moves the nodes' clock past it
+// and the draw runs at once.
+const durableWindow = time.Minute
+
+// closeEntries moves the nodes' clock (clk) past closeAt: the draw is
+// due, and its first step closes the entries in the stock store.
+func closeEntries(clk *testClock, closeAt time.Time) {
+	clk.advance(closeAt.Sub(clk.now()) + time.Second)
+}
+
 // durable configures the nodes of the tests of kept entries and places:
 // on redisURL ("" the embedded store) and, if set, dataDir; quick heals
 // and draws; no reconciliation passes; and no per-buyer read limit, since
@@ -50,17 +62,17 @@ func durable(redisURL, dataDir string) func(*Config) {
 // dir.
 func TestLotteryEntriesSurviveAnEmbeddedRestart(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
-	node := durable("", dir)
-	e1 := startEngine(t, node)
-	sale, closeAt := e1.createLottery(durableStock, 1, 20*time.Second)
+	node, clk := durable("", dir), &testClock{}
+	e1 := startEngine(t, node, clk.hook())
+	sale, closeAt := e1.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e1, sale)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := e1.m.Close(ctx); err != nil {
 		t.Fatalf("close the first node: %v", err)
 	}
-	e2 := startEngine(t, node)
-	entriesKept(t, e2, sale, closeAt, entries)
+	e2 := startEngine(t, node, clk.hook())
+	entriesKept(t, e2, sale, closeAt, entries, clk)
 }
 
 // TestLotteryEntriesSurviveRedisRestartedEmpty: the node runs on; its
@@ -68,13 +80,13 @@ func TestLotteryEntriesSurviveAnEmbeddedRestart(t *testing.T) {
 // entry window. The heal watcher sees the sale vanish and puts the entries
 // back from the database before it lets entries in again.
 func TestLotteryEntriesSurviveRedisRestartedEmpty(t *testing.T) {
-	srv := redistest.StartServer(t)
-	e := startEngine(t, durable("redis://"+srv.Addr, ""))
-	sale, closeAt := e.createLottery(durableStock, 1, 20*time.Second)
+	srv, clk := redistest.StartServer(t), &testClock{}
+	e := startEngine(t, durable("redis://"+srv.Addr, ""), clk.hook())
+	sale, closeAt := e.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e, sale)
 	srv.Kill()
 	srv.Restart(t)
-	entriesKept(t, e, sale, closeAt, entries)
+	entriesKept(t, e, sale, closeAt, entries, clk)
 }
 
 // TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis: the node stops,
@@ -85,9 +97,9 @@ func TestLotteryEntriesSurviveRedisRestartedEmpty(t *testing.T) {
 func TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
 	srv := redistest.StartServer(t)
 	dir := filepath.Join(t.TempDir(), "data")
-	node := durable("redis://"+srv.Addr, dir)
-	e1 := startEngine(t, node)
-	sale, closeAt := e1.createLottery(durableStock, 1, 20*time.Second)
+	node, clk := durable("redis://"+srv.Addr, dir), &testClock{}
+	e1 := startEngine(t, node, clk.hook())
+	sale, closeAt := e1.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e1, sale)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -96,8 +108,8 @@ func TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
 	}
 	srv.Kill()
 	srv.Restart(t)
-	e2 := startEngine(t, node)
-	entriesKept(t, e2, sale, closeAt, entries)
+	e2 := startEngine(t, node, clk.hook())
+	entriesKept(t, e2, sale, closeAt, entries, clk)
 }
 
 // TestLotteryDrawCountsEntriesRedisLostUnseen: Redis loses some entries
@@ -105,9 +117,9 @@ func TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
 // so no heal runs; the draw levels the entries with the database's once
 // they are closed, and counts every entrant.
 func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
-	srv := redistest.StartServer(t)
-	e := startEngine(t, durable("redis://"+srv.Addr, ""), func(m *Main) { m.Config.RedisKeyPrefix = "unseen" })
-	sale, closeAt := e.createLottery(durableStock, 1, 5*time.Second)
+	srv, clk := redistest.StartServer(t), &testClock{}
+	e := startEngine(t, durable("redis://"+srv.Addr, ""), clk.hook(), func(m *Main) { m.Config.RedisKeyPrefix = "unseen" })
+	sale, closeAt := e.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e, sale)
 	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
 	if err != nil {
@@ -119,7 +131,7 @@ func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
 	if err != nil || n != int64(len(lost)) {
 		t.Fatalf("losing %d entries = %d, %v", len(lost), n, err)
 	}
-	drawCountsAll(t, e, sale, closeAt, entries)
+	drawCountsAll(t, e, sale, closeAt, entries, clk)
 }
 
 // TestLotteryResultsSurviveRedisRestartedEmpty: a drawn lottery's Redis
@@ -128,11 +140,12 @@ func TestLotteryDrawCountsEntriesRedisLostUnseen(t *testing.T) {
 // still reads "won" with her reservation, everyone else "lost", and the
 // archive's copy would say the same.
 func TestLotteryResultsSurviveRedisRestartedEmpty(t *testing.T) {
-	srv := redistest.StartServer(t)
-	e := startEngine(t, durable("redis://"+srv.Addr, ""))
-	sale, closeAt := e.createLottery(durableStock, 1, 3*time.Second)
+	srv, clk := redistest.StartServer(t), &testClock{}
+	e := startEngine(t, durable("redis://"+srv.Addr, ""), clk.hook())
+	sale, closeAt := e.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e, sale)
-	waitFor(t, time.Until(closeAt)+30*time.Second, "the draw", func() bool {
+	closeEntries(clk, closeAt)
+	waitFor(t, 30*time.Second, "the draw", func() bool {
 		return e.do("GET", "/api/v1/sales/"+sale+"/draw", "", nil).body["drawn"] == true
 	})
 	results := func() map[string]string {
@@ -183,7 +196,7 @@ func enterMany(t *testing.T, e *engine, sale string) map[string]string {
 // entriesKept checks, on e after the loss, that every entrant reads her
 // entry (once the sale is back: try later meanwhile), that one entering
 // again is answered her entry, and then drawCountsAll.
-func entriesKept(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string) {
+func entriesKept(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string, clk *testClock) {
 	t.Helper()
 	users := slices.Sorted(func(yield func(string) bool) {
 		for u := range entries {
@@ -214,15 +227,16 @@ func entriesKept(t *testing.T, e *engine, sale string, closeAt time.Time, entrie
 	if again.status != http.StatusOK || again.body["entry_id"] != entries[users[1]] {
 		t.Fatalf("%s entering again = %d %v; want 200 and her entry %s", users[1], again.status, again.body, entries[users[1]])
 	}
-	drawCountsAll(t, e, sale, closeAt, entries)
+	drawCountsAll(t, e, sale, closeAt, entries, clk)
 }
 
 // drawCountsAll checks that the draw at closeAt counts every entrant and
 // gives out the stock, and that each entrant reads her entry's result.
-func drawCountsAll(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string) {
+func drawCountsAll(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string, clk *testClock) {
 	t.Helper()
+	closeEntries(clk, closeAt)
 	var draw reply
-	waitFor(t, time.Until(closeAt)+30*time.Second, "the draw", func() bool {
+	waitFor(t, 30*time.Second, "the draw", func() bool {
 		draw = e.do("GET", "/api/v1/sales/"+sale+"/draw", "", nil)
 		return draw.body["drawn"] == true
 	})
