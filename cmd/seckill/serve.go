@@ -352,8 +352,9 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	})
 	m.start(ctx, m.preheat)
 	w.admitLatency = &admitpace.Latency{}
+	// Each pace this node moves is kept in the database, for a heal.
 	w.pacer = admitpace.New(admitpace.Config{Sales: m.preheat, Store: m.stock.Queue(), Latency: w.admitLatency,
-		Interval: cfg.QueueAdaptInterval, Now: m.now, Logger: m.Logger})
+		Keeper: sqlstore.NewPlaceStore(m.db), Interval: cfg.QueueAdaptInterval, Now: m.now, Logger: m.Logger})
 	m.start(ctx, w.pacer)
 	w.reg.MustRegister(metrics.NewStockCollector(m.preheat, m.stock.StockStore()), metrics.NewAdmissionCollector(metrics.AdmissionConfig{
 		Sales: m.preheat, Entrants: m.stock.Lottery(), Queue: m.stock.Queue(), Draws: sqlstore.NewDrawStore(m.db),
@@ -498,7 +499,7 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 			case seckill.AdmitLottery:
 				return w.entries.Level(ctx, sale.ID)
 			case seckill.AdmitQueue:
-				return w.places.Level(ctx, sale.ID)
+				return w.places.Level(ctx, sale)
 			}
 			return nil
 		},

@@ -34,11 +34,20 @@ type LatencySource interface {
 	Take() (mean time.Duration, n int64)
 }
 
+// Keeper keeps each sale's pace as this node moved it in the database
+// (internal/sqlstore.PlaceStore), from where a heal puts it back in a
+// stock store that lost it.
+type Keeper interface {
+	KeepPace(ctx context.Context, saleID string, p seckill.QueuePace) error
+}
+
 // Config wires a Pacer. Sales, Store and Latency are required.
 type Config struct {
 	Sales   interface{ Loaded() []*seckill.Sale }
 	Store   Store
 	Latency LatencySource
+	// Keeper, if set, is given every pace this node moved.
+	Keeper Keeper
 	// Interval between adaptation steps. Default 1s.
 	Interval time.Duration
 	Now      func() time.Time
@@ -124,11 +133,18 @@ func (p *Pacer) Pass(ctx context.Context) error {
 		}
 		next := seckill.NextAdmitRate(cur.rate, mean, true, b)
 		pace, err := p.cfg.Store.AdvancePace(ctx, s, next)
-		if err != nil {
+		if seckill.ErrorCode(err) == seckill.ETRYLATER {
+			continue // the sale heals: its pace comes back from the Keeper's
+		} else if err != nil {
 			if first == nil {
 				first = err
 			}
 			continue
+		}
+		if p.cfg.Keeper != nil {
+			if err := p.cfg.Keeper.KeepPace(ctx, s.ID, pace); err != nil && first == nil {
+				first = err // moved all the same: the next step keeps a later one
+			}
 		}
 		if next != cur.rate {
 			p.cfg.Logger.InfoContext(ctx, "admission rate adapted", "sale_id", s.ID, "rate", next, "was", cur.rate,

@@ -157,3 +157,52 @@ func TestTimedObservesEachClaim(t *testing.T) {
 		t.Fatalf("Take = %v, %d; want 3 claims of 5ms or more", mean, n)
 	}
 }
+
+// keptPaces is a Keeper in memory.
+type keptPaces map[string]seckill.QueuePace
+
+func (k keptPaces) KeepPace(_ context.Context, saleID string, p seckill.QueuePace) error {
+	k[saleID] = p
+	return nil
+}
+
+// healingStore refuses every move, as the stock store does while a sale
+// heals.
+type healingStore struct{ fakeStore }
+
+func (h *healingStore) AdvancePace(context.Context, *seckill.Sale, int64) (seckill.QueuePace, error) {
+	return seckill.QueuePace{}, &seckill.Error{Code: seckill.ETRYLATER, Message: "healing"}
+}
+
+// TestPacerKeepsEachMoveAndWaitsOutAHeal: every pace a pass moves is
+// given to the Keeper (from where a heal puts it back); while the sale
+// heals the move is refused, the pass moves on without an error and
+// keeps nothing.
+func TestPacerKeepsEachMoveAndWaitsOutAHeal(t *testing.T) {
+	t0 := time.Date(2030, 1, 2, 15, 0, 0, 0, time.UTC)
+	adaptive := &seckill.Sale{ID: "ad", StartAt: t0.Add(-time.Minute), EndAt: t0.Add(time.Hour), Admission: seckill.Admission{
+		Mode: seckill.AdmitQueue, AdmitPerSecond: 20, Adaptive: &seckill.AdaptiveAdmission{MinPerSecond: 2, MaxPerSecond: 102, TargetLatencyMS: 100}}}
+	busy := func() *fakeLatency {
+		return &fakeLatency{windows: []struct {
+			mean time.Duration
+			n    int64
+		}{{20 * time.Millisecond, 50}, {20 * time.Millisecond, 50}}}
+	}
+	kept := keptPaces{}
+	store := &fakeStore{paces: map[string]seckill.QueuePace{}}
+	p := New(Config{Sales: sales{adaptive}, Store: store, Latency: busy(), Keeper: kept, Now: func() time.Time { return t0 }})
+	for range 2 {
+		if err := p.Pass(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if kept["ad"] != store.paces["ad"] {
+			t.Fatalf("kept %+v; want the pace moved, %+v", kept["ad"], store.paces["ad"])
+		}
+	}
+	healing := &healingStore{fakeStore{paces: map[string]seckill.QueuePace{}}}
+	kept = keptPaces{}
+	p = New(Config{Sales: sales{adaptive}, Store: healing, Latency: busy(), Keeper: kept, Now: func() time.Time { return t0 }})
+	if err := p.Pass(context.Background()); err != nil || len(kept) != 0 {
+		t.Fatalf("a pass while the sale heals = %v, kept %v; want no error, nothing kept", err, kept)
+	}
+}

@@ -27,8 +27,12 @@ var (
 // at the new rate, not the old (a small error, but a needless one).
 var queuePaceScript = rueidis.NewLuaScript(lua("queue_pace.lua"))
 
-// Raising the arrival counter to a floor may be replayed.
-var queueSeqRaiseScript = rueidis.NewLuaScriptRetryable(lua("queue_seq_raise.lua"))
+// Putting a lost pace back, or raising the arrival counter to a floor,
+// may be replayed.
+var (
+	queuePaceRestoreScript = rueidis.NewLuaScriptRetryable(lua("queue_pace_restore.lua"))
+	queueSeqRaiseScript    = rueidis.NewLuaScriptRetryable(lua("queue_seq_raise.lua"))
+)
 
 // Queue keeps queue sales' waiting rooms in the sale's hash slot:
 // <prefix>:{sale}:queue, :queue_ip and :queue_seq (queue_join.lua), and an
@@ -242,20 +246,39 @@ func (q *Queue) Length(ctx context.Context, saleID string) (int64, error) {
 
 // AdvancePace moves the adaptive queue sale s's admission on to now (Redis
 // TIME) at the rate the last call set, and sets rate from now on. Before
-// the start it changes nothing and returns the starting pace.
+// the start it changes nothing and returns the starting pace; while the
+// sale is not loaded or heals it changes nothing and returns ErrHealing.
 func (q *Queue) AdvancePace(ctx context.Context, s *seckill.Sale, rate int64) (seckill.QueuePace, error) {
 	if rate < 1 || rate > seckill.MaxAdmitPerSecond {
 		return seckill.QueuePace{}, seckill.Errorf(seckill.EINVALID, "admission rate %d out of range", rate)
 	}
 	args := []string{strconv.FormatInt(s.StartAt.UnixMilli(), 10), strconv.FormatInt(s.Admission.AdmitPerSecond, 10), strconv.FormatInt(rate, 10)}
-	vals, err := queuePaceScript.Exec(ctx, q.s.client, []string{q.key(s.ID, "queue_pace")}, args).AsStrSlice()
+	msg, err := queuePaceScript.Exec(ctx, q.s.client, []string{q.key(s.ID, "queue_pace"), q.s.keys(s.ID)[keyStock]}, args).ToMessage()
 	if err != nil {
 		return seckill.QueuePace{}, fmt.Errorf("queue pace: %w", classify(err))
+	}
+	if code, err := msg.AsInt64(); err == nil && code == 7 {
+		return seckill.QueuePace{}, ErrHealing
+	}
+	vals, err := msg.AsStrSlice()
+	if err != nil {
+		return seckill.QueuePace{}, fmt.Errorf("queue pace: %w", err)
 	}
 	if len(vals) != 3 {
 		return seckill.QueuePace{}, fmt.Errorf("queue pace: %d values from the pace script", len(vals))
 	}
 	return parsePace(s, vals[0], vals[1], vals[2])
+}
+
+// RestorePace puts back the adaptive queue sale's pace as the database
+// keeps it, unless the room has one (a heal's, while the pace is not
+// moved: AdvancePace refuses a healing sale).
+func (q *Queue) RestorePace(ctx context.Context, saleID string, p seckill.QueuePace) error {
+	args := []string{strconv.FormatFloat(p.Admitted, 'f', 6, 64), strconv.FormatInt(p.At.UnixMilli(), 10), strconv.FormatInt(p.Rate, 10)}
+	if err := queuePaceRestoreScript.Exec(ctx, q.s.client, []string{q.key(saleID, "queue_pace")}, args).Error(); err != nil {
+		return fmt.Errorf("restore pace: %w", classify(err))
+	}
+	return nil
 }
 
 // Pace reads the adaptive queue sale s's pace as the nodes last moved it;

@@ -7,13 +7,22 @@
 -- KEYS[1]  sk:{sale}:queue_pace  hash {admitted, at, rate}: positions
 --                                admitted by at (Unix ms, Redis TIME),
 --                                moving at rate a second since
+-- KEYS[2]  sk:{sale}:stock       the sale's stock hash: the pace is not
+--                                moved while it is missing (lost) or
+--                                `healing`: the heal puts the pace the
+--                                database keeps back first
 -- ARGV[1]  the sale's start, Unix milliseconds: position 1 is admitted
 --          then, and until the first call the sale's starting rate holds
 -- ARGV[2]  the starting rate (admit_per_second)
 -- ARGV[3]  the rate from now on
 --
 -- Returns {admitted, at, rate} as strings; before the start {"0", start,
--- starting rate}, changing nothing.
+-- starting rate}, changing nothing; 7 (try later) while the sale is not
+-- loaded or heals, changing nothing.
+local stock = redis.call('HMGET', KEYS[2], 'total', 'healing')
+if not stock[1] or stock[2] then
+  return 7
+end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local start = tonumber(ARGV[1])

@@ -1,6 +1,7 @@
 package redis
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -118,17 +119,25 @@ func TestQueueRoomWaitsForTheSaleAndIsRestored(t *testing.T) {
 // TestAdaptiveQueuePaceMovesOnAtTheRateLastSet: until a node moves it, an
 // adaptive queue's pace is its starting rate from the start; a move counts
 // the time since at the rate in force, then sets the next; the pace reads
-// back as moved; before the start nothing is written.
+// back as moved; before the start nothing is written. A sale not loaded,
+// or healing, is not moved (try later); a heal puts a lost pace back as
+// the database kept it, and leaves one still there.
 func TestAdaptiveQueuePaceMovesOnAtTheRateLastSet(t *testing.T) {
 	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
 		ctx := t.Context()
 		s := newStore(t)
 		q := s.Queue()
 		now := time.Now()
-		sale := &seckill.Sale{ID: "qp", StartAt: now.Add(-10 * time.Second), EndAt: now.Add(time.Hour),
+		sale := &seckill.Sale{ID: "qp", Name: "qp", Stock: 5, PurchaseLimit: 1, StartAt: now.Add(-10 * time.Second), EndAt: now.Add(time.Hour),
 			Admission: seckill.Admission{Mode: seckill.AdmitQueue, AdmitPerSecond: 2, Adaptive: &seckill.AdaptiveAdmission{MaxPerSecond: 50}}}
 		if p, err := q.Pace(ctx, sale); err != nil || p != seckill.FixedQueuePace(sale) {
 			t.Fatalf("Pace before any move = %+v, %v; want the starting rate from the start", p, err)
+		}
+		if _, err := q.AdvancePace(ctx, sale, 7); !errors.Is(err, ErrHealing) {
+			t.Fatalf("a move of a sale not loaded = %v; want ErrHealing (the heal puts the kept pace back first)", err)
+		}
+		if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
+			t.Fatal(err)
 		}
 		first, err := q.AdvancePace(ctx, sale, 7)
 		// 10 s or more at 2 a second since position 1 at the start.
@@ -144,7 +153,10 @@ func TestAdaptiveQueuePaceMovesOnAtTheRateLastSet(t *testing.T) {
 			t.Fatalf("second move = %+v, %v after %+v; want the %.3f s between at 7 a second", second, err, first, elapsed)
 		}
 
-		later := &seckill.Sale{ID: "qp2", StartAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour), Admission: sale.Admission}
+		later := &seckill.Sale{ID: "qp2", Name: "qp2", Stock: 5, PurchaseLimit: 1, StartAt: now.Add(time.Hour), EndAt: now.Add(2 * time.Hour), Admission: sale.Admission}
+		if _, err := s.StockStore().Preheat(ctx, later); err != nil {
+			t.Fatal(err)
+		}
 		if p, err := q.AdvancePace(ctx, later, 9); err != nil || p != seckill.FixedQueuePace(later) {
 			t.Fatalf("move before the start = %+v, %v; want the starting pace", p, err)
 		}
@@ -153,6 +165,31 @@ func TestAdaptiveQueuePaceMovesOnAtTheRateLastSet(t *testing.T) {
 		}
 		if _, err := q.AdvancePace(ctx, sale, 0); seckill.ErrorCode(err) != seckill.EINVALID {
 			t.Fatalf("rate 0: %v; want invalid", err)
+		}
+
+		// A heal: the pace is not moved, and a lost one is put back as
+		// the database kept it; one still there is left.
+		if _, err := s.Healer().BeginHeal(ctx, sale, "tok"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.AdvancePace(ctx, sale, 9); !errors.Is(err, ErrHealing) {
+			t.Fatalf("a move while the sale heals = %v; want ErrHealing", err)
+		}
+		kept := seckill.QueuePace{Admitted: 1234.5, At: now.Truncate(time.Millisecond), Rate: 4}
+		if err := q.RestorePace(ctx, sale.ID, kept); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := q.Pace(ctx, sale); err != nil || p.Admitted != second.Admitted || p.Rate != 3 {
+			t.Fatalf("Pace after restoring over a pace still there = %+v, %v; want it left (%+v)", p, err, second)
+		}
+		if err := s.client.Do(ctx, s.client.B().Del().Key(q.key(sale.ID, "queue_pace")).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := q.RestorePace(ctx, sale.ID, kept); err != nil {
+			t.Fatal(err)
+		}
+		if p, err := q.Pace(ctx, sale); err != nil || p.Admitted != kept.Admitted || !p.At.Equal(kept.At) || p.Rate != kept.Rate {
+			t.Fatalf("Pace after restoring a lost one = %+v, %v; want %+v", p, err, kept)
 		}
 	})
 }

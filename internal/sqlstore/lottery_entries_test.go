@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -192,6 +193,42 @@ func TestKeepPlacesKeepsTheFirstPlaceOfEachBuyer(t *testing.T) {
 		}
 		if n, err := st.PlaceCount(ctx, "other"); err != nil || n != 1 {
 			t.Fatalf("PlaceCount of another sale = %d, %v; want its 1", n, err)
+		}
+	})
+}
+
+// TestKeepPaceKeepsTheLatest: an adaptive queue sale's pace reads back as
+// kept; a later one replaces it; an older one (a slower node's) does not;
+// another sale's is apart; a sale without one reads none.
+func TestKeepPaceKeepsTheLatest(t *testing.T) {
+	onDialects(t, dialects, func(t *testing.T, db *DB, _ *OrderStore) {
+		ctx := t.Context()
+		st := NewPlaceStore(db)
+		at := time.UnixMilli(1_900_000_000_000)
+		if _, ok, err := st.Pace(ctx, "room"); err != nil || ok {
+			t.Fatalf("Pace of a sale without one = %v, %v; want none", ok, err)
+		}
+		first := seckill.QueuePace{Admitted: 120.5, At: at, Rate: 20}
+		later := seckill.QueuePace{Admitted: 131.25, At: at.Add(time.Second), Rate: 10}
+		older := seckill.QueuePace{Admitted: 99, At: at.Add(-time.Second), Rate: 50}
+		for _, step := range []struct {
+			name string
+			keep seckill.QueuePace
+			want seckill.QueuePace
+		}{{"first", first, first}, {"later", later, later}, {"older", older, later}} {
+			if err := st.KeepPace(ctx, "room", step.keep); err != nil {
+				t.Fatal(err)
+			}
+			got, ok, err := st.Pace(ctx, "room")
+			if err != nil || !ok || got.Admitted != step.want.Admitted || !got.At.Equal(step.want.At) || got.Rate != step.want.Rate {
+				t.Fatalf("after keeping the %s pace: %+v, %v, %v; want %+v", step.name, got, ok, err, step.want)
+			}
+		}
+		if err := st.KeepPace(ctx, "other", older); err != nil {
+			t.Fatal(err)
+		}
+		if got, _, _ := st.Pace(ctx, "room"); got.Rate != later.Rate {
+			t.Fatalf("another sale's pace changed this one's: %+v", got)
 		}
 	})
 }

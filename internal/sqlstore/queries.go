@@ -75,6 +75,9 @@ type sqlParts struct {
 	// reservation is never unwon (a copy from a stock store that lost the
 	// draw's results leaves the database's).
 	upsertEntry string
+	// keepLaterPace ends the INSERT of a queue sale's pace so that a row
+	// already there takes it only if it is not older.
+	keepLaterPace string
 	// keepFirst ends an INSERT so that a row any unique key of the table
 	// already holds is left as it is, and not counted as affected (on
 	// MySQL by a no-op update of sale_id, a column of each table it ends
@@ -935,15 +938,20 @@ type placeQueries struct {
 	// bySale selects user_id, score, ip of sale $1's places; count, how
 	// many there are; forget deletes them.
 	bySale, count, forget string
+	// keepPace writes sale $1's pace (admitted $2, at_ms $3, rate $4)
+	// unless the row holds a later one; pace selects admitted, at_ms, rate.
+	keepPace, pace string
 }
 
 func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
 	return placeQueries{
-		insert:  `INSERT INTO queue_places (sale_id, user_id, score, ip) VALUES `,
-		keep:    p.keepFirst,
-		byUsers: s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ? AND user_id IN `),
-		bySale:  s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ?`),
-		count:   s(`SELECT COUNT(*) FROM queue_places WHERE sale_id = ?`),
-		forget:  s(`DELETE FROM queue_places WHERE sale_id = ?`),
+		insert:   `INSERT INTO queue_places (sale_id, user_id, score, ip) VALUES `,
+		keep:     p.keepFirst,
+		byUsers:  s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ? AND user_id IN `),
+		bySale:   s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ?`),
+		count:    s(`SELECT COUNT(*) FROM queue_places WHERE sale_id = ?`),
+		forget:   s(`DELETE FROM queue_places WHERE sale_id = ?`),
+		keepPace: s(`INSERT INTO queue_paces (sale_id, admitted, at_ms, rate) VALUES (?, ?, ?, ?)`) + p.keepLaterPace,
+		pace:     s(`SELECT admitted, at_ms, rate FROM queue_paces WHERE sale_id = ?`),
 	}
 }

@@ -23,6 +23,8 @@ var mysqlSQL = newQueries(sqlParts{
 	upsertEntry:       ` ON DUPLICATE KEY UPDATE reservation_id = IF(VALUES(reservation_id) = '', reservation_id, VALUES(reservation_id))`,
 	ignoreDuplicateID: ` ON DUPLICATE KEY UPDATE id = id`,
 	keepFirst:         ` ON DUPLICATE KEY UPDATE sale_id = sale_id`,
-	primaryKey:        ` FORCE INDEX (PRIMARY)`,
-	heldSum:           `SUM(qty)`,
+	// at_ms last: the IFs before it compare with the row's old at_ms.
+	keepLaterPace: ` ON DUPLICATE KEY UPDATE admitted = IF(VALUES(at_ms) >= at_ms, VALUES(admitted), admitted), rate = IF(VALUES(at_ms) >= at_ms, VALUES(rate), rate), at_ms = GREATEST(at_ms, VALUES(at_ms))`,
+	primaryKey:    ` FORCE INDEX (PRIMARY)`,
+	heldSum:       `SUM(qty)`,
 })

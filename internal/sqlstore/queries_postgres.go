@@ -18,6 +18,7 @@ var postgresSQL = newQueries(sqlParts{
 	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = CASE WHEN excluded.reservation_id = '' THEN lottery_entries.reservation_id ELSE excluded.reservation_id END`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
 	keepFirst:         ` ON CONFLICT DO NOTHING`,
+	keepLaterPace:     ` ON CONFLICT (sale_id) DO UPDATE SET admitted = excluded.admitted, at_ms = excluded.at_ms, rate = excluded.rate WHERE excluded.at_ms >= queue_paces.at_ms`,
 	byteOrder:         ` COLLATE "C"`,
 	// A NUMERIC sum would turn the whole UNION's column into NUMERIC.
 	heldSum: `CAST(SUM(qty) AS BIGINT)`,

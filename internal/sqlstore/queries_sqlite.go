@@ -17,6 +17,7 @@ var sqliteSQL = newQueries(sqlParts{
 	upsertEntry:       ` ON CONFLICT (id) DO UPDATE SET reservation_id = CASE WHEN excluded.reservation_id = '' THEN lottery_entries.reservation_id ELSE excluded.reservation_id END`,
 	ignoreDuplicateID: ` ON CONFLICT (id) DO NOTHING`,
 	keepFirst:         ` ON CONFLICT DO NOTHING`,
+	keepLaterPace:     ` ON CONFLICT (sale_id) DO UPDATE SET admitted = excluded.admitted, at_ms = excluded.at_ms, rate = excluded.rate WHERE excluded.at_ms >= queue_paces.at_ms`,
 	// A keyset page walks the primary key: + keeps the planner off the
 	// sale_id and status indexes.
 	noIndex: `+`,

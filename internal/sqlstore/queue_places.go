@@ -3,7 +3,9 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -53,6 +55,29 @@ func (st *PlaceStore) PlaceCount(ctx context.Context, saleID string) (int64, err
 		return 0, fmt.Errorf("place count of %s: %w", saleID, st.db.classify(err))
 	}
 	return n, nil
+}
+
+// KeepPace writes an adaptive queue sale's pace as a node moved it,
+// unless the table holds a later one (another node's).
+func (st *PlaceStore) KeepPace(ctx context.Context, saleID string, p seckill.QueuePace) error {
+	if _, err := st.db.write.ExecContext(ctx, st.db.dialect.sql.places.keepPace, saleID, p.Admitted, p.At.UnixMilli(), p.Rate); err != nil {
+		return fmt.Errorf("keep the pace of %s: %w", saleID, st.db.classify(err))
+	}
+	return nil
+}
+
+// Pace returns the sale's pace the table keeps, as KeepPace wrote it
+// (Start is not kept: the sale's); ok is false when it has none.
+func (st *PlaceStore) Pace(ctx context.Context, saleID string) (p seckill.QueuePace, ok bool, err error) {
+	var ms int64
+	err = st.db.read.QueryRowContext(ctx, st.db.dialect.sql.places.pace, saleID).Scan(&p.Admitted, &ms, &p.Rate)
+	if errors.Is(err, sql.ErrNoRows) {
+		return seckill.QueuePace{}, false, nil
+	} else if err != nil {
+		return seckill.QueuePace{}, false, fmt.Errorf("pace of %s: %w", saleID, st.db.classify(err))
+	}
+	p.At = time.UnixMilli(ms)
+	return p, true, nil
 }
 
 // Places returns every place the table keeps of the sale, in no order.

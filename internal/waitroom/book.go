@@ -1,5 +1,6 @@
-// Package waitroom keeps a queue sale's waiting room in the database as
-// well as in the stock store (docs/fairness.md, "Places are kept").
+// Package waitroom keeps a queue sale's waiting room, its places and an
+// adaptive sale's pace, in the database as well as in the stock store
+// (docs/fairness.md, "Places are kept").
 package waitroom
 
 import (
@@ -16,6 +17,7 @@ type Room interface {
 	Places(ctx context.Context, saleID string) ([]seckill.QueuePlace, error)
 	PutPlaces(ctx context.Context, saleID string, places []seckill.QueuePlace) error
 	RestoreRoom(ctx context.Context, saleID string, places []seckill.QueuePlace) error
+	RestorePace(ctx context.Context, saleID string, p seckill.QueuePace) error
 }
 
 // Ledger is the database's side (internal/sqlstore.PlaceStore).
@@ -24,6 +26,8 @@ type Ledger interface {
 	// place, or the one its buyer had.
 	KeepPlaces(ctx context.Context, saleID string, places []seckill.QueuePlace) ([]seckill.QueuePlace, error)
 	Places(ctx context.Context, saleID string) ([]seckill.QueuePlace, error)
+	// Pace is an adaptive sale's pace as a node last kept it.
+	Pace(ctx context.Context, saleID string) (p seckill.QueuePace, ok bool, err error)
 }
 
 // ErrNotKept answers joins the database did not take: a retry gets the
@@ -71,9 +75,11 @@ func (b *Book) Keep(ctx context.Context, saleID string, places []seckill.QueuePl
 
 // Level rebuilds the sale's waiting room in the stock store from every
 // place the database keeps, after keeping the room's places whose buyers
-// the database has none of (a join whose answer failed). A heal calls it
-// while the sale refuses joins.
-func (b *Book) Level(ctx context.Context, saleID string) error {
+// the database has none of (a join whose answer failed), and puts back an
+// adaptive sale's pace as a node last kept it, if the room lost it. A heal
+// calls it while the sale refuses joins and its pace is not moved.
+func (b *Book) Level(ctx context.Context, sale *seckill.Sale) error {
+	saleID := sale.ID
 	inRoom, err := b.room.Places(ctx, saleID)
 	if err != nil {
 		return fmt.Errorf("level places of %s: %w", saleID, err)
@@ -94,6 +100,16 @@ func (b *Book) Level(ctx context.Context, saleID string) error {
 	}
 	if len(kept) > len(inRoom) {
 		b.logger.WarnContext(ctx, "queue places put back in the stock store from the database", "sale_id", saleID, "places", len(kept)-len(inRoom))
+	}
+	if _, adaptive := sale.Admission.Bounds(); !adaptive {
+		return nil
+	}
+	pace, ok, err := b.ledger.Pace(ctx, saleID)
+	if err != nil || !ok {
+		return err
+	}
+	if err := b.room.RestorePace(ctx, saleID, pace); err != nil {
+		return fmt.Errorf("level the pace of %s: %w", saleID, err)
 	}
 	return nil
 }

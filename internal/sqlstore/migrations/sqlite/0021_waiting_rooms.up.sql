@@ -1,3 +1,6 @@
+-- A queue sale's waiting room, kept in the database as well as in Redis
+-- (docs/fairness.md, Places are kept).
+--
 -- A queue sale's places, kept as they are given, before the buyer is told
 -- their position (docs/fairness.md, Places are kept): a heal puts them back
 -- in a stock store that lost them (a Redis restarted without its data; the
@@ -12,3 +15,14 @@ CREATE TABLE queue_places (
     ip      TEXT    NOT NULL DEFAULT '',
     PRIMARY KEY (sale_id, user_id)
 ) STRICT, WITHOUT ROWID;
+
+-- An adaptive queue sale's pace, as a node last moved it (Redis's
+-- queue_pace, queue_pace.lua): admitted positions by at_ms, moving on at
+-- rate a second. A heal puts it back in a stock store that lost it, so
+-- admission goes on from where it was, not from the starting rate.
+CREATE TABLE queue_paces (
+    sale_id  TEXT    NOT NULL PRIMARY KEY,
+    admitted REAL    NOT NULL,
+    at_ms    INTEGER NOT NULL,
+    rate     INTEGER NOT NULL
+) STRICT;

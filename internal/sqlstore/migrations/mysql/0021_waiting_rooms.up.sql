@@ -1,3 +1,6 @@
+-- A queue sale's waiting room, kept in the database as well as in Redis
+-- (docs/fairness.md, Places are kept).
+--
 -- A queue sale's places, kept as they are given, before the buyer is told
 -- their position (docs/fairness.md, Places are kept): a heal puts them back
 -- in a stock store that lost them (a Redis restarted without its data; the
@@ -12,4 +15,15 @@ CREATE TABLE queue_places (
     score   BIGINT          NOT NULL,
     ip      VARBINARY(256)  NOT NULL DEFAULT '',
     PRIMARY KEY (sale_id, user_id)
+) ENGINE = InnoDB;
+
+-- An adaptive queue sale's pace, as a node last moved it (Redis's
+-- queue_pace, queue_pace.lua): admitted positions by at_ms, moving on at
+-- rate a second. A heal puts it back in a stock store that lost it, so
+-- admission goes on from where it was, not from the starting rate.
+CREATE TABLE queue_paces (
+    sale_id  VARBINARY(1020) NOT NULL PRIMARY KEY,
+    admitted DOUBLE          NOT NULL,
+    at_ms    BIGINT          NOT NULL,
+    rate     BIGINT          NOT NULL
 ) ENGINE = InnoDB;
