@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"path/filepath"
@@ -66,11 +65,7 @@ func TestLotteryEntriesSurviveAnEmbeddedRestart(t *testing.T) {
 	e1 := startEngine(t, node, clk.hook())
 	sale, closeAt := e1.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e1, sale)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e1.m.Close(ctx); err != nil {
-		t.Fatalf("close the first node: %v", err)
-	}
+	e1.stop()
 	e2 := startEngine(t, node, clk.hook())
 	entriesKept(t, e2, sale, closeAt, entries, clk)
 }
@@ -101,11 +96,7 @@ func TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
 	e1 := startEngine(t, node, clk.hook())
 	sale, closeAt := e1.createLottery(durableStock, 1, durableWindow)
 	entries := enterMany(t, e1, sale)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e1.m.Close(ctx); err != nil {
-		t.Fatalf("close the first node: %v", err)
-	}
+	e1.stop()
 	srv.Kill()
 	srv.Restart(t)
 	e2 := startEngine(t, node, clk.hook())

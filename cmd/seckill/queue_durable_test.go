@@ -31,11 +31,7 @@ func TestQueuePlacesSurviveAnEmbeddedRestart(t *testing.T) {
 	e1 := startEngine(t, node)
 	sale := e1.createQueue(5, 1, time.Now().Add(12*time.Minute)) // past the preheat lead, within the room's
 	places := joinMany(t, e1, sale)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e1.m.Close(ctx); err != nil {
-		t.Fatalf("close the first node: %v", err)
-	}
+	e1.stop()
 	e2 := startEngine(t, node)
 	placesKept(t, e2, sale, places)
 }
@@ -64,11 +60,7 @@ func TestQueuePlacesSurviveAFleetRestartOnAnEmptyRedis(t *testing.T) {
 	e1 := startEngine(t, node)
 	sale := e1.createQueue(5, 1, time.Now().Add(12*time.Minute))
 	places := joinMany(t, e1, sale)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e1.m.Close(ctx); err != nil {
-		t.Fatalf("close the first node: %v", err)
-	}
+	e1.stop()
 	srv.Kill()
 	srv.Restart(t)
 	e2 := startEngine(t, node)

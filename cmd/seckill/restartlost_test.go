@@ -32,11 +32,7 @@ func TestRestartOnARedisThatLostTheSale(t *testing.T) {
 	for _, u := range []string{"ann", "bob", "cat"} {
 		e1.orderedKeyedClaim(t, sale, u, "k-"+u)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := e1.m.Close(ctx); err != nil {
-		t.Fatalf("close the first node: %v", err)
-	}
+	e1.stop()
 	srv.Kill()
 	srv.Restart(t)
 
@@ -47,5 +43,16 @@ func TestRestartOnARedisThatLostTheSale(t *testing.T) {
 	if len(claims) != 2 || counts["ordered"] != 2 {
 		t.Fatalf("after the restart: %d claims acknowledged (outcomes %v), ended %v; want the 2 units left, each an order",
 			len(claims), outcomes, final)
+	}
+}
+
+// stop closes the node gracefully, within 30 s, as an operator's restart
+// does: the tests then start another on the same data dir or database.
+func (e *engine) stop() {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := e.m.Close(ctx); err != nil {
+		e.t.Fatalf("close the node: %v", err)
 	}
 }

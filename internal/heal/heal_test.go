@@ -12,13 +12,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/redis"
-	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/servicetest"
+	"github.com/seckill-dev/seckill/internal/storetest"
 )
 
 func TestMain(m *testing.M) {
@@ -70,24 +69,6 @@ func reserveOne(ctx context.Context, stock *redis.Store, saleID, user string) (s
 	return res[0], nil
 }
 
-// startStock is a stock store on a private redis-server, and a raw
-// client to it for breaking things; both close when the test ends.
-func startStock(t *testing.T) (*redis.Store, rueidis.Client) {
-	t.Helper()
-	srv := redistest.StartServer(t)
-	stock, err := redis.New(context.Background(), "redis://"+srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stock.Close)
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	return stock, raw
-}
-
 type loaded []*seckill.Sale
 
 func (l loaded) Loaded() []*seckill.Sale { return l }
@@ -99,7 +80,7 @@ func (l loaded) Loaded() []*seckill.Sale { return l }
 // heals, and each heal is alerted.
 func TestHeal(t *testing.T) {
 	ctx := context.Background()
-	stock, raw := startStock(t)
+	stock, raw := storetest.Stock(t)
 	do := func(args ...string) {
 		t.Helper()
 		if err := raw.Do(ctx, raw.B().Arbitrary(args[0]).Args(args[1:]...).Build()).Error(); err != nil {
@@ -220,7 +201,7 @@ func TestHeal(t *testing.T) {
 // is healed, not left answering not_started until its end.
 func TestHealAPreheatedSaleThatVanishedUnseen(t *testing.T) {
 	ctx := context.Background()
-	stock, raw := startStock(t)
+	stock, raw := storetest.Stock(t)
 	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
 	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
@@ -246,7 +227,7 @@ func TestHealAPreheatedSaleThatVanishedUnseen(t *testing.T) {
 // fresh load selling the 3 units again.
 func TestHealASaleLoadedHeld(t *testing.T) {
 	ctx := context.Background()
-	stock, _ := startStock(t)
+	stock, _ := storetest.Stock(t)
 	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, Unsold: 7, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
 	db := &fakeDB{sale: *sale}
@@ -294,7 +275,7 @@ func tickHealsOnce(t *testing.T, stock *redis.Store, db *fakeDB, sale *seckill.S
 // calling it again.
 func TestHealRebuildsTheRestWhileTheSaleHolds(t *testing.T) {
 	ctx := context.Background()
-	stock, raw := startStock(t)
+	stock, raw := storetest.Stock(t)
 	sale := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
 	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {
@@ -429,7 +410,7 @@ func TestHold(t *testing.T) {
 // alerting, from a database that says it has ended.
 func TestNoHealOfASaleEndedEarly(t *testing.T) {
 	ctx := context.Background()
-	stock, raw := startStock(t)
+	stock, raw := storetest.Stock(t)
 	preheated := &seckill.Sale{ID: servicetest.UniqueName("heal_"), Name: "tea", Stock: 10, PurchaseLimit: 1,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
 	if _, err := stock.StockStore().Preheat(ctx, preheated); err != nil {
@@ -629,7 +610,7 @@ func (f *fakeDB) land(id, user string, at time.Time) {
 // left, and a rush afterwards sells exactly that, nobody twice.
 func TestHealBucketed(t *testing.T) {
 	ctx := context.Background()
-	stock, raw := startStock(t)
+	stock, raw := storetest.Stock(t)
 	sale := &seckill.Sale{ID: servicetest.UniqueName("healb_"), Name: "tea", Stock: 20, PurchaseLimit: 1, Buckets: 3,
 		StartAt: time.Now().Add(-time.Hour), EndAt: time.Now().Add(time.Hour)}
 	if _, err := stock.StockStore().Preheat(ctx, sale); err != nil {

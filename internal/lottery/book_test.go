@@ -3,7 +3,6 @@ package lottery_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,8 +13,8 @@ import (
 	"github.com/seckill-dev/seckill/internal/combiner"
 	"github.com/seckill-dev/seckill/internal/lottery"
 	"github.com/seckill-dev/seckill/internal/redis"
-	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/storetest"
 )
 
 // failing is the database's side of a Book that refuses to write while
@@ -44,25 +43,8 @@ type bookFixture struct {
 func newBookFixture(t *testing.T) *bookFixture {
 	t.Helper()
 	ctx := t.Context()
-	srv := redistest.StartServer(t)
-	stock, err := redis.New(ctx, "redis://"+srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stock.Close)
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	db, err := sqlstore.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "book.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stock, raw := storetest.Stock(t)
+	db := storetest.SQLite(t)
 	now := time.Now()
 	sale := &seckill.Sale{ID: "lot", Name: "tea", Stock: 2, PurchaseLimit: 2, StartAt: now.Add(-time.Minute), EndAt: now.Add(time.Hour),
 		Admission: seckill.Admission{Mode: seckill.AdmitLottery, EntriesCloseAt: now.Add(time.Hour / 2)}}

@@ -2,17 +2,13 @@ package waitroom_test
 
 import (
 	"context"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/combiner"
-	"github.com/seckill-dev/seckill/internal/redis"
-	"github.com/seckill-dev/seckill/internal/redis/redistest"
 	"github.com/seckill-dev/seckill/internal/sqlstore"
+	"github.com/seckill-dev/seckill/internal/storetest"
 	"github.com/seckill-dev/seckill/internal/waitroom"
 )
 
@@ -25,25 +21,8 @@ import (
 // is refused try later (the sale's keys are gone with it).
 func TestBookRebuildsALostRoom(t *testing.T) {
 	ctx := t.Context()
-	srv := redistest.StartServer(t)
-	stock, err := redis.New(ctx, "redis://"+srv.Addr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(stock.Close)
-	raw, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{srv.Addr}, DisableCache: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(raw.Close)
-	db, err := sqlstore.Open(ctx, "sqlite:"+filepath.Join(t.TempDir(), "room.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	if err := db.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	stock, raw := storetest.Stock(t)
+	db := storetest.SQLite(t)
 	places := sqlstore.NewPlaceStore(db)
 	book := waitroom.NewBook(stock.Queue(), places, nil)
 	queuer := combiner.NewQueuer(stock.Queue(), book, combiner.Config{})
