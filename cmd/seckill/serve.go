@@ -497,7 +497,8 @@ func (m *Main) startHousekeeping(ctx context.Context, w *wired) {
 		Rebuild: func(ctx context.Context, sale *seckill.Sale) error {
 			switch sale.Admission.Of() {
 			case seckill.AdmitLottery:
-				return w.entries.Level(ctx, sale.ID)
+				_, err := w.entries.Level(ctx, sale.ID)
+				return err
 			case seckill.AdmitQueue:
 				return w.places.Level(ctx, sale)
 			}

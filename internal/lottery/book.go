@@ -90,17 +90,19 @@ func (b *Book) KeepWon(ctx context.Context, saleID string, winners []seckill.Lot
 // level: the stock store gets every entry the database keeps (the
 // database's version winning), the database every entry only the stock
 // store has (one whose answer failed); and the stock store gets the
-// draw's results the database keeps (KeepWon). A heal calls it while the
-// sale refuses requests, to put back what the stock store lost; the draw
-// calls it once entries are closed, before it reads them.
-func (b *Book) Level(ctx context.Context, saleID string) error {
+// draw's results the database keeps (KeepWon). It returns the entries
+// both now hold. A heal calls it while the sale refuses requests, to put
+// back what the stock store lost; the draw calls it once entries are
+// closed, and draws what it returns: read before any later loss of the
+// stock store's could hide an entry.
+func (b *Book) Level(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error) {
 	inStock, err := b.stock.Entries(ctx, saleID)
 	if err != nil {
-		return fmt.Errorf("level entries of %s: %w", saleID, err)
+		return nil, fmt.Errorf("level entries of %s: %w", saleID, err)
 	}
 	kept, err := b.ledger.ArchivedEntries(ctx, saleID)
 	if err != nil {
-		return fmt.Errorf("level entries of %s: %w", saleID, err)
+		return nil, fmt.Errorf("level entries of %s: %w", saleID, err)
 	}
 	toStock, toKeep := seckill.LevelEntries(inStock, kept)
 	if len(toKeep) > 0 {
@@ -108,29 +110,30 @@ func (b *Book) Level(ctx context.Context, saleID string) error {
 		// the stock store's.
 		back, err := b.ledger.KeepEntries(ctx, saleID, toKeep)
 		if err != nil {
-			return fmt.Errorf("level entries of %s: %w", saleID, err)
+			return nil, fmt.Errorf("level entries of %s: %w", saleID, err)
 		}
 		toStock = append(toStock, seckill.Replaced(toKeep, back)...)
+		kept = append(kept, back...)
 	}
 	if len(toStock) > 0 {
 		if err := b.stock.PutEntries(ctx, saleID, toStock); err != nil {
-			return fmt.Errorf("level entries of %s: %w", saleID, err)
+			return nil, fmt.Errorf("level entries of %s: %w", saleID, err)
 		}
 		b.logger.WarnContext(ctx, "lottery entries put back in the stock store from the database", "sale_id", saleID, "entries", len(toStock))
 	}
 	wonInStock, err := b.stock.AllWon(ctx, saleID)
 	if err != nil {
-		return fmt.Errorf("level the draw's results of %s: %w", saleID, err)
+		return nil, fmt.Errorf("level the draw's results of %s: %w", saleID, err)
 	}
 	wonKept, err := b.ledger.ArchivedWon(ctx, saleID)
 	if err != nil {
-		return fmt.Errorf("level the draw's results of %s: %w", saleID, err)
+		return nil, fmt.Errorf("level the draw's results of %s: %w", saleID, err)
 	}
 	if won := seckill.WonToRestore(wonInStock, wonKept); len(won) > 0 {
 		if err := b.stock.RecordWon(ctx, saleID, won); err != nil {
-			return fmt.Errorf("level the draw's results of %s: %w", saleID, err)
+			return nil, fmt.Errorf("level the draw's results of %s: %w", saleID, err)
 		}
 		b.logger.WarnContext(ctx, "lottery results put back in the stock store from the database", "sale_id", saleID, "winners", len(won))
 	}
-	return nil
+	return kept, nil
 }

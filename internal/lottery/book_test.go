@@ -127,8 +127,8 @@ func TestBookAnswersOnlyWhatTheDatabaseKeeps(t *testing.T) {
 // TestBookPutsBackWhatTheStockStoreLost: after the stock store lost its
 // entries (Redis restarted empty, the embedded store restarted), Level
 // puts back every entry the database keeps and keeps the stock store's
-// entry whose answer failed; and a buyer whose entry the stock store lost
-// before Level ran, entering again, is answered the entry she had, not a
+// entry whose answer failed, and returns what both then hold; and a buyer
+// whose entry the stock store lost before Level ran, entering again, is answered the entry she had, not a
 // new one, which the stock store then holds.
 func TestBookPutsBackWhatTheStockStoreLost(t *testing.T) {
 	f := newBookFixture(t)
@@ -157,7 +157,8 @@ func TestBookPutsBackWhatTheStockStoreLost(t *testing.T) {
 		t.Fatalf("ann's entry in the stock store = %+v; want the database's %+v", e, before[0].Entry)
 	}
 
-	if err := f.book.Level(ctx, f.sale.ID); err != nil {
+	leveled, err := f.book.Level(ctx, f.sale.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
 	want := map[string]seckill.LotteryEntry{"ann": before[0].Entry, "bob": before[1].Entry, "cat": before[2].Entry, "dan": dan}
@@ -165,13 +166,22 @@ func TestBookPutsBackWhatTheStockStoreLost(t *testing.T) {
 	if err != nil || len(all) != len(want) {
 		t.Fatalf("entries in the stock store after Level = %+v, %v; want %d", all, err, len(want))
 	}
+	// What Level returns, the draw's input, is what both now hold.
+	if len(leveled) != len(want) {
+		t.Fatalf("Level returned %+v; want the %d entries both hold", leveled, len(want))
+	}
+	for _, e := range leveled {
+		if want[e.UserID] != e {
+			t.Errorf("Level returned %+v for %s; want %+v", e, e.UserID, want[e.UserID])
+		}
+	}
 	// The draw's results, kept by the draw before the stock store had
 	// them, come back too.
 	won := map[string]string{"bob": "r-bob"}
 	if err := f.book.KeepWon(ctx, f.sale.ID, []seckill.LotteryEntry{before[1].Entry}, won); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.book.Level(ctx, f.sale.ID); err != nil {
+	if _, err := f.book.Level(ctx, f.sale.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := f.stock.Lottery().AllWon(ctx, f.sale.ID); err != nil || len(got) != 1 || got["bob"] != "r-bob" {

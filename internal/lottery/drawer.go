@@ -48,8 +48,9 @@ type Entries interface {
 // EntryBook keeps a lottery's entries and results in the database as
 // well as in the stock store (Book).
 type EntryBook interface {
-	// Level brings the stock store level with the database.
-	Level(ctx context.Context, saleID string) error
+	// Level brings the stock store level with the database, and returns
+	// the entries both then hold.
+	Level(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 	// KeepWon records winners' reservations in the database.
 	KeepWon(ctx context.Context, saleID string, winners []seckill.LotteryEntry, won map[string]string) error
 }
@@ -82,11 +83,11 @@ type Config struct {
 	Sales   Sales
 	Entries Entries
 	Stock   Stock
-	// Book, if set, levels the entries once they are closed, before the
-	// draw reads them from the stock store (every entry the database
-	// keeps is drawn, even one the stock store lost), and keeps each
-	// batch of winners in the database before the stock store records
-	// them (a heal puts them back from there).
+	// Book, if set, levels the entries once they are closed and gives
+	// the draw what both then hold (every entry the database keeps is
+	// drawn, even one the stock store lost), and keeps each batch of
+	// winners in the database before the stock store records them (a
+	// heal puts them back from there).
 	Book EntryBook
 	// Owner names this node in the draw's lease.
 	Owner string
@@ -203,12 +204,13 @@ func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawR
 	if err := d.cfg.Entries.CloseEntries(ctx, sale.ID); err != nil {
 		return err
 	}
+	var entries []seckill.LotteryEntry
+	var err error
 	if d.cfg.Book != nil {
-		if err := d.cfg.Book.Level(ctx, sale.ID); err != nil {
-			return err
-		}
+		entries, err = d.cfg.Book.Level(ctx, sale.ID)
+	} else {
+		entries, err = d.cfg.Entries.Entries(ctx, sale.ID)
 	}
-	entries, err := d.cfg.Entries.Entries(ctx, sale.ID)
 	if err != nil {
 		return err
 	}
