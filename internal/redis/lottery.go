@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	enterLua = lua("ratelimits.lua", "lottery_enter.lua")
+	enterLua = lua("sale_ready.lua", "ratelimits.lua", "lottery_enter.lua")
 	// Without rate checks an entry is idempotent per buyer (a second
 	// entry gets the first back), so a lost reply may be retried.
 	enterScript = rueidis.NewLuaScriptRetryable(enterLua)

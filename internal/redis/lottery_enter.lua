@@ -34,8 +34,7 @@ end
 if now >= tonumber(ARGV[2]) then
   return 6
 end
-local stock = redis.call('HMGET', KEYS[3], 'total', 'healing')
-if not stock[1] or stock[2] then
+if not sale_ready(KEYS[3]) then
   return 7
 end
 local per = tonumber(ARGV[3])

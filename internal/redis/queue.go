@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	queueJoinLua = lua("ratelimits.lua", "queue_join.lua")
+	queueJoinLua = lua("sale_ready.lua", "ratelimits.lua", "queue_join.lua")
 	// Without rate checks a join is idempotent per buyer (a second join
 	// keeps the first place), so a lost reply may be retried.
 	queueJoinScript = rueidis.NewLuaScriptRetryable(queueJoinLua)
@@ -25,7 +25,7 @@ var (
 
 // Moving the pace on is not retried: a replay would count the time since
 // at the new rate, not the old (a small error, but a needless one).
-var queuePaceScript = rueidis.NewLuaScript(lua("queue_pace.lua"))
+var queuePaceScript = rueidis.NewLuaScript(lua("sale_ready.lua", "queue_pace.lua"))
 
 // Putting a lost pace back, or raising the arrival counter to a floor,
 // may be replayed.
@@ -154,10 +154,20 @@ func parseScore(s string) (int64, error) {
 		return n, nil
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 || f > 1<<53 || f != float64(int64(f)) {
+	n, whole := wholeScore(f)
+	if err != nil || !whole {
 		return 0, fmt.Errorf("score %q is not a whole number", s)
 	}
-	return int64(f), nil
+	return n, nil
+}
+
+// wholeScore is a place's score as the integer it holds: false when it is
+// negative, past what a double holds exactly, or not whole.
+func wholeScore(f float64) (int64, bool) {
+	if f < 0 || f > 1<<53 || f != float64(int64(f)) {
+		return 0, false
+	}
+	return int64(f), true
 }
 
 // PutPlaces gives buyers their places in the sale's waiting room,
@@ -184,10 +194,11 @@ func (q *Queue) Places(ctx context.Context, saleID string) ([]seckill.QueuePlace
 	}
 	out := make([]seckill.QueuePlace, len(scores))
 	for i, z := range scores {
-		if z.Score < 0 || z.Score > 1<<53 || z.Score != float64(int64(z.Score)) {
+		score, whole := wholeScore(z.Score)
+		if !whole {
 			return nil, fmt.Errorf("places: the score of %q is not a whole number", z.Member)
 		}
-		out[i] = seckill.QueuePlace{UserID: z.Member, Score: int64(z.Score)}
+		out[i] = seckill.QueuePlace{UserID: z.Member, Score: score}
 	}
 	return out, nil
 }

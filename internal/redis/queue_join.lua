@@ -27,8 +27,7 @@
 -- looked up), -1 when their address holds the cap already, else the
 -- string "<position> <score>": their 1-based position now and their
 -- place's score (given now or before).
-local stock = redis.call('HMGET', KEYS[4], 'total', 'healing')
-if not stock[1] or stock[2] then
+if not sale_ready(KEYS[4]) then
   return 7
 end
 local t = redis.call('TIME')

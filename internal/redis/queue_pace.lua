@@ -19,8 +19,7 @@
 -- Returns {admitted, at, rate} as strings; before the start {"0", start,
 -- starting rate}, changing nothing; 7 (try later) while the sale is not
 -- loaded or heals, changing nothing.
-local stock = redis.call('HMGET', KEYS[2], 'total', 'healing')
-if not stock[1] or stock[2] then
+if not sale_ready(KEYS[2]) then
   return 7
 end
 local t = redis.call('TIME')
