@@ -120,6 +120,30 @@ func DrawWinners(order []LotteryEntry, units int64) (winners, waiting []LotteryE
 	return winners, waiting
 }
 
+// Award is what the draw makes of a drawn winner's reservation.
+type Award int
+
+const (
+	AwardWon    Award = iota + 1 // her units are reserved
+	AwardPassed                  // refused (no units left for her): she stays on the waiting list
+	AwardWait                    // the stock store does not hold the sale: the draw stops and runs again
+)
+
+// AwardOf decides a drawn winner's reservation by its outcome. A draw is
+// due only once the sale has started, so "not started" means the stock
+// store does not hold the sale (never loaded, or lost and not yet put
+// back): passing her over would publish a winner who reads "lost", so the
+// draw waits for the sale instead.
+func AwardOf(o Outcome) Award {
+	switch {
+	case o.Claimed():
+		return AwardWon
+	case o == OutcomeNotStarted:
+		return AwardWait
+	}
+	return AwardPassed
+}
+
 // DrawPublished is what GET /api/v1/sales/{id}/draw publishes.
 type DrawPublished struct {
 	Commitment string   `json:"commitment"`

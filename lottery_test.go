@@ -160,3 +160,25 @@ func TestEntryIDs(t *testing.T) {
 		}
 	}
 }
+
+func TestAwardOf(t *testing.T) {
+	cases := []struct {
+		o    seckill.Outcome
+		want seckill.Award
+	}{
+		{seckill.OutcomeReserved, seckill.AwardWon},
+		{seckill.OutcomeReplayed, seckill.AwardWon}, // a draw run again
+		{seckill.OutcomeNotStarted, seckill.AwardWait},
+		{seckill.OutcomeSoldOut, seckill.AwardPassed},
+		{seckill.OutcomeLimitExceeded, seckill.AwardPassed},
+		{seckill.OutcomeEnded, seckill.AwardPassed},
+		{seckill.OutcomeKeyReused, seckill.AwardPassed},
+	}
+	for _, tc := range cases {
+		t.Run(tc.o.String(), func(t *testing.T) {
+			if got := seckill.AwardOf(tc.o); got != tc.want {
+				t.Fatalf("AwardOf(%s) = %d, want %d", tc.o, got, tc.want)
+			}
+		})
+	}
+}

@@ -32,6 +32,7 @@ func (f *failing) KeepEntries(ctx context.Context, saleID string, entries []seck
 }
 
 type bookFixture struct {
+	db      *sqlstore.DB
 	stock   *redis.Store
 	raw     rueidis.Client // to the stock store's private redis-server, for losses
 	ledger  *failing
@@ -55,7 +56,7 @@ func newBookFixture(t *testing.T) *bookFixture {
 	book := lottery.NewBook(stock.Lottery(), ledger, nil)
 	enterer := combiner.NewEnterer(stock.Lottery(), book, combiner.Config{})
 	t.Cleanup(func() { _ = enterer.Stop(context.Background()) })
-	return &bookFixture{stock: stock, raw: raw, ledger: ledger, book: book, enterer: enterer, sale: sale}
+	return &bookFixture{db: db, stock: stock, raw: raw, ledger: ledger, book: book, enterer: enterer, sale: sale}
 }
 
 // enter enters users one after another through the engine's pipeline:

@@ -15,6 +15,7 @@ package lottery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -289,10 +290,14 @@ func (d *Drawer) award(ctx context.Context, sale *seckill.Sale, winners []seckil
 			return fmt.Errorf("award: %w", err)
 		}
 		won := make(map[string]string, len(batch))
+		wait := false
 		for i, r := range results {
-			if r.Outcome.Claimed() {
+			switch seckill.AwardOf(r.Outcome) {
+			case seckill.AwardWon:
 				won[batch[i].UserID] = r.ReservationID
-			} else {
+			case seckill.AwardWait:
+				wait = true
+			default:
 				d.cfg.Logger.WarnContext(ctx, "lottery winner not reserved", "sale_id", sale.ID, "entry_id", batch[i].ID, "outcome", r.Outcome.String())
 			}
 		}
@@ -304,6 +309,15 @@ func (d *Drawer) award(ctx context.Context, sale *seckill.Sale, winners []seckil
 		if err := d.cfg.Entries.RecordWon(ctx, sale.ID, won); err != nil {
 			return err
 		}
+		if wait {
+			// The next pass runs it again: the winners reserved so far
+			// replay under the same idempotency key.
+			return fmt.Errorf("award: %w", errSaleNotHeld)
+		}
 	}
 	return nil
 }
+
+// errSaleNotHeld stops a draw while the stock store does not hold its sale
+// (seckill.AwardWait).
+var errSaleNotHeld = errors.New("the stock store does not hold the sale (not loaded, or lost and not yet healed): the draw waits for it")
