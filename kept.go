@@ -127,3 +127,23 @@ func RoomCounts(places []QueuePlace) (perIP map[string]int64, arrivals int64) {
 	}
 	return perIP, arrivals
 }
+
+// EntryFromCopy reports whether a buyer's lottery entry that the stock
+// store does not hold is read from the database's copy, which has every
+// entry ever answered: once the sale has ended (its keys go after the
+// archive), or while the store does not hold the sale whole (storeReady
+// false: never loaded, lost, or being healed), when her entry may be one
+// the heal has yet to put back. Otherwise she has none, and the database
+// is not asked: a buyer who never entered costs no database read.
+func EntryFromCopy(ended, storeReady bool) bool { return ended || !storeReady }
+
+// PlaceMissed is the error code answering a buyer whose place the stock
+// store does not hold: ETRYLATER while the store does not hold the sale
+// whole and the database keeps her place (the heal puts the room back, and
+// a rank needs the whole room), else ENOTFOUND.
+func PlaceMissed(storeReady, kept bool) string {
+	if !storeReady && kept {
+		return ETRYLATER
+	}
+	return ENOTFOUND
+}

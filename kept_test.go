@@ -184,3 +184,43 @@ func TestRoomCounts(t *testing.T) {
 		t.Fatalf("RoomCounts of early places = %v, %d; want no arrival after the start", perIP, arrivals)
 	}
 }
+
+func TestEntryFromCopy(t *testing.T) {
+	cases := []struct {
+		name              string
+		ended, storeReady bool
+		want              bool
+	}{
+		{"live sale, store whole: she has none", false, true, false},
+		{"live sale, store lost or healing the sale", false, false, true},
+		{"ended: the archive's copy", true, true, true},
+		{"ended and its keys gone", true, false, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seckill.EntryFromCopy(tc.ended, tc.storeReady); got != tc.want {
+				t.Fatalf("EntryFromCopy(%v, %v) = %v, want %v", tc.ended, tc.storeReady, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestPlaceMissed(t *testing.T) {
+	cases := []struct {
+		name             string
+		storeReady, kept bool
+		want             string
+	}{
+		{"store whole: no place", true, false, seckill.ENOTFOUND},
+		{"store whole, a stale copy is not asked about", true, true, seckill.ENOTFOUND},
+		{"store lost or heals the room, her place kept", false, true, seckill.ETRYLATER},
+		{"store lost or heals the room, she never joined", false, false, seckill.ENOTFOUND},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seckill.PlaceMissed(tc.storeReady, tc.kept); got != tc.want {
+				t.Fatalf("PlaceMissed(%v, %v) = %q, want %q", tc.storeReady, tc.kept, got, tc.want)
+			}
+		})
+	}
+}

@@ -84,6 +84,35 @@ func TestLotteryEntriesSurviveRedisRestartedEmpty(t *testing.T) {
 	entriesKept(t, e, sale, closeAt, entries, clk)
 }
 
+// TestEntrantsReadTheirEntriesBeforeTheHeal: between a loss and its heal,
+// an entrant reads her entry from the database's copy, not 404 "You have
+// not entered this draw."; a buyer who never entered still reads 404, and
+// a new entry waits for the heal (try later). The heal is held off (its
+// interval an hour), so the window stays open for the whole test. Before
+// the copy was read there, every entrant read 404 until the heal.
+func TestEntrantsReadTheirEntriesBeforeTheHeal(t *testing.T) {
+	srv, clk := redistest.StartServer(t), &testClock{}
+	e := startEngine(t, durable("redis://"+srv.Addr, ""), clk.hook(), func(m *Main) { m.Config.HealInterval = time.Hour })
+	sale, _ := e.createLottery(durableStock, 1, durableWindow)
+	entries := enterMany(t, e, sale)
+	srv.Kill()
+	srv.Restart(t)
+	mine := func(user string) reply {
+		return e.do("GET", "/api/v1/sales/"+sale+"/entries/mine", e.token(user), nil)
+	}
+	for user, id := range entries {
+		if r := mine(user); r.status != http.StatusOK || r.body["status"] != "entered" || r.body["entry_id"] != id {
+			t.Fatalf("%s before the heal = %d %v; want entered with %s", user, r.status, r.body, id)
+		}
+	}
+	if r := mine("never-entered"); r.status != http.StatusNotFound || r.code() != "not_found" {
+		t.Fatalf("a buyer who never entered, before the heal = %d %v; want 404 not_found", r.status, r.body)
+	}
+	if r := e.do("POST", "/api/v1/sales/"+sale+"/entries", e.token("newcomer"), map[string]any{"qty": 1}); r.status != http.StatusServiceUnavailable || r.code() != "try_later" {
+		t.Fatalf("a new entry before the heal = %d %v; want 503 try_later", r.status, r.body)
+	}
+}
+
 // TestLotteryEntriesSurviveAFleetRestartOnAnEmptyRedis: the node stops,
 // its Redis restarts empty, a new node starts on the same database: no
 // node saw the entries go, and nothing was sold yet. The new node's
@@ -185,8 +214,8 @@ func enterMany(t *testing.T, e *engine, sale string) map[string]string {
 }
 
 // entriesKept checks, on e after the loss, that every entrant reads her
-// entry (once the sale is back: try later meanwhile), that one entering
-// again is answered her entry, and then drawCountsAll.
+// entry (from the database's copy until the heal puts it back), that one
+// entering again is answered her entry, and then drawCountsAll.
 func entriesKept(t *testing.T, e *engine, sale string, closeAt time.Time, entries map[string]string, clk *testClock) {
 	t.Helper()
 	users := slices.Sorted(func(yield func(string) bool) {

@@ -11,6 +11,7 @@ import (
 	"github.com/seckill-dev/seckill/internal/redis"
 	"github.com/seckill-dev/seckill/internal/repeats"
 	"github.com/seckill-dev/seckill/internal/soldout"
+	"github.com/seckill-dev/seckill/internal/sqlstore"
 	"github.com/seckill-dev/seckill/internal/ticket"
 )
 
@@ -43,5 +44,6 @@ func (m *Main) newQueue(w *wired) *httpapi.QueueConfig {
 		Queuer: queuer, Positions: m.stock.Queue(), Admitted: gate, SoldOut: gate.AnswerSoldOutAt,
 		Tickets:     ticket.New(jwt.DeriveKey([]byte(cfg.JWTSecret), "seckill admission tickets v1")),
 		OpensBefore: cfg.QueueOpensBefore, PerIP: int64(cfg.QueuePerIP), Pace: w.pacer.Pace,
+		Kept: sqlstore.NewPlaceStore(m.db), Ready: m.stock.Readiness(),
 	}
 }

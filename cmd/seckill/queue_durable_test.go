@@ -49,6 +49,32 @@ func TestQueuePlacesSurviveRedisRestartedEmpty(t *testing.T) {
 	placesKept(t, e, sale, places)
 }
 
+// TestJoinersAskAgainBeforeTheHeal: between a loss and its heal, a buyer
+// whose place the database keeps is told to ask again (503 try_later,
+// with Retry-After), not that she has no place; a buyer who never joined
+// still reads 404. The heal is held off (its interval an hour). Before,
+// every joiner read 404 "You have no place in this queue: join it" until
+// the heal.
+func TestJoinersAskAgainBeforeTheHeal(t *testing.T) {
+	srv := redistest.StartServer(t)
+	e := startEngine(t, durable("redis://"+srv.Addr, ""), func(m *Main) { m.Config.HealInterval = time.Hour })
+	sale := e.createQueue(5, 1, time.Now().Add(12*time.Minute))
+	places := joinMany(t, e, sale)
+	srv.Kill()
+	srv.Restart(t)
+	mine := func(user string) reply {
+		return e.do("GET", "/api/v1/sales/"+sale+"/queue/mine", e.token(user), nil)
+	}
+	for user := range places {
+		if r := mine(user); r.status != http.StatusServiceUnavailable || r.code() != "try_later" || r.header.Get("Retry-After") == "" {
+			t.Fatalf("%s before the heal = %d %v (Retry-After %q); want 503 try_later with Retry-After", user, r.status, r.body, r.header.Get("Retry-After"))
+		}
+	}
+	if r := mine("never-joined"); r.status != http.StatusNotFound || r.code() != "not_found" {
+		t.Fatalf("a buyer who never joined, before the heal = %d %v; want 404 not_found", r.status, r.body)
+	}
+}
+
 // TestQueuePlacesSurviveAFleetRestartOnAnEmptyRedis: the node stops, its
 // Redis restarts empty, a new node starts on the same database. The new
 // node's preheat finds places kept in the database and loads the sale

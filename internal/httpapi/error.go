@@ -157,6 +157,7 @@ var (
 	errNotLoaded       = newStaticError(seckill.ETRYLATER, "The sale has started and is being loaded; retry shortly.")
 	errEntriesLoading  = seckill.Errorf(seckill.ETRYLATER, "The draw's entries are being loaded; retry shortly.")
 	errRoomLoading     = seckill.Errorf(seckill.ETRYLATER, "The waiting room is being loaded; retry shortly.")
+	errPlaceRestoring  = seckill.Errorf(seckill.ETRYLATER, "Your place is kept while the waiting room is being put back; ask again shortly.")
 	errAdmission       = newStaticError(seckill.EADMISSION, "This sale does not sell first come: enter its draw, or its queue, instead (GET /api/v1/sales/{id} tells which).")
 	errKeyReused       = newStaticError(seckill.EKEYREUSED, "This Idempotency-Key was already used with a different request.")
 	errSaleNotFound    = newStaticError(seckill.ESALENOTFOUND, "No such sale.")

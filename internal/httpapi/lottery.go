@@ -39,9 +39,14 @@ type LotteryConfig struct {
 	Enterer seckill.Enterer
 	Store   LotteryStore
 	Draws   DrawReader
-	// Archive, if set, answers for an ended sale whose entries Redis no
-	// longer has: the archiver copied them there before dropping the keys.
+	// Archive, if set, is the database's copy of the entries, which has
+	// every entry before its answer (lottery.Book): it answers a buyer
+	// Redis does not know of once the sale has ended (the archiver drops
+	// the keys only after the copy), or while Redis does not hold the sale
+	// whole (Ready), before the heal puts her entry back.
 	Archive LotteryArchive
+	// Ready, if set, tells whether Redis holds a sale whole.
+	Ready SaleReadiness
 }
 
 // drawCacheTTL is how long a draw record not yet drawn is kept: buyers
@@ -214,14 +219,22 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 	if err != nil {
 		return s.writeError(w, r, err)
 	}
-	// The keys go only after the copy, so a buyer Redis no longer knows
-	// of an ended sale is read from the copy.
-	archived, wonID := false, ""
-	if !ok && s.lotteryArchived(sale) {
-		if e, wonID, ok, err = s.lottery.Archive.ArchivedEntry(r.Context(), sale.ID, userID); err != nil {
-			return s.writeError(w, r, err)
+	// A buyer Redis does not know of is read from the database's copy once
+	// the sale has ended, or while Redis lost the sale or heals it.
+	fromCopy, wonID := false, ""
+	if !ok && s.lottery.Archive != nil {
+		ended, ready := !s.now().Before(sale.EndAt), true
+		if !ended {
+			if ready, err = saleReady(r.Context(), s.lottery.Ready, sale.ID); err != nil {
+				return s.writeError(w, r, err)
+			}
 		}
-		archived = ok
+		if seckill.EntryFromCopy(ended, ready) {
+			if e, wonID, ok, err = s.lottery.Archive.ArchivedEntry(r.Context(), sale.ID, userID); err != nil {
+				return s.writeError(w, r, err)
+			}
+			fromCopy = ok
+		}
 	}
 	if !ok {
 		return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have not entered this draw."))
@@ -233,7 +246,8 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 	resp := entryResponse{EntryID: e.ID, Qty: e.Qty, ResultsAt: sale.Admission.EntriesCloseAt}
 	won := false
 	switch {
-	case archived:
+	case fromCopy:
+		// The draw writes its winners there before Redis records them.
 		resp.ReservationID, won = wonID, wonID != ""
 	case rec.Drawn():
 		if resp.ReservationID, won, err = s.lottery.Store.Won(r.Context(), sale.ID, userID); err != nil {

@@ -42,6 +42,12 @@ type QueueConfig struct {
 	// SoldOut, if set, is Admitted's own sold-out flag: ticket holders'
 	// claims do not pass the Reserver's.
 	SoldOut func(saleID string, now time.Time) bool
+	// Kept, if set, is the database's copy of the places, and Ready tells
+	// whether Redis holds a sale whole: a buyer whose place Redis lost is
+	// told to ask again while the heal puts the room back, not that she
+	// has none.
+	Kept  PlaceCopy
+	Ready SaleReadiness
 }
 
 // ticketHeader carries an admission ticket on a reservation request.
@@ -183,7 +189,7 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 		if pos, ok, err = s.queue.Positions.Position(r.Context(), sale.ID, userID); err != nil {
 			return s.writeError(w, r, err)
 		} else if !ok {
-			return s.writeError(w, r, seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", sale.ID))
+			return s.writeError(w, r, s.placeMissed(r.Context(), sale.ID, userID))
 		}
 		if k, ok := s.queue.Queuer.(placeRememberer); ok {
 			k.RememberPlace(sale, userID, pos, now)
@@ -194,6 +200,28 @@ func (s *Server) handleMyQueue(w http.ResponseWriter, r *http.Request) int {
 		return s.writeError(w, r, err)
 	}
 	return s.writeStanding(w, r, resp)
+}
+
+// placeMissed answers a buyer whose place Redis does not hold: she has
+// none, unless Redis lost the room or heals it and the database keeps her
+// place (seckill.PlaceMissed): the heal puts it back, so she asks again.
+func (s *Server) placeMissed(ctx context.Context, saleID, userID string) error {
+	ready, kept := true, false
+	if s.queue.Kept != nil {
+		var err error
+		if ready, err = saleReady(ctx, s.queue.Ready, saleID); err != nil {
+			return err
+		}
+		if !ready {
+			if kept, err = s.queue.Kept.HasPlace(ctx, saleID, userID); err != nil {
+				return err
+			}
+		}
+	}
+	if seckill.PlaceMissed(ready, kept) == seckill.ETRYLATER {
+		return errPlaceRestoring
+	}
+	return seckill.Errorf(seckill.ENOTFOUND, "You have no place in this queue: join it (POST /api/v1/sales/%s/queue).", saleID)
 }
 
 // standing is what a buyer at pos is told at now. Once the stock is gone

@@ -108,7 +108,7 @@ func TestLotteryOneEntryPerBuyerAndNoFirstComeClaims(t *testing.T) {
 // Redis) or the sale heals, since the heal puts back the entries the
 // database keeps: such a batch is refused "try later", rate checks and
 // all, and records nothing. PutEntries sets the database's entries over
-// whatever the store holds.
+// whatever the store holds. Readiness agrees with the script at each step.
 func TestLotteryEntriesWaitForTheSaleToBeLoaded(t *testing.T) {
 	onBackends(t, func(t *testing.T, newStore func(*testing.T) *Store) {
 		ctx := t.Context()
@@ -124,6 +124,13 @@ func TestLotteryEntriesWaitForTheSaleToBeLoaded(t *testing.T) {
 			}
 			return r[0]
 		}
+		ready := func(step string, want bool) {
+			t.Helper()
+			if got, err := s.Readiness().SaleReady(ctx, sale.ID); err != nil || got != want {
+				t.Fatalf("SaleReady %s = %v, %v; want %v", step, got, err, want)
+			}
+		}
+		ready("before the preheat", false)
 		if r := enter("ann"); r.Refused != seckill.ETRYLATER {
 			t.Fatalf("entry into a sale not loaded = %+v; want try_later", r)
 		}
@@ -133,6 +140,7 @@ func TestLotteryEntriesWaitForTheSaleToBeLoaded(t *testing.T) {
 		if _, err := s.StockStore().Preheat(ctx, sale); err != nil {
 			t.Fatal(err)
 		}
+		ready("once preheated", true)
 		bob := enter("bob")
 		if !bob.New {
 			t.Fatalf("entry into a loaded sale = %+v; want new", bob)
@@ -140,6 +148,7 @@ func TestLotteryEntriesWaitForTheSaleToBeLoaded(t *testing.T) {
 		if _, err := s.Healer().BeginHeal(ctx, sale, "tok"); err != nil {
 			t.Fatal(err)
 		}
+		ready("while the sale heals", false)
 		if r := enter("cat"); r.Refused != seckill.ETRYLATER {
 			t.Fatalf("entry while the sale heals = %+v; want try_later", r)
 		}
@@ -150,6 +159,7 @@ func TestLotteryEntriesWaitForTheSaleToBeLoaded(t *testing.T) {
 		if _, _, err := s.Healer().ApplyHeal(ctx, sale, "tok", nil, nil); err != nil {
 			t.Fatal(err)
 		}
+		ready("after the heal", true)
 		for _, want := range kept {
 			if r := enter(want.UserID); r.Refused != "" || r.New || r.Entry != want {
 				t.Fatalf("entry of %s after the heal = %+v; want the database's %+v", want.UserID, r, want)

@@ -185,6 +185,14 @@ func TestKeepPlacesKeepsTheFirstPlaceOfEachBuyer(t *testing.T) {
 		if n, err := st.PlaceCount(ctx, "room"); err != nil || n != int64(len(first)+2) {
 			t.Fatalf("PlaceCount = %d, %v; want %d", n, err, len(first)+2)
 		}
+		for _, c := range []struct {
+			sale, user string
+			want       bool
+		}{{"room", "buyer-1", true}, {"room", "newcomer", true}, {"room", "buyer-1 ", true}, {"room", "nobody", false}, {"other", "newcomer", false}} {
+			if got, err := st.HasPlace(ctx, c.sale, c.user); err != nil || got != c.want {
+				t.Fatalf("HasPlace(%s, %q) = %v, %v; want %v", c.sale, c.user, got, err, c.want)
+			}
+		}
 		if n, err := st.ForgetPlaces(ctx, "room"); err != nil || n != int64(len(first)+2) {
 			t.Fatalf("ForgetPlaces = %d, %v; want %d", n, err, len(first)+2)
 		}

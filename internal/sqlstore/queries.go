@@ -936,8 +936,9 @@ type placeQueries struct {
 	// buyers $2…: completed with their list ("($2, …)").
 	byUsers string
 	// bySale selects user_id, score, ip of sale $1's places; count, how
-	// many there are; forget deletes them.
-	bySale, count, forget string
+	// many there are; forget deletes them; has selects 1 if buyer $2 has a
+	// place.
+	bySale, count, forget, has string
 	// keepPace writes sale $1's pace (admitted $2, at_ms $3, rate $4)
 	// unless the row holds a later one; pace selects admitted, at_ms, rate.
 	keepPace, pace string
@@ -951,6 +952,7 @@ func newPlaceQueries(p sqlParts, s func(string) string) placeQueries {
 		bySale:   s(`SELECT user_id, score, ip FROM queue_places WHERE sale_id = ?`),
 		count:    s(`SELECT COUNT(*) FROM queue_places WHERE sale_id = ?`),
 		forget:   s(`DELETE FROM queue_places WHERE sale_id = ?`),
+		has:      s(`SELECT 1 FROM queue_places WHERE sale_id = ? AND user_id = ?`),
 		keepPace: s(`INSERT INTO queue_paces (sale_id, admitted, at_ms, rate) VALUES (?, ?, ?, ?)`) + p.keepLaterPace,
 		pace:     s(`SELECT admitted, at_ms, rate FROM queue_paces WHERE sale_id = ?`),
 	}

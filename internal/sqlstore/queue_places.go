@@ -57,6 +57,18 @@ func (st *PlaceStore) PlaceCount(ctx context.Context, saleID string) (int64, err
 	return n, nil
 }
 
+// HasPlace reports whether the table keeps a place of userID in the sale.
+func (st *PlaceStore) HasPlace(ctx context.Context, saleID, userID string) (bool, error) {
+	var one int
+	err := st.db.read.QueryRowContext(ctx, st.db.dialect.sql.places.has, saleID, userID).Scan(&one)
+	if errors.Is(err, sql.ErrNoRows) {
+		return false, nil
+	} else if err != nil {
+		return false, fmt.Errorf("place of %s in %s: %w", userID, saleID, st.db.classify(err))
+	}
+	return true, nil
+}
+
 // KeepPace writes an adaptive queue sale's pace as a node moved it,
 // unless the table holds a later one (another node's).
 func (st *PlaceStore) KeepPace(ctx context.Context, saleID string, p seckill.QueuePace) error {
