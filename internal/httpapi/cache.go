@@ -136,3 +136,17 @@ func (c *saleCache) forget(id string) {
 	c.mu.Unlock()
 	c.loads.Forget(id)
 }
+
+// CachedSales reads sales through the API's cache: for the pages served
+// beside it (internal/web), so that a refresh storm on a sale's page, or a
+// flood of made-up ids, costs the database what the API's routes cost it.
+type CachedSales struct{ c *saleCache }
+
+// CachedSales returns s's sale cache as a reader.
+func (s *Server) CachedSales() CachedSales { return CachedSales{s.cache} }
+
+// Sale returns the sale, seckill.ErrNotFound, or a load failure. The sale
+// is shared: the caller must not modify it.
+func (cs CachedSales) Sale(ctx context.Context, id string) (*seckill.Sale, error) {
+	return cs.c.get(ctx, id)
+}

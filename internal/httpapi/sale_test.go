@@ -311,6 +311,30 @@ func TestPublicSaleCache(t *testing.T) {
 	}
 }
 
+// TestCachedSalesShareTheAPICache: the pages read sales through the API's
+// cache (CachedSales), so a refresh storm on a sale's page or a flood of
+// made-up ids costs the database one read an id a TTL, as the API does.
+// Before, every page load was a database read.
+func TestCachedSalesShareTheAPICache(t *testing.T) {
+	e := newEnv(t)
+	e.sales.Put(testSale())
+	pages := e.srv.CachedSales()
+	for range 20 {
+		if s, err := pages.Sale(t.Context(), testSaleID); err != nil || s.ID != testSaleID {
+			t.Fatalf("Sale = %v, %v", s, err)
+		}
+		if _, err := pages.Sale(t.Context(), "ghost"); !errors.Is(err, seckill.ErrNotFound) {
+			t.Fatalf("Sale of a made-up id = %v; want not found", err)
+		}
+	}
+	if e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}).Code != 200 {
+		t.Fatal("the API's read of the sale failed")
+	}
+	if n := e.sales.SaleCalls.Load(); n != 2 {
+		t.Fatalf("sale store reads = %d, want 2 (the sale and the not-found, once each)", n)
+	}
+}
+
 func TestCreateSaleClearsCachedNotFound(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusNotFound, seckill.ESALENOTFOUND)
