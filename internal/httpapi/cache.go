@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"golang.org/x/sync/singleflight"
+	"golang.org/x/time/rate"
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/ttlcache"
@@ -25,9 +26,23 @@ const saleCacheShards = 16
 // one request's deadline.
 const saleLoadTimeout = 5 * time.Second
 
+// saleLoadRate and saleLoadBurst bound the database reads a node's cache
+// makes, per second: a flood of made-up ids, each a miss, would otherwise
+// cost a read each. Legitimate misses are about one a live sale a TTL.
+const (
+	saleLoadRate  = 200
+	saleLoadBurst = 200
+)
+
+// errSaleLoadsBusy answers a miss beyond the load budget: the sale may
+// exist, so not 404.
+var errSaleLoadsBusy = &retryError{err: seckill.Errorf(seckill.EOVERLOADED, "Too many unknown sales asked for at once; retry shortly."), after: time.Second}
+
 // saleCache keeps sale rows, and "no such sale" answers, for a short TTL,
-// so a page-refresh storm or a garbage-id flood costs one database read
-// per id per TTL. Concurrent misses for one id share one read.
+// so a page-refresh storm costs one database read per id per TTL.
+// Concurrent misses for one id share one read, and misses read at most
+// saleLoadRate ids a second (a garbage-id flood): beyond it a sale loaded
+// before is answered with its last row, and any other id with 503.
 //
 // Cached sales are shared: callers must not modify them.
 type saleCache struct {
@@ -37,6 +52,7 @@ type saleCache struct {
 
 	entries *ttlcache.Cache[saleAnswer]
 	loads   singleflight.Group
+	budget  *rate.Limiter // of loads
 	// forgets counts forget calls: a load that a forget overtook answers
 	// its waiters but is not kept, so the next read sees the change.
 	forgets atomic.Uint64
@@ -59,7 +75,7 @@ type goodSale struct {
 }
 
 func newSaleCache(load func(context.Context, string) (*seckill.Sale, error), ttl time.Duration, now func() time.Time) *saleCache {
-	return &saleCache{load: load, ttl: ttl, now: now,
+	return &saleCache{load: load, ttl: ttl, now: now, budget: rate.NewLimiter(saleLoadRate, saleLoadBurst),
 		entries: ttlcache.New[saleAnswer](saleCacheShards, saleCacheMax/saleCacheShards), good: map[string]goodSale{}}
 }
 
@@ -74,6 +90,11 @@ func (c *saleCache) get(ctx context.Context, id string) (*seckill.Sale, error) {
 	ch := c.loads.DoChan(id, func() (any, error) { return c.fill(ctx, id) })
 	select {
 	case r := <-ch:
+		if errors.Is(r.Err, errSaleLoadsBusy) {
+			if sale, _, ok := c.lastGood(id); ok {
+				return sale, nil
+			}
+		}
 		if r.Err != nil {
 			return nil, r.Err
 		}
@@ -87,6 +108,9 @@ func (c *saleCache) get(ctx context.Context, id string) (*seckill.Sale, error) {
 // fill loads id and keeps the answer, unless it is a failure (failures are
 // not cached; the next request retries).
 func (c *saleCache) fill(ctx context.Context, id string) (saleAnswer, error) {
+	if !c.budget.AllowN(c.now(), 1) {
+		return saleAnswer{}, errSaleLoadsBusy
+	}
 	gen := c.forgets.Load()
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
 	defer cancel()

@@ -4,11 +4,14 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/time/rate"
 
 	"github.com/seckill-dev/seckill"
 	"github.com/seckill-dev/seckill/internal/fakestore"
@@ -335,6 +338,47 @@ func TestCachedSalesShareTheAPICache(t *testing.T) {
 	}
 }
 
+// TestSaleCacheBoundsLoadsOfUnknownIds: a flood of made-up ids reads the
+// database at most saleLoadBurst times at once and saleLoadRate a second;
+// beyond that an unknown id is 503 with Retry-After (it may exist, so not
+// 404), while a sale read before is still answered, from its last row.
+// Before, every made-up id was a database read.
+func TestSaleCacheBoundsLoadsOfUnknownIds(t *testing.T) {
+	e := newEnv(t)
+	e.sales.Put(testSale())
+	get := func(id string) *httptest.ResponseRecorder {
+		return e.do(req{method: "GET", path: "/api/v1/sales/" + id})
+	}
+	if r := get(testSaleID); r.Code != http.StatusOK {
+		t.Fatalf("the sale = %d", r.Code)
+	}
+	e.clock.Advance(DefaultSaleCacheTTL) // its entry expires: the next read is a miss too
+	busy := 0
+	for i := range 3 * saleLoadBurst {
+		r := get("ghost" + strconv.Itoa(i))
+		switch {
+		case r.Code == http.StatusNotFound:
+		case r.Code == http.StatusServiceUnavailable && r.Header().Get("Retry-After") != "":
+			busy++
+		default:
+			t.Fatalf("made-up id %d = %d %s; want 404, or 503 with Retry-After", i, r.Code, r.Body)
+		}
+	}
+	if n := e.sales.SaleCalls.Load(); n > 1+saleLoadBurst {
+		t.Fatalf("sale store reads = %d for %d made-up ids; want at most %d", n, 3*saleLoadBurst, 1+saleLoadBurst)
+	}
+	if busy < 2*saleLoadBurst-1 {
+		t.Fatalf("%d made-up ids answered 503; want the %d past the budget", busy, 2*saleLoadBurst)
+	}
+	if r := get(testSaleID); r.Code != http.StatusOK {
+		t.Fatalf("the sale during the flood = %d %s; want 200 from its last row", r.Code, r.Body)
+	}
+	e.clock.Advance(time.Second) // the budget refills
+	if r := get("ghost-later"); r.Code != http.StatusNotFound {
+		t.Fatalf("a made-up id a second later = %d; want 404", r.Code)
+	}
+}
+
 func TestCreateSaleClearsCachedNotFound(t *testing.T) {
 	e := newEnv(t)
 	wantError(t, e.do(req{method: "GET", path: "/api/v1/sales/" + testSaleID}), http.StatusNotFound, seckill.ESALENOTFOUND)
@@ -411,6 +455,7 @@ func TestSaleCacheBounded(t *testing.T) {
 	var c clock
 	c.Set(t0)
 	cache := newSaleCache(f.Sale, time.Second, c.Now)
+	cache.budget = rate.NewLimiter(rate.Inf, 0) // every miss loads: the bound under test is the entries'
 	for i := range saleCacheMax * 3 {
 		_, _ = cache.get(context.Background(), "ghost-"+strconv.Itoa(i))
 	}

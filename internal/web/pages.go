@@ -177,7 +177,9 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		if r.Context().Err() != nil {
 			return // the buyer left
 		}
-		h.logger.WarnContext(r.Context(), "buyer page: sale", "sale", id, "err", err)
+		if seckill.ErrorCode(err) != seckill.EOVERLOADED { // a flood of made-up ids is not logged line by line
+			h.logger.WarnContext(r.Context(), "buyer page: sale", "sale", id, "err", err)
+		}
 		// A friendly page that retries by itself, with what a client
 		// needs to retry too.
 		w.Header().Set("Retry-After", strconv.Itoa(busyRetrySeconds))
