@@ -183,6 +183,11 @@ func (s *Server) reserve(w http.ResponseWriter, r *http.Request, c reserveReq) (
 	if key == "" && s.soldOut != nil && s.soldOut(saleID, c.start) {
 		return outSoldOut, errSoldOut.write(w)
 	}
+	// So is a sale the stock store said has not started, until a moment
+	// before its start (seckill.StillEarly).
+	if s.early.early(saleID, s.nowOf(c)) {
+		return outNotStarted, errNotStarted.write(w)
+	}
 	// From here on backend calls may come: the budget bounds them. An
 	// answer from memory, above, pays for neither its context nor the
 	// request's copy.
@@ -326,6 +331,7 @@ func (s *Server) notStarted(w http.ResponseWriter, r *http.Request, saleID strin
 	case !now.Before(sale.StartAt):
 		return outTryLater, errNotLoaded.write(w)
 	}
+	s.early.learn(saleID, sale.StartAt, now)
 	return outNotStarted, errNotStarted.write(w)
 }
 

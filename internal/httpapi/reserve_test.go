@@ -110,6 +110,46 @@ func TestReserveOutcomes(t *testing.T) {
 	}
 }
 
+// TestEarlyClaimsAnsweredFromMemory: once the stock store said a sale has
+// not started, the node answers its claims "not started" with no
+// stock-store call, for at most seckill.EarlyLapse at a time and never
+// within seckill.EarlyMargin of the start, when every claim asks the store
+// again. Before, each early claim was a stock-store call.
+func TestEarlyClaimsAnsweredFromMemory(t *testing.T) {
+	e := newEnv(t)
+	e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
+		return seckill.ReserveResult{Outcome: seckill.OutcomeNotStarted}, nil
+	})
+	sale := testSale()
+	e.sales.Put(sale)
+	claims := func(n int) {
+		t.Helper()
+		for range n {
+			wantError(t, e.reserve("bob", testSaleID, `{"qty":1}`, nil), http.StatusConflict, seckill.ENOTSTARTED)
+		}
+	}
+	claims(20)
+	if n := e.reserver.count(); n != 1 {
+		t.Fatalf("stock-store calls for 20 early claims = %d, want 1", n)
+	}
+	e.clock.Advance(seckill.EarlyLapse)
+	claims(5)
+	if n := e.reserver.count(); n != 2 {
+		t.Fatalf("stock-store calls once the lapse is over = %d, want 2", n)
+	}
+	e.clock.Set(sale.StartAt.Add(-seckill.EarlyMargin))
+	claims(5)
+	if n := e.reserver.count(); n != 7 {
+		t.Fatalf("stock-store calls within the margin before the start = %d, want 7 (every claim)", n)
+	}
+	// The store decides the start: a claim it takes is taken.
+	e.reserver.set(nil)
+	if w := e.reserve("bob", testSaleID, `{"qty":1}`, nil); w.Code != http.StatusAccepted {
+		t.Fatalf("a claim the stock store takes, %s before the start = %d %s", seckill.EarlyMargin, w.Code, w.Body)
+	}
+	assertMetric(t, e, `seckill_reservations_total{outcome="not_started"} 30`)
+}
+
 func TestReserveNotStarted(t *testing.T) {
 	notStarted := func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
 		return seckill.ReserveResult{Outcome: seckill.OutcomeNotStarted}, nil

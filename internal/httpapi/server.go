@@ -277,6 +277,7 @@ type Server struct {
 	queueMetrics *queueMetrics
 	liveStock    *ttlcache.Cache[bool]                   // queue sales' live "sold out" (liveSoldOut)
 	soldOut      func(saleID string, now time.Time) bool // the Reserver's local sold-out flag, if it has one (soldOutFlag)
+	early        earlyFlags                              // sales the stock store said have not started
 	budget       time.Duration
 	routeBudgets map[string]time.Duration
 	gatherer     prometheus.Gatherer
