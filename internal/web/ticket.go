@@ -17,8 +17,11 @@ import (
 //	<expiry, Unix seconds>.<base64url HMAC-SHA256(key, "<sale id>\n<expiry>")>
 //
 // where key is derived from the admin token: changing the token voids every
-// ticket, and a leaked ticket opens one sale's counters for TicketTTL at
-// most.
+// ticket. A leaked ticket opens feeds of one sale's counters (never a
+// buyer's record) until it expires, TicketTTL after it was made; a feed
+// opened by then runs until its client leaves or the node stops, since the
+// ticket is checked when a feed opens (an EventSource reconnecting with
+// the same URL must get in within the TTL, or fetch a new ticket).
 
 var (
 	errTicketMalformed = errors.New("ticket: malformed")
