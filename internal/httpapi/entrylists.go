@@ -22,26 +22,42 @@ import (
 // list never changes (entries closed before the draw read them; archiving
 // moves it to the database as it is), so each node reads it once, under
 // one flight for the requests that come together, and answers from memory
-// after that, up to entryListsMaxBytes of lists (the oldest go first; a
-// larger list alone is read for each request, still one at a time).
+// after that, up to entryListsMaxBytes of lists (the oldest go first). A
+// larger list (over a million entrants) is not kept: it is read again at
+// most once every entryListRereadAfter, and asked for in between it is
+// answered 503 with Retry-After, so a client in a loop cannot keep Redis
+// busy reading it.
 type entryLists struct {
-	mu     sync.Mutex
-	bodies map[string][]byte
-	order  []string // sale ids, oldest first
-	bytes  int
-	reads  singleflight.Group
+	mu       sync.Mutex
+	bodies   map[string][]byte
+	order    []string // sale ids, oldest first
+	bytes    int
+	reads    singleflight.Group
+	maxBytes int                  // of lists kept; 0: entryListsMaxBytes
+	bigRead  map[string]time.Time // when a list too big to keep was last read
 }
 
 const entryListsMaxBytes = 64 << 20
+
+// entryListRereadAfter is how long after reading a list too big to keep a
+// node reads it again.
+const entryListRereadAfter = 10 * time.Second
+
+var errEntryListBusy = &retryError{err: seckill.Errorf(seckill.EOVERLOADED,
+	"This entry list is too big to keep and was read a moment ago; retry shortly."), after: entryListRereadAfter}
 
 // entryListTimeout bounds the read of one list: the requests waiting on
 // it share it, so it outlives the one that started it.
 const entryListTimeout = 30 * time.Second
 
-// body returns the published list of sale saleID, drawn: read builds it.
-func (c *entryLists) body(saleID string, read func() ([]byte, error)) ([]byte, error) {
+// body returns the published list of sale saleID, drawn, at now: read
+// builds it.
+func (c *entryLists) body(saleID string, now time.Time, read func() ([]byte, error)) ([]byte, error) {
 	if b, ok := c.kept(saleID); ok {
 		return b, nil
+	}
+	if c.readLately(saleID, now) {
+		return nil, errEntryListBusy
 	}
 	v, err, _ := c.reads.Do(saleID, func() (any, error) {
 		// A flight that ended just before this one began kept it.
@@ -49,8 +65,13 @@ func (c *entryLists) body(saleID string, read func() ([]byte, error)) ([]byte, e
 			return b, nil
 		}
 		b, err := read()
-		if err == nil {
-			c.keep(saleID, b)
+		if err == nil && !c.keep(saleID, b) {
+			c.mu.Lock()
+			if c.bigRead == nil {
+				c.bigRead = map[string]time.Time{}
+			}
+			c.bigRead[saleID] = now
+			c.mu.Unlock()
 		}
 		return b, err
 	})
@@ -67,16 +88,30 @@ func (c *entryLists) kept(saleID string) ([]byte, bool) {
 	return b, ok
 }
 
-func (c *entryLists) keep(saleID string, b []byte) {
-	if len(b) > entryListsMaxBytes {
-		return
+// readLately reports whether saleID's list, too big to keep, was read
+// less than entryListRereadAfter before now.
+func (c *entryLists) readLately(saleID string, now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	at, ok := c.bigRead[saleID]
+	return ok && now.Before(at.Add(entryListRereadAfter)) && !now.Before(at)
+}
+
+// keep keeps b as saleID's list unless it is too big to keep (false).
+func (c *entryLists) keep(saleID string, b []byte) bool {
+	limit := c.maxBytes
+	if limit <= 0 {
+		limit = entryListsMaxBytes
+	}
+	if len(b) > limit {
+		return false
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.bodies[saleID]; ok {
-		return
+		return true
 	}
-	for c.bytes+len(b) > entryListsMaxBytes && len(c.order) > 0 {
+	for c.bytes+len(b) > limit && len(c.order) > 0 {
 		old := c.order[0]
 		c.order = c.order[1:]
 		c.bytes -= len(c.bodies[old])
@@ -88,6 +123,7 @@ func (c *entryLists) keep(saleID string, b []byte) {
 	c.bodies[saleID] = b
 	c.order = append(c.order, saleID)
 	c.bytes += len(b)
+	return true
 }
 
 // drawEntriesBody reads a drawn lottery's entries, from Redis or, once

@@ -75,3 +75,39 @@ func TestDrawEntriesReadOnce(t *testing.T) {
 		t.Fatalf("the list starts %q; want it sorted by entry id, without buyers", first[:60])
 	}
 }
+
+// TestBigEntryListReadAtMostEvery: a list too big to keep in memory is read
+// again at most once every entryListRereadAfter; asked for in between, it
+// is 503 with Retry-After, so a client in a loop cannot keep the stock
+// store reading it. Before, each request after the last read ended read
+// the whole list again.
+func TestBigEntryListReadAtMostEvery(t *testing.T) {
+	d := &drawnLottery{release: make(chan struct{})}
+	close(d.release)
+	for i := range 50 {
+		d.entries = append(d.entries, seckill.LotteryEntry{ID: fmt.Sprintf("e%05d", i), UserID: fmt.Sprintf("u%d", i), Qty: 1})
+	}
+	e, _, _ := admissionEnv(t, func(cfg *Config) { cfg.Lottery.Store, cfg.Lottery.Draws = d, d })
+	e.srv.entryLists.maxBytes = 100 // the 50 entries are some 1,300 bytes
+	get := func() *httptest.ResponseRecorder {
+		return e.do(req{method: "GET", path: "/api/v1/sales/" + testLotteryID + "/draw/entries"})
+	}
+	if w := get(); w.Code != http.StatusOK {
+		t.Fatalf("the first read = %d %s", w.Code, w.Body)
+	}
+	for range 10 {
+		if w := get(); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") != "10" {
+			t.Fatalf("a read right after = %d (Retry-After %q); want 503 with Retry-After 10", w.Code, w.Header().Get("Retry-After"))
+		}
+	}
+	if n := d.reads.Load(); n != 1 {
+		t.Fatalf("the list was read %d times; want once", n)
+	}
+	e.clock.Advance(entryListRereadAfter)
+	if w := get(); w.Code != http.StatusOK {
+		t.Fatalf("a read %s later = %d %s", entryListRereadAfter, w.Code, w.Body)
+	}
+	if n := d.reads.Load(); n != 2 {
+		t.Fatalf("the list was read %d times; want twice", n)
+	}
+}

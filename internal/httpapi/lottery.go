@@ -292,7 +292,7 @@ func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
 		return s.writeError(w, r, seckill.Errorf(seckill.ESTATECONFLICT, "The entry list is published with the draw, at %s.",
 			sale.Admission.EntriesCloseAt.Format(time.RFC3339)))
 	}
-	body, err := s.entryLists.body(sale.ID, func() ([]byte, error) {
+	body, err := s.entryLists.body(sale.ID, s.now(), func() ([]byte, error) {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), entryListTimeout)
 		defer cancel()
 		return s.drawEntriesBody(ctx, sale)
