@@ -111,3 +111,52 @@ func TestBigEntryListReadAtMostEvery(t *testing.T) {
 		t.Fatalf("the list was read %d times; want twice", n)
 	}
 }
+
+// undrawn is a lottery not drawn yet whose draw record's reads are counted,
+// the first held until released.
+type undrawn struct {
+	archivedLottery
+	reads   atomic.Int64
+	release chan struct{}
+}
+
+func (u *undrawn) EnsureDraw(_ context.Context, saleID string) (seckill.DrawRecord, error) {
+	if u.reads.Add(1) == 1 {
+		<-u.release
+	}
+	return seckill.DrawRecord{SaleID: saleID, Seed: "00"}, nil
+}
+
+// TestDrawRecordReadOnceWhenStale: the requests that find a draw record
+// not yet drawn and stale share one database read. Before, each of them
+// read it.
+func TestDrawRecordReadOnceWhenStale(t *testing.T) {
+	u := &undrawn{release: make(chan struct{})}
+	e, _, _ := admissionEnv(t, func(cfg *Config) { cfg.Lottery.Draws = u })
+	const together = 20
+	codes := make([]int, together)
+	var wg sync.WaitGroup
+	for i := range together {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			codes[i] = e.do(req{method: "GET", path: "/api/v1/sales/" + testLotteryID + "/draw"}).Code
+		}()
+	}
+	for deadline := time.Now().Add(10 * time.Second); u.reads.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("no request read the draw record")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	close(u.release)
+	wg.Wait()
+	for i, c := range codes {
+		if c != http.StatusOK {
+			t.Fatalf("request %d = %d; want 200", i, c)
+		}
+	}
+	if n := u.reads.Load(); n != 1 {
+		t.Fatalf("%d requests read the draw record %d times; want once", together, n)
+	}
+}

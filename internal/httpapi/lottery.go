@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -57,6 +58,7 @@ const drawCacheTTL = time.Second
 type drawCache struct {
 	mu      sync.Mutex
 	entries map[string]drawCached
+	reads   singleflight.Group // the requests that find a record stale share one read
 }
 
 type drawCached struct {
@@ -73,17 +75,30 @@ func (s *Server) drawRecord(ctx context.Context, saleID string) (seckill.DrawRec
 	if ok && (e.rec.Drawn() || now.Sub(e.at) < drawCacheTTL) {
 		return e.rec, nil
 	}
-	rec, err := s.lottery.Draws.EnsureDraw(ctx, saleID)
-	if err != nil {
-		return rec, err
+	ch := c.reads.DoChan(saleID, func() (any, error) {
+		// Shared, so on its own clock: one buyer hanging up must not fail
+		// the others' read.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
+		defer cancel()
+		rec, err := s.lottery.Draws.EnsureDraw(rctx, saleID)
+		if err != nil {
+			return rec, err
+		}
+		c.mu.Lock()
+		if c.entries == nil {
+			c.entries = map[string]drawCached{}
+		}
+		c.entries[saleID] = drawCached{rec: rec, at: now}
+		c.mu.Unlock()
+		return rec, nil
+	})
+	select {
+	case r := <-ch:
+		rec, _ := r.Val.(seckill.DrawRecord)
+		return rec, r.Err
+	case <-ctx.Done():
+		return seckill.DrawRecord{}, ctx.Err()
 	}
-	c.mu.Lock()
-	if c.entries == nil {
-		c.entries = map[string]drawCached{}
-	}
-	c.entries[saleID] = drawCached{rec: rec, at: now}
-	c.mu.Unlock()
-	return rec, nil
 }
 
 type entryResponse struct {
