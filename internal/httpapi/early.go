@@ -39,3 +39,7 @@ func (f *earlyFlags) early(saleID string, now time.Time) bool {
 	f.m.CompareAndDelete(saleID, v)
 	return false
 }
+
+// forget drops the sale's flag: the sale was changed here (its start may
+// have moved), so the next claim asks the stock store.
+func (f *earlyFlags) forget(saleID string) { f.m.Delete(saleID) }

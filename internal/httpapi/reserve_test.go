@@ -112,9 +112,10 @@ func TestReserveOutcomes(t *testing.T) {
 
 // TestEarlyClaimsAnsweredFromMemory: once the stock store said a sale has
 // not started, the node answers its claims "not started" with no
-// stock-store call, for at most seckill.EarlyLapse at a time and never
-// within seckill.EarlyMargin of the start, when every claim asks the store
-// again. Before, each early claim was a stock-store call.
+// stock-store call, for at most seckill.EarlyLapse at a time, until the
+// sale changes, and never within seckill.EarlyMargin of the start, when
+// every claim asks the store again. Before, each early claim was a
+// stock-store call.
 func TestEarlyClaimsAnsweredFromMemory(t *testing.T) {
 	e := newEnv(t)
 	e.reserver.set(func(string, seckill.ReserveRequest) (seckill.ReserveResult, error) {
@@ -137,17 +138,22 @@ func TestEarlyClaimsAnsweredFromMemory(t *testing.T) {
 	if n := e.reserver.count(); n != 2 {
 		t.Fatalf("stock-store calls once the lapse is over = %d, want 2", n)
 	}
+	e.srv.ForgetSale(testSaleID) // changed (its start may have moved): ask again
+	claims(1)
+	if n := e.reserver.count(); n != 3 {
+		t.Fatalf("stock-store calls once the sale changed = %d, want 3", n)
+	}
 	e.clock.Set(sale.StartAt.Add(-seckill.EarlyMargin))
 	claims(5)
-	if n := e.reserver.count(); n != 7 {
-		t.Fatalf("stock-store calls within the margin before the start = %d, want 7 (every claim)", n)
+	if n := e.reserver.count(); n != 8 {
+		t.Fatalf("stock-store calls within the margin before the start = %d, want 8 (every claim)", n)
 	}
 	// The store decides the start: a claim it takes is taken.
 	e.reserver.set(nil)
 	if w := e.reserve("bob", testSaleID, `{"qty":1}`, nil); w.Code != http.StatusAccepted {
 		t.Fatalf("a claim the stock store takes, %s before the start = %d %s", seckill.EarlyMargin, w.Code, w.Body)
 	}
-	assertMetric(t, e, `seckill_reservations_total{outcome="not_started"} 30`)
+	assertMetric(t, e, `seckill_reservations_total{outcome="not_started"} 31`)
 }
 
 func TestReserveNotStarted(t *testing.T) {
