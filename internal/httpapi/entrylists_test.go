@@ -29,6 +29,18 @@ func (d *drawnLottery) Entries(context.Context, string) ([]seckill.LotteryEntry,
 	return append([]seckill.LotteryEntry(nil), d.entries...), nil
 }
 
+// waitForRead waits until some request has started reading what, as
+// counted by reads (which the fake then holds).
+func waitForRead(t *testing.T, reads *atomic.Int64, what string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); reads.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatalf("no request read %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestDrawEntriesReadOnce: GET /draw/entries of a drawn lottery reads the
 // entry list from the stock store once per node, however many ask and
 // whenever: the requests that come while it is read wait for that read,
@@ -51,12 +63,7 @@ func TestDrawEntriesReadOnce(t *testing.T) {
 		go func() { defer wg.Done(); answers[i] = get() }()
 	}
 	// Every request is in (the first holds the read) before it ends.
-	for deadline := time.Now().Add(10 * time.Second); d.reads.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no request read the entries")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForRead(t, &d.reads, "the entries")
 	close(d.release)
 	wg.Wait()
 	for range 30 {
@@ -143,12 +150,7 @@ func TestDrawRecordReadOnceWhenStale(t *testing.T) {
 			codes[i] = e.do(req{method: "GET", path: "/api/v1/sales/" + testLotteryID + "/draw"}).Code
 		}()
 	}
-	for deadline := time.Now().Add(10 * time.Second); u.reads.Load() == 0; {
-		if time.Now().After(deadline) {
-			t.Fatal("no request read the draw record")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitForRead(t, &u.reads, "the draw record")
 	close(u.release)
 	wg.Wait()
 	for i, c := range codes {
