@@ -66,16 +66,26 @@ type drawCached struct {
 	at  time.Time
 }
 
-func (s *Server) drawRecord(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
-	c := &s.draws
-	now := time.Now()
+// fresh returns the kept record of saleID if it may still be answered at
+// now: drawn, or read less than drawCacheTTL before.
+func (c *drawCache) fresh(saleID string, now time.Time) (seckill.DrawRecord, bool) {
 	c.mu.Lock()
 	e, ok := c.entries[saleID]
 	c.mu.Unlock()
-	if ok && (e.rec.Drawn() || now.Sub(e.at) < drawCacheTTL) {
-		return e.rec, nil
+	return e.rec, ok && (e.rec.Drawn() || now.Sub(e.at) < drawCacheTTL)
+}
+
+func (s *Server) drawRecord(ctx context.Context, saleID string) (seckill.DrawRecord, error) {
+	c := &s.draws
+	now := time.Now()
+	if rec, ok := c.fresh(saleID, now); ok {
+		return rec, nil
 	}
 	ch := c.reads.DoChan(saleID, func() (any, error) {
+		// A flight that ended just before this one began kept it.
+		if rec, ok := c.fresh(saleID, time.Now()); ok {
+			return rec, nil
+		}
 		// Shared, so on its own clock: one buyer hanging up must not fail
 		// the others' read.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
