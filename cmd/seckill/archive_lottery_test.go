@@ -108,7 +108,7 @@ func testArchivedLottery(t *testing.T, st stack) {
 		return err == nil && err2 == nil && f.Keys["idem"] == 0 && g.Keys["idem"] == 0 && time.Now().After(endAt)
 	})
 	clk.advance(e.m.Config.PayTimeout + time.Minute)
-	servicetest.WaitFor(t, time.Minute, "the drawn lottery to be archived", func() bool {
+	servicetest.WaitFor(t, 3*time.Minute, "the drawn lottery to be archived", func() bool {
 		_, ok, err := e.m.stock.Archive().ArchivedSummary(ctx, drawn)
 		return err == nil && ok
 	})
