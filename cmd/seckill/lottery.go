@@ -40,5 +40,5 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 		NewID: claimIDs.New, Now: m.now, Logger: m.Logger,
 		OnDraw: draws.ObserveDraw,
 	}))
-	return &httpapi.LotteryConfig{Enterer: enterer, Store: m.stock.Lottery(), Draws: drawStore, Archive: sqlstore.NewEntryStore(m.db), Ready: m.stock.Readiness()}
+	return &httpapi.LotteryConfig{Enterer: enterer, Store: m.stock.Lottery(), Draws: drawStore, Copy: sqlstore.NewEntryStore(m.db), Ready: m.stock.Readiness()}
 }

@@ -20,8 +20,8 @@ type LotteryReader interface {
 // (internal/sqlstore.EntryStore): read once Redis has none.
 type LotteryArchive interface {
 	EntryCounts(ctx context.Context, saleID string) (entries, winners int64, err error)
-	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
-	ArchivedWon(ctx context.Context, saleID string) (map[string]string, error)
+	KeptEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+	KeptWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
 // archivedLottery reads a lottery from the database's copy as
@@ -34,11 +34,11 @@ func (l archivedLottery) EntrantCount(ctx context.Context, saleID string) (int64
 }
 
 func (l archivedLottery) Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error) {
-	return l.a.ArchivedEntries(ctx, saleID)
+	return l.a.KeptEntries(ctx, saleID)
 }
 
 func (l archivedLottery) AllWon(ctx context.Context, saleID string) (map[string]string, error) {
-	return l.a.ArchivedWon(ctx, saleID)
+	return l.a.KeptWon(ctx, saleID)
 }
 
 // DrawReader reads a lottery's draw record (internal/sqlstore.DrawStore).

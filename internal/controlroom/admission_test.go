@@ -161,11 +161,11 @@ func (f *fakeArchive) EntryCounts(context.Context, string) (int64, int64, error)
 	f.reads++
 	return int64(len(f.entries)), int64(len(f.won)), nil
 }
-func (f *fakeArchive) ArchivedEntries(context.Context, string) ([]seckill.LotteryEntry, error) {
+func (f *fakeArchive) KeptEntries(context.Context, string) ([]seckill.LotteryEntry, error) {
 	f.reads++
 	return f.entries, nil
 }
-func (f *fakeArchive) ArchivedWon(context.Context, string) (map[string]string, error) {
+func (f *fakeArchive) KeptWon(context.Context, string) (map[string]string, error) {
 	f.reads++
 	return f.won, nil
 }

@@ -135,7 +135,7 @@ func (s *Server) drawEntriesBody(ctx context.Context, sale *seckill.Sale) ([]byt
 		return nil, err
 	}
 	if len(entries) == 0 && s.lotteryArchived(sale) {
-		if entries, err = s.lottery.Archive.ArchivedEntries(ctx, sale.ID); err != nil {
+		if entries, err = s.lottery.Copy.KeptEntries(ctx, sale.ID); err != nil {
 			return nil, err
 		}
 	}

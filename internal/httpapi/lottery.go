@@ -22,11 +22,13 @@ type LotteryStore interface {
 	Entries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 }
 
-// LotteryArchive is the database's copy of an archived lottery's entries
-// (internal/sqlstore.EntryStore): read once Redis has none.
-type LotteryArchive interface {
-	ArchivedEntry(ctx context.Context, saleID, userID string) (e seckill.LotteryEntry, reservationID string, ok bool, err error)
-	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+// EntryCopy is the database's copy of a lottery's entries
+// (internal/sqlstore.EntryStore), which has every entry before its answer:
+// read when Redis has none of a buyer's and may have lost it, or has
+// dropped the sale's keys once it was archived.
+type EntryCopy interface {
+	KeptEntry(ctx context.Context, saleID, userID string) (e seckill.LotteryEntry, reservationID string, ok bool, err error)
+	KeptEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 }
 
 // DrawReader reads a lottery's draw record (internal/sqlstore.DrawStore).
@@ -40,12 +42,12 @@ type LotteryConfig struct {
 	Enterer seckill.Enterer
 	Store   LotteryStore
 	Draws   DrawReader
-	// Archive, if set, is the database's copy of the entries, which has
+	// Copy, if set, is the database's copy of the entries, which has
 	// every entry before its answer (lottery.Book): it answers a buyer
 	// Redis does not know of once the sale has ended (the archiver drops
 	// the keys only after the copy), or while Redis does not hold the sale
 	// whole (Ready), before the heal puts her entry back.
-	Archive LotteryArchive
+	Copy EntryCopy
 	// Ready, if set, tells whether Redis holds a sale whole.
 	Ready SaleReadiness
 }
@@ -247,7 +249,7 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 	// A buyer Redis does not know of is read from the database's copy once
 	// the sale has ended, or while Redis lost the sale or heals it.
 	fromCopy, wonID := false, ""
-	if !ok && s.lottery.Archive != nil {
+	if !ok && s.lottery.Copy != nil {
 		ended, ready := !s.now().Before(sale.EndAt), true
 		if !ended {
 			if ready, err = saleReady(r.Context(), s.lottery.Ready, sale.ID); err != nil {
@@ -255,7 +257,7 @@ func (s *Server) handleMyEntry(w http.ResponseWriter, r *http.Request) int {
 			}
 		}
 		if seckill.EntryFromCopy(ended, ready) {
-			if e, wonID, ok, err = s.lottery.Archive.ArchivedEntry(r.Context(), sale.ID, userID); err != nil {
+			if e, wonID, ok, err = s.lottery.Copy.KeptEntry(r.Context(), sale.ID, userID); err != nil {
 				return s.writeError(w, r, err)
 			}
 			fromCopy = ok
@@ -335,7 +337,7 @@ func (s *Server) handleDrawEntries(w http.ResponseWriter, r *http.Request) int {
 // copy rather than in Redis: it has ended (the archiver copies none
 // before) and a copy is configured.
 func (s *Server) lotteryArchived(sale *seckill.Sale) bool {
-	return s.lottery.Archive != nil && !s.now().Before(sale.EndAt)
+	return s.lottery.Copy != nil && !s.now().Before(sale.EndAt)
 }
 
 type lotteryMetrics struct {

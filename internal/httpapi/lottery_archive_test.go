@@ -36,7 +36,7 @@ func (archivedLottery) EnsureDraw(_ context.Context, saleID string) (seckill.Dra
 	return seckill.DrawRecord{SaleID: saleID, DrawnAt: testSale().StartAt.Add(time.Minute)}, nil
 }
 
-func (a archivedLottery) ArchivedEntry(_ context.Context, _, userID string) (seckill.LotteryEntry, string, bool, error) {
+func (a archivedLottery) KeptEntry(_ context.Context, _, userID string) (seckill.LotteryEntry, string, bool, error) {
 	for _, e := range a.copies {
 		if e.UserID == userID {
 			return e, a.won[userID], true, nil
@@ -45,8 +45,8 @@ func (a archivedLottery) ArchivedEntry(_ context.Context, _, userID string) (sec
 	return seckill.LotteryEntry{}, "", false, nil
 }
 
-// ArchivedEntries answers as sqlstore.EntryStore does: nil for none.
-func (a archivedLottery) ArchivedEntries(context.Context, string) ([]seckill.LotteryEntry, error) {
+// KeptEntries answers as sqlstore.EntryStore does: nil for none.
+func (a archivedLottery) KeptEntries(context.Context, string) ([]seckill.LotteryEntry, error) {
 	return slices.Clone(a.copies), nil
 }
 
@@ -67,7 +67,7 @@ func TestArchivedDrawEntriesAreAList(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := archivedLottery{copies: c.copies, won: map[string]string{"ann": "r-ann"}}
 			e, _, _ := admissionEnv(t, func(cfg *Config) {
-				cfg.Lottery.Store, cfg.Lottery.Draws, cfg.Lottery.Archive = a, a, a
+				cfg.Lottery.Store, cfg.Lottery.Draws, cfg.Lottery.Copy = a, a, a
 			})
 			e.clock.Set(testSale().EndAt.Add(time.Hour))
 			w := e.do(req{method: "GET", path: "/api/v1/sales/" + testLotteryID + "/draw/entries"})

@@ -22,11 +22,11 @@ type EntryLedger interface {
 	// KeepEntries writes entries and returns what it keeps of each: the
 	// entry, or the one its buyer had.
 	KeepEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error)
-	ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
+	KeptEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error)
 	// CopyEntries writes entries with the reservation won gives each
 	// buyer: the draw's results.
 	CopyEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry, won map[string]string) error
-	ArchivedWon(ctx context.Context, saleID string) (map[string]string, error)
+	KeptWon(ctx context.Context, saleID string) (map[string]string, error)
 }
 
 // ErrNotKept answers entries the database did not take: a retry gets the
@@ -100,7 +100,7 @@ func (b *Book) Level(ctx context.Context, saleID string) ([]seckill.LotteryEntry
 	if err != nil {
 		return nil, fmt.Errorf("level entries of %s: %w", saleID, err)
 	}
-	kept, err := b.ledger.ArchivedEntries(ctx, saleID)
+	kept, err := b.ledger.KeptEntries(ctx, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("level entries of %s: %w", saleID, err)
 	}
@@ -125,7 +125,7 @@ func (b *Book) Level(ctx context.Context, saleID string) ([]seckill.LotteryEntry
 	if err != nil {
 		return nil, fmt.Errorf("level the draw's results of %s: %w", saleID, err)
 	}
-	wonKept, err := b.ledger.ArchivedWon(ctx, saleID)
+	wonKept, err := b.ledger.KeptWon(ctx, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("level the draw's results of %s: %w", saleID, err)
 	}

@@ -77,7 +77,7 @@ func (f *bookFixture) enter(t *testing.T, users ...string) ([]seckill.EntryResul
 // kept is the database's entry of user, if any.
 func (f *bookFixture) kept(t *testing.T, user string) (seckill.LotteryEntry, bool) {
 	t.Helper()
-	e, _, ok, err := f.ledger.ArchivedEntry(t.Context(), f.sale.ID, user)
+	e, _, ok, err := f.ledger.KeptEntry(t.Context(), f.sale.ID, user)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,43 +76,43 @@ func (st *EntryStore) EntryCounts(ctx context.Context, saleID string) (entries, 
 	return entries, winners, nil
 }
 
-// ArchivedEntry returns userID's copied entry in the sale and the
+// KeptEntry returns userID's copied entry in the sale and the
 // reservation it won ("" for none); ok is false when there is none.
-func (st *EntryStore) ArchivedEntry(ctx context.Context, saleID, userID string) (e seckill.LotteryEntry, reservationID string, ok bool, err error) {
+func (st *EntryStore) KeptEntry(ctx context.Context, saleID, userID string) (e seckill.LotteryEntry, reservationID string, ok bool, err error) {
 	e.UserID = userID
 	err = st.db.read.QueryRowContext(ctx, st.db.dialect.sql.entries.byUser, saleID, userID).Scan(&e.ID, &e.Qty, &reservationID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return seckill.LotteryEntry{}, "", false, nil
 	} else if err != nil {
-		return seckill.LotteryEntry{}, "", false, fmt.Errorf("archived entry: %w", st.db.classify(err))
+		return seckill.LotteryEntry{}, "", false, fmt.Errorf("kept entry: %w", st.db.classify(err))
 	}
 	return e, reservationID, true, nil
 }
 
-// ArchivedEntries returns every copied entry of the sale, by entry id.
-func (st *EntryStore) ArchivedEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error) {
+// KeptEntries returns every copied entry of the sale, by entry id.
+func (st *EntryStore) KeptEntries(ctx context.Context, saleID string) ([]seckill.LotteryEntry, error) {
 	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.entries.bySale, saleID)
 	if err != nil {
-		return nil, fmt.Errorf("archived entries of %s: %w", saleID, st.db.classify(err))
+		return nil, fmt.Errorf("kept entries of %s: %w", saleID, st.db.classify(err))
 	}
 	defer rows.Close()
 	var out []seckill.LotteryEntry
 	for rows.Next() {
 		var e seckill.LotteryEntry
 		if err := rows.Scan(&e.ID, &e.UserID, &e.Qty); err != nil {
-			return nil, fmt.Errorf("archived entries of %s: %w", saleID, st.db.classify(err))
+			return nil, fmt.Errorf("kept entries of %s: %w", saleID, st.db.classify(err))
 		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("archived entries of %s: %w", saleID, st.db.classify(err))
+		return nil, fmt.Errorf("kept entries of %s: %w", saleID, st.db.classify(err))
 	}
 	return out, nil
 }
 
-// ArchivedWon returns every buyer of the sale whose copied entry won a
+// KeptWon returns every buyer of the sale whose copied entry won a
 // reservation, with it: what AllWon answered from Redis.
-func (st *EntryStore) ArchivedWon(ctx context.Context, saleID string) (map[string]string, error) {
+func (st *EntryStore) KeptWon(ctx context.Context, saleID string) (map[string]string, error) {
 	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.entries.wonBySale, saleID)
 	if err != nil {
 		return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))

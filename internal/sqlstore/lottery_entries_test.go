@@ -49,31 +49,31 @@ func TestCopyEntriesIsIdempotentAndReadsBack(t *testing.T) {
 			user, res string
 			e         seckill.LotteryEntry
 		}{{"buyer-0", "r-0", entries[0]}, {"Buyer-0", "", entries[1]}, {"buyer-0 ", "", entries[2]}, {"buyer-9", "r-9", entries[9]}} {
-			e, res, ok, err := st.ArchivedEntry(ctx, "draw", c.user)
+			e, res, ok, err := st.KeptEntry(ctx, "draw", c.user)
 			if err != nil || !ok || e != c.e || res != c.res {
-				t.Errorf("ArchivedEntry(%s) = %+v %q %v %v; want %+v %q", c.user, e, res, ok, err, c.e, c.res)
+				t.Errorf("KeptEntry(%s) = %+v %q %v %v; want %+v %q", c.user, e, res, ok, err, c.e, c.res)
 			}
 		}
-		if _, _, ok, err := st.ArchivedEntry(ctx, "draw", "nobody"); ok || err != nil {
-			t.Errorf("ArchivedEntry(nobody) = %v, %v", ok, err)
+		if _, _, ok, err := st.KeptEntry(ctx, "draw", "nobody"); ok || err != nil {
+			t.Errorf("KeptEntry(nobody) = %v, %v", ok, err)
 		}
-		got, err := st.ArchivedEntries(ctx, "draw")
+		got, err := st.KeptEntries(ctx, "draw")
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := slices.Clone(entries)
 		slices.SortFunc(want, func(a, b seckill.LotteryEntry) int { return strings.Compare(a.ID, b.ID) })
 		if !slices.Equal(got, want) {
-			t.Errorf("ArchivedEntries: %d entries, not the %d copied by id", len(got), len(want))
+			t.Errorf("KeptEntries: %d entries, not the %d copied by id", len(got), len(want))
 		}
-		if got, _ := st.ArchivedEntries(ctx, "other"); !slices.Equal(got, other) {
-			t.Errorf("ArchivedEntries(other) = %+v", got)
+		if got, _ := st.KeptEntries(ctx, "other"); !slices.Equal(got, other) {
+			t.Errorf("KeptEntries(other) = %+v", got)
 		}
-		if got, err := st.ArchivedWon(ctx, "draw"); err != nil || !maps.Equal(got, won) {
-			t.Errorf("ArchivedWon = %v, %v; want %v", got, err, won)
+		if got, err := st.KeptWon(ctx, "draw"); err != nil || !maps.Equal(got, won) {
+			t.Errorf("KeptWon = %v, %v; want %v", got, err, won)
 		}
-		if got, err := st.ArchivedWon(ctx, "other"); err != nil || len(got) != 0 {
-			t.Errorf("ArchivedWon(other) = %v, %v; want none", got, err)
+		if got, err := st.KeptWon(ctx, "other"); err != nil || len(got) != 0 {
+			t.Errorf("KeptWon(other) = %v, %v; want none", got, err)
 		}
 	})
 }
@@ -113,9 +113,9 @@ func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
 		if kept, err = st.KeepEntries(ctx, "other", again[:1]); err != nil || !slices.Equal(kept, again[:1]) {
 			t.Fatalf("KeepEntries of another sale = %+v, %v; want its own", kept, err)
 		}
-		all, err := st.ArchivedEntries(ctx, "keep")
+		all, err := st.KeptEntries(ctx, "keep")
 		if err != nil || len(all) != len(first)+2 {
-			t.Fatalf("ArchivedEntries = %d, %v; want %d", len(all), err, len(first)+2)
+			t.Fatalf("KeptEntries = %d, %v; want %d", len(all), err, len(first)+2)
 		}
 		if err := st.CopyEntries(ctx, "keep", first[:2], map[string]string{"buyer-0": "r-0"}); err != nil {
 			t.Fatalf("CopyEntries after KeepEntries: %v", err)
@@ -123,7 +123,7 @@ func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
 		if _, err := st.KeepEntries(ctx, "keep", first[:1]); err != nil {
 			t.Fatal(err)
 		}
-		if e, res, ok, err := st.ArchivedEntry(ctx, "keep", "buyer-0"); err != nil || !ok || e.ID != first[0].ID || res != "r-0" {
+		if e, res, ok, err := st.KeptEntry(ctx, "keep", "buyer-0"); err != nil || !ok || e.ID != first[0].ID || res != "r-0" {
 			t.Fatalf("buyer-0 after the copy and a keep = %+v %q %v, %v; want the first entry and r-0", e, res, ok, err)
 		}
 		// A copy from a stock store that lost the draw's results (no
@@ -131,7 +131,7 @@ func TestKeepEntriesKeepsTheFirstEntryOfEachBuyer(t *testing.T) {
 		if err := st.CopyEntries(ctx, "keep", first[:2], nil); err != nil {
 			t.Fatal(err)
 		}
-		if won, err := st.ArchivedWon(ctx, "keep"); err != nil || len(won) != 1 || won["buyer-0"] != "r-0" {
+		if won, err := st.KeptWon(ctx, "keep"); err != nil || len(won) != 1 || won["buyer-0"] != "r-0" {
 			t.Fatalf("winners after a copy without them = %v, %v; want buyer-0's r-0 kept", won, err)
 		}
 	})
