@@ -9,6 +9,8 @@ package seckill
 // the database wins: docs/fairness.md, "Entries are kept" and "Places are
 // kept".
 
+import "time"
+
 // EntryToKeep is the entry an answer holds, the new or the buyer's
 // earlier one, which the database must keep before the buyer is told;
 // ok is false for a refusal, which holds none.
@@ -146,4 +148,20 @@ func PlaceMissed(storeReady, kept bool) string {
 		return ETRYLATER
 	}
 	return ENOTFOUND
+}
+
+// EntriesSettled reports whether a lottery's draw, which closed the
+// entries sinceClose ago, may read them with untilEnd left before the sale
+// ends: once every entry answered "entered" is in the database, where the
+// draw reads what a loss of Redis's last writes would take. An entry is
+// answered only after the database holds it. Its script ran before the
+// close, and each of its two batched stages (the script, then the write)
+// ends within the request budget of its start, so the last answered entry
+// was written within two budgets of the close. A sale that ends sooner is
+// drawn once one budget is left before its end, for the winners' claims:
+// a draw that never runs would fail every entrant, where reading early
+// misses only an entry that Redis also lost in that instant. A budget of
+// zero reads at once.
+func EntriesSettled(sinceClose, untilEnd, budget time.Duration) bool {
+	return budget <= 0 || sinceClose >= 2*budget || untilEnd <= budget
 }

@@ -3,6 +3,7 @@ package seckill_test
 import (
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/seckill-dev/seckill"
 )
@@ -220,6 +221,35 @@ func TestPlaceMissed(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := seckill.PlaceMissed(tc.storeReady, tc.kept); got != tc.want {
 				t.Fatalf("PlaceMissed(%v, %v) = %q, want %q", tc.storeReady, tc.kept, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestEntriesSettled(t *testing.T) {
+	const budget = 2 * time.Second
+	hour := time.Hour
+	cases := []struct {
+		name                 string
+		sinceClose, untilEnd time.Duration
+		budget               time.Duration
+		want                 bool
+	}{
+		{"no budget: at once", 0, hour, 0, true},
+		{"at the close", 0, hour, budget, false},
+		{"one budget on: a write may still land", budget, hour, budget, false},
+		{"just short of two budgets", 2*budget - time.Millisecond, hour, budget, false},
+		{"two budgets on", 2 * budget, hour, budget, true},
+		{"long after", hour, hour, budget, true},
+		{"a clock set back before the close", -hour, hour, budget, false},
+		{"the sale ends in just over a budget", 0, budget + time.Millisecond, budget, false},
+		{"one budget left before the end", 0, budget, budget, true},
+		{"past the end", 0, -time.Second, budget, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := seckill.EntriesSettled(tc.sinceClose, tc.untilEnd, tc.budget); got != tc.want {
+				t.Fatalf("EntriesSettled(%s, %s, %s) = %v; want %v", tc.sinceClose, tc.untilEnd, tc.budget, got, tc.want)
 			}
 		})
 	}

@@ -24,7 +24,13 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 	cfg := &m.Config
 	drawStore := sqlstore.NewDrawStore(m.db)
 	// An entry is answered once the database keeps it (lottery.Book).
-	batched := combiner.NewEnterer(m.stock.Lottery(), w.entries, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: cfg.RequestBudget})
+	// Each of its two batched stages may take the entry route's budget;
+	// the draw waits two of them after closing the entries.
+	entryBudget := cfg.RequestBudget
+	if d, ok := w.routeBudgets["enter"]; ok {
+		entryBudget = d
+	}
+	batched := combiner.NewEnterer(m.stock.Lottery(), w.entries, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: entryBudget})
 	m.closers = append(m.closers, batched.Stop)
 	// A buyer's repeated entry is answered from memory: the same entry.
 	enterer := repeats.NewEnterer(batched, repeats.Config{Now: m.requestClock()})
@@ -37,7 +43,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 		Draws: drawStore, Sales: w.sales, Entries: m.stock.Lottery(), Stock: m.stock.StockStore(), Book: w.entries,
 		Owner:    fmt.Sprintf("%s/%d/%s", host, os.Getpid(), seckill.NewEntryID()[1:9]),
 		Interval: cfg.DrawInterval, Lease: cfg.DrawLease, Batch: cfg.DrawBatch, Pace: cfg.DrawPace,
-		NewID: claimIDs.New, Now: m.now, Logger: m.Logger,
+		EntryBudget: entryBudget, NewID: claimIDs.New, Now: m.now, Logger: m.Logger,
 		OnDraw: draws.ObserveDraw,
 	}))
 	return &httpapi.LotteryConfig{Enterer: enterer, Store: m.stock.Lottery(), Draws: drawStore, Copy: sqlstore.NewEntryStore(m.db), Ready: m.stock.Readiness()}

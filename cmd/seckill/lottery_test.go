@@ -38,12 +38,20 @@ func (e *engine) createLottery(stock, limit int64, entriesFor time.Duration) (id
 // waitFor polls cond every 20 ms until it holds or within passes.
 func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) {
 	t.Helper()
+	waitEvery(t, within, 20*time.Millisecond, what, cond)
+}
+
+// waitEvery is waitFor asking cond every so often: for a condition read
+// through a buyer's own routes, whose reads are budgeted (as a page's
+// polling is).
+func waitEvery(t testing.TB, within, every time.Duration, what string, cond func() bool) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("not within %s: %s", within, what)
 		}
-		time.Sleep(20 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 

@@ -48,6 +48,10 @@ func startEngine(t testing.TB, mutate func(*Config), hooks ...func(*Main)) *engi
 	// claims, so they give every request time. The budgets have tests of
 	// their own (outage_test.go), with their own settings.
 	cfg.RequestBudget = 30 * time.Second
+	// Except a lottery entry's: a draw reads the entries two of its
+	// budgets after closing them (seckill.EntriesSettled), and these
+	// tests' entrants are few.
+	cfg.RouteBudgets = "enter=3s"
 	// Every test buyer comes from 127.0.0.1; the limits have tests of their own.
 	cfg.RateLimitIP, cfg.RateLimitUser = "off", "off"
 	cfg.DatabaseMaxConns = sqltest.MaxConns

@@ -34,6 +34,7 @@ var routeNames = map[string]string{
 	"POST /admin/v1/sales/{id}/preheat":          "preheat",
 	"GET /api/v1/sales/{id}":                     "sale",
 	"POST /api/v1/sales/{id}/reservations":       "reserve",
+	enterPattern:                                 "enter",
 	"GET /readyz":                                "readyz",
 	"GET /api/v1/reservations/{id}":              "reservation",
 	"POST /api/v1/reservations/{id}/pay":         "pay",

@@ -18,13 +18,18 @@ import (
 )
 
 // failing is the database's side of a Book that refuses to write while
-// down is set, as a database out of reach does.
+// down is set, as a database out of reach does, and that calls before, if
+// set, ahead of each write (a test holds a write there).
 type failing struct {
 	*sqlstore.EntryStore
-	down atomic.Bool
+	down   atomic.Bool
+	before func()
 }
 
 func (f *failing) KeepEntries(ctx context.Context, saleID string, entries []seckill.LotteryEntry) ([]seckill.LotteryEntry, error) {
+	if f.before != nil {
+		f.before()
+	}
 	if f.down.Load() {
 		return nil, &seckill.Error{Code: seckill.EUNAVAILABLE, Message: "the database is unavailable"}
 	}

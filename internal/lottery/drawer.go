@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/seckill-dev/seckill"
@@ -90,6 +91,12 @@ type Config struct {
 	// winners in the database before the stock store records them (a
 	// heal puts them back from there).
 	Book EntryBook
+	// EntryBudget is the request budget of an entry: the draw reads the
+	// entries only once two budgets have passed since it closed them, when
+	// every entry answered before the close is in the database, or once
+	// one is left before the sale ends (seckill.EntriesSettled). Zero
+	// reads them at once.
+	EntryBudget time.Duration
 	// Owner names this node in the draw's lease.
 	Owner string
 	// Lease is how long a node may work on a draw before another may take
@@ -119,6 +126,13 @@ type Config struct {
 type Drawer struct {
 	cfg    Config
 	worker startstop.Worker
+
+	mu sync.Mutex
+	// closed is when this node closed the entries of each sale whose
+	// draw it has not finished, on the monotonic clock: request budgets
+	// run on it, not on Now. A node that takes a draw over closes the
+	// entries again and waits from then.
+	closed map[string]time.Time
 }
 
 // New returns a Drawer.
@@ -135,7 +149,7 @@ func New(cfg Config) *Drawer {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Drawer{cfg: cfg}
+	return &Drawer{cfg: cfg, closed: make(map[string]time.Time)}
 }
 
 // Start runs a pass every Interval until Stop.
@@ -205,6 +219,9 @@ func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawR
 	if err := d.cfg.Entries.CloseEntries(ctx, sale.ID); err != nil {
 		return err
 	}
+	if !d.settled(sale) {
+		return nil // a later pass draws
+	}
 	var entries []seckill.LotteryEntry
 	var err error
 	if d.cfg.Book != nil {
@@ -227,11 +244,30 @@ func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawR
 	if err := d.cfg.Draws.FinishDraw(ctx, rec); err != nil {
 		return err
 	}
+	d.mu.Lock()
+	delete(d.closed, sale.ID)
+	d.mu.Unlock()
 	if d.cfg.OnDraw != nil {
 		d.cfg.OnDraw(sale.ID, len(entries), len(winners), time.Since(start))
 	}
 	d.cfg.Logger.InfoContext(ctx, "lottery drawn", "sale_id", sale.ID, "entrants", len(entries), "winners", len(winners))
 	return nil
+}
+
+// settled reports whether the entries of sale, which this node has just
+// closed (again), may be read: the first close starts the wait.
+func (d *Drawer) settled(sale *seckill.Sale) bool {
+	if d.cfg.EntryBudget <= 0 {
+		return true
+	}
+	d.mu.Lock()
+	closedAt, ok := d.closed[sale.ID]
+	if !ok {
+		closedAt = time.Now()
+		d.closed[sale.ID] = closedAt
+	}
+	d.mu.Unlock()
+	return seckill.EntriesSettled(time.Since(closedAt), sale.EndAt.Sub(d.cfg.Now()), d.cfg.EntryBudget)
 }
 
 // giveBack gives the units that came back to the waiting list: the
