@@ -214,14 +214,14 @@ func (d *Drawer) RunSale(ctx context.Context, saleID string) error {
 // draw closes the entries, computes the winners and reserves their units,
 // and records the draw.
 func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawRecord) error {
-	start := time.Now()
-	d.cfg.Logger.InfoContext(ctx, "lottery draw started", "sale_id", sale.ID, "owner", d.cfg.Owner)
 	if err := d.cfg.Entries.CloseEntries(ctx, sale.ID); err != nil {
 		return err
 	}
 	if !d.settled(sale) {
 		return nil // a later pass draws
 	}
+	start := time.Now()
+	d.cfg.Logger.InfoContext(ctx, "lottery draw started", "sale_id", sale.ID, "owner", d.cfg.Owner)
 	var entries []seckill.LotteryEntry
 	var err error
 	if d.cfg.Book != nil {
