@@ -196,6 +196,7 @@ func (d *Drawer) RunSale(ctx context.Context, saleID string) error {
 		return err
 	}
 	if rec.Drawn() {
+		d.forget(saleID) // drawn by another node while this one waited
 		level, err := d.cfg.Stock.Stock(ctx, saleID)
 		if err != nil || level.Remaining() == 0 {
 			return err // nothing came back: no lease needed
@@ -244,9 +245,7 @@ func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawR
 	if err := d.cfg.Draws.FinishDraw(ctx, rec); err != nil {
 		return err
 	}
-	d.mu.Lock()
-	delete(d.closed, sale.ID)
-	d.mu.Unlock()
+	d.forget(sale.ID)
 	if d.cfg.OnDraw != nil {
 		d.cfg.OnDraw(sale.ID, len(entries), len(winners), time.Since(start))
 	}
@@ -268,6 +267,13 @@ func (d *Drawer) settled(sale *seckill.Sale) bool {
 	}
 	d.mu.Unlock()
 	return seckill.EntriesSettled(time.Since(closedAt), sale.EndAt.Sub(d.cfg.Now()), d.cfg.EntryBudget)
+}
+
+// forget drops the close of a sale that is drawn.
+func (d *Drawer) forget(saleID string) {
+	d.mu.Lock()
+	delete(d.closed, saleID)
+	d.mu.Unlock()
 }
 
 // giveBack gives the units that came back to the waiting list: the
