@@ -26,10 +26,7 @@ func (m *Main) startLottery(ctx context.Context, w *wired) *httpapi.LotteryConfi
 	// An entry is answered once the database keeps it (lottery.Book).
 	// Each of its two batched stages may take the entry route's budget;
 	// the draw waits two of them after closing the entries.
-	entryBudget := cfg.RequestBudget
-	if d, ok := w.routeBudgets["enter"]; ok {
-		entryBudget = d
-	}
+	entryBudget := httpapi.RouteBudget("enter", w.routeBudgets, cfg.RequestBudget)
 	batched := combiner.NewEnterer(m.stock.Lottery(), w.entries, combiner.Config{MaxBatch: cfg.MaxBatch, CallTimeout: entryBudget})
 	m.closers = append(m.closers, batched.Stop)
 	// A buyer's repeated entry is answered from memory: the same entry.

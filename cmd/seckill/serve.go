@@ -366,10 +366,7 @@ func (m *Main) startPipeline(ctx context.Context, w *wired) {
 	// with the request path (Run).
 	// A batch's script call may take as long as a reservation's budget:
 	// every request in it is answered by then anyway.
-	reserveBudget := cfg.RequestBudget
-	if d, ok := w.routeBudgets["reserve"]; ok {
-		reserveBudget = d
-	}
+	reserveBudget := httpapi.RouteBudget("reserve", w.routeBudgets, cfg.RequestBudget)
 	// Over the in-process store a batch's claims are answered once the
 	// relay has stored them in the broker's files (internal/ackgate).
 	var hold func([]seckill.ReserveResult) func(context.Context) error

@@ -271,13 +271,13 @@ func (s *Server) handleAddStock(w http.ResponseWriter, r *http.Request) int {
 // afterChange drops this node's cached row and early flag, and counts the
 // change.
 func (s *Server) afterChange(sale *seckill.Sale, action string) {
-	s.cache.forget(sale.ID)
-	s.early.forget(sale.ID)
+	s.ForgetSale(sale.ID)
 	s.adminMetrics.changes.WithLabelValues(action).Inc()
 }
 
-// ForgetSale drops the cached row of a sale, so the next read sees a
-// change made on another node (the restock announcement carries it).
+// ForgetSale drops the cached row and early flag of a sale, so the next
+// read sees a change made on another node (the restock announcement
+// carries it).
 func (s *Server) ForgetSale(id string) {
 	s.cache.forget(id)
 	s.early.forget(id)

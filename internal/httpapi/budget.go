@@ -123,14 +123,23 @@ func (s *Server) budgetOf(pattern string) time.Duration {
 		return 0
 	}
 	if name, ok := routeNames[pattern]; ok {
-		if d, ok := s.routeBudgets[name]; ok {
-			return d
-		}
-		if d, ok := DefaultRouteBudgets[name]; ok {
-			return d
-		}
+		return RouteBudget(name, s.routeBudgets, s.budget)
 	}
 	return s.budget
+}
+
+// RouteBudget is the budget of the route named name (RouteNames): its
+// override in overrides, else its default (DefaultRouteBudgets), else
+// budget. The work a route hands to others (a combiner's batch call) takes
+// the route's budget too.
+func RouteBudget(name string, overrides map[string]time.Duration, budget time.Duration) time.Duration {
+	if d, ok := overrides[name]; ok {
+		return d
+	}
+	if d, ok := DefaultRouteBudgets[name]; ok {
+		return d
+	}
+	return budget
 }
 
 // errBudgetSpent is the cause of a request context ended by its budget,

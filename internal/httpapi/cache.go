@@ -84,24 +84,37 @@ func (c *saleCache) get(ctx context.Context, id string) (*seckill.Sale, error) {
 	if a, _, ok := c.entries.Get(id, c.now()); ok {
 		return a.sale, a.err
 	}
-	// The load is shared, so it runs on its own clock; this request, like
-	// every other waiting for it, waits only as long as its own context
-	// lets it.
-	ch := c.loads.DoChan(id, func() (any, error) { return c.fill(ctx, id) })
+	a, err := sharedRead(ctx, &c.loads, id, saleLoadTimeout, func(lctx context.Context) (saleAnswer, error) {
+		return c.fill(lctx, id)
+	})
+	if errors.Is(err, errSaleLoadsBusy) {
+		if sale, _, ok := c.lastGood(id); ok {
+			return sale, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return a.sale, a.err
+}
+
+// sharedRead makes read once for all the callers that ask for key at the
+// same time (g). The read is shared, so it runs on its own clock (timeout),
+// not on the context of the caller that began it, which may hang up; each
+// caller waits for it only as long as its own ctx lets it.
+func sharedRead[T any](ctx context.Context, g *singleflight.Group, key string, timeout time.Duration, read func(context.Context) (T, error)) (T, error) {
+	ch := g.DoChan(key, func() (any, error) {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+		defer cancel()
+		return read(rctx)
+	})
 	select {
 	case r := <-ch:
-		if errors.Is(r.Err, errSaleLoadsBusy) {
-			if sale, _, ok := c.lastGood(id); ok {
-				return sale, nil
-			}
-		}
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		a := r.Val.(saleAnswer)
-		return a.sale, a.err
+		v, _ := r.Val.(T)
+		return v, r.Err
 	case <-ctx.Done():
-		return nil, ctx.Err()
+		var zero T
+		return zero, ctx.Err()
 	}
 }
 
@@ -112,9 +125,7 @@ func (c *saleCache) fill(ctx context.Context, id string) (saleAnswer, error) {
 		return saleAnswer{}, errSaleLoadsBusy
 	}
 	gen := c.forgets.Load()
-	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
-	defer cancel()
-	sale, err := c.load(lctx, id)
+	sale, err := c.load(ctx, id)
 	switch {
 	case err == nil && sale == nil:
 		return saleAnswer{}, errors.New("sale store returned no sale and no error")

@@ -83,15 +83,11 @@ func (s *Server) drawRecord(ctx context.Context, saleID string) (seckill.DrawRec
 	if rec, ok := c.fresh(saleID, now); ok {
 		return rec, nil
 	}
-	ch := c.reads.DoChan(saleID, func() (any, error) {
+	return sharedRead(ctx, &c.reads, saleID, saleLoadTimeout, func(rctx context.Context) (seckill.DrawRecord, error) {
 		// A flight that ended just before this one began kept it.
 		if rec, ok := c.fresh(saleID, time.Now()); ok {
 			return rec, nil
 		}
-		// Shared, so on its own clock: one buyer hanging up must not fail
-		// the others' read.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), saleLoadTimeout)
-		defer cancel()
 		rec, err := s.lottery.Draws.EnsureDraw(rctx, saleID)
 		if err != nil {
 			return rec, err
@@ -104,13 +100,6 @@ func (s *Server) drawRecord(ctx context.Context, saleID string) (seckill.DrawRec
 		c.mu.Unlock()
 		return rec, nil
 	})
-	select {
-	case r := <-ch:
-		rec, _ := r.Val.(seckill.DrawRecord)
-		return rec, r.Err
-	case <-ctx.Done():
-		return seckill.DrawRecord{}, ctx.Err()
-	}
 }
 
 type entryResponse struct {

@@ -115,19 +115,19 @@ func (st *EntryStore) KeptEntries(ctx context.Context, saleID string) ([]seckill
 func (st *EntryStore) KeptWon(ctx context.Context, saleID string) (map[string]string, error) {
 	rows, err := st.db.read.QueryContext(ctx, st.db.dialect.sql.entries.wonBySale, saleID)
 	if err != nil {
-		return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))
+		return nil, fmt.Errorf("kept winners of %s: %w", saleID, st.db.classify(err))
 	}
 	defer rows.Close()
 	out := map[string]string{}
 	for rows.Next() {
 		var user, res string
 		if err := rows.Scan(&user, &res); err != nil {
-			return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))
+			return nil, fmt.Errorf("kept winners of %s: %w", saleID, st.db.classify(err))
 		}
 		out[user] = res
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("archived winners of %s: %w", saleID, st.db.classify(err))
+		return nil, fmt.Errorf("kept winners of %s: %w", saleID, st.db.classify(err))
 	}
 	return out, nil
 }
