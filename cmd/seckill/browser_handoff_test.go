@@ -1,7 +1,12 @@
 package main
 
 import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -54,3 +59,113 @@ func TestBrowserTokenHandoff(t *testing.T) {
 }
 
 func jsString(s string) string { return "'" + strings.ReplaceAll(s, "'", `\'`) + "'" }
+
+// TestBrowserHandoverBoundToTheTab: with --shop-signin-url, the buyer page
+// sends a buyer to the shop's sign-in page with return_to and a state kept
+// in the tab, and takes the #token= the shop sends back only with that
+// state. A link somebody else made (here a genuine one: carol's token and
+// the state her own tab sent) signs nobody in as carol: a buyer not signed
+// in stays signed out and is told why; a buyer signed in stays who they
+// were. Without the check, both would be carol, and would claim and pay
+// for her order (a login CSRF).
+func TestBrowserHandoverBoundToTheTab(t *testing.T) {
+	requireChromium(t)
+	var (
+		e         *engine
+		mu        sync.Mutex
+		handovers = map[string]string{} // buyer → the shop's last redirect
+	)
+	// The shop: /login?as=NAME signs the tab's browser in at the shop (a
+	// cookie of its own origin); /signin hands the signed-in buyer back.
+	shop := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/login":
+			http.SetCookie(w, &http.Cookie{Name: "who", Value: r.URL.Query().Get("as"), Path: "/"})
+			fmt.Fprintln(w, "signed in at the shop")
+		case "/signin":
+			who, err := r.Cookie("who")
+			back, state := r.URL.Query().Get("return_to"), r.URL.Query().Get("state")
+			if err != nil || !strings.HasPrefix(back, e.base+"/") || state == "" {
+				http.Error(w, "not signed in at the shop, or a bad handover", http.StatusBadRequest)
+				return
+			}
+			loc := back + "#token=" + e.token(who.Value) + "&state=" + url.QueryEscape(state)
+			mu.Lock()
+			handovers[who.Value] = loc
+			mu.Unlock()
+			http.Redirect(w, r, loc, http.StatusFound)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	t.Cleanup(shop.Close)
+	e = startEngine(t, func(c *Config) { c.ShopSignInURL = shop.URL + "/signin" })
+	sale := e.liveSale(5, 1)
+	page := e.base + "/sales/" + sale
+	browser := startChromium(t)
+
+	signIn := func(tb *browserTab, who string) {
+		t.Helper()
+		tb.do(desktopSized(), chromedp.Navigate(shop.URL+"/login?as="+who), chromedp.Navigate(page))
+		tb.waitFor("the shop's sign-in link", `!document.getElementById("signin").hidden && document.getElementById("shop-signin") !== null`, 30*time.Second)
+		tb.do(chromedp.Click(chromedp.ID("shop-signin")))
+		// The click leaves for the shop and comes back.
+		waitThroughNavigation(tb, "signed in from the shop", `document.getElementById("account") !== null && !document.getElementById("account").hidden && document.getElementById("who").textContent === `+jsString(who))
+		if href := evalJS[string](tb, `location.href`); href != page {
+			t.Errorf("%s: address bar after the handover %q, want %q", who, href, page)
+		}
+	}
+	refused := `!document.getElementById("problem").hidden && document.getElementById("problem").textContent.includes("not started from this page")`
+
+	carol := openTab(t, browser, "carol")
+	signIn(carol, "carol")
+	carol.noErrors()
+	mu.Lock()
+	carolsLink := handovers["carol"]
+	mu.Unlock()
+	if !strings.Contains(carolsLink, "&state=") {
+		t.Fatalf("the shop's redirect %q carries no state", carolsLink)
+	}
+
+	// A buyer not signed in opens carol's link.
+	erin := openTab(t, browser, "erin")
+	erin.do(desktopSized(), chromedp.Navigate(carolsLink))
+	waitThroughNavigation(erin, "the refusal", refused)
+	if evalJS[bool](erin, `!document.getElementById("account").hidden`) {
+		t.Errorf("erin was signed in as %q by carol's link", evalJS[string](erin, `document.getElementById("who").textContent`))
+	}
+	if href := evalJS[string](erin, `location.href`); strings.Contains(href, "token") || strings.Contains(href, "state") {
+		t.Errorf("erin's address bar %q still holds the link's token or state", href)
+	}
+	erin.noErrors()
+
+	// A signed-in buyer opens it, with its state and without.
+	dave := openTab(t, browser, "dave")
+	signIn(dave, "dave")
+	stateless := page + "#token=" + e.token("carol")
+	for _, link := range []string{carolsLink, stateless} {
+		dave.do(chromedp.Navigate("about:blank"), chromedp.Navigate(link))
+		waitThroughNavigation(dave, "the refusal", refused)
+		if who := evalJS[string](dave, `document.getElementById("who").textContent`); who != "dave" {
+			t.Errorf("dave is signed in as %q after opening %q", who, link)
+		}
+	}
+	dave.noErrors()
+}
+
+// waitThroughNavigation waits up to 30 s for cond, evaluated again where a
+// navigation under way leaves no page to evaluate it in.
+func waitThroughNavigation(tb *browserTab, what, cond string) {
+	tb.t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](cond))
+		if err == nil && v {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.waitFor(what, cond, time.Second) // fails with the page's text
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}

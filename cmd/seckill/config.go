@@ -87,6 +87,10 @@ type Config struct {
 	PaymentWebhookSecret string // verifies POST /webhooks/v1/payments; empty: every webhook is 401
 	ServiceToken         string // the shop's server on POST /admin/v1/orders/{id}/payments; empty: 401
 	PaymentURLTemplate   string // the shop's payment page of an order, e.g. https://shop.example/pay?reservation={id}
+	// ShopSignInURL is the shop's page that hands a signed-in buyer back
+	// to the buyer page with a token bound to the page's state
+	// (internal/web: the handover); empty: a #token= link is taken as is.
+	ShopSignInURL string
 	// BuyerPay ("on"/"off") lets a buyer pay by saying so
 	// (POST /api/v1/reservations/{id}/pay). Only `seckill demo` has the
 	// flag: serve never offers it.
@@ -238,6 +242,7 @@ func (c *Config) register(fs *flag.FlagSet) error {
 	stringFlag(fs, &c.Roles, "roles", c.Roles, "what this process runs: all, or a comma-separated list of api (buyer and admin HTTP API), relay (outbox to broker), writer (broker to database)")
 	stringFlag(fs, &c.TrustedProxies, "trusted-proxies", c.TrustedProxies, "comma-separated IPs/CIDRs whose X-Forwarded-For is believed")
 	stringFlag(fs, &c.PaymentWebhookSecret, "payment-webhook-secret", c.PaymentWebhookSecret, "secret (at least 32 bytes) of the payment provider's signed webhook POST /webhooks/v1/payments (Seckill-Signature: t=…,v1=…, Stripe's scheme); empty: the webhook is refused")
+	stringFlag(fs, &c.ShopSignInURL, "shop-signin-url", c.ShopSignInURL, "the shop's page that signs a buyer in and sends them back to <return_to>#token=…&state=<state> (both from its query); when set, the buyer page takes a #token= only with the state it sent, so nobody can sign a buyer in as someone else with a link (https://, or http:// to loopback)")
 	stringFlag(fs, &c.PaymentURLTemplate, "payment-url-template", c.PaymentURLTemplate, "the shop's payment page of an order, linked from the buyer page: an http(s) URL with {id} (reservation id), {order_id} or {amount_cents}, e.g. https://shop.example/pay?reservation={id}")
 	stringFlag(fs, &c.ServiceToken, "service-token", c.ServiceToken, "bearer token (at least 32 bytes, not the admin token) of the shop's server reporting payments on POST /admin/v1/orders/{order_id}/payments; empty: refused")
 	stringFlag(fs, &c.RouteBudgets, "route-budgets", c.RouteBudgets, "per-route request budgets overriding --request-budget, e.g. reserve=1s,reconciliation=5m (reconciliation defaults to 2m; routes: "+strings.Join(httpapi.RouteNames(), ", ")+")")

@@ -658,7 +658,7 @@ func (m *Main) serveHTTP(w *wired, api *httpapi.Server) (err error) {
 	room := controlroom.New(roomCfg)
 	pages, err := web.New(web.Config{
 		Sales: api.CachedSales(), Stock: w.reqStock, Snapshot: room.Snapshot, Admission: room.Admission, AdminToken: cfg.AdminToken,
-		DemoLogin: mint, BuyerPay: w.buyerPay, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
+		DemoLogin: mint, BuyerPay: w.buyerPay, ShopSignIn: cfg.ShopSignInURL, Now: m.now, Logger: m.Logger, Budget: cfg.RequestBudget, OnDegraded: api.CountDegraded, Currency: cfg.Currency,
 		API: api.Handler(), Buyers: w.verifier, VerifyBuyer: api.VerifyBuyer, QueueOpensBefore: cfg.QueueOpensBefore,
 	})
 	if err != nil {

@@ -5,23 +5,42 @@ import (
 	"fmt"
 	"net"
 	"net/url"
+	"strings"
 
 	"github.com/seckill-dev/seckill/internal/jwt"
 )
 
 // checkSignIn refuses sign-in settings that cannot work or are unsafe: a
 // JWKS fetched over plain HTTP from another host could be swapped in
-// transit, and whoever swaps it signs in as any buyer.
+// transit, and whoever swaps it signs in as any buyer; so could the shop's
+// sign-in page a buyer is sent to for a token.
 func (c *Config) checkSignIn() error {
 	if c.JWTMaxLifetime < 0 {
 		return fmt.Errorf("jwt max lifetime %s: want 0 (no limit) or a positive duration", c.JWTMaxLifetime)
 	}
-	if c.JWTJWKSURL == "" {
-		return nil
+	if c.JWTJWKSURL != "" {
+		if err := httpsOrLoopback(c.JWTJWKSURL); err != nil {
+			return fmt.Errorf("jwt jwks url: %w", err)
+		}
 	}
-	u, err := url.Parse(c.JWTJWKSURL)
+	if c.ShopSignInURL != "" {
+		if err := httpsOrLoopback(c.ShopSignInURL); err != nil {
+			return fmt.Errorf("shop signin url: %w", err)
+		}
+		if u, _ := url.Parse(c.ShopSignInURL); u.Fragment != "" || strings.Contains(c.ShopSignInURL, "#") {
+			return fmt.Errorf("shop signin url %q: no #fragment (the page adds return_to and state to its query)", c.ShopSignInURL)
+		}
+	}
+	return nil
+}
+
+// httpsOrLoopback refuses a URL other than https://, or plain http:// to
+// a loopback address: what travels over it (keys that decide who signs
+// in, a buyer's way to a token) must not be swapped in transit.
+func httpsOrLoopback(raw string) error {
+	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" {
-		return fmt.Errorf("jwt jwks url %q: want an https:// URL", c.JWTJWKSURL)
+		return fmt.Errorf("%q: want an https:// URL", raw)
 	}
 	switch u.Scheme {
 	case "https":
@@ -31,7 +50,7 @@ func (c *Config) checkSignIn() error {
 			return nil
 		}
 	}
-	return fmt.Errorf("jwt jwks url %q: want https:// (plain http only to a loopback address)", c.JWTJWKSURL)
+	return fmt.Errorf("%q: want https:// (plain http only to a loopback address)", raw)
 }
 
 // buyerVerifier is the verifier of buyer tokens: HS256 with the

@@ -306,6 +306,27 @@ func TestCheckSignIn(t *testing.T) {
 			t.Errorf("checkSignIn(%q, %s) = %v, want ok %v", c.url, c.lifetime, err, c.ok)
 		}
 	}
+	// The shop's sign-in page: a buyer's way to a token, so neither
+	// plain http to another host nor a fragment the page's own would
+	// clash with.
+	for _, c := range []struct {
+		url string
+		ok  bool
+	}{
+		{"https://shop.example/seckill/signin", true},
+		{"https://shop.example/signin?lang=de", true},
+		{"http://127.0.0.1:8081/signin", true},
+		{"http://shop.example/signin", false},
+		{"https://shop.example/signin#x", false},
+		{"shop.example/signin", false},
+		{"javascript:alert(1)", false},
+	} {
+		cfg := DefaultConfig()
+		cfg.ShopSignInURL = c.url
+		if err := cfg.checkSignIn(); (err == nil) != c.ok {
+			t.Errorf("checkSignIn(shop signin %q) = %v, want ok %v", c.url, err, c.ok)
+		}
+	}
 }
 
 // TestShortSecretsRefused: serve refuses a configured JWT secret, admin

@@ -126,6 +126,7 @@ type buyerData struct {
 	QtyOptions    []int64 // 1 to the per-buyer limit, at most maxQtyChoice
 	DemoLogin     bool
 	BuyerPay      bool
+	ShopSignIn    string
 	Currency      string
 
 	// Admission of the sale; the rest is set for lottery and queue sales.
@@ -213,6 +214,7 @@ func (h *Handler) handleBuyerPage(w http.ResponseWriter, r *http.Request) {
 		QtyOptions:    qty,
 		DemoLogin:     h.demoLogin != nil,
 		BuyerPay:      h.buyerPay,
+		ShopSignIn:    h.signIn,
 		Currency:      cmp.Or(sale.Currency, h.currency),
 		Mode:          sale.Admission.Of(),
 		Sessions:      h.api != nil,

@@ -166,6 +166,13 @@ type Config struct {
 	// Otherwise the page links to the shop's payment page, when the
 	// order carries one (pay_url), and waits for the shop's confirmation.
 	BuyerPay bool
+	// ShopSignIn is the shop's page that signs a buyer in and sends them
+	// back to the buyer page as <return_to>#token=…&state=<state>, both
+	// from its query (the handover). When set, the page offers it and
+	// takes a #token= only with the state it sent, kept in the tab, so a
+	// link somebody else made cannot sign a buyer in as them (a login
+	// CSRF). Empty: a #token= is taken as it comes.
+	ShopSignIn string
 	// Currency is the ISO 4217 code prices are shown in; empty shows a
 	// plain number.
 	Currency string
@@ -233,6 +240,7 @@ type Handler struct {
 	assets    map[string]*asset // by path under /static/
 	mux       *http.ServeMux
 
+	signIn           string        // Config.ShopSignIn
 	api              http.Handler  // nil: no buyer sessions
 	buyers           TokenVerifier // nil: no buyer sessions
 	verifyBuyer      func(r *http.Request, token string) (string, error)
@@ -260,6 +268,7 @@ func New(cfg Config) (*Handler, error) {
 		admission: cfg.Admission,
 		demoLogin: cfg.DemoLogin,
 		buyerPay:  cfg.BuyerPay,
+		signIn:    cfg.ShopSignIn,
 		currency:  cfg.Currency,
 		now:       cfg.Now,
 		logger:    cfg.Logger,

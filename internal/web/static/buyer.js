@@ -105,18 +105,53 @@
   // Keep it for this tab and take it out of the address bar and history.
   // A ?token=… (which every proxy and access log on the way has seen) is
   // not used, only taken out of the address bar.
+  //
+  // With the shop's sign-in page configured (data-shop-signin), a token is
+  // taken only with the state this tab sent there (startHandover): a link
+  // somebody else made, with their own token, would otherwise sign the
+  // buyer in as them, and the buyer would claim and pay for their order.
+  // handoverRefused says such a token came and was not used.
+  const shopSignIn = d.shopSignin || "";
+  const HANDOVER_KEY = "seckill.handoverState";
+  let handoverRefused = false;
+
   function takeTokenFromURL() {
     const u = new URL(location.href);
     const frag = new URLSearchParams(u.hash.slice(1));
     const t = frag.get("token");
+    const got = frag.get("state");
     const inQuery = u.searchParams.has("token");
     if (t === null && !inQuery) return;
     u.searchParams.delete("token");
     frag.delete("token");
+    if (t !== null) frag.delete("state");
     const rest = frag.toString();
     history.replaceState(null, "", u.pathname + u.search + (rest ? "#" + rest : ""));
-    if (t !== null && t.trim()) sk.session.set(TOKEN_KEY, t.trim());
+    if (t === null || !t.trim()) return;
+    if (shopSignIn) {
+      const sent = sk.session.get(HANDOVER_KEY);
+      sk.session.del(HANDOVER_KEY); // one use
+      if (!sent || got !== sent) {
+        handoverRefused = true;
+        return;
+      }
+    }
+    sk.session.set(TOKEN_KEY, t.trim());
   }
+
+  // startHandover sends the buyer to the shop's sign-in page with this
+  // page to come back to and a fresh state, kept in this tab only.
+  function startHandover(ev) {
+    ev.preventDefault();
+    const st = sk.randomKey();
+    sk.session.set(HANDOVER_KEY, st);
+    const u = new URL(shopSignIn, location.href);
+    u.searchParams.set("return_to", location.origin + location.pathname);
+    u.searchParams.set("state", st);
+    location.assign(u.toString());
+  }
+  const shopLink = document.getElementById("shop-signin");
+  if (shopLink && shopSignIn) shopLink.addEventListener("click", startHandover);
 
   function signedOut(message) {
     setToken(null);
@@ -696,6 +731,10 @@
   els.price.textContent = sk.formatPrice(sale.priceCents, sale.currency);
   takeTokenFromURL();
   setToken(sk.session.get(TOKEN_KEY));
+  if (handoverRefused) {
+    problem("That sign-in link was not started from this page, so it was not used. " +
+      (state.token ? "You are still signed in as " + (state.user || "before") + "." : "Sign in with the shop."));
+  }
   const kept = sk.session.get(CLAIM_KEY);
   if (kept && state.token) {
     state.claim = { id: kept };
