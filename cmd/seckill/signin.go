@@ -27,7 +27,7 @@ func (c *Config) checkSignIn() error {
 		if err := httpsOrLoopback(c.ShopSignInURL); err != nil {
 			return fmt.Errorf("shop signin url: %w", err)
 		}
-		if u, _ := url.Parse(c.ShopSignInURL); u.Fragment != "" || strings.Contains(c.ShopSignInURL, "#") {
+		if strings.Contains(c.ShopSignInURL, "#") {
 			return fmt.Errorf("shop signin url %q: no #fragment (the page adds return_to and state to its query)", c.ShopSignInURL)
 		}
 	}

@@ -229,6 +229,7 @@ type Handler struct {
 	tickets   *ticketSigner // nil: admin token not set
 	demoLogin func(name string) (string, error)
 	buyerPay  bool
+	signIn    string // Config.ShopSignIn
 	currency  string
 	now       func() time.Time
 	logger    *slog.Logger
@@ -240,7 +241,6 @@ type Handler struct {
 	assets    map[string]*asset // by path under /static/
 	mux       *http.ServeMux
 
-	signIn           string        // Config.ShopSignIn
 	api              http.Handler  // nil: no buyer sessions
 	buyers           TokenVerifier // nil: no buyer sessions
 	verifyBuyer      func(r *http.Request, token string) (string, error)
