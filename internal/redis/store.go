@@ -200,10 +200,11 @@ func newStore(ctx context.Context, url string, o options, srv *miniredis.Minired
 		// but nothing else should open hundreds of connections at once.
 		copt.BlockingPoolSize = durablePoolSize
 	}
-	client, err := rueidis.NewClient(copt)
+	raw, err := rueidis.NewClient(copt)
 	if err != nil {
 		return nil, fmt.Errorf("redis: connect: %w", classify(err))
 	}
+	client := unrecycled{raw}
 	s := &Store{conn: &conn{client: client, prefix: o.prefix, embedded: srv, waitReplicas: o.waitReplicas, waitTimeout: o.waitTimeout, onAppend: o.onAppend}}
 	if s.waitReplicas > 0 && s.waitTimeout <= 0 {
 		s.waitTimeout = DefaultWaitTimeout
@@ -301,4 +302,24 @@ func (s *Store) ServerCPU(ctx context.Context) (time.Duration, error) {
 		}
 	}
 	return total, nil
+}
+
+// unrecycled is the store's client: it pins every command it sends, so
+// that rueidis never recycles one. rueidis retries a read-only command on
+// a new connection when its connection breaks, and recycles the command
+// once it is answered there, while the broken connection's writer may
+// still be reading it: a data race, which the race detector caught in a
+// fault test that restarts Redis. The store builds a command a batch, not
+// a request, so the allocations this costs are few.
+type unrecycled struct{ rueidis.Client }
+
+func (c unrecycled) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	return c.Client.Do(ctx, cmd.Pin())
+}
+
+func (c unrecycled) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	for i := range multi {
+		multi[i] = multi[i].Pin()
+	}
+	return c.Client.DoMulti(ctx, multi...)
 }
