@@ -110,7 +110,7 @@ func TestBrowserHandoverBoundToTheTab(t *testing.T) {
 		tb.waitFor("the shop's sign-in link", `!document.getElementById("signin").hidden && document.getElementById("shop-signin") !== null`, 30*time.Second)
 		tb.do(chromedp.Click(chromedp.ID("shop-signin")))
 		// The click leaves for the shop and comes back.
-		waitThroughNavigation(tb, "signed in from the shop", `document.getElementById("account") !== null && !document.getElementById("account").hidden && document.getElementById("who").textContent === `+jsString(who))
+		tb.waitFor("signed in from the shop", `document.getElementById("account") !== null && !document.getElementById("account").hidden && document.getElementById("who").textContent === `+jsString(who), 30*time.Second)
 		if href := evalJS[string](tb, `location.href`); href != page {
 			t.Errorf("%s: address bar after the handover %q, want %q", who, href, page)
 		}
@@ -130,7 +130,7 @@ func TestBrowserHandoverBoundToTheTab(t *testing.T) {
 	// A buyer not signed in opens carol's link.
 	erin := openTab(t, browser, "erin")
 	erin.do(desktopSized(), chromedp.Navigate(carolsLink))
-	waitThroughNavigation(erin, "the refusal", refused)
+	erin.waitFor("the refusal", refused, 30*time.Second)
 	if evalJS[bool](erin, `!document.getElementById("account").hidden`) {
 		t.Errorf("erin was signed in as %q by carol's link", evalJS[string](erin, `document.getElementById("who").textContent`))
 	}
@@ -145,27 +145,10 @@ func TestBrowserHandoverBoundToTheTab(t *testing.T) {
 	stateless := page + "#token=" + e.token("carol")
 	for _, link := range []string{carolsLink, stateless} {
 		dave.do(chromedp.Navigate("about:blank"), chromedp.Navigate(link))
-		waitThroughNavigation(dave, "the refusal", refused)
+		dave.waitFor("the refusal", refused, 30*time.Second)
 		if who := evalJS[string](dave, `document.getElementById("who").textContent`); who != "dave" {
 			t.Errorf("dave is signed in as %q after opening %q", who, link)
 		}
 	}
 	dave.noErrors()
-}
-
-// waitThroughNavigation waits up to 30 s for cond, evaluated again where a
-// navigation under way leaves no page to evaluate it in.
-func waitThroughNavigation(tb *browserTab, what, cond string) {
-	tb.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		v, err := chromedp.Run(tb.ctx, chromedp.Evaluate[bool](cond))
-		if err == nil && v {
-			return
-		}
-		if time.Now().After(deadline) {
-			tb.waitFor(what, cond, time.Second) // fails with the page's text
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }

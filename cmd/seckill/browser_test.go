@@ -165,11 +165,21 @@ func evalJS[T any](tb *browserTab, expr string) T {
 }
 
 // waitFor polls a JavaScript condition until it holds; on a timeout it
-// saves a screenshot and fails with what the page says.
+// saves a screenshot and fails with what the page says. A navigation under
+// way (a redirect through another site and back) leaves no page to poll
+// in for a moment: the poll starts again on the next one.
 func (tb *browserTab) waitFor(what, cond string, timeout time.Duration) {
 	tb.t.Helper()
-	err := chromedp.Do(tb.ctx, chromedp.Poll[chromedp.Void](cond,
-		chromedp.WithPollingTimeout(timeout), chromedp.WithPollingInterval(100*time.Millisecond)))
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		err = chromedp.Do(tb.ctx, chromedp.Poll[chromedp.Void](cond,
+			chromedp.WithPollingTimeout(time.Until(deadline)), chromedp.WithPollingInterval(100*time.Millisecond)))
+		if err == nil || !strings.Contains(err.Error(), "Cannot find context") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	if err != nil {
 		tb.shot("timeout-" + strings.ReplaceAll(what, " ", "-"))
 		text, _ := chromedp.Run(tb.ctx, chromedp.Evaluate[string](`document.body.innerText`))

@@ -256,9 +256,6 @@ func (d *Drawer) draw(ctx context.Context, sale *seckill.Sale, rec seckill.DrawR
 // settled reports whether the entries of sale, which this node has just
 // closed (again), may be read: the first close starts the wait.
 func (d *Drawer) settled(sale *seckill.Sale) bool {
-	if d.cfg.EntryBudget <= 0 {
-		return true
-	}
 	d.mu.Lock()
 	closedAt, ok := d.closed[sale.ID]
 	if !ok {
